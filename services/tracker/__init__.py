@@ -1,0 +1,1 @@
+"""Tracker: reconciles every job's progress into the PMJ status, turns intents into PMJs, releases slots."""

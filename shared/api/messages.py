@@ -1,0 +1,245 @@
+"""Every message Podherd puts on NATS, declared once.
+
+Each message carries `schemaVersion`. A consumer accepts the versions it knows and rejects newer ones with a
+clear error (the message is dead-lettered, not guessed at). Messages from outside Podherd (intents) also
+reject unknown fields, so a misspelt `targetnode` is an error rather than a silently ignored option;
+Podherd's own messages tolerate unknown fields so a newer producer can add optional fields during a rolling
+upgrade without breaking older consumers.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Final, Generic, Literal, TypeAlias, TypeVar
+
+import msgspec
+
+from shared.api.meta import Duration, ObjectReference
+from shared.api.pmj import Mode, Phase, PodMigrationJob
+from shared.api.reservation import Reservation
+
+SCHEMA_VERSION: Final = 1
+
+# DNS-1123 label (namespaces, node names are subdomains but labels cover the common case) and subdomain.
+DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+Namespace = Annotated[str, msgspec.Meta(pattern=DNS_LABEL, max_length=63)]
+ObjectName = Annotated[str, msgspec.Meta(pattern=DNS_SUBDOMAIN, max_length=253)]
+
+
+class Message(msgspec.Struct, rename="camel", kw_only=True):
+    """Base of every NATS message: camelCase JSON and a schema version that is always written."""
+
+    schema_version: int = SCHEMA_VERSION
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.schema_version <= SCHEMA_VERSION:
+            raise ValueError(
+                f"unsupported schemaVersion {self.schema_version}: this build reads 1..{SCHEMA_VERSION}"
+            )
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Intents: what external systems (deschedulers, defragmenters, maintenance tools) publish.
+
+
+class PodKey(msgspec.Struct, rename="camel", kw_only=True, forbid_unknown_fields=True):
+    namespace: Namespace
+    name: ObjectName
+    uid: str | None = None
+
+
+class MigrationIntent(Message, kw_only=True, forbid_unknown_fields=True):
+    """A request to migrate one pod. `idempotencyKey` names the job: the same key twice is one job."""
+
+    idempotency_key: Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
+    pod: PodKey
+    requester: Annotated[str, msgspec.Meta(min_length=1, max_length=253)]
+    target_node: ObjectName | None = None
+    mode: Mode | None = None
+    ttl: Duration | None = None
+    # Migration priority: seed 000 sorts "the higher migration priority" first.
+    priority: int = 0
+    reason: Annotated[str, msgspec.Meta(max_length=1024)] | None = None
+    paused: bool = False
+
+
+class IntentError(msgspec.Struct, rename="camel", kw_only=True):
+    code: Literal["InvalidIntent", "MissingPod", "Conflict", "Unavailable", "Internal"]
+    message: str
+    field: str | None = None
+
+
+class IntentReply(Message, kw_only=True):
+    """The answer on an intent's reply subject: the job's name, or a specific error."""
+
+    ok: bool
+    job: str | None = None
+    created: bool = False
+    error: IntentError | None = None
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Watch events: what the watcher publishes, one envelope for every kind with a slim payload per kind.
+
+EventType: TypeAlias = Literal["ADDED", "MODIFIED", "DELETED"]
+WatchedKind: TypeAlias = Literal[
+    "Pod",
+    "PodMigrationJob",
+    "Reservation",
+    "PodDisruptionBudget",
+    "Deployment",
+    "ReplicaSet",
+    "StatefulSet",
+    "Node",
+]
+
+
+class WorkloadRef(msgspec.Struct, rename="camel", kw_only=True):
+    """The workload a pod belongs to, resolved through ReplicaSet -> Deployment where that applies."""
+
+    kind: str
+    namespace: str
+    name: str
+    uid: str | None = None
+
+
+class PodInfo(msgspec.Struct, rename="camel", kw_only=True, omit_defaults=True):
+    """What downstream needs of a pod; built from the raw JSON without the client's model classes."""
+
+    uid: str
+    namespace: str
+    name: str
+    node_name: str | None = None
+    phase: str | None = None
+    ready: bool = False
+    deletion_timestamp: datetime | None = None
+    created_at: datetime | None = None
+    owner: ObjectReference | None = None
+    workload: WorkloadRef | None = None
+    priority: int | None = None
+    priority_class_name: str | None = None
+    qos_class: str | None = None
+    scheduler_name: str | None = None
+    requests: dict[str, str] = msgspec.field(default_factory=dict)
+    labels: dict[str, str] = msgspec.field(default_factory=dict)
+    annotations: dict[str, str] = msgspec.field(default_factory=dict)
+    volume_kinds: list[str] = msgspec.field(default_factory=list)
+    mirror: bool = False
+
+
+class PdbInfo(msgspec.Struct, rename="camel", kw_only=True, omit_defaults=True):
+    uid: str
+    namespace: str
+    name: str
+    selector: dict[str, str] = msgspec.field(default_factory=dict)
+    min_available: int | str | None = None
+    max_unavailable: int | str | None = None
+    current_healthy: int = 0
+    desired_healthy: int = 0
+    disruptions_allowed: int = 0
+    expected_pods: int = 0
+
+
+class WorkloadInfo(msgspec.Struct, rename="camel", kw_only=True, omit_defaults=True):
+    uid: str
+    kind: str
+    namespace: str
+    name: str
+    replicas: int = 0
+    ready_replicas: int = 0
+    available_replicas: int = 0
+    updated_replicas: int = 0
+    owner: ObjectReference | None = None
+
+
+class NodeInfo(msgspec.Struct, rename="camel", kw_only=True, omit_defaults=True):
+    uid: str
+    name: str
+    ready: bool = True
+    unschedulable: bool = False
+    allocatable: dict[str, str] = msgspec.field(default_factory=dict)
+    labels: dict[str, str] = msgspec.field(default_factory=dict)
+
+
+Payload = TypeVar("Payload", PodInfo, PodMigrationJob, Reservation, PdbInfo, WorkloadInfo, NodeInfo)
+
+
+class ObjectEvent(Message, Generic[Payload], kw_only=True):
+    """One change of one object. `Nats-Msg-Id` is `uid/resourceVersion`, so a republish is de-duplicated."""
+
+    kind: WatchedKind
+    type: EventType
+    name: str
+    uid: str
+    resource_version: str
+    namespace: str | None = None
+    observed_at: datetime
+    object: Payload
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Decisions: the arbitrator's verdict on one pending job.
+
+DecisionKind: TypeAlias = Literal["admitted", "rejected", "deferred"]
+
+
+class JobRef(msgspec.Struct, rename="camel", kw_only=True):
+    name: str
+    uid: str
+
+
+class Decision(Message, kw_only=True):
+    job: JobRef
+    decision: DecisionKind
+    rule: str
+    message: str
+    # The PMJ reason a rejection ends the job with (ForbiddenMigratePod, MissingPod, ...).
+    reason: str | None = None
+    decided_at: datetime
+    replica: str
+    slots: list[str] = msgspec.field(default_factory=list)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Audit: the append-only story of every job.
+
+AUDIT_INTENT_RECEIVED: Final = "intent.received"
+AUDIT_INTENT_REJECTED: Final = "intent.rejected"
+AUDIT_JOB_CREATED: Final = "job.created"
+AUDIT_DECISION: Final = "decision"
+AUDIT_KUBE_WRITE: Final = "kube.write"
+AUDIT_PHASE_CHANGED: Final = "phase.changed"
+AUDIT_CONDITION_CHANGED: Final = "condition.changed"
+AUDIT_LEDGER_RELEASED: Final = "ledger.released"
+
+
+class AuditRecord(Message, kw_only=True):
+    """One thing that happened to a job. `id` is deterministic, so a retried write is de-duplicated."""
+
+    id: str
+    time: datetime
+    action: str
+    actor: str
+    job: str | None = None
+    job_uid: str | None = None
+    requester: str | None = None
+    phase: Phase | None = None
+    previous_phase: Phase | None = None
+    rule: str | None = None
+    reason: str | None = None
+    message: str | None = None
+    details: dict[str, str] = msgspec.field(default_factory=dict)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Dead letters: what a consumer could not decode, with the error, so nothing vanishes silently.
+
+
+class DeadLetter(Message, kw_only=True):
+    subject: str
+    consumer: str
+    error: str
+    field: str | None = None
+    received_at: datetime
+    data: bytes

@@ -1,0 +1,192 @@
+"""`PodMigrationJob` (`scheduling.koordinator.sh/v1alpha1`, cluster-scoped), field for field as seed 000.
+
+JSON names are exactly Koordinator's, so a cluster running Koordinator's CRDs works unchanged. Two points
+where seed 000's text and Koordinator's code differ follow the code: the success phase is `Succeeded`
+(seed 000 prints `Succeed`), and the condition type `BoundPodReady` and the reasons `ReservationExpired`,
+`ForbiddenMigratePod`, `InvalidPodRef`, `WaitForBoundPodReady` that Koordinator added later are included.
+Podherd's own additions live in `podherd.io/` annotations, never in new fields.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Final, Literal, TypeAlias
+
+import msgspec
+
+from shared.api.meta import DeleteOptions, Duration, KubeStruct, ObjectMeta, ObjectReference
+
+GROUP: Final = "scheduling.koordinator.sh"
+VERSION: Final = "v1alpha1"
+API_VERSION: Final = "scheduling.koordinator.sh/v1alpha1"
+KIND: Final = "PodMigrationJob"
+PLURAL: Final = "podmigrationjobs"
+
+Mode: TypeAlias = Literal["ReservationFirst", "EvictDirectly"]
+MODE_RESERVATION_FIRST: Final = "ReservationFirst"
+MODE_EVICT_DIRECTLY: Final = "EvictDirectly"
+
+Phase: TypeAlias = Literal["Pending", "Running", "Succeeded", "Failed", "Aborted"]
+PHASE_PENDING: Final = "Pending"
+PHASE_RUNNING: Final = "Running"
+PHASE_SUCCEEDED: Final = "Succeeded"
+PHASE_FAILED: Final = "Failed"
+PHASE_ABORTED: Final = "Aborted"
+TERMINAL_PHASES: Final = frozenset({PHASE_SUCCEEDED, PHASE_FAILED, PHASE_ABORTED})
+
+ConditionType: TypeAlias = Literal[
+    "ReservationCreated",
+    "ReservationScheduled",
+    "Preemption",
+    "Eviction",
+    "PodScheduled",
+    "PodBoundReservation",
+    "BoundPodReady",
+    "ReservationBound",
+]
+COND_RESERVATION_CREATED: Final = "ReservationCreated"
+COND_RESERVATION_SCHEDULED: Final = "ReservationScheduled"
+COND_PREEMPTION: Final = "Preemption"
+COND_EVICTION: Final = "Eviction"
+COND_POD_SCHEDULED: Final = "PodScheduled"
+COND_POD_BOUND_RESERVATION: Final = "PodBoundReservation"
+COND_BOUND_POD_READY: Final = "BoundPodReady"
+COND_RESERVATION_BOUND: Final = "ReservationBound"
+
+ConditionStatus: TypeAlias = Literal["True", "False", "Unknown"]
+STATUS_TRUE: Final = "True"
+STATUS_FALSE: Final = "False"
+STATUS_UNKNOWN: Final = "Unknown"
+# `status.status` once the job has finished (Koordinator writes "Complete").
+STATUS_COMPLETE: Final = "Complete"
+
+REASON_TIMEOUT: Final = "Timeout"
+REASON_FAILED_CREATE_RESERVATION: Final = "FailedCreateReservation"
+REASON_INVALID_RESERVATION: Final = "InvalidReservation"
+REASON_UNSCHEDULABLE: Final = "Unschedulable"
+REASON_MISSING_POD: Final = "MissingPod"
+REASON_MISSING_RESERVATION: Final = "MissingReservation"
+REASON_PREEMPTING: Final = "Preempting"
+REASON_PREEMPT_COMPLETE: Final = "PreemptComplete"
+REASON_EVICTING: Final = "Evicting"
+REASON_FAILED_EVICT: Final = "FailedEvict"
+REASON_EVICT_COMPLETE: Final = "EvictComplete"
+REASON_WAIT_FOR_POD_BIND_RESERVATION: Final = "WaitForPodBindReservation"
+REASON_RESERVATION_EXPIRED: Final = "ReservationExpired"
+REASON_FORBIDDEN_MIGRATE_POD: Final = "ForbiddenMigratePod"
+REASON_INVALID_POD_REF: Final = "InvalidPodRef"
+REASON_WAIT_FOR_BOUND_POD_READY: Final = "WaitForBoundPodReady"
+# Podherd's own: a spec that decodes but cannot run (e.g. a negative ttl).
+REASON_INVALID_SPEC: Final = "InvalidSpec"
+REASONS: Final = frozenset(
+    {
+        REASON_TIMEOUT,
+        REASON_FAILED_CREATE_RESERVATION,
+        REASON_INVALID_RESERVATION,
+        REASON_UNSCHEDULABLE,
+        REASON_MISSING_POD,
+        REASON_MISSING_RESERVATION,
+        REASON_PREEMPTING,
+        REASON_PREEMPT_COMPLETE,
+        REASON_EVICTING,
+        REASON_FAILED_EVICT,
+        REASON_EVICT_COMPLETE,
+        REASON_WAIT_FOR_POD_BIND_RESERVATION,
+        REASON_RESERVATION_EXPIRED,
+        REASON_FORBIDDEN_MIGRATE_POD,
+        REASON_INVALID_POD_REF,
+        REASON_WAIT_FOR_BOUND_POD_READY,
+        REASON_INVALID_SPEC,
+    }
+)
+
+# Podherd's annotations on a PMJ (contract 1 of the architecture brief: never new fields).
+ANNOTATION_TARGET_NODE: Final = "podherd.io/target-node"
+ANNOTATION_INTENT_ID: Final = "podherd.io/intent-id"
+ANNOTATION_REQUESTER: Final = "podherd.io/requester"
+ANNOTATION_MIGRATION_PRIORITY: Final = "podherd.io/migration-priority"
+ANNOTATION_ATTEMPT: Final = "podherd.io/attempt"
+ANNOTATION_ABORT: Final = "podherd.io/abort"
+
+
+class ReservationTemplateSpec(KubeStruct):
+    """A Reservation's metadata and spec to merge with the pod's; schemaless in Koordinator's CRD."""
+
+    metadata: dict[str, Any] | None = None
+    spec: dict[str, Any] | None = None
+
+
+class PodMigrationJobPreemptionOptions(KubeStruct):
+    """Reserved by seed 000 for future preemption; carried through untouched."""
+
+
+class PodMigrateReservationOptions(KubeStruct):
+    reservation_ref: ObjectReference | None = None
+    template: ReservationTemplateSpec | None = None
+    preemption_options: PodMigrationJobPreemptionOptions | None = None
+
+
+class PodMigrationJobSpec(KubeStruct):
+    paused: bool = False
+    ttl: Duration | None = None
+    mode: Mode | None = None
+    # Required by seed 000, but decoded as optional: a PMJ without it must end Failed/InvalidPodRef,
+    # which needs the object to decode first (see `validation.validate_pmj`).
+    pod_ref: ObjectReference | None = None
+    reservation_options: PodMigrateReservationOptions | None = None
+    delete_options: DeleteOptions | None = None
+
+
+class PodMigrationJobCondition(KubeStruct):
+    type: ConditionType
+    status: ConditionStatus
+    last_probe_time: datetime | None = None
+    last_transition_time: datetime | None = None
+    reason: str | None = None
+    message: str | None = None
+
+
+class PodMigrationJobPreemptedReservation(KubeStruct):
+    namespace: str | None = None
+    name: str | None = None
+    node_name: str | None = None
+    phase: str | None = None
+    preempted_pod_ref: ObjectReference | None = None
+    pods_ref: list[ObjectReference] | None = None
+
+
+class PodMigrationJobStatus(KubeStruct):
+    phase: Phase | None = None
+    status: str | None = None
+    reason: str | None = None
+    message: str | None = None
+    conditions: list[PodMigrationJobCondition] | None = None
+    node_name: str | None = None
+    pod_ref: ObjectReference | None = None
+    preempted_pods_ref: list[ObjectReference] | None = None
+    preempted_pods_reservations: list[PodMigrationJobPreemptedReservation] | None = msgspec.field(
+        default=None, name="preemptedPodsReservation"
+    )
+
+
+class PodMigrationJob(KubeStruct):
+    api_version: Literal["scheduling.koordinator.sh/v1alpha1"] | None = None
+    kind: Literal["PodMigrationJob"] | None = None
+    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+    spec: PodMigrationJobSpec = msgspec.field(default_factory=PodMigrationJobSpec)
+    status: PodMigrationJobStatus | None = None
+
+    @property
+    def phase(self) -> str:
+        """The phase, with an unset phase read as Pending (a new job has no status yet)."""
+        return (self.status.phase if self.status else None) or PHASE_PENDING
+
+
+def new_pmj(name: str, pod_ref: ObjectReference, **spec: Any) -> PodMigrationJob:
+    """A PMJ ready to create: apiVersion and kind set, spec fields as keyword arguments."""
+    return PodMigrationJob(
+        api_version=API_VERSION,
+        kind=KIND,
+        metadata=ObjectMeta(name=name),
+        spec=PodMigrationJobSpec(pod_ref=pod_ref, **spec),
+    )

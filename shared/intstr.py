@@ -1,0 +1,66 @@
+"""`intstr.IntOrString` arithmetic and the workload limits of seed 000.
+
+`GetMaxUnavailable` / `GetMaxMigrating` (seed 000, "Workload Max Migrating/Unavailable Replicas"):
+with no configured value, more than 10 replicas allow 10%, 4..10 replicas allow 2, fewer allow 1;
+percentages are resolved against the replica count and rounded up, as Kubernetes'
+`intstr.GetScaledValueFromIntOrPercent(..., roundUp=true)` does. Seed 001 adds that a configured 0 means
+"use the defaults" for `maxMigratingPerWorkload` and `maxUnavailablePerWorkload`.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TypeAlias
+
+IntOrString: TypeAlias = int | str
+PERCENT_PATTERN = r"^[0-9]+(\.[0-9]+)?%$"
+
+
+def validate_int_or_percent(value: IntOrString) -> None:
+    """Raise ValueError when `value` is neither a non-negative int nor a percentage such as '10%'."""
+    if isinstance(value, bool):
+        raise ValueError(f"expected an integer or a percentage, got {value!r}")
+    if isinstance(value, int):
+        if value < 0:
+            raise ValueError(f"must be >= 0, got {value}")
+        return
+    if isinstance(value, str) and value.endswith("%"):
+        try:
+            pct = float(value[:-1])
+        except ValueError:
+            pass
+        else:
+            if pct >= 0:
+                return
+    raise ValueError(f"expected an integer or a percentage such as '10%', got {value!r}")
+
+
+def scaled_value(value: IntOrString, total: int, round_up: bool) -> int:
+    """Resolve an int or a percentage of `total`, rounding up or down as `intstr` does."""
+    validate_int_or_percent(value)
+    if isinstance(value, int):
+        return value
+    fraction = float(value[:-1]) * total / 100.0
+    # intstr computes with integers; guard against float noise such as 10% of 30 = 3.0000000000000004
+    fraction = round(fraction, 9)
+    return math.ceil(fraction) if round_up else math.floor(fraction)
+
+
+def default_workload_limit(replicas: int) -> IntOrString:
+    """Seed 000's default when no limit is configured: >10 replicas -> 10%, 4..10 -> 2, else 1."""
+    if replicas > 10:
+        return "10%"
+    if 4 <= replicas <= 10:
+        return 2
+    return 1
+
+
+def max_unavailable(replicas: int, configured: IntOrString | None) -> int:
+    """`GetMaxUnavailable` of seed 000; a configured 0 means the defaults (seed 001)."""
+    value = default_workload_limit(replicas) if configured is None or configured == 0 else configured
+    return scaled_value(value, replicas, round_up=True)
+
+
+def max_migrating(replicas: int, configured: IntOrString | None) -> int:
+    """`GetMaxMigrating` of seed 000: the same rule as `max_unavailable`."""
+    return max_unavailable(replicas, configured)

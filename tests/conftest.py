@@ -1,0 +1,102 @@
+"""Real servers for the whole test session, isolated per test by prefix.
+
+NATS and Redis come from `shared.servers` (the same code `make demo` uses): `$NATS_URL` / `$REDIS_URL`, else a
+binary from PATH or the `embedded` extra, else testcontainers. Each test gets its own subject prefix, stream
+names and Redis key prefix, and what it created is deleted afterwards, so tests never see each other's data.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import nats
+import pytest
+import redis.asyncio as aioredis
+from nats.aio.client import Client as NatsClient
+from nats.js import JetStreamContext
+
+from shared.config import PodherdConfig, config_from_dict
+from shared.servers import Server, nats_server, redis_server
+
+
+@pytest.fixture(scope="session")
+def nats_srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    server = nats_server(Path(tmp_path_factory.mktemp("nats")))
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def redis_srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    server = redis_server(Path(tmp_path_factory.mktemp("redis")))
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def test_id() -> str:
+    """A short unique name for this test: subject prefix, stream-name prefix, Redis key prefix."""
+    return "t" + uuid.uuid4().hex[:10]
+
+
+@dataclass
+class NatsScope:
+    nc: NatsClient
+    js: JetStreamContext
+    prefix: str
+
+    def stream(self, name: str) -> str:
+        return f"{self.prefix.upper()}_{name}"
+
+    def subject(self, *parts: str) -> str:
+        return ".".join((self.prefix, *parts))
+
+
+@pytest.fixture
+async def nats_scope(nats_srv: Server, test_id: str) -> AsyncIterator[NatsScope]:
+    nc = await nats.connect(nats_srv.url, connect_timeout=5, max_reconnect_attempts=3)
+    scope = NatsScope(nc=nc, js=nc.jetstream(), prefix=test_id)
+    try:
+        yield scope
+    finally:
+        for name in await scope.js.streams_info():
+            if name.config.name and name.config.name.startswith(test_id.upper() + "_"):
+                await scope.js.delete_stream(name.config.name)
+        await nc.close()
+
+
+@dataclass
+class RedisScope:
+    client: aioredis.Redis
+    prefix: str
+
+    def key(self, *parts: str) -> str:
+        return ":".join((self.prefix, *parts))
+
+
+@pytest.fixture
+async def redis_scope(redis_srv: Server, test_id: str) -> AsyncIterator[RedisScope]:
+    client = aioredis.from_url(redis_srv.url)
+    scope = RedisScope(client=client, prefix=test_id)
+    try:
+        yield scope
+    finally:
+        keys = [k async for k in client.scan_iter(match=f"{test_id}*", count=500)]
+        if keys:
+            await client.delete(*keys)
+        await client.aclose()
+
+
+@pytest.fixture
+def podherd_config(nats_srv: Server, redis_srv: Server, test_id: str) -> PodherdConfig:
+    """A config pointing at the session's real servers, with this test's own prefixes."""
+    return config_from_dict(
+        {
+            "nats": {"url": nats_srv.url, "subjectPrefix": test_id},
+            "redis": {"url": redis_srv.url, "keyPrefix": test_id},
+            "replica": f"{test_id}-replica",
+        }
+    )

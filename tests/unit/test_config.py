@@ -1,0 +1,257 @@
+"""Configuration: seed 001's defaults, Koordinator's blocks as they are, and errors that name the key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from shared.config import (
+    EVICTION_GATES,
+    ConfigError,
+    PodherdConfig,
+    config_from_dict,
+    load_config,
+    parse_config_text,
+)
+
+
+def test_seed_001_defaults() -> None:
+    args = config_from_dict({}).migration_controller
+    # seed 001's table, row by row
+    assert args.dry_run is False
+    assert args.evict_failed_bare_pods is False
+    assert args.evict_local_storage_pods is False
+    assert args.evict_system_critical_pods is False
+    assert args.ignore_pvc_pods is False
+    assert args.label_selector is None
+    assert args.priority_threshold is None
+    assert args.max_concurrent_reconciles == 1
+    assert args.namespaces is None
+    assert args.node_fit is False
+    assert args.max_migrating_per_node == 2
+    assert args.max_migrating_per_namespace == 0
+    assert args.max_migrating_per_workload is None
+    assert args.max_unavailable_per_workload is None
+    assert args.skip_check_expected_replicas is False
+    assert args.default_job_mode == "ReservationFirst"
+    assert args.default_job_ttl == "5m"
+    assert args.default_job_ttl_seconds == 300
+    assert args.scheduler_names == ["koord-scheduler"]
+    assert args.evict_qps_value == 10
+    assert args.evict_burst == 1
+    assert args.eviction_policy == "Eviction"
+    assert args.default_delete_options is None
+    assert args.arbitration_args.enabled is True
+    assert args.arbitration_interval_seconds == pytest.approx(0.5)
+    # what Koordinator added since
+    assert args.max_migrating_globally == 0
+    assert args.evict_all_bare_pods is False
+    assert args.skip_eviction_gates == []
+    assert args.object_limiters.namespace is None
+    assert args.object_limiters.workload is not None
+    assert args.object_limiters.workload.duration == "5m"
+    assert args.object_limiters.workload.max_migrating is None
+
+
+# Seed 001, section 2: the MigrationController args block of the LowNodeLoad example.
+SEED_001_ARGS = """
+apiVersion: descheduler/v1alpha2
+kind: MigrationControllerArgs
+evictionPolicy: Eviction
+namespaces:
+  exclude:
+  - kube-system
+evictQPS: "10"
+evictBurst: 1
+"""
+
+SEED_001_DESCHEDULER = """
+apiVersion: descheduler/v1alpha2
+kind: DeschedulerConfiguration
+profiles:
+- name: koord-descheduler
+  plugins:
+    evict:
+      disabled:
+      - name: "*"
+      enabled:
+      - name: MigrationController
+  pluginConfig:
+  - name: MigrationController
+    args:
+      apiVersion: descheduler/v1alpha2
+      kind: MigrationControllerArgs
+      defaultJobMode: EvictDirectly
+      evictionPolicy: SoftEviction
+      maxMigratingPerWorkload: 20%
+      objectLimiters:
+        workload:
+          duration: 10m
+          maxMigrating: 3
+"""
+
+
+def test_koordinator_args_block_loads_as_is() -> None:
+    args = parse_config_text(SEED_001_ARGS).migration_controller
+    assert args.eviction_policy == "Eviction"
+    assert args.namespaces is not None and args.namespaces.exclude == ["kube-system"]
+    assert args.evict_qps_value == 10.0
+    assert args.evict_burst == 1
+    assert args.max_migrating_per_node == 2  # untouched defaults stay
+
+
+def test_koordinator_block_under_podherd_key_and_in_descheduler_config() -> None:
+    nested = parse_config_text(
+        "migrationController:\n" + "\n".join("  " + line for line in SEED_001_ARGS.splitlines())
+    )
+    assert nested.migration_controller.namespaces is not None
+    args = parse_config_text(SEED_001_DESCHEDULER).migration_controller
+    assert args.default_job_mode == "EvictDirectly"
+    assert args.eviction_policy == "SoftEviction"
+    assert args.max_migrating_per_workload == "20%"
+    assert args.object_limiters.workload is not None
+    assert args.object_limiters.workload.max_migrating == 3
+    assert args.object_limiters.namespace is None
+
+
+@pytest.mark.parametrize(
+    ("yaml_text", "key"),
+    [
+        ("maxMigratingPerNode: -1", "migrationController.maxMigratingPerNode"),
+        ("maxMigratingPerNode: two", "migrationController.maxMigratingPerNode"),
+        ("evictionPolicy: Evict", "migrationController.evictionPolicy"),
+        ("defaultJobMode: Reserve", "migrationController.defaultJobMode"),
+        ("defaultJobTTL: 5 minutes", "migrationController.defaultJobTTL"),
+        ("defaultJobTTL: 0s", "migrationController.defaultJobTTL"),
+        ("evictQPS: fast", "migrationController.evictQPS"),
+        ("evictQPS: 0", "migrationController.evictQPS"),
+        ("evictBurst: 0", "migrationController.evictBurst"),
+        ("maxUnavailablePerWorkload: 10", None),  # valid
+        ("maxUnavailablePerWorkload: ten%", "migrationController.maxUnavailablePerWorkload"),
+        ("maxMigratingPerNodes: 3", "migrationController.maxMigratingPerNodes"),
+        ("skipEvictionGates: [Teleport]", "migrationController.skipEvictionGates[0]"),
+        ("namespaces: {include: [a], exclude: [b]}", "migrationController.namespaces"),
+        ("objectLimiters: {pod: {duration: 1m}}", "migrationController.objectLimiters.pod"),
+        (
+            "objectLimiters: {workload: {duration: soon}}",
+            "migrationController.objectLimiters.workload.duration",
+        ),
+        ("arbitrationArgs: {interval: 0ms}", "migrationController.arbitrationArgs.interval"),
+        ("schedulerNames: []", "migrationController.schedulerNames"),
+        ("priorityThreshold: {value: 100, name: high}", "migrationController.priorityThreshold"),
+        (
+            "labelSelector: {matchExpressions: [{key: a, operator: Eq}]}",
+            "migrationController.labelSelector.matchExpressions[0].operator",
+        ),
+    ],
+)
+def test_bad_values_name_the_key(yaml_text: str, key: str | None) -> None:
+    text = "kind: MigrationControllerArgs\n" + yaml_text
+    if key is None:
+        parse_config_text(text)
+        return
+    with pytest.raises(ConfigError) as err:
+        parse_config_text(text)
+    assert err.value.key == key
+    assert key in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("document", "key"),
+    [
+        ({"nats": {"url": "http://x"}}, "nats.url"),
+        ({"redis": {"url": "localhost:6379"}}, "redis.url"),
+        ({"nats": {"subjectPrefix": "a.b"}}, "nats.subjectPrefix"),
+        ({"http": {"port": 70000}}, "http.port"),
+        ({"logging": {"level": "LOUD"}}, "logging.level"),
+        ({"natz": {}}, "natz"),
+    ],
+)
+def test_podherd_sections_are_checked(document: dict[str, object], key: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        config_from_dict(document)
+    assert err.value.key == key
+
+
+def test_environment_overrides(tmp_path: Path) -> None:
+    path = tmp_path / "podherd.yaml"
+    path.write_text("migrationController:\n  maxMigratingPerNode: 4\nnats:\n  url: nats://file:4222\n")
+    config = load_config(
+        path,
+        env={
+            "NATS_URL": "nats://env:4222",
+            "REDIS_URL": "redis://env:6379/1",
+            "KUBECONFIG": "/tmp/a.kubeconfig:/tmp/b.kubeconfig",
+            "PODHERD_MIGRATIONCONTROLLER__MAXMIGRATINGPERNAMESPACE": "7",
+            "PODHERD_MIGRATIONCONTROLLER__DRYRUN": "true",
+            "PODHERD_MIGRATIONCONTROLLER__SCHEDULERNAMES": "[koord-scheduler, default-scheduler]",
+            "PODHERD_NATS__SUBJECTPREFIX": "ph",
+            "PODHERD_REPLICA": "tracker-7",
+            "UNRELATED": "x",
+        },
+    )
+    assert config.migration_controller.max_migrating_per_node == 4  # from the file
+    assert config.migration_controller.max_migrating_per_namespace == 7
+    assert config.migration_controller.dry_run is True
+    assert config.migration_controller.scheduler_names == ["koord-scheduler", "default-scheduler"]
+    assert config.nats.url == "nats://env:4222"
+    assert config.nats.subject_prefix == "ph"
+    assert config.redis.url == "redis://env:6379/1"
+    assert config.kubernetes.kubeconfig == "/tmp/a.kubeconfig"
+    assert config.replica == "tracker-7"
+
+
+def test_config_file_from_environment(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text(SEED_001_ARGS)
+    assert load_config(env={"PODHERD_CONFIG": str(path)}).migration_controller.namespaces is not None
+
+
+@pytest.mark.parametrize(
+    ("env", "key"),
+    [
+        (
+            {"PODHERD_MIGRATIONCONTROLLER__MAXMIGRATINGPERNODE": "-3"},
+            "migrationController.maxMigratingPerNode",
+        ),
+        ({"PODHERD_MIGRATIONCONTROLLER__NOSUCHKEY": "1"}, "migrationController.nosuchkey"),
+        ({"PODHERD_REPLICA__NAME": "x"}, "replica"),
+        ({"NATS_URL": "localhost"}, "nats.url"),
+    ],
+)
+def test_bad_environment_names_the_key(env: dict[str, str], key: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        load_config(env=env)
+    assert err.value.key == key
+
+
+def test_unreadable_or_invalid_files(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="cannot read config file"):
+        load_config(tmp_path / "missing.yaml", env={})
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("a: [1,\n")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_config(bad, env={})
+    listy = tmp_path / "list.yaml"
+    listy.write_text("- 1\n")
+    with pytest.raises(ConfigError, match="must hold a mapping"):
+        load_config(listy, env={})
+
+
+def test_descheduler_config_without_migration_controller() -> None:
+    with pytest.raises(ConfigError, match="no pluginConfig named MigrationController"):
+        parse_config_text("kind: DeschedulerConfiguration\nprofiles: [{name: p, pluginConfig: []}]")
+
+
+def test_empty_object_limiters_mean_the_default() -> None:
+    limiters = parse_config_text(
+        "kind: MigrationControllerArgs\nobjectLimiters: {}"
+    ).migration_controller.object_limiters
+    assert limiters.workload is not None and limiters.workload.duration == "5m"
+
+
+def test_every_gate_is_accepted() -> None:
+    config = config_from_dict({"migrationController": {"skipEvictionGates": sorted(EVICTION_GATES)}})
+    assert isinstance(config, PodherdConfig)
+    assert set(config.migration_controller.skip_eviction_gates) == EVICTION_GATES

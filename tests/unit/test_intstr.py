@@ -1,0 +1,60 @@
+"""Seed 000's GetMaxUnavailable / GetMaxMigrating and seed 001's "0 means the defaults"."""
+
+import pytest
+
+from shared.intstr import max_migrating, max_unavailable, scaled_value, validate_int_or_percent
+
+
+# replicas -> expected limit with nothing configured (seed 000: >10 -> 10%, 4..10 -> 2, else 1; round up)
+@pytest.mark.parametrize(
+    ("replicas", "expected"),
+    [
+        (0, 1),
+        (1, 1),
+        (2, 1),
+        (3, 1),
+        (4, 2),
+        (7, 2),
+        (10, 2),
+        (11, 2),
+        (20, 2),
+        (21, 3),
+        (30, 3),
+        (100, 10),
+        (101, 11),
+    ],
+)
+def test_default_limits(replicas: int, expected: int) -> None:
+    assert max_unavailable(replicas, None) == expected
+    assert max_migrating(replicas, None) == expected
+    assert max_unavailable(replicas, 0) == expected  # seed 001: 0 means the defaults
+
+
+@pytest.mark.parametrize(
+    ("value", "replicas", "round_up", "expected"),
+    [
+        ("10%", 30, True, 3),  # exact: no float noise may round 3.0000000004 up to 4
+        ("10%", 31, True, 4),
+        ("10%", 31, False, 3),
+        ("50%", 3, True, 2),
+        ("50%", 3, False, 1),
+        ("0%", 10, True, 0),
+        ("100%", 7, True, 7),
+        (5, 100, True, 5),
+        ("25%", 0, True, 0),
+    ],
+)
+def test_scaled_value(value: int | str, replicas: int, round_up: bool, expected: int) -> None:
+    assert scaled_value(value, replicas, round_up) == expected
+
+
+def test_configured_values_override_defaults() -> None:
+    assert max_unavailable(3, 2) == 2
+    assert max_unavailable(40, "25%") == 10
+    assert max_migrating(7, "50%") == 4
+
+
+@pytest.mark.parametrize("bad", [-1, "10", "ten%", "%", True, "-5%"])
+def test_rejects_bad_values(bad: object) -> None:
+    with pytest.raises(ValueError):
+        validate_int_or_percent(bad)  # type: ignore[arg-type]
