@@ -38,6 +38,24 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return run_demo(keep=args.keep)
 
 
+def _cmd_sim(args: argparse.Namespace) -> int:
+    import asyncio
+    from pathlib import Path
+
+    from kubesim.options import SimOptions
+    from kubesim.scenario import BUILTIN
+    from kubesim.sim import serve_forever
+
+    if args.scenario and args.scenario not in BUILTIN and not Path(args.scenario).exists():
+        raise CliError(
+            f"no scenario {args.scenario!r}: built-in ones are {', '.join(sorted(BUILTIN))}, or give a file"
+        )
+    options = SimOptions(evict_in_background=args.evict_in_background, record_events=not args.no_events)
+    kubeconfig = Path(args.kubeconfig) if args.kubeconfig else None
+    asyncio.run(serve_forever(options, args.scenario, args.port, kubeconfig, host=args.host))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--config", help="YAML config file (default: $PODHERD_CONFIG)")
@@ -48,6 +66,18 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser(
         "config", parents=[common], help="print the effective configuration after file and environment"
     ).set_defaults(func=_cmd_config)
+    sim = sub.add_parser("sim", help="run kubesim, a Kubernetes API server with simulated control loops")
+    sim.add_argument("--scenario", help="a built-in scenario (fragmented, small) or a YAML file")
+    sim.add_argument("--port", type=int, default=6443, help="port to serve on (0: any free port)")
+    sim.add_argument("--host", default="127.0.0.1")
+    sim.add_argument("--kubeconfig", help="write a kubeconfig for the simulator here")
+    sim.add_argument(
+        "--evict-in-background",
+        action="store_true",
+        help="answer request-evict-only pods' evictions with 429 'Eviction triggered' (seed 003)",
+    )
+    sim.add_argument("--no-events", action="store_true", help="do not record Kubernetes Events")
+    sim.set_defaults(func=_cmd_sim)
     demo = sub.add_parser("demo", parents=[common], help="run the demo on the embedded default")
     demo.add_argument(
         "--keep", action="store_true", help="leave the servers running and print their addresses"

@@ -8,18 +8,23 @@ names and Redis key prefix, and what it created is deleted afterwards, so tests 
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import kubernetes
 import nats
 import pytest
 import redis.asyncio as aioredis
+import yaml
 from nats.aio.client import Client as NatsClient
 from nats.js import JetStreamContext
 
+from kubesim.options import SimOptions
+from kubesim.sim import SimHandle, start_in_thread
 from shared.config import PodherdConfig, config_from_dict
 from shared.servers import Server, nats_server, redis_server
+from tests.kube import Kube, client_for
 
 
 @pytest.fixture(scope="session")
@@ -100,3 +105,36 @@ def podherd_config(nats_srv: Server, redis_srv: Server, test_id: str) -> Podherd
             "replica": f"{test_id}-replica",
         }
     )
+
+
+# ---------------------------------------------------------------------------------------------------------
+# kubesim
+
+
+@pytest.fixture
+def kubesim_factory() -> Iterator[Callable[..., SimHandle]]:
+    """Start kubesims in this process (fresh state each); all are stopped after the test."""
+    handles: list[SimHandle] = []
+
+    def start(scenario: str | dict[str, object] | None = None, **options: object) -> SimHandle:
+        handle = start_in_thread(SimOptions(**options), scenario=scenario)  # type: ignore[arg-type]
+        handles.append(handle)
+        return handle
+
+    yield start
+    for handle in handles:
+        handle.stop()
+
+
+@pytest.fixture
+def kube(kubesim_factory: Callable[..., SimHandle]) -> Kube:
+    """The official client against a fresh kubesim with Podherd's CRDs applied and no scenario."""
+    handle = kubesim_factory()
+    return with_crds(client_for(handle))
+
+
+def with_crds(kube: Kube) -> Kube:
+    api = kubernetes.client.ApiextensionsV1Api(kube.api)
+    for path in sorted((Path(__file__).resolve().parents[1] / "deploy" / "crds").glob("*.scheduling.*.yaml")):
+        api.create_custom_resource_definition(yaml.safe_load(path.read_text()))
+    return kube

@@ -1,0 +1,145 @@
+"""The kubelet: bound pods start (Running), then become Ready; deleted pods stop after their grace period.
+
+Pods on a NotReady node lose readiness and, as with a real unreachable kubelet, a pod deleted there stays
+Terminating until the node is Ready again.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from collections.abc import Hashable
+
+from kubesim.controllers.base import Controller
+from kubesim.controllers.scheduler import node_ready, record_event
+from kubesim.options import SimOptions
+from kubesim.store import Event, Obj, Store, now_iso
+
+
+class Kubelet(Controller):
+    tick = 0.05
+
+    def __init__(self, store: Store, options: SimOptions) -> None:
+        super().__init__(store, options)
+        self.pods = self.rt("", "v1", "pods")
+        self.nodes = self.rt("", "v1", "nodes")
+        self.events_rt = self.rt("", "v1", "events")
+        # (namespace, name) -> monotonic time at which the pod's next step is due
+        self.due: dict[tuple[str, str], float] = {}
+        self.ip = 1 << 15  # above the addresses the scenario loader hands out
+
+    def on_event(self, event: Event) -> bool:
+        if event.rt is self.nodes:
+            for pod in self.store.objects(self.pods):
+                if (pod.get("spec") or {}).get("nodeName") == event.obj["metadata"]["name"]:
+                    self.dirty.add((pod["metadata"]["namespace"], pod["metadata"]["name"]))
+            return True
+        if event.rt is not self.pods or event.type == "DELETED":
+            return False
+        pod = event.obj
+        if not (pod.get("spec") or {}).get("nodeName"):
+            return False
+        self.dirty.add((pod["metadata"]["namespace"], pod["metadata"]["name"]))
+        return True
+
+    def reconcile(self, key: Hashable) -> None:
+        namespace, name = key  # type: ignore[misc]
+        pod = self.store.find(self.pods, namespace, name)
+        if pod is None:
+            self.due.pop(key, None)  # type: ignore[arg-type]
+            return
+        node = self.store.find(self.nodes, "", pod["spec"]["nodeName"])
+        alive = node is not None and node_ready(node)
+        status = pod.get("status") or {}
+        now = time.monotonic()
+        if pod["metadata"].get("deletionTimestamp"):
+            if not alive:
+                return  # an unreachable kubelet never confirms termination
+            grace = min(
+                float(pod["metadata"].get("deletionGracePeriodSeconds") or 0), self.options.max_termination
+            )
+            due = self.due.setdefault(key, now + grace)  # type: ignore[arg-type]
+            if now >= due:
+                self.due.pop(key, None)  # type: ignore[arg-type]
+                self.store.force_remove(self.pods, namespace, name)
+            return
+        phase = status.get("phase")
+        if phase in ("Succeeded", "Failed"):
+            return
+        if not alive:
+            if _ready(status):
+                self._write(pod, ready=False)
+            return
+        if phase != "Running":
+            due = self.due.setdefault(key, now + self.options.start_delay)  # type: ignore[arg-type]
+            if now >= due:
+                self.due.pop(key, None)  # type: ignore[arg-type]
+                self._start(pod)
+            return
+        if not _ready(status):
+            due = self.due.setdefault(key, now + self.options.ready_delay)  # type: ignore[arg-type]
+            if now >= due:
+                self.due.pop(key, None)  # type: ignore[arg-type]
+                self._write(pod, ready=True)
+
+    def periodic(self) -> None:
+        now = time.monotonic()
+        for key, due in list(self.due.items()):
+            if now >= due:
+                self.dirty.add(key)
+
+    def _start(self, pod: Obj) -> None:
+        new = copy.deepcopy(pod)
+        status = new.setdefault("status", {})
+        self.ip += 1
+        status["phase"] = "Running"
+        status["startTime"] = now_iso()
+        status["podIP"] = f"10.{(self.ip >> 16) & 255}.{(self.ip >> 8) & 255}.{self.ip & 255}"
+        status["hostIP"] = "192.168.0.1"
+        status["containerStatuses"] = [
+            {
+                "name": c["name"],
+                "ready": False,
+                "started": True,
+                "restartCount": 0,
+                "image": c.get("image", ""),
+                "imageID": "",
+                "state": {"running": {"startedAt": now_iso()}},
+            }
+            for c in new["spec"].get("containers") or []
+        ]
+        _conditions(status, ready=False)
+        self.store.put(self.pods, new, "MODIFIED", old=pod)
+        if self.options.record_events:
+            record_event(self.store, self.events_rt, pod, "Normal", "Started", "Started container", "kubelet")
+
+    def _write(self, pod: Obj, ready: bool) -> None:
+        new = copy.deepcopy(pod)
+        status = new.setdefault("status", {})
+        for container in status.get("containerStatuses") or []:
+            container["ready"] = ready
+        _conditions(status, ready=ready)
+        self.store.put(self.pods, new, "MODIFIED", old=pod)
+
+
+def _ready(status: Obj) -> bool:
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
+
+
+def _conditions(status: Obj, ready: bool) -> None:
+    stamp = now_iso()
+    value = "True" if ready else "False"
+    previous = {c["type"]: c for c in status.get("conditions") or []}
+    wanted = {"PodScheduled": "True", "Initialized": "True", "ContainersReady": value, "Ready": value}
+    conditions = []
+    for kind, state in wanted.items():
+        old = previous.get(kind)
+        changed = old is None or old.get("status") != state
+        conditions.append(
+            {
+                "type": kind,
+                "status": state,
+                "lastTransitionTime": stamp if changed else old.get("lastTransitionTime", stamp),
+            }
+        )
+    status["conditions"] = conditions

@@ -1,0 +1,89 @@
+"""Kubernetes `Status` error bodies with the codes and reasons the API server uses."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class ApiError(Exception):
+    def __init__(self, code: int, reason: str, message: str, details: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.reason = reason
+        self.message = message
+        self.details = details
+
+    def status(self) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": self.message,
+            "reason": self.reason,
+            "code": self.code,
+        }
+        if self.details:
+            body["details"] = self.details
+        return body
+
+
+def _details(kind: str | None, name: str | None, group: str | None) -> dict[str, Any] | None:
+    details = {k: v for k, v in (("name", name), ("group", group), ("kind", kind)) if v}
+    return details or None
+
+
+def not_found(resource: str, name: str, group: str = "") -> ApiError:
+    qualified = f"{resource}.{group}" if group else resource
+    return ApiError(404, "NotFound", f'{qualified} "{name}" not found', _details(resource, name, group))
+
+
+def already_exists(resource: str, name: str, group: str = "") -> ApiError:
+    qualified = f"{resource}.{group}" if group else resource
+    return ApiError(
+        409, "AlreadyExists", f'{qualified} "{name}" already exists', _details(resource, name, group)
+    )
+
+
+def conflict(resource: str, name: str, why: str, group: str = "") -> ApiError:
+    qualified = f"{resource}.{group}" if group else resource
+    return ApiError(
+        409,
+        "Conflict",
+        f'Operation cannot be fulfilled on {qualified} "{name}": {why}',
+        _details(resource, name, group),
+    )
+
+
+def bad_request(message: str) -> ApiError:
+    return ApiError(400, "BadRequest", message)
+
+
+def invalid(kind: str, name: str, message: str, field: str | None = None) -> ApiError:
+    details: dict[str, Any] = {"name": name, "kind": kind}
+    if field:
+        details["causes"] = [{"reason": "FieldValueInvalid", "message": message, "field": field}]
+    return ApiError(422, "Invalid", f'{kind} "{name}" is invalid: {message}', details)
+
+
+def gone(message: str) -> ApiError:
+    return ApiError(410, "Expired", message)
+
+
+def too_many_requests(message: str, causes: list[dict[str, str]] | None = None) -> ApiError:
+    details: dict[str, Any] | None = {"causes": causes} if causes else None
+    return ApiError(429, "TooManyRequests", message, details)
+
+
+def method_not_allowed(message: str) -> ApiError:
+    return ApiError(405, "MethodNotAllowed", message)
+
+
+def unsupported_media_type(content_type: str) -> ApiError:
+    return ApiError(
+        415, "UnsupportedMediaType", f"the body of the request was in an unknown format - {content_type}"
+    )
+
+
+def forbidden(message: str) -> ApiError:
+    return ApiError(403, "Forbidden", message)

@@ -1,0 +1,112 @@
+"""The eviction subresource (policy/v1 Eviction), as the API server's eviction REST handler does it.
+
+- 404 when the pod is gone; 201 and a graceful delete when allowed.
+- Pods that are Pending, terminal, or already being deleted are evicted without a budget check.
+- With more than one PodDisruptionBudget selecting the pod: 500, as Kubernetes refuses to guess.
+- A budget with `disruptionsAllowed` 0 answers 429 TooManyRequests naming the budget; otherwise the
+  eviction takes one disruption (recorded in `status.disruptedPods`) before the pod is deleted, so two
+  concurrent evictions cannot both spend the last one.
+- In `evict_in_background` mode (seed 003), a pod annotated
+  `descheduler.alpha.kubernetes.io/request-evict-only` is not deleted: it is annotated
+  `eviction-in-progress`, the request answers 429 with a message that begins "Eviction triggered", and the
+  evacuation controller deletes it later.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from kubesim.errors import ApiError, too_many_requests
+from kubesim.options import SimOptions
+from kubesim.selectors import match_label_selector
+from kubesim.store import Obj, Store, now_iso
+
+REQUEST_EVICT_ONLY = "descheduler.alpha.kubernetes.io/request-evict-only"
+EVICTION_IN_PROGRESS = "descheduler.alpha.kubernetes.io/eviction-in-progress"
+
+
+def evict(store: Store, options: SimOptions, namespace: str, name: str, body: dict[str, Any]) -> Obj:
+    pods = store.registry.get("", "v1", "pods")
+    pdbs = store.registry.get("policy", "v1", "poddisruptionbudgets")
+    assert pods is not None and pdbs is not None
+    pod = store.get(pods, namespace, name)
+    delete_options = dict(body.get("deleteOptions") or {})
+    dry_run = "All" in (delete_options.get("dryRun") or [])
+    annotations = pod["metadata"].get("annotations") or {}
+
+    if options.evict_in_background and REQUEST_EVICT_ONLY in annotations:
+        if EVICTION_IN_PROGRESS not in annotations and not dry_run:
+
+            def mark(obj: Obj) -> Obj:
+                obj["metadata"].setdefault("annotations", {})[EVICTION_IN_PROGRESS] = now_iso()
+                return obj
+
+            store.patch(pods, namespace, name, mark)
+        raise too_many_requests(
+            f"Eviction triggered: pod {namespace}/{name} is being evacuated in the background"
+        )
+
+    phase = (pod.get("status") or {}).get("phase")
+    skip_budget = phase in ("Pending", "Succeeded", "Failed") or bool(
+        pod["metadata"].get("deletionTimestamp")
+    )
+    if not skip_budget:
+        labels = pod["metadata"].get("labels") or {}
+        matching = [
+            pdb
+            for pdb in store.objects(pdbs, namespace)
+            if match_label_selector((pdb.get("spec") or {}).get("selector"), labels)
+        ]
+        if len(matching) > 1:
+            raise ApiError(
+                500,
+                "InternalError",
+                "This pod has more than one PodDisruptionBudget, which the eviction "
+                "subresource does not support.",
+            )
+        if matching:
+            _take_disruption(store, pdbs, matching[0], pod, dry_run)
+    if not dry_run:
+        store.delete(pods, namespace, name, delete_options)
+    return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
+
+
+def _take_disruption(store: Store, pdbs: Any, pdb: Obj, pod: Obj, dry_run: bool) -> None:
+    status = pdb.get("status") or {}
+    pdb_name = pdb["metadata"]["name"]
+    if (
+        status.get("observedGeneration", 0) < pdb["metadata"].get("generation", 1)
+        and "disruptionsAllowed" not in status
+    ):
+        raise too_many_requests(
+            "Cannot evict pod as it would violate the pod's disruption budget.",
+            [
+                {
+                    "reason": "DisruptionBudget",
+                    "message": f"The disruption budget {pdb_name} is still being processed by the server.",
+                }
+            ],
+        )
+    if int(status.get("disruptionsAllowed", 0)) <= 0:
+        raise too_many_requests(
+            "Cannot evict pod as it would violate the pod's disruption budget.",
+            [
+                {
+                    "reason": "DisruptionBudget",
+                    "message": f"The disruption budget {pdb_name} needs {status.get('desiredHealthy', 0)} "
+                    f"healthy pods and has {status.get('currentHealthy', 0)} currently",
+                }
+            ],
+        )
+    if dry_run:
+        return
+
+    def spend(obj: Obj) -> Obj:
+        new_status = copy.deepcopy(obj.get("status") or {})
+        new_status["disruptionsAllowed"] = int(new_status.get("disruptionsAllowed", 0)) - 1
+        new_status.setdefault("disruptedPods", {})[pod["metadata"]["name"]] = now_iso()
+        obj["status"] = new_status
+        return obj
+
+    store.patch(pdbs, pdb["metadata"]["namespace"], pdb_name, spend, subresource="status")

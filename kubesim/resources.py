@@ -1,0 +1,336 @@
+"""The resources kubesim serves: built-ins, plus any custom resource whose CRD is applied."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+COMMON_FIELDS = frozenset({"metadata.name", "metadata.namespace"})
+VERBS = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    json_path: str
+    type: str = "string"
+    priority: int = 0
+    description: str = ""
+
+
+@dataclass
+class ResourceType:
+    group: str
+    version: str
+    kind: str
+    plural: str
+    namespaced: bool
+    singular: str = ""
+    short_names: list[str] = field(default_factory=list)
+    categories: list[str] = field(default_factory=list)
+    subresources: frozenset[str] = frozenset()
+    fields: frozenset[str] = COMMON_FIELDS
+    columns: list[Column] = field(default_factory=list)
+    # Whether `status` is a subresource (main-resource writes ignore status; /status writes only status).
+    status_subresource: bool = False
+    crd: bool = False
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.group, self.plural)
+
+    @property
+    def list_kind(self) -> str:
+        return f"{self.kind}List"
+
+    def discovery(self) -> list[dict[str, Any]]:
+        entries = [
+            {
+                "name": self.plural,
+                "singularName": self.singular or self.kind.lower(),
+                "namespaced": self.namespaced,
+                "kind": self.kind,
+                "verbs": VERBS,
+                **({"shortNames": self.short_names} if self.short_names else {}),
+                **({"categories": self.categories} if self.categories else {}),
+            }
+        ]
+        for sub in sorted(self.subresources):
+            entry: dict[str, Any] = {
+                "name": f"{self.plural}/{sub}",
+                "singularName": "",
+                "namespaced": self.namespaced,
+            }
+            if sub == "eviction":
+                entry.update(kind="Eviction", group="policy", version="v1", verbs=["create"])
+            elif sub == "binding":
+                entry.update(kind="Binding", verbs=["create"])
+            elif sub == "scale":
+                entry.update(
+                    kind="Scale", group="autoscaling", version="v1", verbs=["get", "patch", "update"]
+                )
+            else:
+                entry.update(kind=self.kind, verbs=["get", "patch", "update"])
+            entries.append(entry)
+        return entries
+
+
+AGE = Column("Age", ".metadata.creationTimestamp", "date")
+
+
+def _builtin() -> list[ResourceType]:
+    pod_fields = COMMON_FIELDS | {
+        "spec.nodeName",
+        "spec.restartPolicy",
+        "spec.schedulerName",
+        "spec.serviceAccountName",
+        "status.phase",
+        "status.podIP",
+        "status.nominatedNodeName",
+    }
+    event_fields = (
+        COMMON_FIELDS
+        | {
+            f"involvedObject.{f}"
+            for f in ("kind", "namespace", "name", "uid", "apiVersion", "resourceVersion", "fieldPath")
+        }
+        | {"reason", "reportingComponent", "source", "type"}
+    )
+    return [
+        ResourceType(
+            "",
+            "v1",
+            "Namespace",
+            "namespaces",
+            False,
+            short_names=["ns"],
+            subresources=frozenset({"status", "finalize"}),
+            status_subresource=True,
+            fields=COMMON_FIELDS | {"status.phase"},
+            columns=[Column("Status", ".status.phase"), AGE],
+        ),
+        ResourceType(
+            "",
+            "v1",
+            "Node",
+            "nodes",
+            False,
+            short_names=["no"],
+            subresources=frozenset({"status"}),
+            status_subresource=True,
+            fields=COMMON_FIELDS | {"spec.unschedulable"},
+        ),
+        ResourceType(
+            "",
+            "v1",
+            "Pod",
+            "pods",
+            True,
+            short_names=["po"],
+            categories=["all"],
+            subresources=frozenset({"status", "eviction", "binding"}),
+            status_subresource=True,
+            fields=pod_fields,
+        ),
+        ResourceType("", "v1", "Event", "events", True, short_names=["ev"], fields=event_fields),
+        ResourceType("", "v1", "ConfigMap", "configmaps", True, short_names=["cm"]),
+        ResourceType("", "v1", "ServiceAccount", "serviceaccounts", True, short_names=["sa"]),
+        ResourceType(
+            "",
+            "v1",
+            "Service",
+            "services",
+            True,
+            short_names=["svc"],
+            categories=["all"],
+            subresources=frozenset({"status"}),
+            status_subresource=True,
+        ),
+        ResourceType("", "v1", "Secret", "secrets", True),
+        ResourceType(
+            "apps",
+            "v1",
+            "Deployment",
+            "deployments",
+            True,
+            short_names=["deploy"],
+            categories=["all"],
+            subresources=frozenset({"status", "scale"}),
+            status_subresource=True,
+            columns=[
+                Column("Ready", ".status.readyReplicas", "integer"),
+                Column("Up-to-date", ".status.updatedReplicas", "integer"),
+                Column("Available", ".status.availableReplicas", "integer"),
+                AGE,
+            ],
+        ),
+        ResourceType(
+            "apps",
+            "v1",
+            "ReplicaSet",
+            "replicasets",
+            True,
+            short_names=["rs"],
+            categories=["all"],
+            subresources=frozenset({"status", "scale"}),
+            status_subresource=True,
+            columns=[
+                Column("Desired", ".spec.replicas", "integer"),
+                Column("Current", ".status.replicas", "integer"),
+                Column("Ready", ".status.readyReplicas", "integer"),
+                AGE,
+            ],
+        ),
+        ResourceType(
+            "apps",
+            "v1",
+            "StatefulSet",
+            "statefulsets",
+            True,
+            short_names=["sts"],
+            categories=["all"],
+            subresources=frozenset({"status", "scale"}),
+            status_subresource=True,
+            columns=[Column("Ready", ".status.readyReplicas", "integer"), AGE],
+        ),
+        ResourceType(
+            "apps",
+            "v1",
+            "DaemonSet",
+            "daemonsets",
+            True,
+            short_names=["ds"],
+            categories=["all"],
+            subresources=frozenset({"status"}),
+            status_subresource=True,
+        ),
+        ResourceType(
+            "policy",
+            "v1",
+            "PodDisruptionBudget",
+            "poddisruptionbudgets",
+            True,
+            short_names=["pdb"],
+            subresources=frozenset({"status"}),
+            status_subresource=True,
+            columns=[
+                Column("Min Available", ".spec.minAvailable"),
+                Column("Max Unavailable", ".spec.maxUnavailable"),
+                Column("Allowed Disruptions", ".status.disruptionsAllowed", "integer"),
+                AGE,
+            ],
+        ),
+        ResourceType(
+            "coordination.k8s.io",
+            "v1",
+            "Lease",
+            "leases",
+            True,
+            columns=[Column("Holder", ".spec.holderIdentity"), AGE],
+        ),
+        ResourceType(
+            "scheduling.k8s.io",
+            "v1",
+            "PriorityClass",
+            "priorityclasses",
+            False,
+            short_names=["pc"],
+            columns=[Column("Value", ".value", "integer"), AGE],
+        ),
+        ResourceType("rbac.authorization.k8s.io", "v1", "ClusterRole", "clusterroles", False),
+        ResourceType("rbac.authorization.k8s.io", "v1", "ClusterRoleBinding", "clusterrolebindings", False),
+        ResourceType("rbac.authorization.k8s.io", "v1", "Role", "roles", True),
+        ResourceType("rbac.authorization.k8s.io", "v1", "RoleBinding", "rolebindings", True),
+        ResourceType(
+            "apiextensions.k8s.io",
+            "v1",
+            "CustomResourceDefinition",
+            "customresourcedefinitions",
+            False,
+            short_names=["crd", "crds"],
+            subresources=frozenset({"status"}),
+            status_subresource=True,
+            columns=[Column("Created At", ".metadata.creationTimestamp", "date")],
+        ),
+    ]
+
+
+def from_crd(crd: dict[str, Any]) -> list[ResourceType]:
+    """The resource types a CRD defines, one per served version."""
+    spec = crd.get("spec") or {}
+    names = spec.get("names") or {}
+    types = []
+    for version in spec.get("versions") or []:
+        if not version.get("served", True):
+            continue
+        subs = version.get("subresources") or {}
+        columns = [
+            Column(
+                c["name"],
+                c["jsonPath"],
+                c.get("type", "string"),
+                int(c.get("priority", 0)),
+                c.get("description", ""),
+            )
+            for c in version.get("additionalPrinterColumns") or []
+        ]
+        if not any(c.json_path == ".metadata.creationTimestamp" for c in columns):
+            columns.append(AGE)
+        types.append(
+            ResourceType(
+                group=spec["group"],
+                version=version["name"],
+                kind=names["kind"],
+                plural=names["plural"],
+                singular=names.get("singular", ""),
+                short_names=list(names.get("shortNames") or []),
+                categories=list(names.get("categories") or []),
+                namespaced=spec.get("scope", "Namespaced") == "Namespaced",
+                subresources=frozenset(k for k in subs if k in ("status", "scale")),
+                status_subresource="status" in subs,
+                columns=columns,
+                crd=True,
+            )
+        )
+    return types
+
+
+class Registry:
+    def __init__(self) -> None:
+        self._by_path: dict[tuple[str, str, str], ResourceType] = {}
+        for rt in _builtin():
+            self.add(rt)
+
+    def add(self, rt: ResourceType) -> None:
+        self._by_path[(rt.group, rt.version, rt.plural)] = rt
+
+    def remove_group_resource(self, group: str, plural: str) -> None:
+        for key in [k for k in self._by_path if k[0] == group and k[2] == plural]:
+            del self._by_path[key]
+
+    def get(self, group: str, version: str, plural: str) -> ResourceType | None:
+        return self._by_path.get((group, version, plural))
+
+    def by_kind(self, api_version: str, kind: str) -> ResourceType | None:
+        group, _, version = api_version.rpartition("/")
+        for rt in self._by_path.values():
+            if rt.group == group and rt.version == version and rt.kind == kind:
+                return rt
+        return None
+
+    def all(self) -> Iterable[ResourceType]:
+        return list(self._by_path.values())
+
+    def groups(self) -> dict[str, list[str]]:
+        groups: dict[str, list[str]] = {}
+        for rt in self._by_path.values():
+            if rt.group:
+                versions = groups.setdefault(rt.group, [])
+                if rt.version not in versions:
+                    versions.append(rt.version)
+        return groups

@@ -1,0 +1,480 @@
+"""Cluster scenarios: nodes, workloads, budgets and pods, from YAML or generated, loaded into the store.
+
+```yaml
+name: example
+nodes:
+  - {name: "node-{i}", count: 4, capacity: {cpu: "4", memory: 16Gi, pods: "110"}, labels: {zone: a}}
+priorityClasses: [{name: high, value: 1000}]
+workloads:
+  - kind: Deployment            # or StatefulSet
+    name: web
+    namespace: default
+    replicas: 4
+    requests: {cpu: "1", memory: 1Gi}
+    schedulerName: koord-scheduler
+    labels: {app: web}          # pod labels (the selector); default {app: <name>}
+    annotations: {}             # pod annotations
+    priority: 0                 # or priorityClassName
+    pdb: {maxUnavailable: 1}    # or {minAvailable: 3}
+    placement: [node-1, node-2] # initial node per replica, cycled; default: first fit over the nodes
+pods:                           # bare pods; without `node` they start Pending for the scheduler
+  - {name: big, namespace: default, requests: {cpu: "4"}}
+```
+
+Placed pods are created Running and Ready and owned exactly as the controllers would own them, so the
+control loops find nothing to do until something changes.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from kubesim.admission import NODE_INFO, qos_class
+from kubesim.controllers.workloads import owner_ref, template_hash
+from kubesim.quantity import milli, pod_requests
+from kubesim.store import now_iso
+
+BUILTIN: dict[str, dict[str, Any]] = {}
+
+
+def builtin(name: str) -> dict[str, Any]:
+    if name not in BUILTIN:
+        raise KeyError(f"unknown scenario {name!r}; built-in: {', '.join(sorted(BUILTIN))}")
+    return copy.deepcopy(BUILTIN[name])
+
+
+def resolve(scenario: str | dict[str, Any]) -> dict[str, Any]:
+    if isinstance(scenario, dict):
+        return scenario
+    if scenario in BUILTIN:
+        return builtin(scenario)
+    path = Path(scenario)
+    if not path.exists():
+        raise FileNotFoundError(
+            f"no scenario named {scenario!r} (built-in: {', '.join(sorted(BUILTIN))}) and no such file"
+        )
+    document = yaml.safe_load(path.read_text())
+    if not isinstance(document, dict):
+        raise ValueError(f"scenario file {path} must hold a mapping")
+    return document
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Loading
+
+
+class _Loader:
+    def __init__(self, sim: Any) -> None:
+        self.store = sim.store
+        registry = self.store.registry
+        self.rts = {
+            p: registry.get(g, "v1", p)
+            for g, p in (
+                ("", "namespaces"),
+                ("", "nodes"),
+                ("", "pods"),
+                ("apps", "deployments"),
+                ("apps", "replicasets"),
+                ("apps", "statefulsets"),
+                ("policy", "poddisruptionbudgets"),
+                ("scheduling.k8s.io", "priorityclasses"),
+            )
+        }
+        self.free: dict[str, dict[str, int]] = {}
+        self.node_order: list[str] = []
+        self.ip = 0
+        self.priorities: dict[str, int] = {}
+
+    def namespace(self, name: str) -> None:
+        if self.store.find(self.rts["namespaces"], "", name) is None:
+            self.store.create(self.rts["namespaces"], "", {"metadata": {"name": name}})
+
+    def nodes(self, groups: list[dict[str, Any]]) -> None:
+        for group in groups:
+            count = int(group.get("count", 1))
+            for i in range(1, count + 1):
+                name = str(group["name"]).format(i=i)
+                capacity = {"cpu": "4", "memory": "16Gi", "pods": "110", **(group.get("capacity") or {})}
+                labels = {
+                    "kubernetes.io/hostname": name,
+                    "kubernetes.io/os": "linux",
+                    **(group.get("labels") or {}),
+                }
+                spec: dict[str, Any] = {}
+                if group.get("taints"):
+                    spec["taints"] = group["taints"]
+                ready = "True" if group.get("ready", True) else "False"
+                self.store.put(
+                    self.rts["nodes"],
+                    {
+                        "metadata": {
+                            "name": name,
+                            "uid": f"node-{name}",
+                            "labels": labels,
+                            "creationTimestamp": now_iso(),
+                            "generation": 1,
+                        },
+                        "spec": spec,
+                        "status": {
+                            "capacity": capacity,
+                            "allocatable": dict(capacity),
+                            "conditions": [{"type": "Ready", "status": ready, "reason": "KubeletReady"}],
+                            "nodeInfo": dict(NODE_INFO),
+                        },
+                    },
+                    "ADDED",
+                )
+                self.free[name] = {k: milli(v) for k, v in capacity.items()}
+                self.node_order.append(name)
+
+    def place(self, requests: dict[str, int], wanted: str | None) -> str | None:
+        candidates = [wanted] if wanted else self.node_order
+        for node in candidates:
+            free = self.free.get(node)
+            if free is not None and all(free.get(k, 0) >= v for k, v in requests.items() if v > 0):
+                for k, v in requests.items():
+                    free[k] = free.get(k, 0) - v
+                return node
+        return None
+
+    def pod_spec(self, item: dict[str, Any]) -> dict[str, Any]:
+        requests = item.get("requests") or {}
+        container: dict[str, Any] = {"name": "main", "image": item.get("image", "registry.k8s.io/pause:3.9")}
+        if requests or item.get("limits"):
+            container["resources"] = {
+                k: v for k, v in (("requests", requests), ("limits", item.get("limits"))) if v
+            }
+        spec: dict[str, Any] = {
+            "containers": [container],
+            "schedulerName": item.get("schedulerName", "default-scheduler"),
+            "terminationGracePeriodSeconds": int(item.get("terminationGracePeriodSeconds", 30)),
+            "restartPolicy": "Always",
+        }
+        priority = item.get("priority")
+        if item.get("priorityClassName"):
+            spec["priorityClassName"] = item["priorityClassName"]
+            priority = self.priorities.get(item["priorityClassName"], priority)
+        spec["priority"] = int(priority or 0)
+        for key in ("nodeSelector", "tolerations", "affinity", "volumes"):
+            if item.get(key):
+                spec[key] = copy.deepcopy(item[key])
+        return spec
+
+    def pod(
+        self, namespace: str, name: str, meta: dict[str, Any], spec: dict[str, Any], node: str | None
+    ) -> None:
+        stamp = now_iso()
+        status: dict[str, Any] = {"phase": "Pending", "qosClass": qos_class(spec)}
+        if node:
+            spec["nodeName"] = node
+            self.ip += 1
+            status.update(
+                phase="Running",
+                startTime=stamp,
+                hostIP="192.168.0.1",
+                podIP=f"10.{(self.ip >> 16) & 255}.{(self.ip >> 8) & 255}.{self.ip & 255}",
+                containerStatuses=[
+                    {
+                        "name": c["name"],
+                        "ready": True,
+                        "started": True,
+                        "restartCount": 0,
+                        "image": c.get("image", ""),
+                        "imageID": "",
+                        "state": {"running": {"startedAt": stamp}},
+                    }
+                    for c in spec["containers"]
+                ],
+                conditions=[
+                    {"type": t, "status": "True", "lastTransitionTime": stamp}
+                    for t in ("PodScheduled", "Initialized", "ContainersReady", "Ready")
+                ],
+            )
+        self.store.put(
+            self.rts["pods"],
+            {
+                "metadata": {
+                    **meta,
+                    "name": name,
+                    "namespace": namespace,
+                    "uid": f"pod-{namespace}-{name}",
+                    "creationTimestamp": stamp,
+                    "generation": 1,
+                },
+                "spec": spec,
+                "status": status,
+            },
+            "ADDED",
+        )
+
+    def workload(self, item: dict[str, Any]) -> None:
+        kind = item.get("kind", "Deployment")
+        namespace = item.get("namespace", "default")
+        name = item["name"]
+        self.namespace(namespace)
+        replicas = int(item.get("replicas", 1))
+        labels = dict(item.get("labels") or {"app": name})
+        template = {
+            "metadata": {
+                "labels": dict(labels),
+                **({"annotations": dict(item["annotations"])} if item.get("annotations") else {}),
+            },
+            "spec": self.pod_spec(item),
+        }
+        placement = list(item.get("placement") or [])
+        stamp = now_iso()
+        base_meta = {"namespace": namespace, "creationTimestamp": stamp, "generation": 1}
+        spec_replicas = {"replicas": replicas, "selector": {"matchLabels": dict(labels)}}
+        ready = {
+            "replicas": replicas,
+            "readyReplicas": replicas,
+            "availableReplicas": replicas,
+            "observedGeneration": 1,
+        }
+        if kind == "StatefulSet":
+            revision = f"{name}-{template_hash(template)}"
+            owner = self.store.put(
+                self.rts["statefulsets"],
+                {
+                    "metadata": {**base_meta, "name": name, "uid": f"sts-{namespace}-{name}"},
+                    "spec": {
+                        **spec_replicas,
+                        "template": template,
+                        "podManagementPolicy": item.get("podManagementPolicy", "OrderedReady"),
+                        "updateStrategy": {"type": "RollingUpdate"},
+                        "serviceName": name,
+                    },
+                    "status": {
+                        **ready,
+                        "currentReplicas": replicas,
+                        "updatedReplicas": replicas,
+                        "currentRevision": revision,
+                        "updateRevision": revision,
+                    },
+                },
+                "ADDED",
+            )
+            names = [
+                (
+                    f"{name}-{i}",
+                    {
+                        "statefulset.kubernetes.io/pod-name": f"{name}-{i}",
+                        "controller-revision-hash": revision,
+                    },
+                )
+                for i in range(replicas)
+            ]
+        else:
+            tmpl_hash = template_hash(template)
+            deploy = self.store.put(
+                self.rts["deployments"],
+                {
+                    "metadata": {**base_meta, "name": name, "uid": f"deploy-{namespace}-{name}"},
+                    "spec": {
+                        **spec_replicas,
+                        "template": template,
+                        "revisionHistoryLimit": 10,
+                        "strategy": {
+                            "type": "RollingUpdate",
+                            "rollingUpdate": {
+                                "maxSurge": item.get("maxSurge", "25%"),
+                                "maxUnavailable": item.get("maxUnavailable", "25%"),
+                            },
+                        },
+                    },
+                    "status": {**ready, "updatedReplicas": replicas, "unavailableReplicas": 0},
+                },
+                "ADDED",
+            )
+            rs_template = copy.deepcopy(template)
+            rs_template["metadata"]["labels"]["pod-template-hash"] = tmpl_hash
+            owner = self.store.put(
+                self.rts["replicasets"],
+                {
+                    "metadata": {
+                        **base_meta,
+                        "name": f"{name}-{tmpl_hash}",
+                        "uid": f"rs-{namespace}-{name}",
+                        "labels": dict(rs_template["metadata"]["labels"]),
+                        "ownerReferences": [owner_ref(deploy)],
+                    },
+                    "spec": {
+                        "replicas": replicas,
+                        "template": rs_template,
+                        "selector": {"matchLabels": {**labels, "pod-template-hash": tmpl_hash}},
+                    },
+                    "status": {**ready, "fullyLabeledReplicas": replicas},
+                },
+                "ADDED",
+            )
+            template = rs_template
+            names = [(f"{name}-{tmpl_hash}-{i:05d}", {}) for i in range(replicas)]
+        requests = pod_requests(template["spec"])
+        for index, (pod_name, extra_labels) in enumerate(names):
+            wanted = placement[index % len(placement)] if placement else None
+            node = self.place(requests, wanted)
+            meta = copy.deepcopy(template["metadata"])
+            meta["labels"] = {**meta.get("labels", {}), **extra_labels}
+            meta["ownerReferences"] = [owner_ref(owner)]
+            self.pod(namespace, pod_name, meta, copy.deepcopy(template["spec"]), node)
+        if item.get("pdb"):
+            self.store.put(
+                self.rts["poddisruptionbudgets"],
+                {
+                    "metadata": {
+                        **base_meta,
+                        "name": item["pdb"].get("name", name),
+                        "uid": f"pdb-{namespace}-{name}",
+                    },
+                    "spec": {
+                        "selector": {"matchLabels": dict(labels)},
+                        **{k: v for k, v in item["pdb"].items() if k in ("minAvailable", "maxUnavailable")},
+                    },
+                },
+                "ADDED",
+            )
+
+    def bare_pod(self, item: dict[str, Any]) -> None:
+        namespace = item.get("namespace", "default")
+        self.namespace(namespace)
+        spec = self.pod_spec(item)
+        node = item.get("node")
+        if node:
+            placed = self.place(pod_requests(spec), node)
+            if placed is None:
+                raise ValueError(f"pod {item['name']} does not fit on node {node}")
+        meta = {"labels": dict(item.get("labels") or {}), "annotations": dict(item.get("annotations") or {})}
+        self.pod(namespace, item["name"], meta, spec, node)
+
+
+def load_scenario(sim: Any, scenario: str | dict[str, Any]) -> dict[str, Any]:
+    document = resolve(scenario)
+    loader = _Loader(sim)
+    for pc in document.get("priorityClasses") or []:
+        loader.priorities[pc["name"]] = int(pc["value"])
+        sim.store.put(
+            loader.rts["priorityclasses"],
+            {
+                "metadata": {
+                    "name": pc["name"],
+                    "uid": f"pc-{pc['name']}",
+                    "creationTimestamp": now_iso(),
+                    "generation": 1,
+                },
+                "value": int(pc["value"]),
+            },
+            "ADDED",
+        )
+    for namespace in document.get("namespaces") or []:
+        loader.namespace(namespace)
+    loader.nodes(document.get("nodes") or [])
+    for item in document.get("workloads") or []:
+        loader.workload(item)
+    for item in document.get("pods") or []:
+        loader.bare_pod(item)
+    return document
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Built-in and generated scenarios
+
+
+def fragmented(nodes: int = 6, node_cpu: int = 4) -> dict[str, Any]:
+    """Seed 002's picture: every node half used by small pods, a pod as large as a node pending.
+
+    Each node runs one `web` and one `api` replica of 1 CPU (web through koord-scheduler, with a PDB of
+    maxUnavailable 1), so every node has 2 of 4 CPUs free: 2*N CPUs free in all, yet the 4-CPU `big` pod
+    fits nowhere until some node is emptied.
+    """
+    names = [f"node-{i}" for i in range(1, nodes + 1)]
+    return {
+        "name": "fragmented",
+        "nodes": [
+            {
+                "name": "node-{i}",
+                "count": nodes,
+                "capacity": {"cpu": str(node_cpu), "memory": "16Gi", "pods": "110"},
+            }
+        ],
+        "workloads": [
+            {
+                "kind": "Deployment",
+                "name": "web",
+                "namespace": "default",
+                "replicas": nodes,
+                "requests": {"cpu": "1", "memory": "1Gi"},
+                "schedulerName": "koord-scheduler",
+                "pdb": {"maxUnavailable": 1},
+                "placement": names,
+            },
+            {
+                "kind": "Deployment",
+                "name": "api",
+                "namespace": "default",
+                "replicas": nodes,
+                "requests": {"cpu": "1", "memory": "1Gi"},
+                "schedulerName": "koord-scheduler",
+                "placement": names,
+            },
+        ],
+        "pods": [
+            {
+                "name": "big",
+                "namespace": "default",
+                "requests": {"cpu": str(node_cpu), "memory": "2Gi"},
+                "schedulerName": "koord-scheduler",
+                "labels": {"app": "big"},
+            }
+        ],
+    }
+
+
+def generate(
+    nodes: int, pods: int, replicas_per_workload: int = 50, node_cpu: int = 64, namespaces: int = 10
+) -> dict[str, Any]:
+    """A large cluster: `nodes` nodes and `pods` pods in Deployments of `replicas_per_workload`."""
+    workloads: Iterator[dict[str, Any]] = (
+        {
+            "kind": "Deployment",
+            "name": f"app-{i}",
+            "namespace": f"ns-{i % namespaces}",
+            "replicas": min(replicas_per_workload, pods - i * replicas_per_workload),
+            "requests": {"cpu": "100m", "memory": "128Mi"},
+            "schedulerName": "koord-scheduler",
+        }
+        for i in range((pods + replicas_per_workload - 1) // replicas_per_workload)
+    )
+    return {
+        "name": f"generated-{nodes}x{pods}",
+        "namespaces": [f"ns-{i}" for i in range(namespaces)],
+        "nodes": [
+            {
+                "name": "node-{i}",
+                "count": nodes,
+                "capacity": {"cpu": str(node_cpu), "memory": "256Gi", "pods": "250"},
+            }
+        ],
+        "workloads": list(workloads),
+    }
+
+
+BUILTIN["fragmented"] = fragmented()
+BUILTIN["small"] = {
+    "name": "small",
+    "nodes": [{"name": "node-{i}", "count": 3, "capacity": {"cpu": "4", "memory": "16Gi", "pods": "110"}}],
+    "workloads": [
+        {
+            "kind": "Deployment",
+            "name": "web",
+            "replicas": 3,
+            "requests": {"cpu": "500m"},
+            "schedulerName": "koord-scheduler",
+            "pdb": {"minAvailable": 2},
+        }
+    ],
+}

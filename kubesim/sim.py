@@ -1,0 +1,246 @@
+"""Running kubesim: the store, the API server and the control loops on one event loop.
+
+`start_in_thread()` runs it inside the calling process on a background thread (tests, benchmarks);
+`start_subprocess()` runs `podherd sim` as a separate process (the demo, where the services are separate
+processes too). Both return a handle with the URL and a kubeconfig path that the official client and kubectl
+use as they would for any cluster.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+from aiohttp import web
+
+from kubesim.admission import Admission
+from kubesim.controllers.base import Controller
+from kubesim.controllers.evacuation import Evacuator
+from kubesim.controllers.kubelet import Kubelet
+from kubesim.controllers.pdb import PdbController
+from kubesim.controllers.scheduler import Scheduler
+from kubesim.controllers.workloads import Workloads
+from kubesim.options import SimOptions
+from kubesim.scenario import load_scenario
+from kubesim.server import ApiServer
+from kubesim.store import Store
+
+log = logging.getLogger("kubesim")
+T = TypeVar("T")
+DEFAULT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+
+
+class Simulator:
+    def __init__(self, options: SimOptions | None = None) -> None:
+        self.options = options or SimOptions()
+        self.store = Store(history=self.options.history)
+        self.store.admission.append(Admission(self.store))
+        self.api = ApiServer(self.store, self.options)
+        self.controllers: list[Controller] = []
+        self._runner: web.AppRunner | None = None
+        self.port = 0
+        namespaces = self.store.registry.get("", "v1", "namespaces")
+        assert namespaces is not None
+        for name in DEFAULT_NAMESPACES:
+            self.store.create(namespaces, "", {"metadata": {"name": name}})
+
+    async def start(self, host: str = "127.0.0.1", port: int = 0) -> None:
+        opts = self.options
+        if opts.scheduler:
+            self.controllers.append(Scheduler(self.store, opts))
+        if opts.workloads:
+            self.controllers.append(Workloads(self.store, opts))
+        if opts.kubelet:
+            self.controllers.append(Kubelet(self.store, opts))
+        if opts.pdb:
+            self.controllers.append(PdbController(self.store, opts))
+        if opts.evict_in_background:
+            self.controllers.append(Evacuator(self.store, opts))
+        for controller in self.controllers:
+            controller.start()
+        self._runner = web.AppRunner(self.api.app(), access_log=None, handler_cancellation=True)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, host, port, backlog=1024)
+        await site.start()
+        server = site._server
+        assert server is not None
+        self.port = int(server.sockets[0].getsockname()[1])  # type: ignore[union-attr]
+        self.url = f"http://{host}:{self.port}"
+
+    async def stop(self) -> None:
+        for controller in self.controllers:
+            await controller.stop()
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+
+def write_kubeconfig(url: str, path: Path, name: str = "kubesim") -> Path:
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": name, "cluster": {"server": url}}],
+        "users": [{"name": name, "user": {"token": "kubesim"}}],
+        "contexts": [{"name": name, "context": {"cluster": name, "user": name, "namespace": "default"}}],
+        "current-context": name,
+        "preferences": {},
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+@dataclass
+class SimHandle:
+    """A running kubesim: its URL, a kubeconfig for it, and a way to run code on its loop."""
+
+    url: str
+    kubeconfig: Path
+    sim: Simulator | None = None
+    loop: asyncio.AbstractEventLoop | None = None
+    process: subprocess.Popen[bytes] | None = None
+    _thread: threading.Thread | None = None
+    _cleanup: list[Callable[[], None]] = field(default_factory=list)
+
+    def call(self, fn: Callable[[Simulator], T], timeout: float = 30.0) -> T:
+        """Run `fn(sim)` on the simulator's loop (in-process handles only) and return its result."""
+        if self.sim is None or self.loop is None:
+            raise RuntimeError("call() needs an in-process simulator")
+        sim = self.sim
+
+        async def run() -> T:
+            return fn(sim)
+
+        return asyncio.run_coroutine_threadsafe(run(), self.loop).result(timeout)
+
+    def stop(self) -> None:
+        if self.sim is not None and self.loop is not None and self.loop.is_running():
+            with contextlib.suppress(concurrent.futures.TimeoutError, RuntimeError):
+                asyncio.run_coroutine_threadsafe(self.sim.stop(), self.loop).result(15)
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            if self._thread is not None:
+                self._thread.join(15)
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(10)
+        for cleanup in self._cleanup:
+            cleanup()
+        self._cleanup.clear()
+
+
+def start_in_thread(
+    options: SimOptions | None = None,
+    scenario: str | dict[str, Any] | None = None,
+    kubeconfig: Path | None = None,
+) -> SimHandle:
+    sim = Simulator(options)
+    loop = asyncio.new_event_loop()
+    ready: concurrent.futures.Future[None] = concurrent.futures.Future()
+
+    def run() -> None:
+        asyncio.set_event_loop(loop)
+
+        async def boot() -> None:
+            try:
+                if scenario is not None:
+                    load_scenario(sim, scenario)
+                await sim.start()
+            except BaseException as exc:
+                ready.set_exception(exc)
+                raise
+            ready.set_result(None)
+
+        boot_task = loop.create_task(boot())
+        loop.run_forever()
+        del boot_task
+        loop.run_until_complete(loop.shutdown_asyncgens())
+        loop.close()
+
+    thread = threading.Thread(target=run, name="kubesim", daemon=True)
+    thread.start()
+    ready.result(120)
+    handle = SimHandle(url=sim.url, kubeconfig=Path(), sim=sim, loop=loop, _thread=thread)
+    if kubeconfig is None:
+        directory = Path(tempfile.mkdtemp(prefix="kubesim-"))
+        kubeconfig = directory / "kubeconfig"
+        handle._cleanup.append(lambda: _rmtree(directory))
+    handle.kubeconfig = write_kubeconfig(sim.url, kubeconfig)
+    return handle
+
+
+def start_subprocess(
+    scenario: str | None = None,
+    kubeconfig: Path | None = None,
+    extra_args: list[str] | None = None,
+    timeout: float = 120.0,
+) -> SimHandle:
+    directory = Path(tempfile.mkdtemp(prefix="kubesim-"))
+    kubeconfig = kubeconfig or directory / "kubeconfig"
+    argv = [sys.executable, "-m", "podherd", "sim", "--port", "0", "--kubeconfig", str(kubeconfig)]
+    if scenario:
+        argv += ["--scenario", scenario]
+    argv += extra_args or []
+    log_path = directory / "kubesim.log"
+    with open(log_path, "wb") as log_file:
+        process = subprocess.Popen(
+            argv,
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"kubesim exited with {process.returncode}: {log_path.read_text()[-2000:]}")
+        if kubeconfig.exists() and kubeconfig.stat().st_size:
+            url = yaml.safe_load(kubeconfig.read_text())["clusters"][0]["cluster"]["server"]
+            handle = SimHandle(url=url, kubeconfig=kubeconfig, process=process)
+            handle._cleanup.append(lambda: _rmtree(directory))
+            return handle
+        time.sleep(0.05)
+    process.kill()
+    raise TimeoutError(f"kubesim did not start within {timeout:.0f}s")
+
+
+def _rmtree(path: Path) -> None:
+    shutil.rmtree(path, ignore_errors=True)
+
+
+async def serve_forever(
+    options: SimOptions, scenario: str | None, port: int, kubeconfig: Path | None, host: str = "127.0.0.1"
+) -> None:
+    """`podherd sim`: load, serve, write the kubeconfig last (it signals readiness), stop on SIGTERM."""
+    sim = Simulator(options)
+    if scenario:
+        load_scenario(sim, scenario)
+    await sim.start(host=host, port=port)
+    if kubeconfig is not None:
+        tmp = kubeconfig.with_suffix(".tmp")
+        write_kubeconfig(sim.url, tmp)
+        tmp.replace(kubeconfig)
+    print(f"kubesim serving {sim.url}" + (f"; kubeconfig {kubeconfig}" if kubeconfig else ""), flush=True)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    await sim.stop()

@@ -1,0 +1,82 @@
+"""Helpers for tests against kubesim through the official client: clients, and waiting on watch events."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import kubernetes
+from kubernetes.client import ApiClient
+
+from kubesim.sim import SimHandle
+
+State = dict[str, Any]
+
+
+@dataclass
+class Kube:
+    """The official client's APIs, bound to one kubesim."""
+
+    handle: SimHandle
+    api: ApiClient
+
+    @property
+    def core(self) -> kubernetes.client.CoreV1Api:
+        return kubernetes.client.CoreV1Api(self.api)
+
+    @property
+    def apps(self) -> kubernetes.client.AppsV1Api:
+        return kubernetes.client.AppsV1Api(self.api)
+
+    @property
+    def policy(self) -> kubernetes.client.PolicyV1Api:
+        return kubernetes.client.PolicyV1Api(self.api)
+
+    @property
+    def custom(self) -> kubernetes.client.CustomObjectsApi:
+        return kubernetes.client.CustomObjectsApi(self.api)
+
+
+def client_for(handle: SimHandle) -> Kube:
+    return Kube(handle, kubernetes.config.new_client_from_config(config_file=str(handle.kubeconfig)))
+
+
+def watch_until(
+    list_fn: Callable[..., Any],
+    predicate: Callable[[State], bool],
+    timeout: float = 15.0,
+    **kwargs: Any,
+) -> State:
+    """Follow `list_fn`'s watch (initial state as ADDED events, then changes) until `predicate(state)` holds.
+
+    `state` maps "namespace/name" to the latest object (the client's model, or a dict for custom objects).
+    Raises TimeoutError with the last state when the deadline passes first.
+    """
+    state: State = {}
+    deadline = time.monotonic() + timeout
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError(f"condition not met within {timeout}s; last state: {sorted(state)}")
+        watch = kubernetes.watch.Watch()
+        for event in watch.stream(list_fn, timeout_seconds=max(1, int(remaining)), **kwargs):
+            obj = event["object"]
+            meta = obj["metadata"] if isinstance(obj, dict) else obj.metadata
+            namespace = meta.get("namespace") if isinstance(meta, dict) else meta.namespace
+            name = meta.get("name") if isinstance(meta, dict) else meta.name
+            key = f"{namespace or ''}/{name}"
+            if event["type"] == "DELETED":
+                state.pop(key, None)
+            elif event["type"] in ("ADDED", "MODIFIED"):
+                state[key] = obj
+            if predicate(state):
+                watch.stop()
+                return state
+        if predicate(state):
+            return state
+
+
+def pod_ready(pod: Any) -> bool:
+    return any(c.type == "Ready" and c.status == "True" for c in (pod.status.conditions or []))
