@@ -129,6 +129,10 @@ def _tokens(path: str) -> list[str]:
     return [t.replace("~1", "/").replace("~0", "~") for t in path[1:].split("/")]
 
 
+def _pointer(tokens: list[str]) -> str:
+    return "".join("/" + t.replace("~", "~0").replace("/", "~1") for t in tokens)
+
+
 def _get(doc: Any, path: str) -> Any:
     node = doc
     for token in _tokens(path):
@@ -148,7 +152,7 @@ def _set(doc: Any, path: str, value: Any, insert: bool) -> Any:
     tokens = _tokens(path)
     if not tokens:
         return value
-    parent = _get(doc, "/" + "/".join(t.replace("~", "~0").replace("/", "~1") for t in tokens[:-1]))
+    parent = _get(doc, _pointer(tokens[:-1]))
     last = tokens[-1]
     if isinstance(parent, list):
         if last == "-":
@@ -168,7 +172,7 @@ def _set(doc: Any, path: str, value: Any, insert: bool) -> Any:
 
 def _remove(doc: Any, path: str) -> Any:
     tokens = _tokens(path)
-    parent = _get(doc, "/" + "/".join(t.replace("~", "~0").replace("/", "~1") for t in tokens[:-1]))
+    parent = _get(doc, _pointer(tokens[:-1]))
     last = tokens[-1]
     try:
         if isinstance(parent, list):

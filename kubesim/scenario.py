@@ -16,7 +16,7 @@ workloads:
     annotations: {}             # pod annotations
     priority: 0                 # or priorityClassName
     pdb: {maxUnavailable: 1}    # or {minAvailable: 3}
-    placement: [node-1, node-2] # initial node per replica, cycled; default: first fit over the nodes
+    placement: [node-1, node-2] # initial node per replica, cycled; default: round-robin over nodes that fit
 pods:                           # bare pods; without `node` they start Pending for the scheduler
   - {name: big, namespace: default, requests: {cpu: "4"}}
 ```
@@ -87,6 +87,7 @@ class _Loader:
         }
         self.free: dict[str, dict[str, int]] = {}
         self.node_order: list[str] = []
+        self.cursor = 0
         self.ip = 0
         self.priorities: dict[str, int] = {}
 
@@ -133,7 +134,13 @@ class _Loader:
                 self.node_order.append(name)
 
     def place(self, requests: dict[str, int], wanted: str | None) -> str | None:
-        candidates = [wanted] if wanted else self.node_order
+        """The wanted node, else the next node round-robin that fits (spreads like least-allocated)."""
+        if wanted:
+            candidates = [wanted]
+        else:
+            count = len(self.node_order)
+            candidates = [self.node_order[(self.cursor + i) % count] for i in range(count)]
+            self.cursor = (self.cursor + 1) % max(count, 1)
         for node in candidates:
             free = self.free.get(node)
             if free is not None and all(free.get(k, 0) >= v for k, v in requests.items() if v > 0):

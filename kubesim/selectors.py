@@ -15,7 +15,9 @@ _SET_EXPR = re.compile(r"^\s*([A-Za-z0-9_./-]+)\s+(in|notin)\s+\(([^)]*)\)\s*$")
 
 def _split_top(text: str) -> list[str]:
     """Split on commas that are not inside parentheses."""
-    parts, depth, current = [], 0, []
+    parts: list[str] = []
+    current: list[str] = []
+    depth = 0
     for char in text:
         if char == "(":
             depth += 1

@@ -126,10 +126,10 @@ class ApiServer:
         if parts[0] == "api" and len(parts) == 2:
             return json_response(self._resource_list("", parts[1]))
         if parts[0] == "apis" and len(parts) == 2:
-            group = self._group(parts[1])
-            if group is None:
+            api_group = self._group(parts[1])
+            if api_group is None:
                 raise not_found("groups", parts[1])
-            return json_response(group)
+            return json_response(api_group)
         if parts[0] == "apis" and len(parts) == 3:
             listing = self._resource_list(parts[1], parts[2])
             if not listing["resources"]:

@@ -51,7 +51,7 @@ class Simulator:
         self.store = Store(history=self.options.history)
         self.store.admission.append(Admission(self.store))
         self.api = ApiServer(self.store, self.options)
-        self.controllers: list[Controller] = []
+        self.controllers: list[Controller[Any]] = []
         self._runner: web.AppRunner | None = None
         self.port = 0
         namespaces = self.store.registry.get("", "v1", "namespaces")
@@ -78,8 +78,8 @@ class Simulator:
         site = web.TCPSite(self._runner, host, port, backlog=1024)
         await site.start()
         server = site._server
-        assert server is not None
-        self.port = int(server.sockets[0].getsockname()[1])  # type: ignore[union-attr]
+        assert isinstance(server, asyncio.base_events.Server)
+        self.port = int(server.sockets[0].getsockname()[1])
         self.url = f"http://{host}:{self.port}"
 
     async def stop(self) -> None:

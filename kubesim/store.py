@@ -463,7 +463,7 @@ class Store:
                     initial.append(("ADDED", stored.obj, stored.raw))
         else:
             try:
-                start = int(resource_version)  # type: ignore[arg-type]
+                start = int(resource_version or 0)
             except ValueError:
                 raise bad_request(f"invalid resourceVersion {resource_version!r}") from None
             if start < self.compacted_rv:

@@ -12,11 +12,9 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import kubernetes
 import nats
 import pytest
 import redis.asyncio as aioredis
-import yaml
 from nats.aio.client import Client as NatsClient
 from nats.js import JetStreamContext
 
@@ -24,7 +22,7 @@ from kubesim.options import SimOptions
 from kubesim.sim import SimHandle, start_in_thread
 from shared.config import PodherdConfig, config_from_dict
 from shared.servers import Server, nats_server, redis_server
-from tests.kube import Kube, client_for
+from tests.kube import Kube, client_for, with_crds
 
 
 @pytest.fixture(scope="session")
@@ -131,10 +129,3 @@ def kube(kubesim_factory: Callable[..., SimHandle]) -> Kube:
     """The official client against a fresh kubesim with Podherd's CRDs applied and no scenario."""
     handle = kubesim_factory()
     return with_crds(client_for(handle))
-
-
-def with_crds(kube: Kube) -> Kube:
-    api = kubernetes.client.ApiextensionsV1Api(kube.api)
-    for path in sorted((Path(__file__).resolve().parents[1] / "deploy" / "crds").glob("*.scheduling.*.yaml")):
-        api.create_custom_resource_definition(yaml.safe_load(path.read_text()))
-    return kube

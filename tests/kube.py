@@ -5,9 +5,11 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import kubernetes
+import yaml
 from kubernetes.client import ApiClient
 
 from kubesim.sim import SimHandle
@@ -71,11 +73,27 @@ def watch_until(
                 state.pop(key, None)
             elif event["type"] in ("ADDED", "MODIFIED"):
                 state[key] = obj
-            if predicate(state):
+            if _holds(predicate, state):
                 watch.stop()
                 return state
-        if predicate(state):
+        if _holds(predicate, state):
             return state
+
+
+def _holds(predicate: Callable[[State], bool], state: State) -> bool:
+    """A predicate that reads an object not seen yet (KeyError) simply does not hold yet."""
+    try:
+        return bool(predicate(state))
+    except KeyError:
+        return False
+
+
+def with_crds(kube: Kube) -> Kube:
+    """Apply Podherd's CRDs (deploy/crds) to the cluster behind `kube`."""
+    api = kubernetes.client.ApiextensionsV1Api(kube.api)
+    for path in sorted((Path(__file__).resolve().parents[1] / "deploy" / "crds").glob("*.scheduling.*.yaml")):
+        api.create_custom_resource_definition(yaml.safe_load(path.read_text()))
+    return kube
 
 
 def pod_ready(pod: Any) -> bool:

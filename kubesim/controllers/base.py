@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Hashable
+from typing import Generic, TypeVar
 
 from kubesim.errors import ApiError
 from kubesim.options import SimOptions
@@ -13,15 +14,16 @@ from kubesim.resources import ResourceType
 from kubesim.store import Event, Store
 
 log = logging.getLogger("kubesim.controllers")
+K = TypeVar("K", bound=Hashable)
 
 
-class Controller:
+class Controller(Generic[K]):
     tick: float | None = None  # seconds between periodic passes, None for purely event-driven
 
     def __init__(self, store: Store, options: SimOptions) -> None:
         self.store = store
         self.options = options
-        self.dirty: set[Hashable] = set()
+        self.dirty: set[K] = set()
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         store.observers.append(self._observe)
@@ -39,11 +41,11 @@ class Controller:
         """Note what `event` makes dirty; return True to wake the loop. Must not write to the store."""
         return False
 
-    def mark(self, key: Hashable) -> None:
+    def mark(self, key: K) -> None:
         self.dirty.add(key)
         self._wake.set()
 
-    def reconcile(self, key: Hashable) -> None:
+    def reconcile(self, key: K) -> None:
         """Bring one dirty key to its desired state."""
 
     def periodic(self) -> None:

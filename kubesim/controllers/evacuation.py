@@ -7,7 +7,6 @@ A pod annotated both `request-evict-only` and `eviction-in-progress` is deleted 
 from __future__ import annotations
 
 import time
-from collections.abc import Hashable
 
 from kubesim.controllers.base import Controller
 from kubesim.eviction import EVICTION_IN_PROGRESS, REQUEST_EVICT_ONLY
@@ -15,7 +14,7 @@ from kubesim.options import SimOptions
 from kubesim.store import Event, Store, parse_iso
 
 
-class Evacuator(Controller):
+class Evacuator(Controller[tuple[str, str]]):
     tick = 0.1
 
     def __init__(self, store: Store, options: SimOptions) -> None:
@@ -55,6 +54,3 @@ class Evacuator(Controller):
             if now - since >= self.options.evacuation_delay:
                 self.waiting.discard(key)
                 self.store.delete(self.pods, *key)
-
-    def reconcile(self, key: Hashable) -> None:
-        return

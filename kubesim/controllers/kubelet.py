@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import copy
 import time
-from collections.abc import Hashable
 
 from kubesim.controllers.base import Controller
 from kubesim.controllers.scheduler import node_ready, record_event
@@ -16,7 +15,7 @@ from kubesim.options import SimOptions
 from kubesim.store import Event, Obj, Store, now_iso
 
 
-class Kubelet(Controller):
+class Kubelet(Controller[tuple[str, str]]):
     tick = 0.05
 
     def __init__(self, store: Store, options: SimOptions) -> None:
@@ -42,11 +41,11 @@ class Kubelet(Controller):
         self.dirty.add((pod["metadata"]["namespace"], pod["metadata"]["name"]))
         return True
 
-    def reconcile(self, key: Hashable) -> None:
-        namespace, name = key  # type: ignore[misc]
+    def reconcile(self, key: tuple[str, str]) -> None:
+        namespace, name = key
         pod = self.store.find(self.pods, namespace, name)
         if pod is None:
-            self.due.pop(key, None)  # type: ignore[arg-type]
+            self.due.pop(key, None)
             return
         node = self.store.find(self.nodes, "", pod["spec"]["nodeName"])
         alive = node is not None and node_ready(node)
@@ -58,9 +57,9 @@ class Kubelet(Controller):
             grace = min(
                 float(pod["metadata"].get("deletionGracePeriodSeconds") or 0), self.options.max_termination
             )
-            due = self.due.setdefault(key, now + grace)  # type: ignore[arg-type]
+            due = self.due.setdefault(key, now + grace)
             if now >= due:
-                self.due.pop(key, None)  # type: ignore[arg-type]
+                self.due.pop(key, None)
                 self.store.force_remove(self.pods, namespace, name)
             return
         phase = status.get("phase")
@@ -71,15 +70,15 @@ class Kubelet(Controller):
                 self._write(pod, ready=False)
             return
         if phase != "Running":
-            due = self.due.setdefault(key, now + self.options.start_delay)  # type: ignore[arg-type]
+            due = self.due.setdefault(key, now + self.options.start_delay)
             if now >= due:
-                self.due.pop(key, None)  # type: ignore[arg-type]
+                self.due.pop(key, None)
                 self._start(pod)
             return
         if not _ready(status):
-            due = self.due.setdefault(key, now + self.options.ready_delay)  # type: ignore[arg-type]
+            due = self.due.setdefault(key, now + self.options.ready_delay)
             if now >= due:
-                self.due.pop(key, None)  # type: ignore[arg-type]
+                self.due.pop(key, None)
                 self._write(pod, ready=True)
 
     def periodic(self) -> None:
@@ -139,7 +138,9 @@ def _conditions(status: Obj, ready: bool) -> None:
             {
                 "type": kind,
                 "status": state,
-                "lastTransitionTime": stamp if changed else old.get("lastTransitionTime", stamp),
+                "lastTransitionTime": stamp
+                if changed or old is None
+                else old.get("lastTransitionTime", stamp),
             }
         )
     status["conditions"] = conditions

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import copy
 import time
-from collections.abc import Hashable
 
 from kubesim.controllers.base import Controller
 from kubesim.controllers.workloads import is_ready, selects
@@ -22,7 +21,7 @@ from shared.intstr import scaled_value
 DISRUPTION_TIMEOUT = 120.0
 
 
-class PdbController(Controller):
+class PdbController(Controller[tuple[str, str]]):
     tick = 1.0
 
     def __init__(self, store: Store, options: SimOptions) -> None:
@@ -44,8 +43,8 @@ class PdbController(Controller):
             if (pdb.get("status") or {}).get("disruptedPods"):
                 self.dirty.add((pdb["metadata"]["namespace"], pdb["metadata"]["name"]))
 
-    def reconcile(self, key: Hashable) -> None:
-        namespace, name = key  # type: ignore[misc]
+    def reconcile(self, key: tuple[str, str]) -> None:
+        namespace, name = key
         pdb = self.store.find(self.pdbs, namespace, name)
         if pdb is None:
             return
@@ -93,7 +92,7 @@ class PdbController(Controller):
             "message": "",
             "observedGeneration": pdb["metadata"].get("generation", 1),
         }
-        old_condition = next(
+        old_condition: dict[str, object] = next(
             (c for c in status.get("conditions") or [] if c.get("type") == "DisruptionAllowed"), {}
         )
         unchanged = (

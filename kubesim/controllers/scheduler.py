@@ -23,7 +23,7 @@ import copy
 import json
 import time
 from collections import defaultdict
-from collections.abc import Hashable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from kubesim.controllers.base import Controller
@@ -47,7 +47,7 @@ def _add(target: Usage, delta: Mapping[str, int], sign: int) -> None:
         target[name] = target.get(name, 0) + sign * value
 
 
-class Scheduler(Controller):
+class Scheduler(Controller[tuple[str, str]]):
     tick = 0.2
 
     def __init__(self, store: Store, options: SimOptions) -> None:
@@ -152,7 +152,7 @@ class Scheduler(Controller):
         if not self.pending_pods and not self.pending_reservations:
             return
         nodes = list(self.store.objects(self.nodes))
-        work: list[tuple[int, str, str, Hashable]] = []
+        work: list[tuple[int, str, str, tuple[str, str, str]]] = []
         for ns, name in list(self.pending_pods):
             pod = self.store.find(self.pods, ns, name)
             if pod is None:
@@ -175,7 +175,7 @@ class Scheduler(Controller):
             )
         work.sort(key=lambda item: (item[0], item[1], item[2]))
         for _, _, _, item in work:
-            kind, ns, name = item  # type: ignore[misc]
+            kind, ns, name = item
             if kind == "pod":
                 self._schedule_pod(ns, name, nodes)
             else:

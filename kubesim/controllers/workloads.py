@@ -11,7 +11,6 @@ import copy
 import hashlib
 import json
 from collections import defaultdict
-from collections.abc import Hashable
 from typing import Any
 
 from kubesim.controllers.base import Controller
@@ -53,7 +52,7 @@ def owner_ref(owner: Obj) -> Obj:
     }
 
 
-class Workloads(Controller):
+class Workloads(Controller[tuple[str, str, str]]):
     tick = 0.5
 
     def __init__(self, store: Store, options: SimOptions) -> None:
@@ -92,8 +91,8 @@ class Workloads(Controller):
                 self.dirty.add(self._by_uid[uid])
         return True
 
-    def reconcile(self, key: Hashable) -> None:
-        plural, namespace, name = key  # type: ignore[misc]
+    def reconcile(self, key: tuple[str, str, str]) -> None:
+        plural, namespace, name = key
         if plural == "replicasets":
             self._replicaset(namespace, name)
         elif plural == "deployments":

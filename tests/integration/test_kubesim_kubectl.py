@@ -1,0 +1,133 @@
+"""The real kubectl against kubesim through an ordinary kubeconfig."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from kubesim.sim import SimHandle
+from tests.kube import client_for, watch_until
+
+KUBECTL = shutil.which("kubectl")
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.kubectl,
+    pytest.mark.skipif(
+        KUBECTL is None, reason="kubectl is not on PATH: install kubectl (v1.32) to run these tests"
+    ),
+]
+CRDS = Path(__file__).resolve().parents[2] / "deploy" / "crds"
+
+
+def kubectl(handle: SimHandle, *args: str, timeout: float = 60, check: bool = True) -> str:
+    assert KUBECTL is not None
+    result = subprocess.run(
+        [KUBECTL, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        env={**os.environ, "KUBECONFIG": str(handle.kubeconfig), "HOME": str(handle.kubeconfig.parent)},
+    )
+    if check and result.returncode != 0:
+        raise AssertionError(f"kubectl {' '.join(args)} failed ({result.returncode}): {result.stderr}")
+    return result.stdout
+
+
+@pytest.fixture
+def sim(kubesim_factory: Callable[..., SimHandle]) -> SimHandle:
+    handle = kubesim_factory("fragmented")
+    kubectl(handle, "apply", "-f", str(CRDS))
+    return handle
+
+
+def test_apply_crds_and_get_pmj(sim: SimHandle, tmp_path: Path) -> None:
+    assert "podmigrationjobs.scheduling.koordinator.sh" in kubectl(sim, "get", "crd")
+    assert kubectl(sim, "apply", "-f", str(CRDS)).count("unchanged") == 2
+    job = tmp_path / "job.yaml"
+    job.write_text(
+        "apiVersion: scheduling.koordinator.sh/v1alpha1\nkind: PodMigrationJob\nmetadata: {name: move-web}\n"
+        "spec: {podRef: {namespace: default, name: web-0}, ttl: 5m}\n"
+    )
+    assert "podmigrationjob.scheduling.koordinator.sh/move-web created" in kubectl(
+        sim, "apply", "-f", str(job)
+    )
+    table = kubectl(sim, "get", "pmj").splitlines()
+    assert table[0].split() == ["NAME", "PHASE", "STATUS", "NODE", "POD", "AGE"]
+    assert table[1].split()[:2] == ["move-web", "web-0"]
+
+
+def test_get_pods_wide(sim: SimHandle) -> None:
+    lines = kubectl(sim, "get", "pods", "-A", "-o", "wide").splitlines()
+    assert lines[0].split()[:8] == ["NAMESPACE", "NAME", "READY", "STATUS", "RESTARTS", "AGE", "IP", "NODE"]
+    rows = [line.split() for line in lines[1:]]
+    assert len(rows) == 13
+    running = [r for r in rows if r[3] == "Running"]
+    assert len(running) == 12 and all(r[7].startswith("node-") for r in running)
+    assert next(r for r in rows if r[1] == "big")[3] == "Pending"
+
+
+def test_get_pmj_watch(sim: SimHandle, tmp_path: Path) -> None:
+    kube = client_for(sim)
+    group, version = "scheduling.koordinator.sh", "v1alpha1"
+    body = {
+        "apiVersion": f"{group}/{version}",
+        "kind": "PodMigrationJob",
+        "metadata": {"name": "w1"},
+        "spec": {"podRef": {"namespace": "default", "name": "web-0"}},
+    }
+    kube.custom.create_cluster_custom_object(group, version, "podmigrationjobs", body)
+    output: list[str] = []
+
+    def watch() -> None:
+        output.append(kubectl(sim, "get", "pmj", "-w", "--request-timeout=3s", timeout=20, check=False))
+
+    thread = threading.Thread(target=watch)
+    thread.start()
+    # The watch must be open before the change; the initial row proves it.
+    watch_until(
+        kube.custom.list_cluster_custom_object,
+        lambda s: "/w1" in s,
+        group=group,
+        version=version,
+        plural="podmigrationjobs",
+    )
+    thread.join(0.5)
+    kube.custom.patch_cluster_custom_object_status(
+        group,
+        version,
+        "podmigrationjobs",
+        "w1",
+        {"status": {"phase": "Running", "status": "ReservationCreated"}},
+    )
+    thread.join(20)
+    rows = [line.split() for line in output[0].splitlines()]
+    assert rows[0][:3] == ["NAME", "PHASE", "STATUS"]
+    assert any(r[:3] == ["w1", "Running", "ReservationCreated"] for r in rows[1:])
+
+
+def test_describe_and_delete_pod(sim: SimHandle) -> None:
+    description = kubectl(sim, "describe", "pod", "big")
+    assert "Status:" in description and "Pending" in description
+    assert "FailedScheduling" in description and "Insufficient cpu" in description
+    name = (
+        client_for(sim).core.list_namespaced_pod("default", label_selector="app=api").items[0].metadata.name
+    )
+    assert f'pod "{name}" deleted' in kubectl(sim, "delete", "pod", name)
+    assert name not in kubectl(sim, "get", "pods")
+
+
+def test_drain_evicts_through_the_budget(sim: SimHandle) -> None:
+    out = kubectl(
+        sim, "drain", "node-6", "--ignore-daemonsets", "--delete-emptydir-data", "--timeout=60s", timeout=90
+    )
+    assert "node/node-6 cordoned" in out and "node/node-6 drained" in out
+    assert "SchedulingDisabled" in kubectl(sim, "get", "node", "node-6")
+    on_node = kubectl(sim, "get", "pods", "-A", "--field-selector", "spec.nodeName=node-6", "-o", "name")
+    assert on_node.strip() == ""
