@@ -53,10 +53,17 @@ def resolve(scenario: str | dict[str, Any]) -> dict[str, Any]:
         return scenario
     if scenario in BUILTIN:
         return builtin(scenario)
+    if scenario.startswith("generate:"):
+        try:
+            _, nodes, pods = scenario.split(":")
+            return generate(int(nodes), int(pods))
+        except ValueError:
+            raise ValueError(f"expected generate:NODES:PODS, got {scenario!r}") from None
     path = Path(scenario)
     if not path.exists():
         raise FileNotFoundError(
-            f"no scenario named {scenario!r} (built-in: {', '.join(sorted(BUILTIN))}) and no such file"
+            f"no scenario named {scenario!r} (built-in: {', '.join(sorted(BUILTIN))}, generate:NODES:PODS) "
+            "and no such file"
         )
     document = yaml.safe_load(path.read_text())
     if not isinstance(document, dict):
@@ -135,12 +142,12 @@ class _Loader:
 
     def place(self, requests: dict[str, int], wanted: str | None) -> str | None:
         """The wanted node, else the next node round-robin that fits (spreads like least-allocated)."""
-        if wanted:
-            candidates = [wanted]
-        else:
-            count = len(self.node_order)
-            candidates = [self.node_order[(self.cursor + i) % count] for i in range(count)]
-            self.cursor = (self.cursor + 1) % max(count, 1)
+        count = len(self.node_order)
+        start = self.cursor
+        self.cursor = (self.cursor + 1) % max(count, 1)
+        candidates = (
+            (self.node_order[(start + i) % count] for i in range(count)) if not wanted else iter([wanted])
+        )
         for node in candidates:
             free = self.free.get(node)
             if free is not None and all(free.get(k, 0) >= v for k, v in requests.items() if v > 0):

@@ -226,7 +226,11 @@ def _rmtree(path: Path) -> None:
 
 
 async def serve_forever(
-    options: SimOptions, scenario: str | None, port: int, kubeconfig: Path | None, host: str = "127.0.0.1"
+    options: SimOptions,
+    scenario: str | dict[str, Any] | None,
+    port: int,
+    kubeconfig: Path | None,
+    host: str = "127.0.0.1",
 ) -> None:
     """`podherd sim`: load, serve, write the kubeconfig last (it signals readiness), stop on SIGTERM."""
     sim = Simulator(options)

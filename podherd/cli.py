@@ -42,17 +42,24 @@ def _cmd_sim(args: argparse.Namespace) -> int:
     import asyncio
     from pathlib import Path
 
+    import yaml
+
     from kubesim.options import SimOptions
-    from kubesim.scenario import BUILTIN
+    from kubesim.scenario import resolve
     from kubesim.sim import serve_forever
 
-    if args.scenario and args.scenario not in BUILTIN and not Path(args.scenario).exists():
-        raise CliError(
-            f"no scenario {args.scenario!r}: built-in ones are {', '.join(sorted(BUILTIN))}, or give a file"
-        )
+    scenario = None
+    if args.scenario:
+        try:
+            scenario = resolve(args.scenario)
+        except (KeyError, ValueError, OSError, yaml.YAMLError) as exc:
+            raise CliError(f"scenario {args.scenario!r}: {exc}") from exc
     options = SimOptions(evict_in_background=args.evict_in_background, record_events=not args.no_events)
     kubeconfig = Path(args.kubeconfig) if args.kubeconfig else None
-    asyncio.run(serve_forever(options, args.scenario, args.port, kubeconfig, host=args.host))
+    try:
+        asyncio.run(serve_forever(options, scenario, args.port, kubeconfig, host=args.host))
+    except OSError as exc:
+        raise CliError(f"cannot serve on {args.host}:{args.port}: {exc.strerror}") from exc
     return 0
 
 
@@ -67,7 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
         "config", parents=[common], help="print the effective configuration after file and environment"
     ).set_defaults(func=_cmd_config)
     sim = sub.add_parser("sim", help="run kubesim, a Kubernetes API server with simulated control loops")
-    sim.add_argument("--scenario", help="a built-in scenario (fragmented, small) or a YAML file")
+    sim.add_argument("--scenario", help="fragmented, small, generate:NODES:PODS, or a YAML file")
     sim.add_argument("--port", type=int, default=6443, help="port to serve on (0: any free port)")
     sim.add_argument("--host", default="127.0.0.1")
     sim.add_argument("--kubeconfig", help="write a kubeconfig for the simulator here")
