@@ -32,6 +32,7 @@ from kubesim.store import Obj, Store, Watch, encode_event
 
 log = logging.getLogger("kubesim.server")
 _encode = msgspec.json.Encoder().encode
+CLOSE = b""  # queued into every open watch when the server stops, so each ends at once
 KUBE_VERSION = {
     "major": "1",
     "minor": "32",
@@ -67,6 +68,11 @@ class ApiServer:
         self.options = options
         self.requests = 0
         self.authorizer: Callable[[web.Request, str, Target], None] | None = None
+
+    def close_watches(self) -> None:
+        for watch in list(self.store.watches):
+            if watch.queue is not None:
+                watch.queue.put_nowait(CLOSE)
 
     def app(self) -> web.Application:
         app = web.Application(client_max_size=64 * 1024 * 1024)
@@ -383,12 +389,18 @@ class ApiServer:
                 first = await asyncio.wait_for(queue.get(), timeout=wait)
             except TimeoutError:
                 continue
+            if first == CLOSE:
+                return
             batch = [first]
             while not queue.empty() and len(batch) < 1000:
                 batch.append(queue.get_nowait())
+            closing = CLOSE in batch
+            batch = [line for line in batch if line != CLOSE]
             if as_table:
                 batch = [self._as_table_line(watch.rt, line, encode) for line in batch]
             await response.write(b"".join(batch))
+            if closing:
+                return
 
     def _as_table_line(
         self, rt: ResourceType, line: bytes, encode: Callable[[str, Obj, bytes], bytes]

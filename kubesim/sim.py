@@ -73,7 +73,9 @@ class Simulator:
             self.controllers.append(Evacuator(self.store, opts))
         for controller in self.controllers:
             controller.start()
-        self._runner = web.AppRunner(self.api.app(), access_log=None, handler_cancellation=True)
+        self._runner = web.AppRunner(
+            self.api.app(), access_log=None, handler_cancellation=True, shutdown_timeout=5.0
+        )
         await self._runner.setup()
         site = web.TCPSite(self._runner, host, port, backlog=1024)
         await site.start()
@@ -83,6 +85,7 @@ class Simulator:
         self.url = f"http://{host}:{self.port}"
 
     async def stop(self) -> None:
+        self.api.close_watches()
         for controller in self.controllers:
             await controller.stop()
         if self._runner is not None:

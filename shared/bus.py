@@ -1,0 +1,229 @@
+"""The NATS side of Podherd: subjects, streams, KV buckets, and a pipelined JetStream publisher.
+
+Subjects (prefix `p`, default `podherd`; one stream per purpose, named with the prefix upper-cased):
+
+| stream     | subjects                                       | what                                 |
+|------------|------------------------------------------------|--------------------------------------|
+| `P_EVENTS` | `p.events.<kind>.<namespace or _>.<name>`      | the watcher's object events          |
+| `P_INTENTS`| `p.intents.<namespace>`                        | migration intents (fire and forget)  |
+| `P_JOBS`   | `p.jobs.<step>.<job>`                          | the job pipeline between services    |
+| `P_AUDIT`  | `p.audit.<job>`                                | the append-only audit trail          |
+| `P_DLQ`    | `p.dlq.<consumer>`                             | messages a consumer could not decode |
+
+`<kind>` is the lower-case plural (`pods`, `podmigrationjobs`, ...). Object names may contain dots, which
+NATS uses as token separators, so they are written with `_` for `.` (Kubernetes names never contain `_`,
+so the mapping is one to one). Every object's events share one subject, so per-object order is the
+stream's order and a consumer can filter on kind, namespace or object.
+
+KV buckets: `P_watch` (the watcher's resourceVersion checkpoints) and `P_leases` (who is active).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import nats
+from nats.aio.client import Client as NatsClient
+from nats.js import JetStreamContext
+from nats.js.api import (
+    DiscardPolicy,
+    KeyValueConfig,
+    RetentionPolicy,
+    StorageType,
+    StreamConfig,
+)
+from nats.js.errors import BadRequestError, NotFoundError
+from nats.js.kv import KeyValue
+
+from shared.config import NatsConfig
+from shared.durations import parse_duration
+
+log = logging.getLogger(__name__)
+
+CLUSTER_SCOPE = "_"
+
+
+def token(text: str) -> str:
+    """A Kubernetes name or namespace as one NATS subject token."""
+    return text.replace(".", "_").replace("*", "_").replace(">", "_").replace(" ", "_") or CLUSTER_SCOPE
+
+
+@dataclass(frozen=True)
+class Subjects:
+    prefix: str
+
+    @property
+    def stream_prefix(self) -> str:
+        return self.prefix.upper().replace("-", "_")
+
+    # Events
+    @property
+    def events_stream(self) -> str:
+        return f"{self.stream_prefix}_EVENTS"
+
+    def event(self, kind: str, namespace: str | None, name: str) -> str:
+        return f"{self.prefix}.events.{kind}.{token(namespace or CLUSTER_SCOPE)}.{token(name)}"
+
+    def events_of(self, kind: str) -> str:
+        return f"{self.prefix}.events.{kind}.>"
+
+    @property
+    def all_events(self) -> str:
+        return f"{self.prefix}.events.>"
+
+    # Intents, jobs, audit, dead letters
+    @property
+    def intents_stream(self) -> str:
+        return f"{self.stream_prefix}_INTENTS"
+
+    def intent(self, namespace: str) -> str:
+        return f"{self.prefix}.intents.{token(namespace)}"
+
+    @property
+    def intent_request(self) -> str:
+        return f"{self.prefix}.intent.request"
+
+    @property
+    def jobs_stream(self) -> str:
+        return f"{self.stream_prefix}_JOBS"
+
+    def job(self, step: str, job: str) -> str:
+        return f"{self.prefix}.jobs.{step}.{token(job)}"
+
+    @property
+    def audit_stream(self) -> str:
+        return f"{self.stream_prefix}_AUDIT"
+
+    def audit(self, job: str) -> str:
+        return f"{self.prefix}.audit.{token(job)}"
+
+    @property
+    def dlq_stream(self) -> str:
+        return f"{self.stream_prefix}_DLQ"
+
+    def dead_letter(self, consumer: str) -> str:
+        return f"{self.prefix}.dlq.{token(consumer)}"
+
+    # KV
+    @property
+    def watch_bucket(self) -> str:
+        return f"{self.stream_prefix}_watch"
+
+    @property
+    def lease_bucket(self) -> str:
+        return f"{self.stream_prefix}_leases"
+
+
+async def connect(
+    config: NatsConfig, name: str, on_state: Callable[[str], Awaitable[None]] | None = None
+) -> NatsClient:
+    """Connect with unlimited reconnects: a NATS restart is an outage to ride out, not a crash."""
+
+    async def disconnected() -> None:
+        log.warning("NATS disconnected")
+        if on_state:
+            await on_state("disconnected")
+
+    async def reconnected() -> None:
+        log.info("NATS reconnected")
+        if on_state:
+            await on_state("reconnected")
+
+    async def error(exc: Exception) -> None:
+        log.warning("NATS error: %s", exc)
+
+    return await nats.connect(
+        config.url,
+        name=name,
+        max_reconnect_attempts=-1,
+        reconnect_time_wait=0.5,
+        connect_timeout=5,
+        disconnected_cb=disconnected,
+        reconnected_cb=reconnected,
+        error_cb=error,
+    )
+
+
+async def ensure_stream(js: JetStreamContext, config: StreamConfig) -> None:
+    """Create the stream, or bring an existing one to this configuration."""
+    try:
+        await js.add_stream(config)
+    except BadRequestError as exc:
+        if exc.err_code != 10058:  # stream name already in use with a different configuration
+            raise
+        await js.update_stream(config)
+
+
+async def ensure_events_stream(js: JetStreamContext, subjects: Subjects, config: NatsConfig) -> None:
+    await ensure_stream(
+        js,
+        StreamConfig(
+            name=subjects.events_stream,
+            subjects=[subjects.all_events],
+            retention=RetentionPolicy.LIMITS,
+            max_age=parse_duration(config.stream_max_age),
+            max_bytes=config.stream_max_bytes,
+            discard=DiscardPolicy.OLD,
+            storage=StorageType.FILE,
+            duplicate_window=parse_duration(config.duplicate_window),
+            num_replicas=config.replicas,
+        ),
+    )
+
+
+async def ensure_kv(js: JetStreamContext, bucket: str, config: NatsConfig, history: int = 1) -> KeyValue:
+    try:
+        return await js.key_value(bucket)
+    except (NotFoundError, BadRequestError):
+        return await js.create_key_value(
+            KeyValueConfig(bucket=bucket, history=history, storage=StorageType.FILE, replicas=config.replicas)
+        )
+
+
+class Publisher:
+    """Pipelined JetStream publishing: many publishes in flight, acknowledged in order of writing.
+
+    Writes go onto the connection in call order, so one object's events are stored in order. `publish`
+    returns once the message is handed to the connection; `flush` waits until every publish so far is
+    acknowledged and raises the first failure, which the caller handles by resuming from its last
+    checkpoint (Nats-Msg-Id de-duplicates what had already been stored).
+    """
+
+    def __init__(self, js: JetStreamContext, window: int = 2048) -> None:
+        self.js = js
+        self.window = window
+        self.pending: list[asyncio.Future[Any]] = []
+        self.acked = 0
+
+    async def publish(
+        self, subject: str, data: bytes, msg_id: str, headers: dict[str, str] | None = None
+    ) -> None:
+        hdrs = {"Nats-Msg-Id": msg_id, **(headers or {})}
+        future = await self.js.publish_async(subject, data, headers=hdrs, wait_stall=30.0)
+        self.pending.append(future)
+        if len(self.pending) >= self.window:
+            await self.flush()
+
+    async def flush(self, ack_wait: float = 30.0) -> int:
+        """Wait for all outstanding acks; return how many were acknowledged; raise the first failure.
+
+        An ack that never comes (the server went away mid-flight) is a TimeoutError after `ack_wait`.
+        """
+        pending, self.pending = self.pending, []
+        if not pending:
+            return 0
+        try:
+            results = await asyncio.wait_for(asyncio.gather(*pending, return_exceptions=True), ack_wait)
+        except TimeoutError:
+            for future in pending:
+                future.cancel()
+            raise
+        failures = [r for r in results if isinstance(r, BaseException)]
+        self.acked += len(results) - len(failures)
+        if failures:
+            raise failures[0]
+        return len(results)

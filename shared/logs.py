@@ -1,0 +1,46 @@
+"""Structured logs: one JSON object per line, with whatever context the caller binds (job, kind, replica)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import time
+from typing import Any
+
+_RESERVED = frozenset(vars(logging.makeLogRecord({})).keys()) | {"message", "asctime"}
+
+
+class JsonFormatter(logging.Formatter):
+    def __init__(self, service: str, replica: str) -> None:
+        super().__init__()
+        self.base = {"service": service, "replica": replica}
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, Any] = {
+            "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
+            + f".{int(record.msecs):03d}Z",
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "msg": record.getMessage(),
+            **self.base,
+        }
+        for key, value in record.__dict__.items():
+            if key not in _RESERVED and not key.startswith("_"):
+                entry[key] = value
+        if record.exc_info:
+            entry["error"] = self.formatException(record.exc_info)
+        return json.dumps(entry, default=str)
+
+
+def setup_logging(service: str, replica: str, level: str = "INFO", fmt: str = "json") -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    if fmt == "json":
+        handler.setFormatter(JsonFormatter(service, replica))
+    else:
+        handler.setFormatter(logging.Formatter(f"%(asctime)s %(levelname)s {service} %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level)
+    for noisy in ("urllib3", "kubernetes", "aiohttp.access", "nats"):
+        logging.getLogger(noisy).setLevel(max(logging.WARNING, root.level))
