@@ -36,8 +36,8 @@ import yaml
 
 from kubesim.admission import NODE_INFO, qos_class
 from kubesim.controllers.workloads import owner_ref, template_hash
-from kubesim.quantity import milli, pod_requests
 from kubesim.store import now_iso
+from shared.quantity import milli, pod_requests
 
 BUILTIN: dict[str, dict[str, Any]] = {}
 

@@ -63,6 +63,20 @@ def _cmd_sim(args: argparse.Namespace) -> int:
     return 0
 
 
+SERVICES = ("watcher", "arbitrator", "executor", "tracker")
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from shared.runtime import run
+
+    config = load_config(args.config)
+    if args.service == "watcher":
+        from services.watcher.service import main as watcher_main
+
+        return run("watcher", config, watcher_main)
+    raise CliError(f"the {args.service} service is not available in this build yet")
+
+
 def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--config", help="YAML config file (default: $PODHERD_CONFIG)")
@@ -73,6 +87,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser(
         "config", parents=[common], help="print the effective configuration after file and environment"
     ).set_defaults(func=_cmd_config)
+    run = sub.add_parser("run", parents=[common], help="run a service (production entry point)")
+    run.add_argument("service", choices=SERVICES)
+    run.set_defaults(func=_cmd_run)
     sim = sub.add_parser("sim", help="run kubesim, a Kubernetes API server with simulated control loops")
     sim.add_argument("--scenario", help="fragmented, small, generate:NODES:PODS, or a YAML file")
     sim.add_argument("--port", type=int, default=6443, help="port to serve on (0: any free port)")

@@ -192,6 +192,37 @@ class KubernetesConfig(Section):
     qps: Annotated[float, msgspec.Meta(gt=0)] = 50.0
 
 
+WATCHABLE_KINDS: Final = (
+    "pods",
+    "podmigrationjobs",
+    "reservations",
+    "poddisruptionbudgets",
+    "deployments",
+    "replicasets",
+    "statefulsets",
+    "nodes",
+)
+
+
+class WatcherConfig(Section):
+    """The watcher: what it follows, how it narrows it, and its timing."""
+
+    kinds: list[str] = msgspec.field(default_factory=lambda: list(WATCHABLE_KINDS))
+    # Namespaced kinds only: one `include` namespace watches that namespace alone; several are filtered in
+    # the watcher; `exclude` becomes a `metadata.namespace!=` field selector.
+    namespaces: Namespaces | None = None
+    # A Kubernetes label selector (`app=web,tier!=db`) applied to pods.
+    label_selector: str | None = None
+    lease_ttl: Duration = msgspec.field(default="15s", name="leaseTTL")
+    checkpoint_interval: Duration = "1s"
+    # The server ends each watch after this long (timeoutSeconds); the loop resumes from its resourceVersion.
+    watch_timeout: Duration = "5m"
+    # No byte (not even a bookmark) for this long means the stream died silently: restart it.
+    inactivity_timeout: Duration = "90s"
+    page_size: Annotated[int, msgspec.Meta(ge=1, le=10_000)] = 500
+    backoff_max: Duration = "30s"
+
+
 class HttpConfig(Section):
     """Where a service serves /metrics, /healthz and /readyz."""
 
@@ -215,6 +246,7 @@ class PodherdConfig(Section):
     nats: NatsConfig = msgspec.field(default_factory=NatsConfig)
     redis: RedisConfig = msgspec.field(default_factory=RedisConfig)
     kubernetes: KubernetesConfig = msgspec.field(default_factory=KubernetesConfig)
+    watcher: WatcherConfig = msgspec.field(default_factory=WatcherConfig)
     http: HttpConfig = msgspec.field(default_factory=HttpConfig)
     logging: LoggingConfig = msgspec.field(default_factory=LoggingConfig)
     # This replica's identity: in leases, audit records and decisions.
@@ -419,7 +451,20 @@ def validate(config: PodherdConfig) -> None:
     ):
         if not url.startswith(schemes):
             raise ConfigError(key, f"expected a URL starting with one of {', '.join(schemes)}, got {url!r}")
+    for i, kind in enumerate(config.watcher.kinds):
+        if kind not in WATCHABLE_KINDS:
+            raise ConfigError(
+                f"watcher.kinds[{i}]", f"unknown kind {kind!r}; known: {', '.join(WATCHABLE_KINDS)}"
+            )
+    namespaces = config.watcher.namespaces
+    if namespaces and namespaces.include and namespaces.exclude:
+        raise ConfigError("watcher.namespaces", "only one of include and exclude can be set")
     for key, value in (
+        ("watcher.leaseTTL", config.watcher.lease_ttl),
+        ("watcher.checkpointInterval", config.watcher.checkpoint_interval),
+        ("watcher.watchTimeout", config.watcher.watch_timeout),
+        ("watcher.inactivityTimeout", config.watcher.inactivity_timeout),
+        ("watcher.backoffMax", config.watcher.backoff_max),
         ("nats.streamMaxAge", config.nats.stream_max_age),
         ("nats.auditMaxAge", config.nats.audit_max_age),
         ("nats.duplicateWindow", config.nats.duplicate_window),

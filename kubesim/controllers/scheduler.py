@@ -28,10 +28,10 @@ from typing import Any
 
 from kubesim.controllers.base import Controller
 from kubesim.options import SimOptions
-from kubesim.quantity import format_milli, milli, pod_requests
 from kubesim.selectors import match_label_selector
 from kubesim.store import Event, Obj, Store, now_iso, parse_iso
 from shared.durations import parse_duration
+from shared.quantity import format_milli, milli, pod_requests
 
 RESERVATION_ALLOCATED = "scheduling.koordinator.sh/reservation-allocated"
 RESERVATION_AWARE = frozenset({"koord-scheduler"})

@@ -176,6 +176,9 @@ class ObjectEvent(Message, Generic[Payload], kw_only=True):
     namespace: str | None = None
     observed_at: datetime
     object: Payload
+    # Set when the object itself could not be decoded (e.g. a PMJ with an unknown mode): `object` then holds
+    # only its identity, and the error says what is wrong, so the tracker can fail the job with the reason.
+    error: str | None = None
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -8,9 +8,9 @@ import pytest
 
 from kubesim.errors import ApiError
 from kubesim.patch import json_patch, merge_patch, strategic_merge_patch
-from kubesim.quantity import format_milli, milli, pod_requests
 from kubesim.selectors import match_label_selector, parse_field_selector, parse_label_selector
 from kubesim.tables import json_path
+from shared.quantity import format_milli, milli, pod_requests
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,164 @@
+"""The kinds the watcher follows: where each lives in the API, and how its raw JSON becomes a payload."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+
+from services.watcher.decode import (
+    MetaOnly,
+    RawMeta,
+    RawNode,
+    RawPdb,
+    RawPod,
+    RawWorkload,
+    WorkloadResolver,
+    node_info,
+    pdb_info,
+    pod_info,
+    strict,
+    workload_info,
+)
+from shared.api.codec import SchemaError
+from shared.api.messages import NodeInfo, PdbInfo, PodInfo, WatchedKind, WorkloadInfo
+from shared.api.meta import ObjectMeta
+from shared.api.pmj import PodMigrationJob
+from shared.api.reservation import Reservation
+
+
+@dataclass(frozen=True)
+class Decoded:
+    meta: RawMeta
+    payload: Any
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class KindSpec:
+    kind: WatchedKind
+    plural: str  # the subject token and the API resource
+    group: str
+    version: str
+    namespaced: bool
+    decode: Callable[[bytes, WorkloadResolver], Decoded]
+    minimal: Callable[[str, str, str], Any]  # (uid, namespace, name) -> payload for a vanished object
+
+    def path(self, namespace: str | None = None) -> str:
+        base = f"/api/{self.version}" if not self.group else f"/apis/{self.group}/{self.version}"
+        if namespace and self.namespaced:
+            return f"{base}/namespaces/{namespace}/{self.plural}"
+        return f"{base}/{self.plural}"
+
+
+def _pod(raw: bytes, resolver: WorkloadResolver) -> Decoded:
+    pod = msgspec.json.decode(raw, type=RawPod)
+    return Decoded(pod.metadata, pod_info(pod, resolver))
+
+
+def _workload(kind: str) -> Callable[[bytes, WorkloadResolver], Decoded]:
+    def decode(raw: bytes, resolver: WorkloadResolver) -> Decoded:
+        obj = msgspec.json.decode(raw, type=RawWorkload)
+        return Decoded(obj.metadata, workload_info(obj, kind))
+
+    return decode
+
+
+def _pdb(raw: bytes, _: WorkloadResolver) -> Decoded:
+    obj = msgspec.json.decode(raw, type=RawPdb)
+    return Decoded(obj.metadata, pdb_info(obj))
+
+
+def _node(raw: bytes, _: WorkloadResolver) -> Decoded:
+    obj = msgspec.json.decode(raw, type=RawNode)
+    return Decoded(obj.metadata, node_info(obj))
+
+
+def _strict(
+    type_: type[Any], minimal: Callable[[str, str, str], Any]
+) -> Callable[[bytes, WorkloadResolver], Decoded]:
+    def decode(raw: bytes, _: WorkloadResolver) -> Decoded:
+        meta = msgspec.json.decode(raw, type=MetaOnly).metadata
+        try:
+            return Decoded(meta, strict(raw, type_))
+        except SchemaError as exc:
+            return Decoded(meta, minimal(meta.uid, meta.namespace or "", meta.name), str(exc))
+
+    return decode
+
+
+def _minimal_pmj(uid: str, namespace: str, name: str) -> PodMigrationJob:
+    return PodMigrationJob(metadata=ObjectMeta(name=name, uid=uid))
+
+
+def _minimal_reservation(uid: str, namespace: str, name: str) -> Reservation:
+    return Reservation(metadata=ObjectMeta(name=name, uid=uid))
+
+
+def _minimal_workload(kind: str) -> Callable[[str, str, str], WorkloadInfo]:
+    return lambda uid, ns, name: WorkloadInfo(uid=uid, kind=kind, namespace=ns, name=name)
+
+
+KINDS: dict[str, KindSpec] = {
+    spec.plural: spec
+    for spec in (
+        KindSpec("Pod", "pods", "", "v1", True, _pod, lambda u, ns, n: PodInfo(uid=u, namespace=ns, name=n)),
+        KindSpec(
+            "PodMigrationJob",
+            "podmigrationjobs",
+            "scheduling.koordinator.sh",
+            "v1alpha1",
+            False,
+            _strict(PodMigrationJob, _minimal_pmj),
+            _minimal_pmj,
+        ),
+        KindSpec(
+            "Reservation",
+            "reservations",
+            "scheduling.koordinator.sh",
+            "v1alpha1",
+            False,
+            _strict(Reservation, _minimal_reservation),
+            _minimal_reservation,
+        ),
+        KindSpec(
+            "PodDisruptionBudget",
+            "poddisruptionbudgets",
+            "policy",
+            "v1",
+            True,
+            _pdb,
+            lambda u, ns, n: PdbInfo(uid=u, namespace=ns, name=n),
+        ),
+        KindSpec(
+            "Deployment",
+            "deployments",
+            "apps",
+            "v1",
+            True,
+            _workload("Deployment"),
+            _minimal_workload("Deployment"),
+        ),
+        KindSpec(
+            "ReplicaSet",
+            "replicasets",
+            "apps",
+            "v1",
+            True,
+            _workload("ReplicaSet"),
+            _minimal_workload("ReplicaSet"),
+        ),
+        KindSpec(
+            "StatefulSet",
+            "statefulsets",
+            "apps",
+            "v1",
+            True,
+            _workload("StatefulSet"),
+            _minimal_workload("StatefulSet"),
+        ),
+        KindSpec("Node", "nodes", "", "v1", False, _node, lambda u, ns, n: NodeInfo(uid=u, name=n)),
+    )
+}

@@ -1,0 +1,430 @@
+"""One kind's list+watch loop, publishing every change onto JetStream exactly as the API server reported it.
+
+The loop (kopf's watching.py and client-go's reflector are the models):
+- Start from the checkpointed resourceVersion when there is one; otherwise list, page by page, and publish
+  every object, then watch from the list's resourceVersion.
+- Watch with bookmarks; every event, bookmarks included, advances the resourceVersion. The server ends each
+  watch after `watchTimeout`; the loop simply resumes from where it was.
+- No byte at all for `inactivityTimeout` means a silently dead stream (a proxy dropped it): restart.
+- 410 Gone means the resourceVersion left the server's window: relist, publish what changed, and publish
+  DELETED for every object that vanished meanwhile. What was known before comes from memory, or after a
+  restart from the stream itself (the last event of each object's subject).
+- 429 and 5xx back off exponentially up to `backoffMax`; connection errors restart the watch.
+- An object that does not decode is published with its identity and the error (the tracker fails a bad PMJ
+  with the reason) instead of stopping the loop.
+
+Publishing is pipelined; a checkpoint is written only after every event before it was acknowledged, so a
+crash anywhere resumes without a gap, and `Nats-Msg-Id = uid/resourceVersion` removes the duplicates a
+resume re-publishes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from typing import Any
+
+import msgspec
+import urllib3
+from nats.js import JetStreamContext
+from nats.js.api import ConsumerConfig, DeliverPolicy
+
+from services.watcher import metrics
+from services.watcher.checkpoints import Checkpoints
+from services.watcher.decode import MetaOnly, RawList, RawWorkload, WatchLine, WorkloadResolver
+from services.watcher.kinds import KINDS, Decoded, KindSpec
+from shared.api import codec
+from shared.api.messages import EventType, ObjectEvent
+from shared.bus import Publisher, Subjects
+from shared.config import WatcherConfig
+from shared.durations import parse_duration
+from shared.kube import KubeClient, KubeError, error_from
+
+log = logging.getLogger(__name__)
+EVENT_TYPES = ("ADDED", "MODIFIED", "DELETED")
+Known = dict[str, tuple[str, str, str]]  # uid -> (namespace, name, resourceVersion)
+
+
+class _Head(msgspec.Struct, rename="camel"):
+    type: str = ""
+    uid: str = ""
+    name: str = ""
+    namespace: str | None = None
+    resource_version: str = ""
+
+
+class _Status(msgspec.Struct):
+    code: int = 0
+    reason: str = ""
+    message: str = ""
+
+
+class KindWatcher:
+    def __init__(
+        self,
+        spec: KindSpec,
+        kube: KubeClient,
+        js: JetStreamContext,
+        subjects: Subjects,
+        checkpoints: Checkpoints,
+        config: WatcherConfig,
+        term: Callable[[], int | None],
+        publisher: Publisher | None = None,
+    ) -> None:
+        self.spec = spec
+        self.kube = kube
+        self.js = js
+        self.subjects = subjects
+        self.checkpoints = checkpoints
+        self.config = config
+        self.term = term
+        self.publisher = publisher or Publisher(js)
+        self.resolver = WorkloadResolver()
+        self.known: Known = {}
+        self.known_complete = False
+        self.rv: str | None = None  # resourceVersion of the last event handed to the publisher
+        self.saved_rv: str | None = None  # resourceVersion of the last checkpoint
+        self._arrivals: list[float] = []
+        self.ready = asyncio.Event()  # set once the first list or watch is established
+        self._include = (
+            set(config.namespaces.include) if config.namespaces and config.namespaces.include else None
+        )
+
+    # ----------------------------------------------------------------------------------------------------
+    # Selection
+
+    def _namespace_path(self) -> str | None:
+        if self.spec.namespaced and self._include and len(self._include) == 1:
+            return next(iter(self._include))
+        return None
+
+    def _selectors(self) -> list[tuple[str, str]]:
+        query: list[tuple[str, str]] = []
+        namespaces = self.config.namespaces
+        if self.spec.namespaced and namespaces and namespaces.exclude:
+            query.append(
+                ("fieldSelector", ",".join(f"metadata.namespace!={ns}" for ns in namespaces.exclude))
+            )
+        if self.spec.plural == "pods" and self.config.label_selector:
+            query.append(("labelSelector", self.config.label_selector))
+        return query
+
+    def _wanted(self, namespace: str | None) -> bool:
+        return not (self.spec.namespaced and self._include and (namespace or "") not in self._include)
+
+    # ----------------------------------------------------------------------------------------------------
+    # The loop
+
+    async def run(self, stop: asyncio.Event) -> None:
+        self.rv = self.saved_rv = await self.checkpoints.load(self.spec.plural)
+        backoff = 0.25
+        ceiling = parse_duration(self.config.backoff_max)
+        ticker = asyncio.create_task(self._checkpoint_every(stop), name=f"checkpoint-{self.spec.plural}")
+        resolver = None
+        try:
+            if self.spec.plural == "pods":
+                resolver = asyncio.create_task(self._follow_replicasets(stop), name="replicasets-for-pods")
+            while not stop.is_set():
+                try:
+                    if self.rv is None:
+                        await self.relist()
+                    await _until(stop, self.watch())
+                    backoff = 0.25
+                    continue
+                except KubeError as exc:
+                    if exc.gone:
+                        log.info("%s: resourceVersion %s is gone; relisting", self.spec.plural, self.rv)
+                        metrics.RESTARTS.labels(self.spec.plural, "gone").inc()
+                        await self.flush()
+                        self.rv = None
+                        continue
+                    reason = "throttled" if exc.status == 429 else ("server" if exc.retryable else "client")
+                    metrics.RESTARTS.labels(self.spec.plural, reason).inc()
+                    log.warning("%s: API error %s", self.spec.plural, exc)
+                except (urllib3.exceptions.HTTPError, OSError, TimeoutError) as exc:
+                    reason = (
+                        "inactive" if isinstance(exc, urllib3.exceptions.ReadTimeoutError) else "connection"
+                    )
+                    metrics.RESTARTS.labels(self.spec.plural, reason).inc()
+                    log.warning("%s: watch stream ended (%s): %s", self.spec.plural, reason, exc)
+                    if reason == "inactive":
+                        continue
+                except PublishFailed as exc:
+                    metrics.RESTARTS.labels(self.spec.plural, "publish").inc()
+                    log.warning(
+                        "%s: publishing failed, resuming from the checkpoint: %s", self.spec.plural, exc
+                    )
+                    self.rv = self.saved_rv
+                await _sleep_or_stop(stop, backoff)
+                backoff = min(ceiling, backoff * 2)
+            await self.checkpoint()
+        finally:
+            ticker.cancel()
+            if resolver is not None:
+                resolver.cancel()
+            for task in (ticker, resolver):
+                if task is not None:
+                    with contextlib.suppress(asyncio.CancelledError, Exception):
+                        await task
+
+    async def relist(self) -> None:
+        metrics.RELISTS.labels(self.spec.plural).inc()
+        known = self.known if self.known_complete else await self.known_from_stream()
+        seen: Known = {}
+        token: str | None = None
+        list_rv = ""
+        path = self.spec.path(self._namespace_path())
+        while True:
+            query = [("limit", str(self.config.page_size)), *self._selectors()]
+            if token:
+                query.append(("continue", token))
+            body = await self.kube.arequest("GET", path, query, request_timeout=120)
+            page = msgspec.json.decode(body, type=RawList[msgspec.Raw])
+            list_rv = list_rv or page.metadata.resourceVersion
+            arrived = time.monotonic()
+            for raw in page.items:
+                decoded = self._decode(raw)
+                if decoded is None:
+                    continue
+                meta = decoded.meta
+                if not self._wanted(meta.namespace):
+                    continue
+                seen[meta.uid] = (meta.namespace or "", meta.name, meta.resourceVersion)
+                previous = known.get(meta.uid)
+                if previous is not None and previous[2] == meta.resourceVersion:
+                    continue  # already on the stream
+                await self._emit("ADDED" if previous is None else "MODIFIED", decoded, arrived)
+            token = page.metadata.continue_
+            if not token:
+                break
+        for uid, (namespace, name, rv) in known.items():
+            if uid not in seen:
+                payload = self.spec.minimal(uid, namespace, name)
+                event = ObjectEvent[Any](
+                    kind=self.spec.kind,
+                    type="DELETED",
+                    name=name,
+                    uid=uid,
+                    resource_version=rv,
+                    namespace=namespace or None,
+                    observed_at=datetime.now(UTC),
+                    object=payload,
+                )
+                await self._publish(event, f"{uid}/deleted", time.monotonic())
+        self.known = seen
+        self.known_complete = True
+        self.rv = list_rv
+        await self.checkpoint()
+        self.ready.set()
+
+    async def watch(self) -> None:
+        query = [
+            ("watch", "true"),
+            ("resourceVersion", self.rv or ""),
+            ("allowWatchBookmarks", "true"),
+            ("timeoutSeconds", str(int(parse_duration(self.config.watch_timeout)))),
+            *self._selectors(),
+        ]
+        stream = self.kube.stream(
+            self.spec.path(self._namespace_path()),
+            query,
+            read_timeout=parse_duration(self.config.inactivity_timeout),
+        )
+        self.ready.set()
+        async for line in stream:
+            arrived = time.monotonic()
+            try:
+                event = msgspec.json.decode(line, type=WatchLine)
+            except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+                metrics.DECODE_ERRORS.labels(self.spec.plural).inc()
+                log.error("%s: undecodable watch line skipped: %s", self.spec.plural, exc)
+                continue
+            if event.type == "ERROR":
+                status = msgspec.json.decode(event.object, type=_Status)
+                raise error_from(status.code or 500, bytes(event.object))
+            if event.type == "BOOKMARK":
+                self.rv = msgspec.json.decode(event.object, type=MetaOnly).metadata.resourceVersion or self.rv
+                continue
+            decoded = self._decode(event.object)
+            if decoded is None:
+                continue
+            if self._wanted(decoded.meta.namespace):
+                await self._emit(event.type, decoded, arrived)  # type: ignore[arg-type]
+            self.rv = decoded.meta.resourceVersion or self.rv
+
+    # ----------------------------------------------------------------------------------------------------
+    # Publishing and checkpoints
+
+    def _decode(self, raw: bytes) -> Decoded | None:
+        try:
+            decoded = self.spec.decode(raw, self.resolver)
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            metrics.DECODE_ERRORS.labels(self.spec.plural).inc()
+            log.error("%s: object skipped, it does not decode: %s", self.spec.plural, exc)
+            return None
+        if decoded.error:
+            metrics.DECODE_ERRORS.labels(self.spec.plural).inc()
+        return decoded
+
+    async def _emit(self, event_type: EventType, decoded: Decoded, arrived: float) -> None:
+        meta = decoded.meta
+        if event_type not in EVENT_TYPES:
+            return
+        event = ObjectEvent[Any](
+            kind=self.spec.kind,
+            type=event_type,
+            name=meta.name,
+            uid=meta.uid,
+            resource_version=meta.resourceVersion,
+            namespace=meta.namespace,
+            observed_at=datetime.now(UTC),
+            object=decoded.payload,
+            error=decoded.error,
+        )
+        await self._publish(event, f"{meta.uid}/{meta.resourceVersion}", arrived)
+        if event_type == "DELETED":
+            self.known.pop(meta.uid, None)
+        else:
+            self.known[meta.uid] = (meta.namespace or "", meta.name, meta.resourceVersion)
+        self.rv = meta.resourceVersion or self.rv
+
+    async def _publish(self, event: ObjectEvent[Any], msg_id: str, arrived: float) -> None:
+        subject = self.subjects.event(self.spec.plural, event.namespace, event.name)
+        try:
+            await self.publisher.publish(subject, codec.encode(event), msg_id)
+        except Exception as exc:
+            raise PublishFailed(str(exc)) from exc
+        self._arrivals.append(arrived)
+        metrics.EVENTS.labels(self.spec.plural, event.type).inc()
+
+    async def flush(self) -> None:
+        started = time.monotonic()
+        arrivals, self._arrivals = self._arrivals, []
+        try:
+            count = await self.publisher.flush()
+        except Exception as exc:
+            raise PublishFailed(str(exc)) from exc
+        if count:
+            now = time.monotonic()
+            metrics.PUBLISH_SECONDS.labels(self.spec.plural).observe(now - started)
+            lag = metrics.LAG_SECONDS.labels(self.spec.plural)
+            for arrived in arrivals:
+                lag.observe(now - arrived)
+
+    async def checkpoint(self) -> None:
+        """Flush, then record the resourceVersion every acknowledged event reached."""
+        rv = self.rv
+        await self.flush()
+        term = self.term()
+        if rv is None or rv == self.saved_rv or term is None:
+            return
+        await self.checkpoints.save(self.spec.plural, rv, term)
+        self.saved_rv = rv
+        with contextlib.suppress(ValueError):
+            metrics.RESOURCE_VERSION.labels(self.spec.plural).set(int(rv))
+
+    async def _checkpoint_every(self, stop: asyncio.Event) -> None:
+        interval = parse_duration(self.config.checkpoint_interval)
+        while not stop.is_set():
+            await _sleep_or_stop(stop, interval)
+            try:
+                await self.checkpoint()
+            except PublishFailed as exc:
+                log.warning("%s: checkpoint skipped, publishing failed: %s", self.spec.plural, exc)
+            except Exception:
+                log.exception("%s: checkpoint failed", self.spec.plural)
+
+    # ----------------------------------------------------------------------------------------------------
+    # What the stream already holds, and the ReplicaSets that name pods' workloads
+
+    async def known_from_stream(self) -> Known:
+        """The last event of every object's subject: what consumers believe exists."""
+        known: Known = {}
+        filter_subject = self.subjects.events_of(self.spec.plural)
+        try:
+            info = await self.js.stream_info(self.subjects.events_stream, subjects_filter=filter_subject)
+        except Exception:
+            return known
+        if not info.state.messages:
+            return known
+        sub = await self.js.subscribe(
+            filter_subject,
+            ordered_consumer=True,
+            config=ConsumerConfig(deliver_policy=DeliverPolicy.LAST_PER_SUBJECT),
+        )
+        try:
+            while True:
+                try:
+                    msg = await sub.next_msg(timeout=2.0)
+                except TimeoutError:
+                    break
+                head = msgspec.json.decode(msg.data, type=_Head)
+                if head.type == "DELETED":
+                    known.pop(head.uid, None)
+                else:
+                    known[head.uid] = (head.namespace or "", head.name, head.resource_version)
+                if msg.metadata.num_pending == 0:
+                    break
+        finally:
+            await sub.unsubscribe()
+        return known
+
+    async def _follow_replicasets(self, stop: asyncio.Event) -> None:
+        spec = KINDS["replicasets"]
+        rv = ""
+        while not stop.is_set():
+            try:
+                if not rv:
+                    body = await self.kube.arequest("GET", spec.path(), [], request_timeout=120)
+                    listing = msgspec.json.decode(body, type=RawList[RawWorkload])
+                    for rs in listing.items:
+                        self.resolver.observe("ADDED", rs)
+                    rv = listing.metadata.resourceVersion
+                query = [
+                    ("watch", "true"),
+                    ("resourceVersion", rv),
+                    ("allowWatchBookmarks", "true"),
+                    ("timeoutSeconds", "300"),
+                ]
+                async for line in self.kube.stream(spec.path(), query, read_timeout=300):
+                    event = msgspec.json.decode(line, type=WatchLine)
+                    if event.type == "ERROR":
+                        rv = ""
+                        break
+                    obj = msgspec.json.decode(event.object, type=RawWorkload)
+                    if event.type != "BOOKMARK":
+                        self.resolver.observe(event.type, obj)
+                    rv = obj.metadata.resourceVersion or rv
+            except Exception as exc:
+                log.warning("replicaset follower restarting: %s", exc)
+                rv = ""
+                await _sleep_or_stop(stop, 1.0)
+
+
+class PublishFailed(Exception):
+    """JetStream did not acknowledge a publish; the loop resumes from its last checkpoint."""
+
+
+async def _sleep_or_stop(stop: asyncio.Event, seconds: float) -> None:
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(stop.wait(), timeout=seconds)
+
+
+async def _until(stop: asyncio.Event, work: Awaitable[None]) -> None:
+    """Run `work` until it ends or `stop` is set (then cancel it)."""
+    task = asyncio.ensure_future(work)
+    stopper = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait({task, stopper}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopper.cancel()
+        if not task.done():
+            task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await stopper
+    with contextlib.suppress(asyncio.CancelledError):
+        await task  # re-raises the work's own exception, if any

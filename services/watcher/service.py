@@ -1,0 +1,134 @@
+"""The watcher service: one active replica per kind, chosen by a lease in NATS KV; the others stand by.
+
+Split-brain is harmless by construction: two replicas watching the same objects publish the same
+`Nats-Msg-Id`s (uid/resourceVersion), which JetStream stores once; checkpoints are fenced by the lease
+revision. A standby takes over when the lease is released (at once) or expires (within its TTL).
+
+Sharding beyond one active watcher per kind (very large clusters): run watcher groups with disjoint
+`watcher.namespaces.include` sets and a distinct `replica`-independent scope; each group holds its own
+leases and checkpoints (`scope`), and all publish into the same stream, whose subjects already carry the
+namespace. Cluster-scoped kinds (nodes, PMJs, Reservations) stay with one group.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+
+from nats.aio.client import Client as NatsClient
+from nats.js import JetStreamContext
+from nats.js.kv import KeyValue
+
+from services.watcher import metrics
+from services.watcher.checkpoints import Checkpoints
+from services.watcher.kinds import KINDS, KindSpec
+from services.watcher.loop import KindWatcher
+from shared import bus
+from shared.config import PodherdConfig
+from shared.durations import parse_duration
+from shared.kube import KubeClient
+from shared.lease import Lease
+from shared.ops import OpsServer
+
+log = logging.getLogger(__name__)
+
+
+class Watcher:
+    def __init__(self, config: PodherdConfig, nc: NatsClient, kube: KubeClient, scope: str = "") -> None:
+        self.config = config
+        self.nc = nc
+        self.js: JetStreamContext = nc.jetstream()
+        self.kube = kube
+        self.subjects = bus.Subjects(config.nats.subject_prefix)
+        self.scope = scope
+        self.active: dict[str, KindWatcher] = {}
+        self.leases: dict[str, Lease] = {}
+
+    async def setup(self) -> tuple[KeyValue, KeyValue]:
+        await bus.ensure_events_stream(self.js, self.subjects, self.config.nats)
+        checkpoints = await bus.ensure_kv(self.js, self.subjects.watch_bucket, self.config.nats)
+        leases = await bus.ensure_kv(self.js, self.subjects.lease_bucket, self.config.nats)
+        return checkpoints, leases
+
+    async def run(self, stop: asyncio.Event) -> None:
+        checkpoint_kv, lease_kv = await self.setup()
+        checkpoints = Checkpoints(checkpoint_kv, self.scope)
+        kinds = [KINDS[name] for name in self.config.watcher.kinds]
+        await asyncio.gather(*(self._supervise(spec, checkpoints, lease_kv, stop) for spec in kinds))
+
+    async def _supervise(
+        self, spec: KindSpec, checkpoints: Checkpoints, lease_kv: KeyValue, stop: asyncio.Event
+    ) -> None:
+        key = f"watcher.{spec.plural}{'.' + self.scope if self.scope else ''}"
+        lease = Lease(lease_kv, key, self.config.replica, parse_duration(self.config.watcher.lease_ttl))
+        self.leases[spec.plural] = lease
+        while not stop.is_set():
+            try:
+                if not await lease.wait_for_turn(stop):
+                    return
+            except Exception as exc:
+                log.warning("lease %s unavailable: %s", key, exc)
+                await asyncio.sleep(1)
+                continue
+            metrics.LEADER.labels(spec.plural).set(1)
+            inner = asyncio.Event()
+            watcher = KindWatcher(
+                spec,
+                self.kube,
+                self.js,
+                self.subjects,
+                checkpoints,
+                self.config.watcher,
+                term=_term_of(lease),
+            )
+            self.active[spec.plural] = watcher
+            work = asyncio.create_task(watcher.run(inner), name=f"watch-{spec.plural}")
+            holder = asyncio.create_task(lease.hold(stop), name=f"lease-{spec.plural}")
+            lost = asyncio.create_task(lease.lost.wait())
+            stopping = asyncio.create_task(stop.wait())
+            await asyncio.wait({work, lost, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            if lease.lost.is_set() and not stop.is_set():
+                work.cancel()  # fenced: not one more publish or checkpoint
+            inner.set()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await work
+            for task in (holder, lost, stopping):
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+            self.active.pop(spec.plural, None)
+            metrics.LEADER.labels(spec.plural).set(0)
+            if stop.is_set():
+                await lease.release()
+            elif work.done() and not work.cancelled() and work.exception():
+                log.error("%s watcher failed: %r; handing the lease over", spec.plural, work.exception())
+                await lease.release()
+                await asyncio.sleep(1)
+
+
+def _term_of(lease: Lease) -> Callable[[], int | None]:
+    return lambda: lease.revision
+
+
+async def main(config: PodherdConfig, stop: asyncio.Event, ops: OpsServer) -> None:
+    nc = await bus.connect(config.nats, name=f"podherd-watcher-{config.replica}")
+    kube = KubeClient.from_config(config.kubernetes)
+    watcher = Watcher(config, nc, kube)
+
+    async def nats_ready() -> str | None:
+        return None if nc.is_connected else "not connected to NATS"
+
+    async def watches_ready() -> str | None:
+        waiting = [p for p, w in watcher.active.items() if not w.ready.is_set()]
+        return f"watches not established: {', '.join(waiting)}" if waiting else None
+
+    ops.add_check("nats", nats_ready)
+    ops.add_check("watches", watches_ready)
+    try:
+        await watcher.run(stop)
+    finally:
+        with contextlib.suppress(Exception):
+            await nc.drain()
+        kube.close()

@@ -1,0 +1,532 @@
+"""The watcher on kubesim and real NATS: every change once, in order, across crashes, 410s and failovers.
+
+Ground truth is kubesim's own event history (what the API server told watchers), never the watcher's logs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import nats
+import pytest
+from nats.js.api import ConsumerConfig, DeliverPolicy
+
+from kubesim.sim import SimHandle
+from services.watcher.service import Watcher
+from shared.bus import Subjects
+from shared.config import PodherdConfig, config_from_dict
+from shared.kube import KubeClient
+from shared.servers import Server
+from tests.kube import Kube, client_for, with_crds
+
+pytestmark = pytest.mark.integration
+GROUP, VERSION = "scheduling.koordinator.sh", "v1alpha1"
+
+
+def watcher_config(
+    nats_url: str, handle: SimHandle, prefix: str, replica: str = "w1", **watcher: Any
+) -> PodherdConfig:
+    return config_from_dict(
+        {
+            "nats": {"url": nats_url, "subjectPrefix": prefix},
+            "kubernetes": {"kubeconfig": str(handle.kubeconfig)},
+            "replica": replica,
+            "http": {"port": 0},
+            "watcher": {"leaseTTL": "2s", "checkpointInterval": "100ms", **watcher},
+        }
+    )
+
+
+async def read_events(url: str, prefix: str, kind: str | None = None) -> list[dict[str, Any]]:
+    """Every message on the events stream (optionally of one kind), in stream order."""
+    subjects = Subjects(prefix)
+    nc = await nats.connect(url)
+    try:
+        js = nc.jetstream()
+        filter_subject = subjects.events_of(kind) if kind else subjects.all_events
+        info = await js.stream_info(subjects.events_stream, subjects_filter=filter_subject)
+        total = info.state.messages if kind is None else sum((info.state.subjects or {}).values())
+        out: list[dict[str, Any]] = []
+        if not total:
+            return out
+        sub = await js.subscribe(
+            filter_subject, ordered_consumer=True, config=ConsumerConfig(deliver_policy=DeliverPolicy.ALL)
+        )
+        while len(out) < total:
+            msg = await sub.next_msg(timeout=5)
+            out.append(
+                {
+                    **json.loads(msg.data),
+                    "_subject": msg.subject,
+                    "_msgid": (msg.headers or {}).get("Nats-Msg-Id"),
+                }
+            )
+        await sub.unsubscribe()
+        return out
+    finally:
+        await nc.close()
+
+
+async def wait_events(
+    url: str,
+    prefix: str,
+    predicate: Callable[[list[dict[str, Any]]], bool],
+    kind: str | None = None,
+    timeout: float = 20.0,
+) -> list[dict[str, Any]]:
+    """Follow the stream until `predicate(all events so far)` holds."""
+    subjects = Subjects(prefix)
+    nc = await nats.connect(url)
+    events: list[dict[str, Any]] = []
+    try:
+        js = nc.jetstream()
+        deadline = time.monotonic() + within
+        while True:
+            with contextlib.suppress(Exception):
+                sub = await js.subscribe(
+                    subjects.events_of(kind) if kind else subjects.all_events, ordered_consumer=True
+                )
+                break
+            if time.monotonic() > deadline:
+                raise TimeoutError("the events stream never appeared")
+            await asyncio.sleep(0.05)
+        while not predicate(events):
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError(f"condition not met; {len(events)} events seen")
+            with contextlib.suppress(TimeoutError, nats.errors.TimeoutError):
+                msg = await sub.next_msg(timeout=min(remaining, 1.0))
+                events.append({**json.loads(msg.data), "_subject": msg.subject})
+        return events
+    finally:
+        await nc.close()
+
+
+async def wait_checkpoint(url: str, prefix: str, kind: str, within: float = 20.0) -> str:
+    """Wait until the watcher has listed `kind` and checkpointed (its watch is then established)."""
+    nc = await nats.connect(url)
+    try:
+        deadline = time.monotonic() + within
+        while time.monotonic() < deadline:
+            with contextlib.suppress(Exception):
+                kv = await nc.jetstream().key_value(Subjects(prefix).watch_bucket)
+                entry = await kv.get(f"rv.{kind}")
+                if entry.value:
+                    return str(json.loads(entry.value)["rv"])
+            await asyncio.sleep(0.05)
+        raise TimeoutError(f"no checkpoint for {kind}")
+    finally:
+        await nc.close()
+
+
+def truth(handle: SimHandle, plural: str, group: str = "") -> list[tuple[str, str, str]]:
+    """(type, uid, resourceVersion) of every event kubesim emitted for a resource, in order."""
+
+    def collect(sim: Any) -> list[tuple[str, str, str]]:
+        return [
+            (e.type, e.obj["metadata"]["uid"], str(e.rv))
+            for e in sim.store.history
+            if e.rt.plural == plural and e.rt.group == group
+        ]
+
+    return handle.call(collect)
+
+
+@contextlib.asynccontextmanager
+async def running(config: PodherdConfig) -> AsyncIterator[Watcher]:
+    nc = await nats.connect(config.nats.url)
+    kube = KubeClient.from_config(config.kubernetes)
+    watcher = Watcher(config, nc, kube)
+    stop = asyncio.Event()
+    task = asyncio.create_task(watcher.run(stop))
+    try:
+        yield watcher
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 20)
+        await nc.close()
+        kube.close()
+
+
+def crds(handle: SimHandle) -> Kube:
+    return with_crds(client_for(handle))
+
+
+# ---------------------------------------------------------------------------------------------------------
+
+
+async def test_every_change_of_every_kind_arrives_once(
+    kubesim_factory: Callable[..., SimHandle], nats_srv: Server, test_id: str
+) -> None:
+    handle = kubesim_factory("small")
+    kube = crds(handle)
+    config = watcher_config(nats_srv.url, handle, test_id)
+    async with running(config):
+        # The initial list publishes what exists...
+        await wait_events(
+            nats_srv.url,
+            test_id,
+            lambda ev: (
+                {e["kind"] for e in ev} >= {"Pod", "Node", "Deployment", "ReplicaSet", "PodDisruptionBudget"}
+            ),
+        )
+        # ...and every change afterwards.
+        await asyncio.to_thread(
+            kube.custom.create_cluster_custom_object,
+            GROUP,
+            VERSION,
+            "podmigrationjobs",
+            {
+                "apiVersion": f"{GROUP}/{VERSION}",
+                "kind": "PodMigrationJob",
+                "metadata": {"name": "j.1"},
+                "spec": {"podRef": {"namespace": "default", "name": "x"}},
+            },
+        )
+        await asyncio.to_thread(
+            kube.custom.patch_cluster_custom_object_status,
+            GROUP,
+            VERSION,
+            "podmigrationjobs",
+            "j.1",
+            {"status": {"phase": "Running"}},
+        )
+        await asyncio.to_thread(
+            kube.custom.create_cluster_custom_object,
+            GROUP,
+            VERSION,
+            "reservations",
+            {
+                "apiVersion": f"{GROUP}/{VERSION}",
+                "kind": "Reservation",
+                "metadata": {"name": "r1"},
+                "spec": {
+                    "template": {"spec": {"containers": [{"name": "c"}]}},
+                    "owners": [{"object": {"namespace": "default", "name": "x"}}],
+                },
+            },
+        )
+        await asyncio.to_thread(
+            kube.custom.delete_cluster_custom_object, GROUP, VERSION, "podmigrationjobs", "j.1"
+        )
+        await asyncio.to_thread(
+            kube.apps.create_namespaced_stateful_set,
+            "default",
+            {
+                "metadata": {"name": "db"},
+                "spec": {
+                    "replicas": 1,
+                    "serviceName": "db",
+                    "selector": {"matchLabels": {"app": "db"}},
+                    "template": {
+                        "metadata": {"labels": {"app": "db"}},
+                        "spec": {"containers": [{"name": "c"}]},
+                    },
+                },
+            },
+        )
+        await asyncio.to_thread(
+            kube.custom.create_cluster_custom_object,
+            GROUP,
+            VERSION,
+            "podmigrationjobs",
+            {
+                "apiVersion": f"{GROUP}/{VERSION}",
+                "kind": "PodMigrationJob",
+                "metadata": {"name": "bad"},
+                "spec": {"mode": "Teleport"},
+            },
+        )
+        await wait_events(
+            nats_srv.url,
+            test_id,
+            lambda ev: (
+                any(e["kind"] == "Pod" and e["name"] == "db-0" and e["object"].get("ready") for e in ev)
+                and any(e["name"] == "bad" for e in ev)
+                and any(e["kind"] == "Reservation" for e in ev)
+            ),
+        )
+        await asyncio.sleep(0.3)  # let trailing status updates land before comparing with the truth
+        events = await read_events(nats_srv.url, test_id)
+    ids = [e["_msgid"] for e in events]
+    assert len(ids) == len(set(ids)), "an event was published twice"
+    jobs = [(e["type"], e["object"].get("status", {}).get("phase")) for e in events if e["name"] == "j.1"]
+    assert jobs == [("ADDED", None), ("MODIFIED", "Running"), ("DELETED", "Running")]
+    assert (
+        events[[e["name"] for e in events].index("j.1")]["_subject"]
+        == f"{test_id}.events.podmigrationjobs._.j_1"
+    )
+    bad = next(e for e in events if e["name"] == "bad")
+    assert "spec.mode" in bad["error"] and bad["object"]["metadata"]["name"] == "bad"
+    # Every pod event the API server emitted after the watcher's list is on the stream, once, in order.
+    pods = [e for e in events if e["kind"] == "Pod"]
+    streamed = [(e["uid"], e["resourceVersion"]) for e in pods]
+    first_rv = min(int(rv) for _, rv in streamed)
+    expected = [(uid, rv) for _, uid, rv in truth(handle, "pods") if int(rv) > first_rv]
+    assert [p for p in streamed if int(p[1]) > first_rv] == expected
+    db = next(e for e in pods if e["name"] == "db-0")["object"]
+    assert db["workload"] == {
+        "kind": "StatefulSet",
+        "namespace": "default",
+        "name": "db",
+        "uid": db["owner"]["uid"],
+    }
+    web = next(e for e in pods if e["name"].startswith("web-"))["object"]
+    assert web["workload"]["kind"] == "Deployment" and web["workload"]["name"] == "web"
+    assert web["requests"] == {"cpu": "500m"} and web["schedulerName"] == "koord-scheduler"
+    pdb = next(e for e in events if e["kind"] == "PodDisruptionBudget")["object"]
+    assert pdb["minAvailable"] == 2 and pdb["selector"] == {"app": "web"}
+
+
+async def test_namespace_and_label_selection(
+    kubesim_factory: Callable[..., SimHandle], nats_srv: Server, test_id: str
+) -> None:
+    handle = kubesim_factory()
+    kube = client_for(handle)
+    for ns in ("team-a", "team-b"):
+        kube.core.create_namespace({"metadata": {"name": ns}})
+        for name, labels in (("keep", {"tier": "web"}), ("skip", {"tier": "db"})):
+            kube.core.create_namespaced_pod(
+                ns,
+                {
+                    "metadata": {"name": name, "labels": labels},
+                    "spec": {"schedulerName": "manual", "containers": [{"name": "c"}]},
+                },
+            )
+    config = watcher_config(
+        nats_srv.url,
+        handle,
+        test_id,
+        kinds=["pods"],
+        labelSelector="tier=web",
+        namespaces={"exclude": ["team-b"]},
+    )
+    async with running(config):
+        events = await wait_events(nats_srv.url, test_id, lambda ev: len(ev) >= 1, kind="pods")
+        kube.core.create_namespaced_pod(
+            "team-b",
+            {
+                "metadata": {"name": "late", "labels": {"tier": "web"}},
+                "spec": {"schedulerName": "manual", "containers": [{"name": "c"}]},
+            },
+        )
+        kube.core.create_namespaced_pod(
+            "team-a",
+            {
+                "metadata": {"name": "late", "labels": {"tier": "web"}},
+                "spec": {"schedulerName": "manual", "containers": [{"name": "c"}]},
+            },
+        )
+        events = await wait_events(
+            nats_srv.url, test_id, lambda ev: any(e["name"] == "late" for e in ev), kind="pods"
+        )
+    assert {(e["namespace"], e["name"]) for e in events} == {("team-a", "keep"), ("team-a", "late")}
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Crashes, 410 and failover with real processes
+
+
+class WatcherProcess:
+    def __init__(self, config_env: dict[str, str], log_path: Path) -> None:
+        self.env = config_env
+        self.log_path = log_path
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        log_file = open(self.log_path, "ab")  # noqa: SIM115 - handed to the child
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "podherd", "run", "watcher"],
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, **self.env},
+        )
+        log_file.close()
+
+    def kill(self) -> None:
+        assert self.process is not None
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait(10)
+
+    def terminate(self) -> int:
+        assert self.process is not None
+        self.process.send_signal(signal.SIGTERM)
+        return self.process.wait(20)
+
+
+def process_env(
+    nats_url: str, handle: SimHandle, prefix: str, replica: str, kinds: str = "[pods]"
+) -> dict[str, str]:
+    return {
+        "NATS_URL": nats_url,
+        "KUBECONFIG": str(handle.kubeconfig),
+        "PODHERD_NATS__SUBJECTPREFIX": prefix,
+        "PODHERD_REPLICA": replica,
+        "PODHERD_HTTP__PORT": "0",
+        "PODHERD_WATCHER__KINDS": kinds,
+        "PODHERD_WATCHER__LEASETTL": "2s",
+        "PODHERD_WATCHER__CHECKPOINTINTERVAL": "100ms",
+        "PODHERD_LOGGING__FORMAT": "text",
+        "PODHERD_CONFIG": "",
+    }
+
+
+def churn(kube: Kube, start: int, count: int) -> None:
+    for i in range(start, start + count):
+        kube.core.create_namespaced_config_map(
+            "default", {"metadata": {"name": f"noise-{i}"}}
+        )  # other kinds' rv
+        kube.core.create_namespaced_pod(
+            "default",
+            {
+                "metadata": {"name": f"p-{i}"},
+                "spec": {"schedulerName": "manual", "containers": [{"name": "c"}]},
+            },
+        )
+        kube.core.patch_namespaced_pod(f"p-{i}", "default", {"metadata": {"labels": {"touched": "yes"}}})
+        if i % 3 == 0:
+            kube.core.delete_namespaced_pod(f"p-{i}", "default")
+
+
+def assert_exactly_the_truth(events: list[dict[str, Any]], handle: SimHandle) -> None:
+    streamed = [
+        (e["type"], e["uid"], e["resourceVersion"]) for e in events if not e["_msgid"].endswith("/deleted")
+    ]
+    assert len(streamed) == len(set(streamed)), "an event was published twice"
+    expected = truth(handle, "pods")
+    assert streamed == expected, f"{len(streamed)} streamed vs {len(expected)} emitted by the API server"
+
+
+async def test_killed_watcher_resumes_without_loss_or_duplicates(
+    kubesim_factory: Callable[..., SimHandle], nats_srv: Server, test_id: str, tmp_path: Path
+) -> None:
+    handle = kubesim_factory(scheduler=False)
+    kube = client_for(handle)
+    proc = WatcherProcess(process_env(nats_srv.url, handle, test_id, "w1"), tmp_path / "w1.log")
+    proc.start()
+    try:
+        await wait_checkpoint(nats_srv.url, test_id, "pods")
+        writer = asyncio.create_task(asyncio.to_thread(churn, kube, 0, 60))
+        await wait_events(nats_srv.url, test_id, lambda ev: len(ev) >= 40, kind="pods")
+        proc.kill()  # mid-stream: some events published, some not, checkpoint somewhere behind
+        await writer
+        proc.start()
+        final = len(truth(handle, "pods"))
+        await wait_events(nats_srv.url, test_id, lambda ev: len(ev) >= final, kind="pods")
+        await asyncio.sleep(0.5)  # a duplicate, if any were to come, would come now
+        assert_exactly_the_truth(await read_events(nats_srv.url, test_id, "pods"), handle)
+        assert proc.terminate() == 0
+    finally:
+        if proc.process and proc.process.poll() is None:
+            proc.kill()
+
+
+async def test_410_relists_and_reports_deletions_made_while_away(
+    kubesim_factory: Callable[..., SimHandle], nats_srv: Server, test_id: str, tmp_path: Path
+) -> None:
+    handle = kubesim_factory(scheduler=False)
+    kube = client_for(handle)
+    churn(kube, 0, 6)
+    proc = WatcherProcess(process_env(nats_srv.url, handle, test_id, "w1"), tmp_path / "w1.log")
+    proc.start()
+    await wait_events(nats_srv.url, test_id, lambda ev: len(ev) >= 4, kind="pods")
+    assert proc.terminate() == 0  # graceful: checkpoint written, lease released
+    kube.core.delete_namespaced_pod("p-1", "default")
+    kube.core.delete_namespaced_pod("p-2", "default")
+    kube.core.patch_namespaced_pod("p-4", "default", {"metadata": {"labels": {"again": "yes"}}})
+    kube.core.create_namespaced_pod(
+        "default",
+        {"metadata": {"name": "new"}, "spec": {"schedulerName": "manual", "containers": [{"name": "c"}]}},
+    )
+    handle.call(lambda sim: sim.store.compact())  # the checkpoint is now older than the server's window
+    proc.start()
+    try:
+        await wait_events(
+            nats_srv.url,
+            test_id,
+            lambda ev: (
+                any(e["name"] == "new" for e in ev)
+                and {e["name"] for e in ev if e["type"] == "DELETED"} >= {"p-1", "p-2"}
+            ),
+            kind="pods",
+        )
+        events = await read_events(nats_srv.url, test_id, "pods")
+        vanished = {e["name"] for e in events if e["_msgid"].endswith("/deleted")}
+        assert vanished == {"p-1", "p-2"}
+        latest = {e["name"]: e for e in events}
+        assert latest["p-4"]["object"]["labels"].get("again") == "yes"
+        assert latest["new"]["type"] == "ADDED"
+        live = {p.metadata.name for p in kube.core.list_namespaced_pod("default").items}
+        believed = {name for name, e in latest.items() if e["type"] != "DELETED"}
+        assert believed == live  # what consumers believe equals what exists
+    finally:
+        proc.terminate()
+
+
+async def test_two_replicas_one_publishes_and_the_other_takes_over(
+    kubesim_factory: Callable[..., SimHandle], nats_srv: Server, test_id: str, tmp_path: Path
+) -> None:
+    handle = kubesim_factory(scheduler=False)
+    kube = client_for(handle)
+    first = WatcherProcess(process_env(nats_srv.url, handle, test_id, "w1"), tmp_path / "w1.log")
+    second = WatcherProcess(process_env(nats_srv.url, handle, test_id, "w2"), tmp_path / "w2.log")
+    first.start()
+    await wait_checkpoint(nats_srv.url, test_id, "pods")
+    second.start()
+    try:
+        churn(kube, 0, 10)
+        await wait_events(
+            nats_srv.url, test_id, lambda ev: len(ev) >= len(truth(handle, "pods")), kind="pods"
+        )
+        nc = await nats.connect(nats_srv.url)
+        kv = await nc.jetstream().key_value(Subjects(test_id).lease_bucket)
+        holder = json.loads((await kv.get("watcher.pods")).value or b"{}")["holder"]
+        await nc.close()
+        assert holder == "w1"
+        first.kill()
+        killed_at = time.monotonic()
+        churn(kube, 10, 10)  # changes while nobody is active must still arrive
+        final = len(truth(handle, "pods"))
+        await wait_events(nats_srv.url, test_id, lambda ev: len(ev) >= final, kind="pods", within=20)
+        took_over = time.monotonic() - killed_at
+        assert took_over < 2 + 3  # the lease TTL (2 s) plus a generous allowance for the catch-up
+        await asyncio.sleep(0.5)
+        assert_exactly_the_truth(await read_events(nats_srv.url, test_id, "pods"), handle)
+        nc = await nats.connect(nats_srv.url)
+        kv = await nc.jetstream().key_value(Subjects(test_id).lease_bucket)
+        assert json.loads((await kv.get("watcher.pods")).value or b"{}")["holder"] == "w2"
+        await nc.close()
+    finally:
+        for proc in (first, second):
+            if proc.process and proc.process.poll() is None:
+                proc.terminate()
+
+
+def test_event_payloads_decode_as_the_shared_types() -> None:
+    from shared.api.messages import ObjectEvent, PodInfo
+
+    raw = json.dumps(
+        {
+            "schemaVersion": 1,
+            "kind": "Pod",
+            "type": "ADDED",
+            "name": "p",
+            "uid": "u",
+            "resourceVersion": "1",
+            "namespace": "d",
+            "observedAt": "2026-01-01T00:00:00Z",
+            "object": {"uid": "u", "namespace": "d", "name": "p"},
+        }
+    )
+    assert msgspec.json.decode(raw, type=ObjectEvent[PodInfo]).object.name == "p"
