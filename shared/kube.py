@@ -168,11 +168,15 @@ class KubeClient:
         # few workers (a dozen watches would starve every other blocking call).
         finished: asyncio.Future[None] = loop.create_future()
 
+        def finish() -> None:
+            if not finished.done():
+                finished.set_result(None)
+
         def run_reader() -> None:
             try:
                 read()
             finally:
-                loop.call_soon_threadsafe(lambda: finished.done() or finished.set_result(None))
+                loop.call_soon_threadsafe(finish)
 
         threading.Thread(target=run_reader, name=f"watch {path}", daemon=True).start()
         partial = b""

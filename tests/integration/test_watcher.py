@@ -83,7 +83,7 @@ async def wait_events(
     prefix: str,
     predicate: Callable[[list[dict[str, Any]]], bool],
     kind: str | None = None,
-    timeout: float = 20.0,
+    within: float = 20.0,
 ) -> list[dict[str, Any]]:
     """Follow the stream until `predicate(all events so far)` holds."""
     subjects = Subjects(prefix)
