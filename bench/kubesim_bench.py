@@ -21,16 +21,14 @@ import resource
 import statistics
 import time
 import urllib.request
-from pathlib import Path
 from typing import Any
 
 import kubernetes
 
+from bench.results_io import emit
 from kubesim.options import SimOptions
 from kubesim.scenario import generate
 from kubesim.sim import start_in_thread
-
-RESULTS = Path(__file__).resolve().parent / "results"
 
 
 def rss_mb() -> float:
@@ -185,10 +183,7 @@ def main() -> None:
     args = parser.parse_args()
     result = bench(args.nodes, args.pods, args.watchers, args.events)
     result["machine"] = {"cpus": os.cpu_count()}
-    text = json.dumps(result, indent=2)
-    print(text)
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "kubesim.json").write_text(text + "\n")
+    emit("kubesim", result)
 
 
 if __name__ == "__main__":

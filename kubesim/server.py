@@ -67,6 +67,7 @@ class ApiServer:
         self.store = store
         self.options = options
         self.requests = 0
+        self._touches = 0
         self.authorizer: Callable[[web.Request, str, Target], None] | None = None
 
     def close_watches(self) -> None:
@@ -114,6 +115,8 @@ class ApiServer:
             )
         if path == "/apis":
             return json_response(self._group_list())
+        if parts[:2] == ["kubesim", "touch"] and request.method == "POST":
+            return json_response(await self._touch(request))
         if parts[:2] == ["openapi", "v3"]:
             if len(parts) == 2:
                 return json_response(openapi.index(self.store.registry))
@@ -428,6 +431,33 @@ class ApiServer:
         if content_type == "application/json-patch+json":
             return lambda obj: json_patch(obj, body)
         raise unsupported_media_type(content_type or "<none>")
+
+    async def _touch(self, request: web.Request) -> dict[str, Any]:
+        """Load generation for benchmarks (not a Kubernetes API): change `count` objects' labels, cycling
+        through them, yielding to the loop between batches as concurrent API writes would."""
+        rt = self.store.registry.get(
+            request.query.get("group", ""),
+            request.query.get("version", "v1"),
+            request.query.get("resource", "pods"),
+        )
+        if rt is None:
+            raise not_found("resources", request.query.get("resource", ""))
+        count = int(request.query.get("count", "1000"))
+        keys = [(o["metadata"].get("namespace", ""), o["metadata"]["name"]) for o in self.store.objects(rt)]
+        if not keys:
+            return {"touched": 0, "resourceVersion": str(self.store.rv)}
+        self._touches += 1
+        for seq in range(count):
+            namespace, name = keys[seq % len(keys)]
+
+            def touch(obj: Obj, seq: int = seq) -> Obj:
+                obj["metadata"].setdefault("labels", {})["kubesim-touch"] = f"{self._touches}.{seq}"
+                return obj
+
+            self.store.patch(rt, namespace, name, touch)
+            if seq % 200 == 199:
+                await asyncio.sleep(0)
+        return {"touched": count, "resourceVersion": str(self.store.rv)}
 
     def _bind(self, namespace: str, name: str, body: dict[str, Any]) -> dict[str, Any]:
         pods = self.store.registry.get("", "v1", "pods")

@@ -272,13 +272,7 @@ class Store:
             )
         self._check_kind(rt, obj)
         wanted_rv = meta.get("resourceVersion")
-        if wanted_rv and wanted_rv != current["metadata"]["resourceVersion"]:
-            raise conflict(
-                rt.plural,
-                name,
-                "the object has been modified; please apply your changes to the latest version and try again",
-                rt.group,
-            )
+        _check_fresh(rt, name, current, wanted_rv)
         return self._replace(rt, current, obj, subresource, dry_run)
 
     def patch(
@@ -295,13 +289,7 @@ class Store:
         if not isinstance(patched, dict) or not isinstance(patched.get("metadata"), dict):
             raise bad_request("the patch produced an object without metadata")
         wanted_rv = patched["metadata"].get("resourceVersion")
-        if wanted_rv and wanted_rv != current["metadata"]["resourceVersion"]:
-            raise conflict(
-                rt.plural,
-                name,
-                "the object has been modified; please apply your changes to the latest version and try again",
-                rt.group,
-            )
+        _check_fresh(rt, name, current, wanted_rv)
         return self._replace(rt, current, patched, subresource, dry_run)
 
     def _replace(
@@ -590,6 +578,17 @@ class Store:
             raise bad_request(f"the apiVersion of the object ({api_version}) does not match {rt.api_version}")
         obj["kind"] = rt.kind
         obj["apiVersion"] = rt.api_version
+
+
+def _check_fresh(rt: ResourceType, name: str, current: Obj, wanted_rv: str | None) -> None:
+    """Optimistic concurrency: a write naming a resourceVersion must name the current one (409 otherwise)."""
+    if wanted_rv and wanted_rv != current["metadata"]["resourceVersion"]:
+        raise conflict(
+            rt.plural,
+            name,
+            "the object has been modified; please apply your changes to the latest version and try again",
+            rt.group,
+        )
 
 
 def translate(watch: Watch, event: Event) -> str | None:

@@ -55,6 +55,8 @@ def _cmd_sim(args: argparse.Namespace) -> int:
         except (KeyError, ValueError, OSError, yaml.YAMLError) as exc:
             raise CliError(f"scenario {args.scenario!r}: {exc}") from exc
     options = SimOptions(evict_in_background=args.evict_in_background, record_events=not args.no_events)
+    if args.no_controllers:
+        options.scheduler = options.workloads = options.kubelet = options.pdb = False
     kubeconfig = Path(args.kubeconfig) if args.kubeconfig else None
     try:
         asyncio.run(serve_forever(options, scenario, args.port, kubeconfig, host=args.host))
@@ -101,6 +103,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="answer request-evict-only pods' evictions with 429 'Eviction triggered' (seed 003)",
     )
     sim.add_argument("--no-events", action="store_true", help="do not record Kubernetes Events")
+    sim.add_argument(
+        "--no-controllers",
+        action="store_true",
+        help="a static cluster: no scheduler, workload controllers, kubelet or PDB controller",
+    )
     sim.set_defaults(func=_cmd_sim)
     demo = sub.add_parser("demo", parents=[common], help="run the demo on the embedded default")
     demo.add_argument(

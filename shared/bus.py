@@ -21,11 +21,13 @@ KV buckets: `P_watch` (the watcher's resourceVersion checkpoints) and `P_leases`
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+import msgspec
 import nats
 from nats.aio.client import Client as NatsClient
 from nats.js import JetStreamContext
@@ -184,26 +186,67 @@ async def ensure_kv(js: JetStreamContext, bucket: str, config: NatsConfig, histo
         )
 
 
-class Publisher:
-    """Pipelined JetStream publishing: many publishes in flight, acknowledged in order of writing.
+class PublishError(Exception):
+    """JetStream refused a publish (its error), or no ack came in time."""
 
-    Writes go onto the connection in call order, so one object's events are stored in order. `publish`
-    returns once the message is handed to the connection; `flush` waits until every publish so far is
-    acknowledged and raises the first failure, which the caller handles by resuming from its last
-    checkpoint (Nats-Msg-Id de-duplicates what had already been stored).
+
+class _Ack(msgspec.Struct):
+    stream: str = ""
+    seq: int = 0
+    duplicate: bool = False
+    error: dict[str, Any] | None = None
+
+
+class Publisher:
+    """Pipelined JetStream publishing: many publishes in flight, acknowledged asynchronously.
+
+    Messages are written with `nc.publish` and a reply subject on one multiplexed inbox, without yielding
+    to the event loop between them, so a burst goes out in a few socket writes and in call order: one
+    object's events are stored in order. `flush` waits until every publish so far is acknowledged and raises
+    the first failure; the caller then resumes from its last checkpoint (Nats-Msg-Id removes what had
+    already been stored). nats-py's own `publish_async` yields to the loop on every message, which costs a
+    socket write per message; this is several times faster (bench/watcher_bench.py).
     """
 
-    def __init__(self, js: JetStreamContext, window: int = 2048) -> None:
-        self.js = js
+    def __init__(self, nc: NatsClient, window: int = 4096) -> None:
+        self.nc = nc
         self.window = window
-        self.pending: list[asyncio.Future[Any]] = []
+        self.pending: list[asyncio.Future[_Ack]] = []
         self.acked = 0
+        self._futures: dict[str, asyncio.Future[_Ack]] = {}
+        self._prefix = ""
+        self._next = 0
+        self._sub: Any = None
+
+    async def _ensure_inbox(self) -> None:
+        if self._sub is None:
+            self._prefix = self.nc.new_inbox()
+            self._sub = await self.nc.subscribe(f"{self._prefix}.*", cb=self._on_ack)
+
+    async def _on_ack(self, msg: Any) -> None:
+        future = self._futures.pop(msg.subject[len(self._prefix) + 1 :], None)
+        if future is None or future.done():
+            return
+        try:
+            ack = msgspec.json.decode(msg.data, type=_Ack)
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            future.set_exception(PublishError(f"unreadable ack: {exc}"))
+            return
+        if ack.error:
+            future.set_exception(PublishError(str(ack.error.get("description") or ack.error)))
+        else:
+            future.set_result(ack)
 
     async def publish(
         self, subject: str, data: bytes, msg_id: str, headers: dict[str, str] | None = None
     ) -> None:
+        await self._ensure_inbox()
+        self._next += 1
+        token = str(self._next)
+        future: asyncio.Future[_Ack] = asyncio.get_running_loop().create_future()
+        self._futures[token] = future
         hdrs = {"Nats-Msg-Id": msg_id, **(headers or {})}
-        future = await self.js.publish_async(subject, data, headers=hdrs, wait_stall=30.0)
+        await self.nc.publish(subject, data, reply=f"{self._prefix}.{token}", headers=hdrs)
         self.pending.append(future)
         if len(self.pending) >= self.window:
             await self.flush()
@@ -211,19 +254,25 @@ class Publisher:
     async def flush(self, ack_wait: float = 30.0) -> int:
         """Wait for all outstanding acks; return how many were acknowledged; raise the first failure.
 
-        An ack that never comes (the server went away mid-flight) is a TimeoutError after `ack_wait`.
+        An ack that never comes (the server went away mid-flight) is a PublishError after `ack_wait`.
         """
         pending, self.pending = self.pending, []
         if not pending:
             return 0
-        try:
-            results = await asyncio.wait_for(asyncio.gather(*pending, return_exceptions=True), ack_wait)
-        except TimeoutError:
-            for future in pending:
-                future.cancel()
-            raise
-        failures = [r for r in results if isinstance(r, BaseException)]
-        self.acked += len(results) - len(failures)
+        done, not_done = await asyncio.wait(pending, timeout=ack_wait)
+        for future in not_done:
+            future.cancel()
+        self._futures = {k: f for k, f in self._futures.items() if not f.done()}
+        failures = [f.exception() for f in done if f.exception() is not None]
+        self.acked += len(done) - len(failures)
+        if not_done:
+            raise PublishError(f"{len(not_done)} publishes were not acknowledged within {ack_wait:.0f}s")
         if failures:
-            raise failures[0]
-        return len(results)
+            raise PublishError(str(failures[0]))
+        return len(done)
+
+    async def close(self) -> None:
+        if self._sub is not None:
+            with contextlib.suppress(Exception):
+                await self._sub.unsubscribe()
+            self._sub = None

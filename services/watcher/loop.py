@@ -82,7 +82,7 @@ class KindWatcher:
         self.checkpoints = checkpoints
         self.config = config
         self.term = term
-        self.publisher = publisher or Publisher(js)
+        self.publisher = publisher or Publisher(js._nc)
         self.resolver = WorkloadResolver()
         self.known: Known = {}
         self.known_complete = False
@@ -90,6 +90,7 @@ class KindWatcher:
         self.saved_rv: str | None = None  # resourceVersion of the last checkpoint
         self._arrivals: list[float] = []
         self.ready = asyncio.Event()  # set once the first list or watch is established
+        self._counters = {t: metrics.EVENTS.labels(spec.plural, t) for t in EVENT_TYPES}
         self._include = (
             set(config.namespaces.include) if config.namespaces and config.namespaces.include else None
         )
@@ -204,7 +205,7 @@ class KindWatcher:
         for uid, (namespace, name, rv) in known.items():
             if uid not in seen:
                 payload = self.spec.minimal(uid, namespace, name)
-                event = ObjectEvent[Any](
+                event = ObjectEvent(
                     kind=self.spec.kind,
                     type="DELETED",
                     name=name,
@@ -274,7 +275,7 @@ class KindWatcher:
         meta = decoded.meta
         if event_type not in EVENT_TYPES:
             return
-        event = ObjectEvent[Any](
+        event = ObjectEvent(
             kind=self.spec.kind,
             type=event_type,
             name=meta.name,
@@ -299,7 +300,7 @@ class KindWatcher:
         except Exception as exc:
             raise PublishFailed(str(exc)) from exc
         self._arrivals.append(arrived)
-        metrics.EVENTS.labels(self.spec.plural, event.type).inc()
+        self._counters[event.type].inc()
 
     async def flush(self) -> None:
         started = time.monotonic()

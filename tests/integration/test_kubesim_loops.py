@@ -51,6 +51,25 @@ def reservation(
     return body
 
 
+def reserve_for_owner(
+    kube: Kube, name: str, pod: Any, node: str | None = None, exclude: str | None = None
+) -> None:
+    """A 1-CPU Reservation for the replacement of `pod`: owned by the pod's controller (its ReplicaSet)."""
+    ref = pod.metadata.owner_references[0]
+    owner = {
+        "controller": {
+            "apiVersion": "apps/v1",
+            "kind": "ReplicaSet",
+            "name": ref.name,
+            "uid": ref.uid,
+            "namespace": "default",
+        }
+    }
+    kube.custom.create_cluster_custom_object(
+        GROUP, VERSION, "reservations", reservation(name, "1", [owner], node=node, exclude=exclude)
+    )
+
+
 def wait_reservation(kube: Kube, name: str, phases: set[str]) -> dict[str, Any]:
     state = watch_until(
         kube.custom.list_cluster_custom_object,
@@ -281,28 +300,7 @@ def test_replacement_of_an_evicted_pod_lands_in_its_reservation(
 ) -> None:
     kube = with_crds(client_for(kubesim_factory("fragmented")))
     victim = _web_pod_on(kube, "node-1")
-    rs_ref = victim.metadata.owner_references[0]
-    kube.custom.create_cluster_custom_object(
-        GROUP,
-        VERSION,
-        "reservations",
-        reservation(
-            "move-web",
-            "1",
-            [
-                {
-                    "controller": {
-                        "apiVersion": "apps/v1",
-                        "kind": "ReplicaSet",
-                        "name": rs_ref.name,
-                        "uid": rs_ref.uid,
-                        "namespace": "default",
-                    }
-                }
-            ],
-            exclude="node-1",
-        ),
-    )
+    reserve_for_owner(kube, "move-web", victim, exclude="node-1")
     target = wait_reservation(kube, "move-web", {"Available"})["status"]["nodeName"]
     assert target != "node-1"
     kube.core.create_namespaced_pod_eviction(
@@ -338,28 +336,7 @@ def _race(kube: Kube, reserve_first: bool) -> tuple[str | None, str | None]:
     """
     victim = _web_pod_on(kube, "node-1")
     if reserve_first:
-        rs_ref = victim.metadata.owner_references[0]
-        kube.custom.create_cluster_custom_object(
-            GROUP,
-            VERSION,
-            "reservations",
-            reservation(
-                "move-web",
-                "1",
-                [
-                    {
-                        "controller": {
-                            "apiVersion": "apps/v1",
-                            "kind": "ReplicaSet",
-                            "name": rs_ref.name,
-                            "uid": rs_ref.uid,
-                            "namespace": "default",
-                        }
-                    }
-                ],
-                node="node-2",
-            ),
-        )
+        reserve_for_owner(kube, "move-web", victim, node="node-2")
         wait_reservation(kube, "move-web", {"Available"})
     kube.core.create_namespaced_pod(
         "default",

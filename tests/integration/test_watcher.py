@@ -159,6 +159,18 @@ async def running(config: PodherdConfig) -> AsyncIterator[Watcher]:
         kube.close()
 
 
+async def create_pmj(kube: Kube, name: str, spec: dict[str, Any]) -> None:
+    body = {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "PodMigrationJob",
+        "metadata": {"name": name},
+        "spec": spec,
+    }
+    await asyncio.to_thread(
+        kube.custom.create_cluster_custom_object, GROUP, VERSION, "podmigrationjobs", body
+    )
+
+
 def crds(handle: SimHandle) -> Kube:
     return with_crds(client_for(handle))
 
@@ -182,18 +194,7 @@ async def test_every_change_of_every_kind_arrives_once(
             ),
         )
         # ...and every change afterwards.
-        await asyncio.to_thread(
-            kube.custom.create_cluster_custom_object,
-            GROUP,
-            VERSION,
-            "podmigrationjobs",
-            {
-                "apiVersion": f"{GROUP}/{VERSION}",
-                "kind": "PodMigrationJob",
-                "metadata": {"name": "j.1"},
-                "spec": {"podRef": {"namespace": "default", "name": "x"}},
-            },
-        )
+        await create_pmj(kube, "j.1", {"podRef": {"namespace": "default", "name": "x"}})
         await asyncio.to_thread(
             kube.custom.patch_cluster_custom_object_status,
             GROUP,
@@ -236,18 +237,7 @@ async def test_every_change_of_every_kind_arrives_once(
                 },
             },
         )
-        await asyncio.to_thread(
-            kube.custom.create_cluster_custom_object,
-            GROUP,
-            VERSION,
-            "podmigrationjobs",
-            {
-                "apiVersion": f"{GROUP}/{VERSION}",
-                "kind": "PodMigrationJob",
-                "metadata": {"name": "bad"},
-                "spec": {"mode": "Teleport"},
-            },
-        )
+        await create_pmj(kube, "bad", {"mode": "Teleport"})
         await wait_events(
             nats_srv.url,
             test_id,
