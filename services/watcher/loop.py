@@ -74,6 +74,7 @@ class KindWatcher:
         config: WatcherConfig,
         term: Callable[[], int | None],
         publisher: Publisher | None = None,
+        ready: asyncio.Event | None = None,
     ) -> None:
         self.spec = spec
         self.kube = kube
@@ -89,7 +90,7 @@ class KindWatcher:
         self.rv: str | None = None  # resourceVersion of the last event handed to the publisher
         self.saved_rv: str | None = None  # resourceVersion of the last checkpoint
         self._arrivals: list[float] = []
-        self.ready = asyncio.Event()  # set once the first list or watch is established
+        self.ready = ready or asyncio.Event()  # set once the first list or watch is established
         self._counters = {t: metrics.EVENTS.labels(spec.plural, t) for t in EVENT_TYPES}
         self._include = (
             set(config.namespaces.include) if config.namespaces and config.namespaces.include else None

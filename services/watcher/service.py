@@ -45,6 +45,8 @@ class Watcher:
         self.scope = scope
         self.active: dict[str, KindWatcher] = {}
         self.leases: dict[str, Lease] = {}
+        # Set once this replica has listed (or resumed) a kind; cleared again when it stands down.
+        self.synced = {kind: asyncio.Event() for kind in config.watcher.kinds}
 
     async def setup(self) -> tuple[KeyValue, KeyValue]:
         await bus.ensure_events_stream(self.js, self.subjects, self.config.nats)
@@ -82,6 +84,7 @@ class Watcher:
                 checkpoints,
                 self.config.watcher,
                 term=_term_of(lease),
+                ready=self.synced[spec.plural],
             )
             self.active[spec.plural] = watcher
             work = asyncio.create_task(watcher.run(inner), name=f"watch-{spec.plural}")
@@ -99,6 +102,7 @@ class Watcher:
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
             self.active.pop(spec.plural, None)
+            self.synced[spec.plural].clear()
             metrics.LEADER.labels(spec.plural).set(0)
             if stop.is_set():
                 await lease.release()
@@ -121,7 +125,7 @@ async def main(config: PodherdConfig, stop: asyncio.Event, ops: OpsServer) -> No
         return None if nc.is_connected else "not connected to NATS"
 
     async def watches_ready() -> str | None:
-        waiting = [p for p, w in watcher.active.items() if not w.ready.is_set()]
+        waiting = [kind for kind in watcher.active if not watcher.synced[kind].is_set()]
         return f"watches not established: {', '.join(waiting)}" if waiting else None
 
     ops.add_check("nats", nats_ready)
