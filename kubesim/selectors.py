@@ -7,6 +7,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from kubesim.errors import bad_request
+from shared.selectors import matches_selector_dict
 
 LabelMatcher = Callable[[Mapping[str, str]], bool]
 
@@ -68,23 +69,7 @@ def _label_term(term: str) -> LabelMatcher:
 
 def match_label_selector(selector: Mapping[str, Any] | None, labels: Mapping[str, str]) -> bool:
     """Match a `metav1.LabelSelector` object. An empty selector matches everything; None matches nothing."""
-    if selector is None:
-        return False
-    for key, value in (selector.get("matchLabels") or {}).items():
-        if labels.get(key) != value:
-            return False
-    for expr in selector.get("matchExpressions") or []:
-        key, op, values = expr.get("key"), expr.get("operator"), expr.get("values") or []
-        present = key in labels
-        if op == "In" and not (present and labels[key] in values):
-            return False
-        if op == "NotIn" and present and labels[key] in values:
-            return False
-        if op == "Exists" and not present:
-            return False
-        if op == "DoesNotExist" and present:
-            return False
-    return True
+    return matches_selector_dict(selector, labels)
 
 
 def get_path(obj: Mapping[str, Any], dotted: str) -> Any:

@@ -223,6 +223,18 @@ class WatcherConfig(Section):
     backoff_max: Duration = "30s"
 
 
+class ArbitratorConfig(Section):
+    """Podherd's own arbitration settings (the rules themselves are `migrationController`'s)."""
+
+    # `seed`: seed 000's order (higher QoS, higher priority first). `cheapestFirst`: Koordinator's code
+    # (lower QoS and priority first, i.e. the cheapest pods to disturb go first).
+    sort_order: Literal["seed", "cheapestFirst"] = "seed"
+    # A slot held by a job nobody releases (its PMJ vanished while Redis kept the slot) expires after this.
+    slot_ttl: Duration = msgspec.field(default="30m", name="slotTTL")
+    # How many queued jobs one admission pass looks at, in order, for one that fits.
+    scan_depth: Annotated[int, msgspec.Meta(ge=1, le=10_000)] = 256
+
+
 class HttpConfig(Section):
     """Where a service serves /metrics, /healthz and /readyz."""
 
@@ -247,6 +259,7 @@ class PodherdConfig(Section):
     redis: RedisConfig = msgspec.field(default_factory=RedisConfig)
     kubernetes: KubernetesConfig = msgspec.field(default_factory=KubernetesConfig)
     watcher: WatcherConfig = msgspec.field(default_factory=WatcherConfig)
+    arbitrator: ArbitratorConfig = msgspec.field(default_factory=ArbitratorConfig)
     http: HttpConfig = msgspec.field(default_factory=HttpConfig)
     logging: LoggingConfig = msgspec.field(default_factory=LoggingConfig)
     # This replica's identity: in leases, audit records and decisions.

@@ -1,0 +1,205 @@
+"""Non-retryable filters: a job whose pod fails one ends Failed, with the rule named in the message.
+
+From seed 001 ("内置限制", the built-in limits), seed 000's filter stage, the descheduler's default
+evictor checks it inherits, and what Koordinator added since. Each gate can be switched off through
+`skipEvictionGates`, except two that never can: a missing pod (Koordinator #3039 let such jobs pass) and a
+pod that another active job is already moving (checked atomically by the ledger, see `limits`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from services.arbitrator.rules.facts import JobFacts, PodInfo, WorkloadFacts
+from shared.api.pmj import REASON_FORBIDDEN_MIGRATE_POD, REASON_MISSING_POD
+from shared.config import MigrationControllerArgs
+from shared.intstr import max_migrating, max_unavailable
+from shared.selectors import matches_label_selector
+
+MAX_INT32 = 2**31 - 1
+SYSTEM_CRITICAL_PRIORITY = 2_000_000_000
+SYSTEM_CRITICAL_CLASSES = frozenset({"system-cluster-critical", "system-node-critical"})
+EVICTION_COST = "scheduling.koordinator.sh/eviction-cost"
+MIRROR = "kubernetes.io/config.mirror"
+CONFIG_SOURCE = "kubernetes.io/config.source"
+LOCAL_STORAGE_VOLUMES = frozenset({"emptyDir", "hostPath"})
+
+
+@dataclass(frozen=True)
+class Rejection:
+    rule: str
+    reason: str
+    message: str
+
+
+def _forbid(rule: str, message: str) -> Rejection:
+    return Rejection(rule, REASON_FORBIDDEN_MIGRATE_POD, f"{rule}: {message}")
+
+
+def evaluate(
+    job: JobFacts,
+    pod: PodInfo | None,
+    workload: WorkloadFacts | None,
+    args: MigrationControllerArgs,
+    priority_threshold: int | None = None,
+) -> Rejection | None:
+    """The first filter `pod` fails, or None when the job may go on to the limits.
+
+    `priority_threshold` is `priorityThreshold` resolved to a number (by value, or its PriorityClass's).
+    """
+    if pod is None:
+        return Rejection(
+            "MissingPod",
+            REASON_MISSING_POD,
+            f"MissingPod: pod {job.pod_namespace}/{job.pod_name} does not exist",
+        )
+    skip = set(args.skip_eviction_gates)
+    for gate, check in _GATES:
+        if gate in skip:
+            continue
+        message = check(job, pod, workload, args, priority_threshold)
+        if message is not None:
+            return _forbid(gate, message)
+    return None
+
+
+def _eviction_cost(job: JobFacts, pod: PodInfo, *_: object) -> str | None:
+    cost = pod.annotations.get(EVICTION_COST)
+    if cost is not None and cost.strip() == str(MAX_INT32):
+        return f"the pod is annotated {EVICTION_COST}={MAX_INT32} (never evict)"
+    return None
+
+
+def _scheduler_name(
+    job: JobFacts, pod: PodInfo, _: object, args: MigrationControllerArgs, *__: object
+) -> str | None:
+    if (
+        job.mode == "ReservationFirst"
+        and (pod.scheduler_name or "default-scheduler") not in args.scheduler_names
+    ):
+        schedulers = ", ".join(args.scheduler_names)
+        return (
+            f"ReservationFirst needs a scheduler that honours Reservations ({schedulers}); "
+            f"the pod uses {pod.scheduler_name or 'default-scheduler'}"
+        )
+    return None
+
+
+def _namespace(
+    job: JobFacts, pod: PodInfo, _: object, args: MigrationControllerArgs, *__: object
+) -> str | None:
+    namespaces = args.namespaces
+    if namespaces and namespaces.include and pod.namespace not in namespaces.include:
+        return f"namespace {pod.namespace} is not in namespaces.include"
+    if namespaces and namespaces.exclude and pod.namespace in namespaces.exclude:
+        return f"namespace {pod.namespace} is in namespaces.exclude"
+    return None
+
+
+def _label_selector(
+    job: JobFacts, pod: PodInfo, _: object, args: MigrationControllerArgs, *__: object
+) -> str | None:
+    if args.label_selector is not None and not matches_label_selector(args.label_selector, pod.labels):
+        return "the pod's labels do not match labelSelector"
+    return None
+
+
+def _priority_threshold(
+    job: JobFacts, pod: PodInfo, _: object, __: MigrationControllerArgs, threshold: int | None
+) -> str | None:
+    if threshold is not None and (pod.priority or 0) >= threshold:
+        return f"pod priority {pod.priority or 0} is at or above priorityThreshold {threshold}"
+    return None
+
+
+def _system_critical(
+    job: JobFacts, pod: PodInfo, _: object, args: MigrationControllerArgs, *__: object
+) -> str | None:
+    if args.evict_system_critical_pods:
+        return None
+    if (pod.priority or 0) >= SYSTEM_CRITICAL_PRIORITY or pod.priority_class_name in SYSTEM_CRITICAL_CLASSES:
+        return "the pod is system-critical (evictSystemCriticalPods is off)"
+    return None
+
+
+def _local_storage(
+    job: JobFacts, pod: PodInfo, _: object, args: MigrationControllerArgs, *__: object
+) -> str | None:
+    kinds = LOCAL_STORAGE_VOLUMES.intersection(pod.volume_kinds)
+    if kinds and not args.evict_local_storage_pods:
+        return f"the pod uses local storage ({', '.join(sorted(kinds))}; evictLocalStoragePods is off)"
+    return None
+
+
+def _pvc(job: JobFacts, pod: PodInfo, _: object, args: MigrationControllerArgs, *__: object) -> str | None:
+    if args.ignore_pvc_pods and "persistentVolumeClaim" in pod.volume_kinds:
+        return "the pod has a PersistentVolumeClaim (ignorePvcPods is on)"
+    return None
+
+
+def _bare_pod(
+    job: JobFacts, pod: PodInfo, _: object, args: MigrationControllerArgs, *__: object
+) -> str | None:
+    if pod.owner is not None or args.evict_all_bare_pods:
+        return None
+    if pod.phase == "Failed" and args.evict_failed_bare_pods:
+        return None
+    return "the pod has no controller, nothing would replace it (evictAllBarePods is off)"
+
+
+def _daemonset(job: JobFacts, pod: PodInfo, *_: object) -> str | None:
+    if pod.owner is not None and pod.owner.kind == "DaemonSet":
+        return "the pod belongs to a DaemonSet"
+    return None
+
+
+def _mirror(job: JobFacts, pod: PodInfo, *_: object) -> str | None:
+    return "the pod is a mirror pod" if pod.mirror or MIRROR in pod.annotations else None
+
+
+def _static(job: JobFacts, pod: PodInfo, *_: object) -> str | None:
+    source = pod.annotations.get(CONFIG_SOURCE)
+    if source is not None and source != "api":
+        return f"the pod is a static pod (config.source {source})"
+    return None
+
+
+def _terminating(job: JobFacts, pod: PodInfo, *_: object) -> str | None:
+    return "the pod is already terminating" if pod.deletion_timestamp is not None else None
+
+
+def _expected_replicas(
+    job: JobFacts, pod: PodInfo, workload: WorkloadFacts | None, args: MigrationControllerArgs, *_: object
+) -> str | None:
+    if args.skip_check_expected_replicas or workload is None:
+        return None
+    replicas = workload.replicas
+    limit_migrating = max_migrating(replicas, args.max_migrating_per_workload)
+    limit_unavailable = max_unavailable(replicas, args.max_unavailable_per_workload)
+    if replicas == 1:
+        return f"workload {workload.key} has a single replica"
+    if replicas in (limit_migrating, limit_unavailable):
+        most = max(limit_migrating, limit_unavailable)
+        return (
+            f"workload {workload.key} has {replicas} replicas and may lose {most} at once: "
+            "a migration could take all of them (skipCheckExpectedReplicas is off)"
+        )
+    return None
+
+
+_GATES = (
+    ("EvictionCost", _eviction_cost),
+    ("Terminating", _terminating),
+    ("MirrorPod", _mirror),
+    ("StaticPod", _static),
+    ("DaemonSet", _daemonset),
+    ("BarePod", _bare_pod),
+    ("SchedulerName", _scheduler_name),
+    ("Namespace", _namespace),
+    ("LabelSelector", _label_selector),
+    ("PriorityThreshold", _priority_threshold),
+    ("SystemCritical", _system_critical),
+    ("LocalStorage", _local_storage),
+    ("PVC", _pvc),
+    ("ExpectedReplicas", _expected_replicas),
+)

@@ -1,0 +1,209 @@
+"""Retryable limits: what admitting a job takes, and whether there is room for it now.
+
+`plan` turns the facts into an `AdmissionPlan`: the slot sets the job joins (each with its maximum), the
+token buckets it draws from, and the pod it claims. The Redis ledger script evaluates a plan atomically
+(all or nothing); `evaluate` is the same rule in Python, the reference the script is tested against.
+
+The rules (seeds 000 and 001, seed 003 for evictions in progress, Koordinator for the rest):
+- global token bucket `evictQPS` / `evictBurst`;
+- `maxMigratingGlobally` (0: no limit);
+- unless the pod is annotated `descheduler.alpha.kubernetes.io/evict` (seed 001: that annotation lifts
+  exactly these): `objectLimiters` per workload and per namespace (at most `maxMigrating` per `duration`,
+  charged at admission so they really limit, unlike Koordinator #2074), `maxMigratingPerNode` (default 2),
+  `maxMigratingPerNamespace`, `maxMigratingPerWorkload` and `maxUnavailablePerWorkload` with seed 000's
+  `GetMaxUnavailable` defaults (unavailable + migrating replicas, both counted);
+- the pod's PodDisruptionBudget: never admit what the Eviction API would refuse (jobs admitted but not yet
+  evicted count against `disruptionsAllowed`).
+A pod whose eviction is in progress (seed 003) counts as migrating wherever it is; a job still waiting for
+admission counts nowhere (Koordinator #1150: counting waiting jobs deadlocked a node).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from services.arbitrator.rules.facts import JobFacts, PdbFacts, PodInfo, WorkloadFacts
+from shared.config import MigrationControllerArgs
+from shared.durations import parse_duration
+from shared.intstr import max_migrating, max_unavailable, scaled_value
+
+EVICT_ANNOTATION = "descheduler.alpha.kubernetes.io/evict"
+
+
+@dataclass(frozen=True)
+class Slot:
+    """Join set `key`; its members (jobs, plus pods being evicted in the background) stay within `limit`."""
+
+    rule: str
+    key: str
+    limit: int
+    what: str  # for messages: "node node-7"
+
+
+@dataclass(frozen=True)
+class Bucket:
+    """Take one token from bucket `key` (refilled at `rate` per second up to `burst`)."""
+
+    rule: str
+    key: str
+    rate: float
+    burst: int
+    what: str
+
+
+@dataclass(frozen=True)
+class AdmissionPlan:
+    job_uid: str
+    pod_uid: str
+    slots: tuple[Slot, ...]
+    buckets: tuple[Bucket, ...]
+
+
+def plan(
+    job: JobFacts,
+    pod: PodInfo,
+    workload: WorkloadFacts | None,
+    pdb: PdbFacts | None,
+    args: MigrationControllerArgs,
+) -> AdmissionPlan:
+    slots: list[Slot] = []
+    buckets = [
+        Bucket("evictQPS", "global", args.evict_qps_value, args.evict_burst, "the global eviction rate")
+    ]
+    if args.max_migrating_globally > 0:
+        slots.append(Slot("maxMigratingGlobally", "global", args.max_migrating_globally, "the cluster"))
+    if EVICT_ANNOTATION not in pod.annotations:
+        limiters = args.object_limiters
+        if limiters.workload is not None and workload is not None:
+            most = limiters.workload.max_migrating
+            count = (
+                scaled_value(most, workload.replicas, round_up=True)
+                if most
+                else max_migrating(workload.replicas, args.max_migrating_per_workload)
+            )
+            if count > 0:
+                seconds = parse_duration(limiters.workload.duration)
+                buckets.append(
+                    Bucket(
+                        "objectLimiters.workload",
+                        f"workload:{workload.key}",
+                        count / seconds,
+                        limiters.workload.burst or count,
+                        f"workload {workload.key}",
+                    )
+                )
+        if limiters.namespace is not None and limiters.namespace.max_migrating:
+            most = limiters.namespace.max_migrating
+            count = most if isinstance(most, int) else 0
+            if count > 0:
+                seconds = parse_duration(limiters.namespace.duration)
+                buckets.append(
+                    Bucket(
+                        "objectLimiters.namespace",
+                        f"namespace:{pod.namespace}",
+                        count / seconds,
+                        limiters.namespace.burst or count,
+                        f"namespace {pod.namespace}",
+                    )
+                )
+        if args.max_migrating_per_node > 0 and pod.node_name:
+            slots.append(
+                Slot(
+                    "maxMigratingPerNode",
+                    f"node:{pod.node_name}",
+                    args.max_migrating_per_node,
+                    f"node {pod.node_name}",
+                )
+            )
+        if args.max_migrating_per_namespace > 0:
+            slots.append(
+                Slot(
+                    "maxMigratingPerNamespace",
+                    f"namespace:{pod.namespace}",
+                    args.max_migrating_per_namespace,
+                    f"namespace {pod.namespace}",
+                )
+            )
+        if workload is not None:
+            slots.append(
+                Slot(
+                    "maxMigratingPerWorkload",
+                    f"workload:{workload.key}",
+                    max_migrating(workload.replicas, args.max_migrating_per_workload),
+                    f"workload {workload.key}",
+                )
+            )
+            # Same set: the replicas migrating now, counted on top of those already unavailable.
+            room = (
+                max_unavailable(workload.replicas, args.max_unavailable_per_workload) - workload.unavailable
+            )
+            slots.append(
+                Slot(
+                    "maxUnavailablePerWorkload",
+                    f"workload:{workload.key}",
+                    room,
+                    f"workload {workload.key} ({workload.unavailable} unavailable)",
+                )
+            )
+    if pdb is not None:
+        slots.append(
+            Slot(
+                "PodDisruptionBudget",
+                f"pdb:{pdb.key}",
+                pdb.disruptions_allowed,
+                f"PodDisruptionBudget {pdb.key}",
+            )
+        )
+    return AdmissionPlan(job.uid, pod.uid, tuple(slots), tuple(buckets))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The reference evaluation
+
+
+@dataclass
+class LedgerView:
+    """What the ledger holds: slot members, pods being evicted in the background, buckets, pod claims."""
+
+    slots: Mapping[str, set[str]]
+    evicting: Mapping[str, set[str]]
+    tokens: Mapping[str, tuple[float, float]]  # key -> (tokens, last refill time)
+    claims: Mapping[str, str]  # pod uid -> job uid
+
+
+@dataclass(frozen=True)
+class Outcome:
+    admitted: bool
+    rule: str
+    message: str
+    forbidden: bool = False  # another job holds the pod: a non-retryable outcome
+
+
+def evaluate(p: AdmissionPlan, ledger: LedgerView, now: float) -> Outcome:
+    holder = ledger.claims.get(p.pod_uid)
+    if holder is not None and holder != p.job_uid:
+        return Outcome(
+            False, "ActiveJob", f"another migration job ({holder}) is moving this pod", forbidden=True
+        )
+    if holder == p.job_uid:
+        return Outcome(True, "admitted", "already admitted")
+    for slot in p.slots:
+        members = ledger.slots.get(slot.key, set())
+        evicting = ledger.evicting.get(slot.key, set())
+        used = len(members | evicting)
+        if p.job_uid not in members and used + 1 > slot.limit:
+            return Outcome(
+                False, slot.rule, f"deferred: {slot.rule} {used}/{max(slot.limit, 0)} on {slot.what}"
+            )
+    for bucket in p.buckets:
+        tokens, last = ledger.tokens.get(bucket.key, (float(bucket.burst), now))
+        available = min(float(bucket.burst), tokens + max(0.0, now - last) * bucket.rate)
+        if available < 1.0:
+            wait = (1.0 - available) / bucket.rate if bucket.rate > 0 else float("inf")
+            return Outcome(
+                False,
+                bucket.rule,
+                f"deferred: {bucket.rule} exhausted for {bucket.what} (next token in {wait:.2f}s)",
+            )
+    return Outcome(True, "admitted", "all limits hold")

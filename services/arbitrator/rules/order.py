@@ -1,0 +1,76 @@
+"""The order among jobs competing for the same room (seed 000's Sort stage, seed 003 first).
+
+1. eviction already in progress first (seed 003: finishing what has started disturbs least);
+2. higher QoS first: LSE > LSR > LS > BE (label `koordinator.sh/qosClass`), pods without the label last;
+3. higher pod priority first;
+4. higher migration priority first;
+5. fewer past failed attempts of this pod first;
+6. fewer past migrations of its workload first;
+7. fewer replicas of its workload migrating now first;
+8. lower eviction cost first, then the older job, then the name (so the order is total).
+
+Koordinator's code sorts QoS and priority the other way (the cheapest pods to disturb first);
+`arbitrator.sortOrder: cheapestFirst` selects that, `seed` (the default) the order above.
+
+`sort_key` gives a tuple for Python and `lex_key` the same order as a string, for a Redis sorted set read
+with ZRANGEBYLEX, so every arbitrator replica sees one queue in one order.
+"""
+
+from __future__ import annotations
+
+from services.arbitrator.rules.facts import JobFacts, PodInfo, WorkloadFacts
+
+QOS_LABEL = "koordinator.sh/qosClass"
+QOS_RANK = {"LSE": 4, "LSR": 3, "LS": 2, "BE": 1}  # no label: 0
+EVICTION_IN_PROGRESS = "descheduler.alpha.kubernetes.io/eviction-in-progress"
+EVICTION_COST = "scheduling.koordinator.sh/eviction-cost"
+_PRIORITY_OFFSET = 2**31  # priorities are int32: shift to non-negative for fixed-width strings
+
+SortKey = tuple[int, int, int, int, int, int, int, int, float, str]
+
+
+def eviction_cost(pod: PodInfo) -> int:
+    try:
+        return int(pod.annotations.get(EVICTION_COST, "0"))
+    except ValueError:
+        return 0
+
+
+def sort_key(
+    job: JobFacts,
+    pod: PodInfo,
+    workload: WorkloadFacts | None,
+    migrating_in_workload: int,
+    order: str = "seed",
+) -> SortKey:
+    """Smaller sorts first."""
+    direction = -1 if order == "seed" else 1
+    return (
+        0 if EVICTION_IN_PROGRESS in pod.annotations else 1,
+        direction * QOS_RANK.get(pod.labels.get(QOS_LABEL, ""), 0),
+        direction * (pod.priority or 0),
+        -max(-_PRIORITY_OFFSET + 1, min(job.migration_priority, _PRIORITY_OFFSET - 1)),
+        job.failed_attempts,
+        workload.past_migrations if workload else 0,
+        migrating_in_workload,
+        eviction_cost(pod),
+        job.created_at,
+        job.name,
+    )
+
+
+def lex_key(key: SortKey) -> str:
+    """The sort key as a fixed-width string that sorts like the tuple (every part made non-negative)."""
+    in_progress, qos, priority, migration_priority, attempts, migrations, migrating, cost, created, name = key
+    return (
+        f"{in_progress}"
+        f"{qos + 8:02d}"
+        f"{priority + _PRIORITY_OFFSET * 2:011d}"
+        f"{migration_priority + _PRIORITY_OFFSET * 2:011d}"
+        f"{min(attempts, 99_999):05d}"
+        f"{min(migrations, 999_999):06d}"
+        f"{min(migrating, 99_999):05d}"
+        f"{cost + _PRIORITY_OFFSET:011d}"
+        f"{created:017.6f}"
+        f"|{name}"
+    )

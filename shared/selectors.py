@@ -1,0 +1,51 @@
+"""Label selector matching (`metav1.LabelSelector`): matchLabels AND every matchExpression."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from shared.api.meta import LabelSelector
+
+
+def matches(
+    match_labels: Mapping[str, str] | None,
+    expressions: Iterable[tuple[str, str, Iterable[str]]],
+    labels: Mapping[str, str],
+) -> bool:
+    for key, value in (match_labels or {}).items():
+        if labels.get(key) != value:
+            return False
+    for key, operator, values in expressions:
+        present = key in labels
+        if operator == "In" and not (present and labels[key] in values):
+            return False
+        if operator == "NotIn" and present and labels[key] in values:
+            return False
+        if operator == "Exists" and not present:
+            return False
+        if operator == "DoesNotExist" and present:
+            return False
+    return True
+
+
+def matches_label_selector(selector: LabelSelector, labels: Mapping[str, str]) -> bool:
+    return matches(
+        selector.match_labels,
+        ((e.key, e.operator, e.values or ()) for e in selector.match_expressions or ()),
+        labels,
+    )
+
+
+def matches_selector_dict(selector: Mapping[str, Any] | None, labels: Mapping[str, str]) -> bool:
+    """The same for a selector as plain JSON. An empty selector matches everything; None matches nothing."""
+    if selector is None:
+        return False
+    return matches(
+        selector.get("matchLabels"),
+        (
+            (e.get("key", ""), e.get("operator", ""), e.get("values") or ())
+            for e in selector.get("matchExpressions") or ()
+        ),
+        labels,
+    )

@@ -1,0 +1,365 @@
+"""The arbitrator's decision core, table by table: filters, limits (seeds 000/001/003), sort order."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from services.arbitrator.rules import filters, limits, order
+from services.arbitrator.rules.facts import JobFacts, PdbFacts, WorkloadFacts
+from shared.api.messages import PodInfo, WorkloadRef
+from shared.api.meta import LabelSelector, LabelSelectorRequirement, ObjectReference
+from shared.config import EVICTION_GATES, MigrationControllerArgs, config_from_dict
+
+JOB = JobFacts(name="j1", uid="job-1", pod_namespace="default", pod_name="web-0", created_at=100.0)
+RS = ObjectReference(api_version="apps/v1", kind="ReplicaSet", name="web-5d", uid="rs-1", namespace="default")
+POD = PodInfo(
+    uid="pod-1",
+    namespace="default",
+    name="web-0",
+    node_name="node-1",
+    phase="Running",
+    ready=True,
+    owner=RS,
+    workload=WorkloadRef(kind="Deployment", namespace="default", name="web"),
+    priority=0,
+    scheduler_name="koord-scheduler",
+    labels={"app": "web"},
+)
+WORKLOAD = WorkloadFacts(key="Deployment/default/web", replicas=6, available=6)
+
+
+def args(**overrides: Any) -> MigrationControllerArgs:
+    return config_from_dict({"migrationController": overrides}).migration_controller
+
+
+def pod(**changes: Any) -> PodInfo:
+    return PodInfo(**{**_fields(POD), **changes})
+
+
+def _fields(p: PodInfo) -> dict[str, Any]:
+    return {f: getattr(p, f) for f in p.__struct_fields__}
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Filters
+
+
+@pytest.mark.parametrize(
+    ("gate", "changes", "config"),
+    [
+        ("EvictionCost", {"annotations": {"scheduling.koordinator.sh/eviction-cost": "2147483647"}}, {}),
+        ("Terminating", {"deletion_timestamp": datetime(2026, 1, 1, tzinfo=UTC)}, {}),
+        ("MirrorPod", {"mirror": True}, {}),
+        ("StaticPod", {"annotations": {"kubernetes.io/config.source": "file"}}, {}),
+        ("DaemonSet", {"owner": ObjectReference(kind="DaemonSet", name="ds")}, {}),
+        ("BarePod", {"owner": None}, {}),
+        ("SchedulerName", {"scheduler_name": "default-scheduler"}, {}),
+        ("Namespace", {}, {"namespaces": {"exclude": ["default"]}}),
+        ("Namespace", {}, {"namespaces": {"include": ["prod"]}}),
+        ("LabelSelector", {}, {"labelSelector": {"matchLabels": {"app": "api"}}}),
+        ("PriorityThreshold", {"priority": 1000}, {"priorityThreshold": {"value": 1000}}),
+        ("SystemCritical", {"priority": 2_000_000_000}, {}),
+        ("SystemCritical", {"priority_class_name": "system-node-critical"}, {}),
+        ("LocalStorage", {"volume_kinds": ["emptyDir"]}, {}),
+        ("LocalStorage", {"volume_kinds": ["hostPath"]}, {}),
+        ("PVC", {"volume_kinds": ["persistentVolumeClaim"]}, {"ignorePvcPods": True}),
+    ],
+)
+def test_each_filter_forbids_and_its_gate_can_be_skipped(
+    gate: str, changes: dict[str, Any], config: dict[str, Any]
+) -> None:
+    threshold = (config.get("priorityThreshold") or {}).get("value")
+    rejection = filters.evaluate(JOB, pod(**changes), WORKLOAD, args(**config), threshold)
+    assert rejection is not None
+    assert rejection.rule == gate and rejection.reason == "ForbiddenMigratePod"
+    assert rejection.message.startswith(gate + ":")
+    skipped = filters.evaluate(
+        JOB, pod(**changes), WORKLOAD, args(**config, skipEvictionGates=[gate]), threshold
+    )
+    assert skipped is None or skipped.rule != gate
+
+
+def test_a_plain_pod_passes() -> None:
+    assert filters.evaluate(JOB, POD, WORKLOAD, args()) is None
+
+
+@pytest.mark.parametrize(
+    ("changes", "config", "passes"),
+    [
+        ({"owner": None}, {"evictAllBarePods": True}, True),
+        ({"owner": None, "phase": "Failed"}, {"evictFailedBarePods": True}, True),
+        ({"owner": None, "phase": "Running"}, {"evictFailedBarePods": True}, False),
+        ({"volume_kinds": ["emptyDir"]}, {"evictLocalStoragePods": True}, True),
+        ({"volume_kinds": ["persistentVolumeClaim"]}, {}, True),
+        ({"priority": 2_000_000_000}, {"evictSystemCriticalPods": True}, True),
+        (
+            {"scheduler_name": "default-scheduler"},
+            {"schedulerNames": ["koord-scheduler", "default-scheduler"]},
+            True,
+        ),
+        ({"annotations": {"scheduling.koordinator.sh/eviction-cost": "100"}}, {}, True),
+        ({"annotations": {"kubernetes.io/config.source": "api"}}, {}, True),
+        ({"priority": 999}, {"priorityThreshold": {"value": 1000}}, True),
+    ],
+)
+def test_options_that_allow(changes: dict[str, Any], config: dict[str, Any], passes: bool) -> None:
+    threshold = (config.get("priorityThreshold") or {}).get("value")
+    assert (filters.evaluate(JOB, pod(**changes), WORKLOAD, args(**config), threshold) is None) is passes
+
+
+def test_evict_directly_ignores_the_scheduler_name() -> None:
+    job = replace(JOB, mode="EvictDirectly")
+    assert filters.evaluate(job, pod(scheduler_name="default-scheduler"), WORKLOAD, args()) is None
+
+
+def test_missing_pod_never_passes_even_with_every_gate_skipped() -> None:
+    rejection = filters.evaluate(JOB, None, WORKLOAD, args(skipEvictionGates=sorted(EVICTION_GATES)))
+    assert rejection is not None and rejection.reason == "MissingPod" and "default/web-0" in rejection.message
+
+
+def test_label_selector_expressions() -> None:
+    selector = LabelSelector(
+        match_expressions=[LabelSelectorRequirement(key="app", operator="In", values=["web"])]
+    )
+    config = args()
+    config.label_selector = selector
+    assert filters.evaluate(JOB, POD, WORKLOAD, config) is None
+    config.label_selector = LabelSelector(match_labels={"app": "db"})
+    assert filters.evaluate(JOB, POD, WORKLOAD, config) is not None
+
+
+@pytest.mark.parametrize(
+    ("replicas", "config", "forbidden"),
+    [
+        (1, {}, True),  # a single replica
+        (2, {}, False),  # defaults: 1 of 2
+        (3, {"maxMigratingPerWorkload": 3}, True),  # the limit equals the replicas
+        (4, {"maxUnavailablePerWorkload": "100%"}, True),
+        (4, {"maxUnavailablePerWorkload": "100%", "skipCheckExpectedReplicas": True}, False),
+        (10, {}, False),
+    ],
+)
+def test_expected_replicas(replicas: int, config: dict[str, Any], forbidden: bool) -> None:
+    workload = WorkloadFacts(key="Deployment/default/web", replicas=replicas, available=replicas)
+    rejection = filters.evaluate(JOB, POD, workload, args(**config))
+    assert (rejection is not None and rejection.rule == "ExpectedReplicas") is forbidden
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Limits
+
+
+def empty_ledger() -> limits.LedgerView:
+    return limits.LedgerView(slots={}, evicting={}, tokens={}, claims={})
+
+
+def admit(ledger: limits.LedgerView, p: limits.AdmissionPlan, now: float = 1000.0) -> limits.Outcome:
+    """Evaluate, and on admission take what the plan takes (as the ledger script does)."""
+    outcome = limits.evaluate(p, ledger, now)
+    if outcome.admitted:
+        for slot in p.slots:
+            ledger.slots.setdefault(slot.key, set()).add(p.job_uid)  # type: ignore[attr-defined]
+        for bucket in p.buckets:
+            tokens, last = ledger.tokens.get(bucket.key, (float(bucket.burst), now))
+            available = min(float(bucket.burst), tokens + (now - last) * bucket.rate)
+            ledger.tokens[bucket.key] = (available - 1, now)  # type: ignore[index]
+        ledger.claims[p.pod_uid] = p.job_uid  # type: ignore[index]
+    return outcome
+
+
+def job_pod(
+    i: int, node: str = "node-1", annotations: dict[str, str] | None = None
+) -> tuple[JobFacts, PodInfo]:
+    return (
+        replace(JOB, name=f"j{i}", uid=f"job-{i}", pod_name=f"web-{i}"),
+        pod(uid=f"pod-{i}", name=f"web-{i}", node_name=node, annotations=annotations or {}),
+    )
+
+
+def test_seed_001_three_replicas_admit_one_of_two() -> None:
+    workload = WorkloadFacts(key="Deployment/default/web", replicas=3, available=3)
+    config = args(evictBurst=10, evictQPS=100)
+    ledger = empty_ledger()
+    (j1, p1), (j2, p2) = job_pod(1, "node-1"), job_pod(2, "node-2")
+    assert admit(ledger, limits.plan(j1, p1, workload, None, config)).admitted
+    second = admit(ledger, limits.plan(j2, p2, workload, None, config))
+    assert not second.admitted and second.rule == "maxMigratingPerWorkload"
+    assert second.message == "deferred: maxMigratingPerWorkload 1/1 on workload Deployment/default/web"
+
+
+def test_node_limit_and_the_evict_annotation_bypass() -> None:
+    config = args(
+        evictBurst=10, evictQPS=100, objectLimiters={"workload": {"duration": "1s", "maxMigrating": 100}}
+    )
+    workload = WorkloadFacts(key="Deployment/default/web", replicas=40, available=40)
+    ledger = empty_ledger()
+    for i in range(2):
+        j, p = job_pod(i)
+        assert admit(ledger, limits.plan(j, p, workload, None, config)).admitted
+    j, p = job_pod(3)
+    third = admit(ledger, limits.plan(j, p, workload, None, config))
+    assert not third.admitted and third.message == "deferred: maxMigratingPerNode 2/2 on node node-1"
+    j, p = job_pod(4, annotations={"descheduler.alpha.kubernetes.io/evict": ""})
+    assert admit(
+        ledger, limits.plan(j, p, workload, None, config)
+    ).admitted  # seed 001: the annotation lifts it
+
+
+def test_eviction_in_progress_counts_as_migrating() -> None:
+    config = args(evictBurst=10, evictQPS=100)
+    ledger = empty_ledger()
+    ledger.evicting["node:node-1"] = {"pod-x", "pod-y"}  # type: ignore[index]
+    j, p = job_pod(1)
+    outcome = admit(ledger, limits.plan(j, p, None, None, config))
+    assert not outcome.admitted and outcome.rule == "maxMigratingPerNode" and "2/2" in outcome.message
+
+
+def test_waiting_jobs_count_nowhere() -> None:
+    # Koordinator #1150: evaluating a job takes nothing; only admission does.
+    config = args(evictBurst=10, evictQPS=100)
+    ledger = empty_ledger()
+    for i in range(5):
+        j, p = job_pod(i)
+        limits.evaluate(limits.plan(j, p, None, None, config), ledger, 1000.0)
+    assert not ledger.slots and not ledger.claims
+
+
+def test_max_unavailable_counts_unavailable_replicas() -> None:
+    config = args(evictBurst=10, evictQPS=100, maxMigratingPerWorkload=5)
+    workload = WorkloadFacts(key="Deployment/default/web", replicas=8, available=7)  # default limit 2, 1 down
+    ledger = empty_ledger()
+    j, p = job_pod(1)
+    assert admit(ledger, limits.plan(j, p, workload, None, config)).admitted
+    j, p = job_pod(2, "node-2")
+    outcome = admit(ledger, limits.plan(j, p, workload, None, config))
+    assert not outcome.admitted and outcome.rule == "maxUnavailablePerWorkload"
+
+
+def test_pdb_and_global_limits() -> None:
+    config = args(evictBurst=10, evictQPS=100, maxMigratingGlobally=1)
+    ledger = empty_ledger()
+    j, p = job_pod(1)
+    pdb = PdbFacts(key="default/web", disruptions_allowed=0)
+    blocked = admit(ledger, limits.plan(j, p, None, pdb, config))
+    assert not blocked.admitted and blocked.rule == "PodDisruptionBudget"
+    assert admit(ledger, limits.plan(j, p, None, replace(pdb, disruptions_allowed=1), config)).admitted
+    j2, p2 = job_pod(2, "node-2", annotations={"descheduler.alpha.kubernetes.io/evict": ""})
+    outcome = admit(ledger, limits.plan(j2, p2, None, None, config))
+    assert not outcome.admitted and outcome.rule == "maxMigratingGlobally"  # not lifted by the annotation
+
+
+def test_token_bucket_uses_the_ledger_clock() -> None:
+    config = args(evictQPS=2, evictBurst=1, maxMigratingPerNode=0)
+    ledger = empty_ledger()
+    j1, p1 = job_pod(1)
+    j2, p2 = job_pod(2)
+    assert admit(ledger, limits.plan(j1, p1, None, None, config), now=10.0).admitted
+    early = admit(ledger, limits.plan(j2, p2, None, None, config), now=10.2)
+    assert not early.admitted and early.rule == "evictQPS" and "next token in 0.30s" in early.message
+    assert admit(ledger, limits.plan(j2, p2, None, None, config), now=10.5).admitted
+
+
+def test_object_limiter_charged_at_admission() -> None:
+    # Koordinator #2074: the workload limiter must really limit. 2 per 10 minutes, burst 2.
+    config = args(
+        evictBurst=100,
+        evictQPS=100,
+        maxMigratingPerNode=0,
+        maxMigratingPerWorkload=50,
+        maxUnavailablePerWorkload=50,
+        objectLimiters={"workload": {"duration": "10m", "maxMigrating": 2}},
+    )
+    workload = WorkloadFacts(key="Deployment/default/web", replicas=100, available=100)
+    ledger = empty_ledger()
+    outcomes = [admit(ledger, limits.plan(*job_pod(i), workload, None, config)) for i in range(3)]
+    assert [o.admitted for o in outcomes] == [True, True, False]
+    assert outcomes[2].rule == "objectLimiters.workload"
+
+
+def test_a_pod_claimed_by_another_job_is_forbidden() -> None:
+    config = args(evictBurst=10, evictQPS=100)
+    ledger = empty_ledger()
+    j1, p = job_pod(1)
+    assert admit(ledger, limits.plan(j1, p, None, None, config)).admitted
+    other = replace(j1, name="other", uid="job-other")
+    outcome = admit(ledger, limits.plan(other, p, None, None, config))
+    assert outcome.forbidden and outcome.rule == "ActiveJob" and "job-1" in outcome.message
+    again = admit(ledger, limits.plan(j1, p, None, None, config))
+    assert again.admitted and again.message == "already admitted"  # a retried decision takes nothing twice
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Order
+
+
+def key_for(
+    job_changes: dict[str, Any] | None = None,
+    pod_changes: dict[str, Any] | None = None,
+    workload: WorkloadFacts | None = WORKLOAD,
+    migrating: int = 0,
+    direction: str = "seed",
+) -> order.SortKey:
+    return order.sort_key(
+        replace(JOB, **(job_changes or {})), pod(**(pod_changes or {})), workload, migrating, direction
+    )
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        # eviction in progress first
+        (
+            key_for(
+                pod_changes={"annotations": {"descheduler.alpha.kubernetes.io/eviction-in-progress": "x"}}
+            ),
+            key_for(pod_changes={"labels": {"koordinator.sh/qosClass": "LSE"}}),
+        ),
+        # QoS: LSE > LSR > LS > BE > none
+        (
+            key_for(pod_changes={"labels": {"koordinator.sh/qosClass": "LSE"}}),
+            key_for(pod_changes={"labels": {"koordinator.sh/qosClass": "LSR"}}),
+        ),
+        (
+            key_for(pod_changes={"labels": {"koordinator.sh/qosClass": "LS"}}),
+            key_for(pod_changes={"labels": {"koordinator.sh/qosClass": "BE"}}),
+        ),
+        (key_for(pod_changes={"labels": {"koordinator.sh/qosClass": "BE"}}), key_for()),
+        # higher pod priority, then higher migration priority
+        (key_for(pod_changes={"priority": 100}), key_for(pod_changes={"priority": 10})),
+        (key_for(job_changes={"migration_priority": 5}), key_for()),
+        # fewer failed attempts, fewer past workload migrations, fewer migrating now
+        (key_for(), key_for(job_changes={"failed_attempts": 1})),
+        (key_for(), key_for(workload=replace(WORKLOAD, past_migrations=3))),
+        (key_for(migrating=0), key_for(migrating=1)),
+        # lower eviction cost, then older job, then name
+        (key_for(pod_changes={"annotations": {"scheduling.koordinator.sh/eviction-cost": "-5"}}), key_for()),
+        (key_for(job_changes={"created_at": 50.0}), key_for()),
+        (key_for(job_changes={"name": "a"}), key_for(job_changes={"name": "b"})),
+    ],
+)
+def test_sort_order(first: order.SortKey, second: order.SortKey) -> None:
+    assert first < second
+    assert order.lex_key(first) < order.lex_key(second)
+
+
+def test_cheapest_first_reverses_qos_and_priority() -> None:
+    low = key_for(
+        pod_changes={"priority": 10, "labels": {"koordinator.sh/qosClass": "BE"}}, direction="cheapestFirst"
+    )
+    high = key_for(
+        pod_changes={"priority": 100, "labels": {"koordinator.sh/qosClass": "LSE"}}, direction="cheapestFirst"
+    )
+    assert low < high and order.lex_key(low) < order.lex_key(high)
+
+
+def test_lex_key_handles_extremes() -> None:
+    keys = [
+        key_for(pod_changes={"priority": p}, job_changes={"migration_priority": m})
+        for p in (-(2**31), 0, 2**31 - 1)
+        for m in (-(10**12), 0, 10**12)
+    ]
+    assert sorted(keys) == sorted(keys, key=order.lex_key)
