@@ -87,7 +87,8 @@ async def redis_scope(redis_srv: Server, test_id: str) -> AsyncIterator[RedisSco
     try:
         yield scope
     finally:
-        keys = [k async for k in client.scan_iter(match=f"{test_id}*", count=500)]
+        # Plain keys start with the prefix; hash-tagged ones ({prefix}:...) contain it.
+        keys = [k async for k in client.scan_iter(match=f"*{test_id}*", count=500)]
         if keys:
             await client.delete(*keys)
         await client.aclose()

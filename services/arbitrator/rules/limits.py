@@ -181,13 +181,13 @@ class Outcome:
 
 
 def evaluate(p: AdmissionPlan, ledger: LedgerView, now: float) -> Outcome:
+    if p.job_uid in ledger.claims.values():
+        return Outcome(True, "admitted", "already admitted")  # a retried decision takes nothing twice
     holder = ledger.claims.get(p.pod_uid)
-    if holder is not None and holder != p.job_uid:
+    if holder is not None:
         return Outcome(
             False, "ActiveJob", f"another migration job ({holder}) is moving this pod", forbidden=True
         )
-    if holder == p.job_uid:
-        return Outcome(True, "admitted", "already admitted")
     for slot in p.slots:
         members = ledger.slots.get(slot.key, set())
         evicting = ledger.evicting.get(slot.key, set())

@@ -1,0 +1,156 @@
+"""The admission ledger in Redis: slots, token buckets and pod claims, changed only by atomic scripts.
+
+Every key lives under one hash tag (`{<keyPrefix>}:ledger:...`), so each script touches one Redis Cluster
+slot. Slots are sets of job UIDs: a retried admission cannot take a slot twice, and a release removes
+exactly what the job took (recorded with the job at admission). A slot whose job vanished without a
+release expires after `arbitrator.slotTTL`. The `marker` key says the ledger is complete; when Redis
+restarts or is flushed it is missing, and `admit` refuses everything ("closed") until `rebuild` has
+restored the jobs that are running, read from their PodMigrationJobs.
+
+The scripts implement `services.arbitrator.rules.limits.evaluate`; the tests hold them to it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+import redis.asyncio as aioredis
+
+ADMITTED = "admitted"
+DEFERRED = "deferred"
+FORBIDDEN = "forbidden"
+CLOSED = "closed"
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def _script(name: str) -> str:
+    return resources.files("shared").joinpath("lua", name).read_text()
+
+
+@dataclass(frozen=True)
+class SlotSpec:
+    rule: str
+    key: str
+    limit: int
+    what: str
+
+
+@dataclass(frozen=True)
+class BucketSpec:
+    rule: str
+    key: str
+    rate: float
+    burst: int
+    what: str
+
+
+@dataclass(frozen=True)
+class Verdict:
+    outcome: str  # admitted | deferred | forbidden | closed
+    rule: str
+    message: str
+
+    @property
+    def admitted(self) -> bool:
+        return self.outcome == ADMITTED
+
+
+@dataclass(frozen=True)
+class HeldJob:
+    job_uid: str
+    pod_uid: str
+    slot_keys: tuple[str, ...]
+
+
+class Ledger:
+    def __init__(self, client: aioredis.Redis, key_prefix: str, slot_ttl: float) -> None:
+        self.client = client
+        self.prefix = "{" + key_prefix + "}:ledger"
+        self.slot_ttl = slot_ttl
+        self._admit = client.register_script(_script("admit.lua"))
+        self._release = client.register_script(_script("release.lua"))
+        self._evicting = client.register_script(_script("evicting.lua"))
+
+    # ----------------------------------------------------------------------------------------------------
+
+    async def admit(
+        self,
+        job_uid: str,
+        pod_uid: str,
+        slots: Sequence[SlotSpec],
+        buckets: Sequence[BucketSpec],
+        now: float | None = None,
+    ) -> Verdict:
+        plan = json.dumps(
+            {
+                "slots": [[s.rule, s.key, s.limit, s.what] for s in slots],
+                "buckets": [[b.rule, b.key, b.rate, b.burst, b.what] for b in buckets],
+            }
+        )
+        reply = await self._admit(
+            keys=[self.prefix],
+            args=[job_uid, pod_uid, self.slot_ttl, plan, "" if now is None else repr(now)],
+        )
+        parts = [p.decode() if isinstance(p, bytes) else str(p) for p in reply]
+        if parts[0] == ADMITTED:
+            return Verdict(ADMITTED, "admitted", parts[1])
+        return Verdict(parts[0], parts[1], parts[2])
+
+    async def release(self, job_uid: str) -> bool:
+        """Free what `job_uid` holds. True only the first time (so callers can count releases exactly)."""
+        return bool(await self._release(keys=[self.prefix], args=[job_uid]))
+
+    async def set_evicting(self, pod_uid: str, in_progress: bool, slot_keys: Iterable[str]) -> int:
+        return int(
+            await self._evicting(
+                keys=[self.prefix], args=[pod_uid, "1" if in_progress else "0", json.dumps(list(slot_keys))]
+            )
+        )
+
+    # ----------------------------------------------------------------------------------------------------
+    # Completeness: the marker, and rebuilding from the jobs that are running
+
+    async def is_complete(self) -> bool:
+        return bool(await self.client.exists(f"{self.prefix}:marker"))
+
+    async def rebuild(self, running: Iterable[HeldJob]) -> int:
+        """Restore the slots and claims of `running` jobs (from their PMJs), then mark the ledger complete."""
+        pipe = self.client.pipeline(transaction=True)
+        count = 0
+        for job in running:
+            for key in job.slot_keys:
+                pipe.sadd(f"{self.prefix}:slots:{key}", job.job_uid)
+            pipe.hset(f"{self.prefix}:claims", job.pod_uid, job.job_uid)
+            pipe.hset(
+                f"{self.prefix}:job:{job.job_uid}",
+                mapping={"pod": job.pod_uid, "slots": json.dumps(list(job.slot_keys)), "admitted": "rebuilt"},
+            )
+            pipe.zadd(f"{self.prefix}:expiry", {job.job_uid: 0}, nx=True)
+            count += 1
+        pipe.set(f"{self.prefix}:marker", "complete")
+        await pipe.execute()
+        # Rebuilt jobs expire a full TTL from now, by the ledger's clock.
+        seconds, micros = await self.client.time()
+        now = seconds + micros / 1e6
+        found: list[Any] = await self.client.zrangebyscore(f"{self.prefix}:expiry", 0, 0)
+        members = [_text(m) for m in found]
+        if members:
+            await self.client.zadd(f"{self.prefix}:expiry", dict.fromkeys(members, now + self.slot_ttl))
+        return count
+
+    async def snapshot(self) -> dict[str, Any]:
+        """Slots and claims as plain data (for checks, metrics and tests)."""
+        slots: dict[str, list[str]] = {}
+        async for key in self.client.scan_iter(match=f"{self.prefix}:slots:*", count=1000):
+            name = _text(key)[len(self.prefix) + len(":slots:") :]
+            slots[name] = sorted(_text(m) for m in await self.client.smembers(key))
+        raw_claims = await self.client.hgetall(f"{self.prefix}:claims")
+        claims = {_text(k): _text(v) for k, v in raw_claims.items()}
+        return {"slots": {k: v for k, v in slots.items() if v}, "claims": claims}
