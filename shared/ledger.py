@@ -63,6 +63,14 @@ class Verdict:
 
 
 @dataclass(frozen=True)
+class Candidate:
+    job_uid: str
+    pod_uid: str
+    slots: tuple[SlotSpec, ...]
+    buckets: tuple[BucketSpec, ...]
+
+
+@dataclass(frozen=True)
 class HeldJob:
     job_uid: str
     pod_uid: str
@@ -88,20 +96,72 @@ class Ledger:
         buckets: Sequence[BucketSpec],
         now: float | None = None,
     ) -> Verdict:
-        plan = json.dumps(
-            {
-                "slots": [[s.rule, s.key, s.limit, s.what] for s in slots],
-                "buckets": [[b.rule, b.key, b.rate, b.burst, b.what] for b in buckets],
-            }
+        """Admit one job (not through the queue)."""
+        verdicts = await self.admit_batch(
+            [Candidate(job_uid, pod_uid, tuple(slots), tuple(buckets))], False, now
         )
-        reply = await self._admit(
-            keys=[self.prefix],
-            args=[job_uid, pod_uid, self.slot_ttl, plan, "" if now is None else repr(now)],
-        )
-        parts = [p.decode() if isinstance(p, bytes) else str(p) for p in reply]
-        if parts[0] == ADMITTED:
-            return Verdict(ADMITTED, "admitted", parts[1])
-        return Verdict(parts[0], parts[1], parts[2])
+        assert verdicts is not None
+        return verdicts[0]
+
+    async def admit_batch(
+        self, candidates: Sequence[Candidate], from_queue: bool, now: float | None = None
+    ) -> list[Verdict] | None:
+        """Admit `candidates` in order, each all or nothing, in one atomic step.
+
+        With `from_queue`, the candidates must be the pending queue's head, in order; if another replica
+        changed the head meanwhile, nothing is done and None is returned (read the head again and retry).
+        Admitted and forbidden jobs leave the queue; deferred ones stay.
+        """
+        args: list[Any] = [
+            self.slot_ttl,
+            "" if now is None else repr(now),
+            "1" if from_queue else "0",
+            len(candidates),
+        ]
+        for c in candidates:
+            plan = json.dumps(
+                {
+                    "slots": [[s.rule, s.key, s.limit, s.what] for s in c.slots],
+                    "buckets": [[b.rule, b.key, b.rate, b.burst, b.what] for b in c.buckets],
+                }
+            )
+            args.extend([c.job_uid, c.pod_uid, plan])
+        reply = [_text(part) for part in await self._admit(keys=[self.prefix], args=args)]
+        if reply == ["retry"]:
+            return None
+        return [Verdict(reply[i], reply[i + 1], reply[i + 2]) for i in range(0, len(reply), 3)]
+
+    # ----------------------------------------------------------------------------------------------------
+    # The pending queue: one sorted set, read in lexicographic order (see arbitrator.rules.order.lex_key)
+
+    async def enqueue(self, job_uid: str, sort_key: str) -> None:
+        """Queue (or re-rank) a job; its place is `sort_key`."""
+        member = f"{sort_key}|{job_uid}"
+        old = await self.client.hget(f"{self.prefix}:queued", job_uid)
+        pipe = self.client.pipeline(transaction=True)
+        if old is not None and _text(old) != member:
+            pipe.zrem(f"{self.prefix}:queue", _text(old))
+        pipe.zadd(f"{self.prefix}:queue", {member: 0})
+        pipe.hset(f"{self.prefix}:queued", job_uid, member)
+        await pipe.execute()
+
+    async def dequeue(self, job_uid: str) -> bool:
+        old = await self.client.hget(f"{self.prefix}:queued", job_uid)
+        if old is None:
+            return False
+        pipe = self.client.pipeline(transaction=True)
+        pipe.zrem(f"{self.prefix}:queue", _text(old))
+        pipe.hdel(f"{self.prefix}:queued", job_uid)
+        await pipe.execute()
+        return True
+
+    async def head(self, count: int) -> list[str]:
+        """The job uids at the head of the queue, best first."""
+        members: list[Any] = await self.client.zrange(f"{self.prefix}:queue", 0, count - 1)
+        return [_text(m).rsplit("|", 1)[1] for m in members]
+
+    async def queue_length(self) -> int:
+        return int(await self.client.zcard(f"{self.prefix}:queue"))
 
     async def release(self, job_uid: str) -> bool:
         """Free what `job_uid` holds. True only the first time (so callers can count releases exactly)."""

@@ -1,27 +1,47 @@
--- Admit one job, or explain why not: every limit checked first, every write done last (Redis does not roll
--- back a script's earlier writes when it fails midway). All keys share the hash tag in KEYS[1].
+-- Admit jobs in order, each all or nothing: every limit of a job is checked before any of its writes
+-- (Redis does not roll back a script's earlier writes when it fails midway). Jobs earlier in the list take
+-- their slots before later ones are looked at, so the order given is the order of admission.
+-- All keys share the hash tag in KEYS[1].
 --
 -- KEYS[1]  the ledger prefix, e.g. "{podherd}:ledger"
--- ARGV[1]  job uid
--- ARGV[2]  pod uid
--- ARGV[3]  slot TTL in seconds (a slot nobody releases is reclaimed after it)
--- ARGV[4]  the plan as JSON: {"slots": [[rule, key, limit, what], ...], "buckets": [[rule, key, rate, burst, what], ...]}
--- ARGV[5]  "now" in seconds; empty means Redis TIME (the only clock in production; tests pin it)
+-- ARGV[1]  slot TTL in seconds (a slot nobody releases is reclaimed after it)
+-- ARGV[2]  "now" in seconds; empty means Redis TIME (the only clock in production; tests pin it)
+-- ARGV[3]  "1": the jobs are the head of the pending queue (<prefix>:queue), in order; refuse with
+--          "retry" if the queue's head is no longer exactly that (another replica got there first), and
+--          take admitted jobs off the queue. "0": no queue.
+-- ARGV[4]  the number of jobs N, then N times: job uid, pod uid, plan JSON
+--          plan: {"slots": [[rule, key, limit, what], ...], "buckets": [[rule, key, rate, burst, what], ...]}
 --
--- Returns {"admitted", "<message>"} | {"deferred", rule, message} | {"forbidden", rule, message} | {"closed", "", message}
+-- Returns {"retry"} or, per job, three strings: outcome (admitted|deferred|forbidden|closed), rule, message.
 local p = KEYS[1]
-local job, pod, ttl = ARGV[1], ARGV[2], tonumber(ARGV[3])
-local plan = cjson.decode(ARGV[4])
+local ttl = tonumber(ARGV[1])
 local now
-if ARGV[5] ~= nil and ARGV[5] ~= '' then
-  now = tonumber(ARGV[5])
+if ARGV[2] ~= nil and ARGV[2] ~= '' then
+  now = tonumber(ARGV[2])
 else
   local t = redis.call('TIME')
   now = tonumber(t[1]) + tonumber(t[2]) / 1e6
 end
+local queued = ARGV[3] == '1'
+local count = tonumber(ARGV[4])
 
+if queued and count > 0 then
+  local head = redis.call('ZRANGE', p .. ':queue', 0, count - 1)
+  if #head ~= count then return {'retry'} end
+  for i = 1, count do
+    local member = head[i]
+    local job = ARGV[4 + (i - 1) * 3 + 1]
+    if string.sub(member, -(#job + 1)) ~= '|' .. job then return {'retry'} end
+  end
+end
+
+local out = {}
 if redis.call('EXISTS', p .. ':marker') == 0 then
-  return {'closed', '', 'the ledger is being rebuilt: nothing is admitted until it is'}
+  for _ = 1, count do
+    table.insert(out, 'closed'); table.insert(out, '')
+    table.insert(out, 'the ledger is being rebuilt: nothing is admitted until it is')
+  end
+  return out
 end
 
 -- Reclaim a few slots whose jobs vanished without a release (bounded work per call).
@@ -37,49 +57,60 @@ for _, gone in ipairs(expired) do
   redis.call('ZREM', p .. ':expiry', gone)
 end
 
-if redis.call('EXISTS', p .. ':job:' .. job) == 1 then
-  return {'admitted', 'already admitted'}
-end
-local holder = redis.call('HGET', p .. ':claims', pod)
-if holder and holder ~= job then
-  return {'forbidden', 'ActiveJob', 'another migration job (' .. holder .. ') is moving this pod'}
-end
-
-for _, slot in ipairs(plan.slots) do
-  local rule, key, limit, what = slot[1], slot[2], tonumber(slot[3]), slot[4]
-  local members = p .. ':slots:' .. key
-  if redis.call('SISMEMBER', members, job) == 0 then
-    local used = redis.call('SCARD', members) + redis.call('SCARD', p .. ':evicting:' .. key)
-    if used + 1 > limit then
-      return {'deferred', rule, string.format('deferred: %s %d/%d on %s', rule, used, math.max(limit, 0), what)}
+local function decide(job, pod, plan)
+  if redis.call('EXISTS', p .. ':job:' .. job) == 1 then
+    return 'admitted', 'admitted', 'already admitted'
+  end
+  local holder = redis.call('HGET', p .. ':claims', pod)
+  if holder then
+    return 'forbidden', 'ActiveJob', 'another migration job (' .. holder .. ') is moving this pod'
+  end
+  for _, slot in ipairs(plan.slots) do
+    local rule, key, limit, what = slot[1], slot[2], tonumber(slot[3]), slot[4]
+    local members = p .. ':slots:' .. key
+    if redis.call('SISMEMBER', members, job) == 0 then
+      local used = redis.call('SCARD', members) + redis.call('SCARD', p .. ':evicting:' .. key)
+      if used + 1 > limit then
+        return 'deferred', rule, string.format('deferred: %s %d/%d on %s', rule, used, math.max(limit, 0), what)
+      end
     end
   end
-end
-
-local fills = {}
-for i, bucket in ipairs(plan.buckets) do
-  local rule, key, rate, burst, what = bucket[1], bucket[2], tonumber(bucket[3]), tonumber(bucket[4]), bucket[5]
-  local state = redis.call('HMGET', p .. ':bucket:' .. key, 'tokens', 'ts')
-  local tokens, ts = tonumber(state[1]), tonumber(state[2])
-  if tokens == nil then tokens, ts = burst, now end
-  local available = math.min(burst, tokens + math.max(0, now - ts) * rate)
-  if available < 1 then
-    local wait = (1 - available) / rate
-    return {'deferred', rule, string.format('deferred: %s exhausted for %s (next token in %.2fs)', rule, what, wait)}
+  local fills = {}
+  for i, bucket in ipairs(plan.buckets) do
+    local rule, key, rate, burst, what = bucket[1], bucket[2], tonumber(bucket[3]), tonumber(bucket[4]), bucket[5]
+    local state = redis.call('HMGET', p .. ':bucket:' .. key, 'tokens', 'ts')
+    local tokens, ts = tonumber(state[1]), tonumber(state[2])
+    if tokens == nil then tokens, ts = burst, now end
+    local available = math.min(burst, tokens + math.max(0, now - ts) * rate)
+    if available < 1 then
+      local wait = (1 - available) / rate
+      return 'deferred', rule, string.format('deferred: %s exhausted for %s (next token in %.2fs)', rule, what, wait)
+    end
+    fills[i] = available - 1
   end
-  fills[i] = available - 1
+  -- Everything holds: take it all.
+  local keys = {}
+  for _, slot in ipairs(plan.slots) do
+    redis.call('SADD', p .. ':slots:' .. slot[2], job)
+    table.insert(keys, slot[2])
+  end
+  for i, bucket in ipairs(plan.buckets) do
+    redis.call('HSET', p .. ':bucket:' .. bucket[2], 'tokens', fills[i], 'ts', now)
+  end
+  redis.call('HSET', p .. ':claims', pod, job)
+  redis.call('HSET', p .. ':job:' .. job, 'pod', pod, 'slots', cjson.encode(keys), 'admitted', now)
+  redis.call('ZADD', p .. ':expiry', now + ttl, job)
+  return 'admitted', 'admitted', 'all limits hold'
 end
 
--- Everything holds: take it all.
-local keys = {}
-for _, slot in ipairs(plan.slots) do
-  redis.call('SADD', p .. ':slots:' .. slot[2], job)
-  table.insert(keys, slot[2])
+for i = 1, count do
+  local base = 4 + (i - 1) * 3
+  local job, pod, plan = ARGV[base + 1], ARGV[base + 2], cjson.decode(ARGV[base + 3])
+  local outcome, rule, message = decide(job, pod, plan)
+  if queued and (outcome == 'admitted' or outcome == 'forbidden') then
+    local member = redis.call('HGET', p .. ':queued', job)
+    if member then redis.call('ZREM', p .. ':queue', member); redis.call('HDEL', p .. ':queued', job) end
+  end
+  table.insert(out, outcome); table.insert(out, rule); table.insert(out, message)
 end
-for i, bucket in ipairs(plan.buckets) do
-  redis.call('HSET', p .. ':bucket:' .. bucket[2], 'tokens', fills[i], 'ts', now)
-end
-redis.call('HSET', p .. ':claims', pod, job)
-redis.call('HSET', p .. ':job:' .. job, 'pod', pod, 'slots', cjson.encode(keys), 'admitted', now)
-redis.call('ZADD', p .. ':expiry', now + ttl, job)
-return {'admitted', 'all limits hold'}
+return out

@@ -196,3 +196,26 @@ async def test_buckets_use_redis_time_and_abandoned_slots_expire(redis_scope: Re
     third = await ledger.admit("j3", "p3", [SlotSpec("n", "node:a", 1, "a")], bucket, now=later)
     assert third.admitted
     assert (await ledger.snapshot())["slots"] == {"node:a": ["j3"]}
+
+
+async def test_queue_admits_in_order_and_refuses_a_stale_head(redis_scope: RedisScope) -> None:
+    from shared.ledger import Candidate
+
+    ledger = await ready_ledger(redis_scope)
+    node = (SlotSpec("maxMigratingPerNode", "node:a", 1, "node a"),)
+    for job, key in (("late", "2"), ("first", "0"), ("second", "1")):
+        await ledger.enqueue(job, key)
+    assert await ledger.head(10) == ["first", "second", "late"]
+    candidates = [Candidate(job, f"pod-{job}", node, ()) for job in ("first", "second", "late")]
+    verdicts = await ledger.admit_batch(candidates, from_queue=True)
+    assert verdicts is not None
+    assert [v.outcome for v in verdicts] == ["admitted", "deferred", "deferred"]  # one slot: the best gets it
+    assert await ledger.head(10) == ["second", "late"]
+    # Another replica's view of the head is now stale: it is refused, and nothing changes.
+    assert await ledger.admit_batch(candidates[1:], from_queue=True) is not None
+    stale = [Candidate("first", "pod-first", node, ()), *candidates[1:]]
+    assert await ledger.admit_batch(stale, from_queue=True) is None
+    await ledger.enqueue("late", "0")  # re-ranked ahead of "second"
+    assert await ledger.head(10) == ["late", "second"]
+    assert await ledger.dequeue("late") and not await ledger.dequeue("late")
+    assert await ledger.queue_length() == 1
