@@ -76,6 +76,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
         from services.watcher.service import main as watcher_main
 
         return run("watcher", config, watcher_main)
+    if args.service == "arbitrator":
+        from services.arbitrator.service import main as arbitrator_main
+
+        return run("arbitrator", config, arbitrator_main)
     raise CliError(f"the {args.service} service is not available in this build yet")
 
 

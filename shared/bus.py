@@ -177,6 +177,53 @@ async def ensure_events_stream(js: JetStreamContext, subjects: Subjects, config:
     )
 
 
+async def ensure_work_streams(js: JetStreamContext, subjects: Subjects, config: NatsConfig) -> None:
+    """The streams the pipeline's own messages travel on: jobs, intents, audit and dead letters."""
+    common: dict[str, Any] = {
+        "retention": RetentionPolicy.LIMITS,
+        "storage": StorageType.FILE,
+        "num_replicas": config.replicas,
+        "duplicate_window": parse_duration(config.duplicate_window),
+        "discard": DiscardPolicy.OLD,
+    }
+    await ensure_stream(
+        js,
+        StreamConfig(
+            name=subjects.jobs_stream,
+            subjects=[f"{subjects.prefix}.jobs.>"],
+            max_age=parse_duration(config.stream_max_age),
+            **common,
+        ),
+    )
+    await ensure_stream(
+        js,
+        StreamConfig(
+            name=subjects.intents_stream,
+            subjects=[f"{subjects.prefix}.intents.>"],
+            max_age=parse_duration(config.stream_max_age),
+            **common,
+        ),
+    )
+    await ensure_stream(
+        js,
+        StreamConfig(
+            name=subjects.audit_stream,
+            subjects=[f"{subjects.prefix}.audit.>"],
+            max_age=parse_duration(config.audit_max_age),
+            **common,
+        ),
+    )
+    await ensure_stream(
+        js,
+        StreamConfig(
+            name=subjects.dlq_stream,
+            subjects=[f"{subjects.prefix}.dlq.>"],
+            max_age=parse_duration(config.audit_max_age),
+            **common,
+        ),
+    )
+
+
 async def ensure_kv(js: JetStreamContext, bucket: str, config: NatsConfig, history: int = 1) -> KeyValue:
     try:
         return await js.key_value(bucket)

@@ -1,0 +1,382 @@
+"""The arbitrator's engine: facts in, queue maintained, admission passes over the queue's head, decisions out.
+
+State lives in Redis only (facts, queue, ledger), so replicas are interchangeable. A pass reads the head of
+the queue, drops jobs the filters now forbid, plans the rest from current facts and hands them, in order, to
+one atomic ledger step; if another replica changed the head meanwhile the step is refused and the pass
+reads the head again. So admissions happen in the queue's order whatever the number of replicas.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from prometheus_client import Counter, Gauge, Histogram
+
+from services.arbitrator.facts import FactStore
+from services.arbitrator.rules import filters, limits, order
+from services.arbitrator.rules.facts import JobFacts, PdbFacts, PodInfo, WorkloadFacts
+from shared.api import codec
+from shared.api.messages import AuditRecord, Decision, JobRef
+from shared.api.pmj import (
+    ANNOTATION_ABORT,
+    ANNOTATION_MIGRATION_PRIORITY,
+    PHASE_PENDING,
+    REASON_FORBIDDEN_MIGRATE_POD,
+    REASON_INVALID_SPEC,
+    PodMigrationJob,
+)
+from shared.api.validation import validate_pmj
+from shared.config import PodherdConfig
+from shared.ledger import BucketSpec, Candidate, Ledger, SlotSpec
+
+log = logging.getLogger(__name__)
+
+DECISIONS = Counter("podherd_arbitrator_decisions_total", "Arbitration decisions", ["decision", "rule"])
+ADMISSION_SECONDS = Histogram(
+    "podherd_arbitrator_admission_seconds",
+    "From a job entering the queue to its admission",
+    buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300),
+)
+QUEUE = Gauge("podherd_arbitrator_queue_jobs", "Jobs waiting for admission")
+PASS_SECONDS = Histogram(
+    "podherd_arbitrator_pass_seconds",
+    "One admission pass",
+    buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1),
+)
+
+# A job whose pod (or workload) the facts do not know yet waits this long before failing MissingPod: the
+# PMJ's event can arrive before its pod's.
+MISSING_GRACE = 5.0
+
+Publish = Callable[[str, bytes, str], Awaitable[None]]  # subject, data, msg id
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A queued job made ready for the ledger: its candidate, or why it must leave the queue."""
+
+    candidate: Candidate | None
+    rejection: filters.Rejection | None = None
+
+
+class Engine:
+    def __init__(
+        self,
+        config: PodherdConfig,
+        facts: FactStore,
+        ledger: Ledger,
+        publish: Publish,
+        subject: Callable[[str, str], str],
+        audit_subject: Callable[[str], str],
+    ) -> None:
+        self.config = config
+        self.args = config.migration_controller
+        self.facts = facts
+        self.ledger = ledger
+        self.publish = publish
+        self.subject = subject
+        self.audit_subject = audit_subject
+        self.redis = ledger.client
+        self.meta = f"{config.redis.key_prefix}:arbitrator"
+
+    # ----------------------------------------------------------------------------------------------------
+    # Jobs in
+
+    async def on_job(self, job: PodMigrationJob, deleted: bool, error: str | None) -> None:
+        uid = job.metadata.uid or ""
+        name = job.metadata.name or ""
+        if not uid:
+            return
+        annotations = job.metadata.annotations or {}
+        finished = deleted or job.metadata.deletion_timestamp is not None or job.phase != PHASE_PENDING
+        if finished or ANNOTATION_ABORT in annotations or job.spec.paused:
+            # Koordinator #3030 retried deleted jobs forever: a job that is gone, done, aborted or paused
+            # leaves the queue at once (a paused one comes back when unpaused).
+            if await self.ledger.dequeue(uid):
+                QUEUE.dec()
+            return
+        if error is not None:
+            await self._reject(name, uid, filters.Rejection("InvalidSpec", REASON_INVALID_SPEC, error))
+            return
+        invalid = validate_pmj(job)
+        if invalid is not None:
+            await self._reject(name, uid, filters.Rejection(invalid.reason, invalid.reason, invalid.message))
+            return
+        await self.facts.client.hset(f"{self.meta}:jobs", uid, _encode_job(job))
+        await self.redis.hsetnx(f"{self.meta}:since", uid, repr(time.time()))
+        facts, pod, workload = await self._facts_of(job)
+        migrating = 0
+        if workload is not None:
+            migrating = int(await self.redis.scard(f"{self.ledger.prefix}:slots:workload:{workload.key}"))
+        # Until its pod is known (its event may come after the job's), rank the job by what it says itself;
+        # the pod's arrival re-ranks it (`on_pod`).
+        subject = pod or PodInfo(uid="", namespace=facts.pod_namespace, name=facts.pod_name)
+        key = order.sort_key(facts, subject, workload, migrating, self.config.arbitrator.sort_order)
+        await self.ledger.enqueue(uid, order.lex_key(key))
+        await self.redis.hset(f"{self.meta}:pod-jobs", f"{facts.pod_namespace}/{facts.pod_name}", uid)
+        QUEUE.set(await self.ledger.queue_length())
+
+    async def _facts_of(self, job: PodMigrationJob) -> tuple[JobFacts, PodInfo | None, WorkloadFacts | None]:
+        ref = job.spec.pod_ref
+        namespace, pod_name = (ref.namespace or "", ref.name or "") if ref else ("", "")
+        annotations = job.metadata.annotations or {}
+        try:
+            migration_priority = int(annotations.get(ANNOTATION_MIGRATION_PRIORITY, "0"))
+        except ValueError:
+            migration_priority = 0
+        created = job.metadata.creation_timestamp
+        pod = await self.facts.pod(namespace, pod_name)
+        failed = await self.redis.hget(
+            f"{self.config.redis.key_prefix}:stats:pod-failures", f"{namespace}/{pod_name}"
+        )
+        facts = JobFacts(
+            name=job.metadata.name or "",
+            uid=job.metadata.uid or "",
+            pod_namespace=namespace,
+            pod_name=pod_name,
+            mode=job.spec.mode or self.args.default_job_mode,
+            created_at=created.timestamp() if created else 0.0,
+            migration_priority=migration_priority,
+            failed_attempts=int(failed or 0),
+        )
+        workload = None
+        if pod is not None and pod.workload is not None:
+            info = await self.facts.workload(pod.workload.kind, pod.workload.namespace, pod.workload.name)
+            if info is not None:
+                key = f"{info.kind}/{info.namespace}/{info.name}"
+                past = await self.redis.hget(f"{self.config.redis.key_prefix}:stats:workload-migrations", key)
+                workload = WorkloadFacts(
+                    key=key,
+                    replicas=info.replicas,
+                    available=info.available_replicas,
+                    past_migrations=int(past or 0),
+                )
+        return facts, pod, workload
+
+    async def on_pod(self, pod: PodInfo | None, deleted_uid: str | None = None) -> None:
+        """Keep the background-eviction sets current (seed 003): such pods count as migrating; re-rank a
+        queued job of this pod, now that its facts are known."""
+        if pod is None:
+            return
+        uid = await self.redis.hget(f"{self.meta}:pod-jobs", f"{pod.namespace}/{pod.name}")
+        if uid is not None:
+            job_uid = uid.decode() if isinstance(uid, bytes) else uid
+            job = await self._job(job_uid)
+            if job is not None and await self.redis.hexists(f"{self.ledger.prefix}:queued", job_uid):
+                await self.on_job(job, False, None)
+        in_progress = "descheduler.alpha.kubernetes.io/eviction-in-progress" in pod.annotations and (
+            pod.deletion_timestamp is None and deleted_uid is None
+        )
+        keys = ["global", f"namespace:{pod.namespace}"]
+        if pod.node_name:
+            keys.append(f"node:{pod.node_name}")
+        if pod.workload is not None:
+            keys.append(f"workload:{pod.workload.kind}/{pod.workload.namespace}/{pod.workload.name}")
+        await self.ledger.set_evicting(pod.uid, in_progress, keys)
+
+    # ----------------------------------------------------------------------------------------------------
+    # Admission passes
+
+    async def admit_pass(self) -> int:
+        """Admit what fits now, in queue order. Returns how many jobs were admitted."""
+        started = time.perf_counter()
+        admitted = 0
+        for _ in range(32):  # bounded: a pass that keeps losing races yields to the next wake-up
+            head = await self.ledger.head(self.config.arbitrator.scan_depth)
+            if not head:
+                break
+            prepared = [await self._prepare(uid) for uid in head]
+            rejected = [(uid, p) for uid, p in zip(head, prepared, strict=True) if p.candidate is None]
+            for uid, p in rejected:
+                await self.ledger.dequeue(uid)
+                if p.rejection is not None:
+                    job = await self._job(uid)
+                    await self._reject(job.metadata.name or uid if job else uid, uid, p.rejection)
+            if rejected:
+                continue  # the head changed: read it again
+            candidates = [p.candidate for p in prepared if p.candidate is not None]
+            verdicts = await self.ledger.admit_batch(candidates, from_queue=True)
+            if verdicts is None:
+                continue  # another replica moved the head first
+            progress = 0
+            for candidate, verdict in zip(candidates, verdicts, strict=True):
+                job = await self._job(candidate.job_uid)
+                name = (job.metadata.name if job else None) or candidate.job_uid
+                if verdict.outcome == "admitted":
+                    await self._admitted(name, candidate)
+                    progress += 1
+                elif verdict.outcome == "forbidden":
+                    await self._reject(
+                        name,
+                        candidate.job_uid,
+                        filters.Rejection(
+                            verdict.rule, REASON_FORBIDDEN_MIGRATE_POD, f"{verdict.rule}: {verdict.message}"
+                        ),
+                    )
+                    progress += 1
+                elif verdict.outcome == "deferred":
+                    await self._deferred(name, candidate.job_uid, verdict.rule, verdict.message)
+            admitted += progress
+            if progress == 0 or len(head) < self.config.arbitrator.scan_depth:
+                break
+        QUEUE.set(await self.ledger.queue_length())
+        PASS_SECONDS.observe(time.perf_counter() - started)
+        return admitted
+
+    async def _prepare(self, uid: str) -> Prepared:
+        job = await self._job(uid)
+        if job is None:
+            return Prepared(None)
+        facts, pod, workload = await self._facts_of(job)
+        waiting = await self._waiting_for_facts(uid, facts, pod, job)
+        if waiting is not None:
+            return waiting
+        assert pod is not None
+        rejection = filters.evaluate(facts, pod, workload, self.args, self._threshold())
+        if rejection is not None:
+            return Prepared(None, rejection)
+        pdbs = [
+            p
+            for p in await self.facts.pdbs(pod.namespace)
+            if p.selector and all(pod.labels.get(k) == v for k, v in p.selector.items())
+        ]
+        plan = limits.plan(facts, pod, workload, None, self.args)
+        slots = [SlotSpec(s.rule, s.key, s.limit, s.what) for s in plan.slots]
+        for pdb in pdbs:
+            budget = PdbFacts(key=f"{pdb.namespace}/{pdb.name}", disruptions_allowed=pdb.disruptions_allowed)
+            slots.append(
+                SlotSpec(
+                    "PodDisruptionBudget",
+                    f"pdb:{budget.key}",
+                    budget.disruptions_allowed,
+                    f"PodDisruptionBudget {budget.key}",
+                )
+            )
+        buckets = [BucketSpec(b.rule, b.key, b.rate, b.burst, b.what) for b in plan.buckets]
+        return Prepared(Candidate(uid, pod.uid, tuple(slots), tuple(buckets)))
+
+    async def _waiting_for_facts(
+        self, uid: str, facts: JobFacts, pod: PodInfo | None, job: PodMigrationJob
+    ) -> Prepared | None:
+        missing = None
+        if pod is None:
+            missing = f"pod {facts.pod_namespace}/{facts.pod_name}"
+        elif (
+            pod.workload is not None
+            and await self.facts.workload(pod.workload.kind, pod.workload.namespace, pod.workload.name)
+            is None
+            and pod.workload.kind in ("Deployment", "StatefulSet", "ReplicaSet")
+        ):
+            missing = f"workload {pod.workload.kind}/{pod.workload.namespace}/{pod.workload.name}"
+        if missing is None:
+            return None
+        since = float(await self.redis.hget(f"{self.meta}:since", uid) or time.time())
+        if pod is None and time.time() - since > MISSING_GRACE:
+            return Prepared(None, filters.evaluate(facts, None, None, self.args))  # MissingPod, never passes
+        wait = SlotSpec("WaitingForFacts", f"waiting:{uid}", 0, f"{missing} (not seen yet)")
+        return Prepared(Candidate(uid, pod.uid if pod else f"missing:{uid}", (wait,), ()))
+
+    def _threshold(self) -> int | None:
+        threshold = self.args.priority_threshold
+        return threshold.value if threshold is not None else None
+
+    async def _job(self, uid: str) -> PodMigrationJob | None:
+        data = await self.redis.hget(f"{self.meta}:jobs", uid)
+        return _decode_job(data) if data else None
+
+    # ----------------------------------------------------------------------------------------------------
+    # Decisions out
+
+    async def _admitted(self, name: str, candidate: Candidate) -> None:
+        since = await self.redis.hget(f"{self.meta}:since", candidate.job_uid)
+        if since:
+            ADMISSION_SECONDS.observe(max(0.0, time.time() - float(since)))
+        decision = Decision(
+            job=JobRef(name=name, uid=candidate.job_uid),
+            decision="admitted",
+            rule="admitted",
+            message="admitted: every limit holds",
+            decided_at=datetime.now(UTC),
+            replica=self.config.replica,
+            slots=[s.key for s in candidate.slots],
+        )
+        await self._send(decision)
+        await self.redis.hdel(f"{self.meta}:deferred", candidate.job_uid)
+
+    async def _reject(self, name: str, uid: str, rejection: filters.Rejection) -> None:
+        decision = Decision(
+            job=JobRef(name=name, uid=uid),
+            decision="rejected",
+            rule=rejection.rule,
+            message=rejection.message,
+            reason=rejection.reason,
+            decided_at=datetime.now(UTC),
+            replica=self.config.replica,
+        )
+        await self._send(decision)
+        await self.redis.hdel(f"{self.meta}:deferred", uid)
+
+    async def _deferred(self, name: str, uid: str, rule: str, message: str) -> None:
+        # Audit a deferral when its reason changes, not on every pass.
+        previous = await self.redis.hget(f"{self.meta}:deferred", uid)
+        if (
+            previous is not None
+            and (previous.decode() if isinstance(previous, bytes) else previous) == message
+        ):
+            return
+        await self.redis.hset(f"{self.meta}:deferred", uid, message)
+        DECISIONS.labels("deferred", rule).inc()
+        digest = hashlib.sha1(message.encode()).hexdigest()[:12]
+        record = AuditRecord(
+            id=f"{uid}/deferred/{digest}",
+            time=datetime.now(UTC),
+            action="decision",
+            actor=f"arbitrator/{self.config.replica}",
+            job=name,
+            job_uid=uid,
+            rule=rule,
+            message=message,
+            details={"decision": "deferred"},
+        )
+        await self.publish(self.audit_subject(name), codec.encode(record), record.id)
+
+    async def _send(self, decision: Decision) -> None:
+        DECISIONS.labels(decision.decision, decision.rule).inc()
+        await self.publish(
+            self.subject(decision.decision, decision.job.name),
+            codec.encode(decision),
+            f"{decision.job.uid}/{decision.decision}",
+        )
+        record = AuditRecord(
+            id=f"{decision.job.uid}/decision/{decision.decision}",
+            time=decision.decided_at,
+            action="decision",
+            actor=f"arbitrator/{self.config.replica}",
+            job=decision.job.name,
+            job_uid=decision.job.uid,
+            rule=decision.rule,
+            reason=decision.reason,
+            message=decision.message,
+            details={"decision": decision.decision},
+        )
+        await self.publish(self.audit_subject(decision.job.name), codec.encode(record), record.id)
+        log.info(
+            "%s %s: %s",
+            decision.decision,
+            decision.job.name,
+            decision.message,
+            extra={"job": decision.job.name, "rule": decision.rule},
+        )
+
+
+def _encode_job(job: PodMigrationJob) -> bytes:
+    return codec.encode(job)
+
+
+def _decode_job(data: bytes | str) -> PodMigrationJob:
+    return codec.decode(data, PodMigrationJob)

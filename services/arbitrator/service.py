@@ -1,0 +1,200 @@
+"""The arbitrator service: consume the watcher's events, keep facts and the queue, admit in passes.
+
+Passes are event-driven: any job, pod, workload or budget change, and any slot released (the tracker
+publishes on `p.ledger.released`), wakes the loop within milliseconds; the arbitration interval
+(`arbitrationArgs.interval`, 500 ms) is only the fallback for limits that free by time (token buckets).
+
+Fail closed: when the ledger's marker is missing (Redis restarted or flushed) nothing is admitted until one
+replica has rebuilt it from the PodMigrationJobs that are Running (their `podherd.io/ledger` annotation,
+written when a job starts, names the pod and slots it holds).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from typing import Any
+
+import msgspec
+import redis.asyncio as aioredis
+
+from services.arbitrator.engine import Engine
+from services.arbitrator.facts import FactStore
+from shared import bus
+from shared.api import codec
+from shared.api.messages import ObjectEvent, PdbInfo, PodInfo, WorkloadInfo
+from shared.api.pmj import PHASE_RUNNING, PodMigrationJob
+from shared.config import PodherdConfig
+from shared.consume import durable, run_consumer
+from shared.durations import parse_duration
+from shared.kube import KubeClient
+from shared.ledger import HeldJob, Ledger
+from shared.ops import OpsServer
+
+log = logging.getLogger(__name__)
+LEDGER_ANNOTATION = "podherd.io/ledger"
+CONSUMER = "arbitrator"
+
+
+class _Head(msgspec.Struct, rename="camel"):
+    kind: str
+    type: str
+    resource_version: str
+    namespace: str | None = None
+    name: str = ""
+    error: str | None = None
+
+
+class Arbitrator:
+    def __init__(
+        self, config: PodherdConfig, nc: Any, client: aioredis.Redis, kube: KubeClient | None
+    ) -> None:
+        self.config = config
+        self.nc = nc
+        self.js = nc.jetstream()
+        self.subjects = bus.Subjects(config.nats.subject_prefix)
+        self.client = client
+        self.kube = kube
+        self.facts = FactStore(client, config.redis.key_prefix)
+        self.ledger = Ledger(client, config.redis.key_prefix, parse_duration(config.arbitrator.slot_ttl))
+        self.engine = Engine(
+            config, self.facts, self.ledger, self._publish, self.subjects.job, self.subjects.audit
+        )
+        self.wake = asyncio.Event()
+
+    async def _publish(self, subject: str, data: bytes, msg_id: str) -> None:
+        await self.js.publish(subject, data, headers={"Nats-Msg-Id": msg_id})
+
+    async def setup(self) -> Any:
+        await bus.ensure_events_stream(self.js, self.subjects, self.config.nats)
+        await bus.ensure_work_streams(self.js, self.subjects, self.config.nats)
+        kinds = (
+            "pods",
+            "podmigrationjobs",
+            "poddisruptionbudgets",
+            "deployments",
+            "statefulsets",
+            "replicasets",
+        )
+        return await durable(
+            self.js,
+            self.subjects.events_stream,
+            CONSUMER,
+            [self.subjects.events_of(k) for k in kinds],
+            self.config.nats,
+        )
+
+    # ----------------------------------------------------------------------------------------------------
+
+    async def handle(self, msg: Any) -> None:
+        head = codec.decode(msg.data, _Head)
+        deleted = head.type == "DELETED"
+        ident = f"{head.namespace}/{head.name}" if head.namespace else head.name
+        if head.kind == "PodMigrationJob":
+            event = codec.decode(msg.data, ObjectEvent[PodMigrationJob])
+            await self.engine.on_job(event.object, deleted, event.error)
+        elif head.kind == "Pod":
+            pod = codec.decode(msg.data, ObjectEvent[PodInfo]).object
+            if await self.facts.put("pod", ident, head.resource_version, None if deleted else pod):
+                await self.engine.on_pod(pod, pod.uid if deleted else None)
+        elif head.kind == "PodDisruptionBudget":
+            pdb = codec.decode(msg.data, ObjectEvent[PdbInfo]).object
+            await self.facts.put("pdb", ident, head.resource_version, None if deleted else pdb)
+        elif head.kind in ("Deployment", "StatefulSet", "ReplicaSet"):
+            workload = codec.decode(msg.data, ObjectEvent[WorkloadInfo]).object
+            await self.facts.put(
+                "workload", f"{head.kind}/{ident}", head.resource_version, None if deleted else workload
+            )
+        self.wake.set()
+
+    async def ensure_ledger(self) -> bool:
+        """True once the ledger is complete; rebuilds it (one replica at a time) when it is not."""
+        if await self.ledger.is_complete():
+            return True
+        lock = f"{self.ledger.prefix}:rebuilding"
+        if not await self.client.set(lock, self.config.replica, nx=True, ex=30):
+            return False
+        try:
+            running = await self._running_jobs()
+            count = await self.ledger.rebuild(running)
+            log.warning("ledger rebuilt from %d running jobs", count)
+            return True
+        except Exception:
+            log.exception("ledger rebuild failed; admissions stay closed")
+            return False
+        finally:
+            await self.client.delete(lock)
+
+    async def _running_jobs(self) -> list[HeldJob]:
+        if self.kube is None:
+            return []
+        body = await self.kube.arequest("GET", "/apis/scheduling.koordinator.sh/v1alpha1/podmigrationjobs")
+        held = []
+        for item in msgspec.json.decode(body)["items"]:
+            job = msgspec.convert(item, PodMigrationJob)
+            record = (job.metadata.annotations or {}).get(LEDGER_ANNOTATION)
+            if job.phase != PHASE_RUNNING or not record:
+                continue
+            data = json.loads(record)
+            held.append(HeldJob(job.metadata.uid or "", data["pod"], tuple(data["slots"])))
+        return held
+
+    async def admission_loop(self, stop: asyncio.Event) -> None:
+        interval = self.config.migration_controller.arbitration_interval_seconds
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.wake.wait(), timeout=interval)
+            self.wake.clear()
+            if stop.is_set():
+                break
+            try:
+                if await self.ensure_ledger():
+                    await self.engine.admit_pass()
+            except Exception:
+                log.exception("admission pass failed")
+                await asyncio.sleep(0.2)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        sub = await self.setup()
+        released = await self.nc.subscribe(f"{self.subjects.prefix}.ledger.released", cb=self._on_release)
+        try:
+            await asyncio.gather(
+                run_consumer(sub, self.js, self.subjects, CONSUMER, self.handle, stop),
+                self.admission_loop(stop),
+            )
+        finally:
+            await released.unsubscribe()
+
+    async def _on_release(self, _: Any) -> None:
+        self.wake.set()
+
+
+async def main(config: PodherdConfig, stop: asyncio.Event, ops: OpsServer) -> None:
+    nc = await bus.connect(config.nats, name=f"podherd-arbitrator-{config.replica}")
+    client = aioredis.from_url(config.redis.url)
+    kube = None
+    with contextlib.suppress(Exception):
+        kube = KubeClient.from_config(config.kubernetes)
+    arbitrator = Arbitrator(config, nc, client, kube)
+
+    async def nats_ready() -> str | None:
+        return None if nc.is_connected else "not connected to NATS"
+
+    async def ledger_ready() -> str | None:
+        try:
+            return None if await arbitrator.ledger.is_complete() else "the ledger is being rebuilt"
+        except Exception as exc:
+            return f"Redis unavailable: {exc}"
+
+    ops.add_check("nats", nats_ready)
+    ops.add_check("ledger", ledger_ready)
+    try:
+        await arbitrator.run(stop)
+    finally:
+        with contextlib.suppress(Exception):
+            await nc.drain()
+        await client.aclose()
+        if kube is not None:
+            kube.close()

@@ -1,0 +1,386 @@
+"""The arbitrator on real NATS and Redis, fed the events the watcher would publish.
+
+Replicas run in this process as separate `Arbitrator` instances with their own connections; decisions are
+read back from the jobs stream, limits from the ledger itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator, Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import nats
+import pytest
+import redis.asyncio as aioredis
+
+from services.arbitrator import engine as engine_module
+from services.arbitrator.service import Arbitrator
+from shared import bus
+from shared.api import codec
+from shared.api.messages import ObjectEvent, PdbInfo, PodInfo, WorkloadInfo, WorkloadRef
+from shared.api.meta import ObjectMeta, ObjectReference
+from shared.api.pmj import PodMigrationJob, PodMigrationJobSpec
+from shared.config import PodherdConfig, config_from_dict
+from shared.servers import Server
+
+pytestmark = pytest.mark.integration
+EPOCH = datetime(2026, 11, 1, tzinfo=UTC)
+
+
+def arbitrator_config(
+    nats_srv: Server, redis_srv: Server, prefix: str, replica: str = "a1", **migration: Any
+) -> PodherdConfig:
+    return config_from_dict(
+        {
+            "nats": {"url": nats_srv.url, "subjectPrefix": prefix, "ackWait": "5s"},
+            "redis": {"url": redis_srv.url, "keyPrefix": prefix},
+            "replica": replica,
+            "migrationController": {
+                "evictQPS": 10_000,
+                "evictBurst": 10_000,
+                "objectLimiters": {"workload": {"duration": "1s", "maxMigrating": 10_000}},
+                **migration,
+            },
+        }
+    )
+
+
+class Cluster:
+    """Publishes watcher-shaped events for pods, workloads, budgets and jobs."""
+
+    def __init__(self, js: Any, subjects: bus.Subjects) -> None:
+        self.js = js
+        self.subjects = subjects
+        self.rv = 0
+
+    async def _event(
+        self,
+        kind: str,
+        plural: str,
+        namespace: str | None,
+        name: str,
+        uid: str,
+        obj: Any,
+        event_type: str = "ADDED",
+    ) -> None:
+        self.rv += 1
+        event = ObjectEvent(
+            kind=kind,
+            type=event_type,
+            name=name,
+            uid=uid,
+            resource_version=str(self.rv),  # type: ignore[arg-type]
+            namespace=namespace,
+            observed_at=datetime.now(UTC),
+            object=obj,
+        )
+        await self.js.publish(
+            self.subjects.event(plural, namespace, name),
+            codec.encode(event),
+            headers={"Nats-Msg-Id": f"{uid}/{self.rv}"},
+        )
+
+    async def deployment(self, name: str, replicas: int, available: int | None = None) -> None:
+        info = WorkloadInfo(
+            uid=f"d-{name}",
+            kind="Deployment",
+            namespace="default",
+            name=name,
+            replicas=replicas,
+            ready_replicas=replicas,
+            available_replicas=replicas if available is None else available,
+        )
+        await self._event("Deployment", "deployments", "default", name, info.uid, info)
+
+    async def pod(self, name: str, node: str, workload: str, **extra: Any) -> PodInfo:
+        info = PodInfo(
+            uid=f"p-{name}",
+            namespace="default",
+            name=name,
+            node_name=node,
+            phase="Running",
+            ready=True,
+            owner=ObjectReference(kind="ReplicaSet", name=f"{workload}-rs", uid=f"rs-{workload}"),
+            workload=WorkloadRef(kind="Deployment", namespace="default", name=workload),
+            scheduler_name="koord-scheduler",
+            labels={"app": workload},
+            **extra,
+        )
+        await self._event("Pod", "pods", "default", name, info.uid, info)
+        return info
+
+    async def pdb(self, name: str, app: str, allowed: int) -> None:
+        info = PdbInfo(
+            uid=f"pdb-{name}",
+            namespace="default",
+            name=name,
+            selector={"app": app},
+            disruptions_allowed=allowed,
+        )
+        await self._event("PodDisruptionBudget", "poddisruptionbudgets", "default", name, info.uid, info)
+
+    async def job(
+        self, name: str, pod: str, priority: int = 0, created: int = 0, event_type: str = "ADDED", **spec: Any
+    ) -> None:
+        job = PodMigrationJob(
+            api_version="scheduling.koordinator.sh/v1alpha1",
+            kind="PodMigrationJob",
+            metadata=ObjectMeta(
+                name=name,
+                uid=f"u-{name}",
+                creation_timestamp=EPOCH + timedelta(seconds=created),
+                annotations={"podherd.io/migration-priority": str(priority)},
+            ),
+            spec=PodMigrationJobSpec(pod_ref=ObjectReference(namespace="default", name=pod), **spec),
+        )
+        await self._event("PodMigrationJob", "podmigrationjobs", None, name, f"u-{name}", job, event_type)
+
+
+@contextlib.asynccontextmanager
+async def arbitrators(configs: list[PodherdConfig]) -> AsyncIterator[list[Arbitrator]]:
+    stop = asyncio.Event()
+    running: list[tuple[Arbitrator, Any, aioredis.Redis, asyncio.Task[None]]] = []
+    for config in configs:
+        nc = await nats.connect(config.nats.url)
+        client = aioredis.from_url(config.redis.url)
+        arbitrator = Arbitrator(config, nc, client, kube=None)
+        running.append((arbitrator, nc, client, asyncio.create_task(arbitrator.run(stop))))
+    try:
+        yield [r[0] for r in running]
+    finally:
+        stop.set()
+        for _arbitrator, nc, client, task in running:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(task, 10)
+            await nc.close()
+            await client.aclose()
+
+
+async def decisions(
+    nc: Any, subjects: bus.Subjects, predicate: Callable[[list[dict[str, Any]]], bool], within: float = 15.0
+) -> list[dict[str, Any]]:
+    """Follow the jobs stream until `predicate(decisions so far)` holds."""
+    js = nc.jetstream()
+    sub = await js.subscribe(f"{subjects.prefix}.jobs.>", ordered_consumer=True)
+    seen: list[dict[str, Any]] = []
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within
+    try:
+        while not predicate(seen):
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                raise TimeoutError(
+                    f"not met; decisions so far: {[(d['job']['name'], d['decision']) for d in seen]}"
+                )
+            with contextlib.suppress(TimeoutError, nats.errors.TimeoutError):
+                msg = await sub.next_msg(timeout=min(1.0, remaining))
+                seen.append(json.loads(msg.data))
+        return seen
+    finally:
+        await sub.unsubscribe()
+
+
+def admitted(ds: list[dict[str, Any]]) -> list[str]:
+    return [d["job"]["name"] for d in ds if d["decision"] == "admitted"]
+
+
+async def setup_cluster(config: PodherdConfig) -> tuple[Any, bus.Subjects, Cluster]:
+    nc = await nats.connect(config.nats.url)
+    js = nc.jetstream()
+    subjects = bus.Subjects(config.nats.subject_prefix)
+    await bus.ensure_events_stream(js, subjects, config.nats)
+    await bus.ensure_work_streams(js, subjects, config.nats)
+    return nc, subjects, Cluster(js, subjects)
+
+
+async def release(config: PodherdConfig, nc: Any, subjects: bus.Subjects, job_uid: str) -> bool:
+    from shared.ledger import Ledger
+
+    client = aioredis.from_url(config.redis.url)
+    try:
+        released = await Ledger(client, config.redis.key_prefix, 600).release(job_uid)
+    finally:
+        await client.aclose()
+    await nc.publish(f"{subjects.prefix}.ledger.released", job_uid.encode())
+    return released
+
+
+# ---------------------------------------------------------------------------------------------------------
+
+
+async def test_seed_001_three_replicas_one_at_a_time_event_driven(
+    nats_srv: Server, redis_srv: Server, test_id: str
+) -> None:
+    config = arbitrator_config(nats_srv, redis_srv, test_id)
+    nc, subjects, cluster = await setup_cluster(config)
+    await cluster.deployment("web", 3)
+    for i in range(3):
+        await cluster.pod(f"web-{i}", f"node-{i}", "web")
+    async with arbitrators([config]):
+        await cluster.job("j0", "web-0", created=0)
+        await cluster.job("j1", "web-1", created=1)
+        first = await decisions(nc, subjects, lambda ds: len(admitted(ds)) == 1)
+        assert admitted(first) == ["j0"]  # GetMaxMigrating(3) = 1: the older job first
+        assert first[0]["slots"] and "workload:Deployment/default/web" in first[0]["slots"]
+        # A released slot wakes the arbitrator at once (no 500 ms round needed).
+        assert await release(config, nc, subjects, "u-j0")
+        later = await decisions(nc, subjects, lambda ds: admitted(ds) == ["j0", "j1"])
+        assert [d["decision"] for d in later] == ["admitted", "admitted"]
+    await nc.close()
+
+
+async def test_default_workload_limiter_spaces_migrations(
+    nats_srv: Server, redis_srv: Server, test_id: str
+) -> None:
+    # Koordinator's default objectLimiters {workload: {duration: 5m}}: GetMaxMigrating(3) = 1 per 5 minutes,
+    # charged at admission (Koordinator #2074): a freed slot is not enough.
+    config = arbitrator_config(nats_srv, redis_srv, test_id, objectLimiters={})
+    nc, subjects, cluster = await setup_cluster(config)
+    await cluster.deployment("web", 3)
+    for i in range(2):
+        await cluster.pod(f"web-{i}", f"node-{i}", "web")
+    async with arbitrators([config]):
+        await cluster.job("j0", "web-0", created=0)
+        await cluster.job("j1", "web-1", created=1)
+        await decisions(nc, subjects, lambda ds: admitted(ds) == ["j0"])
+        assert await release(config, nc, subjects, "u-j0")
+        audit = await _audit_until(
+            nc, subjects, lambda rs: any(r.get("rule") == "objectLimiters.workload" for r in rs)
+        )
+    deferral = next(r for r in audit if r.get("rule") == "objectLimiters.workload")
+    assert deferral["job"] == "j1" and "exhausted for workload Deployment/default/web" in deferral["message"]
+    await nc.close()
+
+
+async def _audit_until(
+    nc: Any, subjects: bus.Subjects, predicate: Callable[[list[dict[str, Any]]], bool], within: float = 15.0
+) -> list[dict[str, Any]]:
+    js = nc.jetstream()
+    sub = await js.subscribe(f"{subjects.prefix}.audit.>", ordered_consumer=True)
+    seen: list[dict[str, Any]] = []
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within
+    try:
+        while not predicate(seen):
+            if loop.time() > deadline:
+                raise TimeoutError(f"audit so far: {seen}")
+            with contextlib.suppress(TimeoutError, nats.errors.TimeoutError):
+                seen.append(json.loads((await sub.next_msg(timeout=1.0)).data))
+        return seen
+    finally:
+        await sub.unsubscribe()
+
+
+async def test_filters_reject_and_missing_pods_fail(
+    nats_srv: Server, redis_srv: Server, test_id: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(engine_module, "MISSING_GRACE", 0.3)
+    config = arbitrator_config(nats_srv, redis_srv, test_id)
+    nc, subjects, cluster = await setup_cluster(config)
+    await cluster.deployment("web", 10)
+    await cluster.pod(
+        "precious", "node-1", "web", annotations={"scheduling.koordinator.sh/eviction-cost": "2147483647"}
+    )
+    async with arbitrators([config]):
+        await cluster.job("never", "precious")
+        await cluster.job("ghost", "no-such-pod")
+        await cluster.job("invalid", "")
+        ds = await decisions(nc, subjects, lambda ds: len(ds) >= 3)
+    by_name = {d["job"]["name"]: d for d in ds}
+    assert (by_name["never"]["decision"], by_name["never"]["reason"], by_name["never"]["rule"]) == (
+        "rejected",
+        "ForbiddenMigratePod",
+        "EvictionCost",
+    )
+    assert (by_name["ghost"]["reason"], by_name["ghost"]["rule"]) == ("MissingPod", "MissingPod")
+    assert by_name["invalid"]["reason"] == "InvalidPodRef"
+    await nc.close()
+
+
+async def test_pdb_and_node_limits(nats_srv: Server, redis_srv: Server, test_id: str) -> None:
+    config = arbitrator_config(
+        nats_srv, redis_srv, test_id, maxMigratingPerWorkload=10, maxUnavailablePerWorkload=10
+    )
+    nc, subjects, cluster = await setup_cluster(config)
+    await cluster.deployment("web", 20)
+    await cluster.deployment("api", 20)
+    await cluster.pdb("web", "web", allowed=1)
+    for i in range(3):
+        await cluster.pod(f"web-{i}", f"node-{i}", "web")
+        await cluster.pod(f"api-{i}", "node-9", "api")
+    async with arbitrators([config]):
+        for i in range(3):
+            await cluster.job(f"web-job-{i}", f"web-{i}", created=i)
+            await cluster.job(f"api-job-{i}", f"api-{i}", created=10 + i)
+        ds = await decisions(nc, subjects, lambda ds: len(admitted(ds)) >= 3)
+        await asyncio.sleep(0.6)  # one more arbitration interval: nothing else may be admitted
+        ds = await decisions(nc, subjects, lambda d: len(d) >= len(ds))
+    assert sorted(admitted(ds)) == ["api-job-0", "api-job-1", "web-job-0"]  # PDB allows 1; node-9 allows 2
+    await nc.close()
+
+
+async def test_four_replicas_admit_in_global_order_within_limits(
+    nats_srv: Server, redis_srv: Server, test_id: str
+) -> None:
+    # 200 jobs with distinct migration priorities compete for maxMigratingGlobally=10. In every wave the
+    # ten admitted must be exactly the ten best still waiting, whichever replica admitted them.
+    configs = [
+        arbitrator_config(
+            nats_srv,
+            redis_srv,
+            test_id,
+            replica=f"a{i}",
+            maxMigratingGlobally=10,
+            maxMigratingPerNode=0,
+            maxMigratingPerWorkload=1000,
+            maxUnavailablePerWorkload=1000,
+        )
+        for i in range(4)
+    ]
+    nc, subjects, cluster = await setup_cluster(configs[0])
+    await cluster.deployment("big", 5000)
+    for i in range(200):
+        await cluster.pod(f"p{i}", f"node-{i % 40}", "big")
+    priorities = list(range(200))
+    import random
+
+    random.Random(7).shuffle(priorities)
+    from shared.ledger import Ledger, SlotSpec
+
+    client = aioredis.from_url(configs[0].redis.url)
+    ledger = Ledger(client, test_id, 600)
+    await ledger.rebuild([])
+    blockers = [f"blocker-{i}" for i in range(10)]
+    for blocker in blockers:  # the room is full while the queue fills, so every job waits together
+        assert (
+            await ledger.admit(blocker, blocker, [SlotSpec("maxMigratingGlobally", "global", 10, "c")], [])
+        ).admitted
+    async with arbitrators(configs):
+        for i, priority in enumerate(priorities):
+            await cluster.job(f"j{i}", f"p{i}", priority=priority, created=i)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 30
+        while await ledger.queue_length() < 200:
+            assert loop.time() < deadline, "the jobs never all reached the queue"
+            await asyncio.sleep(0.05)
+        for blocker in blockers:
+            assert await release(configs[0], nc, subjects, blocker)
+        waiting = {f"j{i}": p for i, p in enumerate(priorities)}
+        seen = 0
+        for _wave in range(4):
+            ds = await decisions(nc, subjects, lambda ds, n=seen: len(admitted(ds)) >= n + 10, within=30)
+            wave = admitted(ds)[seen : seen + 10]
+            best = sorted(waiting, key=lambda j: -waiting[j])[:10]
+            assert sorted(wave) == sorted(best)
+            members = await client.smembers(f"{{{test_id}}}:ledger:slots:global")
+            assert len(members) <= 10
+            for job in wave:
+                waiting.pop(job)
+                assert await release(configs[0], nc, subjects, f"u-{job}")
+            seen += 10
+        await client.aclose()
+    await nc.close()
