@@ -124,20 +124,29 @@ class Cluster:
         await self._event("PodDisruptionBudget", "poddisruptionbudgets", "default", name, info.uid, info)
 
     async def job(
-        self, name: str, pod: str, priority: int = 0, created: int = 0, event_type: str = "ADDED", **spec: Any
+        self,
+        name: str,
+        pod: str,
+        priority: int = 0,
+        created: int = 0,
+        event_type: str = "ADDED",
+        uid: str | None = None,
+        **spec: Any,
     ) -> None:
         job = PodMigrationJob(
             api_version="scheduling.koordinator.sh/v1alpha1",
             kind="PodMigrationJob",
             metadata=ObjectMeta(
                 name=name,
-                uid=f"u-{name}",
+                uid=uid or f"u-{name}",
                 creation_timestamp=EPOCH + timedelta(seconds=created),
                 annotations={"podherd.io/migration-priority": str(priority)},
             ),
             spec=PodMigrationJobSpec(pod_ref=ObjectReference(namespace="default", name=pod), **spec),
         )
-        await self._event("PodMigrationJob", "podmigrationjobs", None, name, f"u-{name}", job, event_type)
+        await self._event(
+            "PodMigrationJob", "podmigrationjobs", None, name, uid or f"u-{name}", job, event_type
+        )
 
 
 @contextlib.asynccontextmanager
@@ -383,4 +392,82 @@ async def test_four_replicas_admit_in_global_order_within_limits(
                 assert await release(configs[0], nc, subjects, f"u-{job}")
             seen += 10
         await client.aclose()
+    await nc.close()
+
+
+async def test_flush_closes_admission_until_rebuilt_from_running_jobs(
+    nats_srv: Server, redis_srv: Server, test_id: str, kubesim_factory: Callable[..., Any], tmp_path: Any
+) -> None:
+    from shared.kube import KubeClient
+    from shared.ledger import Ledger
+    from tests.kube import client_for, with_crds
+
+    handle = kubesim_factory()
+    kube_api = with_crds(client_for(handle))
+    config = arbitrator_config(nats_srv, redis_srv, test_id, maxMigratingPerNode=1)
+    nc, subjects, cluster = await setup_cluster(config)
+    await cluster.deployment("web", 10)
+    for i in range(3):
+        await cluster.pod(f"web-{i}", "node-1" if i < 2 else "node-2", "web")
+    client = aioredis.from_url(config.redis.url)
+    ledger = Ledger(client, test_id, 600)
+    async with arbitrators([config]) as (arbitrator,):
+        arbitrator.kube = KubeClient.from_config(
+            config_from_dict({"kubernetes": {"kubeconfig": str(handle.kubeconfig)}}).kubernetes
+        )
+        group, version = "scheduling.koordinator.sh", "v1alpha1"
+        created = kube_api.custom.create_cluster_custom_object(
+            group,
+            version,
+            "podmigrationjobs",
+            {
+                "apiVersion": f"{group}/{version}",
+                "kind": "PodMigrationJob",
+                "metadata": {"name": "j0"},
+                "spec": {"podRef": {"namespace": "default", "name": "web-0"}},
+            },
+        )
+        uid = created["metadata"]["uid"]
+        await cluster.job("j0", "web-0", created=0, uid=uid)
+        [decision] = await decisions(nc, subjects, lambda ds: len(admitted(ds)) == 1)
+        before = await ledger.snapshot()
+        # What the tracker does when the job starts: Running, with the pod and slots it holds on the PMJ.
+        kube_api.custom.patch_cluster_custom_object(
+            group,
+            version,
+            "podmigrationjobs",
+            "j0",
+            {
+                "metadata": {
+                    "annotations": {
+                        "podherd.io/ledger": json.dumps({"pod": "p-web-0", "slots": decision["slots"]})
+                    }
+                }
+            },
+        )
+        kube_api.custom.patch_cluster_custom_object_status(
+            group, version, "podmigrationjobs", "j0", {"status": {"phase": "Running"}}
+        )
+        real = arbitrator.kube
+        from kubesim.sim import write_kubeconfig
+
+        nowhere = write_kubeconfig("http://127.0.0.1:9", tmp_path / "nowhere.kubeconfig")
+        arbitrator.kube = KubeClient.from_config(
+            config_from_dict({"kubernetes": {"kubeconfig": str(nowhere)}}).kubernetes
+        )  # the API server is unreachable: rebuilds fail
+        keys = [k async for k in client.scan_iter(match=f"{{{test_id}}}:ledger*")]
+        await client.delete(*keys)  # Redis loses the ledger
+        await cluster.job("j1", "web-1", created=1)  # same node as j0: must wait for j0's slot
+        await cluster.job("j2", "web-2", created=2)  # other node: would fit, but the ledger is closed
+        await asyncio.sleep(1.2)  # two arbitration rounds, closed
+        assert not await ledger.is_complete()
+        assert admitted(await decisions(nc, subjects, lambda ds: len(ds) >= 1)) == ["j0"]
+        arbitrator.kube = real  # the API server is back: the next round rebuilds
+        later = await decisions(nc, subjects, lambda ds: "j2" in admitted(ds))
+        assert admitted(later) == ["j0", "j2"]  # j1 still waits behind the rebuilt node slot of j0
+        rebuilt = await ledger.snapshot()
+        assert rebuilt["claims"]["p-web-0"] == uid
+        # j0's slots are exactly what they were (j2, admitted since, may share some of the sets).
+        assert {k: [uid] for k, v in rebuilt["slots"].items() if uid in v} == before["slots"]
+    await client.aclose()
     await nc.close()
