@@ -160,6 +160,23 @@ class Ledger:
         members: list[Any] = await self.client.zrange(f"{self.prefix}:queue", 0, count - 1)
         return [_text(m).rsplit("|", 1)[1] for m in members]
 
+    async def unannounced(self) -> dict[str, tuple[str, str, str]]:
+        """Outcomes taken off the queue whose decisions may not have been published yet: job -> (outcome,
+        rule, message)."""
+        raw = await self.client.hgetall(f"{self.prefix}:announce")
+        out = {}
+        for job, value in raw.items():
+            outcome, rule, message, _pod = json.loads(value)
+            out[_text(job)] = (outcome, rule, message)
+        return out
+
+    async def held_slots(self, job_uid: str) -> list[str]:
+        record = await self.client.hget(f"{self.prefix}:job:{job_uid}", "slots")
+        return list(json.loads(record)) if record else []
+
+    async def announced(self, job_uid: str) -> None:
+        await self.client.hdel(f"{self.prefix}:announce", job_uid)
+
     async def queue_length(self) -> int:
         return int(await self.client.zcard(f"{self.prefix}:queue"))
 

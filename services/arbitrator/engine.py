@@ -185,6 +185,7 @@ class Engine:
     async def admit_pass(self) -> int:
         """Admit what fits now, in queue order. Returns how many jobs were admitted."""
         started = time.perf_counter()
+        await self._announce_pending()
         admitted = 0
         for _ in range(32):  # bounded: a pass that keeps losing races yields to the next wake-up
             head = await self.ledger.head(self.config.arbitrator.scan_depth)
@@ -205,21 +206,14 @@ class Engine:
                 continue  # another replica moved the head first
             progress = 0
             for candidate, verdict in zip(candidates, verdicts, strict=True):
-                job = await self._job(candidate.job_uid)
-                name = (job.metadata.name if job else None) or candidate.job_uid
-                if verdict.outcome == "admitted":
-                    await self._admitted(name, candidate)
-                    progress += 1
-                elif verdict.outcome == "forbidden":
-                    await self._reject(
-                        name,
-                        candidate.job_uid,
-                        filters.Rejection(
-                            verdict.rule, REASON_FORBIDDEN_MIGRATE_POD, f"{verdict.rule}: {verdict.message}"
-                        ),
+                if verdict.outcome in ("admitted", "forbidden"):
+                    await self._announce(
+                        candidate.job_uid, verdict.outcome, verdict.rule, verdict.message, candidate
                     )
                     progress += 1
                 elif verdict.outcome == "deferred":
+                    job = await self._job(candidate.job_uid)
+                    name = (job.metadata.name if job else None) or candidate.job_uid
                     await self._deferred(name, candidate.job_uid, verdict.rule, verdict.message)
             admitted += progress
             if progress == 0 or len(head) < self.config.arbitrator.scan_depth:
@@ -227,6 +221,28 @@ class Engine:
         QUEUE.set(await self.ledger.queue_length())
         PASS_SECONDS.observe(time.perf_counter() - started)
         return admitted
+
+    async def _announce(
+        self, uid: str, outcome: str, rule: str, message: str, candidate: Candidate | None
+    ) -> None:
+        job = await self._job(uid)
+        name = (job.metadata.name if job else None) or uid
+        if outcome == "admitted":
+            if candidate is None:  # re-announcing after a crash: the slots are those the ledger holds
+                keys = await self.ledger.held_slots(uid)
+                candidate = Candidate(uid, "", tuple(SlotSpec("", k, 0, "") for k in keys), ())
+            await self._admitted(name, candidate)
+        else:
+            await self._reject(
+                name, uid, filters.Rejection(rule, REASON_FORBIDDEN_MIGRATE_POD, f"{rule}: {message}")
+            )
+        await self.ledger.announced(uid)
+
+    async def _announce_pending(self) -> None:
+        """Publish outcomes a replica took off the queue but may have died before telling (idempotent:
+        the decision's Nats-Msg-Id is the same whoever publishes it)."""
+        for uid, (outcome, rule, message) in (await self.ledger.unannounced()).items():
+            await self._announce(uid, outcome, rule, message, None)
 
     async def _prepare(self, uid: str) -> Prepared:
         job = await self._job(uid)

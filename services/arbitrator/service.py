@@ -194,7 +194,9 @@ async def main(config: PodherdConfig, stop: asyncio.Event, ops: OpsServer) -> No
         await arbitrator.run(stop)
     finally:
         with contextlib.suppress(Exception):
-            await nc.drain()
+            await nc.flush(timeout=2)
+        with contextlib.suppress(Exception):
+            await nc.close()
         await client.aclose()
         if kube is not None:
             kube.close()

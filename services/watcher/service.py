@@ -134,5 +134,7 @@ async def main(config: PodherdConfig, stop: asyncio.Event, ops: OpsServer) -> No
         await watcher.run(stop)
     finally:
         with contextlib.suppress(Exception):
-            await nc.drain()
+            await nc.flush(timeout=2)
+        with contextlib.suppress(Exception):
+            await nc.close()
         kube.close()

@@ -13,6 +13,7 @@
 --          plan: {"slots": [[rule, key, limit, what], ...], "buckets": [[rule, key, rate, burst, what], ...]}
 --
 -- Returns {"retry"} or, per job, three strings: outcome (admitted|deferred|forbidden|closed), rule, message.
+-- Queued jobs that leave the queue are also recorded in <prefix>:announce until their decision is published.
 local p = KEYS[1]
 local ttl = tonumber(ARGV[1])
 local now
@@ -109,7 +110,12 @@ for i = 1, count do
   local outcome, rule, message = decide(job, pod, plan)
   if queued and (outcome == 'admitted' or outcome == 'forbidden') then
     local member = redis.call('HGET', p .. ':queued', job)
-    if member then redis.call('ZREM', p .. ':queue', member); redis.call('HDEL', p .. ':queued', job) end
+    if member then
+      redis.call('ZREM', p .. ':queue', member); redis.call('HDEL', p .. ':queued', job)
+      -- Off the queue, the outcome must still be told: it stays here until a replica has published it,
+      -- so a replica dying between this script and its publish loses nothing.
+      redis.call('HSET', p .. ':announce', job, cjson.encode({outcome, rule, message, pod}))
+    end
   end
   table.insert(out, outcome); table.insert(out, rule); table.insert(out, message)
 end

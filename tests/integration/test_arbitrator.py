@@ -471,3 +471,79 @@ async def test_flush_closes_admission_until_rebuilt_from_running_jobs(
         assert {k: [uid] for k, v in rebuilt["slots"].items() if uid in v} == before["slots"]
     await client.aclose()
     await nc.close()
+
+
+async def test_killing_a_replica_mid_stream_loses_no_job(
+    nats_srv: Server, redis_srv: Server, test_id: str, tmp_path: Any
+) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    config = arbitrator_config(
+        nats_srv,
+        redis_srv,
+        test_id,
+        maxMigratingPerNode=0,
+        maxMigratingPerWorkload=1000,
+        maxUnavailablePerWorkload=1000,
+    )
+    nc, subjects, cluster = await setup_cluster(config)
+    await cluster.deployment("big", 5000)
+    for i in range(300):
+        await cluster.pod(f"p{i}", f"node-{i % 30}", "big")
+    env = {
+        **os.environ,
+        "NATS_URL": nats_srv.url,
+        "REDIS_URL": redis_srv.url,
+        "PODHERD_CONFIG": "",
+        "PODHERD_NATS__SUBJECTPREFIX": test_id,
+        "PODHERD_REDIS__KEYPREFIX": test_id,
+        "PODHERD_HTTP__PORT": "0",
+        "PODHERD_NATS__ACKWAIT": "2s",
+        "PODHERD_LOGGING__FORMAT": "text",
+        "PODHERD_MIGRATIONCONTROLLER__EVICTQPS": "100000",
+        "PODHERD_MIGRATIONCONTROLLER__EVICTBURST": "100000",
+        "PODHERD_MIGRATIONCONTROLLER__MAXMIGRATINGPERNODE": "0",
+        "PODHERD_MIGRATIONCONTROLLER__MAXMIGRATINGPERWORKLOAD": "1000",
+        "PODHERD_MIGRATIONCONTROLLER__MAXUNAVAILABLEPERWORKLOAD": "1000",
+        "PODHERD_MIGRATIONCONTROLLER__OBJECTLIMITERS": "{workload: {duration: 1s, maxMigrating: 100000}}",
+        "KUBECONFIG": str(tmp_path / "none"),
+    }
+    procs = []
+    for i in range(3):
+        log = open(tmp_path / f"a{i}.log", "wb")  # noqa: SIM115, ASYNC230 - handed to the child
+        procs.append(
+            subprocess.Popen(  # noqa: ASYNC220 - a process to SIGKILL, started once
+                [sys.executable, "-m", "podherd", "run", "arbitrator"],
+                env={**env, "PODHERD_REPLICA": f"a{i}"},
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        )
+        log.close()
+    try:
+        for i in range(150):
+            await cluster.job(f"j{i}", f"p{i}", created=i)
+        await decisions(nc, subjects, lambda ds: len(admitted(ds)) >= 20, within=30)
+        procs[0].send_signal(
+            signal.SIGKILL
+        )  # mid-stream: whatever it had fetched is redelivered after ackWait
+        procs[0].wait(10)
+        for i in range(150, 300):
+            await cluster.job(f"j{i}", f"p{i}", created=i)
+        final = await decisions(
+            nc, subjects, lambda ds: len({d["job"]["name"] for d in ds}) >= 300, within=60
+        )
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+                proc.wait(20)
+    names = [d["job"]["name"] for d in final]
+    assert sorted(set(names)) == sorted(f"j{i}" for i in range(300))
+    assert len(names) == 300, "a decision was published twice"
+    assert all(d["decision"] == "admitted" for d in final)
+    assert all(proc.returncode in (0, -signal.SIGKILL) for proc in procs)
+    await nc.close()
