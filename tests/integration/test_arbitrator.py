@@ -335,7 +335,7 @@ async def test_pdb_and_node_limits(nats_srv: Server, redis_srv: Server, test_id:
 async def test_four_replicas_admit_in_global_order_within_limits(
     nats_srv: Server, redis_srv: Server, test_id: str
 ) -> None:
-    # 200 jobs with distinct migration priorities compete for maxMigratingGlobally=10. In every wave the
+    # 1,000 jobs with distinct migration priorities compete for maxMigratingGlobally=10. In every wave the
     # ten admitted must be exactly the ten best still waiting, whichever replica admitted them.
     configs = [
         arbitrator_config(
@@ -352,9 +352,10 @@ async def test_four_replicas_admit_in_global_order_within_limits(
     ]
     nc, subjects, cluster = await setup_cluster(configs[0])
     await cluster.deployment("big", 5000)
-    for i in range(200):
+    jobs = 1000
+    for i in range(jobs):
         await cluster.pod(f"p{i}", f"node-{i % 40}", "big")
-    priorities = list(range(200))
+    priorities = list(range(jobs))
     import random
 
     random.Random(7).shuffle(priorities)
@@ -380,12 +381,12 @@ async def test_four_replicas_admit_in_global_order_within_limits(
             assert await release(configs[0], nc, subjects, blocker)
         waiting = {f"j{i}": p for i, p in enumerate(priorities)}
         seen = 0
-        for _wave in range(4):
+        for _wave in range(8):
             ds = await decisions(nc, subjects, lambda ds, n=seen: len(admitted(ds)) >= n + 10, within=30)
             wave = admitted(ds)[seen : seen + 10]
             best = sorted(waiting, key=lambda j: -waiting[j])[:10]
             assert sorted(wave) == sorted(best)
-            members = await client.smembers(f"{{{test_id}}}:ledger:slots:global")
+            members = await client.smembers(f"{{{test_id}}}:ledger:slots:global")  # the ledger itself
             assert len(members) <= 10
             for job in wave:
                 waiting.pop(job)
@@ -546,4 +547,64 @@ async def test_killing_a_replica_mid_stream_loses_no_job(
     assert len(names) == 300, "a decision was published twice"
     assert all(d["decision"] == "admitted" for d in final)
     assert all(proc.returncode in (0, -signal.SIGKILL) for proc in procs)
+    await nc.close()
+
+
+async def test_four_replicas_racing_never_exceed_any_limit(
+    nats_srv: Server, redis_srv: Server, test_id: str
+) -> None:
+    # 1,000 jobs over 50 nodes and 10 workloads; node, namespace, workload and global limits all bind.
+    # A checker reads the ledger after every admission it sees; jobs are released as they are admitted.
+    limits = {"node": 2, "namespace": 40, "workload": 3, "global": 25}
+    configs = [
+        arbitrator_config(
+            nats_srv,
+            redis_srv,
+            test_id,
+            replica=f"a{i}",
+            maxMigratingGlobally=25,
+            maxMigratingPerNode=2,
+            maxMigratingPerNamespace=40,
+            maxMigratingPerWorkload=3,
+            maxUnavailablePerWorkload=3,
+        )
+        for i in range(4)
+    ]
+    nc, subjects, cluster = await setup_cluster(configs[0])
+    for w in range(10):
+        await cluster.deployment(f"w{w}", 100)
+    for i in range(1000):
+        await cluster.pod(f"p{i}", f"node-{i % 50}", f"w{i % 10}")
+    client = aioredis.from_url(configs[0].redis.url)
+    violations: list[str] = []
+    released = 0
+
+    async def check() -> None:
+        async for key in client.scan_iter(match=f"{{{test_id}}}:ledger:slots:*", count=1000):
+            name = key.decode().split(":slots:", 1)[1]
+            kind = name.split(":", 1)[0]
+            size = await client.scard(key)
+            if size > limits[kind]:
+                violations.append(f"{name}: {size} > {limits[kind]}")
+
+    async with arbitrators(configs):
+        for i in range(1000):
+            await cluster.job(f"j{i}", f"p{i}", created=i)
+        js = nc.jetstream()
+        sub = await js.subscribe(f"{subjects.prefix}.jobs.admitted.>", ordered_consumer=True)
+        done: set[str] = set()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 120
+        while len(done) < 1000:
+            assert loop.time() < deadline, f"only {len(done)} of 1000 jobs admitted"
+            msg = await sub.next_msg(timeout=10)
+            decision = json.loads(msg.data)
+            await check()
+            done.add(decision["job"]["name"])
+            assert await release(configs[0], nc, subjects, decision["job"]["uid"])
+            released += 1
+        await sub.unsubscribe()
+    await client.aclose()
+    assert not violations, violations[:5]
+    assert released == 1000
     await nc.close()
