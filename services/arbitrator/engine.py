@@ -15,13 +15,14 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+import msgspec
 from prometheus_client import Counter, Gauge, Histogram
 
 from services.arbitrator.facts import FactStore
 from services.arbitrator.rules import filters, limits, order
 from services.arbitrator.rules.facts import JobFacts, PdbFacts, PodInfo, WorkloadFacts
 from shared.api import codec
-from shared.api.messages import AuditRecord, Decision, JobRef
+from shared.api.messages import AuditRecord, Decision, JobRef, PdbInfo, WorkloadInfo
 from shared.api.pmj import (
     ANNOTATION_ABORT,
     ANNOTATION_MIGRATION_PRIORITY,
@@ -54,6 +55,15 @@ PASS_SECONDS = Histogram(
 MISSING_GRACE = 5.0
 
 Publish = Callable[[str, bytes, str], Awaitable[None]]  # subject, data, msg id
+
+
+@dataclass(frozen=True)
+class Loaded:
+    job: PodMigrationJob
+    facts: JobFacts
+    pod: PodInfo | None
+    workload: WorkloadFacts | None
+    pdbs: list[PdbInfo]
 
 
 @dataclass(frozen=True)
@@ -99,6 +109,8 @@ class Engine:
             # leaves the queue at once (a paused one comes back when unpaused).
             if await self.ledger.dequeue(uid):
                 QUEUE.dec()
+            if deleted or finished:
+                await self.redis.hdel(f"{self.meta}:decided", uid)
             return
         if error is not None:
             await self._reject(name, uid, filters.Rejection("InvalidSpec", REASON_INVALID_SPEC, error))
@@ -107,6 +119,8 @@ class Engine:
         if invalid is not None:
             await self._reject(name, uid, filters.Rejection(invalid.reason, invalid.reason, invalid.message))
             return
+        if await self.redis.hexists(f"{self.meta}:decided", uid):
+            return  # arbitrated once: a replayed or re-ranking event must not queue it again
         await self.facts.client.hset(f"{self.meta}:jobs", uid, _encode_job(job))
         await self.redis.hsetnx(f"{self.meta}:since", uid, repr(time.time()))
         facts, pod, workload = await self._facts_of(job)
@@ -122,41 +136,93 @@ class Engine:
         QUEUE.set(await self.ledger.queue_length())
 
     async def _facts_of(self, job: PodMigrationJob) -> tuple[JobFacts, PodInfo | None, WorkloadFacts | None]:
-        ref = job.spec.pod_ref
-        namespace, pod_name = (ref.namespace or "", ref.name or "") if ref else ("", "")
-        annotations = job.metadata.annotations or {}
-        try:
-            migration_priority = int(annotations.get(ANNOTATION_MIGRATION_PRIORITY, "0"))
-        except ValueError:
-            migration_priority = 0
-        created = job.metadata.creation_timestamp
-        pod = await self.facts.pod(namespace, pod_name)
-        failed = await self.redis.hget(
-            f"{self.config.redis.key_prefix}:stats:pod-failures", f"{namespace}/{pod_name}"
-        )
-        facts = JobFacts(
-            name=job.metadata.name or "",
-            uid=job.metadata.uid or "",
-            pod_namespace=namespace,
-            pod_name=pod_name,
-            mode=job.spec.mode or self.args.default_job_mode,
-            created_at=created.timestamp() if created else 0.0,
-            migration_priority=migration_priority,
-            failed_attempts=int(failed or 0),
-        )
-        workload = None
-        if pod is not None and pod.workload is not None:
-            info = await self.facts.workload(pod.workload.kind, pod.workload.namespace, pod.workload.name)
-            if info is not None:
-                key = f"{info.kind}/{info.namespace}/{info.name}"
-                past = await self.redis.hget(f"{self.config.redis.key_prefix}:stats:workload-migrations", key)
+        [loaded] = await self._load([job])
+        return loaded.facts, loaded.pod, loaded.workload
+
+    async def _load(self, jobs: list[PodMigrationJob]) -> list[Loaded]:
+        """Everything the rules need about `jobs`, in four pipelined round trips however many there are."""
+        prefix = self.config.redis.key_prefix
+        refs = [
+            (j.spec.pod_ref.namespace or "", j.spec.pod_ref.name or "") if j.spec.pod_ref else ("", "")
+            for j in jobs
+        ]
+        pipe = self.redis.pipeline(transaction=False)
+        for namespace, name in refs:
+            pipe.hget(self.facts._key("pod", f"{namespace}/{name}"), "data")
+            pipe.hget(f"{prefix}:stats:pod-failures", f"{namespace}/{name}")
+        replies = await pipe.execute()
+        pods = [msgspec.json.decode(r, type=PodInfo) if r else None for r in replies[0::2]]
+        failures = [int(r or 0) for r in replies[1::2]]
+        pipe = self.redis.pipeline(transaction=False)
+        namespaces = sorted({p.namespace for p in pods if p is not None})
+        for pod in pods:
+            ref = pod.workload if pod is not None else None
+            pipe.hget(
+                self.facts._key("workload", f"{ref.kind}/{ref.namespace}/{ref.name}") if ref else "-", "data"
+            )
+            pipe.hget(
+                f"{prefix}:stats:workload-migrations",
+                f"{ref.kind}/{ref.namespace}/{ref.name}" if ref else "-",
+            )
+        for namespace in namespaces:
+            pipe.smembers(f"{self.facts.prefix}:pdbs:{namespace}")
+        replies = await pipe.execute()
+        workloads_raw, pasts = replies[0 : 2 * len(pods) : 2], replies[1 : 2 * len(pods) : 2]
+        pdb_names = {
+            ns: sorted(_text(n) for n in names)
+            for ns, names in zip(namespaces, replies[2 * len(pods) :], strict=True)
+        }
+        pipe = self.redis.pipeline(transaction=False)
+        idents = [ident for names in pdb_names.values() for ident in names]
+        for ident in idents:
+            pipe.hget(self.facts._key("pdb", ident), "data")
+        pdb_facts = {
+            ident: msgspec.json.decode(r, type=PdbInfo)
+            for ident, r in zip(idents, await pipe.execute() if idents else [], strict=True)
+            if r
+        }
+        loaded = []
+        for job, (namespace, name), pod, failed, workload_raw, past in zip(
+            jobs, refs, pods, failures, workloads_raw, pasts, strict=True
+        ):
+            annotations = job.metadata.annotations or {}
+            try:
+                migration_priority = int(annotations.get(ANNOTATION_MIGRATION_PRIORITY, "0"))
+            except ValueError:
+                migration_priority = 0
+            created = job.metadata.creation_timestamp
+            facts = JobFacts(
+                name=job.metadata.name or "",
+                uid=job.metadata.uid or "",
+                pod_namespace=namespace,
+                pod_name=name,
+                mode=job.spec.mode or self.args.default_job_mode,
+                created_at=created.timestamp() if created else 0.0,
+                migration_priority=migration_priority,
+                failed_attempts=failed,
+            )
+            workload = None
+            if workload_raw:
+                info = msgspec.json.decode(workload_raw, type=WorkloadInfo)
                 workload = WorkloadFacts(
-                    key=key,
+                    key=f"{info.kind}/{info.namespace}/{info.name}",
                     replicas=info.replicas,
                     available=info.available_replicas,
                     past_migrations=int(past or 0),
                 )
-        return facts, pod, workload
+            budgets = []
+            if pod is not None:
+                budgets = [
+                    pdb_facts[i]
+                    for i in pdb_names.get(pod.namespace, [])
+                    if i in pdb_facts
+                    and (
+                        pdb_facts[i].selector
+                        and all(pod.labels.get(k) == v for k, v in pdb_facts[i].selector.items())
+                    )
+                ]
+            loaded.append(Loaded(job, facts, pod, workload, budgets))
+        return loaded
 
     async def on_pod(self, pod: PodInfo | None, deleted_uid: str | None = None) -> None:
         """Keep the background-eviction sets current (seed 003): such pods count as migrating; re-rank a
@@ -191,13 +257,13 @@ class Engine:
             head = await self.ledger.head(self.config.arbitrator.scan_depth)
             if not head:
                 break
-            prepared = [await self._prepare(uid) for uid in head]
+            prepared = await self._prepare_all(head)
             rejected = [(uid, p) for uid, p in zip(head, prepared, strict=True) if p.candidate is None]
             for uid, p in rejected:
-                await self.ledger.dequeue(uid)
-                if p.rejection is not None:
+                if p.rejection is not None:  # told first, then off the queue: a crash between retells it
                     job = await self._job(uid)
                     await self._reject(job.metadata.name or uid if job else uid, uid, p.rejection)
+                await self.ledger.dequeue(uid)
             if rejected:
                 continue  # the head changed: read it again
             candidates = [p.candidate for p in prepared if p.candidate is not None]
@@ -244,26 +310,44 @@ class Engine:
         for uid, (outcome, rule, message) in (await self.ledger.unannounced()).items():
             await self._announce(uid, outcome, rule, message, None)
 
-    async def _prepare(self, uid: str) -> Prepared:
-        job = await self._job(uid)
-        if job is None:
-            return Prepared(None)
-        facts, pod, workload = await self._facts_of(job)
-        waiting = await self._waiting_for_facts(uid, facts, pod, job)
-        if waiting is not None:
-            return waiting
+    async def _prepare_all(self, uids: list[str]) -> list[Prepared]:
+        raw_jobs = await self.redis.hmget(f"{self.meta}:jobs", uids)
+        since = await self.redis.hmget(f"{self.meta}:since", uids)
+        present = [(i, _decode_job(r)) for i, r in enumerate(raw_jobs) if r]
+        loaded = dict(zip((i for i, _ in present), await self._load([j for _, j in present]), strict=True))
+        out = []
+        for i, uid in enumerate(uids):
+            item = loaded.get(i)
+            out.append(
+                Prepared(None) if item is None else self._prepare(uid, item, float(since[i] or time.time()))
+            )
+        return out
+
+    def _prepare(self, uid: str, item: Loaded, since: float) -> Prepared:
+        facts, pod, workload = item.facts, item.pod, item.workload
+        missing = None
+        if pod is None:
+            missing = f"pod {facts.pod_namespace}/{facts.pod_name}"
+        elif (
+            pod.workload is not None
+            and workload is None
+            and pod.workload.kind in ("Deployment", "StatefulSet", "ReplicaSet")
+        ):
+            missing = f"workload {pod.workload.kind}/{pod.workload.namespace}/{pod.workload.name}"
+        if missing is not None:
+            if pod is None and time.time() - since > MISSING_GRACE:
+                return Prepared(
+                    None, filters.evaluate(facts, None, None, self.args)
+                )  # MissingPod: never passes
+            wait = SlotSpec("WaitingForFacts", f"waiting:{uid}", 0, f"{missing} (not seen yet)")
+            return Prepared(Candidate(uid, pod.uid if pod else f"missing:{uid}", (wait,), ()))
         assert pod is not None
         rejection = filters.evaluate(facts, pod, workload, self.args, self._threshold())
         if rejection is not None:
             return Prepared(None, rejection)
-        pdbs = [
-            p
-            for p in await self.facts.pdbs(pod.namespace)
-            if p.selector and all(pod.labels.get(k) == v for k, v in p.selector.items())
-        ]
         plan = limits.plan(facts, pod, workload, None, self.args)
         slots = [SlotSpec(s.rule, s.key, s.limit, s.what) for s in plan.slots]
-        for pdb in pdbs:
+        for pdb in item.pdbs:
             budget = PdbFacts(key=f"{pdb.namespace}/{pdb.name}", disruptions_allowed=pdb.disruptions_allowed)
             slots.append(
                 SlotSpec(
@@ -275,27 +359,6 @@ class Engine:
             )
         buckets = [BucketSpec(b.rule, b.key, b.rate, b.burst, b.what) for b in plan.buckets]
         return Prepared(Candidate(uid, pod.uid, tuple(slots), tuple(buckets)))
-
-    async def _waiting_for_facts(
-        self, uid: str, facts: JobFacts, pod: PodInfo | None, job: PodMigrationJob
-    ) -> Prepared | None:
-        missing = None
-        if pod is None:
-            missing = f"pod {facts.pod_namespace}/{facts.pod_name}"
-        elif (
-            pod.workload is not None
-            and await self.facts.workload(pod.workload.kind, pod.workload.namespace, pod.workload.name)
-            is None
-            and pod.workload.kind in ("Deployment", "StatefulSet", "ReplicaSet")
-        ):
-            missing = f"workload {pod.workload.kind}/{pod.workload.namespace}/{pod.workload.name}"
-        if missing is None:
-            return None
-        since = float(await self.redis.hget(f"{self.meta}:since", uid) or time.time())
-        if pod is None and time.time() - since > MISSING_GRACE:
-            return Prepared(None, filters.evaluate(facts, None, None, self.args))  # MissingPod, never passes
-        wait = SlotSpec("WaitingForFacts", f"waiting:{uid}", 0, f"{missing} (not seen yet)")
-        return Prepared(Candidate(uid, pod.uid if pod else f"missing:{uid}", (wait,), ()))
 
     def _threshold(self) -> int | None:
         threshold = self.args.priority_threshold
@@ -362,6 +425,8 @@ class Engine:
         await self.publish(self.audit_subject(name), codec.encode(record), record.id)
 
     async def _send(self, decision: Decision) -> None:
+        """Publish a decision and its audit record, then remember the job as decided (after: a crash in
+        between re-decides it, and the same Nats-Msg-Id makes the second publish a no-op)."""
         DECISIONS.labels(decision.decision, decision.rule).inc()
         await self.publish(
             self.subject(decision.decision, decision.job.name),
@@ -388,10 +453,15 @@ class Engine:
             decision.message,
             extra={"job": decision.job.name, "rule": decision.rule},
         )
+        await self.redis.hset(f"{self.meta}:decided", decision.job.uid, decision.decision)
 
 
 def _encode_job(job: PodMigrationJob) -> bytes:
     return codec.encode(job)
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
 
 
 def _decode_job(data: bytes | str) -> PodMigrationJob:

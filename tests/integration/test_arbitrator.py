@@ -373,8 +373,8 @@ async def test_four_replicas_admit_in_global_order_within_limits(
         for i, priority in enumerate(priorities):
             await cluster.job(f"j{i}", f"p{i}", priority=priority, created=i)
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + 30
-        while await ledger.queue_length() < 200:
+        deadline = loop.time() + 60
+        while await ledger.queue_length() < jobs:
             assert loop.time() < deadline, "the jobs never all reached the queue"
             await asyncio.sleep(0.05)
         for blocker in blockers:
