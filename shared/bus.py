@@ -179,49 +179,26 @@ async def ensure_events_stream(js: JetStreamContext, subjects: Subjects, config:
 
 async def ensure_work_streams(js: JetStreamContext, subjects: Subjects, config: NatsConfig) -> None:
     """The streams the pipeline's own messages travel on: jobs, intents, audit and dead letters."""
-    common: dict[str, Any] = {
-        "retention": RetentionPolicy.LIMITS,
-        "storage": StorageType.FILE,
-        "num_replicas": config.replicas,
-        "duplicate_window": parse_duration(config.duplicate_window),
-        "discard": DiscardPolicy.OLD,
-    }
-    await ensure_stream(
-        js,
-        StreamConfig(
-            name=subjects.jobs_stream,
-            subjects=[f"{subjects.prefix}.jobs.>"],
-            max_age=parse_duration(config.stream_max_age),
-            **common,
-        ),
-    )
-    await ensure_stream(
-        js,
-        StreamConfig(
-            name=subjects.intents_stream,
-            subjects=[f"{subjects.prefix}.intents.>"],
-            max_age=parse_duration(config.stream_max_age),
-            **common,
-        ),
-    )
-    await ensure_stream(
-        js,
-        StreamConfig(
-            name=subjects.audit_stream,
-            subjects=[f"{subjects.prefix}.audit.>"],
-            max_age=parse_duration(config.audit_max_age),
-            **common,
-        ),
-    )
-    await ensure_stream(
-        js,
-        StreamConfig(
-            name=subjects.dlq_stream,
-            subjects=[f"{subjects.prefix}.dlq.>"],
-            max_age=parse_duration(config.audit_max_age),
-            **common,
-        ),
-    )
+    working, keeping = parse_duration(config.stream_max_age), parse_duration(config.audit_max_age)
+    for name, token_, max_age in (
+        (subjects.jobs_stream, "jobs", working),
+        (subjects.intents_stream, "intents", working),
+        (subjects.audit_stream, "audit", keeping),
+        (subjects.dlq_stream, "dlq", keeping),
+    ):
+        await ensure_stream(
+            js,
+            StreamConfig(
+                name=name,
+                subjects=[f"{subjects.prefix}.{token_}.>"],
+                max_age=max_age,
+                retention=RetentionPolicy.LIMITS,
+                storage=StorageType.FILE,
+                num_replicas=config.replicas,
+                duplicate_window=parse_duration(config.duplicate_window),
+                discard=DiscardPolicy.OLD,
+            ),
+        )
 
 
 async def ensure_kv(js: JetStreamContext, bucket: str, config: NatsConfig, history: int = 1) -> KeyValue:

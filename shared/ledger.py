@@ -20,6 +20,8 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
+from shared.slots import Bucket, Slot
+
 ADMITTED = "admitted"
 DEFERRED = "deferred"
 FORBIDDEN = "forbidden"
@@ -32,23 +34,6 @@ def _text(value: bytes | str) -> str:
 
 def _script(name: str) -> str:
     return resources.files("shared").joinpath("lua", name).read_text()
-
-
-@dataclass(frozen=True)
-class SlotSpec:
-    rule: str
-    key: str
-    limit: int
-    what: str
-
-
-@dataclass(frozen=True)
-class BucketSpec:
-    rule: str
-    key: str
-    rate: float
-    burst: int
-    what: str
 
 
 @dataclass(frozen=True)
@@ -66,8 +51,8 @@ class Verdict:
 class Candidate:
     job_uid: str
     pod_uid: str
-    slots: tuple[SlotSpec, ...]
-    buckets: tuple[BucketSpec, ...]
+    slots: tuple[Slot, ...]
+    buckets: tuple[Bucket, ...]
 
 
 @dataclass(frozen=True)
@@ -92,8 +77,8 @@ class Ledger:
         self,
         job_uid: str,
         pod_uid: str,
-        slots: Sequence[SlotSpec],
-        buckets: Sequence[BucketSpec],
+        slots: Sequence[Slot],
+        buckets: Sequence[Bucket],
         now: float | None = None,
     ) -> Verdict:
         """Admit one job (not through the queue)."""
@@ -169,6 +154,10 @@ class Ledger:
             outcome, rule, message, _pod = json.loads(value)
             out[_text(job)] = (outcome, rule, message)
         return out
+
+    async def forget(self, job_uid: str) -> None:
+        """The job's PMJ is gone: stop remembering that it was admitted once."""
+        await self.client.srem(f"{self.prefix}:done", job_uid)
 
     async def held_slots(self, job_uid: str) -> list[str]:
         record = await self.client.hget(f"{self.prefix}:job:{job_uid}", "slots")

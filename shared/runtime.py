@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import signal
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 from shared.config import PodherdConfig
 from shared.logs import setup_logging
@@ -28,6 +30,23 @@ async def serve(name: str, config: PodherdConfig, main: ServiceMain) -> None:
     finally:
         await ops.stop()
         log.info("%s stopped", name)
+
+
+def nats_check(nc: Any) -> Callable[[], Awaitable[str | None]]:
+    """A readiness check: the service is not ready while its NATS connection is down."""
+
+    async def check() -> str | None:
+        return None if nc.is_connected else "not connected to NATS"
+
+    return check
+
+
+async def close_nats(nc: Any) -> None:
+    """Flush what is written and close; never waits out a drain of pull subscriptions (30 s by default)."""
+    with contextlib.suppress(Exception):
+        await nc.flush(timeout=2)
+    with contextlib.suppress(Exception):
+        await nc.close()
 
 
 def run(name: str, config: PodherdConfig, main: ServiceMain) -> int:

@@ -33,7 +33,8 @@ from shared.api.pmj import (
 )
 from shared.api.validation import validate_pmj
 from shared.config import PodherdConfig
-from shared.ledger import BucketSpec, Candidate, Ledger, SlotSpec
+from shared.ledger import Candidate, Ledger
+from shared.slots import Slot
 
 log = logging.getLogger(__name__)
 
@@ -109,8 +110,9 @@ class Engine:
             # leaves the queue at once (a paused one comes back when unpaused).
             if await self.ledger.dequeue(uid):
                 QUEUE.dec()
-            if deleted or finished:
+            if deleted:
                 await self.redis.hdel(f"{self.meta}:decided", uid)
+                await self.ledger.forget(uid)
             return
         if error is not None:
             await self._reject(name, uid, filters.Rejection("InvalidSpec", REASON_INVALID_SPEC, error))
@@ -296,7 +298,7 @@ class Engine:
         if outcome == "admitted":
             if candidate is None:  # re-announcing after a crash: the slots are those the ledger holds
                 keys = await self.ledger.held_slots(uid)
-                candidate = Candidate(uid, "", tuple(SlotSpec("", k, 0, "") for k in keys), ())
+                candidate = Candidate(uid, "", tuple(Slot("", k, 0, "") for k in keys), ())
             await self._admitted(name, candidate)
         else:
             await self._reject(
@@ -339,26 +341,25 @@ class Engine:
                 return Prepared(
                     None, filters.evaluate(facts, None, None, self.args)
                 )  # MissingPod: never passes
-            wait = SlotSpec("WaitingForFacts", f"waiting:{uid}", 0, f"{missing} (not seen yet)")
+            wait = Slot("WaitingForFacts", f"waiting:{uid}", 0, f"{missing} (not seen yet)")
             return Prepared(Candidate(uid, pod.uid if pod else f"missing:{uid}", (wait,), ()))
         assert pod is not None
         rejection = filters.evaluate(facts, pod, workload, self.args, self._threshold())
         if rejection is not None:
             return Prepared(None, rejection)
         plan = limits.plan(facts, pod, workload, None, self.args)
-        slots = [SlotSpec(s.rule, s.key, s.limit, s.what) for s in plan.slots]
+        slots = list(plan.slots)
         for pdb in item.pdbs:
             budget = PdbFacts(key=f"{pdb.namespace}/{pdb.name}", disruptions_allowed=pdb.disruptions_allowed)
             slots.append(
-                SlotSpec(
+                Slot(
                     "PodDisruptionBudget",
                     f"pdb:{budget.key}",
                     budget.disruptions_allowed,
                     f"PodDisruptionBudget {budget.key}",
                 )
             )
-        buckets = [BucketSpec(b.rule, b.key, b.rate, b.burst, b.what) for b in plan.buckets]
-        return Prepared(Candidate(uid, pod.uid, tuple(slots), tuple(buckets)))
+        return Prepared(Candidate(uid, pod.uid, tuple(slots), plan.buckets))
 
     def _threshold(self) -> int | None:
         threshold = self.args.priority_threshold

@@ -32,6 +32,7 @@ from shared.durations import parse_duration
 from shared.kube import KubeClient
 from shared.ledger import HeldJob, Ledger
 from shared.ops import OpsServer
+from shared.runtime import close_nats, nats_check
 
 log = logging.getLogger(__name__)
 LEDGER_ANNOTATION = "podherd.io/ledger"
@@ -179,24 +180,18 @@ async def main(config: PodherdConfig, stop: asyncio.Event, ops: OpsServer) -> No
         kube = KubeClient.from_config(config.kubernetes)
     arbitrator = Arbitrator(config, nc, client, kube)
 
-    async def nats_ready() -> str | None:
-        return None if nc.is_connected else "not connected to NATS"
-
     async def ledger_ready() -> str | None:
         try:
             return None if await arbitrator.ledger.is_complete() else "the ledger is being rebuilt"
         except Exception as exc:
             return f"Redis unavailable: {exc}"
 
-    ops.add_check("nats", nats_ready)
+    ops.add_check("nats", nats_check(nc))
     ops.add_check("ledger", ledger_ready)
     try:
         await arbitrator.run(stop)
     finally:
-        with contextlib.suppress(Exception):
-            await nc.flush(timeout=2)
-        with contextlib.suppress(Exception):
-            await nc.close()
+        await close_nats(nc)
         await client.aclose()
         if kube is not None:
             kube.close()

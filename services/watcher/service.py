@@ -31,6 +31,7 @@ from shared.durations import parse_duration
 from shared.kube import KubeClient
 from shared.lease import Lease
 from shared.ops import OpsServer
+from shared.runtime import close_nats, nats_check
 
 log = logging.getLogger(__name__)
 
@@ -121,20 +122,14 @@ async def main(config: PodherdConfig, stop: asyncio.Event, ops: OpsServer) -> No
     kube = KubeClient.from_config(config.kubernetes)
     watcher = Watcher(config, nc, kube)
 
-    async def nats_ready() -> str | None:
-        return None if nc.is_connected else "not connected to NATS"
-
     async def watches_ready() -> str | None:
         waiting = [kind for kind in watcher.active if not watcher.synced[kind].is_set()]
         return f"watches not established: {', '.join(waiting)}" if waiting else None
 
-    ops.add_check("nats", nats_ready)
+    ops.add_check("nats", nats_check(nc))
     ops.add_check("watches", watches_ready)
     try:
         await watcher.run(stop)
     finally:
-        with contextlib.suppress(Exception):
-            await nc.flush(timeout=2)
-        with contextlib.suppress(Exception):
-            await nc.close()
+        await close_nats(nc)
         kube.close()

@@ -62,6 +62,10 @@ local function decide(job, pod, plan)
   if redis.call('EXISTS', p .. ':job:' .. job) == 1 then
     return 'admitted', 'admitted', 'already admitted'
   end
+  if redis.call('SISMEMBER', p .. ':done', job) == 1 then
+    -- Admitted once and released since: a job is arbitrated once, however often its events replay.
+    return 'done', 'done', 'this job was admitted and has finished'
+  end
   local holder = redis.call('HGET', p .. ':claims', pod)
   if holder then
     return 'forbidden', 'ActiveJob', 'another migration job (' .. holder .. ') is moving this pod'
@@ -99,6 +103,7 @@ local function decide(job, pod, plan)
     redis.call('HSET', p .. ':bucket:' .. bucket[2], 'tokens', fills[i], 'ts', now)
   end
   redis.call('HSET', p .. ':claims', pod, job)
+  redis.call('SADD', p .. ':done', job)
   redis.call('HSET', p .. ':job:' .. job, 'pod', pod, 'slots', cjson.encode(keys), 'admitted', now)
   redis.call('ZADD', p .. ':expiry', now + ttl, job)
   return 'admitted', 'admitted', 'all limits hold'
@@ -108,7 +113,10 @@ for i = 1, count do
   local base = 4 + (i - 1) * 3
   local job, pod, plan = ARGV[base + 1], ARGV[base + 2], cjson.decode(ARGV[base + 3])
   local outcome, rule, message = decide(job, pod, plan)
-  if queued and (outcome == 'admitted' or outcome == 'forbidden') then
+  if queued and outcome == 'done' then
+    local member = redis.call('HGET', p .. ':queued', job)
+    if member then redis.call('ZREM', p .. ':queue', member); redis.call('HDEL', p .. ':queued', job) end
+  elseif queued and (outcome == 'admitted' or outcome == 'forbidden') then
     local member = redis.call('HGET', p .. ':queued', job)
     if member then
       redis.call('ZREM', p .. ':queue', member); redis.call('HDEL', p .. ':queued', job)

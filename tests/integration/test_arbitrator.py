@@ -169,12 +169,11 @@ async def arbitrators(configs: list[PodherdConfig]) -> AsyncIterator[list[Arbitr
             await client.aclose()
 
 
-async def decisions(
-    nc: Any, subjects: bus.Subjects, predicate: Callable[[list[dict[str, Any]]], bool], within: float = 15.0
+async def follow(
+    nc: Any, subject: str, predicate: Callable[[list[dict[str, Any]]], bool], within: float = 15.0
 ) -> list[dict[str, Any]]:
-    """Follow the jobs stream until `predicate(decisions so far)` holds."""
-    js = nc.jetstream()
-    sub = await js.subscribe(f"{subjects.prefix}.jobs.>", ordered_consumer=True)
+    """Read `subject` on JetStream from the start until `predicate(messages so far)` holds."""
+    sub = await nc.jetstream().subscribe(subject, ordered_consumer=True)
     seen: list[dict[str, Any]] = []
     loop = asyncio.get_running_loop()
     deadline = loop.time() + within
@@ -182,15 +181,18 @@ async def decisions(
         while not predicate(seen):
             remaining = deadline - loop.time()
             if remaining <= 0:
-                raise TimeoutError(
-                    f"not met; decisions so far: {[(d['job']['name'], d['decision']) for d in seen]}"
-                )
+                raise TimeoutError(f"not met on {subject}; so far: {seen[-5:]}")
             with contextlib.suppress(TimeoutError, nats.errors.TimeoutError):
-                msg = await sub.next_msg(timeout=min(1.0, remaining))
-                seen.append(json.loads(msg.data))
+                seen.append(json.loads((await sub.next_msg(timeout=min(1.0, remaining))).data))
         return seen
     finally:
         await sub.unsubscribe()
+
+
+async def decisions(
+    nc: Any, subjects: bus.Subjects, predicate: Callable[[list[dict[str, Any]]], bool], within: float = 15.0
+) -> list[dict[str, Any]]:
+    return await follow(nc, f"{subjects.prefix}.jobs.>", predicate, within)
 
 
 def admitted(ds: list[dict[str, Any]]) -> list[str]:
@@ -268,20 +270,7 @@ async def test_default_workload_limiter_spaces_migrations(
 async def _audit_until(
     nc: Any, subjects: bus.Subjects, predicate: Callable[[list[dict[str, Any]]], bool], within: float = 15.0
 ) -> list[dict[str, Any]]:
-    js = nc.jetstream()
-    sub = await js.subscribe(f"{subjects.prefix}.audit.>", ordered_consumer=True)
-    seen: list[dict[str, Any]] = []
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + within
-    try:
-        while not predicate(seen):
-            if loop.time() > deadline:
-                raise TimeoutError(f"audit so far: {seen}")
-            with contextlib.suppress(TimeoutError, nats.errors.TimeoutError):
-                seen.append(json.loads((await sub.next_msg(timeout=1.0)).data))
-        return seen
-    finally:
-        await sub.unsubscribe()
+    return await follow(nc, f"{subjects.prefix}.audit.>", predicate, within)
 
 
 async def test_filters_reject_and_missing_pods_fail(
@@ -359,7 +348,7 @@ async def test_four_replicas_admit_in_global_order_within_limits(
     import random
 
     random.Random(7).shuffle(priorities)
-    from shared.ledger import Ledger, SlotSpec
+    from shared.ledger import Ledger, Slot
 
     client = aioredis.from_url(configs[0].redis.url)
     ledger = Ledger(client, test_id, 600)
@@ -367,7 +356,7 @@ async def test_four_replicas_admit_in_global_order_within_limits(
     blockers = [f"blocker-{i}" for i in range(10)]
     for blocker in blockers:  # the room is full while the queue fills, so every job waits together
         assert (
-            await ledger.admit(blocker, blocker, [SlotSpec("maxMigratingGlobally", "global", 10, "c")], [])
+            await ledger.admit(blocker, blocker, [Slot("maxMigratingGlobally", "global", 10, "c")], [])
         ).admitted
     async with arbitrators(configs):
         for i, priority in enumerate(priorities):

@@ -334,13 +334,13 @@ def test_watch_bookmarks_and_timeout(kubesim_factory: Callable[..., SimHandle]) 
         watch=True,
         resource_version=rv,
         allow_watch_bookmarks=True,
-        timeout_seconds=1,
+        timeout_seconds=3,
         _preload_content=False,
     )
     lines = [json.loads(line) for line in response.read().splitlines() if line.strip()]
     assert response.status == 200
     bookmarks = [e for e in lines if e["type"] == "BOOKMARK"]
-    assert len(bookmarks) >= 2  # one every 0.2 s over a 1 s watch that then ends by itself
+    assert len(bookmarks) >= 2  # one every 0.2 s over a 3 s watch that then ends by itself
     assert all(int(b["object"]["metadata"]["resourceVersion"]) >= int(rv) for b in bookmarks)
 
 

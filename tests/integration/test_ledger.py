@@ -13,17 +13,18 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from services.arbitrator.rules import limits
-from shared.ledger import BucketSpec, HeldJob, Ledger, SlotSpec
+from shared.ledger import HeldJob, Ledger
 from shared.servers import Server
+from shared.slots import Bucket, Slot
 from tests.conftest import RedisScope
 
 pytestmark = pytest.mark.integration
 
 
-def to_specs(p: limits.AdmissionPlan) -> tuple[list[SlotSpec], list[BucketSpec]]:
+def to_specs(p: limits.AdmissionPlan) -> tuple[list[Slot], list[Bucket]]:
     return (
-        [SlotSpec(s.rule, s.key, s.limit, s.what) for s in p.slots],
-        [BucketSpec(b.rule, b.key, b.rate, b.burst, b.what) for b in p.buckets],
+        [Slot(s.rule, s.key, s.limit, s.what) for s in p.slots],
+        [Bucket(b.rule, b.key, b.rate, b.burst, b.what) for b in p.buckets],
     )
 
 
@@ -44,7 +45,7 @@ plan_st = st.tuples(
 op_st = st.one_of(st.tuples(st.just("admit"), plan_st), st.tuples(st.just("release"), st.integers(0, 9)))
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(ops=st.lists(op_st, min_size=1, max_size=25))
 async def test_lua_matches_the_reference(redis_scope: RedisScope, ops: list[tuple[str, object]]) -> None:
     prefix = f"{redis_scope.prefix}h{uuid.uuid4().hex[:12]}"
@@ -80,9 +81,14 @@ async def test_lua_matches_the_reference(redis_scope: RedisScope, ops: list[tupl
             expected.rule,
             expected.message,
         )
-        assert verdict.outcome == (
-            "forbidden" if expected.forbidden else ("admitted" if expected.admitted else "deferred")
+        outcome = (
+            "forbidden"
+            if expected.forbidden
+            else "admitted"
+            if expected.admitted
+            else ("done" if expected.rule == "done" else "deferred")
         )
+        assert verdict.outcome == outcome
         if expected.admitted and plan.job_uid not in held:
             held[plan.job_uid] = plan
             for slot in plan.slots:
@@ -94,6 +100,7 @@ async def test_lua_matches_the_reference(redis_scope: RedisScope, ops: list[tupl
                     now,
                 )
             reference.claims[plan.pod_uid] = plan.job_uid  # type: ignore[index]
+            reference.done.add(plan.job_uid)
     snapshot = await ledger.snapshot()
     assert snapshot["slots"] == {k: sorted(v) for k, v in reference.slots.items() if v}
     assert snapshot["claims"] == dict(reference.claims)
@@ -113,9 +120,9 @@ async def test_concurrent_admissions_never_exceed_a_limit(redis_srv: Server, red
             job = f"job-{index}-{n}"
             node = rng.choice(["node:a", "node:b"])
             slots = [
-                SlotSpec("maxMigratingPerNode", node, limits_by_key[node], node),
-                SlotSpec("maxMigratingPerWorkload", "workload:w", 4, "w"),
-                SlotSpec("maxMigratingGlobally", "global", 6, "cluster"),
+                Slot("maxMigratingPerNode", node, limits_by_key[node], node),
+                Slot("maxMigratingPerWorkload", "workload:w", 4, "w"),
+                Slot("maxMigratingGlobally", "global", 6, "cluster"),
             ]
             verdict = await replicas[index].admit(job, f"pod-{index}-{n}", slots, [])
             if verdict.admitted:
@@ -136,7 +143,7 @@ async def test_concurrent_admissions_never_exceed_a_limit(redis_srv: Server, red
 
 async def test_release_exactly_once_and_retries_take_nothing_twice(redis_scope: RedisScope) -> None:
     ledger = await ready_ledger(redis_scope)
-    slots = [SlotSpec("maxMigratingPerNode", "node:a", 2, "node a")]
+    slots = [Slot("maxMigratingPerNode", "node:a", 2, "node a")]
     assert (await ledger.admit("j1", "p1", slots, [])).admitted
     again = await ledger.admit("j1", "p1", slots, [])
     assert again.admitted and again.message == "already admitted"
@@ -145,6 +152,13 @@ async def test_release_exactly_once_and_retries_take_nothing_twice(redis_scope: 
     assert (forbidden.outcome, forbidden.rule) == ("forbidden", "ActiveJob")
     assert [await ledger.release("j1") for _ in range(3)] == [True, False, False]
     assert await ledger.snapshot() == {"slots": {}, "claims": {}}
+    # Released is finished: a replayed admission of the same job takes nothing again...
+    replay = await ledger.admit("j1", "p1", slots, [])
+    assert (replay.outcome, replay.rule) == ("done", "done")
+    assert await ledger.snapshot() == {"slots": {}, "claims": {}}
+    # ...until its PMJ is gone and forgotten.
+    await ledger.forget("j1")
+    assert (await ledger.admit("j1", "p1", slots, [])).admitted
 
 
 async def test_fail_closed_until_rebuilt_and_rebuild_restores_the_ledger(redis_scope: RedisScope) -> None:
@@ -153,7 +167,7 @@ async def test_fail_closed_until_rebuilt_and_rebuild_restores_the_ledger(redis_s
     assert closed.outcome == "closed"
     await ledger.rebuild([])
     for i, node in enumerate(["a", "a", "b"]):
-        keys = [SlotSpec("maxMigratingPerNode", f"node:{node}", 2, node), SlotSpec("g", "global", 10, "c")]
+        keys = [Slot("maxMigratingPerNode", f"node:{node}", 2, node), Slot("g", "global", 10, "c")]
         assert (await ledger.admit(f"j{i}", f"p{i}", keys, [])).admitted
     before = await ledger.snapshot()
     # Redis loses everything (restart or FLUSHALL): admissions stop...
@@ -165,7 +179,7 @@ async def test_fail_closed_until_rebuilt_and_rebuild_restores_the_ledger(redis_s
     running = [HeldJob(f"j{i}", f"p{i}", (f"node:{n}", "global")) for i, n in enumerate(["a", "a", "b"])]
     assert await ledger.rebuild(running) == 3
     assert await ledger.snapshot() == before
-    blocked = await ledger.admit("j3", "p3", [SlotSpec("maxMigratingPerNode", "node:a", 2, "node a")], [])
+    blocked = await ledger.admit("j3", "p3", [Slot("maxMigratingPerNode", "node:a", 2, "node a")], [])
     assert blocked.outcome == "deferred" and blocked.message == "deferred: maxMigratingPerNode 2/2 on node a"
 
 
@@ -173,7 +187,7 @@ async def test_evictions_in_progress_count_and_own_pods_are_not_counted_twice(
     redis_scope: RedisScope,
 ) -> None:
     ledger = await ready_ledger(redis_scope)
-    node = [SlotSpec("maxMigratingPerNode", "node:a", 2, "node a")]
+    node = [Slot("maxMigratingPerNode", "node:a", 2, "node a")]
     assert await ledger.set_evicting("pod-x", True, ["node:a"]) == 1
     assert (await ledger.admit("j1", "p1", node, [])).admitted
     deferred = await ledger.admit("j2", "p2", node, [])
@@ -186,14 +200,14 @@ async def test_evictions_in_progress_count_and_own_pods_are_not_counted_twice(
 async def test_buckets_use_redis_time_and_abandoned_slots_expire(redis_scope: RedisScope) -> None:
     ledger = Ledger(redis_scope.client, redis_scope.prefix, slot_ttl=0.3)
     await ledger.rebuild([])
-    bucket = [BucketSpec("evictQPS", "global", 1.0, 1, "the cluster")]
-    assert (await ledger.admit("j1", "p1", [SlotSpec("n", "node:a", 1, "a")], bucket)).admitted
+    bucket = [Bucket("evictQPS", "global", 1.0, 1, "the cluster")]
+    assert (await ledger.admit("j1", "p1", [Slot("n", "node:a", 1, "a")], bucket)).admitted
     second = await ledger.admit("j2", "p2", [], bucket)
     assert second.outcome == "deferred" and second.rule == "evictQPS"
     # j1 is never released (its PMJ vanished): after the slot TTL the next admission reclaims its slot.
     seconds, micros = await redis_scope.client.time()
     later = seconds + micros / 1e6 + 1.5
-    third = await ledger.admit("j3", "p3", [SlotSpec("n", "node:a", 1, "a")], bucket, now=later)
+    third = await ledger.admit("j3", "p3", [Slot("n", "node:a", 1, "a")], bucket, now=later)
     assert third.admitted
     assert (await ledger.snapshot())["slots"] == {"node:a": ["j3"]}
 
@@ -202,7 +216,7 @@ async def test_queue_admits_in_order_and_refuses_a_stale_head(redis_scope: Redis
     from shared.ledger import Candidate
 
     ledger = await ready_ledger(redis_scope)
-    node = (SlotSpec("maxMigratingPerNode", "node:a", 1, "node a"),)
+    node = (Slot("maxMigratingPerNode", "node:a", 1, "node a"),)
     for job, key in (("late", "2"), ("first", "0"), ("second", "1")):
         await ledger.enqueue(job, key)
     assert await ledger.head(10) == ["first", "second", "late"]

@@ -21,35 +21,17 @@ admission counts nowhere (Koordinator #1150: counting waiting jobs deadlocked a 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from services.arbitrator.rules.facts import JobFacts, PdbFacts, PodInfo, WorkloadFacts
 from shared.config import MigrationControllerArgs
 from shared.durations import parse_duration
 from shared.intstr import max_migrating, max_unavailable, scaled_value
+from shared.slots import Bucket, Slot
+
+__all__ = ["AdmissionPlan", "Bucket", "LedgerView", "Outcome", "Slot", "evaluate", "plan"]
 
 EVICT_ANNOTATION = "descheduler.alpha.kubernetes.io/evict"
-
-
-@dataclass(frozen=True)
-class Slot:
-    """Join set `key`; its members (jobs, plus pods being evicted in the background) stay within `limit`."""
-
-    rule: str
-    key: str
-    limit: int
-    what: str  # for messages: "node node-7"
-
-
-@dataclass(frozen=True)
-class Bucket:
-    """Take one token from bucket `key` (refilled at `rate` per second up to `burst`)."""
-
-    rule: str
-    key: str
-    rate: float
-    burst: int
-    what: str
 
 
 @dataclass(frozen=True)
@@ -170,6 +152,7 @@ class LedgerView:
     evicting: Mapping[str, set[str]]
     tokens: Mapping[str, tuple[float, float]]  # key -> (tokens, last refill time)
     claims: Mapping[str, str]  # pod uid -> job uid
+    done: set[str] = field(default_factory=set)  # jobs admitted once (held or since released)
 
 
 @dataclass(frozen=True)
@@ -183,6 +166,8 @@ class Outcome:
 def evaluate(p: AdmissionPlan, ledger: LedgerView, now: float) -> Outcome:
     if p.job_uid in ledger.claims.values():
         return Outcome(True, "admitted", "already admitted")  # a retried decision takes nothing twice
+    if p.job_uid in ledger.done:
+        return Outcome(False, "done", "this job was admitted and has finished")  # arbitrated once
     holder = ledger.claims.get(p.pod_uid)
     if holder is not None:
         return Outcome(
