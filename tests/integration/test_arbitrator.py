@@ -49,6 +49,14 @@ def arbitrator_config(
     )
 
 
+def replicas_config(
+    nats_srv: Server, redis_srv: Server, prefix: str, count: int, **migration: Any
+) -> list[PodherdConfig]:
+    return [
+        arbitrator_config(nats_srv, redis_srv, prefix, replica=f"a{i}", **migration) for i in range(count)
+    ]
+
+
 class Cluster:
     """Publishes watcher-shaped events for pods, workloads, budgets and jobs."""
 
@@ -326,19 +334,16 @@ async def test_four_replicas_admit_in_global_order_within_limits(
 ) -> None:
     # 1,000 jobs with distinct migration priorities compete for maxMigratingGlobally=10. In every wave the
     # ten admitted must be exactly the ten best still waiting, whichever replica admitted them.
-    configs = [
-        arbitrator_config(
-            nats_srv,
-            redis_srv,
-            test_id,
-            replica=f"a{i}",
-            maxMigratingGlobally=10,
-            maxMigratingPerNode=0,
-            maxMigratingPerWorkload=1000,
-            maxUnavailablePerWorkload=1000,
-        )
-        for i in range(4)
-    ]
+    configs = replicas_config(
+        nats_srv,
+        redis_srv,
+        test_id,
+        4,
+        maxMigratingGlobally=10,
+        maxMigratingPerNode=0,
+        maxMigratingPerWorkload=1000,
+        maxUnavailablePerWorkload=1000,
+    )
     nc, subjects, cluster = await setup_cluster(configs[0])
     await cluster.deployment("big", 5000)
     jobs = 1000
@@ -545,20 +550,17 @@ async def test_four_replicas_racing_never_exceed_any_limit(
     # 1,000 jobs over 50 nodes and 10 workloads; node, namespace, workload and global limits all bind.
     # A checker reads the ledger after every admission it sees; jobs are released as they are admitted.
     limits = {"node": 2, "namespace": 40, "workload": 3, "global": 25}
-    configs = [
-        arbitrator_config(
-            nats_srv,
-            redis_srv,
-            test_id,
-            replica=f"a{i}",
-            maxMigratingGlobally=25,
-            maxMigratingPerNode=2,
-            maxMigratingPerNamespace=40,
-            maxMigratingPerWorkload=3,
-            maxUnavailablePerWorkload=3,
-        )
-        for i in range(4)
-    ]
+    configs = replicas_config(
+        nats_srv,
+        redis_srv,
+        test_id,
+        4,
+        maxMigratingGlobally=25,
+        maxMigratingPerNode=2,
+        maxMigratingPerNamespace=40,
+        maxMigratingPerWorkload=3,
+        maxUnavailablePerWorkload=3,
+    )
     nc, subjects, cluster = await setup_cluster(configs[0])
     for w in range(10):
         await cluster.deployment(f"w{w}", 100)

@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from services.arbitrator.rules.facts import JobFacts, PdbFacts, PodInfo, WorkloadFacts
-from shared.config import MigrationControllerArgs
+from shared.config import MigrationControllerArgs, ObjectLimiter
 from shared.durations import parse_duration
 from shared.intstr import max_migrating, max_unavailable, scaled_value
 from shared.slots import Bucket, Slot
@@ -64,31 +64,25 @@ def plan(
                 if most
                 else max_migrating(workload.replicas, args.max_migrating_per_workload)
             )
-            if count > 0:
-                seconds = parse_duration(limiters.workload.duration)
-                buckets.append(
-                    Bucket(
-                        "objectLimiters.workload",
-                        f"workload:{workload.key}",
-                        count / seconds,
-                        limiters.workload.burst or count,
-                        f"workload {workload.key}",
-                    )
+            buckets.extend(
+                _limiter(
+                    "workload",
+                    f"workload:{workload.key}",
+                    f"workload {workload.key}",
+                    limiters.workload,
+                    count,
                 )
-        if limiters.namespace is not None and limiters.namespace.max_migrating:
-            most = limiters.namespace.max_migrating
-            count = most if isinstance(most, int) else 0
-            if count > 0:
-                seconds = parse_duration(limiters.namespace.duration)
-                buckets.append(
-                    Bucket(
-                        "objectLimiters.namespace",
-                        f"namespace:{pod.namespace}",
-                        count / seconds,
-                        limiters.namespace.burst or count,
-                        f"namespace {pod.namespace}",
-                    )
+            )
+        if limiters.namespace is not None and isinstance(limiters.namespace.max_migrating, int):
+            buckets.extend(
+                _limiter(
+                    "namespace",
+                    f"namespace:{pod.namespace}",
+                    f"namespace {pod.namespace}",
+                    limiters.namespace,
+                    limiters.namespace.max_migrating,
                 )
+            )
         if args.max_migrating_per_node > 0 and pod.node_name:
             slots.append(
                 Slot(
@@ -138,6 +132,14 @@ def plan(
             )
         )
     return AdmissionPlan(job.uid, pod.uid, tuple(slots), tuple(buckets))
+
+
+def _limiter(kind: str, key: str, what: str, limiter: ObjectLimiter, count: int) -> list[Bucket]:
+    """An object limiter as a token bucket: `count` migrations per `duration`, bursting to `burst`."""
+    if count <= 0:
+        return []
+    rate = count / parse_duration(limiter.duration)
+    return [Bucket(f"objectLimiters.{kind}", key, rate, limiter.burst or count, what)]
 
 
 # ---------------------------------------------------------------------------------------------------------
