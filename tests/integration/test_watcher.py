@@ -247,7 +247,11 @@ async def test_every_change_of_every_kind_arrives_once(
                 and any(e["kind"] == "Reservation" for e in ev)
             ),
         )
-        await asyncio.sleep(0.3)  # let trailing status updates land before comparing with the truth
+        # Compare with the truth once the stream has every pod event the API server has emitted so far.
+        latest = truth(handle, "pods")[-1][2]
+        await wait_events(
+            nats_srv.url, test_id, lambda ev: any(e["resourceVersion"] == latest for e in ev), kind="pods"
+        )
         events = await read_events(nats_srv.url, test_id)
     ids = [e["_msgid"] for e in events]
     assert len(ids) == len(set(ids)), "an event was published twice"
@@ -263,7 +267,8 @@ async def test_every_change_of_every_kind_arrives_once(
     pods = [e for e in events if e["kind"] == "Pod"]
     streamed = [(e["uid"], e["resourceVersion"]) for e in pods]
     first_rv = min(int(rv) for _, rv in streamed)
-    expected = [(uid, rv) for _, uid, rv in truth(handle, "pods") if int(rv) > first_rv]
+    last_rv = max(int(rv) for _, rv in streamed)
+    expected = [(uid, rv) for _, uid, rv in truth(handle, "pods") if first_rv < int(rv) <= last_rv]
     assert [p for p in streamed if int(p[1]) > first_rv] == expected
     db = next(e for e in pods if e["name"] == "db-0")["object"]
     assert db["workload"] == {
