@@ -21,9 +21,10 @@ from kubesim.errors import ApiError, too_many_requests
 from kubesim.options import SimOptions
 from kubesim.selectors import match_label_selector
 from kubesim.store import Obj, Store, now_iso
+from shared.api import annotations as known
 
-REQUEST_EVICT_ONLY = "descheduler.alpha.kubernetes.io/request-evict-only"
-EVICTION_IN_PROGRESS = "descheduler.alpha.kubernetes.io/eviction-in-progress"
+REQUEST_EVICT_ONLY = known.REQUEST_EVICT_ONLY
+EVICTION_IN_PROGRESS = known.EVICTION_IN_PROGRESS
 
 
 def evict(store: Store, options: SimOptions, namespace: str, name: str, body: dict[str, Any]) -> Obj:

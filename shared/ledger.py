@@ -28,11 +28,13 @@ FORBIDDEN = "forbidden"
 CLOSED = "closed"
 
 
-def _text(value: bytes | str) -> str:
+def as_text(value: bytes | str) -> str:
+    """A Redis reply as text (clients may be set to return bytes or str)."""
     return value.decode() if isinstance(value, bytes) else value
 
 
-def _script(name: str) -> str:
+def lua_script(name: str) -> str:
+    """One of Podherd's Redis scripts (shared/lua/<name>)."""
     return resources.files("shared").joinpath("lua", name).read_text()
 
 
@@ -67,9 +69,9 @@ class Ledger:
         self.client = client
         self.prefix = "{" + key_prefix + "}:ledger"
         self.slot_ttl = slot_ttl
-        self._admit = client.register_script(_script("admit.lua"))
-        self._release = client.register_script(_script("release.lua"))
-        self._evicting = client.register_script(_script("evicting.lua"))
+        self._admit = client.register_script(lua_script("admit.lua"))
+        self._release = client.register_script(lua_script("release.lua"))
+        self._evicting = client.register_script(lua_script("evicting.lua"))
 
     # ----------------------------------------------------------------------------------------------------
 
@@ -111,7 +113,7 @@ class Ledger:
                 }
             )
             args.extend([c.job_uid, c.pod_uid, plan])
-        reply = [_text(part) for part in await self._admit(keys=[self.prefix], args=args)]
+        reply = [as_text(part) for part in await self._admit(keys=[self.prefix], args=args)]
         if reply == ["retry"]:
             return None
         return [Verdict(reply[i], reply[i + 1], reply[i + 2]) for i in range(0, len(reply), 3)]
@@ -124,8 +126,8 @@ class Ledger:
         member = f"{sort_key}|{job_uid}"
         old = await self.client.hget(f"{self.prefix}:queued", job_uid)
         pipe = self.client.pipeline(transaction=True)
-        if old is not None and _text(old) != member:
-            pipe.zrem(f"{self.prefix}:queue", _text(old))
+        if old is not None and as_text(old) != member:
+            pipe.zrem(f"{self.prefix}:queue", as_text(old))
         pipe.zadd(f"{self.prefix}:queue", {member: 0})
         pipe.hset(f"{self.prefix}:queued", job_uid, member)
         await pipe.execute()
@@ -135,7 +137,7 @@ class Ledger:
         if old is None:
             return False
         pipe = self.client.pipeline(transaction=True)
-        pipe.zrem(f"{self.prefix}:queue", _text(old))
+        pipe.zrem(f"{self.prefix}:queue", as_text(old))
         pipe.hdel(f"{self.prefix}:queued", job_uid)
         await pipe.execute()
         return True
@@ -143,7 +145,7 @@ class Ledger:
     async def head(self, count: int) -> list[str]:
         """The job uids at the head of the queue, best first."""
         members: list[Any] = await self.client.zrange(f"{self.prefix}:queue", 0, count - 1)
-        return [_text(m).rsplit("|", 1)[1] for m in members]
+        return [as_text(m).rsplit("|", 1)[1] for m in members]
 
     async def unannounced(self) -> dict[str, tuple[str, str, str]]:
         """Outcomes taken off the queue whose decisions may not have been published yet: job -> (outcome,
@@ -152,7 +154,7 @@ class Ledger:
         out = {}
         for job, value in raw.items():
             outcome, rule, message, _pod = json.loads(value)
-            out[_text(job)] = (outcome, rule, message)
+            out[as_text(job)] = (outcome, rule, message)
         return out
 
     async def forget(self, job_uid: str) -> None:
@@ -206,7 +208,7 @@ class Ledger:
         seconds, micros = await self.client.time()
         now = seconds + micros / 1e6
         found: list[Any] = await self.client.zrangebyscore(f"{self.prefix}:expiry", 0, 0)
-        members = [_text(m) for m in found]
+        members = [as_text(m) for m in found]
         if members:
             await self.client.zadd(f"{self.prefix}:expiry", dict.fromkeys(members, now + self.slot_ttl))
         return count
@@ -215,8 +217,8 @@ class Ledger:
         """Slots and claims as plain data (for checks, metrics and tests)."""
         slots: dict[str, list[str]] = {}
         async for key in self.client.scan_iter(match=f"{self.prefix}:slots:*", count=1000):
-            name = _text(key)[len(self.prefix) + len(":slots:") :]
-            slots[name] = sorted(_text(m) for m in await self.client.smembers(key))
+            name = as_text(key)[len(self.prefix) + len(":slots:") :]
+            slots[name] = sorted(as_text(m) for m in await self.client.smembers(key))
         raw_claims = await self.client.hgetall(f"{self.prefix}:claims")
-        claims = {_text(k): _text(v) for k, v in raw_claims.items()}
+        claims = {as_text(k): as_text(v) for k, v in raw_claims.items()}
         return {"slots": {k: v for k, v in slots.items() if v}, "claims": claims}

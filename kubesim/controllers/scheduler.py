@@ -30,10 +30,11 @@ from kubesim.controllers.base import Controller
 from kubesim.options import SimOptions
 from kubesim.selectors import match_label_selector
 from kubesim.store import Event, Obj, Store, now_iso, parse_iso
+from shared.api import annotations as known
 from shared.durations import parse_duration
 from shared.quantity import format_milli, milli, pod_requests
 
-RESERVATION_ALLOCATED = "scheduling.koordinator.sh/reservation-allocated"
+RESERVATION_ALLOCATED = known.RESERVATION_ALLOCATED
 RESERVATION_AWARE = frozenset({"koord-scheduler"})
 HOLDING_PHASES = frozenset({"Available", "Waiting"})
 TERMINAL = frozenset({"Succeeded", "Failed"})

@@ -21,6 +21,7 @@ from prometheus_client import Counter, Gauge, Histogram
 from services.arbitrator.facts import FactStore
 from services.arbitrator.rules import filters, limits, order
 from services.arbitrator.rules.facts import JobFacts, PdbFacts, PodInfo, WorkloadFacts
+from shared.api import annotations as known
 from shared.api import codec
 from shared.api.messages import AuditRecord, Decision, JobRef, PdbInfo, WorkloadInfo
 from shared.api.pmj import (
@@ -33,7 +34,7 @@ from shared.api.pmj import (
 )
 from shared.api.validation import validate_pmj
 from shared.config import PodherdConfig
-from shared.ledger import Candidate, Ledger
+from shared.ledger import Candidate, Ledger, as_text
 from shared.slots import Slot
 
 log = logging.getLogger(__name__)
@@ -171,7 +172,7 @@ class Engine:
         replies = await pipe.execute()
         workloads_raw, pasts = replies[0 : 2 * len(pods) : 2], replies[1 : 2 * len(pods) : 2]
         pdb_names = {
-            ns: sorted(_text(n) for n in names)
+            ns: sorted(as_text(n) for n in names)
             for ns, names in zip(namespaces, replies[2 * len(pods) :], strict=True)
         }
         pipe = self.redis.pipeline(transaction=False)
@@ -233,11 +234,11 @@ class Engine:
             return
         uid = await self.redis.hget(f"{self.meta}:pod-jobs", f"{pod.namespace}/{pod.name}")
         if uid is not None:
-            job_uid = uid.decode() if isinstance(uid, bytes) else uid
+            job_uid = as_text(uid)
             job = await self._job(job_uid)
             if job is not None and await self.redis.hexists(f"{self.ledger.prefix}:queued", job_uid):
                 await self.on_job(job, False, None)
-        in_progress = "descheduler.alpha.kubernetes.io/eviction-in-progress" in pod.annotations and (
+        in_progress = known.EVICTION_IN_PROGRESS in pod.annotations and (
             pod.deletion_timestamp is None and deleted_uid is None
         )
         keys = ["global", f"namespace:{pod.namespace}"]
@@ -404,10 +405,7 @@ class Engine:
     async def _deferred(self, name: str, uid: str, rule: str, message: str) -> None:
         # Audit a deferral when its reason changes, not on every pass.
         previous = await self.redis.hget(f"{self.meta}:deferred", uid)
-        if (
-            previous is not None
-            and (previous.decode() if isinstance(previous, bytes) else previous) == message
-        ):
+        if previous is not None and as_text(previous) == message:
             return
         await self.redis.hset(f"{self.meta}:deferred", uid, message)
         DECISIONS.labels("deferred", rule).inc()
@@ -459,10 +457,6 @@ class Engine:
 
 def _encode_job(job: PodMigrationJob) -> bytes:
     return codec.encode(job)
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value
 
 
 def _decode_job(data: bytes | str) -> PodMigrationJob:

@@ -7,7 +7,6 @@ short-lived tombstone so a late, older event cannot resurrect an object.
 
 from __future__ import annotations
 
-from importlib import resources
 from typing import Any, TypeVar
 
 import msgspec
@@ -15,6 +14,7 @@ import redis.asyncio as aioredis
 
 from shared.api import codec
 from shared.api.messages import PdbInfo, PodInfo, WorkloadInfo
+from shared.ledger import as_text, lua_script
 
 T = TypeVar("T")
 
@@ -23,9 +23,7 @@ class FactStore:
     def __init__(self, client: aioredis.Redis, key_prefix: str) -> None:
         self.client = client
         self.prefix = f"{key_prefix}:facts"
-        self._put = client.register_script(
-            resources.files("shared").joinpath("lua", "put_if_newer.lua").read_text()
-        )
+        self._put = client.register_script(lua_script("put_if_newer.lua"))
 
     def _key(self, kind: str, ident: str) -> str:
         return f"{self.prefix}:{kind}:{ident}"
@@ -57,7 +55,7 @@ class FactStore:
     async def pdbs(self, namespace: str) -> list[PdbInfo]:
         names = await self.client.smembers(f"{self.prefix}:pdbs:{namespace}")
         found = []
-        for ident in sorted(n.decode() if isinstance(n, bytes) else str(n) for n in names):
+        for ident in sorted(as_text(n) for n in names):
             pdb = await self.get("pdb", ident, PdbInfo)
             if pdb is not None:
                 found.append(pdb)

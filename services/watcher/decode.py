@@ -12,6 +12,7 @@ from typing import Any, Generic, TypeVar
 
 import msgspec
 
+from shared.api import annotations as known
 from shared.api import codec
 from shared.api.messages import NodeInfo, PdbInfo, PodInfo, WorkloadInfo, WorkloadRef
 from shared.api.meta import ObjectReference
@@ -24,15 +25,15 @@ T = TypeVar("T")
 # Annotations the arbitration rules and the executor read (seed 000, 001, 003 and Koordinator's).
 ANNOTATIONS_OF_INTEREST = frozenset(
     {
-        "scheduling.koordinator.sh/eviction-cost",
-        "scheduling.koordinator.sh/soft-eviction",
-        "scheduling.koordinator.sh/reservation-allocated",
-        "descheduler.alpha.kubernetes.io/evict",
-        "descheduler.alpha.kubernetes.io/request-evict-only",
-        "descheduler.alpha.kubernetes.io/eviction-in-progress",
-        "kubernetes.io/config.mirror",
-        "kubernetes.io/config.source",
-        "controller.kubernetes.io/pod-deletion-cost",
+        known.EVICTION_COST,
+        known.SOFT_EVICTION,
+        known.RESERVATION_ALLOCATED,
+        known.EVICT,
+        known.REQUEST_EVICT_ONLY,
+        known.EVICTION_IN_PROGRESS,
+        known.CONFIG_MIRROR,
+        known.CONFIG_SOURCE,
+        known.POD_DELETION_COST,
     }
 )
 PODHERD_ANNOTATION_PREFIX = "podherd.io/"
@@ -265,7 +266,7 @@ def pod_info(pod: RawPod, resolver: WorkloadResolver | None = None) -> PodInfo:
         labels=dict(meta.labels or {}),
         annotations=annotations,
         volume_kinds=sorted({k for v in spec.volumes or () for k in v if k != "name"}),
-        mirror="kubernetes.io/config.mirror" in (meta.annotations or {}),
+        mirror=known.CONFIG_MIRROR in (meta.annotations or {}),
     )
 
 

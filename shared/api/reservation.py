@@ -10,6 +10,7 @@ from typing import Any, Final, Literal, TypeAlias
 
 import msgspec
 
+from shared.api import annotations as known
 from shared.api.meta import Duration, KubeStruct, LabelSelector, ObjectMeta, ObjectReference
 
 KIND: Final = "Reservation"
@@ -33,7 +34,7 @@ REASON_SUCCEEDED: Final = "Succeeded"
 REASON_EXPIRED: Final = "Expired"
 
 # Set by the scheduler on a pod that took a Reservation's room (value: {"name": ..., "uid": ...}).
-ANNOTATION_RESERVATION_ALLOCATED: Final = "scheduling.koordinator.sh/reservation-allocated"
+ANNOTATION_RESERVATION_ALLOCATED: Final = known.RESERVATION_ALLOCATED
 # Label Podherd puts on every Reservation it creates, and the job it belongs to.
 LABEL_CREATED_BY: Final = "podherd.io/created-by"
 LABEL_JOB: Final = "podherd.io/job"

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from services.arbitrator.rules.facts import JobFacts, PodInfo, WorkloadFacts
+from shared.api import annotations as known
 from shared.api.pmj import REASON_FORBIDDEN_MIGRATE_POD, REASON_MISSING_POD
 from shared.config import MigrationControllerArgs
 from shared.intstr import max_migrating, max_unavailable
@@ -19,9 +20,9 @@ from shared.selectors import matches_label_selector
 MAX_INT32 = 2**31 - 1
 SYSTEM_CRITICAL_PRIORITY = 2_000_000_000
 SYSTEM_CRITICAL_CLASSES = frozenset({"system-cluster-critical", "system-node-critical"})
-EVICTION_COST = "scheduling.koordinator.sh/eviction-cost"
-MIRROR = "kubernetes.io/config.mirror"
-CONFIG_SOURCE = "kubernetes.io/config.source"
+EVICTION_COST = known.EVICTION_COST
+MIRROR = known.CONFIG_MIRROR
+CONFIG_SOURCE = known.CONFIG_SOURCE
 LOCAL_STORAGE_VOLUMES = frozenset({"emptyDir", "hostPath"})
 
 

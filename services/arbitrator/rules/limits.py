@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from services.arbitrator.rules.facts import JobFacts, PdbFacts, PodInfo, WorkloadFacts
+from shared.api import annotations as known
 from shared.config import MigrationControllerArgs, ObjectLimiter
 from shared.durations import parse_duration
 from shared.intstr import max_migrating, max_unavailable, scaled_value
@@ -31,7 +32,7 @@ from shared.slots import Bucket, Slot
 
 __all__ = ["AdmissionPlan", "Bucket", "LedgerView", "Outcome", "Slot", "evaluate", "plan"]
 
-EVICT_ANNOTATION = "descheduler.alpha.kubernetes.io/evict"
+EVICT_ANNOTATION = known.EVICT
 
 
 @dataclass(frozen=True)

@@ -19,11 +19,12 @@ with ZRANGEBYLEX, so every arbitrator replica sees one queue in one order.
 from __future__ import annotations
 
 from services.arbitrator.rules.facts import JobFacts, PodInfo, WorkloadFacts
+from shared.api import annotations as known
 
 QOS_LABEL = "koordinator.sh/qosClass"
 QOS_RANK = {"LSE": 4, "LSR": 3, "LS": 2, "BE": 1}  # no label: 0
-EVICTION_IN_PROGRESS = "descheduler.alpha.kubernetes.io/eviction-in-progress"
-EVICTION_COST = "scheduling.koordinator.sh/eviction-cost"
+EVICTION_IN_PROGRESS = known.EVICTION_IN_PROGRESS
+EVICTION_COST = known.EVICTION_COST
 _PRIORITY_OFFSET = 2**31  # priorities are int32: shift to non-negative for fixed-width strings
 
 SortKey = tuple[int, int, int, int, int, int, int, int, float, str]
