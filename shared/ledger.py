@@ -25,6 +25,7 @@ from shared.slots import Bucket, Slot
 ADMITTED = "admitted"
 DEFERRED = "deferred"
 FORBIDDEN = "forbidden"
+REJECTED = "rejected"
 CLOSED = "closed"
 
 
@@ -33,9 +34,10 @@ def as_text(value: bytes | str) -> str:
     return value.decode() if isinstance(value, bytes) else value
 
 
-def lua_script(name: str) -> str:
-    """One of Podherd's Redis scripts (shared/lua/<name>)."""
-    return resources.files("shared").joinpath("lua", name).read_text()
+def lua_script(name: str, *prelude: str) -> str:
+    """One of Podherd's Redis scripts (shared/lua/<name>), after the shared functions it uses."""
+    lua = resources.files("shared").joinpath("lua")
+    return "\n".join([*(lua.joinpath(p).read_text() for p in prelude), lua.joinpath(name).read_text()])
 
 
 @dataclass(frozen=True)
@@ -51,10 +53,27 @@ class Verdict:
 
 @dataclass(frozen=True)
 class Candidate:
+    """A queued job as the ledger sees it: what admitting it takes, or why it cannot be admitted now."""
+
     job_uid: str
     pod_uid: str
     slots: tuple[Slot, ...]
     buckets: tuple[Bucket, ...]
+    reject: tuple[str, str, str] | None = None  # (rule, reason, message): a filter forbids it
+    wait: tuple[float, str, str] | None = None  # (seconds, rule, message): its facts are not known yet
+    drop: bool = False  # its job is gone
+
+
+@dataclass(frozen=True)
+class Announcement:
+    """An outcome taken off the queue whose decision may not have been published yet."""
+
+    outcome: str
+    rule: str
+    message: str
+    pod_uid: str
+    reason: str
+    at: float  # when it was taken off the queue (the ledger's clock)
 
 
 @dataclass(frozen=True)
@@ -69,9 +88,10 @@ class Ledger:
         self.client = client
         self.prefix = "{" + key_prefix + "}:ledger"
         self.slot_ttl = slot_ttl
-        self._admit = client.register_script(lua_script("admit.lua"))
-        self._release = client.register_script(lua_script("release.lua"))
-        self._evicting = client.register_script(lua_script("evicting.lua"))
+        self._admit = client.register_script(lua_script("admit.lua", "gates.lua"))
+        self._release = client.register_script(lua_script("release.lua", "gates.lua"))
+        self._evicting = client.register_script(lua_script("evicting.lua", "gates.lua"))
+        self._queue = client.register_script(lua_script("queue.lua", "gates.lua"))
 
     # ----------------------------------------------------------------------------------------------------
 
@@ -106,56 +126,62 @@ class Ledger:
             len(candidates),
         ]
         for c in candidates:
-            plan = json.dumps(
-                {
-                    "slots": [[s.rule, s.key, s.limit, s.what] for s in c.slots],
-                    "buckets": [[b.rule, b.key, b.rate, b.burst, b.what] for b in c.buckets],
-                }
-            )
-            args.extend([c.job_uid, c.pod_uid, plan])
+            args.extend([c.job_uid, c.pod_uid, _plan_json(c)])
         reply = [as_text(part) for part in await self._admit(keys=[self.prefix], args=args)]
         if reply == ["retry"]:
             return None
         return [Verdict(reply[i], reply[i + 1], reply[i + 2]) for i in range(0, len(reply), 3)]
 
     # ----------------------------------------------------------------------------------------------------
-    # The pending queue: one sorted set, read in lexicographic order (see arbitrator.rules.order.lex_key)
+    # Pending jobs: the ready queue (one sorted set, read in lexicographic order, see
+    # arbitrator.rules.order.lex_key) and the jobs parked on the gate that deferred them (lua/gates.lua).
 
     async def enqueue(self, job_uid: str, sort_key: str) -> None:
-        """Queue (or re-rank) a job; its place is `sort_key`."""
-        member = f"{sort_key}|{job_uid}"
-        old = await self.client.hget(f"{self.prefix}:queued", job_uid)
-        pipe = self.client.pipeline(transaction=True)
-        if old is not None and as_text(old) != member:
-            pipe.zrem(f"{self.prefix}:queue", as_text(old))
-        pipe.zadd(f"{self.prefix}:queue", {member: 0})
-        pipe.hset(f"{self.prefix}:queued", job_uid, member)
-        await pipe.execute()
+        """Queue (or re-rank) a job at `sort_key`; a parked job returns to the ready queue."""
+        await self._queue(keys=[self.prefix], args=["enqueue", job_uid, f"{sort_key}|{job_uid}"])
 
     async def dequeue(self, job_uid: str) -> bool:
-        old = await self.client.hget(f"{self.prefix}:queued", job_uid)
-        if old is None:
-            return False
-        pipe = self.client.pipeline(transaction=True)
-        pipe.zrem(f"{self.prefix}:queue", as_text(old))
-        pipe.hdel(f"{self.prefix}:queued", job_uid)
-        await pipe.execute()
-        return True
+        """The job is no longer pending (gone, aborted, paused). True if it was."""
+        return bool(await self._queue(keys=[self.prefix], args=["dequeue", job_uid]))
+
+    async def tick(self, now: float | None = None, limit: int = 1024) -> float | None:
+        """Fire due timers (token buckets refilled, facts awaited); return the seconds until the next one."""
+        _fired, wait = await self._queue(
+            keys=[self.prefix], args=["tick", "" if now is None else repr(now), limit]
+        )
+        seconds = float(as_text(wait))
+        return None if seconds < 0 else seconds
+
+    async def wake(self, gates: Sequence[str]) -> int:
+        """The facts behind these gates' limits changed (e.g. "slot:pdb:ns/name"): look at their waiters."""
+        if not gates:
+            return 0
+        return int(await self._queue(keys=[self.prefix], args=["wake", *gates]))
+
+    async def sweep(self, cursor: int, count: int) -> int:
+        """Wake the best waiter of up to `count` gates; returns the cursor to continue from (0: wrapped)."""
+        return int(as_text(await self._queue(keys=[self.prefix], args=["sweep", cursor, count])))
 
     async def head(self, count: int) -> list[str]:
-        """The job uids at the head of the queue, best first."""
+        """The job uids at the head of the ready queue, best first."""
         members: list[Any] = await self.client.zrange(f"{self.prefix}:queue", 0, count - 1)
         return [as_text(m).rsplit("|", 1)[1] for m in members]
 
-    async def unannounced(self) -> dict[str, tuple[str, str, str]]:
-        """Outcomes taken off the queue whose decisions may not have been published yet: job -> (outcome,
-        rule, message)."""
+    async def parked(self) -> dict[str, str]:
+        """Parked jobs and the gate each waits on."""
+        raw = await self.client.hgetall(f"{self.prefix}:parked")
+        return {as_text(k): as_text(v) for k, v in raw.items()}
+
+    async def unannounced(self, older_than: float = 0.0) -> dict[str, Announcement]:
+        """Outcomes taken off the queue at least `older_than` seconds ago whose decisions may not have been
+        published yet, by job (younger ones are most likely being published by the replica that took them)."""
         raw = await self.client.hgetall(f"{self.prefix}:announce")
-        out = {}
-        for job, value in raw.items():
-            outcome, rule, message, _pod = json.loads(value)
-            out[as_text(job)] = (outcome, rule, message)
-        return out
+        if not raw:
+            return {}
+        seconds, micros = await self.client.time()
+        now = seconds + micros / 1e6
+        found = {as_text(job): Announcement(*json.loads(value)) for job, value in raw.items()}
+        return {job: a for job, a in found.items() if now - a.at >= older_than}
 
     async def forget(self, job_uid: str) -> None:
         """The job's PMJ is gone: stop remembering that it was admitted once."""
@@ -165,11 +191,13 @@ class Ledger:
         record = await self.client.hget(f"{self.prefix}:job:{job_uid}", "slots")
         return list(json.loads(record)) if record else []
 
-    async def announced(self, job_uid: str) -> None:
-        await self.client.hdel(f"{self.prefix}:announce", job_uid)
+    async def announced(self, *job_uids: str) -> None:
+        if job_uids:
+            await self.client.hdel(f"{self.prefix}:announce", *job_uids)
 
     async def queue_length(self) -> int:
-        return int(await self.client.zcard(f"{self.prefix}:queue"))
+        """Pending jobs: ready or parked."""
+        return int(await self.client.hlen(f"{self.prefix}:queued"))
 
     async def release(self, job_uid: str) -> bool:
         """Free what `job_uid` holds. True only the first time (so callers can count releases exactly)."""
@@ -222,3 +250,18 @@ class Ledger:
         raw_claims = await self.client.hgetall(f"{self.prefix}:claims")
         claims = {as_text(k): as_text(v) for k, v in raw_claims.items()}
         return {"slots": {k: v for k, v in slots.items() if v}, "claims": claims}
+
+
+def _plan_json(c: Candidate) -> str:
+    if c.drop:
+        return '{"drop": 1}'
+    if c.reject is not None:
+        return json.dumps({"reject": list(c.reject)})
+    if c.wait is not None:
+        return json.dumps({"wait": list(c.wait)})
+    return json.dumps(
+        {
+            "slots": [[s.rule, s.key, s.limit, s.what] for s in c.slots],
+            "buckets": [[b.rule, b.key, b.rate, b.burst, b.what] for b in c.buckets],
+        }
+    )

@@ -11,9 +11,10 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any, Protocol
 
 import msgspec
 from prometheus_client import Counter, Gauge, Histogram
@@ -34,7 +35,7 @@ from shared.api.pmj import (
 )
 from shared.api.validation import validate_pmj
 from shared.config import PodherdConfig
-from shared.ledger import Candidate, Ledger, as_text
+from shared.ledger import ADMITTED, DEFERRED, FORBIDDEN, REJECTED, Candidate, Ledger, Verdict, as_text
 from shared.slots import Slot
 
 log = logging.getLogger(__name__)
@@ -56,7 +57,9 @@ PASS_SECONDS = Histogram(
 # PMJ's event can arrive before its pod's.
 MISSING_GRACE = 5.0
 
-Publish = Callable[[str, bytes, str], Awaitable[None]]  # subject, data, msg id
+# Outcomes taken off the queue are published by the replica that took them; another replica re-publishes
+# them only when they are older than this (the first one probably died).
+ANNOUNCE_AFTER = 5.0
 
 
 @dataclass(frozen=True)
@@ -70,10 +73,19 @@ class Loaded:
 
 @dataclass(frozen=True)
 class Prepared:
-    """A queued job made ready for the ledger: its candidate, or why it must leave the queue."""
+    """A queued job made ready for the ledger."""
 
-    candidate: Candidate | None
-    rejection: filters.Rejection | None = None
+    candidate: Candidate
+    name: str
+    since: float  # when it entered the queue
+
+
+class Publisher(Protocol):
+    """Pipelined publishing (shared.bus.Publisher): `publish` does not wait; `flush` waits for every ack."""
+
+    async def publish(self, subject: str, data: bytes, msg_id: str) -> None: ...
+
+    async def flush(self) -> int: ...
 
 
 class Engine:
@@ -82,7 +94,7 @@ class Engine:
         config: PodherdConfig,
         facts: FactStore,
         ledger: Ledger,
-        publish: Publish,
+        publisher: Publisher,
         subject: Callable[[str, str], str],
         audit_subject: Callable[[str], str],
     ) -> None:
@@ -90,11 +102,14 @@ class Engine:
         self.args = config.migration_controller
         self.facts = facts
         self.ledger = ledger
-        self.publish = publish
+        self.publisher = publisher
         self.subject = subject
         self.audit_subject = audit_subject
         self.redis = ledger.client
         self.meta = f"{config.redis.key_prefix}:arbitrator"
+        self.next_timer: float | None = None  # seconds until the ledger's next timer, as of the last pass
+        self._sweep_cursor = 0
+        self._last_announce_check = 0.0
 
     # ----------------------------------------------------------------------------------------------------
     # Jobs in
@@ -115,15 +130,17 @@ class Engine:
                 await self.redis.hdel(f"{self.meta}:decided", uid)
                 await self.ledger.forget(uid)
             return
+        if await self.redis.hexists(f"{self.meta}:decided", uid):
+            return  # arbitrated once: a replayed or re-ranking event must not queue it again
         if error is not None:
-            await self._reject(name, uid, filters.Rejection("InvalidSpec", REASON_INVALID_SPEC, error))
+            rejection = filters.Rejection("InvalidSpec", REASON_INVALID_SPEC, error)
+            await self._reject_now(name, uid, rejection)
             return
         invalid = validate_pmj(job)
         if invalid is not None:
-            await self._reject(name, uid, filters.Rejection(invalid.reason, invalid.reason, invalid.message))
+            rejection = filters.Rejection(invalid.reason, invalid.reason, invalid.message)
+            await self._reject_now(name, uid, rejection)
             return
-        if await self.redis.hexists(f"{self.meta}:decided", uid):
-            return  # arbitrated once: a replayed or re-ranking event must not queue it again
         await self.facts.client.hset(f"{self.meta}:jobs", uid, _encode_job(job))
         await self.redis.hsetnx(f"{self.meta}:since", uid, repr(time.time()))
         facts, pod, workload = await self._facts_of(job)
@@ -252,66 +269,98 @@ class Engine:
     # Admission passes
 
     async def admit_pass(self) -> int:
-        """Admit what fits now, in queue order. Returns how many jobs were admitted."""
+        """Admit what fits now, in queue order. Returns how many jobs were admitted.
+
+        Each round takes the head of the ready queue to the ledger in one atomic step; every job leaves the
+        ready queue in it (decided, or parked on the gate that deferred it), so a round never looks at the
+        same job twice and the cost per decision does not grow with the number of jobs waiting.
+        """
         started = time.perf_counter()
-        await self._announce_pending()
+        if time.monotonic() - self._last_announce_check > 1.0:
+            self._last_announce_check = time.monotonic()
+            await self._announce_pending()
+        self.next_timer = await self.ledger.tick()
         admitted = 0
-        for _ in range(32):  # bounded: a pass that keeps losing races yields to the next wake-up
+        retries = 0
+        while retries < 32:  # a pass that keeps losing races to other replicas yields to the next wake-up
             head = await self.ledger.head(self.config.arbitrator.scan_depth)
             if not head:
                 break
-            prepared = await self._prepare_all(head)
-            rejected = [(uid, p) for uid, p in zip(head, prepared, strict=True) if p.candidate is None]
-            for uid, p in rejected:
-                if p.rejection is not None:  # told first, then off the queue: a crash between retells it
-                    job = await self._job(uid)
-                    await self._reject(job.metadata.name or uid if job else uid, uid, p.rejection)
-                await self.ledger.dequeue(uid)
-            if rejected:
-                continue  # the head changed: read it again
-            candidates = [p.candidate for p in prepared if p.candidate is not None]
-            verdicts = await self.ledger.admit_batch(candidates, from_queue=True)
+            batch = await self._prepare_all(head)
+            verdicts = await self.ledger.admit_batch([b.candidate for b in batch], from_queue=True)
             if verdicts is None:
+                retries += 1
                 continue  # another replica moved the head first
-            progress = 0
-            for candidate, verdict in zip(candidates, verdicts, strict=True):
-                if verdict.outcome in ("admitted", "forbidden"):
-                    await self._announce(
-                        candidate.job_uid, verdict.outcome, verdict.rule, verdict.message, candidate
-                    )
-                    progress += 1
-                elif verdict.outcome == "deferred":
-                    job = await self._job(candidate.job_uid)
-                    name = (job.metadata.name if job else None) or candidate.job_uid
-                    await self._deferred(name, candidate.job_uid, verdict.rule, verdict.message)
-            admitted += progress
-            if progress == 0 or len(head) < self.config.arbitrator.scan_depth:
-                break
+            admitted += await self._tell(batch, verdicts)
         QUEUE.set(await self.ledger.queue_length())
         PASS_SECONDS.observe(time.perf_counter() - started)
         return admitted
 
-    async def _announce(
-        self, uid: str, outcome: str, rule: str, message: str, candidate: Candidate | None
-    ) -> None:
-        job = await self._job(uid)
-        name = (job.metadata.name if job else None) or uid
-        if outcome == "admitted":
-            if candidate is None:  # re-announcing after a crash: the slots are those the ledger holds
-                keys = await self.ledger.held_slots(uid)
-                candidate = Candidate(uid, "", tuple(Slot("", k, 0, "") for k in keys), ())
-            await self._admitted(name, candidate)
-        else:
-            await self._reject(
-                name, uid, filters.Rejection(rule, REASON_FORBIDDEN_MIGRATE_POD, f"{rule}: {message}")
-            )
-        await self.ledger.announced(uid)
+    async def sweep(self) -> None:
+        """The safety net at the arbitration interval: look again at the best waiter of some gates."""
+        self._sweep_cursor = await self.ledger.sweep(self._sweep_cursor, self.config.arbitrator.scan_depth)
+
+    async def on_facts(self, kind: str, ident: str) -> None:
+        """A workload or budget changed: limits derived from it may have grown."""
+        if kind == "pdb":
+            await self.ledger.wake([f"slot:pdb:{ident}"])
+        elif kind == "workload":
+            await self.ledger.wake([f"slot:workload:{ident}"])
+
+    async def _tell(self, batch: list[Prepared], verdicts: list[Verdict]) -> int:
+        """Publish a round's outcomes (pipelined, acknowledged together), then mark them told."""
+        told: list[str] = []
+        deferred: list[tuple[Prepared, Verdict]] = []
+        admitted = 0
+        for item, verdict in zip(batch, verdicts, strict=True):
+            uid = item.candidate.job_uid
+            if verdict.outcome == ADMITTED:
+                admitted += 1
+                await self._admitted(item.name, item.candidate, item.since)
+                told.append(uid)
+            elif verdict.outcome == FORBIDDEN:
+                rejection = filters.Rejection(
+                    verdict.rule, REASON_FORBIDDEN_MIGRATE_POD, f"{verdict.rule}: {verdict.message}"
+                )
+                await self._reject(item.name, uid, rejection)
+                told.append(uid)
+            elif verdict.outcome == REJECTED:
+                assert item.candidate.reject is not None
+                rule, reason, message = item.candidate.reject
+                await self._reject(item.name, uid, filters.Rejection(rule, reason, message))
+                told.append(uid)
+            elif verdict.outcome == DEFERRED:
+                deferred.append((item, verdict))
+        await self._deferred(deferred)
+        await self.publisher.flush()
+        if told:
+            pipe = self.redis.pipeline(transaction=False)
+            pipe.hset(f"{self.meta}:decided", mapping=dict.fromkeys(told, "1"))
+            pipe.hdel(f"{self.meta}:deferred", *told)
+            pipe.hdel(f"{self.ledger.prefix}:announce", *told)
+            await pipe.execute()
+        return admitted
 
     async def _announce_pending(self) -> None:
         """Publish outcomes a replica took off the queue but may have died before telling (idempotent:
         the decision's Nats-Msg-Id is the same whoever publishes it)."""
-        for uid, (outcome, rule, message) in (await self.ledger.unannounced()).items():
-            await self._announce(uid, outcome, rule, message, None)
+        pending = await self.ledger.unannounced(older_than=ANNOUNCE_AFTER)
+        for uid, a in pending.items():
+            job = await self._job(uid)
+            name = (job.metadata.name if job else None) or uid
+            if a.outcome == ADMITTED:
+                keys = await self.ledger.held_slots(uid)
+                candidate = Candidate(uid, a.pod_uid, tuple(Slot("", k, 0, "") for k in keys), ())
+                await self._admitted(name, candidate, None)
+            else:
+                reason = a.reason or REASON_FORBIDDEN_MIGRATE_POD
+                message = a.message if a.outcome == REJECTED else f"{a.rule}: {a.message}"
+                await self._reject(name, uid, filters.Rejection(a.rule, reason, message))
+        if pending:
+            await self.publisher.flush()
+            told = list(pending)
+            await self.redis.hset(f"{self.meta}:decided", mapping=dict.fromkeys(told, "1"))
+            await self.ledger.announced(*told)
 
     async def _prepare_all(self, uids: list[str]) -> list[Prepared]:
         raw_jobs = await self.redis.hmget(f"{self.meta}:jobs", uids)
@@ -319,14 +368,18 @@ class Engine:
         present = [(i, _decode_job(r)) for i, r in enumerate(raw_jobs) if r]
         loaded = dict(zip((i for i, _ in present), await self._load([j for _, j in present]), strict=True))
         out = []
+        now = time.time()
         for i, uid in enumerate(uids):
             item = loaded.get(i)
-            out.append(
-                Prepared(None) if item is None else self._prepare(uid, item, float(since[i] or time.time()))
-            )
+            raw_since = since[i]
+            entered = float(as_text(raw_since)) if raw_since else now
+            if item is None:
+                out.append(Prepared(Candidate(uid, "", (), (), drop=True), uid, entered))
+            else:
+                out.append(Prepared(self._prepare(uid, item, now - entered), item.facts.name or uid, entered))
         return out
 
-    def _prepare(self, uid: str, item: Loaded, since: float) -> Prepared:
+    def _prepare(self, uid: str, item: Loaded, waited: float) -> Candidate:
         facts, pod, workload = item.facts, item.pod, item.workload
         missing = None
         if pod is None:
@@ -338,16 +391,18 @@ class Engine:
         ):
             missing = f"workload {pod.workload.kind}/{pod.workload.namespace}/{pod.workload.name}"
         if missing is not None:
-            if pod is None and time.time() - since > MISSING_GRACE:
-                return Prepared(
-                    None, filters.evaluate(facts, None, None, self.args)
-                )  # MissingPod: never passes
-            wait = Slot("WaitingForFacts", f"waiting:{uid}", 0, f"{missing} (not seen yet)")
-            return Prepared(Candidate(uid, pod.uid if pod else f"missing:{uid}", (wait,), ()))
+            if pod is None and waited > MISSING_GRACE:
+                rejection = filters.evaluate(facts, None, None, self.args)  # MissingPod: never passes
+                assert rejection is not None
+                return _rejected(uid, "", rejection)
+            again = max(0.05, MISSING_GRACE - waited) if pod is None else 1.0
+            return Candidate(
+                uid, pod.uid if pod else "", (), (), wait=(again, "WaitingForFacts", f"waiting for {missing}")
+            )
         assert pod is not None
         rejection = filters.evaluate(facts, pod, workload, self.args, self._threshold())
         if rejection is not None:
-            return Prepared(None, rejection)
+            return _rejected(uid, pod.uid, rejection)
         plan = limits.plan(facts, pod, workload, None, self.args)
         slots = list(plan.slots)
         for pdb in item.pdbs:
@@ -360,7 +415,7 @@ class Engine:
                     f"PodDisruptionBudget {budget.key}",
                 )
             )
-        return Prepared(Candidate(uid, pod.uid, tuple(slots), plan.buckets))
+        return Candidate(uid, pod.uid, tuple(slots), plan.buckets)
 
     def _threshold(self) -> int | None:
         threshold = self.args.priority_threshold
@@ -371,12 +426,11 @@ class Engine:
         return _decode_job(data) if data else None
 
     # ----------------------------------------------------------------------------------------------------
-    # Decisions out
+    # Decisions out (published without waiting; the caller flushes the publisher)
 
-    async def _admitted(self, name: str, candidate: Candidate) -> None:
-        since = await self.redis.hget(f"{self.meta}:since", candidate.job_uid)
-        if since:
-            ADMISSION_SECONDS.observe(max(0.0, time.time() - float(since)))
+    async def _admitted(self, name: str, candidate: Candidate, since: float | None) -> None:
+        if since is not None:
+            ADMISSION_SECONDS.observe(max(0.0, time.time() - since))
         decision = Decision(
             job=JobRef(name=name, uid=candidate.job_uid),
             decision="admitted",
@@ -387,7 +441,6 @@ class Engine:
             slots=[s.key for s in candidate.slots],
         )
         await self._send(decision)
-        await self.redis.hdel(f"{self.meta}:deferred", candidate.job_uid)
 
     async def _reject(self, name: str, uid: str, rejection: filters.Rejection) -> None:
         decision = Decision(
@@ -400,34 +453,47 @@ class Engine:
             replica=self.config.replica,
         )
         await self._send(decision)
-        await self.redis.hdel(f"{self.meta}:deferred", uid)
 
-    async def _deferred(self, name: str, uid: str, rule: str, message: str) -> None:
-        # Audit a deferral when its reason changes, not on every pass.
-        previous = await self.redis.hget(f"{self.meta}:deferred", uid)
-        if previous is not None and as_text(previous) == message:
+    async def _reject_now(self, name: str, uid: str, rejection: filters.Rejection) -> None:
+        """Reject a job that never entered the queue (invalid), and remember it as decided."""
+        await self._reject(name, uid, rejection)
+        await self.publisher.flush()
+        await self.redis.hset(f"{self.meta}:decided", uid, "1")
+
+    async def _deferred(self, items: list[tuple[Prepared, Verdict]]) -> None:
+        """Audit a deferral when its reason changes, not every time a job is looked at again."""
+        if not items:
             return
-        await self.redis.hset(f"{self.meta}:deferred", uid, message)
-        DECISIONS.labels("deferred", rule).inc()
-        digest = hashlib.sha1(message.encode()).hexdigest()[:12]
-        record = AuditRecord(
-            id=f"{uid}/deferred/{digest}",
-            time=datetime.now(UTC),
-            action="decision",
-            actor=f"arbitrator/{self.config.replica}",
-            job=name,
-            job_uid=uid,
-            rule=rule,
-            message=message,
-            details={"decision": "deferred"},
-        )
-        await self.publish(self.audit_subject(name), codec.encode(record), record.id)
+        uids = [item.candidate.job_uid for item, _ in items]
+        previous = await self.redis.hmget(f"{self.meta}:deferred", uids)
+        changed: dict[Any, Any] = {}
+        for (item, verdict), before in zip(items, previous, strict=True):
+            uid = item.candidate.job_uid
+            if before is not None and as_text(before) == verdict.message:
+                continue
+            changed[uid] = verdict.message
+            DECISIONS.labels("deferred", verdict.rule).inc()
+            digest = hashlib.sha1(verdict.message.encode()).hexdigest()[:12]
+            record = AuditRecord(
+                id=f"{uid}/deferred/{digest}",
+                time=datetime.now(UTC),
+                action="decision",
+                actor=f"arbitrator/{self.config.replica}",
+                job=item.name,
+                job_uid=uid,
+                rule=verdict.rule,
+                message=verdict.message,
+                details={"decision": "deferred"},
+            )
+            await self.publisher.publish(self.audit_subject(item.name), codec.encode(record), record.id)
+        if changed:
+            await self.redis.hset(f"{self.meta}:deferred", mapping=changed)
 
     async def _send(self, decision: Decision) -> None:
-        """Publish a decision and its audit record, then remember the job as decided (after: a crash in
-        between re-decides it, and the same Nats-Msg-Id makes the second publish a no-op)."""
+        """Publish a decision and its audit record. The caller remembers the job as decided once they are
+        acknowledged (a crash in between re-decides it; the same Nats-Msg-Id makes the repeat a no-op)."""
         DECISIONS.labels(decision.decision, decision.rule).inc()
-        await self.publish(
+        await self.publisher.publish(
             self.subject(decision.decision, decision.job.name),
             codec.encode(decision),
             f"{decision.job.uid}/{decision.decision}",
@@ -444,15 +510,19 @@ class Engine:
             message=decision.message,
             details={"decision": decision.decision},
         )
-        await self.publish(self.audit_subject(decision.job.name), codec.encode(record), record.id)
-        log.info(
-            "%s %s: %s",
-            decision.decision,
-            decision.job.name,
-            decision.message,
-            extra={"job": decision.job.name, "rule": decision.rule},
-        )
-        await self.redis.hset(f"{self.meta}:decided", decision.job.uid, decision.decision)
+        await self.publisher.publish(self.audit_subject(decision.job.name), codec.encode(record), record.id)
+        if log.isEnabledFor(logging.INFO):
+            log.info(
+                "%s %s: %s",
+                decision.decision,
+                decision.job.name,
+                decision.message,
+                extra={"job": decision.job.name, "rule": decision.rule},
+            )
+
+
+def _rejected(uid: str, pod_uid: str, rejection: filters.Rejection) -> Candidate:
+    return Candidate(uid, pod_uid, (), (), reject=(rejection.rule, rejection.reason, rejection.message))
 
 
 def _encode_job(job: PodMigrationJob) -> bytes:

@@ -1,8 +1,9 @@
 """The arbitrator service: consume the watcher's events, keep facts and the queue, admit in passes.
 
 Passes are event-driven: any job, pod, workload or budget change, and any slot released (the tracker
-publishes on `p.ledger.released`), wakes the loop within milliseconds; the arbitration interval
-(`arbitrationArgs.interval`, 500 ms) is only the fallback for limits that free by time (token buckets).
+publishes on `p.ledger.released`), wakes the loop within milliseconds; token buckets and facts awaited wake
+it by the ledger's timers; the arbitration interval (`arbitrationArgs.interval`, 500 ms) is the fallback,
+which also looks again at the best parked job of each gate.
 
 Fail closed: when the ledger's marker is missing (Redis restarted or flushed) nothing is admitted until one
 replica has rebuilt it from the PodMigrationJobs that are Running (their `podherd.io/ledger` annotation,
@@ -15,6 +16,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import time
 from typing import Any
 
 import msgspec
@@ -61,12 +63,9 @@ class Arbitrator:
         self.facts = FactStore(client, config.redis.key_prefix)
         self.ledger = Ledger(client, config.redis.key_prefix, parse_duration(config.arbitrator.slot_ttl))
         self.engine = Engine(
-            config, self.facts, self.ledger, self._publish, self.subjects.job, self.subjects.audit
+            config, self.facts, self.ledger, bus.Publisher(nc), self.subjects.job, self.subjects.audit
         )
         self.wake = asyncio.Event()
-
-    async def _publish(self, subject: str, data: bytes, msg_id: str) -> None:
-        await self.js.publish(subject, data, headers={"Nats-Msg-Id": msg_id})
 
     async def setup(self) -> Any:
         await bus.ensure_events_stream(self.js, self.subjects, self.config.nats)
@@ -102,12 +101,13 @@ class Arbitrator:
                 await self.engine.on_pod(pod, pod.uid if deleted else None)
         elif head.kind == "PodDisruptionBudget":
             pdb = codec.decode(msg.data, ObjectEvent[PdbInfo]).object
-            await self.facts.put("pdb", ident, head.resource_version, None if deleted else pdb)
+            if await self.facts.put("pdb", ident, head.resource_version, None if deleted else pdb):
+                await self.engine.on_facts("pdb", ident)
         elif head.kind in ("Deployment", "StatefulSet", "ReplicaSet"):
             workload = codec.decode(msg.data, ObjectEvent[WorkloadInfo]).object
-            await self.facts.put(
-                "workload", f"{head.kind}/{ident}", head.resource_version, None if deleted else workload
-            )
+            key = f"{head.kind}/{ident}"
+            if await self.facts.put("workload", key, head.resource_version, None if deleted else workload):
+                await self.engine.on_facts("workload", key)
         self.wake.set()
 
     async def ensure_ledger(self) -> bool:
@@ -143,16 +143,26 @@ class Arbitrator:
         return held
 
     async def admission_loop(self, stop: asyncio.Event) -> None:
+        """A pass on every wake-up (events, releases), at the ledger's next timer (a token due, facts
+        awaited), and at the arbitration interval at the latest, which also sweeps the parked jobs."""
         interval = self.config.migration_controller.arbitration_interval_seconds
+        swept = time.monotonic()
         while not stop.is_set():
+            timeout = interval
+            if self.engine.next_timer is not None:
+                timeout = max(0.001, min(interval, self.engine.next_timer))
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.wake.wait(), timeout=interval)
+                await asyncio.wait_for(self.wake.wait(), timeout=timeout)
             self.wake.clear()
             if stop.is_set():
                 break
             try:
-                if await self.ensure_ledger():
-                    await self.engine.admit_pass()
+                if not await self.ensure_ledger():
+                    continue
+                if time.monotonic() - swept >= interval:
+                    swept = time.monotonic()
+                    await self.engine.sweep()
+                await self.engine.admit_pass()
             except Exception:
                 log.exception("admission pass failed")
                 await asyncio.sleep(0.2)

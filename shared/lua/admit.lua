@@ -1,28 +1,25 @@
 -- Admit jobs in order, each all or nothing: every limit of a job is checked before any of its writes
 -- (Redis does not roll back a script's earlier writes when it fails midway). Jobs earlier in the list take
 -- their slots before later ones are looked at, so the order given is the order of admission.
--- All keys share the hash tag in KEYS[1].
+-- All keys share the hash tag in KEYS[1]. Prepended with gates.lua.
 --
 -- KEYS[1]  the ledger prefix, e.g. "{podherd}:ledger"
 -- ARGV[1]  slot TTL in seconds (a slot nobody releases is reclaimed after it)
 -- ARGV[2]  "now" in seconds; empty means Redis TIME (the only clock in production; tests pin it)
--- ARGV[3]  "1": the jobs are the head of the pending queue (<prefix>:queue), in order; refuse with
---          "retry" if the queue's head is no longer exactly that (another replica got there first), and
---          take admitted jobs off the queue. "0": no queue.
+-- ARGV[3]  "1": the jobs are the head of the ready queue, in order; refuse with "retry" if the head is no
+--          longer exactly that (another replica got there first). Every job then leaves the ready queue:
+--          decided ones for good (recorded in <p>:announce until their decision is published), deferred
+--          ones parked on the gate that stopped them. "0": no queue.
 -- ARGV[4]  the number of jobs N, then N times: job uid, pod uid, plan JSON
 --          plan: {"slots": [[rule, key, limit, what], ...], "buckets": [[rule, key, rate, burst, what], ...]}
+--          or {"reject": [rule, reason, message]} (a filter forbids it), {"drop": 1} (its job is gone),
+--          {"wait": [seconds, rule, message]} (its facts are not known yet: look again after `seconds`)
 --
--- Returns {"retry"} or, per job, three strings: outcome (admitted|deferred|forbidden|closed), rule, message.
--- Queued jobs that leave the queue are also recorded in <prefix>:announce until their decision is published.
+-- Returns {"retry"} or, per job, three strings: outcome (admitted|deferred|forbidden|rejected|dropped|done|
+-- closed), rule, message.
 local p = KEYS[1]
 local ttl = tonumber(ARGV[1])
-local now
-if ARGV[2] ~= nil and ARGV[2] ~= '' then
-  now = tonumber(ARGV[2])
-else
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) + tonumber(t[2]) / 1e6
-end
+local now = clock(ARGV[2])
 local queued = ARGV[3] == '1'
 local count = tonumber(ARGV[4])
 
@@ -30,9 +27,7 @@ if queued and count > 0 then
   local head = redis.call('ZRANGE', p .. ':queue', 0, count - 1)
   if #head ~= count then return {'retry'} end
   for i = 1, count do
-    local member = head[i]
-    local job = ARGV[4 + (i - 1) * 3 + 1]
-    if string.sub(member, -(#job + 1)) ~= '|' .. job then return {'retry'} end
+    if job_of(head[i]) ~= ARGV[4 + (i - 1) * 3 + 1] then return {'retry'} end
   end
 end
 
@@ -50,15 +45,20 @@ local expired = redis.call('ZRANGEBYSCORE', p .. ':expiry', '-inf', now, 'LIMIT'
 for _, gone in ipairs(expired) do
   local record = redis.call('HGET', p .. ':job:' .. gone, 'slots')
   if record then
-    for _, key in ipairs(cjson.decode(record)) do redis.call('SREM', p .. ':slots:' .. key, gone) end
+    local keys = cjson.decode(record)
+    for _, key in ipairs(keys) do redis.call('SREM', p .. ':slots:' .. key, gone) end
     local claimed = redis.call('HGET', p .. ':job:' .. gone, 'pod')
     if claimed and redis.call('HGET', p .. ':claims', claimed) == gone then redis.call('HDEL', p .. ':claims', claimed) end
+    freed(p, keys, now)
   end
   redis.call('DEL', p .. ':job:' .. gone)
   redis.call('ZREM', p .. ':expiry', gone)
 end
 
+-- outcome, rule, message[, gate, due]
 local function decide(job, pod, plan)
+  if plan.drop then return 'dropped', 'dropped', 'the job is gone' end
+  if plan.reject then return 'rejected', plan.reject[1], plan.reject[3] end
   if redis.call('EXISTS', p .. ':job:' .. job) == 1 then
     return 'admitted', 'admitted', 'already admitted'
   end
@@ -66,6 +66,7 @@ local function decide(job, pod, plan)
     -- Admitted once and released since: a job is arbitrated once, however often its events replay.
     return 'done', 'done', 'this job was admitted and has finished'
   end
+  if plan.wait then return 'deferred', plan.wait[2], plan.wait[3], 'timer', now + tonumber(plan.wait[1]) end
   local holder = redis.call('HGET', p .. ':claims', pod)
   if holder then
     return 'forbidden', 'ActiveJob', 'another migration job (' .. holder .. ') is moving this pod'
@@ -76,7 +77,9 @@ local function decide(job, pod, plan)
     if redis.call('SISMEMBER', members, job) == 0 then
       local used = redis.call('SCARD', members) + redis.call('SCARD', p .. ':evicting:' .. key)
       if used + 1 > limit then
-        return 'deferred', rule, string.format('deferred: %s %d/%d on %s', rule, used, math.max(limit, 0), what)
+        redis.call('HSET', p .. ':limit', key, limit)
+        return 'deferred', rule, string.format('deferred: %s %d/%d on %s', rule, used, math.max(limit, 0), what),
+          'slot:' .. key
       end
     end
   end
@@ -88,16 +91,24 @@ local function decide(job, pod, plan)
     if tokens == nil then tokens, ts = burst, now end
     local available = math.min(burst, tokens + math.max(0, now - ts) * rate)
     if available < 1 then
+      redis.call('HSET', p .. ':bucketcfg', key, string.format('%.17g %d', rate, burst))
       local wait = (1 - available) / rate
-      return 'deferred', rule, string.format('deferred: %s exhausted for %s (next token in %.2fs)', rule, what, wait)
+      return 'deferred', rule, string.format('deferred: %s exhausted for %s (next token in %.2fs)', rule, what, wait),
+        'bucket:' .. key, now + wait
     end
     fills[i] = available - 1
   end
   -- Everything holds: take it all.
-  local keys = {}
+  local keys, limits = {}, {}
   for _, slot in ipairs(plan.slots) do
     redis.call('SADD', p .. ':slots:' .. slot[2], job)
     table.insert(keys, slot[2])
+    local limit = tonumber(slot[3])
+    if limits[slot[2]] == nil or limit < limits[slot[2]] then limits[slot[2]] = limit end
+  end
+  -- Keep the limits that waiters are woken by current (the facts behind them may have changed).
+  for key, limit in pairs(limits) do
+    if redis.call('EXISTS', p .. ':wait:slot:' .. key) == 1 then redis.call('HSET', p .. ':limit', key, limit) end
   end
   for i, bucket in ipairs(plan.buckets) do
     redis.call('HSET', p .. ':bucket:' .. bucket[2], 'tokens', fills[i], 'ts', now)
@@ -112,17 +123,25 @@ end
 for i = 1, count do
   local base = 4 + (i - 1) * 3
   local job, pod, plan = ARGV[base + 1], ARGV[base + 2], cjson.decode(ARGV[base + 3])
-  local outcome, rule, message = decide(job, pod, plan)
-  if queued and outcome == 'done' then
+  local outcome, rule, message, gate, due = decide(job, pod, plan)
+  if queued then
     local member = redis.call('HGET', p .. ':queued', job)
-    if member then redis.call('ZREM', p .. ':queue', member); redis.call('HDEL', p .. ':queued', job) end
-  elseif queued and (outcome == 'admitted' or outcome == 'forbidden') then
-    local member = redis.call('HGET', p .. ':queued', job)
-    if member then
-      redis.call('ZREM', p .. ':queue', member); redis.call('HDEL', p .. ':queued', job)
-      -- Off the queue, the outcome must still be told: it stays here until a replica has published it,
-      -- so a replica dying between this script and its publish loses nothing.
-      redis.call('HSET', p .. ':announce', job, cjson.encode({outcome, rule, message, pod}))
+    if outcome == 'deferred' and member then
+      local from = redis.call('HGET', p .. ':wokefrom', job)
+      if from then redis.call('HDEL', p .. ':wokefrom', job) end
+      park(p, job, member, gate, due)
+      if from and from ~= gate then pass_on(p, from, now) end
+      if string.sub(gate, 1, 7) == 'bucket:' then redis.call('ZADD', p .. ':timers', 'LT', due, 'gate:' .. gate) end
+    elseif outcome ~= 'deferred' and member then
+      unqueue(p, job, now)
+      redis.call('HDEL', p .. ':queued', job)
+      if outcome == 'admitted' or outcome == 'forbidden' or outcome == 'rejected' then
+        -- Off the queue, the outcome must still be told: it stays here until a replica has published it,
+        -- so a replica dying between this script and its publish loses nothing.
+        local reason = ''
+        if plan.reject then reason = plan.reject[2] end
+        redis.call('HSET', p .. ':announce', job, cjson.encode({outcome, rule, message, pod, reason, now}))
+      end
     end
   end
   table.insert(out, outcome); table.insert(out, rule); table.insert(out, message)

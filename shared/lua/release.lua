@@ -1,11 +1,14 @@
 -- Release everything a job holds, exactly once: returns 1 the first time, 0 after (or for a job never admitted).
+-- Wakes the best job waiting on each freed slot. Prepended with gates.lua.
 -- KEYS[1] the ledger prefix; ARGV[1] job uid
 local p, job = KEYS[1], ARGV[1]
 local record = redis.call('HGET', p .. ':job:' .. job, 'slots')
 if not record then return 0 end
-for _, key in ipairs(cjson.decode(record)) do redis.call('SREM', p .. ':slots:' .. key, job) end
+local keys = cjson.decode(record)
+for _, key in ipairs(keys) do redis.call('SREM', p .. ':slots:' .. key, job) end
 local pod = redis.call('HGET', p .. ':job:' .. job, 'pod')
 if pod and redis.call('HGET', p .. ':claims', pod) == job then redis.call('HDEL', p .. ':claims', pod) end
 redis.call('DEL', p .. ':job:' .. job)
 redis.call('ZREM', p .. ':expiry', job)
+freed(p, keys, clock(nil))
 return 1

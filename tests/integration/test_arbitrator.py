@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import msgspec
 import nats
 import pytest
 import redis.asyncio as aioredis
@@ -598,4 +599,40 @@ async def test_four_replicas_racing_never_exceed_any_limit(
     await client.aclose()
     assert not violations, violations[:5]
     assert released == 1000
+    await nc.close()
+
+
+async def test_more_blocked_jobs_than_a_round_reads_do_not_starve_one_that_fits(
+    nats_srv: Server, redis_srv: Server, test_id: str
+) -> None:
+    """A round reads 8 jobs here: 60 jobs blocked on a full node ahead of one that fits must not stop it
+    (the defect of a scan-depth-bounded pass), and a budget that grows wakes the job it blocked."""
+    base = arbitrator_config(nats_srv, redis_srv, test_id, maxMigratingPerNode=1, maxMigratingPerWorkload=100)
+    config = msgspec.structs.replace(base, arbitrator=msgspec.structs.replace(base.arbitrator, scan_depth=8))
+    nc, subjects, cluster = await setup_cluster(config)
+    await cluster.deployment("web", 200)
+    await cluster.deployment("db", 3)
+    await cluster.pdb("db", "db", allowed=0)
+    for i in range(61):
+        await cluster.pod(f"web-{i}", "node-full", "web")
+    await cluster.pod("lone", "node-free", "web")
+    await cluster.pod("db-0", "node-db", "db")
+    async with arbitrators([config]):
+        for i in range(61):
+            await cluster.job(f"blocked-{i:02d}", f"web-{i}", priority=100, created=i)
+        await decisions(nc, subjects, lambda ds: admitted(ds) == ["blocked-00"])
+        await cluster.job("lone", "lone", priority=0, created=100)  # ranks behind all 60 blocked
+        await cluster.job("db", "db-0", priority=0, created=101)
+        ds = await decisions(nc, subjects, lambda ds: "lone" in admitted(ds))
+        assert admitted(ds) == ["blocked-00", "lone"]
+        audit = await _audit_until(
+            nc,
+            subjects,
+            lambda rs: any(r["job"] == "db" and r.get("rule") == "PodDisruptionBudget" for r in rs),
+        )
+        assert any("PodDisruptionBudget default/db" in r["message"] for r in audit if r["job"] == "db")
+        # The budget allows one disruption now: its watcher event wakes the job it blocked.
+        await cluster.pdb("db", "db", allowed=1)
+        ds = await decisions(nc, subjects, lambda ds: "db" in admitted(ds), within=5)
+        assert admitted(ds) == ["blocked-00", "lone", "db"]
     await nc.close()

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from services.arbitrator.rules import limits
-from shared.ledger import HeldJob, Ledger
+from shared.ledger import Candidate, HeldJob, Ledger
 from shared.servers import Server
 from shared.slots import Bucket, Slot
 from tests.conftest import RedisScope
@@ -212,24 +212,117 @@ async def test_buckets_use_redis_time_and_abandoned_slots_expire(redis_scope: Re
     assert (await ledger.snapshot())["slots"] == {"node:a": ["j3"]}
 
 
-async def test_queue_admits_in_order_and_refuses_a_stale_head(redis_scope: RedisScope) -> None:
-    from shared.ledger import Candidate
+NODE_A = (Slot("maxMigratingPerNode", "node:a", 1, "node a"),)
 
-    ledger = await ready_ledger(redis_scope)
-    node = (Slot("maxMigratingPerNode", "node:a", 1, "node a"),)
-    for job, key in (("late", "2"), ("first", "0"), ("second", "1")):
+
+async def queue_jobs(ledger: Ledger, *jobs: tuple[str, str]) -> None:
+    for job, key in jobs:
         await ledger.enqueue(job, key)
+
+
+async def run_head(
+    ledger: Ledger, plans: dict[str, tuple[Slot, ...]], now: float | None = None
+) -> dict[str, str]:
+    """One round over the whole ready queue, as a replica does it: job -> outcome."""
+    head = await ledger.head(1000)
+    candidates = [Candidate(job, f"pod-{job}", plans[job], ()) for job in head]
+    verdicts = await ledger.admit_batch(candidates, from_queue=True, now=now)
+    assert verdicts is not None
+    return {job: v.outcome for job, v in zip(head, verdicts, strict=True)}
+
+
+async def test_queue_admits_in_order_and_refuses_a_stale_head(redis_scope: RedisScope) -> None:
+    ledger = await ready_ledger(redis_scope)
+    await queue_jobs(ledger, ("late", "2"), ("first", "0"), ("second", "1"))
     assert await ledger.head(10) == ["first", "second", "late"]
-    candidates = [Candidate(job, f"pod-{job}", node, ()) for job in ("first", "second", "late")]
+    candidates = [Candidate(job, f"pod-{job}", NODE_A, ()) for job in ("first", "second", "late")]
     verdicts = await ledger.admit_batch(candidates, from_queue=True)
     assert verdicts is not None
     assert [v.outcome for v in verdicts] == ["admitted", "deferred", "deferred"]  # one slot: the best gets it
-    assert await ledger.head(10) == ["second", "late"]
+    # Deferred jobs leave the ready queue: they wait on the gate that stopped them.
+    assert await ledger.head(10) == []
+    assert await ledger.parked() == {"second": "slot:node:a", "late": "slot:node:a"}
+    assert await ledger.queue_length() == 2
     # Another replica's view of the head is now stale: it is refused, and nothing changes.
-    assert await ledger.admit_batch(candidates[1:], from_queue=True) is not None
-    stale = [Candidate("first", "pod-first", node, ()), *candidates[1:]]
-    assert await ledger.admit_batch(stale, from_queue=True) is None
-    await ledger.enqueue("late", "0")  # re-ranked ahead of "second"
-    assert await ledger.head(10) == ["late", "second"]
+    assert await ledger.admit_batch(candidates[1:], from_queue=True) is None
+    assert await ledger.parked() == {"second": "slot:node:a", "late": "slot:node:a"}
+    # A re-ranked job is looked at again; a dequeued one is gone from wherever it waited.
+    await ledger.enqueue("late", "0")
+    assert await ledger.head(10) == ["late"] and await ledger.parked() == {"second": "slot:node:a"}
     assert await ledger.dequeue("late") and not await ledger.dequeue("late")
-    assert await ledger.queue_length() == 1
+    assert await ledger.dequeue("second") and await ledger.parked() == {}
+    assert await ledger.queue_length() == 0
+
+
+async def test_a_release_wakes_the_best_waiter_and_room_is_passed_on(redis_scope: RedisScope) -> None:
+    ledger = await ready_ledger(redis_scope)
+    node_b = (Slot("maxMigratingPerNode", "node:b", 1, "node b"),)
+    assert (await ledger.admit("holder-a", "pod-ha", NODE_A, [])).admitted
+    assert (await ledger.admit("holder-b", "pod-hb", node_b, [])).admitted
+    plans = {"j1": NODE_A + node_b, "j2": NODE_A, "j3": NODE_A}
+    await queue_jobs(ledger, ("j3", "3"), ("j1", "1"), ("j2", "2"))
+    assert await run_head(ledger, plans) == {"j1": "deferred", "j2": "deferred", "j3": "deferred"}
+    assert set((await ledger.parked()).values()) == {"slot:node:a"}
+    # node a frees: only its best waiter comes back (one evaluation, not one per waiter).
+    assert await ledger.release("holder-a")
+    assert await ledger.head(10) == ["j1"]
+    # j1 still cannot go (node b is full): it waits on node b now and passes node a's room to j2.
+    assert await run_head(ledger, plans) == {"j1": "deferred"}
+    assert await ledger.head(10) == ["j2"]
+    assert await run_head(ledger, plans) == {"j2": "admitted"}
+    # node a is full again: j3 keeps waiting, nothing else is woken.
+    assert await ledger.head(10) == []
+    assert await ledger.parked() == {"j1": "slot:node:b", "j3": "slot:node:a"}
+    # Facts changed behind a gate (its limit may have grown): its best waiter is looked at again.
+    assert await ledger.wake(["slot:node:a"]) == 1
+    assert await ledger.head(10) == ["j3"]
+
+
+async def test_tokens_and_awaited_facts_wake_by_timer(redis_scope: RedisScope) -> None:
+    ledger = await ready_ledger(redis_scope)
+    seconds, micros = await redis_scope.client.time()
+    now = seconds + micros / 1e6
+    bucket = (Bucket("evictQPS", "global", 2.0, 1, "the cluster"),)
+    await queue_jobs(ledger, ("a", "1"), ("b", "2"))
+    candidates = [Candidate(j, f"pod-{j}", (), bucket) for j in ("a", "b")]
+    verdicts = await ledger.admit_batch(candidates, from_queue=True, now=now)
+    assert verdicts is not None and [v.outcome for v in verdicts] == ["admitted", "deferred"]
+    assert await ledger.parked() == {"b": "bucket:global"}
+    # The next token is due in 0.5 s: the tick says so, and wakes b once it is due.
+    wait = await ledger.tick(now=now)
+    assert wait is not None and 0.45 <= wait <= 0.5
+    assert await ledger.tick(now=now + 0.2) is not None and await ledger.head(10) == []
+    assert await ledger.tick(now=now + 0.6) is None
+    assert await ledger.head(10) == ["b"]
+    # A job whose pod is not known yet waits on a timer, then is looked at again.
+    await ledger.enqueue("c", "3")
+    waiting = Candidate("c", "", (), (), wait=(1.0, "WaitingForFacts", "waiting for pod default/c"))
+    head = await ledger.head(10)
+    verdicts = await ledger.admit_batch(
+        [*(Candidate(j, f"pod-{j}", (), bucket) for j in head[:-1]), waiting], from_queue=True, now=now + 0.6
+    )
+    assert verdicts is not None and verdicts[-1].outcome == "deferred"
+    assert (await ledger.parked())["c"] == "timer"
+    await ledger.tick(now=now + 1.7)
+    assert "c" in await ledger.head(10)
+
+
+async def test_thousands_blocked_do_not_starve_one_that_fits(redis_scope: RedisScope) -> None:
+    """The defect a 256-deep scan had: with more blocked jobs than one pass looks at, a job behind them
+    that fits was never admitted."""
+    ledger = await ready_ledger(redis_scope)
+    assert (await ledger.admit("holder", "pod-h", NODE_A, [])).admitted
+    blocked = [(f"b{i:05d}", f"0{i:05d}") for i in range(3000)]
+    await queue_jobs(ledger, *blocked, ("fits", "1"))
+    plans = {job: NODE_A for job, _ in blocked} | {"fits": ()}
+    rounds = 0
+    outcomes: dict[str, str] = {}
+    while head := await ledger.head(256):
+        candidates = [Candidate(job, f"pod-{job}", plans[job], ()) for job in head]
+        verdicts = await ledger.admit_batch(candidates, from_queue=True)
+        assert verdicts is not None
+        outcomes.update({job: v.outcome for job, v in zip(head, verdicts, strict=True)})
+        rounds += 1
+    assert outcomes["fits"] == "admitted"
+    assert rounds == 12  # each job looked at once: ceil(3001 / 256)
+    assert len(await ledger.parked()) == 3000

@@ -1,0 +1,140 @@
+-- Shared by the ledger scripts (prepended to each): where pending jobs wait, and how they are woken.
+--
+-- A pending job is in exactly one place: the ready queue <p>:queue (a sorted set read in lexicographic
+-- order: member = "<sort key>|<job uid>"), or parked. A job the ledger defers is parked on the gate that
+-- stopped it: "slot:<key>" (a full slot set) or "bucket:<key>" (an empty token bucket) in the sorted set
+-- <p>:wait:<gate>, or on "timer" (waiting for facts) in <p>:timers. Parked jobs cost nothing per pass,
+-- so a pass reads only jobs that may fit: no head-of-line blocking however many jobs wait.
+--
+-- A gate is woken one job at a time, best first, when its room may have grown: a slot released or
+-- reclaimed, a background eviction ended, a token due, the facts behind its limit changed. The woken job
+-- re-enters the ready queue at its sort position. When it leaves the queue for any reason other than being
+-- parked on the same gate again, the gate is woken again if it still has room ("pass on"): a gate with
+-- room and waiters always has one waiter in the ready queue, so a release costs O(1), not O(waiters).
+--
+-- <p>:queued   job -> member (every pending job)     <p>:parked  job -> gate (parked jobs only)
+-- <p>:gates    gates with waiters                    <p>:limit   slot key -> its last known limit
+-- <p>:bucketcfg bucket key -> "rate burst"           <p>:wokefrom job -> the gate that woke it
+-- <p>:timers   "job:<uid>" | "gate:<gate>" -> when
+
+local function clock(arg)
+  if arg ~= nil and arg ~= '' then return tonumber(arg) end
+  local t = redis.call('TIME')
+  return tonumber(t[1]) + tonumber(t[2]) / 1e6
+end
+
+local function tokens_at(p, key, now)
+  local cfg = redis.call('HGET', p .. ':bucketcfg', key)
+  if not cfg then return nil end
+  local rate, burst = string.match(cfg, '^(%S+) (%S+)$')
+  rate, burst = tonumber(rate), tonumber(burst)
+  local state = redis.call('HMGET', p .. ':bucket:' .. key, 'tokens', 'ts')
+  local tokens, ts = tonumber(state[1]), tonumber(state[2])
+  if tokens == nil then return burst, rate end
+  return math.min(burst, tokens + math.max(0, now - ts) * rate), rate
+end
+
+-- Room at `gate` now: true, or false and (for buckets) when the next token is due.
+local function room(p, gate, now)
+  local kind, key = string.match(gate, '^(%a+):(.*)$')
+  if kind == 'slot' then
+    local limit = tonumber(redis.call('HGET', p .. ':limit', key) or '0')
+    local used = redis.call('SCARD', p .. ':slots:' .. key) + redis.call('SCARD', p .. ':evicting:' .. key)
+    return used < limit, nil
+  elseif kind == 'bucket' then
+    local available, rate = tokens_at(p, key, now)
+    if available == nil or available >= 1 then return true, nil end
+    if rate <= 0 then return false, nil end
+    return false, now + (1 - available) / rate
+  end
+  return true, nil
+end
+
+local function job_of(member)
+  return string.match(member, '|([^|]*)$')
+end
+
+-- Move the best waiter of `gate` back to the ready queue. Returns its uid, or nil.
+local function wake(p, gate)
+  local popped = redis.call('ZPOPMIN', p .. ':wait:' .. gate)
+  if #popped == 0 then
+    redis.call('SREM', p .. ':gates', gate)
+    return nil
+  end
+  local member = popped[1]
+  local job = job_of(member)
+  redis.call('HDEL', p .. ':parked', job)
+  redis.call('ZADD', p .. ':queue', 0, member)
+  redis.call('HSET', p .. ':wokefrom', job, gate)
+  if redis.call('ZCARD', p .. ':wait:' .. gate) == 0 then redis.call('SREM', p .. ':gates', gate) end
+  return job
+end
+
+-- Wake the next waiter of `gate` if it has room; for a bucket without a token, set a timer for the next one.
+local function pass_on(p, gate, now)
+  if redis.call('EXISTS', p .. ':wait:' .. gate) == 0 then return nil end
+  local ok, due = room(p, gate, now)
+  if ok then return wake(p, gate) end
+  if due then redis.call('ZADD', p .. ':timers', 'LT', due, 'gate:' .. gate) end  -- LT still adds
+  return nil
+end
+
+-- Take `job` out of wherever it waits (queue, a gate, the timers); returns its member or nil.
+local function unqueue(p, job, now)
+  local member = redis.call('HGET', p .. ':queued', job)
+  if not member then return nil end
+  local gate = redis.call('HGET', p .. ':parked', job)
+  if gate then
+    redis.call('HDEL', p .. ':parked', job)
+    if gate == 'timer' then
+      redis.call('ZREM', p .. ':timers', 'job:' .. job)
+    else
+      redis.call('ZREM', p .. ':wait:' .. gate, member)
+      if redis.call('ZCARD', p .. ':wait:' .. gate) == 0 then redis.call('SREM', p .. ':gates', gate) end
+    end
+  else
+    redis.call('ZREM', p .. ':queue', member)
+  end
+  local from = redis.call('HGET', p .. ':wokefrom', job)
+  if from then
+    redis.call('HDEL', p .. ':wokefrom', job)
+    pass_on(p, from, now)
+  end
+  return member
+end
+
+-- Park a job that is in the ready queue on `gate` (or on the timer list until `due`).
+local function park(p, job, member, gate, due)
+  redis.call('ZREM', p .. ':queue', member)
+  redis.call('HSET', p .. ':parked', job, gate)
+  if gate == 'timer' then
+    redis.call('ZADD', p .. ':timers', due, 'job:' .. job)
+  else
+    redis.call('ZADD', p .. ':wait:' .. gate, 0, member)
+    redis.call('SADD', p .. ':gates', gate)
+  end
+end
+
+-- Due timers: jobs back to the queue, gates woken (or re-timed). Bounded work per call.
+local function fire_timers(p, now, max)
+  local due = redis.call('ZRANGEBYSCORE', p .. ':timers', '-inf', now, 'LIMIT', 0, max)
+  for _, entry in ipairs(due) do
+    redis.call('ZREM', p .. ':timers', entry)
+    local kind, rest = string.match(entry, '^(%a+):(.*)$')
+    if kind == 'job' then
+      local member = redis.call('HGET', p .. ':queued', rest)
+      if member and redis.call('HGET', p .. ':parked', rest) == 'timer' then
+        redis.call('HDEL', p .. ':parked', rest)
+        redis.call('ZADD', p .. ':queue', 0, member)
+      end
+    else
+      pass_on(p, rest, now)
+    end
+  end
+  return #due
+end
+
+-- Slots of `keys` were freed: wake one waiter per key (pass-on wakes more while room lasts).
+local function freed(p, keys, now)
+  for _, key in ipairs(keys) do pass_on(p, 'slot:' .. key, now) end
+end
