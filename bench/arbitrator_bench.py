@@ -1,14 +1,20 @@
 """The arbitrator's admission cost, and a model of Koordinator's arbitration, side by side.
 
-    python -m bench.arbitrator_bench [--pending 1000 10000 100000] [--burst 1000]
+    python -m bench.arbitrator_bench [--pending 1000 10000 100000] [--burst 5000] [--rate 1000 --offered 3000]
 
-Real Redis and the real engine (facts, queue, ledger script); NATS publishing is replaced by an in-memory
-sink so the numbers are the arbitration's own. For each pending depth P:
-- P jobs wait in the queue, all blocked by a full node (deferred, as in a busy cluster);
-- `burst` new admissible jobs arrive on other nodes; each pass admits what fits: decisions per second and
-  the per-job latency from arrival to admission (p50/p99);
-- the Koordinator model: every 500 ms one pass sorts and filters all P+burst pending jobs in memory; its
-  latency is the wait for the next tick plus that pass.
+Real Redis, real NATS (decisions and audit records published to JetStream and acknowledged) and the real
+engine (facts, queue, ledger scripts); only the watcher is left out (jobs enter through `Engine.on_job`, as
+the consumer calls it). For each backlog depth P:
+- backlog: P jobs wait, all blocked by a full node (as in a busy cluster); the time to look at each once
+  and park it is reported (`backlog_parked_per_s`);
+- capacity: `burst` admissible jobs (on other nodes) are queued at once and admitted as fast as the engine
+  can: decisions per second per process, and the per-decision cost relative to the smallest backlog;
+- latency: `offered` jobs arrive at `rate` per second; an intake task queues what has arrived (as the
+  service's consumer does with a fetch) and an admission loop runs as in the service (woken by the
+  intake): p50/p99 from arrival to the decision acknowledged by JetStream;
+- memory: the process's peak RSS and Redis' used memory with the backlog in place.
+Side by side, the Koordinator model: every 500 ms one pass sorts and filters all pending jobs in memory
+(no I/O at all: a generous model); its latency is the wait for the next tick plus that pass.
 Results: JSON on stdout and in bench/results/arbitrator.json.
 """
 
@@ -16,11 +22,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import random
+import resource
 import time
 from datetime import UTC, datetime
 from typing import Any
 
+import nats
 import redis.asyncio as aioredis
 
 from bench.results_io import emit
@@ -28,12 +37,14 @@ from services.arbitrator.engine import Engine
 from services.arbitrator.facts import FactStore
 from services.arbitrator.rules import filters, order
 from services.arbitrator.rules.facts import JobFacts
+from shared import bus
+from shared.api import codec
 from shared.api.messages import PodInfo, WorkloadInfo, WorkloadRef
 from shared.api.meta import ObjectMeta, ObjectReference
 from shared.api.pmj import PodMigrationJob, PodMigrationJobSpec
-from shared.config import config_from_dict
+from shared.config import PodherdConfig, config_from_dict
 from shared.ledger import Ledger
-from shared.servers import redis_server
+from shared.servers import nats_server, redis_server
 from shared.slots import Slot
 
 
@@ -42,48 +53,47 @@ def pct(values: list[float], q: float) -> float:
     return round(ordered[min(len(ordered) - 1, int(len(ordered) * q))] * 1000, 2)
 
 
-async def run_depth(url: str, pending: int, burst: int) -> dict[str, Any]:
-    prefix = f"bench{pending}{random.randrange(10**6)}"
-    config = config_from_dict(
-        {
-            "redis": {"url": url, "keyPrefix": prefix},
-            "migrationController": {
-                "evictQPS": 10**6,
-                "evictBurst": 10**6,
-                "maxMigratingPerNode": 1,
-                "maxMigratingPerWorkload": 10**5,
-                "maxUnavailablePerWorkload": 10**5,
-                "objectLimiters": {"workload": {"duration": "1s", "maxMigrating": 10**6}},
-            },
-            "arbitrator": {"scanDepth": 256},
-        }
-    )
-    client = aioredis.from_url(url)
-    facts = FactStore(client, prefix)
-    ledger = Ledger(client, prefix, 600)
-    await ledger.rebuild([])
-    sent: list[tuple[str, float]] = []
+class TimedPublisher:
+    """The real pipelined publisher, noting when each admitted decision was acknowledged."""
 
-    async def sink(subject: str, data: bytes, msg_id: str) -> None:
+    def __init__(self, inner: bus.Publisher) -> None:
+        self.inner = inner
+        self.in_flight: list[str] = []
+        self.acked: dict[str, float] = {}
+
+    async def publish(self, subject: str, data: bytes, msg_id: str) -> None:
+        await self.inner.publish(subject, data, msg_id)
         if ".jobs.admitted." in subject:
-            sent.append((msg_id.split("/", maxsplit=1)[0], time.perf_counter()))
+            self.in_flight.append(msg_id.split("/", maxsplit=1)[0])
 
-    engine = Engine(
-        config, facts, ledger, sink, lambda step, job: f"p.jobs.{step}.{job}", lambda job: f"p.a.{job}"
-    )
-    workload = WorkloadInfo(
-        uid="w", kind="Deployment", namespace="default", name="big", replicas=10**6, available_replicas=10**6
-    )
-    await facts.put("workload", "Deployment/default/big", "1", workload)
+    async def flush(self) -> int:
+        count = await self.inner.flush()
+        now = time.perf_counter()
+        for uid in self.in_flight:
+            self.acked.setdefault(uid, now)
+        self.in_flight.clear()
+        return count
 
-    def job(i: int) -> PodMigrationJob:
+
+class Bench:
+    def __init__(self, config: PodherdConfig, client: aioredis.Redis, nc: Any) -> None:
+        self.config = config
+        self.client = client
+        self.facts = FactStore(client, config.redis.key_prefix)
+        self.ledger = Ledger(client, config.redis.key_prefix, 600)
+        self.publisher = TimedPublisher(bus.Publisher(nc))
+        subjects = bus.Subjects(config.nats.subject_prefix)
+        self.engine = Engine(config, self.facts, self.ledger, self.publisher, subjects.job, subjects.audit)
+        self.next = 0
+
+    def job(self, i: int) -> PodMigrationJob:
         return PodMigrationJob(
             metadata=ObjectMeta(name=f"j{i}", uid=f"u{i}", creation_timestamp=datetime.now(UTC)),
             spec=PodMigrationJobSpec(pod_ref=ObjectReference(namespace="default", name=f"p{i}")),
         )
 
-    async def pod(i: int, node: str) -> None:
-        info = PodInfo(
+    def pod(self, i: int, node: str) -> PodInfo:
+        return PodInfo(
             uid=f"p-{i}",
             namespace="default",
             name=f"p{i}",
@@ -94,48 +104,164 @@ async def run_depth(url: str, pending: int, burst: int) -> dict[str, Any]:
             workload=WorkloadRef(kind="Deployment", namespace="default", name="big"),
             scheduler_name="koord-scheduler",
         )
-        await facts.put("pod", f"default/p{i}", "1", info)
 
-    # The backlog: P jobs on node-full, whose one slot a blocker holds.
-    await ledger.admit(
-        "blocker", "blocker-pod", [Slot("maxMigratingPerNode", "node:node-full", 1, "node-full")], []
+    async def add_pods(self, nodes: list[str]) -> list[int]:
+        """Pods (facts) for new jobs, in one round trip per 5,000."""
+        first, self.next = self.next, self.next + len(nodes)
+        for start in range(0, len(nodes), 5000):
+            pipe = self.client.pipeline(transaction=False)
+            for k, node in enumerate(nodes[start : start + 5000], start=first + start):
+                pipe.set(self.facts.key("pod", f"default/p{k}"), self.facts.encoded("1", self.pod(k, node)))
+            await pipe.execute()
+        return list(range(first, self.next))
+
+    async def queue_directly(self, indices: list[int]) -> None:
+        """Jobs in the queue as `on_job` leaves them, written in bulk (setup, not measured)."""
+        meta = f"{self.config.redis.key_prefix}:arbitrator"
+        for start in range(0, len(indices), 5000):
+            chunk = indices[start : start + 5000]
+            pipe = self.client.pipeline(transaction=False)
+            now = repr(time.time())
+            for i in chunk:
+                pipe.hset(f"{meta}:jobs", f"u{i}", codec.encode(self.job(i)))
+                pipe.hset(f"{meta}:since", f"u{i}", now)
+            await pipe.execute()
+            await self.ledger.enqueue_many((f"u{i}", f"{i:09d}") for i in chunk)
+
+    async def drain(self) -> int:
+        admitted = 0
+        while True:
+            admitted += await self.engine.admit_pass()
+            if not await self.ledger.head(1):
+                return admitted
+
+
+async def run_depth(
+    redis_url: str, nats_url: str, pending: int, burst: int, rate: float, offered: int, depth: int = 256
+) -> dict[str, Any]:
+    prefix = f"bench{pending}x{random.randrange(10**6)}"
+    config = config_from_dict(
+        {
+            "redis": {"url": redis_url, "keyPrefix": prefix},
+            "nats": {"url": nats_url, "subjectPrefix": prefix},
+            "arbitrator": {"scanDepth": depth},
+            "migrationController": {
+                "evictQPS": 10**6,
+                "evictBurst": 10**6,
+                "maxMigratingPerNode": 1,
+                "maxMigratingPerWorkload": 10**6,
+                "maxUnavailablePerWorkload": 10**6,
+                "objectLimiters": {"workload": {"duration": "1s", "maxMigrating": 10**7}},
+            },
+        }
     )
-    for i in range(pending):
-        await pod(i, "node-full")
-        await engine.on_job(job(i), False, None)
-    await engine.admit_pass()  # records their deferrals once
-    # The burst: admissible jobs on their own nodes.
-    arrivals: dict[str, float] = {}
-    for k in range(burst):
-        i = pending + k
-        await pod(i, f"node-{k}")
+    client = aioredis.from_url(redis_url)
+    nc = await nats.connect(nats_url)
+    js = nc.jetstream()
+    subjects = bus.Subjects(prefix)
+    await bus.ensure_work_streams(js, subjects, config.nats)
+    bench = Bench(config, client, nc)
+    await bench.ledger.rebuild([])
+    workload = WorkloadInfo(
+        uid="w", kind="Deployment", namespace="default", name="big", replicas=10**7, available_replicas=10**7
+    )
+    await bench.facts.put("workload", "Deployment/default/big", "1", workload)
+    await bench.ledger.admit(
+        "blocker", "blocker-pod", [Slot("maxMigratingPerNode", "node:full", 1, "full")], []
+    )
+
+    # The backlog: P jobs on the full node, each looked at once and parked.
+    backlog = await bench.add_pods(["full"] * pending)
+    await bench.queue_directly(backlog)
     started = time.perf_counter()
-    for k in range(burst):
-        i = pending + k
+    await bench.drain()
+    park_seconds = time.perf_counter() - started
+    redis_memory = (await client.info("memory"))["used_memory"]
+
+    # Capacity: a burst of admissible jobs, each on its own node, admitted as fast as possible.
+    ready = await bench.add_pods([f"node-b{k}" for k in range(burst)])
+    await bench.queue_directly(ready)
+    started = time.perf_counter()
+    admitted = await bench.drain()
+    capacity_seconds = time.perf_counter() - started
+
+    # Latency at an offered rate, through the intake (`on_job`) and an admission loop as in the service.
+    arriving = await bench.add_pods([f"node-r{k}" for k in range(offered)])
+    arrivals: dict[str, float] = {}
+    wake = asyncio.Event()
+    done = asyncio.Event()
+
+    async def admission_loop() -> None:
+        while not done.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(wake.wait(), 0.5)
+            wake.clear()
+            await bench.engine.admit_pass()
+
+    inbox: list[PodMigrationJob] = []
+    arrived = asyncio.Event()
+
+    async def intake() -> None:
+        # As the service's consumer: whatever has arrived since the last fetch, queued together.
+        while not done.is_set() or inbox:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(arrived.wait(), 0.5)
+            arrived.clear()
+            batch = inbox[:]
+            inbox.clear()
+            if batch:
+                await bench.engine.on_jobs([(job, False, None) for job in batch])
+                wake.set()
+
+    tasks = [asyncio.create_task(admission_loop()), asyncio.create_task(intake())]
+    t0 = time.perf_counter()
+    for n, i in enumerate(arriving):
+        due = t0 + n / rate
+        delay = due - time.perf_counter()
+        if delay > 0:
+            await asyncio.sleep(delay)
         arrivals[f"u{i}"] = time.perf_counter()
-        await engine.on_job(job(i), False, None)
-        if k % 50 == 49:
-            await engine.admit_pass()
-    while len(sent) < burst:
-        if await engine.admit_pass() == 0:
-            break
-    elapsed = time.perf_counter() - started
-    latencies = [t - arrivals[uid] for uid, t in sent if uid in arrivals]
-    keys = list(await client.keys(f"*{prefix}*"))
-    if keys:
-        await client.delete(*keys)
+        inbox.append(bench.job(i))
+        arrived.set()
+    offered_seconds = time.perf_counter() - t0
+    deadline = time.perf_counter() + 30
+    while not all(uid in bench.publisher.acked for uid in arrivals) and time.perf_counter() < deadline:
+        wake.set()
+        await asyncio.sleep(0.01)
+    done.set()
+    wake.set()
+    arrived.set()
+    await asyncio.gather(*tasks)
+    latencies = [
+        bench.publisher.acked[uid] - t for uid, t in arrivals.items() if uid in bench.publisher.acked
+    ]
+
+    keys = [k async for k in client.scan_iter(match=f"*{prefix}*", count=10_000)]
+    for start in range(0, len(keys), 10_000):
+        await client.delete(*keys[start : start + 10_000])
+    for stream in ("JOBS", "INTENTS", "AUDIT", "DLQ"):
+        with contextlib.suppress(Exception):
+            await js.delete_stream(f"{subjects.stream_prefix}_{stream}")
+    await nc.close()
     await client.aclose()
     return {
         "pending": pending,
+        "backlog_parked_per_s": round(pending / park_seconds),
         "burst": burst,
-        "admitted": len(sent),
-        "decisions_per_second": round(len(sent) / elapsed),
+        "burst_admitted": admitted,
+        "decisions_per_second": round(admitted / capacity_seconds),
+        "per_decision_us": round(capacity_seconds / max(1, admitted) * 1e6, 1),
+        "offered_per_s": rate,
+        "offered_achieved_per_s": round(offered / offered_seconds),
+        "offered_admitted": len(latencies),
         "latency_ms_p50": pct(latencies, 0.5) if latencies else None,
         "latency_ms_p99": pct(latencies, 0.99) if latencies else None,
+        "latency_ms_max": round(max(latencies) * 1000, 2) if latencies else None,
+        "redis_used_memory_mb_with_backlog": round(redis_memory / 2**20, 1),
     }
 
 
-def koordinator_model(pending: int, burst: int, interval: float = 0.5) -> dict[str, Any]:
+def koordinator_model(pending: int, interval: float = 0.5) -> dict[str, Any]:
     """Every `interval`, sort and filter all pending jobs in memory (no I/O at all: a generous model)."""
     args = config_from_dict({}).migration_controller
     pods = [
@@ -148,11 +274,11 @@ def koordinator_model(pending: int, burst: int, interval: float = 0.5) -> dict[s
             owner=ObjectReference(kind="ReplicaSet", name="rs"),
             priority=random.randrange(100),
         )
-        for i in range(pending + burst)
+        for i in range(pending)
     ]
     jobs = [
         JobFacts(name=f"j{i}", uid=f"u{i}", pod_namespace="default", pod_name=f"p{i}", created_at=float(i))
-        for i in range(pending + burst)
+        for i in range(pending)
     ]
     started = time.perf_counter()
     ranked = sorted(range(len(jobs)), key=lambda i: order.sort_key(jobs[i], pods[i], None, 0))
@@ -170,20 +296,26 @@ def koordinator_model(pending: int, burst: int, interval: float = 0.5) -> dict[s
     }
 
 
-async def main_async(depths: list[int], burst: int) -> dict[str, Any]:
-    server = redis_server()
-    try:
-        podherd = [await run_depth(server.url, depth, burst) for depth in depths]
-    finally:
-        server.stop()
-    model = [koordinator_model(depth, burst) for depth in depths]
-    flat = None
-    if len(podherd) > 1 and podherd[0]["decisions_per_second"]:
-        flat = round(podherd[0]["decisions_per_second"] / max(1, podherd[-1]["decisions_per_second"]), 2)
+async def main_async(depths: list[int], burst: int, rate: float, offered: int) -> dict[str, Any]:
+    podherd = []
+    for depth in depths:  # fresh servers per depth: no depth inherits another's memory and fragmentation
+        redis = redis_server()
+        broker = nats_server()
+        try:
+            podherd.append(await run_depth(redis.url, broker.url, depth, burst, rate, offered))
+        finally:
+            redis.stop()
+            broker.stop()
+    model = [koordinator_model(depth) for depth in depths]
+    growth = None
+    if len(podherd) > 1:
+        growth = round(podherd[-1]["per_decision_us"] / podherd[0]["per_decision_us"], 2)
     return {
         "podherd": podherd,
         "koordinator_model_500ms": model,
-        "per_decision_cost_growth_first_to_last_depth": flat,
+        "per_decision_cost_growth_first_to_last_depth": growth,
+        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+        "goals": {"decisions_per_second": 10_000, "latency_ms_p99": 10, "cost_growth_max": 1.2},
     }
 
 
@@ -192,9 +324,11 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--pending", type=int, nargs="+", default=[1000, 10_000, 100_000])
-    parser.add_argument("--burst", type=int, default=1000)
+    parser.add_argument("--burst", type=int, default=5000)
+    parser.add_argument("--rate", type=float, default=1000.0)
+    parser.add_argument("--offered", type=int, default=3000)
     args = parser.parse_args()
-    emit("arbitrator", asyncio.run(main_async(args.pending, args.burst)))
+    emit("arbitrator", asyncio.run(main_async(args.pending, args.burst, args.rate, args.offered)))
 
 
 if __name__ == "__main__":

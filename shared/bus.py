@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,6 +32,8 @@ import nats
 from nats.aio.client import Client as NatsClient
 from nats.js import JetStreamContext
 from nats.js.api import (
+    ConsumerConfig,
+    DeliverPolicy,
     DiscardPolicy,
     KeyValueConfig,
     RetentionPolicy,
@@ -219,6 +221,39 @@ class _Ack(msgspec.Struct):
     seq: int = 0
     duplicate: bool = False
     error: dict[str, Any] | None = None
+
+
+async def last_per_subject(
+    js: JetStreamContext, stream: str, subject: str, batch: int = 512
+) -> AsyncIterator[list[Any]]:
+    """The last message of every subject matching `subject` in `stream` (what consumers of an event stream
+    believe exists), in chunks of up to `batch`."""
+    try:
+        info = await js.stream_info(stream, subjects_filter=subject)
+    except Exception:
+        return
+    if not info.state.subjects:  # with a filter, the server lists the matching subjects (none: absent)
+        return
+    sub = await js.subscribe(
+        subject, ordered_consumer=True, config=ConsumerConfig(deliver_policy=DeliverPolicy.LAST_PER_SUBJECT)
+    )
+    chunk: list[Any] = []
+    try:
+        while True:
+            try:
+                msg = await sub.next_msg(timeout=2.0)
+            except TimeoutError:
+                break
+            chunk.append(msg)
+            if len(chunk) >= batch:
+                yield chunk
+                chunk = []
+            if msg.metadata.num_pending == 0:
+                break
+        if chunk:
+            yield chunk
+    finally:
+        await sub.unsubscribe()
 
 
 class Publisher:

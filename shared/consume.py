@@ -29,6 +29,7 @@ from shared.durations import parse_duration
 log = logging.getLogger(__name__)
 DEAD_LETTERS = Counter("podherd_dead_letters_total", "Messages that could not be decoded", ["consumer"])
 Handler = Callable[[Any], Awaitable[None]]
+BatchHandler = Callable[[list[Any]], Awaitable[list[BaseException | None]]]
 
 
 async def durable(
@@ -74,16 +75,36 @@ async def dead_letter(
     log.warning("dead-lettered a message on %s: %s", msg.subject, error)
 
 
+def one_by_one(handle: Handler) -> BatchHandler:
+    """A per-message handler as a batch handler: each message's outcome is its own."""
+
+    async def handle_batch(messages: list[Any]) -> list[BaseException | None]:
+        outcomes: list[BaseException | None] = []
+        for msg in messages:
+            try:
+                await handle(msg)
+            except Exception as exc:
+                outcomes.append(exc)
+            else:
+                outcomes.append(None)
+        return outcomes
+
+    return handle_batch
+
+
 async def run_consumer(
     sub: Any,
     js: JetStreamContext,
     subjects: Subjects,
     name: str,
-    handle: Handler,
+    handle: BatchHandler,
     stop: asyncio.Event,
     batch: int = 256,
 ) -> None:
-    """Fetch, handle, ack until `stop`; messages in hand when stopping are handed back (nak) at once."""
+    """Fetch, handle, ack until `stop`. `handle` takes what one fetch returned and says per message how it
+    went: None (ack), a SchemaError (undecodable: dead-lettered and terminated, never redelivered) or another
+    exception (nak: redelivered after a second, up to `maxDeliver` times). A fetch in hand when stopping is
+    handed back (nak) at once."""
     while not stop.is_set():
         try:
             messages = await sub.fetch(batch, timeout=1.0)
@@ -93,23 +114,25 @@ async def run_consumer(
             log.warning("%s: fetch failed: %s", name, exc)
             await asyncio.sleep(0.5)
             continue
-        for index, msg in enumerate(messages):
-            if stop.is_set():
-                for rest in messages[index:]:
-                    with contextlib.suppress(Exception):
-                        await rest.nak()
-                return
-            try:
-                await handle(msg)
-            except SchemaError as exc:
-                await dead_letter(js, subjects, name, msg, exc)
+        if stop.is_set():
+            for msg in messages:
+                with contextlib.suppress(Exception):
+                    await msg.nak()
+            return
+        outcomes = await handle(messages)
+        for msg, outcome in zip(messages, outcomes, strict=True):
+            if outcome is None:
+                await msg.ack()
+            elif isinstance(outcome, SchemaError):
+                await dead_letter(js, subjects, name, msg, outcome)
                 await msg.term()
-                continue
-            except Exception:
-                log.exception(
-                    "%s: handling a message on %s failed; it will be redelivered", name, msg.subject
+            else:
+                log.error(
+                    "%s: handling a message on %s failed; it will be redelivered: %r",
+                    name,
+                    msg.subject,
+                    outcome,
+                    exc_info=outcome,
                 )
                 with contextlib.suppress(Exception):
                     await msg.nak(delay=1.0)
-                continue
-            await msg.ack()

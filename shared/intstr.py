@@ -9,6 +9,7 @@ percentages are resolved against the replica count and rounded up, as Kubernetes
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import TypeAlias
 
@@ -35,6 +36,7 @@ def validate_int_or_percent(value: IntOrString) -> None:
     raise ValueError(f"expected an integer or a percentage such as '10%', got {value!r}")
 
 
+@functools.lru_cache(maxsize=4096)
 def scaled_value(value: IntOrString, total: int, round_up: bool) -> int:
     """Resolve an int or a percentage of `total`, rounding up or down as `intstr` does."""
     validate_int_or_percent(value)

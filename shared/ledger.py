@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
+import msgspec
 import redis.asyncio as aioredis
 
 from shared.slots import Bucket, Slot
@@ -123,10 +124,8 @@ class Ledger:
             self.slot_ttl,
             "" if now is None else repr(now),
             "1" if from_queue else "0",
-            len(candidates),
+            msgspec.json.encode([[c.job_uid, c.pod_uid, _plan(c)] for c in candidates]),
         ]
-        for c in candidates:
-            args.extend([c.job_uid, c.pod_uid, _plan_json(c)])
         reply = [as_text(part) for part in await self._admit(keys=[self.prefix], args=args)]
         if reply == ["retry"]:
             return None
@@ -139,6 +138,18 @@ class Ledger:
     async def enqueue(self, job_uid: str, sort_key: str) -> None:
         """Queue (or re-rank) a job at `sort_key`; a parked job returns to the ready queue."""
         await self._queue(keys=[self.prefix], args=["enqueue", job_uid, f"{sort_key}|{job_uid}"])
+
+    async def enqueue_many(self, jobs: Iterable[tuple[str, str]], pipe: Any = None) -> None:
+        """`enqueue` for many (job uid, sort key) pairs in one round trip; with `pipe`, only added to that
+        pipeline (the caller executes it)."""
+        own = pipe is None
+        pipe = self.client.pipeline(transaction=False) if own else pipe
+        for job_uid, sort_key in jobs:
+            await self._queue(
+                keys=[self.prefix], args=["enqueue", job_uid, f"{sort_key}|{job_uid}"], client=pipe
+            )
+        if own:
+            await pipe.execute()
 
     async def dequeue(self, job_uid: str) -> bool:
         """The job is no longer pending (gone, aborted, paused). True if it was."""
@@ -252,16 +263,14 @@ class Ledger:
         return {"slots": {k: v for k, v in slots.items() if v}, "claims": claims}
 
 
-def _plan_json(c: Candidate) -> str:
+def _plan(c: Candidate) -> dict[str, Any]:
     if c.drop:
-        return '{"drop": 1}'
+        return {"drop": 1}
     if c.reject is not None:
-        return json.dumps({"reject": list(c.reject)})
+        return {"reject": c.reject}
     if c.wait is not None:
-        return json.dumps({"wait": list(c.wait)})
-    return json.dumps(
-        {
-            "slots": [[s.rule, s.key, s.limit, s.what] for s in c.slots],
-            "buckets": [[b.rule, b.key, b.rate, b.burst, b.what] for b in c.buckets],
-        }
-    )
+        return {"wait": c.wait}
+    return {
+        "slots": [(s.rule, s.key, s.limit, s.what) for s in c.slots],
+        "buckets": [(b.rule, b.key, b.rate, b.burst, b.what) for b in c.buckets],
+    }

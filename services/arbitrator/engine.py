@@ -8,6 +8,7 @@ reads the head again. So admissions happen in the queue's order whatever the num
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import logging
 import time
@@ -16,7 +17,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-import msgspec
 from prometheus_client import Counter, Gauge, Histogram
 
 from services.arbitrator.facts import FactStore
@@ -60,6 +60,8 @@ MISSING_GRACE = 5.0
 # Outcomes taken off the queue are published by the replica that took them; another replica re-publishes
 # them only when they are older than this (the first one probably died).
 ANNOUNCE_AFTER = 5.0
+# How often a busy replica fires the ledger's timers at least (token buckets refilled, facts awaited).
+TICK = 0.05
 
 
 @dataclass(frozen=True)
@@ -69,6 +71,7 @@ class Loaded:
     pod: PodInfo | None
     workload: WorkloadFacts | None
     pdbs: list[PdbInfo]
+    migrating: int = 0  # replicas of its workload holding a slot now (when asked for)
 
 
 @dataclass(frozen=True)
@@ -110,100 +113,125 @@ class Engine:
         self.next_timer: float | None = None  # seconds until the ledger's next timer, as of the last pass
         self._sweep_cursor = 0
         self._last_announce_check = 0.0
+        self._last_tick = -TICK
+        self._last_gauge = 0.0
 
     # ----------------------------------------------------------------------------------------------------
     # Jobs in
 
     async def on_job(self, job: PodMigrationJob, deleted: bool, error: str | None) -> None:
-        uid = job.metadata.uid or ""
-        name = job.metadata.name or ""
-        if not uid:
-            return
-        annotations = job.metadata.annotations or {}
-        finished = deleted or job.metadata.deletion_timestamp is not None or job.phase != PHASE_PENDING
-        if finished or ANNOTATION_ABORT in annotations or job.spec.paused:
-            # Koordinator #3030 retried deleted jobs forever: a job that is gone, done, aborted or paused
-            # leaves the queue at once (a paused one comes back when unpaused).
-            if await self.ledger.dequeue(uid):
-                QUEUE.dec()
-            if deleted:
-                await self.redis.hdel(f"{self.meta}:decided", uid)
-                await self.ledger.forget(uid)
-            return
-        if await self.redis.hexists(f"{self.meta}:decided", uid):
-            return  # arbitrated once: a replayed or re-ranking event must not queue it again
+        await self.on_jobs([(job, deleted, error)])
+
+    async def on_jobs(self, events: list[tuple[PodMigrationJob, bool, str | None]]) -> None:
+        """Job events, in order (event, deleted, decode error): queue, re-rank or drop the jobs, in a few
+        round trips for the whole batch."""
+        incoming: dict[str, PodMigrationJob] = {}
+        for job, deleted, error in events:
+            uid = job.metadata.uid or ""
+            if not uid:
+                continue
+            annotations = job.metadata.annotations or {}
+            finished = deleted or job.metadata.deletion_timestamp is not None or job.phase != PHASE_PENDING
+            if finished or ANNOTATION_ABORT in annotations or job.spec.paused or error is not None:
+                await self._queue(incoming)
+                incoming = {}
+                await self._leave(job, deleted, error)
+            else:
+                incoming[uid] = job  # a later event of the same job supersedes an earlier one
+        await self._queue(incoming)
+
+    async def _leave(self, job: PodMigrationJob, deleted: bool, error: str | None) -> None:
+        uid, name = job.metadata.uid or "", job.metadata.name or ""
         if error is not None:
-            rejection = filters.Rejection("InvalidSpec", REASON_INVALID_SPEC, error)
-            await self._reject_now(name, uid, rejection)
+            if not await self.redis.hexists(f"{self.meta}:decided", uid):
+                await self._reject_now(
+                    name, uid, filters.Rejection("InvalidSpec", REASON_INVALID_SPEC, error)
+                )
             return
-        invalid = validate_pmj(job)
-        if invalid is not None:
-            rejection = filters.Rejection(invalid.reason, invalid.reason, invalid.message)
-            await self._reject_now(name, uid, rejection)
+        # Koordinator #3030 retried deleted jobs forever: a job that is gone, done, aborted or paused leaves
+        # the queue at once (a paused one comes back when unpaused).
+        await self.ledger.dequeue(uid)
+        if deleted:
+            await self.redis.hdel(f"{self.meta}:decided", uid)
+            await self.ledger.forget(uid)
+
+    async def _queue(self, incoming: dict[str, PodMigrationJob]) -> None:
+        if not incoming:
             return
-        await self.facts.client.hset(f"{self.meta}:jobs", uid, _encode_job(job))
-        await self.redis.hsetnx(f"{self.meta}:since", uid, repr(time.time()))
-        facts, pod, workload = await self._facts_of(job)
-        migrating = 0
-        if workload is not None:
-            migrating = int(await self.redis.scard(f"{self.ledger.prefix}:slots:workload:{workload.key}"))
-        # Until its pod is known (its event may come after the job's), rank the job by what it says itself;
-        # the pod's arrival re-ranks it (`on_pod`).
-        subject = pod or PodInfo(uid="", namespace=facts.pod_namespace, name=facts.pod_name)
-        key = order.sort_key(facts, subject, workload, migrating, self.config.arbitrator.sort_order)
-        await self.ledger.enqueue(uid, order.lex_key(key))
-        await self.redis.hset(f"{self.meta}:pod-jobs", f"{facts.pod_namespace}/{facts.pod_name}", uid)
-        QUEUE.set(await self.ledger.queue_length())
+        uids = list(incoming)
+        decided = await self.redis.hmget(f"{self.meta}:decided", uids)
+        jobs = []
+        for uid, seen in zip(uids, decided, strict=True):
+            if seen is not None:
+                continue  # arbitrated once: a replayed or re-ranking event must not queue it again
+            job = incoming[uid]
+            invalid = validate_pmj(job)
+            if invalid is not None:
+                rejection = filters.Rejection(invalid.reason, invalid.reason, invalid.message)
+                await self._reject_now(job.metadata.name or uid, uid, rejection)
+            else:
+                jobs.append(job)
+        if not jobs:
+            return
+        pipe = self.redis.pipeline(transaction=False)
+        now = repr(time.time())
+        entries = []
+        for loaded in await self._load(jobs, with_migrating=True):
+            facts, pod, workload = loaded.facts, loaded.pod, loaded.workload
+            # Until its pod is known (its event may come after the job's), rank the job by what it says
+            # itself; the pod's arrival re-ranks it (`on_pod`).
+            subject = pod or PodInfo(uid="", namespace=facts.pod_namespace, name=facts.pod_name)
+            key = order.sort_key(
+                facts, subject, workload, loaded.migrating, self.config.arbitrator.sort_order
+            )
+            pipe.hset(f"{self.meta}:jobs", facts.uid, _encode_job(loaded.job))
+            pipe.hsetnx(f"{self.meta}:since", facts.uid, now)
+            pipe.hset(f"{self.meta}:pod-jobs", f"{facts.pod_namespace}/{facts.pod_name}", facts.uid)
+            entries.append((facts.uid, order.lex_key(key)))
+        await self.ledger.enqueue_many(entries, pipe)
+        await pipe.execute()
 
-    async def _facts_of(self, job: PodMigrationJob) -> tuple[JobFacts, PodInfo | None, WorkloadFacts | None]:
-        [loaded] = await self._load([job])
-        return loaded.facts, loaded.pod, loaded.workload
-
-    async def _load(self, jobs: list[PodMigrationJob]) -> list[Loaded]:
-        """Everything the rules need about `jobs`, in four pipelined round trips however many there are."""
+    async def _load(self, jobs: list[PodMigrationJob], with_migrating: bool = False) -> list[Loaded]:
+        """Everything the rules need about `jobs`, in three round trips of a few commands each, however
+        many jobs there are."""
         prefix = self.config.redis.key_prefix
         refs = [
             (j.spec.pod_ref.namespace or "", j.spec.pod_ref.name or "") if j.spec.pod_ref else ("", "")
             for j in jobs
         ]
+        idents = [f"{namespace}/{name}" for namespace, name in refs]
         pipe = self.redis.pipeline(transaction=False)
-        for namespace, name in refs:
-            pipe.hget(self.facts._key("pod", f"{namespace}/{name}"), "data")
-            pipe.hget(f"{prefix}:stats:pod-failures", f"{namespace}/{name}")
-        replies = await pipe.execute()
-        pods = [msgspec.json.decode(r, type=PodInfo) if r else None for r in replies[0::2]]
-        failures = [int(r or 0) for r in replies[1::2]]
-        pipe = self.redis.pipeline(transaction=False)
+        pipe.mget([self.facts.key("pod", i) for i in idents])
+        pipe.hmget(f"{prefix}:stats:pod-failures", idents)
+        raw_pods, raw_failures = await pipe.execute()
+        pods = self.facts.decode_many(raw_pods, PodInfo)
+        failures = [int(r or 0) for r in raw_failures]
+        workload_keys = [
+            f"{p.workload.kind}/{p.workload.namespace}/{p.workload.name}" if p and p.workload else "-"
+            for p in pods
+        ]
         namespaces = sorted({p.namespace for p in pods if p is not None})
-        for pod in pods:
-            ref = pod.workload if pod is not None else None
-            pipe.hget(
-                self.facts._key("workload", f"{ref.kind}/{ref.namespace}/{ref.name}") if ref else "-", "data"
-            )
-            pipe.hget(
-                f"{prefix}:stats:workload-migrations",
-                f"{ref.kind}/{ref.namespace}/{ref.name}" if ref else "-",
-            )
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.mget([self.facts.key("workload", k) for k in workload_keys])
+        pipe.hmget(f"{prefix}:stats:workload-migrations", workload_keys)
         for namespace in namespaces:
-            pipe.smembers(f"{self.facts.prefix}:pdbs:{namespace}")
+            pipe.smembers(self.facts.pdb_index(namespace))
+        if with_migrating:
+            for key in workload_keys:
+                pipe.scard(f"{self.ledger.prefix}:slots:workload:{key}")
         replies = await pipe.execute()
-        workloads_raw, pasts = replies[0 : 2 * len(pods) : 2], replies[1 : 2 * len(pods) : 2]
+        workloads_info = self.facts.decode_many(replies[0], WorkloadInfo)
+        pasts = replies[1]
         pdb_names = {
             ns: sorted(as_text(n) for n in names)
-            for ns, names in zip(namespaces, replies[2 * len(pods) :], strict=True)
+            for ns, names in zip(namespaces, replies[2 : 2 + len(namespaces)], strict=True)
         }
-        pipe = self.redis.pipeline(transaction=False)
-        idents = [ident for names in pdb_names.values() for ident in names]
-        for ident in idents:
-            pipe.hget(self.facts._key("pdb", ident), "data")
-        pdb_facts = {
-            ident: msgspec.json.decode(r, type=PdbInfo)
-            for ident, r in zip(idents, await pipe.execute() if idents else [], strict=True)
-            if r
-        }
+        migrating = [int(n) for n in replies[2 + len(namespaces) :]] or [0] * len(jobs)
+        pdb_idents = [ident for names in pdb_names.values() for ident in names]
+        pdb_facts = dict(zip(pdb_idents, await self.facts.get_many("pdb", pdb_idents, PdbInfo), strict=True))
         loaded = []
-        for job, (namespace, name), pod, failed, workload_raw, past in zip(
-            jobs, refs, pods, failures, workloads_raw, pasts, strict=True
+        for job, (namespace, name), pod, failed, info, past, moving in zip(
+            jobs, refs, pods, failures, workloads_info, pasts, migrating, strict=True
         ):
             annotations = job.metadata.annotations or {}
             try:
@@ -222,8 +250,7 @@ class Engine:
                 failed_attempts=failed,
             )
             workload = None
-            if workload_raw:
-                info = msgspec.json.decode(workload_raw, type=WorkloadInfo)
+            if info is not None:
                 workload = WorkloadFacts(
                     key=f"{info.kind}/{info.namespace}/{info.name}",
                     replicas=info.replicas,
@@ -231,17 +258,16 @@ class Engine:
                     past_migrations=int(past or 0),
                 )
             budgets = []
-            if pod is not None:
-                budgets = [
-                    pdb_facts[i]
-                    for i in pdb_names.get(pod.namespace, [])
-                    if i in pdb_facts
-                    and (
-                        pdb_facts[i].selector
-                        and all(pod.labels.get(k) == v for k, v in pdb_facts[i].selector.items())
-                    )
-                ]
-            loaded.append(Loaded(job, facts, pod, workload, budgets))
+            for ident in pdb_names.get(pod.namespace, []) if pod is not None else []:
+                pdb = pdb_facts.get(ident)
+                if (
+                    pdb is not None
+                    and pod is not None
+                    and pdb.selector
+                    and _selects(pdb.selector, pod.labels)
+                ):
+                    budgets.append(pdb)
+            loaded.append(Loaded(job, facts, pod, workload, budgets, moving))
         return loaded
 
     async def on_pod(self, pod: PodInfo | None, deleted_uid: str | None = None) -> None:
@@ -279,20 +305,37 @@ class Engine:
         if time.monotonic() - self._last_announce_check > 1.0:
             self._last_announce_check = time.monotonic()
             await self._announce_pending()
-        self.next_timer = await self.ledger.tick()
+        clock = time.monotonic()
+        # Timers (tokens due, facts awaited) are fired at most every TICK, or when the next one is due.
+        due = self.next_timer is not None and clock - self._last_tick >= self.next_timer
+        if due or clock - self._last_tick >= TICK:
+            self._last_tick = clock
+            self.next_timer = await self.ledger.tick()
         admitted = 0
         retries = 0
-        while retries < 32:  # a pass that keeps losing races to other replicas yields to the next wake-up
-            head = await self.ledger.head(self.config.arbitrator.scan_depth)
-            if not head:
-                break
-            batch = await self._prepare_all(head)
-            verdicts = await self.ledger.admit_batch([b.candidate for b in batch], from_queue=True)
-            if verdicts is None:
-                retries += 1
-                continue  # another replica moved the head first
-            admitted += await self._tell(batch, verdicts)
-        QUEUE.set(await self.ledger.queue_length())
+        depth = self.config.arbitrator.scan_depth
+        telling: asyncio.Task[int] | None = None  # publishing a round's outcomes while the next is prepared
+        try:
+            while retries < 32:  # a pass that keeps losing races to other replicas yields to the next wake-up
+                head = await self.ledger.head(depth)
+                if not head:
+                    break
+                batch = await self._prepare_all(head)
+                verdicts = await self.ledger.admit_batch([b.candidate for b in batch], from_queue=True)
+                if verdicts is None:
+                    retries += 1
+                    continue  # another replica moved the head first
+                if telling is not None:
+                    admitted += await telling
+                telling = asyncio.create_task(self._tell(batch, verdicts))
+                if len(head) < depth:
+                    break  # the ready queue is drained; whatever arrives now wakes the next pass
+        finally:
+            if telling is not None:
+                admitted += await telling
+        if clock - self._last_gauge >= 1.0:
+            self._last_gauge = clock
+            QUEUE.set(await self.ledger.queue_length())
         PASS_SECONDS.observe(time.perf_counter() - started)
         return admitted
 
@@ -363,8 +406,10 @@ class Engine:
             await self.ledger.announced(*told)
 
     async def _prepare_all(self, uids: list[str]) -> list[Prepared]:
-        raw_jobs = await self.redis.hmget(f"{self.meta}:jobs", uids)
-        since = await self.redis.hmget(f"{self.meta}:since", uids)
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.hmget(f"{self.meta}:jobs", uids)
+        pipe.hmget(f"{self.meta}:since", uids)
+        raw_jobs, since = await pipe.execute()
         present = [(i, _decode_job(r)) for i, r in enumerate(raw_jobs) if r]
         loaded = dict(zip((i for i, _ in present), await self._load([j for _, j in present]), strict=True))
         out = []
@@ -519,6 +564,11 @@ class Engine:
                 decision.message,
                 extra={"job": decision.job.name, "rule": decision.rule},
             )
+
+
+def _selects(selector: dict[str, str], labels: dict[str, str]) -> bool:
+    """A budget's selector (matchLabels; an empty one selects nothing, as policy/v1 reads it) and labels."""
+    return bool(selector) and all(labels.get(k) == v for k, v in selector.items())
 
 
 def _rejected(uid: str, pod_uid: str, rejection: filters.Rejection) -> Candidate:

@@ -39,6 +39,7 @@ from shared.runtime import close_nats, nats_check
 log = logging.getLogger(__name__)
 LEDGER_ANNOTATION = "podherd.io/ledger"
 CONSUMER = "arbitrator"
+FACT_KINDS = ("pods", "poddisruptionbudgets", "deployments", "statefulsets", "replicasets")
 
 
 class _Head(msgspec.Struct, rename="camel"):
@@ -70,14 +71,7 @@ class Arbitrator:
     async def setup(self) -> Any:
         await bus.ensure_events_stream(self.js, self.subjects, self.config.nats)
         await bus.ensure_work_streams(self.js, self.subjects, self.config.nats)
-        kinds = (
-            "pods",
-            "podmigrationjobs",
-            "poddisruptionbudgets",
-            "deployments",
-            "statefulsets",
-            "replicasets",
-        )
+        kinds = (*FACT_KINDS, "podmigrationjobs")
         return await durable(
             self.js,
             self.subjects.events_stream,
@@ -88,14 +82,40 @@ class Arbitrator:
 
     # ----------------------------------------------------------------------------------------------------
 
-    async def handle(self, msg: Any) -> None:
-        head = codec.decode(msg.data, _Head)
+    async def handle_batch(self, messages: list[Any]) -> list[BaseException | None]:
+        """One fetch of events, in order; consecutive job events are queued together (a few round trips
+        for the lot), every other event one by one."""
+        outcomes: list[BaseException | None] = [None] * len(messages)
+        jobs: list[tuple[int, ObjectEvent[PodMigrationJob]]] = []
+
+        async def queue_jobs() -> None:
+            if not jobs:
+                return
+            try:
+                await self.engine.on_jobs([(e.object, e.type == "DELETED", e.error) for _, e in jobs])
+            except Exception as exc:
+                for index, _ in jobs:
+                    outcomes[index] = exc
+            jobs.clear()
+
+        for index, msg in enumerate(messages):
+            try:
+                head = codec.decode(msg.data, _Head)
+                if head.kind == "PodMigrationJob":
+                    jobs.append((index, codec.decode(msg.data, ObjectEvent[PodMigrationJob])))
+                    continue
+                await queue_jobs()
+                await self._handle_fact(msg, head)
+            except Exception as exc:
+                outcomes[index] = exc
+        await queue_jobs()
+        self.wake.set()
+        return outcomes
+
+    async def _handle_fact(self, msg: Any, head: _Head) -> None:
         deleted = head.type == "DELETED"
         ident = f"{head.namespace}/{head.name}" if head.namespace else head.name
-        if head.kind == "PodMigrationJob":
-            event = codec.decode(msg.data, ObjectEvent[PodMigrationJob])
-            await self.engine.on_job(event.object, deleted, event.error)
-        elif head.kind == "Pod":
+        if head.kind == "Pod":
             pod = codec.decode(msg.data, ObjectEvent[PodInfo]).object
             if await self.facts.put("pod", ident, head.resource_version, None if deleted else pod):
                 await self.engine.on_pod(pod, pod.uid if deleted else None)
@@ -108,7 +128,6 @@ class Arbitrator:
             key = f"{head.kind}/{ident}"
             if await self.facts.put("workload", key, head.resource_version, None if deleted else workload):
                 await self.engine.on_facts("workload", key)
-        self.wake.set()
 
     async def ensure_ledger(self) -> bool:
         """True once the ledger is complete; rebuilds it (one replica at a time) when it is not."""
@@ -119,14 +138,29 @@ class Arbitrator:
             return False
         try:
             running = await self._running_jobs()
+            refilled = await self.refill_from_stream()
             count = await self.ledger.rebuild(running)
-            log.warning("ledger rebuilt from %d running jobs", count)
+            log.warning("ledger rebuilt from %d running jobs (%d events replayed)", count, refilled)
             return True
         except Exception:
             log.exception("ledger rebuild failed; admissions stay closed")
             return False
         finally:
             await self.client.delete(lock)
+
+    async def refill_from_stream(self) -> int:
+        """What Redis lost with the ledger (facts, pending jobs) from the last event of every object on the
+        events stream, through the ordinary event path: facts first, then the jobs (pending ones are queued
+        again; those already running are in the ledger's rebuild). Returns how many events were replayed."""
+        replayed = 0
+        for kind in (*FACT_KINDS, "podmigrationjobs"):
+            stream = self.subjects.events_stream
+            async for chunk in bus.last_per_subject(self.js, stream, self.subjects.events_of(kind)):
+                for outcome in await self.handle_batch(chunk):
+                    if outcome is not None:
+                        raise outcome
+                replayed += len(chunk)
+        return replayed
 
     async def _running_jobs(self) -> list[HeldJob]:
         if self.kube is None:
@@ -172,7 +206,7 @@ class Arbitrator:
         released = await self.nc.subscribe(f"{self.subjects.prefix}.ledger.released", cb=self._on_release)
         try:
             await asyncio.gather(
-                run_consumer(sub, self.js, self.subjects, CONSUMER, self.handle, stop),
+                run_consumer(sub, self.js, self.subjects, CONSUMER, self.handle_batch, stop),
                 self.admission_loop(stop),
             )
         finally:

@@ -31,7 +31,6 @@ from typing import Any
 import msgspec
 import urllib3
 from nats.js import JetStreamContext
-from nats.js.api import ConsumerConfig, DeliverPolicy
 
 from services.watcher import metrics
 from services.watcher.checkpoints import Checkpoints
@@ -39,7 +38,7 @@ from services.watcher.decode import MetaOnly, RawList, RawWorkload, WatchLine, W
 from services.watcher.kinds import KINDS, Decoded, KindSpec
 from shared.api import codec
 from shared.api.messages import EventType, ObjectEvent
-from shared.bus import Publisher, Subjects
+from shared.bus import Publisher, Subjects, last_per_subject
 from shared.config import WatcherConfig
 from shared.durations import parse_duration
 from shared.kube import KubeClient, KubeError, error_from
@@ -346,33 +345,14 @@ class KindWatcher:
     async def known_from_stream(self) -> Known:
         """The last event of every object's subject: what consumers believe exists."""
         known: Known = {}
-        filter_subject = self.subjects.events_of(self.spec.plural)
-        try:
-            info = await self.js.stream_info(self.subjects.events_stream, subjects_filter=filter_subject)
-        except Exception:
-            return known
-        if not info.state.messages:
-            return known
-        sub = await self.js.subscribe(
-            filter_subject,
-            ordered_consumer=True,
-            config=ConsumerConfig(deliver_policy=DeliverPolicy.LAST_PER_SUBJECT),
-        )
-        try:
-            while True:
-                try:
-                    msg = await sub.next_msg(timeout=2.0)
-                except TimeoutError:
-                    break
+        stream = self.subjects.events_stream
+        async for chunk in last_per_subject(self.js, stream, self.subjects.events_of(self.spec.plural)):
+            for msg in chunk:
                 head = msgspec.json.decode(msg.data, type=_Head)
                 if head.type == "DELETED":
                     known.pop(head.uid, None)
                 else:
                     known[head.uid] = (head.namespace or "", head.name, head.resource_version)
-                if msg.metadata.num_pending == 0:
-                    break
-        finally:
-            await sub.unsubscribe()
         return known
 
     async def _follow_replicasets(self, stop: asyncio.Event) -> None:

@@ -10,7 +10,7 @@
 --          longer exactly that (another replica got there first). Every job then leaves the ready queue:
 --          decided ones for good (recorded in <p>:announce until their decision is published), deferred
 --          ones parked on the gate that stopped them. "0": no queue.
--- ARGV[4]  the number of jobs N, then N times: job uid, pod uid, plan JSON
+-- ARGV[4]  the jobs, in order, as one JSON array of [job uid, pod uid, plan]
 --          plan: {"slots": [[rule, key, limit, what], ...], "buckets": [[rule, key, rate, burst, what], ...]}
 --          or {"reject": [rule, reason, message]} (a filter forbids it), {"drop": 1} (its job is gone),
 --          {"wait": [seconds, rule, message]} (its facts are not known yet: look again after `seconds`)
@@ -21,13 +21,14 @@ local p = KEYS[1]
 local ttl = tonumber(ARGV[1])
 local now = clock(ARGV[2])
 local queued = ARGV[3] == '1'
-local count = tonumber(ARGV[4])
+local jobs = cjson.decode(ARGV[4])
+local count = #jobs
 
 if queued and count > 0 then
   local head = redis.call('ZRANGE', p .. ':queue', 0, count - 1)
   if #head ~= count then return {'retry'} end
   for i = 1, count do
-    if job_of(head[i]) ~= ARGV[4 + (i - 1) * 3 + 1] then return {'retry'} end
+    if job_of(head[i]) ~= jobs[i][1] then return {'retry'} end
   end
 end
 
@@ -121,8 +122,7 @@ local function decide(job, pod, plan)
 end
 
 for i = 1, count do
-  local base = 4 + (i - 1) * 3
-  local job, pod, plan = ARGV[base + 1], ARGV[base + 2], cjson.decode(ARGV[base + 3])
+  local job, pod, plan = jobs[i][1], jobs[i][2], jobs[i][3]
   local outcome, rule, message, gate, due = decide(job, pod, plan)
   if queued then
     local member = redis.call('HGET', p .. ':queued', job)

@@ -451,9 +451,10 @@ async def test_flush_closes_admission_until_rebuilt_from_running_jobs(
         arbitrator.kube = KubeClient.from_config(
             config_from_dict({"kubernetes": {"kubeconfig": str(nowhere)}}).kubernetes
         )  # the API server is unreachable: rebuilds fail
-        keys = [k async for k in client.scan_iter(match=f"{{{test_id}}}:ledger*")]
-        await client.delete(*keys)  # Redis loses the ledger
-        await cluster.job("j1", "web-1", created=1)  # same node as j0: must wait for j0's slot
+        await cluster.job("j1", "web-1", created=1)  # same node as j0: waits for j0's slot
+        await _audit_until(nc, subjects, lambda rs: any(r["job"] == "j1" for r in rs))
+        keys = [k async for k in client.scan_iter(match=f"*{test_id}*")]
+        await client.delete(*keys)  # Redis loses everything: ledger, queue, facts
         await cluster.job("j2", "web-2", created=2)  # other node: would fit, but the ledger is closed
         await asyncio.sleep(1.2)  # two arbitration rounds, closed
         assert not await ledger.is_complete()
@@ -463,6 +464,8 @@ async def test_flush_closes_admission_until_rebuilt_from_running_jobs(
         assert admitted(later) == ["j0", "j2"]  # j1 still waits behind the rebuilt node slot of j0
         rebuilt = await ledger.snapshot()
         assert rebuilt["claims"]["p-web-0"] == uid
+        # The facts and the pending job came back from the events stream: j1 waits on j0's node again.
+        assert (await ledger.parked()).get("u-j1") == "slot:node:node-1"
         # j0's slots are exactly what they were (j2, admitted since, may share some of the sets).
         assert {k: [uid] for k, v in rebuilt["slots"].items() if uid in v} == before["slots"]
     await client.aclose()
