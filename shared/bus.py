@@ -88,6 +88,10 @@ class Subjects:
         return f"{self.prefix}.intents.{token(namespace)}"
 
     @property
+    def all_intents(self) -> str:
+        return f"{self.prefix}.intents.>"
+
+    @property
     def intent_request(self) -> str:
         return f"{self.prefix}.intent.request"
 

@@ -1,0 +1,177 @@
+"""Migration intents from external systems, turned into PodMigrationJobs.
+
+Two ways in, one handling:
+- request/reply on `p.intent.request` (a queue group: any tracker replica answers): the reply is an
+  `IntentReply` with the job's name, or a specific error (`InvalidIntent` naming the field, `MissingPod`,
+  `Conflict`, `Unavailable` when the API server cannot be reached: retry later);
+- fire and forget on `p.intents.<namespace>` (JetStream, durable consumer `tracker-intents`): an
+  undecodable intent goes to the dead-letter stream, a refused one is acknowledged and its error written
+  to the audit stream, an API outage leaves it to be redelivered.
+The job's name comes from the idempotency key, so the same intent twice (either way, any replica) answers
+with the same job and creates it once. Every outcome is an audit record.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from datetime import UTC, datetime
+from typing import Any
+
+import msgspec
+from prometheus_client import Counter
+
+from services.tracker.intents import conflict, job_for
+from shared import bus
+from shared.api import codec
+from shared.api.codec import SchemaError
+from shared.api.messages import AuditRecord, IntentError, IntentReply, MigrationIntent
+from shared.api.pmj import GROUP, PLURAL, PodMigrationJob
+from shared.config import NatsConfig
+from shared.consume import durable, one_by_one, run_consumer
+from shared.kube import KubeClient, KubeError
+
+log = logging.getLogger(__name__)
+INTENTS = Counter("podherd_tracker_intents_total", "Migration intents received", ["path", "outcome"])
+JOBS_PATH = f"/apis/{GROUP}/v1alpha1/{PLURAL}"
+CONSUMER = "tracker-intents"
+QUEUE_GROUP = "podherd-tracker"
+
+
+class Refused(Exception):
+    """An intent that cannot become a job; retrying it as is will not help (unless `code` is Unavailable)."""
+
+    def __init__(self, code: str, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.error = IntentError(code=code, message=message, field=field)  # type: ignore[arg-type]
+
+
+class IntentIntake:
+    def __init__(
+        self, kube: KubeClient, publisher: bus.Publisher, subjects: bus.Subjects, replica: str
+    ) -> None:
+        self.kube = kube
+        self.publisher = publisher
+        self.subjects = subjects
+        self.replica = replica
+
+    async def submit(self, intent: MigrationIntent) -> tuple[str, bool]:
+        """Create the intent's job (or find it). Returns (job name, created); raises Refused."""
+        job = job_for(intent)
+        name = job.metadata.name or ""
+        pod = await self._get(f"/api/v1/namespaces/{intent.pod.namespace}/pods/{intent.pod.name}")
+        existing = await self._get(f"{JOBS_PATH}/{name}")
+        if existing is not None:
+            return name, self._same(existing, intent)
+        if pod is None:
+            raise Refused("MissingPod", f"pod {intent.pod.namespace}/{intent.pod.name} not found", "pod")
+        uid = pod.get("metadata", {}).get("uid")
+        if intent.pod.uid and intent.pod.uid != uid:
+            raise Refused(
+                "MissingPod",
+                f"pod {intent.pod.namespace}/{intent.pod.name} is now {uid}, not {intent.pod.uid}",
+                "pod.uid",
+            )
+        try:
+            await self.kube.arequest("POST", JOBS_PATH, body=msgspec.to_builtins(job))
+        except KubeError as exc:
+            if exc.status != 409:
+                raise self._outage(exc) from exc
+            # Another replica created it a moment ago: the same job, if it is this intent's.
+            found = await self._get(f"{JOBS_PATH}/{name}")
+            if found is None:
+                raise Refused("Unavailable", f"job {name} was created and deleted meanwhile; retry") from exc
+            return name, self._same(found, intent)
+        return name, True
+
+    def _same(self, found: dict[str, Any], intent: MigrationIntent) -> bool:
+        why = conflict(msgspec.convert(found, PodMigrationJob), intent)
+        if why is not None:
+            raise Refused("Conflict", why, "idempotencyKey")
+        return False
+
+    async def _get(self, path: str) -> dict[str, Any] | None:
+        try:
+            body = await self.kube.arequest("GET", path, request_timeout=10)
+        except KubeError as exc:
+            if exc.status == 404:
+                return None
+            raise self._outage(exc) from exc
+        except Exception as exc:  # connection refused, timeouts
+            raise Refused("Unavailable", f"the Kubernetes API server is unreachable: {exc}") from exc
+        found: dict[str, Any] = msgspec.json.decode(body)
+        return found
+
+    @staticmethod
+    def _outage(exc: KubeError) -> Refused:
+        code = "Unavailable" if exc.retryable else "Internal"
+        return Refused(code, f"the Kubernetes API server answered {exc}")
+
+    # ----------------------------------------------------------------------------------------------------
+
+    async def answer(self, data: bytes, path: str) -> IntentReply:
+        """Decode, submit and audit one intent; the reply says how it went."""
+        try:
+            intent = codec.decode(data, MigrationIntent)
+        except SchemaError as exc:
+            INTENTS.labels(path, "InvalidIntent").inc()
+            return IntentReply(
+                ok=False, error=IntentError(code="InvalidIntent", message=str(exc), field=exc.field or None)
+            )
+        try:
+            name, created = await self.submit(intent)
+        except Refused as refused:
+            INTENTS.labels(path, refused.error.code).inc()
+            if refused.error.code not in ("Unavailable", "Internal"):
+                await self._audit(intent, None, "refused", refused.error.message, refused.error.code)
+            return IntentReply(ok=False, error=refused.error)
+        INTENTS.labels(path, "created" if created else "existing").inc()
+        await self._audit(intent, name, "created" if created else "repeated", f"job {name}", None)
+        return IntentReply(ok=True, job=name, created=created)
+
+    async def _audit(
+        self, intent: MigrationIntent, job: str | None, outcome: str, message: str, reason: str | None
+    ) -> None:
+        record = AuditRecord(
+            id=f"intent/{intent.idempotency_key}/{outcome}",
+            time=datetime.now(UTC),
+            action="intent",
+            actor=f"tracker/{self.replica}",
+            job=job,
+            requester=intent.requester,
+            reason=reason,
+            message=message,
+            details={
+                "intent": intent.idempotency_key,
+                "pod": f"{intent.pod.namespace}/{intent.pod.name}",
+                "outcome": outcome,
+            },
+        )
+        subject = self.subjects.audit(job or f"intent-{intent.pod.namespace}-{intent.pod.name}")
+        await self.publisher.publish(subject, codec.encode(record), record.id)
+        await self.publisher.flush()
+
+    # ----------------------------------------------------------------------------------------------------
+
+    async def serve(self, nc: Any, config: NatsConfig, stop: asyncio.Event) -> None:
+        """Answer intent requests and consume fire-and-forget intents until `stop`."""
+
+        async def on_request(msg: Any) -> None:
+            reply = await self.answer(msg.data, "request")
+            if msg.reply:
+                await msg.respond(codec.encode(reply))
+
+        async def on_intent(msg: Any) -> None:
+            codec.decode(msg.data, MigrationIntent)  # undecodable: dead-lettered by the consumer loop
+            reply = await self.answer(msg.data, "stream")
+            if reply.error is not None and reply.error.code in ("Unavailable", "Internal"):
+                raise RuntimeError(reply.error.message)  # redelivered later
+
+        js = nc.jetstream()
+        await bus.ensure_work_streams(js, self.subjects, config)
+        sub = await durable(js, self.subjects.intents_stream, CONSUMER, [self.subjects.all_intents], config)
+        requests = await nc.subscribe(self.subjects.intent_request, queue=QUEUE_GROUP, cb=on_request)
+        try:
+            await run_consumer(sub, js, self.subjects, CONSUMER, one_by_one(on_intent), stop)
+        finally:
+            await requests.unsubscribe()

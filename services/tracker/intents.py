@@ -1,0 +1,76 @@
+"""Migration intents as PodMigrationJobs (pure): the job an intent asks for, and whether an existing job is
+that job.
+
+The job's name is derived from the intent's idempotency key alone (`podherd-` and 20 hex digits of its
+SHA-256), so the same intent sent twice, by any path and to any replica, names one job. What the intent
+says beyond the spec travels as annotations: the key, the requester, the migration priority (the sort
+reads it), the target node (seed 002; the executor pins the Reservation there) and the reason.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+from shared.api.messages import MigrationIntent
+from shared.api.meta import ObjectMeta, ObjectReference
+from shared.api.pmj import (
+    ANNOTATION_INTENT_ID,
+    ANNOTATION_MIGRATION_PRIORITY,
+    ANNOTATION_REQUESTER,
+    ANNOTATION_TARGET_NODE,
+    API_VERSION,
+    KIND,
+    PodMigrationJob,
+    PodMigrationJobSpec,
+)
+
+ANNOTATION_REASON = "podherd.io/reason"
+LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
+
+
+def job_name(idempotency_key: str) -> str:
+    return "podherd-" + hashlib.sha256(idempotency_key.encode()).hexdigest()[:20]
+
+
+def job_for(intent: MigrationIntent) -> PodMigrationJob:
+    annotations = {
+        ANNOTATION_INTENT_ID: intent.idempotency_key,
+        ANNOTATION_REQUESTER: intent.requester,
+        ANNOTATION_MIGRATION_PRIORITY: str(intent.priority),
+    }
+    if intent.target_node:
+        annotations[ANNOTATION_TARGET_NODE] = intent.target_node
+    if intent.reason:
+        annotations[ANNOTATION_REASON] = intent.reason
+    return PodMigrationJob(
+        api_version=API_VERSION,
+        kind=KIND,
+        metadata=ObjectMeta(
+            name=job_name(intent.idempotency_key),
+            labels={LABEL_MANAGED_BY: "podherd"},
+            annotations=annotations,
+        ),
+        spec=PodMigrationJobSpec(
+            pod_ref=ObjectReference(
+                kind="Pod", namespace=intent.pod.namespace, name=intent.pod.name, uid=intent.pod.uid
+            ),
+            mode=intent.mode,
+            ttl=intent.ttl,
+            paused=intent.paused,
+        ),
+    )
+
+
+def conflict(existing: PodMigrationJob, intent: MigrationIntent) -> str | None:
+    """Why `existing` (found under the intent's job name) is not the job this intent asks for, or None."""
+    key = (existing.metadata.annotations or {}).get(ANNOTATION_INTENT_ID)
+    if key != intent.idempotency_key:
+        return f"job {existing.metadata.name} exists and belongs to another intent ({key!r})"
+    ref = existing.spec.pod_ref
+    if ref is None or (ref.namespace, ref.name) != (intent.pod.namespace, intent.pod.name):
+        where = f"{ref.namespace}/{ref.name}" if ref else "no pod"
+        return (
+            f"idempotency key {intent.idempotency_key!r} was used for {where}, "
+            f"not {intent.pod.namespace}/{intent.pod.name}"
+        )
+    return None
