@@ -15,7 +15,7 @@ import msgspec
 import redis.asyncio as aioredis
 
 from shared.api import codec
-from shared.ledger import as_text, lua_script
+from shared.ledger import lua_script
 
 T = TypeVar("T")
 
@@ -61,9 +61,3 @@ class FactStore:
         if not idents:
             return []
         return self.decode_many(await self.client.mget([self.key(kind, i) for i in idents]), type_)
-
-    async def get(self, kind: str, ident: str, type_: type[T]) -> T | None:
-        return (await self.get_many(kind, [ident], type_))[0]
-
-    async def pdb_names(self, namespace: str) -> list[str]:
-        return sorted(as_text(n) for n in await self.client.smembers(self.pdb_index(namespace)))
