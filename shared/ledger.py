@@ -202,9 +202,9 @@ class Ledger:
         record = await self.client.hget(f"{self.prefix}:job:{job_uid}", "slots")
         return list(json.loads(record)) if record else []
 
-    async def announced(self, *job_uids: str) -> None:
-        if job_uids:
-            await self.client.hdel(f"{self.prefix}:announce", *job_uids)
+    def announced(self, pipe: Any, job_uids: Sequence[str]) -> None:
+        """Add to `pipe`: the outcomes of `job_uids` have been published."""
+        pipe.hdel(f"{self.prefix}:announce", *job_uids)
 
     async def queue_length(self) -> int:
         """Pending jobs: ready or parked."""

@@ -362,27 +362,28 @@ class Engine:
                 await self._admitted(item.name, item.candidate, item.since)
                 told.append(uid)
             elif verdict.outcome == FORBIDDEN:
-                rejection = filters.Rejection(
-                    verdict.rule, REASON_FORBIDDEN_MIGRATE_POD, f"{verdict.rule}: {verdict.message}"
-                )
-                await self._reject(item.name, uid, rejection)
+                await self._reject(item.name, uid, _rejection(FORBIDDEN, verdict.rule, verdict.message, ""))
                 told.append(uid)
             elif verdict.outcome == REJECTED:
                 assert item.candidate.reject is not None
                 rule, reason, message = item.candidate.reject
-                await self._reject(item.name, uid, filters.Rejection(rule, reason, message))
+                await self._reject(item.name, uid, _rejection(REJECTED, rule, message, reason))
                 told.append(uid)
             elif verdict.outcome == DEFERRED:
                 deferred.append((item, verdict))
         await self._deferred(deferred)
-        await self.publisher.flush()
-        if told:
-            pipe = self.redis.pipeline(transaction=False)
-            pipe.hset(f"{self.meta}:decided", mapping=dict.fromkeys(told, "1"))
-            pipe.hdel(f"{self.meta}:deferred", *told)
-            pipe.hdel(f"{self.ledger.prefix}:announce", *told)
-            await pipe.execute()
+        await self._told(told)
         return admitted
+
+    async def _told(self, uids: list[str]) -> None:
+        """Once what was published is acknowledged: these jobs are decided, and their outcomes told."""
+        await self.publisher.flush()
+        if uids:
+            pipe = self.redis.pipeline(transaction=False)
+            pipe.hset(f"{self.meta}:decided", mapping=dict.fromkeys(uids, "1"))
+            pipe.hdel(f"{self.meta}:deferred", *uids)
+            self.ledger.announced(pipe, uids)
+            await pipe.execute()
 
     async def _announce_pending(self) -> None:
         """Publish outcomes a replica took off the queue but may have died before telling (idempotent:
@@ -396,14 +397,9 @@ class Engine:
                 candidate = Candidate(uid, a.pod_uid, tuple(Slot("", k, 0, "") for k in keys), ())
                 await self._admitted(name, candidate, None)
             else:
-                reason = a.reason or REASON_FORBIDDEN_MIGRATE_POD
-                message = a.message if a.outcome == REJECTED else f"{a.rule}: {a.message}"
-                await self._reject(name, uid, filters.Rejection(a.rule, reason, message))
+                await self._reject(name, uid, _rejection(a.outcome, a.rule, a.message, a.reason))
         if pending:
-            await self.publisher.flush()
-            told = list(pending)
-            await self.redis.hset(f"{self.meta}:decided", mapping=dict.fromkeys(told, "1"))
-            await self.ledger.announced(*told)
+            await self._told(list(pending))
 
     async def _prepare_all(self, uids: list[str]) -> list[Prepared]:
         pipe = self.redis.pipeline(transaction=False)
@@ -502,8 +498,7 @@ class Engine:
     async def _reject_now(self, name: str, uid: str, rejection: filters.Rejection) -> None:
         """Reject a job that never entered the queue (invalid), and remember it as decided."""
         await self._reject(name, uid, rejection)
-        await self.publisher.flush()
-        await self.redis.hset(f"{self.meta}:decided", uid, "1")
+        await self._told([uid])
 
     async def _deferred(self, items: list[tuple[Prepared, Verdict]]) -> None:
         """Audit a deferral when its reason changes, not every time a job is looked at again."""
@@ -569,6 +564,13 @@ class Engine:
 def _selects(selector: dict[str, str], labels: dict[str, str]) -> bool:
     """A budget's selector (matchLabels; an empty one selects nothing, as policy/v1 reads it) and labels."""
     return bool(selector) and all(labels.get(k) == v for k, v in selector.items())
+
+
+def _rejection(outcome: str, rule: str, message: str, reason: str) -> filters.Rejection:
+    """A ledger refusal (another job holds the pod) or a filter's rejection, as its decision tells it."""
+    if outcome == FORBIDDEN:
+        return filters.Rejection(rule, REASON_FORBIDDEN_MIGRATE_POD, f"{rule}: {message}")
+    return filters.Rejection(rule, reason or REASON_FORBIDDEN_MIGRATE_POD, message)
 
 
 def _rejected(uid: str, pod_uid: str, rejection: filters.Rejection) -> Candidate:

@@ -59,10 +59,10 @@ class IntentIntake:
         """Create the intent's job (or find it). Returns (job name, created); raises Refused."""
         job = job_for(intent)
         name = job.metadata.name or ""
-        pod = await self._get(f"/api/v1/namespaces/{intent.pod.namespace}/pods/{intent.pod.name}")
         existing = await self._get(f"{JOBS_PATH}/{name}")
         if existing is not None:
             return name, self._same(existing, intent)
+        pod = await self._get(f"/api/v1/namespaces/{intent.pod.namespace}/pods/{intent.pod.name}")
         if pod is None:
             raise Refused("MissingPod", f"pod {intent.pod.namespace}/{intent.pod.name} not found", "pod")
         uid = pod.get("metadata", {}).get("uid")
@@ -109,15 +109,8 @@ class IntentIntake:
 
     # ----------------------------------------------------------------------------------------------------
 
-    async def answer(self, data: bytes, path: str) -> IntentReply:
-        """Decode, submit and audit one intent; the reply says how it went."""
-        try:
-            intent = codec.decode(data, MigrationIntent)
-        except SchemaError as exc:
-            INTENTS.labels(path, "InvalidIntent").inc()
-            return IntentReply(
-                ok=False, error=IntentError(code="InvalidIntent", message=str(exc), field=exc.field or None)
-            )
+    async def answer(self, intent: MigrationIntent, path: str) -> IntentReply:
+        """Submit and audit one intent; the reply says how it went."""
         try:
             name, created = await self.submit(intent)
         except Refused as refused:
@@ -157,13 +150,18 @@ class IntentIntake:
         """Answer intent requests and consume fire-and-forget intents until `stop`."""
 
         async def on_request(msg: Any) -> None:
-            reply = await self.answer(msg.data, "request")
+            try:
+                reply = await self.answer(codec.decode(msg.data, MigrationIntent), "request")
+            except SchemaError as exc:
+                INTENTS.labels("request", "InvalidIntent").inc()
+                error = IntentError(code="InvalidIntent", message=str(exc), field=exc.field or None)
+                reply = IntentReply(ok=False, error=error)
             if msg.reply:
                 await msg.respond(codec.encode(reply))
 
         async def on_intent(msg: Any) -> None:
-            codec.decode(msg.data, MigrationIntent)  # undecodable: dead-lettered by the consumer loop
-            reply = await self.answer(msg.data, "stream")
+            intent = codec.decode(msg.data, MigrationIntent)  # undecodable: dead-lettered by the loop
+            reply = await self.answer(intent, "stream")
             if reply.error is not None and reply.error.code in ("Unavailable", "Internal"):
                 raise RuntimeError(reply.error.message)  # redelivered later
 
