@@ -80,7 +80,13 @@ def _cmd_run(args: argparse.Namespace) -> int:
         from services.arbitrator.service import main as arbitrator_main
 
         return run("arbitrator", config, arbitrator_main)
-    raise CliError(f"the {args.service} service is not available in this build yet")
+    if args.service == "executor":
+        from services.executor.service import main as executor_main
+
+        return run("executor", config, executor_main)
+    from services.tracker.service import main as tracker_main
+
+    return run("tracker", config, tracker_main)
 
 
 def build_parser() -> argparse.ArgumentParser:

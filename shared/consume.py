@@ -32,6 +32,14 @@ Handler = Callable[[Any], Awaitable[None]]
 BatchHandler = Callable[[list[Any]], Awaitable[list[BaseException | None]]]
 
 
+class Retry(Exception):
+    """Not now: hand the message back to be redelivered after `delay` seconds (not an error)."""
+
+    def __init__(self, reason: str, delay: float) -> None:
+        super().__init__(reason)
+        self.delay = delay
+
+
 async def durable(
     js: JetStreamContext,
     stream: str,
@@ -39,12 +47,13 @@ async def durable(
     filters: Sequence[str],
     config: NatsConfig,
     deliver: DeliverPolicy = DeliverPolicy.ALL,
+    max_deliver: int | None = None,
 ) -> Any:
     consumer = ConsumerConfig(
         durable_name=name,
         ack_policy=AckPolicy.EXPLICIT,
         deliver_policy=deliver,
-        max_deliver=config.max_deliver,
+        max_deliver=config.max_deliver if max_deliver is None else max_deliver,
         ack_wait=parse_duration(config.ack_wait),
         filter_subjects=list(filters),
         max_ack_pending=20_000,
@@ -126,6 +135,10 @@ async def run_consumer(
             elif isinstance(outcome, SchemaError):
                 await dead_letter(js, subjects, name, msg, outcome)
                 await msg.term()
+            elif isinstance(outcome, Retry):
+                log.debug("%s: %s: again in %.1fs", name, outcome, outcome.delay)
+                with contextlib.suppress(Exception):
+                    await msg.nak(delay=outcome.delay)
             else:
                 log.error(
                     "%s: handling a message on %s failed; it will be redelivered: %r",

@@ -44,16 +44,28 @@ class KubeError(Exception):
         return self.status == 429 or self.status >= 500
 
 
+class _Cause(msgspec.Struct):
+    message: str = ""
+
+
+class _Details(msgspec.Struct):
+    causes: list[_Cause] = msgspec.field(default_factory=list)
+
+
 class _Status(msgspec.Struct):
     reason: str = ""
     message: str = ""
     code: int = 0
+    details: _Details | None = None
 
 
 def error_from(status: int, body: bytes) -> KubeError:
+    """The Status an API server answered, as a KubeError; the causes' messages follow the message (an
+    eviction's 429 names the PodDisruptionBudget only there)."""
     try:
         decoded = msgspec.json.decode(body, type=_Status)
-        return KubeError(status, decoded.reason, decoded.message)
+        causes = [c.message for c in (decoded.details.causes if decoded.details else []) if c.message]
+        return KubeError(status, decoded.reason, "; ".join([decoded.message, *causes]))
     except (msgspec.DecodeError, msgspec.ValidationError):
         return KubeError(status, "", body[:200].decode(errors="replace"))
 

@@ -204,6 +204,26 @@ class Decision(Message, kw_only=True):
     slots: list[str] = msgspec.field(default_factory=list)
 
 
+class Command(Message, kw_only=True):
+    """The tracker asks the executor to act for a job: `reserve`, `evict` or `cleanup` (delete its
+    Reservation). `pod_uid` is the pod the job moves: the executor never evicts another one."""
+
+    job: JobRef
+    step: Literal["reserve", "evict", "cleanup"]
+    pod_uid: str | None = None
+    issued_at: datetime
+
+
+class Report(Message, kw_only=True):
+    """What the executor did about a command (`outcome`: done, gone, blocked, failed), for the tracker."""
+
+    job: JobRef
+    step: Literal["reserve", "evict", "cleanup"]
+    outcome: Literal["done", "gone", "blocked", "background", "failed"]
+    message: str
+    reported_at: datetime
+
+
 # ---------------------------------------------------------------------------------------------------------
 # Audit: the append-only story of every job.
 

@@ -41,6 +41,11 @@ LABEL_JOB: Final = "podherd.io/job"
 DEFAULT_TTL: Final = "24h"
 
 
+def reservation_name(job_name: str) -> str:
+    """The name of the Reservation Podherd creates for a job (cluster-scoped, one per job)."""
+    return job_name
+
+
 class ReservationControllerReference(KubeStruct):
     """`metav1.OwnerReference` inlined, plus a namespace (Koordinator's extension)."""
 

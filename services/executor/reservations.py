@@ -1,0 +1,92 @@
+"""The Reservation a job creates for its pod's replacement (pure), built as Koordinator builds it.
+
+- template: the pod's metadata (labels, annotations) and spec with `nodeName` cleared, merged with
+  `reservationOptions.template` when the job gives one;
+- a required node-affinity term excluding the pod's current node (added to every existing term, since terms
+  are OR-ed), or, for a job with a target node (seed 002), `nodeName` pinned there;
+- owners: the pod's controller (with its namespace), or the pod itself when it is Pending and unscheduled;
+- `allocateOnce: true`; ttl the job's unless the template sets one; a name derived from the job (its own);
+  labels saying Podherd created it, for which job.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from shared.api.pmj import ANNOTATION_TARGET_NODE, PodMigrationJob
+from shared.api.reservation import LABEL_CREATED_BY, LABEL_JOB, reservation_name
+
+API_VERSION = "scheduling.koordinator.sh/v1alpha1"
+
+
+def reservation_for(job: PodMigrationJob, pod: dict[str, Any], default_ttl: str) -> dict[str, Any]:
+    job_name = job.metadata.name or ""
+    meta = pod.get("metadata") or {}
+    spec = copy.deepcopy(pod.get("spec") or {})
+    node = spec.pop("nodeName", None)
+    template: dict[str, Any] = {
+        "metadata": {
+            "labels": dict(meta.get("labels") or {}),
+            "annotations": dict(meta.get("annotations") or {}),
+        },
+        "spec": spec,
+    }
+    options = job.spec.reservation_options
+    extra = options.template if options is not None else None
+    ttl = job.spec.ttl or default_ttl
+    if extra is not None:
+        template["metadata"].update(extra.metadata or {})
+        template["spec"].update(extra.spec or {})
+    target = (job.metadata.annotations or {}).get(ANNOTATION_TARGET_NODE)
+    if target:
+        template["spec"]["nodeName"] = target
+    elif node:
+        _exclude_node(template["spec"], node)
+    reservation_spec: dict[str, Any] = {
+        "template": template,
+        "owners": [_owner(pod)],
+        "allocateOnce": True,
+        "ttl": ttl,
+    }
+    if extra is not None and extra.spec and extra.spec.get("ttl"):
+        reservation_spec["ttl"] = extra.spec["ttl"]
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "Reservation",
+        "metadata": {
+            "name": reservation_name(job_name),
+            "labels": {LABEL_CREATED_BY: "podherd", LABEL_JOB: job_name},
+        },
+        "spec": reservation_spec,
+    }
+
+
+def _owner(pod: dict[str, Any]) -> dict[str, Any]:
+    meta = pod.get("metadata") or {}
+    unscheduled = not (pod.get("spec") or {}).get("nodeName") and (pod.get("status") or {}).get("phase") in (
+        None,
+        "Pending",
+    )
+    controller = next((o for o in meta.get("ownerReferences") or [] if o.get("controller")), None)
+    if controller is None or unscheduled:
+        return {
+            "object": {
+                "kind": "Pod",
+                "namespace": meta.get("namespace"),
+                "name": meta.get("name"),
+                "uid": meta.get("uid"),
+            }
+        }
+    return {"controller": {**controller, "namespace": meta.get("namespace")}}
+
+
+def _exclude_node(spec: dict[str, Any], node: str) -> None:
+    exclusion = {"key": "metadata.name", "operator": "NotIn", "values": [node]}
+    affinity = spec.setdefault("affinity", {})
+    node_affinity = affinity.setdefault("nodeAffinity", {})
+    required = node_affinity.setdefault("requiredDuringSchedulingIgnoredDuringExecution", {})
+    terms = required.get("nodeSelectorTerms") or [{}]
+    for term in terms:
+        term["matchFields"] = [*(term.get("matchFields") or []), exclusion]
+    required["nodeSelectorTerms"] = terms

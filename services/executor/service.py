@@ -1,0 +1,223 @@
+"""The executor: the only service that changes pods and Reservations, on the tracker's commands.
+
+Commands arrive on `p.jobs.{reserve,evict,cleanup}.<job>` (durable consumer `executor`, shared by the
+replicas; a job's commands are de-duplicated by Nats-Msg-Id). Before every write the executor reads the
+live objects: a job that has ended or been aborted is never acted on, a pod is evicted only if it is
+still the pod the job was made for and is not already going, a Reservation is created only if the job's
+deterministic name is free. A PodDisruptionBudget refusing an eviction (429) is reported and retried with
+backoff until the job ends; a request-evict-only pod answering "Eviction triggered" is evicted in the
+background (seed 003). What happened goes back to the tracker on `p.jobs.report.<job>`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import logging
+from datetime import UTC, datetime
+from typing import Any
+
+import msgspec
+from prometheus_client import Counter
+
+from services.executor.reservations import reservation_for
+from shared import bus
+from shared.api import annotations as known
+from shared.api import codec
+from shared.api.messages import Command, JobRef, Report
+from shared.api.pmj import ANNOTATION_ABORT, GROUP, PLURAL, TERMINAL_PHASES, PodMigrationJob
+from shared.api.reservation import LABEL_CREATED_BY, LABEL_JOB, reservation_name
+from shared.config import PodherdConfig
+from shared.consume import Retry, durable, one_by_one, run_consumer
+from shared.kube import KubeClient, KubeError
+from shared.ops import OpsServer
+from shared.runtime import close_nats, nats_check
+
+log = logging.getLogger(__name__)
+ACTIONS = Counter("podherd_executor_actions_total", "Executor actions", ["step", "policy", "outcome"])
+CONSUMER = "executor"
+JOBS = f"/apis/{GROUP}/v1alpha1/{PLURAL}"
+RESERVATIONS = f"/apis/{GROUP}/v1alpha1/reservations"
+BACKOFF_BASE, BACKOFF_MAX = 0.5, 10.0
+
+
+class Executor:
+    def __init__(self, config: PodherdConfig, nc: Any, kube: KubeClient) -> None:
+        self.config = config
+        self.args = config.migration_controller
+        self.nc = nc
+        self.js = nc.jetstream()
+        self.kube = kube
+        self.subjects = bus.Subjects(config.nats.subject_prefix)
+        self.publisher = bus.Publisher(nc)
+
+    async def setup(self) -> Any:
+        await bus.ensure_work_streams(self.js, self.subjects, self.config.nats)
+        steps = ("reserve", "evict", "cleanup")
+        filters = [f"{self.subjects.prefix}.jobs.{step}.>" for step in steps]
+        # Unbounded redelivery: a blocked eviction is retried until its job ends (the job's TTL bounds it).
+        return await durable(
+            self.js, self.subjects.jobs_stream, CONSUMER, filters, self.config.nats, max_deliver=-1
+        )
+
+    async def run(self, stop: asyncio.Event) -> None:
+        sub = await self.setup()
+        await run_consumer(sub, self.js, self.subjects, CONSUMER, one_by_one(self.handle), stop)
+
+    # ----------------------------------------------------------------------------------------------------
+
+    async def handle(self, msg: Any) -> None:
+        command = codec.decode(msg.data, Command)
+        if command.step == "cleanup":
+            await self.cleanup(command.job.name)  # also for a job already deleted
+            return
+        job = await self._job(command.job.name)
+        if job is None or job.metadata.uid != command.job.uid:
+            return  # the job is gone (or is another job by the same name): nothing to do
+        annotations = job.metadata.annotations or {}
+        if job.phase in TERMINAL_PHASES or ANNOTATION_ABORT in annotations or job.metadata.deletion_timestamp:
+            return  # ended or aborted: never act for it again
+        if command.step == "reserve":
+            await self.reserve(job)
+        else:
+            attempt = getattr(getattr(msg, "metadata", None), "num_delivered", 1) or 1
+            await self.evict(job, command.pod_uid, attempt)
+
+    async def reserve(self, job: PodMigrationJob) -> None:
+        options = job.spec.reservation_options
+        if options is not None and options.reservation_ref is not None and options.reservation_ref.name:
+            name = options.reservation_ref.name
+            found = await self._get(f"{RESERVATIONS}/{name}")
+            if found is None:
+                await self._report(
+                    job, "reserve", "failed", f"Reservation {name} named by the job does not exist"
+                )
+            return
+        name = reservation_name(job.metadata.name or "")
+        if await self._get(f"{RESERVATIONS}/{name}") is not None:
+            return  # created before (a redelivery): never two Reservations for one job
+        ref = job.spec.pod_ref
+        assert ref is not None
+        pod = await self._get(f"/api/v1/namespaces/{ref.namespace}/pods/{ref.name}")
+        if pod is None:
+            await self._report(job, "reserve", "gone", f"pod {ref.namespace}/{ref.name} no longer exists")
+            return
+        body = reservation_for(job, pod, self.args.default_job_ttl)
+        try:
+            await self.kube.arequest("POST", RESERVATIONS, body=body)
+        except KubeError as exc:
+            if exc.status == 409:
+                return
+            ACTIONS.labels("reserve", "", "failed").inc()
+            await self._report(job, "reserve", "failed", f"creating Reservation {name}: {exc}")
+            if exc.retryable:
+                raise Retry(str(exc), BACKOFF_BASE) from exc
+            return
+        ACTIONS.labels("reserve", "", "done").inc()
+        log.info("created Reservation %s", name, extra={"job": job.metadata.name})
+
+    async def evict(self, job: PodMigrationJob, pod_uid: str | None, attempt: int) -> None:
+        ref = job.spec.pod_ref
+        assert ref is not None
+        path = f"/api/v1/namespaces/{ref.namespace}/pods/{ref.name}"
+        pod = await self._get(path)
+        meta = (pod or {}).get("metadata") or {}
+        if pod is None or (pod_uid and meta.get("uid") != pod_uid):
+            await self._report(job, "evict", "gone", f"pod {ref.namespace}/{ref.name} is already gone")
+            return
+        if meta.get("deletionTimestamp"):
+            return  # already going: never evicted twice
+        policy = self.args.eviction_policy
+        options = job.spec.delete_options or self.args.default_delete_options
+        delete_options = msgspec.to_builtins(options) if options is not None else {}
+        try:
+            if policy == "Delete":
+                body = {**delete_options, "preconditions": {"uid": meta.get("uid")}}
+                await self.kube.arequest("DELETE", path, body=body)
+            elif policy == "SoftEviction":
+                record = {
+                    "timestamp": datetime.now(UTC).isoformat(),
+                    "reason": f"migration job {job.metadata.name}",
+                    "trigger": "podherd",
+                    "deleteOptions": delete_options or None,
+                }
+                patch = {"metadata": {"annotations": {known.SOFT_EVICTION: json.dumps(record)}}}
+                await self.kube.arequest(
+                    "PATCH", path, body=patch, content_type="application/merge-patch+json"
+                )
+            else:
+                eviction = {
+                    "apiVersion": "policy/v1",
+                    "kind": "Eviction",
+                    "metadata": {"name": ref.name, "namespace": ref.namespace},
+                    "deleteOptions": delete_options or None,
+                }
+                await self.kube.arequest("POST", f"{path}/eviction", body=eviction)
+        except KubeError as exc:
+            if exc.status == 404:
+                await self._report(job, "evict", "gone", f"pod {ref.namespace}/{ref.name} is already gone")
+                return
+            if exc.status == 429 and exc.message.startswith("Eviction triggered"):
+                ACTIONS.labels("evict", policy, "background").inc()
+                await self._report(job, "evict", "background", exc.message)
+                return
+            outcome = "blocked" if exc.status == 429 else "failed"
+            ACTIONS.labels("evict", policy, outcome).inc()
+            await self._report(job, "evict", outcome, exc.message or str(exc))
+            if exc.status == 429 or exc.retryable:
+                raise Retry(exc.message, min(BACKOFF_MAX, BACKOFF_BASE * 2 ** (attempt - 1))) from exc
+            return
+        ACTIONS.labels("evict", policy, "done").inc()
+        await self._report(job, "evict", "done", f"{policy}: pod {ref.namespace}/{ref.name}")
+        log.info("evicted %s/%s (%s)", ref.namespace, ref.name, policy, extra={"job": job.metadata.name})
+
+    async def cleanup(self, job_name: str) -> None:
+        """Delete the Reservation Podherd made for the job (never one the user named)."""
+        name = reservation_name(job_name)
+        found = await self._get(f"{RESERVATIONS}/{name}")
+        labels = ((found or {}).get("metadata") or {}).get("labels") or {}
+        if found is None or labels.get(LABEL_CREATED_BY) != "podherd" or labels.get(LABEL_JOB) != job_name:
+            return
+        with contextlib.suppress(KubeError):
+            await self.kube.arequest("DELETE", f"{RESERVATIONS}/{name}")
+        ACTIONS.labels("cleanup", "", "done").inc()
+
+    # ----------------------------------------------------------------------------------------------------
+
+    async def _job(self, name: str) -> PodMigrationJob | None:
+        found = await self._get(f"{JOBS}/{name}")
+        return msgspec.convert(found, PodMigrationJob) if found is not None else None
+
+    async def _get(self, path: str) -> dict[str, Any] | None:
+        try:
+            body = await self.kube.arequest("GET", path, request_timeout=10)
+        except KubeError as exc:
+            if exc.status == 404:
+                return None
+            raise Retry(f"reading {path}: {exc}", BACKOFF_BASE) from exc
+        found: dict[str, Any] = msgspec.json.decode(body)
+        return found
+
+    async def _report(self, job: PodMigrationJob, step: str, outcome: str, message: str) -> None:
+        ref = JobRef(name=job.metadata.name or "", uid=job.metadata.uid or "")
+        report = Report(job=ref, step=step, outcome=outcome, message=message, reported_at=datetime.now(UTC))  # type: ignore[arg-type]
+        digest = hashlib.sha1(message.encode()).hexdigest()[:10]
+        await self.publisher.publish(
+            self.subjects.job("report", ref.name),
+            codec.encode(report),
+            f"{ref.uid}/{step}/{outcome}/{digest}",
+        )
+        await self.publisher.flush()
+
+
+async def main(config: PodherdConfig, stop: asyncio.Event, ops: OpsServer) -> None:
+    nc = await bus.connect(config.nats, name=f"podherd-executor-{config.replica}")
+    kube = KubeClient.from_config(config.kubernetes)
+    ops.add_check("nats", nats_check(nc))
+    try:
+        await Executor(config, nc, kube).run(stop)
+    finally:
+        await close_nats(nc)
+        kube.close()

@@ -1,0 +1,51 @@
+"""Live objects as the state machine sees them (`progress.PodView`, `ReservationView`), decoded from the API
+server's JSON."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from services.tracker.progress import PodView, ReservationView
+
+
+def pod_view(pod: dict[str, Any]) -> PodView:
+    meta = pod.get("metadata") or {}
+    status = pod.get("status") or {}
+    ready = any(
+        c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or []
+    )
+    controller = next((o for o in meta.get("ownerReferences") or [] if o.get("controller")), None)
+    return PodView(
+        namespace=meta.get("namespace") or "",
+        name=meta.get("name") or "",
+        uid=meta.get("uid") or "",
+        node=(pod.get("spec") or {}).get("nodeName"),
+        terminating=bool(meta.get("deletionTimestamp")) or status.get("phase") in ("Succeeded", "Failed"),
+        ready=ready,
+        controller_uid=controller.get("uid") if controller else None,
+    )
+
+
+def reservation_view(reservation: dict[str, Any]) -> ReservationView:
+    meta = reservation.get("metadata") or {}
+    spec = reservation.get("spec") or {}
+    status = reservation.get("status") or {}
+    conditions = status.get("conditions") or []
+    scheduled = next((c for c in conditions if c.get("type") == "Scheduled"), None)
+    ready = next((c for c in conditions if c.get("type") == "Ready"), None)
+    unschedulable = None
+    if scheduled is not None and scheduled.get("status") == "False":
+        unschedulable = scheduled.get("message") or scheduled.get("reason") or "unschedulable"
+    controller = next((o.get("controller") for o in spec.get("owners") or [] if o.get("controller")), None)
+    return ReservationView(
+        name=meta.get("name") or "",
+        phase=status.get("phase") or "Pending",
+        node=status.get("nodeName"),
+        unschedulable=unschedulable,
+        failed_reason=(ready or {}).get("reason") if status.get("phase") == "Failed" else None,
+        owner_controller_uid=(controller or {}).get("uid"),
+        bound=tuple(
+            (o.get("namespace") or "", o.get("name") or "", o.get("uid") or "")
+            for o in status.get("currentOwners") or []
+        ),
+    )

@@ -1,0 +1,310 @@
+"""A job's next status and the actions that move it on, from what is observed now (pure).
+
+`progress(observed)` is the whole lifecycle of a PodMigrationJob, Koordinator's phases, conditions and
+reasons, decided from the live job, its admission decision, its pod, its Reservation and the pod that took
+the Reservation. It is a function of the present only, so the tracker may call it for any event, any
+number of times, after any crash, on any replica: the same observation gives the same status and the same
+(idempotent) actions.
+
+ReservationFirst:  admitted -> reserve -> Reservation Available on another node -> evict -> the old pod is
+gone -> a replacement binds the Reservation -> it is Ready -> Succeeded. EvictDirectly: admitted -> evict
+-> the old pod is gone -> Succeeded. Failure paths end the job with Koordinator's reason, and every ending
+cleans up the Reservation and releases the ledger's slots.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from shared.api.meta import ObjectReference
+from shared.api.pmj import (
+    ANNOTATION_ABORT,
+    COND_BOUND_POD_READY,
+    COND_EVICTION,
+    COND_POD_BOUND_RESERVATION,
+    COND_RESERVATION_BOUND,
+    COND_RESERVATION_CREATED,
+    COND_RESERVATION_SCHEDULED,
+    MODE_EVICT_DIRECTLY,
+    PHASE_ABORTED,
+    PHASE_FAILED,
+    PHASE_PENDING,
+    PHASE_RUNNING,
+    PHASE_SUCCEEDED,
+    REASON_EVICT_COMPLETE,
+    REASON_EVICTING,
+    REASON_FAILED_CREATE_RESERVATION,
+    REASON_FORBIDDEN_MIGRATE_POD,
+    REASON_MISSING_POD,
+    REASON_MISSING_RESERVATION,
+    REASON_RESERVATION_EXPIRED,
+    REASON_TIMEOUT,
+    REASON_UNSCHEDULABLE,
+    REASON_WAIT_FOR_BOUND_POD_READY,
+    REASON_WAIT_FOR_POD_BIND_RESERVATION,
+    STATUS_COMPLETE,
+    STATUS_FALSE,
+    STATUS_TRUE,
+    STATUS_UNKNOWN,
+    TERMINAL_PHASES,
+    PodMigrationJob,
+    PodMigrationJobCondition,
+    PodMigrationJobStatus,
+)
+from shared.durations import parse_duration
+
+RESERVE, EVICT, CLEANUP, RELEASE = "reserve", "evict", "cleanup", "release"
+REASON_ABORTED = "Aborted"
+
+
+@dataclass(frozen=True)
+class PodView:
+    namespace: str
+    name: str
+    uid: str
+    node: str | None
+    terminating: bool
+    ready: bool
+    controller_uid: str | None
+
+
+@dataclass(frozen=True)
+class ReservationView:
+    name: str
+    phase: str  # Pending | Available | Succeeded | Failed | Waiting
+    node: str | None
+    unschedulable: str | None  # the scheduler's message while it cannot place it
+    failed_reason: str | None
+    owner_controller_uid: str | None  # whose replacements it is for
+    bound: tuple[tuple[str, str, str], ...] = ()  # (namespace, name, uid) of the pods that took it
+
+
+@dataclass(frozen=True)
+class Observed:
+    job: PodMigrationJob
+    now: datetime
+    admitted: bool
+    rejection: tuple[str, str] | None  # (reason, message) when the arbitrator rejected it
+    deferral: str | None  # the arbitrator's latest "deferred: ..." message
+    pod: PodView | None  # the pod to move, if it still exists (and is the one the job was made for)
+    reservation: ReservationView | None
+    replacement: PodView | None  # the pod bound to the Reservation, if it exists
+    eviction_note: str | None  # the executor's latest word on the eviction (e.g. a PDB refusing it)
+    reserve_failed: str | None  # why the executor could not create the Reservation
+    default_mode: str
+    default_ttl: str
+    dry_run: bool = False
+
+
+@dataclass
+class Step:
+    status: PodMigrationJobStatus
+    actions: tuple[str, ...] = ()
+    events: list[tuple[str, str, str]] = field(default_factory=list)  # (type, reason, message) to record
+
+
+def progress(o: Observed) -> Step:
+    return _Progress(o).run()
+
+
+class _Progress:
+    def __init__(self, o: Observed) -> None:
+        self.o = o
+        old = o.job.status or PodMigrationJobStatus()
+        self.old = old
+        self.conditions = list(old.conditions or [])
+        self.last_changed: str | None = old.status if old.status != STATUS_COMPLETE else None
+        self.node = old.node_name
+        self.pod_ref = old.pod_ref
+        self.events: list[tuple[str, str, str]] = []
+
+    # ----------------------------------------------------------------------------------------------------
+
+    def run(self) -> Step:
+        o, job = self.o, self.o.job
+        phase = self.old.phase or PHASE_PENDING
+        if phase in TERMINAL_PHASES:
+            return Step(self.old, self._endings())
+        annotations = job.metadata.annotations or {}
+        if ANNOTATION_ABORT in annotations:
+            return self.end(
+                PHASE_ABORTED, REASON_ABORTED, f"aborted: {annotations[ANNOTATION_ABORT] or 'by request'}"
+            )
+        if o.rejection is not None:
+            reason, message = o.rejection
+            return self.end(PHASE_FAILED, reason, message)
+        ttl = job.spec.ttl or o.default_ttl
+        created = job.metadata.creation_timestamp
+        if created is not None and (o.now - created).total_seconds() > parse_duration(ttl):
+            return self.end(PHASE_FAILED, REASON_TIMEOUT, f"the job did not finish within its ttl {ttl}")
+        if not o.admitted:
+            if job.spec.paused:
+                return self.stay(PHASE_PENDING, "", "paused: the job waits until spec.paused is false")
+            return self.stay(PHASE_PENDING, "", o.deferral or "waiting for admission")
+        if o.dry_run:
+            return self.end(
+                PHASE_SUCCEEDED, "", "dry run: admitted; no Reservation created and no pod evicted"
+            )
+        started = self._condition(COND_EVICTION) is not None
+        if o.pod is None and not started:
+            ref = job.spec.pod_ref
+            where = f"{ref.namespace}/{ref.name}" if ref else "the pod"
+            return self.end(PHASE_FAILED, REASON_MISSING_POD, f"{where} no longer exists")
+        if (job.spec.mode or o.default_mode) == MODE_EVICT_DIRECTLY:
+            return self.evict_directly(started)
+        return self.reservation_first(started)
+
+    def evict_directly(self, started: bool) -> Step:
+        pod = self.o.pod
+        if started and (pod is None or pod.terminating):
+            self.set(COND_EVICTION, STATUS_TRUE, REASON_EVICT_COMPLETE, "the pod was evicted")
+            return self.end(PHASE_SUCCEEDED, "", "the pod was evicted")
+        return self.evicting()
+
+    def reservation_first(self, started: bool) -> Step:
+        o = self.o
+        r = o.reservation
+        if r is None:
+            if o.reserve_failed:
+                self.set(
+                    COND_RESERVATION_CREATED, STATUS_FALSE, REASON_FAILED_CREATE_RESERVATION, o.reserve_failed
+                )
+                return self.end(PHASE_FAILED, REASON_FAILED_CREATE_RESERVATION, o.reserve_failed)
+            if self._true(COND_RESERVATION_CREATED):
+                return self.end(PHASE_FAILED, REASON_MISSING_RESERVATION, "the job's Reservation is gone")
+            self.set(COND_RESERVATION_CREATED, STATUS_UNKNOWN, "", "creating the Reservation")
+            return self.stay(PHASE_RUNNING, "", "creating the Reservation", (RESERVE,))
+        self.set(COND_RESERVATION_CREATED, STATUS_TRUE, "", f"Reservation {r.name} created")
+        if r.phase == "Failed":
+            why = r.failed_reason or "failed"
+            return self.end(PHASE_FAILED, REASON_RESERVATION_EXPIRED, f"Reservation {r.name} {why.lower()}")
+        if r.phase == "Succeeded" and not started:
+            return self.end(
+                PHASE_FAILED,
+                REASON_FORBIDDEN_MIGRATE_POD,
+                f"Reservation {r.name} was taken by another pod before the eviction",
+            )
+        if r.phase in ("Pending", "Waiting") or not r.node:
+            if r.unschedulable:
+                self.set(COND_RESERVATION_SCHEDULED, STATUS_FALSE, REASON_UNSCHEDULABLE, r.unschedulable)
+                return self.end(
+                    PHASE_FAILED, REASON_UNSCHEDULABLE, f"Reservation {r.name}: {r.unschedulable}"
+                )
+            return self.stay(PHASE_RUNNING, "", f"waiting for Reservation {r.name} to be scheduled")
+        self.set(COND_RESERVATION_SCHEDULED, STATUS_TRUE, "", f"Reservation {r.name} scheduled on {r.node}")
+        self.node = r.node
+        pod = o.pod
+        if pod is not None and pod.node == r.node and not started:
+            return self.end(
+                PHASE_FAILED,
+                REASON_FORBIDDEN_MIGRATE_POD,
+                f"Reservation {r.name} was scheduled on the pod's own node {r.node}",
+            )
+        if pod is not None and not pod.terminating:
+            return self.evicting()
+        self.set(COND_EVICTION, STATUS_TRUE, REASON_EVICT_COMPLETE, "the pod was evicted")
+        if r.phase != "Succeeded" or not r.bound:
+            self.set(
+                COND_POD_BOUND_RESERVATION,
+                STATUS_FALSE,
+                REASON_WAIT_FOR_POD_BIND_RESERVATION,
+                f"waiting for a replacement to take Reservation {r.name}",
+            )
+            return self.stay(
+                PHASE_RUNNING, REASON_WAIT_FOR_POD_BIND_RESERVATION, "waiting for the replacement pod"
+            )
+        namespace, name, uid = r.bound[0]
+        self.pod_ref = ObjectReference(namespace=namespace, name=name, uid=uid)
+        replacement = o.replacement
+        if (
+            replacement is not None
+            and r.owner_controller_uid
+            and replacement.controller_uid != r.owner_controller_uid
+        ):
+            return self.end(
+                PHASE_FAILED,
+                REASON_FORBIDDEN_MIGRATE_POD,
+                f"Reservation {r.name} was taken by {namespace}/{name}, not a replacement of the pod",
+            )
+        self.set(COND_POD_BOUND_RESERVATION, STATUS_TRUE, "", f"{namespace}/{name} took Reservation {r.name}")
+        if replacement is None or not replacement.ready:
+            why = "is gone" if replacement is None else "is not Ready yet"
+            self.set(
+                COND_BOUND_POD_READY,
+                STATUS_FALSE,
+                REASON_WAIT_FOR_BOUND_POD_READY,
+                f"{namespace}/{name} {why}",
+            )
+            return self.stay(
+                PHASE_RUNNING, REASON_WAIT_FOR_BOUND_POD_READY, f"the replacement {namespace}/{name} {why}"
+            )
+        self.set(COND_BOUND_POD_READY, STATUS_TRUE, "", f"{namespace}/{name} is Ready")
+        self.set(
+            COND_RESERVATION_BOUND,
+            STATUS_TRUE,
+            "",
+            f"{namespace}/{name} runs in the reserved room on {r.node}",
+        )
+        return self.end(PHASE_SUCCEEDED, "", f"moved to {name} on {r.node}")
+
+    def evicting(self) -> Step:
+        note = self.o.eviction_note
+        message = f"evicting: {note}" if note else "evicting the pod"
+        self.set(COND_EVICTION, STATUS_UNKNOWN, REASON_EVICTING, message)
+        return self.stay(PHASE_RUNNING, REASON_EVICTING, message, (EVICT,))
+
+    # ----------------------------------------------------------------------------------------------------
+
+    def _endings(self) -> tuple[str, ...]:
+        return (CLEANUP, RELEASE) if self.o.reservation is not None else (RELEASE,)
+
+    def end(self, phase: str, reason: str, message: str) -> Step:
+        status = self._status(phase, reason, message)
+        status.status = STATUS_COMPLETE
+        kind = "Normal" if phase == PHASE_SUCCEEDED else "Warning"
+        self.events.append((kind, reason or phase, message))
+        return Step(status, self._endings(), self.events)
+
+    def stay(self, phase: str, reason: str, message: str, actions: tuple[str, ...] = ()) -> Step:
+        return Step(self._status(phase, reason, message), actions, self.events)
+
+    def _status(self, phase: str, reason: str, message: str) -> PodMigrationJobStatus:
+        if phase != (self.old.phase or PHASE_PENDING) and phase == PHASE_RUNNING:
+            self.events.append(("Normal", "Running", "the job is running"))
+        return PodMigrationJobStatus(
+            phase=phase,  # type: ignore[arg-type]
+            status=self.last_changed,
+            reason=reason or None,
+            message=message,
+            conditions=self.conditions or None,
+            node_name=self.node,
+            pod_ref=self.pod_ref,
+            preempted_pods_ref=self.old.preempted_pods_ref,
+            preempted_pods_reservations=self.old.preempted_pods_reservations,
+        )
+
+    def set(self, kind: str, status: str, reason: str, message: str) -> None:
+        """Set a condition; its lastTransitionTime moves only when its status changes."""
+        old = self._condition(kind)
+        if old is not None and (old.status, old.reason or "", old.message or "") == (status, reason, message):
+            return
+        moved = old is None or old.status != status
+        condition = PodMigrationJobCondition(
+            type=kind,  # type: ignore[arg-type]
+            status=status,  # type: ignore[arg-type]
+            reason=reason or None,
+            message=message,
+            last_transition_time=self.o.now if moved else old.last_transition_time if old else self.o.now,
+        )
+        self.conditions = [c for c in self.conditions if c.type != kind] + [condition]
+        self.last_changed = kind
+        if moved:
+            self.events.append(("Normal", reason or kind, message))
+
+    def _condition(self, kind: str) -> PodMigrationJobCondition | None:
+        return next((c for c in self.conditions if c.type == kind), None)
+
+    def _true(self, kind: str) -> bool:
+        found = self._condition(kind)
+        return found is not None and found.status == STATUS_TRUE

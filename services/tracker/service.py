@@ -1,0 +1,449 @@
+"""The tracker: drives every job from the events that concern it and writes its story into the PMJ status.
+
+Triggers (all event-driven): the job's own events, its pod's and Reservation's events, the replacement
+pod's (it carries the Reservation's name, which is the job's), the arbitrator's decisions, the executor's
+reports, and the job's deadline (`spec.ttl`, default `defaultJobTTL`). On any of them the job is
+reconciled: its live objects are read, `progress.progress` decides the next status and actions, the status
+is written with optimistic concurrency (a 409 re-reads and decides again), commands go to the executor,
+and an ended job's ledger slots are released exactly once. A per-job lock in Redis makes one replica at a
+time handle a job; a message for a job another replica holds is redelivered a moment later.
+
+Every status change is an audit record (`p.audit.<job>`, action `transition`) and a Kubernetes Event on the
+PMJ. Intents from external systems are turned into jobs here too (`intake.py`).
+
+Abort a job with the annotation `podherd.io/abort` (any value, e.g. the reason): it ends Aborted, what it
+created is cleaned up, and nothing is evicted afterwards.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import logging
+import time
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+import msgspec
+import redis.asyncio as aioredis
+from prometheus_client import Counter, Gauge
+
+from services.tracker import progress as machine
+from services.tracker.intake import IntentIntake
+from services.tracker.observe import pod_view, reservation_view
+from shared import bus
+from shared.api import annotations as known
+from shared.api import codec
+from shared.api.messages import AuditRecord, Command, Decision, JobRef, Report
+from shared.api.pmj import (
+    GROUP,
+    PHASE_FAILED,
+    PHASE_PENDING,
+    PHASE_RUNNING,
+    PLURAL,
+    TERMINAL_PHASES,
+    PodMigrationJob,
+)
+from shared.api.reservation import LABEL_JOB, reservation_name
+from shared.config import PodherdConfig
+from shared.consume import Retry, durable, one_by_one, run_consumer
+from shared.durations import parse_duration
+from shared.kube import KubeClient, KubeError
+from shared.ledger import Ledger, as_text
+from shared.ops import OpsServer
+from shared.runtime import close_nats, nats_check
+
+log = logging.getLogger(__name__)
+TRANSITIONS = Counter("podherd_tracker_transitions_total", "Job phase changes", ["phase", "reason"])
+JOBS_BY_PHASE = Gauge("podherd_jobs", "Jobs this replica saw last, by phase", ["phase"])
+RELEASES = Counter("podherd_ledger_releases_total", "Ledger slots released when jobs ended")
+JOBS = f"/apis/{GROUP}/v1alpha1/{PLURAL}"
+RESERVATIONS = f"/apis/{GROUP}/v1alpha1/reservations"
+LEDGER_ANNOTATION = "podherd.io/ledger"
+LOCK_MS = 15_000
+UNLOCK = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0"
+
+
+class _Head(msgspec.Struct, rename="camel"):
+    kind: str
+    type: str
+    namespace: str | None = None
+    name: str = ""
+
+
+class _Labelled(msgspec.Struct):
+    labels: dict[str, str] | None = None
+
+
+class _Obj(msgspec.Struct):
+    metadata: _Labelled = msgspec.field(default_factory=_Labelled)
+
+
+class _LabelledEvent(msgspec.Struct):
+    object: _Obj
+
+
+class Tracker:
+    def __init__(self, config: PodherdConfig, nc: Any, client: aioredis.Redis, kube: KubeClient) -> None:
+        self.config = config
+        self.args = config.migration_controller
+        self.nc = nc
+        self.js = nc.jetstream()
+        self.client = client
+        self.kube = kube
+        self.subjects = bus.Subjects(config.nats.subject_prefix)
+        self.publisher = bus.Publisher(nc)
+        self.ledger = Ledger(client, config.redis.key_prefix, parse_duration(config.arbitrator.slot_ttl))
+        self.key = f"{config.redis.key_prefix}:tracker"
+        self.me = f"{config.replica}-{uuid.uuid4().hex[:8]}"
+        self._unlock = client.register_script(UNLOCK)
+        self.intake = IntentIntake(kube, self.publisher, self.subjects, config.replica)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        await bus.ensure_events_stream(self.js, self.subjects, self.config.nats)
+        await bus.ensure_work_streams(self.js, self.subjects, self.config.nats)
+        kinds = ("pods", "podmigrationjobs", "reservations")
+        events = await durable(
+            self.js,
+            self.subjects.events_stream,
+            "tracker",
+            [self.subjects.events_of(k) for k in kinds],
+            self.config.nats,
+            max_deliver=-1,
+        )
+        steps = ("admitted", "rejected", "report")
+        decisions = await durable(
+            self.js,
+            self.subjects.jobs_stream,
+            "tracker-jobs",
+            [f"{self.subjects.prefix}.jobs.{s}.>" for s in steps],
+            self.config.nats,
+            max_deliver=-1,
+        )
+        await asyncio.gather(
+            run_consumer(events, self.js, self.subjects, "tracker", one_by_one(self.on_event), stop),
+            run_consumer(
+                decisions, self.js, self.subjects, "tracker-jobs", one_by_one(self.on_job_message), stop
+            ),
+            self.intake.serve(self.nc, self.config.nats, stop),
+            self.deadlines(stop),
+        )
+
+    # ----------------------------------------------------------------------------------------------------
+    # Triggers
+
+    async def on_event(self, msg: Any) -> None:
+        head = codec.decode(msg.data, _Head)
+        if head.kind == "PodMigrationJob":
+            if head.type == "DELETED":
+                await self.forget(codec.decode(msg.data, _JobEvent).object)
+            else:
+                await self.reconcile(head.name)
+        elif head.kind == "Reservation":
+            labels = codec.decode(msg.data, _LabelledEvent).object.metadata.labels or {}
+            if labels.get(LABEL_JOB):
+                await self.reconcile(labels[LABEL_JOB])
+        elif head.kind == "Pod":
+            job = await self.client.hget(f"{self.key}:pod-jobs", f"{head.namespace}/{head.name}")
+            if job is not None:
+                await self.reconcile(as_text(job))
+            allocated = _allocated_reservation(msg.data)
+            if allocated and await self.client.zscore(f"{self.key}:deadlines", allocated) is not None:
+                await self.reconcile(allocated)  # a replacement took a job's Reservation
+
+    async def on_job_message(self, msg: Any) -> None:
+        step = msg.subject.split(".")[-2]
+        if step == "report":
+            report = codec.decode(msg.data, Report)
+            await self.client.hset(f"{self.key}:reports:{report.job.uid}", report.step, codec.encode(report))
+            await self.reconcile(report.job.name)
+        else:
+            decision = codec.decode(msg.data, Decision)
+            await self.client.hset(f"{self.key}:decisions", decision.job.uid, codec.encode(decision))
+            await self.reconcile(decision.job.name)
+
+    async def deadlines(self, stop: asyncio.Event) -> None:
+        """Jobs whose ttl has passed are reconciled (and time out) even if nothing else happens to them."""
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), 0.5)
+            try:
+                due = await self.client.zrangebyscore(f"{self.key}:deadlines", "-inf", time.time())
+                for name in due:
+                    with contextlib.suppress(Retry):
+                        await self.reconcile(as_text(name))  # type: ignore[arg-type]
+            except Exception:
+                log.exception("deadline sweep failed")
+
+    async def forget(self, job: PodMigrationJob) -> None:
+        """The PMJ was deleted: whatever it held goes (its Reservation, its ledger slots)."""
+        uid = job.metadata.uid or ""
+        await self._command(job, "cleanup", None)
+        if await self.ledger.release(uid):
+            await self._released(uid)
+        await self._untrack(job)
+
+    # ----------------------------------------------------------------------------------------------------
+    # Reconciling one job
+
+    async def reconcile(self, name: str) -> None:
+        lock = f"{self.key}:lock:{name}"
+        if not await self.client.set(lock, self.me, nx=True, px=LOCK_MS):
+            raise Retry(f"job {name} is being handled by another replica", 0.2)
+        try:
+            for _ in range(8):
+                if await self._reconcile_once(name):
+                    return
+            raise Retry(f"job {name}: the status kept changing under us", 0.5)
+        finally:
+            await self._unlock(keys=[lock], args=[self.me])
+
+    async def _reconcile_once(self, name: str) -> bool:
+        raw = await self._get(f"{JOBS}/{name}")
+        if raw is None:
+            return True
+        job = msgspec.convert(raw, PodMigrationJob)
+        observed = await self._observe(job)
+        step = machine.progress(observed)
+        before = job.status
+        if step.status != before:
+            body = {**raw, "status": msgspec.to_builtins(step.status)}
+            try:
+                await self.kube.arequest("PUT", f"{JOBS}/{name}/status", body=body)
+            except KubeError as exc:
+                if exc.status == 409:
+                    return False  # changed meanwhile: read it again and decide again
+                if exc.status == 404:
+                    return True
+                raise
+            await self._transitioned(job, before.phase if before else None, step)
+        phase = step.status.phase or PHASE_PENDING
+        if phase == PHASE_RUNNING and LEDGER_ANNOTATION not in (job.metadata.annotations or {}):
+            await self._record_ledger(job)
+        pod_uid = observed.pod.uid if observed.pod else None
+        for action in step.actions:
+            if action in (machine.RESERVE, machine.EVICT, machine.CLEANUP):
+                await self._command(job, action, pod_uid)
+            elif action == machine.RELEASE:
+                await self._release(job, phase)
+        if phase in TERMINAL_PHASES:
+            await self._untrack(job)
+        else:
+            await self._track(job)
+        return True
+
+    async def _observe(self, job: PodMigrationJob) -> machine.Observed:
+        uid = job.metadata.uid or ""
+        ref = job.spec.pod_ref
+        raw_decision = await self.client.hget(f"{self.key}:decisions", uid)
+        decision = codec.decode(raw_decision, Decision) if raw_decision else None
+        reports = {
+            as_text(k): codec.decode(v, Report)
+            for k, v in (await self.client.hgetall(f"{self.key}:reports:{uid}")).items()
+        }
+        pod = None
+        if ref is not None and ref.namespace and ref.name:
+            found = await self._get(f"/api/v1/namespaces/{ref.namespace}/pods/{ref.name}")
+            if found is not None:
+                view = pod_view(found)
+                # The pod the job was made for: a new pod by the same name (a StatefulSet's) is not it.
+                await self.client.hsetnx(f"{self.key}:pod-uids", uid, ref.uid or view.uid)
+                expected = as_text(await self.client.hget(f"{self.key}:pod-uids", uid) or b"")
+                pod = view if view.uid == expected else None
+        options = job.spec.reservation_options
+        named = options.reservation_ref.name if options and options.reservation_ref else None
+        reservation = replacement = None
+        found_r = await self._get(f"{RESERVATIONS}/{named or reservation_name(job.metadata.name or '')}")
+        if found_r is not None:
+            reservation = reservation_view(found_r)
+            if reservation.bound:
+                namespace, bound_name, bound_uid = reservation.bound[0]
+                found_p = await self._get(f"/api/v1/namespaces/{namespace}/pods/{bound_name}")
+                if found_p is not None and pod_view(found_p).uid == bound_uid:
+                    replacement = pod_view(found_p)
+        evict_report = reports.get("evict")
+        reserve_report = reports.get("reserve")
+        return machine.Observed(
+            job=job,
+            now=datetime.now(UTC),
+            admitted=decision is not None and decision.decision == "admitted",
+            rejection=(decision.reason or PHASE_FAILED, decision.message)
+            if decision is not None and decision.decision == "rejected"
+            else None,
+            deferral=None,
+            pod=pod,
+            reservation=reservation,
+            replacement=replacement,
+            eviction_note=evict_report.message
+            if evict_report and evict_report.outcome == "blocked"
+            else None,
+            reserve_failed=reserve_report.message
+            if reserve_report and reserve_report.outcome == "failed" and not reservation
+            else None,
+            default_mode=self.args.default_job_mode,
+            default_ttl=self.args.default_job_ttl,
+            dry_run=self.args.dry_run,
+        )
+
+    # ----------------------------------------------------------------------------------------------------
+    # Effects
+
+    async def _command(self, job: PodMigrationJob, step: str, pod_uid: str | None) -> None:
+        ref = JobRef(name=job.metadata.name or "", uid=job.metadata.uid or "")
+        command = Command(job=ref, step=step, pod_uid=pod_uid, issued_at=datetime.now(UTC))  # type: ignore[arg-type]
+        await self.publisher.publish(
+            self.subjects.job(step, ref.name), codec.encode(command), f"{ref.uid}/{step}/{pod_uid or ''}"
+        )
+        await self.publisher.flush()
+
+    async def _release(self, job: PodMigrationJob, phase: str) -> None:
+        uid = job.metadata.uid or ""
+        if not await self.ledger.release(uid):
+            return
+        await self._released(uid)
+        ref = job.spec.pod_ref
+        if phase == PHASE_FAILED and ref is not None:
+            await self.client.hincrby(
+                f"{self.config.redis.key_prefix}:stats:pod-failures", f"{ref.namespace}/{ref.name}", 1
+            )
+
+    async def _released(self, uid: str) -> None:
+        RELEASES.inc()
+        await self.nc.publish(f"{self.subjects.prefix}.ledger.released", uid.encode())
+
+    async def _record_ledger(self, job: PodMigrationJob) -> None:
+        """What the job holds in the ledger, on the PMJ: the ledger is rebuilt from it after a Redis loss."""
+        uid = job.metadata.uid or ""
+        record = await self.client.hgetall(f"{self.ledger.prefix}:job:{uid}")
+        if not record:
+            return
+        fields = {as_text(k): as_text(v) for k, v in record.items()}
+        value = json.dumps({"pod": fields.get("pod", ""), "slots": json.loads(fields.get("slots", "[]"))})
+        patch = {"metadata": {"annotations": {LEDGER_ANNOTATION: value}}}
+        with contextlib.suppress(KubeError):
+            await self.kube.arequest(
+                "PATCH",
+                f"{JOBS}/{job.metadata.name}",
+                body=patch,
+                content_type="application/merge-patch+json",
+            )
+
+    async def _transitioned(self, job: PodMigrationJob, previous: str | None, step: machine.Step) -> None:
+        status = step.status
+        name, uid = job.metadata.name or "", job.metadata.uid or ""
+        if status.phase != (previous or PHASE_PENDING):
+            TRANSITIONS.labels(status.phase or "", status.reason or "").inc()
+        conditions: dict[str, str] = {
+            str(c.type): f"{c.status}/{c.reason or ''}" for c in status.conditions or []
+        }
+        digest = hashlib.sha1(json.dumps([status.phase, status.reason, status.message, conditions]).encode())
+        record = AuditRecord(
+            id=f"{uid}/status/{digest.hexdigest()[:16]}",
+            time=datetime.now(UTC),
+            action="transition",
+            actor=f"tracker/{self.config.replica}",
+            job=name,
+            job_uid=uid,
+            phase=status.phase,
+            previous_phase=previous or PHASE_PENDING,  # type: ignore[arg-type]
+            reason=status.reason,
+            message=status.message,
+            details={"status": status.status or "", **conditions},
+        )
+        await self.publisher.publish(self.subjects.audit(name), codec.encode(record), record.id)
+        await self.publisher.flush()
+        log.info("%s: %s %s", name, status.phase, status.message, extra={"job": name, "phase": status.phase})
+        for kind, reason, message in step.events:
+            await self._event(job, kind, reason, message)
+
+    async def _event(self, job: PodMigrationJob, kind: str, reason: str, message: str) -> None:
+        name = job.metadata.name or ""
+        now = datetime.now(UTC).isoformat().replace("+00:00", "Z")
+        event = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"name": f"{name}.{uuid.uuid4().hex[:12]}", "namespace": "default"},
+            "involvedObject": {
+                "apiVersion": f"{GROUP}/v1alpha1",
+                "kind": "PodMigrationJob",
+                "name": name,
+                "uid": job.metadata.uid,
+            },
+            "type": kind,
+            "reason": reason,
+            "message": message,
+            "source": {"component": "podherd-tracker"},
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "count": 1,
+        }
+        with contextlib.suppress(Exception):
+            await self.kube.arequest("POST", "/api/v1/namespaces/default/events", body=event)
+
+    async def _track(self, job: PodMigrationJob) -> None:
+        name = job.metadata.name or ""
+        ttl = parse_duration(job.spec.ttl or self.args.default_job_ttl)
+        created = job.metadata.creation_timestamp
+        deadline = (created.timestamp() if created else time.time()) + ttl + 0.05
+        pipe = self.client.pipeline(transaction=False)
+        pipe.zadd(f"{self.key}:deadlines", {name: deadline})
+        if job.spec.pod_ref is not None:
+            pipe.hset(f"{self.key}:pod-jobs", f"{job.spec.pod_ref.namespace}/{job.spec.pod_ref.name}", name)
+        await pipe.execute()
+
+    async def _untrack(self, job: PodMigrationJob) -> None:
+        name = job.metadata.name or ""
+        pipe = self.client.pipeline(transaction=False)
+        pipe.zrem(f"{self.key}:deadlines", name)
+        if job.spec.pod_ref is not None:
+            pipe.hdel(f"{self.key}:pod-jobs", f"{job.spec.pod_ref.namespace}/{job.spec.pod_ref.name}")
+        await pipe.execute()
+
+    async def _get(self, path: str) -> dict[str, Any] | None:
+        try:
+            body = await self.kube.arequest("GET", path, request_timeout=10)
+        except KubeError as exc:
+            if exc.status == 404:
+                return None
+            raise Retry(f"reading {path}: {exc}", 0.5) from exc
+        found: dict[str, Any] = msgspec.json.decode(body)
+        return found
+
+
+class _JobEvent(msgspec.Struct):
+    object: PodMigrationJob
+
+
+class _Annotated(msgspec.Struct):
+    annotations: dict[str, str] = msgspec.field(default_factory=dict)
+
+
+class _PodEvent(msgspec.Struct):
+    object: _Annotated
+
+
+def _allocated_reservation(data: bytes) -> str | None:
+    """The Reservation a pod took (the scheduler's annotation on it), from a pod event."""
+    value = msgspec.json.decode(data, type=_PodEvent).object.annotations.get(known.RESERVATION_ALLOCATED)
+    if not value:
+        return None
+    with contextlib.suppress(ValueError, TypeError):
+        name = json.loads(value).get("name")
+        return str(name) if name else None
+    return None
+
+
+async def main(config: PodherdConfig, stop: asyncio.Event, ops: OpsServer) -> None:
+    nc = await bus.connect(config.nats, name=f"podherd-tracker-{config.replica}")
+    client = aioredis.from_url(config.redis.url)
+    kube = KubeClient.from_config(config.kubernetes)
+    ops.add_check("nats", nats_check(nc))
+    try:
+        await Tracker(config, nc, client, kube).run(stop)
+    finally:
+        await close_nats(nc)
+        await client.aclose()
+        kube.close()

@@ -1,0 +1,181 @@
+"""The four services on kubesim with real NATS and Redis, each with its own connections, as in production
+(in this process, so tests can stop and start single replicas)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import nats
+import redis.asyncio as aioredis
+
+from kubesim.sim import SimHandle
+from services.arbitrator.service import Arbitrator
+from services.executor.service import Executor
+from services.tracker.service import Tracker
+from services.watcher.service import Watcher
+from shared import bus
+from shared.config import PodherdConfig, config_from_dict
+from shared.kube import KubeClient
+from shared.servers import Server
+from tests.kube import Kube
+
+GROUP, VERSION, PLURAL = "scheduling.koordinator.sh", "v1alpha1", "podmigrationjobs"
+TERMINAL = ("Succeeded", "Failed", "Aborted")
+
+
+def pipeline_config(
+    handle: SimHandle, nats_srv: Server, redis_srv: Server, prefix: str, replica: str = "r0", **migration: Any
+) -> PodherdConfig:
+    return config_from_dict(
+        {
+            "nats": {"url": nats_srv.url, "subjectPrefix": prefix, "ackWait": "5s"},
+            "redis": {"url": redis_srv.url, "keyPrefix": prefix},
+            "kubernetes": {"kubeconfig": str(handle.kubeconfig)},
+            "replica": replica,
+            "watcher": {"checkpointInterval": "200ms"},
+            "migrationController": {
+                "evictQPS": 1000,
+                "evictBurst": 1000,
+                "objectLimiters": {"workload": {"duration": "1s", "maxMigrating": 1000}},
+                **migration,
+            },
+        }
+    )
+
+
+@dataclass
+class Running:
+    name: str
+    task: asyncio.Task[None]
+    stop: asyncio.Event
+    closers: list[Callable[[], Any]] = field(default_factory=list)
+
+
+class Pipeline:
+    def __init__(self, config: PodherdConfig) -> None:
+        self.config = config
+        self.running: list[Running] = []
+
+    async def start(self, service: str, replica: str = "r0") -> Running:
+        config = self.config
+        nc = await nats.connect(config.nats.url)
+        kube = KubeClient.from_config(config.kubernetes)
+        client = aioredis.from_url(config.redis.url)
+        stop = asyncio.Event()
+        runner: Any
+        if service == "watcher":
+            runner = Watcher(config, nc, kube)
+        elif service == "arbitrator":
+            runner = Arbitrator(config, nc, client, kube)
+        elif service == "executor":
+            runner = Executor(config, nc, kube)
+        else:
+            runner = Tracker(config, nc, client, kube)
+        task = asyncio.create_task(runner.run(stop), name=f"{service}-{replica}")
+        running = Running(f"{service}-{replica}", task, stop, [nc.close, client.aclose, kube.close])
+        self.running.append(running)
+        return running
+
+    async def stop(self, running: Running) -> None:
+        running.stop.set()
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(running.task, 15)
+        for close in running.closers:
+            with contextlib.suppress(Exception):
+                result = close()
+                if asyncio.iscoroutine(result):
+                    await result
+        self.running.remove(running)
+
+    async def kill(self, running: Running) -> None:
+        """As SIGKILL would: no shutdown at all, connections dropped."""
+        running.task.cancel()
+        with contextlib.suppress(BaseException):
+            await running.task
+        for close in running.closers:
+            with contextlib.suppress(Exception):
+                result = close()
+                if asyncio.iscoroutine(result):
+                    await result
+        self.running.remove(running)
+
+
+@contextlib.asynccontextmanager
+async def pipeline(config: PodherdConfig, replicas: int = 1) -> AsyncIterator[Pipeline]:
+    p = Pipeline(config)
+    nc = await nats.connect(config.nats.url)
+    subjects = bus.Subjects(config.nats.subject_prefix)
+    await bus.ensure_events_stream(nc.jetstream(), subjects, config.nats)
+    await bus.ensure_work_streams(nc.jetstream(), subjects, config.nats)
+    await nc.close()
+    await p.start("watcher")
+    for i in range(replicas):
+        for service in ("arbitrator", "executor", "tracker"):
+            await p.start(service, f"r{i}")
+    try:
+        yield p
+    finally:
+        for running in list(p.running):
+            await p.stop(running)
+
+
+def create_job(kube: Kube, name: str, pod: str, namespace: str = "default", **spec: Any) -> dict[str, Any]:
+    body = {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "PodMigrationJob",
+        "metadata": {
+            "name": name,
+            **({"annotations": spec.pop("annotations")} if "annotations" in spec else {}),
+        },
+        "spec": {"podRef": {"namespace": namespace, "name": pod}, **spec},
+    }
+    created: dict[str, Any] = kube.custom.create_cluster_custom_object(GROUP, VERSION, PLURAL, body)
+    return created
+
+
+def get_job(kube: Kube, name: str) -> dict[str, Any]:
+    found: dict[str, Any] = kube.custom.get_cluster_custom_object(GROUP, VERSION, PLURAL, name)
+    return found
+
+
+async def until_job(
+    kube: Kube, name: str, predicate: Callable[[dict[str, Any]], bool], within: float = 30.0
+) -> dict[str, Any]:
+    """Follow the job's watch until `predicate(job)` holds (in a thread: the services run on this loop)."""
+
+    def follow() -> dict[str, Any]:
+        import kubernetes
+
+        watch = kubernetes.watch.Watch()
+        last: dict[str, Any] = {}
+        for event in watch.stream(
+            kube.custom.list_cluster_custom_object,
+            GROUP,
+            VERSION,
+            PLURAL,
+            field_selector=f"metadata.name={name}",
+            timeout_seconds=int(within),
+        ):
+            last = event["object"]
+            if predicate(last):
+                watch.stop()
+                return last
+        raise TimeoutError(f"job {name} never got there; last: {json.dumps(last.get('status'))}")
+
+    return await asyncio.to_thread(follow)
+
+
+def ended(job: dict[str, Any]) -> bool:
+    return (job.get("status") or {}).get("phase") in TERMINAL
+
+
+def conditions(job: dict[str, Any]) -> dict[str, tuple[str, str]]:
+    return {
+        c["type"]: (c["status"], c.get("reason") or "")
+        for c in (job.get("status") or {}).get("conditions") or []
+    }
