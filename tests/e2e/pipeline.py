@@ -29,7 +29,13 @@ TERMINAL = ("Succeeded", "Failed", "Aborted")
 
 
 def pipeline_config(
-    handle: SimHandle, nats_srv: Server, redis_srv: Server, prefix: str, replica: str = "r0", **migration: Any
+    handle: SimHandle,
+    nats_srv: Server,
+    redis_srv: Server,
+    prefix: str,
+    replica: str = "r0",
+    watch: list[str] | None = None,
+    **migration: Any,
 ) -> PodherdConfig:
     return config_from_dict(
         {
@@ -37,7 +43,7 @@ def pipeline_config(
             "redis": {"url": redis_srv.url, "keyPrefix": prefix},
             "kubernetes": {"kubeconfig": str(handle.kubeconfig)},
             "replica": replica,
-            "watcher": {"checkpointInterval": "200ms"},
+            "watcher": {"checkpointInterval": "200ms", **({"kinds": watch} if watch else {})},
             "migrationController": {
                 "evictQPS": 1000,
                 "evictBurst": 1000,

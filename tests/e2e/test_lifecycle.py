@@ -3,6 +3,8 @@ read from the cluster (the PMJ status, pods, Reservations), never from the servi
 
 from __future__ import annotations
 
+import asyncio
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -10,7 +12,17 @@ import pytest
 
 from kubesim.sim import SimHandle
 from shared.servers import Server
-from tests.e2e.pipeline import conditions, create_job, ended, pipeline, pipeline_config, until_job
+from tests.e2e.pipeline import (
+    GROUP,
+    PLURAL,
+    VERSION,
+    conditions,
+    create_job,
+    ended,
+    pipeline,
+    pipeline_config,
+    until_job,
+)
 from tests.kube import Kube, client_for, with_crds
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
@@ -129,3 +141,188 @@ async def test_a_missing_pod_fails_the_job(
         create_job(kube, "ghost", "no-such-pod")
         job = await until_job(kube, "ghost", ended, within=30)
     assert (job["status"]["phase"], job["status"]["reason"]) == ("Failed", "MissingPod")
+
+
+# A budget the arbitrator does not see (its watcher leaves PDBs out): admission passes, the eviction gets
+# the API server's 429, as when a budget tightens between admission and eviction.
+BLIND_TO_BUDGETS = ["pods", "podmigrationjobs", "reservations", "deployments", "replicasets", "statefulsets"]
+
+
+def tight_budget(kube: Kube, min_available: int) -> None:
+    body = {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": "web", "namespace": "default"},
+        "spec": {"minAvailable": min_available, "selector": {"matchLabels": {"app": "web"}}},
+    }
+    kube.policy.create_namespaced_pod_disruption_budget("default", body)
+
+
+def loosen_budget(kube: Kube, min_available: int) -> None:
+    kube.policy.patch_namespaced_pod_disruption_budget(
+        "web", "default", {"spec": {"minAvailable": min_available}}
+    )
+
+
+def evicting_blocked(job: dict[str, Any]) -> bool:
+    for c in (job.get("status") or {}).get("conditions") or []:
+        if c["type"] == "Eviction" and "disruption budget web" in (c.get("message") or ""):
+            return True
+    return False
+
+
+async def test_a_budget_refusing_the_eviction_shows_in_status_then_the_job_succeeds(
+    kubesim_factory: Callable[..., SimHandle], nats_srv: Server, redis_srv: Server, test_id: str
+) -> None:
+    kube = start(kubesim_factory, cluster())
+    tight_budget(kube, 3)
+    name = sorted(web_pods(kube))[0]
+    config = pipeline_config(kube.handle, nats_srv, redis_srv, test_id, watch=BLIND_TO_BUDGETS)
+    async with pipeline(config):
+        create_job(kube, "budgeted", name)
+        blocked = await until_job(kube, "budgeted", evicting_blocked)
+        assert blocked["status"]["phase"] == "Running"
+        assert name in web_pods(kube)
+        loosen_budget(kube, 2)
+        job = await until_job(kube, "budgeted", ended)
+    assert job["status"]["phase"] == "Succeeded", job["status"]
+    assert name not in web_pods(kube)
+
+
+async def test_timeout_cleans_up_and_evicts_nothing(
+    kubesim_factory: Callable[..., SimHandle], nats_srv: Server, redis_srv: Server, test_id: str
+) -> None:
+    kube = start(kubesim_factory, cluster())
+    tight_budget(kube, 3)
+    name = sorted(web_pods(kube))[0]
+    config = pipeline_config(kube.handle, nats_srv, redis_srv, test_id, watch=BLIND_TO_BUDGETS)
+    async with pipeline(config):
+        create_job(kube, "slow", name, ttl="3s")
+        job = await until_job(kube, "slow", ended)
+        assert (job["status"]["phase"], job["status"]["reason"]) == ("Failed", "Timeout")
+        await until_reservations_gone(kube)
+        loosen_budget(kube, 0)
+        await asyncio.sleep(1.0)  # give a stray eviction the time to happen: none may
+    assert name in web_pods(kube) and web_pods(kube)[name].metadata.deletion_timestamp is None
+
+
+async def test_abort_ends_the_job_and_nothing_is_evicted_afterwards(
+    kubesim_factory: Callable[..., SimHandle], nats_srv: Server, redis_srv: Server, test_id: str
+) -> None:
+    kube = start(kubesim_factory, cluster())
+    tight_budget(kube, 3)
+    name = sorted(web_pods(kube))[0]
+    config = pipeline_config(kube.handle, nats_srv, redis_srv, test_id, watch=BLIND_TO_BUDGETS)
+    async with pipeline(config):
+        create_job(kube, "stop-me", name)
+        await until_job(kube, "stop-me", evicting_blocked)
+        kube.custom.patch_cluster_custom_object(
+            GROUP,
+            VERSION,
+            PLURAL,
+            "stop-me",
+            {"metadata": {"annotations": {"podherd.io/abort": "changed my mind"}}},
+        )
+        job = await until_job(kube, "stop-me", ended)
+        assert (job["status"]["phase"], job["status"]["reason"]) == ("Aborted", "Aborted")
+        await until_reservations_gone(kube)
+        loosen_budget(kube, 0)
+        await asyncio.sleep(1.5)  # the executor's retry would fire within this: it must not evict
+    assert name in web_pods(kube) and web_pods(kube)[name].metadata.deletion_timestamp is None
+
+
+async def test_paused_waits_until_unpaused(
+    kubesim_factory: Callable[..., SimHandle], nats_srv: Server, redis_srv: Server, test_id: str
+) -> None:
+    kube = start(kubesim_factory, cluster())
+    name = sorted(web_pods(kube))[0]
+    config = pipeline_config(kube.handle, nats_srv, redis_srv, test_id)
+    async with pipeline(config):
+        create_job(kube, "later", name, paused=True)
+        job = await until_job(
+            kube, "later", lambda j: "paused" in ((j.get("status") or {}).get("message") or "")
+        )
+        assert job["status"]["phase"] == "Pending" and name in web_pods(kube)
+        kube.custom.patch_cluster_custom_object(GROUP, VERSION, PLURAL, "later", {"spec": {"paused": False}})
+        job = await until_job(kube, "later", ended)
+    assert job["status"]["phase"] == "Succeeded"
+
+
+async def test_target_node_pins_the_replacement(
+    kubesim_factory: Callable[..., SimHandle], nats_srv: Server, redis_srv: Server, test_id: str
+) -> None:
+    kube = start(kubesim_factory, cluster(nodes=4))
+    pods = web_pods(kube)
+    name = sorted(pods)[0]
+    here = pods[name].spec.node_name
+    target = next(n for n in ("node-4", "node-3", "node-2") if n != here)
+    config = pipeline_config(kube.handle, nats_srv, redis_srv, test_id)
+    async with pipeline(config):
+        create_job(kube, "pinned", name, annotations={"podherd.io/target-node": target})
+        job = await until_job(kube, "pinned", ended)
+    assert job["status"]["phase"] == "Succeeded"
+    assert job["status"]["nodeName"] == target
+    assert kube.core.read_namespaced_pod(job["status"]["podRef"]["name"], "default").spec.node_name == target
+
+
+async def test_dry_run_changes_nothing_in_the_cluster(
+    kubesim_factory: Callable[..., SimHandle], nats_srv: Server, redis_srv: Server, test_id: str
+) -> None:
+    kube = start(kubesim_factory, cluster())
+    before = {n: p.metadata.uid for n, p in web_pods(kube).items()}
+    config = pipeline_config(kube.handle, nats_srv, redis_srv, test_id, dryRun=True)
+    async with pipeline(config):
+        create_job(kube, "pretend", sorted(before)[0])
+        job = await until_job(kube, "pretend", ended)
+    assert job["status"]["phase"] == "Succeeded" and "dry run" in job["status"]["message"]
+    assert {n: p.metadata.uid for n, p in web_pods(kube).items()} == before
+    assert reservations(kube) == []
+
+
+@pytest.mark.parametrize("policy", ["Delete", "SoftEviction"])
+async def test_delete_and_soft_eviction_policies(
+    kubesim_factory: Callable[..., SimHandle], nats_srv: Server, redis_srv: Server, test_id: str, policy: str
+) -> None:
+    kube = start(kubesim_factory, cluster())
+    name = sorted(web_pods(kube))[0]
+    config = pipeline_config(kube.handle, nats_srv, redis_srv, test_id, evictionPolicy=policy)
+    async with pipeline(config):
+        create_job(kube, "by-policy", name)
+        if policy == "SoftEviction":
+            # The pod is only annotated; whoever honours soft evictions deletes it (here: the test).
+            record = await until_pod_annotated(kube, name, "scheduling.koordinator.sh/soft-eviction")
+            assert json.loads(record)["trigger"] == "podherd"
+            kube.core.delete_namespaced_pod(name, "default")
+        job = await until_job(kube, "by-policy", ended)
+    assert job["status"]["phase"] == "Succeeded"
+    assert name not in web_pods(kube)
+
+
+async def test_request_evict_only_pod_is_evicted_in_the_background(
+    kubesim_factory: Callable[..., SimHandle], nats_srv: Server, redis_srv: Server, test_id: str
+) -> None:
+    scenario = cluster(annotations={"descheduler.alpha.kubernetes.io/request-evict-only": ""})
+    kube = start(kubesim_factory, scenario, evict_in_background=True)
+    name = sorted(web_pods(kube))[0]
+    config = pipeline_config(kube.handle, nats_srv, redis_srv, test_id)
+    async with pipeline(config):
+        create_job(kube, "background", name)
+        job = await until_job(kube, "background", ended)
+    assert job["status"]["phase"] == "Succeeded", job["status"]
+    assert name not in web_pods(kube)
+
+
+async def until_reservations_gone(kube: Kube, within: float = 10.0) -> None:
+    async with asyncio.timeout(within):
+        while reservations(kube):
+            await asyncio.sleep(0.1)  # polling the API server; the cleanup has no event of its own to await
+
+
+async def until_pod_annotated(kube: Kube, name: str, key: str, within: float = 15.0) -> str:
+    async with asyncio.timeout(within):
+        while True:
+            pod = await asyncio.to_thread(kube.core.read_namespaced_pod, name, "default")
+            value = (pod.metadata.annotations or {}).get(key)
+            if value:
+                return str(value)
+            await asyncio.sleep(0.1)  # polling the API server
