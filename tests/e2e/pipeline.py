@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,7 +21,7 @@ from shared import bus
 from shared.config import PodherdConfig, config_from_dict
 from shared.kube import KubeClient
 from shared.servers import Server
-from tests.kube import Kube
+from tests.kube import Kube, watch_until
 
 GROUP, VERSION, PLURAL = "scheduling.koordinator.sh", "v1alpha1", "podmigrationjobs"
 TERMINAL = ("Succeeded", "Failed", "Aborted")
@@ -153,27 +152,18 @@ async def until_job(
     kube: Kube, name: str, predicate: Callable[[dict[str, Any]], bool], within: float = 30.0
 ) -> dict[str, Any]:
     """Follow the job's watch until `predicate(job)` holds (in a thread: the services run on this loop)."""
-
-    def follow() -> dict[str, Any]:
-        import kubernetes
-
-        watch = kubernetes.watch.Watch()
-        last: dict[str, Any] = {}
-        for event in watch.stream(
-            kube.custom.list_cluster_custom_object,
-            GROUP,
-            VERSION,
-            PLURAL,
-            field_selector=f"metadata.name={name}",
-            timeout_seconds=int(within),
-        ):
-            last = event["object"]
-            if predicate(last):
-                watch.stop()
-                return last
-        raise TimeoutError(f"job {name} never got there; last: {json.dumps(last.get('status'))}")
-
-    return await asyncio.to_thread(follow)
+    state = await asyncio.to_thread(
+        watch_until,
+        kube.custom.list_cluster_custom_object,
+        lambda st: predicate(st[f"/{name}"]),
+        within,
+        group=GROUP,
+        version=VERSION,
+        plural=PLURAL,
+        field_selector=f"metadata.name={name}",
+    )
+    job: dict[str, Any] = state[f"/{name}"]
+    return job
 
 
 def ended(job: dict[str, Any]) -> bool:

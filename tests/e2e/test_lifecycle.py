@@ -23,7 +23,7 @@ from tests.e2e.pipeline import (
     pipeline_config,
     until_job,
 )
-from tests.kube import Kube, client_for, with_crds
+from tests.kube import Kube, client_for, watch_until, with_crds
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 
@@ -313,16 +313,24 @@ async def test_request_evict_only_pod_is_evicted_in_the_background(
 
 
 async def until_reservations_gone(kube: Kube, within: float = 10.0) -> None:
-    async with asyncio.timeout(within):
-        while reservations(kube):
-            await asyncio.sleep(0.1)  # polling the API server; the cleanup has no event of its own to await
+    if reservations(kube):
+        await asyncio.to_thread(
+            watch_until,
+            kube.custom.list_cluster_custom_object,
+            lambda state: not state,
+            within,
+            group=GROUP,
+            version=VERSION,
+            plural="reservations",
+        )
 
 
 async def until_pod_annotated(kube: Kube, name: str, key: str, within: float = 15.0) -> str:
-    async with asyncio.timeout(within):
-        while True:
-            pod = await asyncio.to_thread(kube.core.read_namespaced_pod, name, "default")
-            value = (pod.metadata.annotations or {}).get(key)
-            if value:
-                return str(value)
-            await asyncio.sleep(0.1)  # polling the API server
+    state = await asyncio.to_thread(
+        watch_until,
+        kube.core.list_namespaced_pod,
+        lambda st: key in (st[f"default/{name}"].metadata.annotations or {}),
+        within,
+        namespace="default",
+    )
+    return str(state[f"default/{name}"].metadata.annotations[key])
