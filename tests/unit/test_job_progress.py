@@ -1,0 +1,215 @@
+"""The job lifecycle as a pure function of what is observed: table-driven, no servers."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from services.executor.reservations import reservation_for
+from services.tracker.progress import (
+    CLEANUP,
+    EVICT,
+    RELEASE,
+    RESERVE,
+    Observed,
+    PodView,
+    ReservationView,
+    progress,
+)
+from shared.api.meta import ObjectMeta, ObjectReference
+from shared.api.pmj import PodMigrationJob, PodMigrationJobSpec, PodMigrationJobStatus
+
+NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
+POD = PodView("default", "web-0", "pod-uid", "node-1", terminating=False, ready=True, controller_uid="rs-1")
+
+
+def job(**spec: Any) -> PodMigrationJob:
+    annotations = spec.pop("annotations", {})
+    return PodMigrationJob(
+        metadata=ObjectMeta(
+            name="j", uid="j-uid", creation_timestamp=NOW - timedelta(seconds=10), annotations=annotations
+        ),
+        spec=PodMigrationJobSpec(pod_ref=ObjectReference(namespace="default", name="web-0"), **spec),
+    )
+
+
+def seen(**changes: Any) -> Observed:
+    base = Observed(
+        job=job(),
+        now=NOW,
+        admitted=True,
+        rejection=None,
+        deferral=None,
+        pod=POD,
+        reservation=None,
+        replacement=None,
+        eviction_note=None,
+        reserve_failed=None,
+        default_mode="ReservationFirst",
+        default_ttl="5m",
+    )
+    return replace(base, **changes)
+
+
+def reservation(phase: str = "Available", node: str | None = "node-2", **extra: Any) -> ReservationView:
+    return ReservationView(
+        name="j",
+        phase=phase,
+        node=node,
+        unschedulable=extra.get("unschedulable"),
+        failed_reason=extra.get("failed_reason"),
+        owner_controller_uid="rs-1",
+        bound=extra.get("bound", ()),
+    )
+
+
+def then(o: Observed) -> Observed:
+    """The next observation of the same job, with the status just decided written."""
+    return replace(
+        o, job=PodMigrationJob(metadata=o.job.metadata, spec=o.job.spec, status=progress(o).status)
+    )
+
+
+GONE = replace(POD, terminating=True)
+NEW = PodView("default", "web-9", "new-uid", "node-2", terminating=False, ready=True, controller_uid="rs-1")
+
+
+@pytest.mark.parametrize(
+    ("observed", "phase", "reason", "actions"),
+    [
+        (seen(admitted=False), "Pending", None, ()),
+        (seen(admitted=False, job=job(paused=True)), "Pending", None, ()),
+        (
+            seen(rejection=("ForbiddenMigratePod", "EvictionCost: ...")),
+            "Failed",
+            "ForbiddenMigratePod",
+            (RELEASE,),
+        ),
+        (seen(job=job(annotations={"podherd.io/abort": "no"})), "Aborted", "Aborted", (RELEASE,)),
+        (seen(job=job(ttl="5s")), "Failed", "Timeout", (RELEASE,)),
+        (seen(job=job(ttl="5s"), reservation=reservation()), "Failed", "Timeout", (CLEANUP, RELEASE)),
+        (seen(pod=None), "Failed", "MissingPod", (RELEASE,)),
+        (seen(), "Running", None, (RESERVE,)),
+        (seen(reserve_failed="quota"), "Failed", "FailedCreateReservation", (RELEASE,)),
+        (seen(reservation=reservation("Pending", None)), "Running", None, ()),
+        (
+            seen(reservation=reservation("Pending", None, unschedulable="0/3 nodes")),
+            "Failed",
+            "Unschedulable",
+            (CLEANUP, RELEASE),
+        ),
+        (
+            seen(reservation=reservation("Failed", None, failed_reason="Expired")),
+            "Failed",
+            "ReservationExpired",
+            (CLEANUP, RELEASE),
+        ),
+        (seen(reservation=reservation(node="node-1")), "Failed", "ForbiddenMigratePod", (CLEANUP, RELEASE)),
+        (
+            seen(reservation=reservation("Succeeded", bound=(("default", "other", "x"),))),
+            "Failed",
+            "ForbiddenMigratePod",
+            (CLEANUP, RELEASE),
+        ),
+        (seen(reservation=reservation()), "Running", "Evicting", (EVICT,)),
+        (seen(dry_run=True), "Succeeded", None, (RELEASE,)),
+        (seen(job=job(mode="EvictDirectly")), "Running", "Evicting", (EVICT,)),
+    ],
+)
+def test_one_step(observed: Observed, phase: str, reason: str | None, actions: tuple[str, ...]) -> None:
+    step = progress(observed)
+    assert (step.status.phase, step.status.reason, step.actions) == (phase, reason, actions)
+
+
+def test_reservation_first_to_the_end_and_idempotent() -> None:
+    o = seen()
+    o = then(o)  # reserve asked
+    o = then(replace(o, reservation=reservation()))  # evict asked
+    conditions = {c.type: c.status for c in o.job.status.conditions or []}  # type: ignore[union-attr]
+    assert conditions == {"ReservationCreated": "True", "ReservationScheduled": "True", "Eviction": "Unknown"}
+    o = then(replace(o, pod=GONE))
+    assert o.job.status is not None and o.job.status.reason == "WaitForPodBindReservation"
+    bound = reservation("Succeeded", bound=(("default", "web-9", "new-uid"),))
+    o = then(replace(o, pod=None, reservation=bound, replacement=replace(NEW, ready=False)))
+    assert o.job.status is not None and o.job.status.reason == "WaitForBoundPodReady"
+    last = replace(o, replacement=NEW)
+    step = progress(last)
+    assert (step.status.phase, step.status.status, step.status.node_name) == (
+        "Succeeded",
+        "Complete",
+        "node-2",
+    )
+    assert step.status.pod_ref is not None and step.status.pod_ref.name == "web-9"
+    assert step.actions == (CLEANUP, RELEASE)
+    # The same observation again changes nothing (a replayed event, another replica).
+    done = then(last)
+    assert progress(done).status == done.job.status
+
+
+def test_a_pod_gone_after_the_eviction_is_not_missing_and_times_are_kept() -> None:
+    o = then(then(replace(seen(), reservation=reservation())))
+    evicting = next(c for c in o.job.status.conditions or [] if c.type == "Eviction")  # type: ignore[union-attr]
+    later = replace(o, now=NOW + timedelta(seconds=3), pod=None)
+    step = progress(later)
+    assert step.status.phase == "Running"  # not MissingPod: the job evicted it
+    eviction = next(c for c in step.status.conditions or [] if c.type == "Eviction")
+    assert eviction.status == "True" and eviction.last_transition_time == NOW + timedelta(seconds=3)
+    created = next(c for c in step.status.conditions or [] if c.type == "ReservationCreated")
+    assert created.last_transition_time == NOW  # unchanged status: unchanged time
+    assert evicting.last_transition_time == NOW
+
+
+def test_a_pdb_refusal_is_in_the_eviction_condition() -> None:
+    o = seen(reservation=reservation(), eviction_note="The disruption budget web needs 3 healthy pods")
+    eviction = next(c for c in progress(o).status.conditions or [] if c.type == "Eviction")
+    assert "disruption budget web" in (eviction.message or "")
+
+
+def test_terminal_jobs_only_clean_up() -> None:
+    finished = job()
+    finished.status = PodMigrationJobStatus(phase="Succeeded", status="Complete")
+    assert progress(seen(job=finished, reservation=reservation())).actions == (CLEANUP, RELEASE)
+    assert progress(seen(job=finished)).status == finished.status
+
+
+def test_the_reservation_is_built_as_koordinator_builds_it() -> None:
+    pod = {
+        "metadata": {
+            "name": "web-0",
+            "namespace": "default",
+            "uid": "pod-uid",
+            "labels": {"app": "web"},
+            "ownerReferences": [
+                {
+                    "apiVersion": "apps/v1",
+                    "kind": "ReplicaSet",
+                    "name": "web-rs",
+                    "uid": "rs-1",
+                    "controller": True,
+                }
+            ],
+        },
+        "spec": {"nodeName": "node-1", "containers": [{"name": "c", "image": "nginx"}]},
+        "status": {"phase": "Running"},
+    }
+    body = reservation_for(job(ttl="10m"), pod, "5m")
+    spec = body["spec"]
+    assert body["metadata"]["name"] == "j" and body["metadata"]["labels"]["podherd.io/job"] == "j"
+    assert spec["allocateOnce"] is True and spec["ttl"] == "10m"
+    assert spec["owners"] == [
+        {"controller": {**pod["metadata"]["ownerReferences"][0], "namespace": "default"}}
+    ]  # type: ignore[index]
+    template = spec["template"]
+    assert "nodeName" not in template["spec"] and template["metadata"]["labels"] == {"app": "web"}
+    [term] = template["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+        "nodeSelectorTerms"
+    ]
+    assert term["matchFields"] == [{"key": "metadata.name", "operator": "NotIn", "values": ["node-1"]}]
+    pinned = reservation_for(job(annotations={"podherd.io/target-node": "node-7"}), pod, "5m")
+    assert pinned["spec"]["template"]["spec"]["nodeName"] == "node-7"
+    assert "affinity" not in pinned["spec"]["template"]["spec"]
+    pending = {**pod, "spec": {"containers": []}, "status": {"phase": "Pending"}}
+    assert reservation_for(job(), pending, "5m")["spec"]["owners"][0]["object"]["uid"] == "pod-uid"
