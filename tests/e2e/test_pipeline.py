@@ -1,0 +1,196 @@
+"""The pipeline as a whole: intents in, two replicas of each service under a storm of jobs, crashes, and the
+audit stream as a job's history."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from typing import Any
+
+import nats
+import pytest
+
+from kubesim.sim import SimHandle
+from shared import bus
+from shared.api import codec
+from shared.api.messages import IntentReply, MigrationIntent, PodKey
+from shared.servers import Server
+from tests.e2e.pipeline import GROUP, PLURAL, VERSION, create_job, ended, pipeline, pipeline_config, until_job
+from tests.e2e.test_lifecycle import (
+    BLIND_TO_BUDGETS,
+    cluster,
+    evicting_blocked,
+    loosen_budget,
+    reservations,
+    start,
+    tight_budget,
+    web_pods,
+)
+from tests.kube import Kube, watch_until
+
+pytestmark = [pytest.mark.e2e, pytest.mark.integration]
+
+
+def all_jobs(kube: Kube) -> dict[str, dict[str, Any]]:
+    items = kube.custom.list_cluster_custom_object(GROUP, VERSION, PLURAL)["items"]
+    return {i["metadata"]["name"]: i for i in items}
+
+
+async def until_all_ended(kube: Kube, count: int, within: float = 120.0) -> dict[str, dict[str, Any]]:
+    def done(state: dict[str, Any]) -> bool:
+        return len(state) >= count and all(ended(j) for j in state.values())
+
+    state = await asyncio.to_thread(
+        watch_until,
+        kube.custom.list_cluster_custom_object,
+        done,
+        within,
+        group=GROUP,
+        version=VERSION,
+        plural=PLURAL,
+    )
+    return {k.lstrip("/"): v for k, v in state.items()}
+
+
+async def test_an_intent_becomes_a_job_that_moves_the_pod(
+    kubesim_factory: Callable[..., SimHandle], nats_srv: Server, redis_srv: Server, test_id: str
+) -> None:
+    kube = start(kubesim_factory, cluster())
+    name = sorted(web_pods(kube))[0]
+    config = pipeline_config(kube.handle, nats_srv, redis_srv, test_id)
+    nc = await nats.connect(nats_srv.url)
+    subjects = bus.Subjects(test_id)
+    intent = MigrationIntent(
+        idempotency_key="defrag-7", pod=PodKey(namespace="default", name=name), requester="tests"
+    )
+    async with pipeline(config):
+        replies = []
+        for _ in range(3):  # the same intent thrice: one job
+            for _attempt in range(50):
+                try:
+                    msg = await nc.request(subjects.intent_request, codec.encode(intent), timeout=5)
+                    break
+                except nats.errors.NoRespondersError:
+                    await asyncio.sleep(0.1)  # the tracker is still subscribing
+            replies.append(codec.decode(msg.data, IntentReply))
+        assert len({r.job for r in replies}) == 1 and [r.created for r in replies] == [True, False, False]
+        job_name = replies[0].job
+        assert job_name is not None
+        job = await until_job(kube, job_name, ended)
+    await nc.close()
+    assert job["status"]["phase"] == "Succeeded"
+    assert list(all_jobs(kube)) == [job_name]
+
+
+def many_workloads(workloads: int, replicas: int, nodes: int) -> dict[str, Any]:
+    return {
+        "name": "storm",
+        "nodes": [
+            {"name": "node-{i}", "count": nodes, "capacity": {"cpu": "16", "memory": "64Gi", "pods": "110"}}
+        ],
+        "workloads": [
+            {
+                "kind": "Deployment",
+                "name": f"app-{w}",
+                "namespace": "default",
+                "replicas": replicas,
+                "requests": {"cpu": "100m", "memory": "128Mi"},
+                "schedulerName": "koord-scheduler",
+                "labels": {"app": f"app-{w}", "tier": "storm"},
+            }
+            for w in range(workloads)
+        ],
+    }
+
+
+async def test_two_replicas_of_each_service_carry_a_storm_of_jobs(
+    kubesim_factory: Callable[..., SimHandle], nats_srv: Server, redis_srv: Server, test_id: str
+) -> None:
+    # 200 jobs over 50 workloads. One migration per workload at a time: Koordinator's Reservations are
+    # owned by the pod's controller, so two replacements of one workload may swap Reservations (see README).
+    kube = start(kubesim_factory, many_workloads(50, 4, 40))
+    pods = sorted(
+        p.metadata.name for p in kube.core.list_namespaced_pod("default", label_selector="tier=storm").items
+    )
+    assert len(pods) == 200
+    config = pipeline_config(
+        kube.handle, nats_srv, redis_srv, test_id, maxMigratingPerWorkload=1, maxMigratingPerNode=4
+    )
+    async with pipeline(config, replicas=2):
+        for i, pod in enumerate(pods):
+            create_job(kube, f"storm-{i:03d}", pod)
+        final = await until_all_ended(kube, len(pods), within=100)
+    phases = [j["status"]["phase"] for j in final.values()]
+    assert phases.count("Succeeded") == len(pods), {p: phases.count(p) for p in set(phases)}
+    # Every replacement is a distinct, running pod in its reserved room; nothing is left behind.
+    replacements = {j["status"]["podRef"]["name"] for j in final.values()}
+    live = {
+        p.metadata.name for p in kube.core.list_namespaced_pod("default", label_selector="tier=storm").items
+    }
+    assert len(replacements) == len(pods) and replacements <= live and not (set(pods) & live)
+    assert reservations(kube) == []
+
+
+async def test_killing_the_executor_and_the_tracker_mid_job_loses_nothing(
+    kubesim_factory: Callable[..., SimHandle], nats_srv: Server, redis_srv: Server, test_id: str
+) -> None:
+    kube = start(kubesim_factory, cluster())
+    tight_budget(kube, 3)
+    name = sorted(web_pods(kube))[0]
+    config = pipeline_config(kube.handle, nats_srv, redis_srv, test_id, watch=BLIND_TO_BUDGETS)
+    async with pipeline(config) as p:
+        create_job(kube, "survivor", name)
+        # The Reservation exists and the eviction is being refused: kill both, as SIGKILL would.
+        await until_job(kube, "survivor", evicting_blocked)
+        for running in [r for r in p.running if r.name.split("-")[0] in ("executor", "tracker")]:
+            await p.kill(running)
+        loosen_budget(kube, 2)
+        await p.start("executor", "r1")
+        await p.start("tracker", "r1")
+        job = await until_job(kube, "survivor", ended)
+    assert job["status"]["phase"] == "Succeeded", job["status"]
+    assert name not in web_pods(kube)
+    assert len(web_pods(kube)) == 3  # one replacement, not two
+    assert reservations(kube) == []
+
+
+async def test_the_audit_stream_replays_the_phases_the_job_went_through(
+    kubesim_factory: Callable[..., SimHandle], nats_srv: Server, redis_srv: Server, test_id: str
+) -> None:
+    kube = start(kubesim_factory, cluster())
+    name = sorted(web_pods(kube))[0]
+    config = pipeline_config(kube.handle, nats_srv, redis_srv, test_id)
+    seen: list[str] = []
+
+    def record(state: dict[str, Any]) -> bool:
+        job = state["/told"]
+        phase = (job.get("status") or {}).get("phase") or "Pending"
+        if not seen or seen[-1] != phase:
+            seen.append(phase)
+        return ended(job)
+
+    async with pipeline(config):
+        create_job(kube, "told", name)
+        await asyncio.to_thread(
+            watch_until,
+            kube.custom.list_cluster_custom_object,
+            record,
+            30,
+            group=GROUP,
+            version=VERSION,
+            plural=PLURAL,
+        )
+    nc = await nats.connect(nats_srv.url)
+    sub = await nc.jetstream().subscribe(f"{test_id}.audit.told", ordered_consumer=True)
+    replayed: list[str] = ["Pending"]
+    while True:
+        msg = await sub.next_msg(timeout=5)
+        entry = json.loads(msg.data)
+        if entry["action"] == "transition" and entry["phase"] != replayed[-1]:
+            replayed.append(entry["phase"])
+        if msg.metadata.num_pending == 0:
+            break
+    await nc.close()
+    assert replayed == ["Pending", "Running", "Succeeded"]
+    assert [p for p in seen if p != "Pending" or seen.index(p) == 0] == replayed
