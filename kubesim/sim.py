@@ -140,7 +140,7 @@ class SimHandle:
         if self.process is not None and self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
             try:
-                self.process.wait(10)
+                self.process.wait(30)  # a loaded machine (a full test run) can take a while to drain
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait(10)

@@ -10,11 +10,13 @@ from typing import Any
 
 import nats
 import pytest
+import redis.asyncio as aioredis
 
 from kubesim.sim import SimHandle
 from shared import bus
 from shared.api import codec
 from shared.api.messages import IntentReply, MigrationIntent, PodKey
+from shared.ledger import Ledger
 from shared.servers import Server
 from tests.e2e.pipeline import GROUP, PLURAL, VERSION, create_job, ended, pipeline, pipeline_config, until_job
 from tests.e2e.test_lifecycle import (
@@ -130,6 +132,10 @@ async def test_two_replicas_of_each_service_carry_a_storm_of_jobs(
     }
     assert len(replacements) == len(pods) and replacements <= live and not (set(pods) & live)
     assert reservations(kube) == []
+    client = aioredis.from_url(redis_srv.url)
+    held = await Ledger(client, test_id, 600).snapshot()
+    await client.aclose()
+    assert held == {"slots": {}, "claims": {}}  # every job's slots released
 
 
 async def test_killing_the_executor_and_the_tracker_mid_job_loses_nothing(
