@@ -9,6 +9,7 @@ reads the head again. So admissions happen in the queue's order whatever the num
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import logging
 import time
@@ -330,9 +331,14 @@ class Engine:
                 telling = asyncio.create_task(self._tell(batch, verdicts))
                 if len(head) < depth:
                     break  # the ready queue is drained; whatever arrives now wakes the next pass
-        finally:
-            if telling is not None:
-                admitted += await telling
+        except BaseException:
+            if telling is not None:  # cancelled or failed: the round being told must not outlive the pass
+                telling.cancel()
+                with contextlib.suppress(BaseException):
+                    await telling
+            raise
+        if telling is not None:
+            admitted += await telling
         if clock - self._last_gauge >= 1.0:
             self._last_gauge = clock
             QUEUE.set(await self.ledger.queue_length())
