@@ -15,12 +15,20 @@ import copy
 from typing import Any
 
 from shared.api.pmj import ANNOTATION_TARGET_NODE, PodMigrationJob
-from shared.api.reservation import LABEL_CREATED_BY, LABEL_JOB, reservation_name
+from shared.api.reservation import (
+    LABEL_ATTEMPT,
+    LABEL_CONTROLLER,
+    LABEL_CREATED_BY,
+    LABEL_JOB,
+    reservation_name,
+)
 
 API_VERSION = "scheduling.koordinator.sh/v1alpha1"
 
 
-def reservation_for(job: PodMigrationJob, pod: dict[str, Any], default_ttl: str) -> dict[str, Any]:
+def reservation_for(
+    job: PodMigrationJob, pod: dict[str, Any], default_ttl: str, attempt: int = 1
+) -> dict[str, Any]:
     job_name = job.metadata.name or ""
     meta = pod.get("metadata") or {}
     spec = copy.deepcopy(pod.get("spec") or {})
@@ -55,8 +63,13 @@ def reservation_for(job: PodMigrationJob, pod: dict[str, Any], default_ttl: str)
         "apiVersion": API_VERSION,
         "kind": "Reservation",
         "metadata": {
-            "name": reservation_name(job_name),
-            "labels": {LABEL_CREATED_BY: "podherd", LABEL_JOB: job_name},
+            "name": reservation_name(job_name, attempt),
+            "labels": {
+                LABEL_CREATED_BY: "podherd",
+                LABEL_JOB: job_name,
+                LABEL_ATTEMPT: str(attempt),
+                LABEL_CONTROLLER: _controller_uid(pod),
+            },
         },
         "spec": reservation_spec,
     }
@@ -79,6 +92,12 @@ def _owner(pod: dict[str, Any]) -> dict[str, Any]:
             }
         }
     return {"controller": {**controller, "namespace": meta.get("namespace")}}
+
+
+def _controller_uid(pod: dict[str, Any]) -> str:
+    meta = pod.get("metadata") or {}
+    controller = next((o for o in meta.get("ownerReferences") or [] if o.get("controller")), None)
+    return str((controller or {}).get("uid") or meta.get("uid") or "")
 
 
 def _exclude_node(spec: dict[str, Any], node: str) -> None:

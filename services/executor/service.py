@@ -80,12 +80,12 @@ class Executor:
         if job.phase in TERMINAL_PHASES or ANNOTATION_ABORT in annotations or job.metadata.deletion_timestamp:
             return  # ended or aborted: never act for it again
         if command.step == "reserve":
-            await self.reserve(job)
+            await self.reserve(job, command.attempt)
         else:
             attempt = getattr(getattr(msg, "metadata", None), "num_delivered", 1) or 1
             await self.evict(job, command.pod_uid, attempt)
 
-    async def reserve(self, job: PodMigrationJob) -> None:
+    async def reserve(self, job: PodMigrationJob, attempt: int) -> None:
         options = job.spec.reservation_options
         if options is not None and options.reservation_ref is not None and options.reservation_ref.name:
             name = options.reservation_ref.name
@@ -95,16 +95,16 @@ class Executor:
                     job, "reserve", "failed", f"Reservation {name} named by the job does not exist"
                 )
             return
-        name = reservation_name(job.metadata.name or "")
+        name = reservation_name(job.metadata.name or "", attempt)
         if await self._get(f"{RESERVATIONS}/{name}") is not None:
-            return  # created before (a redelivery): never two Reservations for one job
+            return  # created before (a redelivery): never two Reservations for one attempt
         ref = job.spec.pod_ref
         assert ref is not None
         pod = await self._get(f"/api/v1/namespaces/{ref.namespace}/pods/{ref.name}")
         if pod is None:
             await self._report(job, "reserve", "gone", f"pod {ref.namespace}/{ref.name} no longer exists")
             return
-        body = reservation_for(job, pod, self.args.default_job_ttl)
+        body = reservation_for(job, pod, self.args.default_job_ttl, attempt)
         try:
             await self.kube.arequest("POST", RESERVATIONS, body=body)
         except KubeError as exc:
@@ -174,15 +174,16 @@ class Executor:
         log.info("evicted %s/%s (%s)", ref.namespace, ref.name, policy, extra={"job": job.metadata.name})
 
     async def cleanup(self, job_name: str) -> None:
-        """Delete the Reservation Podherd made for the job (never one the user named)."""
-        name = reservation_name(job_name)
-        found = await self._get(f"{RESERVATIONS}/{name}")
-        labels = ((found or {}).get("metadata") or {}).get("labels") or {}
-        if found is None or labels.get(LABEL_CREATED_BY) != "podherd" or labels.get(LABEL_JOB) != job_name:
-            return
-        with contextlib.suppress(KubeError):
-            await self.kube.arequest("DELETE", f"{RESERVATIONS}/{name}")
-        ACTIONS.labels("cleanup", "", "done").inc()
+        """Delete the Reservations Podherd made for the job (never one the user named)."""
+        query = [("labelSelector", f"{LABEL_CREATED_BY}=podherd,{LABEL_JOB}={job_name}")]
+        try:
+            listing = msgspec.json.decode(await self.kube.arequest("GET", RESERVATIONS, query))
+        except KubeError as exc:
+            raise Retry(f"listing Reservations: {exc}", BACKOFF_BASE) from exc
+        for item in listing.get("items") or []:
+            with contextlib.suppress(KubeError):
+                await self.kube.arequest("DELETE", f"{RESERVATIONS}/{item['metadata']['name']}")
+            ACTIONS.labels("cleanup", "", "done").inc()
 
     # ----------------------------------------------------------------------------------------------------
 

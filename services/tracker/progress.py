@@ -88,13 +88,16 @@ class Observed:
     rejection: tuple[str, str] | None  # (reason, message) when the arbitrator rejected it
     deferral: str | None  # the arbitrator's latest "deferred: ..." message
     pod: PodView | None  # the pod to move, if it still exists (and is the one the job was made for)
-    reservation: ReservationView | None
-    replacement: PodView | None  # the pod bound to the Reservation, if it exists
+    reservation: ReservationView | None  # the job's current Reservation (its latest attempt)
+    bound_pod: PodView | None  # the pod that took the current Reservation, if it exists
+    replacement: PodView | None  # after the eviction: the replacement this job claimed, if it exists
     eviction_note: str | None  # the executor's latest word on the eviction (e.g. a PDB refusing it)
     reserve_failed: str | None  # why the executor could not create the Reservation
     default_mode: str
     default_ttl: str
     dry_run: bool = False
+    attempt: int = 0  # the current Reservation's attempt (0: none made yet)
+    claimed: tuple[str, str, str] | None = None  # the replacement claimed, even if it is gone now
 
 
 @dataclass
@@ -102,6 +105,7 @@ class Step:
     status: PodMigrationJobStatus
     actions: tuple[str, ...] = ()
     events: list[tuple[str, str, str]] = field(default_factory=list)  # (type, reason, message) to record
+    attempt: int = 1  # for RESERVE: the attempt to create
 
 
 def progress(o: Observed) -> Step:
@@ -174,17 +178,15 @@ class _Progress:
             if self._true(COND_RESERVATION_CREATED):
                 return self.end(PHASE_FAILED, REASON_MISSING_RESERVATION, "the job's Reservation is gone")
             self.set(COND_RESERVATION_CREATED, STATUS_UNKNOWN, "", "creating the Reservation")
-            return self.stay(PHASE_RUNNING, "", "creating the Reservation", (RESERVE,))
+            step = self.stay(PHASE_RUNNING, "", "creating the Reservation", (RESERVE,))
+            step.attempt = max(1, o.attempt)
+            return step
+        if r.phase == "Succeeded" and not started:
+            return self.taken_early(r)
         self.set(COND_RESERVATION_CREATED, STATUS_TRUE, "", f"Reservation {r.name} created")
         if r.phase == "Failed":
             why = r.failed_reason or "failed"
             return self.end(PHASE_FAILED, REASON_RESERVATION_EXPIRED, f"Reservation {r.name} {why.lower()}")
-        if r.phase == "Succeeded" and not started:
-            return self.end(
-                PHASE_FAILED,
-                REASON_FORBIDDEN_MIGRATE_POD,
-                f"Reservation {r.name} was taken by another pod before the eviction",
-            )
         if r.phase in ("Pending", "Waiting") or not r.node:
             if r.unschedulable:
                 self.set(COND_RESERVATION_SCHEDULED, STATUS_FALSE, REASON_UNSCHEDULABLE, r.unschedulable)
@@ -193,7 +195,7 @@ class _Progress:
                 )
             return self.stay(PHASE_RUNNING, "", f"waiting for Reservation {r.name} to be scheduled")
         self.set(COND_RESERVATION_SCHEDULED, STATUS_TRUE, "", f"Reservation {r.name} scheduled on {r.node}")
-        self.node = r.node
+        self.node = self.node or r.node
         pod = o.pod
         if pod is not None and pod.node == r.node and not started:
             return self.end(
@@ -204,7 +206,7 @@ class _Progress:
         if pod is not None and not pod.terminating:
             return self.evicting()
         self.set(COND_EVICTION, STATUS_TRUE, REASON_EVICT_COMPLETE, "the pod was evicted")
-        if r.phase != "Succeeded" or not r.bound:
+        if o.claimed is None:
             self.set(
                 COND_POD_BOUND_RESERVATION,
                 STATUS_FALSE,
@@ -214,20 +216,15 @@ class _Progress:
             return self.stay(
                 PHASE_RUNNING, REASON_WAIT_FOR_POD_BIND_RESERVATION, "waiting for the replacement pod"
             )
-        namespace, name, uid = r.bound[0]
+        namespace, name, uid = o.claimed
         self.pod_ref = ObjectReference(namespace=namespace, name=name, uid=uid)
         replacement = o.replacement
-        if (
-            replacement is not None
-            and r.owner_controller_uid
-            and replacement.controller_uid != r.owner_controller_uid
-        ):
-            return self.end(
-                PHASE_FAILED,
-                REASON_FORBIDDEN_MIGRATE_POD,
-                f"Reservation {r.name} was taken by {namespace}/{name}, not a replacement of the pod",
-            )
-        self.set(COND_POD_BOUND_RESERVATION, STATUS_TRUE, "", f"{namespace}/{name} took Reservation {r.name}")
+        self.set(
+            COND_POD_BOUND_RESERVATION,
+            STATUS_TRUE,
+            "",
+            f"{namespace}/{name} took a Reservation of the workload",
+        )
         if replacement is None or not replacement.ready:
             why = "is gone" if replacement is None else "is not Ready yet"
             self.set(
@@ -239,14 +236,34 @@ class _Progress:
             return self.stay(
                 PHASE_RUNNING, REASON_WAIT_FOR_BOUND_POD_READY, f"the replacement {namespace}/{name} {why}"
             )
+        self.node = replacement.node or self.node
         self.set(COND_BOUND_POD_READY, STATUS_TRUE, "", f"{namespace}/{name} is Ready")
         self.set(
             COND_RESERVATION_BOUND,
             STATUS_TRUE,
             "",
-            f"{namespace}/{name} runs in the reserved room on {r.node}",
+            f"{namespace}/{name} runs in reserved room on {self.node}",
         )
-        return self.end(PHASE_SUCCEEDED, "", f"moved to {name} on {r.node}")
+        return self.end(PHASE_SUCCEEDED, "", f"moved to {name} on {self.node}")
+
+    def taken_early(self, r: ReservationView) -> Step:
+        """The Reservation was taken before this job evicted its pod. Reservations are owned by the pod's
+        controller (as in Koordinator), so a replacement of the same workload (another job's) may take any
+        of them: then reserve again; the other job claims that replacement. Anyone else: forbidden."""
+        taker = self.o.bound_pod
+        if taker is not None and r.owner_controller_uid and taker.controller_uid == r.owner_controller_uid:
+            who = f"{taker.namespace}/{taker.name}"
+            message = f"Reservation {r.name} was taken by {who} of the same workload; reserving again"
+            self.set(COND_RESERVATION_CREATED, STATUS_UNKNOWN, "", message)
+            step = self.stay(PHASE_RUNNING, "", message, (RESERVE,))
+            step.attempt = self.o.attempt + 1
+            return step
+        who = f"{taker.namespace}/{taker.name}" if taker else "another pod"
+        return self.end(
+            PHASE_FAILED,
+            REASON_FORBIDDEN_MIGRATE_POD,
+            f"Reservation {r.name} was taken by {who} before the eviction",
+        )
 
     def evicting(self) -> Step:
         note = self.o.eviction_note

@@ -34,20 +34,22 @@ from prometheus_client import Counter, Gauge
 from services.tracker import progress as machine
 from services.tracker.intake import IntentIntake
 from services.tracker.observe import pod_view, reservation_view
+from services.tracker.progress import PodView, ReservationView
 from shared import bus
 from shared.api import annotations as known
 from shared.api import codec
-from shared.api.messages import AuditRecord, Command, Decision, JobRef, Report
+from shared.api.messages import AuditRecord, Command, Decision, JobRef, ObjectEvent, PodInfo, Report
 from shared.api.pmj import (
     GROUP,
     PHASE_FAILED,
     PHASE_PENDING,
     PHASE_RUNNING,
     PLURAL,
+    REASON_WAIT_FOR_POD_BIND_RESERVATION,
     TERMINAL_PHASES,
     PodMigrationJob,
 )
-from shared.api.reservation import LABEL_JOB, reservation_name
+from shared.api.reservation import LABEL_ATTEMPT, LABEL_CONTROLLER, LABEL_JOB
 from shared.config import PodherdConfig
 from shared.consume import Retry, durable, one_by_one, run_consumer
 from shared.durations import parse_duration
@@ -114,7 +116,7 @@ class Tracker:
             self.config.nats,
             max_deliver=-1,
         )
-        steps = ("admitted", "rejected", "report")
+        steps = ("admitted", "rejected", "report", "kick")
         decisions = await durable(
             self.js,
             self.subjects.jobs_stream,
@@ -144,19 +146,26 @@ class Tracker:
                 await self.reconcile(head.name)
         elif head.kind == "Reservation":
             labels = codec.decode(msg.data, _LabelledEvent).object.metadata.labels or {}
+            await self._kick_waiting(labels.get(LABEL_CONTROLLER))
             if labels.get(LABEL_JOB):
                 await self.reconcile(labels[LABEL_JOB])
         elif head.kind == "Pod":
+            pod = codec.decode(msg.data, ObjectEvent[PodInfo]).object
+            controller = pod.owner.uid if pod.owner else None
+            if controller and known.RESERVATION_ALLOCATED in pod.annotations and head.type != "DELETED":
+                # A pod in reserved room: the replacement some job of its workload stands for.
+                entry = json.dumps([pod.namespace, pod.name, pod.uid])
+                await self.client.sadd(f"{self.key}:pool:{controller}", entry)
+            await self._kick_waiting(controller)
             job = await self.client.hget(f"{self.key}:pod-jobs", f"{head.namespace}/{head.name}")
             if job is not None:
                 await self.reconcile(as_text(job))
-            allocated = _allocated_reservation(msg.data)
-            if allocated and await self.client.zscore(f"{self.key}:deadlines", allocated) is not None:
-                await self.reconcile(allocated)  # a replacement took a job's Reservation
 
     async def on_job_message(self, msg: Any) -> None:
         step = msg.subject.split(".")[-2]
-        if step == "report":
+        if step == "kick":
+            await self.reconcile(codec.decode(msg.data, JobRef).name)
+        elif step == "report":
             report = codec.decode(msg.data, Report)
             await self.client.hset(f"{self.key}:reports:{report.job.uid}", report.step, codec.encode(report))
             await self.reconcile(report.job.name)
@@ -226,14 +235,34 @@ class Tracker:
         pod_uid = observed.pod.uid if observed.pod else None
         for action in step.actions:
             if action in (machine.RESERVE, machine.EVICT, machine.CLEANUP):
-                await self._command(job, action, pod_uid)
+                await self._command(job, action, pod_uid, step.attempt)
             elif action == machine.RELEASE:
                 await self._release(job, phase)
         if phase in TERMINAL_PHASES:
             await self._untrack(job)
         else:
             await self._track(job)
+        controller = observed.reservation.owner_controller_uid if observed.reservation else None
+        if controller:
+            waiting = f"{self.key}:waiting:{controller}"
+            if phase == PHASE_RUNNING and step.status.reason == REASON_WAIT_FOR_POD_BIND_RESERVATION:
+                await self.client.sadd(waiting, name)
+            else:
+                await self.client.srem(waiting, name)
         return True
+
+    async def _kick_waiting(self, controller: str | None) -> None:
+        """Something changed in a workload's Reservations or pods: look again at its jobs waiting for a
+        replacement (through the jobs stream, so a job another replica holds is retried, not skipped)."""
+        if not controller:
+            return
+        for member in await self.client.smembers(f"{self.key}:waiting:{controller}"):
+            name = as_text(member)
+            ref = JobRef(name=name, uid="")
+            await self.publisher.publish(
+                self.subjects.job("kick", name), msgspec.json.encode(ref), uuid.uuid4().hex
+            )
+        await self.publisher.flush()
 
     async def _observe(self, job: PodMigrationJob) -> machine.Observed:
         uid = job.metadata.uid or ""
@@ -253,17 +282,17 @@ class Tracker:
                 await self.client.hsetnx(f"{self.key}:pod-uids", uid, ref.uid or view.uid)
                 expected = as_text(await self.client.hget(f"{self.key}:pod-uids", uid) or b"")
                 pod = view if view.uid == expected else None
-        options = job.spec.reservation_options
-        named = options.reservation_ref.name if options and options.reservation_ref else None
-        reservation = replacement = None
-        found_r = await self._get(f"{RESERVATIONS}/{named or reservation_name(job.metadata.name or '')}")
-        if found_r is not None:
-            reservation = reservation_view(found_r)
-            if reservation.bound:
-                namespace, bound_name, bound_uid = reservation.bound[0]
-                found_p = await self._get(f"/api/v1/namespaces/{namespace}/pods/{bound_name}")
-                if found_p is not None and pod_view(found_p).uid == bound_uid:
-                    replacement = pod_view(found_p)
+        reservations, attempt = await self._reservations(job)
+        current = reservations[-1] if reservations else None
+        await self._pool(reservations)
+        bound_pod = None
+        if current is not None and current.bound:
+            bound_pod = await self._pod(current.bound[0])
+        started = any(c.type == "Eviction" for c in (job.status.conditions if job.status else None) or [])
+        claimed = None
+        if started and (pod is None or pod.terminating) and current is not None:
+            claimed = await self._claim(job, reservations)
+        replacement = await self._pod(claimed) if claimed else None
         evict_report = reports.get("evict")
         reserve_report = reports.get("reserve")
         return machine.Observed(
@@ -275,28 +304,99 @@ class Tracker:
             else None,
             deferral=None,
             pod=pod,
-            reservation=reservation,
+            reservation=current,
+            bound_pod=bound_pod,
             replacement=replacement,
+            claimed=claimed,
+            attempt=attempt,
             eviction_note=evict_report.message
             if evict_report and evict_report.outcome == "blocked"
             else None,
             reserve_failed=reserve_report.message
-            if reserve_report and reserve_report.outcome == "failed" and not reservation
+            if reserve_report and reserve_report.outcome == "failed" and not current
             else None,
             default_mode=self.args.default_job_mode,
             default_ttl=self.args.default_job_ttl,
             dry_run=self.args.dry_run,
         )
 
+    async def _reservations(self, job: PodMigrationJob) -> tuple[list[ReservationView], int]:
+        """The job's Reservations, oldest attempt first, and the current attempt (0: none yet)."""
+        options = job.spec.reservation_options
+        if options is not None and options.reservation_ref is not None and options.reservation_ref.name:
+            found = await self._get(f"{RESERVATIONS}/{options.reservation_ref.name}")
+            return ([reservation_view(found)], 1) if found is not None else ([], 0)
+        items = await self._list(RESERVATIONS, f"{LABEL_JOB}={job.metadata.name}")
+        items.sort(key=lambda r: int(((r.get("metadata") or {}).get("labels") or {}).get(LABEL_ATTEMPT) or 1))
+        attempt = int((items[-1]["metadata"].get("labels") or {}).get(LABEL_ATTEMPT) or 1) if items else 0
+        return [reservation_view(r) for r in items], attempt
+
+    async def _claim(self, job: PodMigrationJob, own: list[ReservationView]) -> tuple[str, str, str] | None:
+        """The replacement this job stands for, once its pod is evicted: one pod that took a Reservation of
+        the workload, claimed by one job only (Reservations are per workload, so a replacement may have
+        taken another job's room, and that job then reserves again)."""
+        uid = job.metadata.uid or ""
+        mine = await self.client.hget(f"{self.key}:replacement", uid)
+        if mine is not None:
+            namespace, name, pod_uid = json.loads(mine)
+            return namespace, name, pod_uid
+        controller = own[-1].owner_controller_uid
+        candidates = [b for r in own for b in r.bound]
+        pool = f"{self.key}:pool:{controller}"
+        if controller:
+            # Replacements seen in the workload's Reservations, including those of jobs already ended.
+            for member in await self.client.smembers(pool):
+                namespace, name, pod_uid = json.loads(member)
+                candidates.append((namespace, name, pod_uid))
+            for item in await self._list(RESERVATIONS, f"{LABEL_CONTROLLER}={controller}"):
+                candidates.extend(reservation_view(item).bound)
+        for namespace, name, pod_uid in candidates:
+            if await self.client.hexists(f"{self.key}:claims", pod_uid):
+                await self.client.srem(pool, json.dumps([namespace, name, pod_uid]))
+                continue
+            view = await self._pod((namespace, name, pod_uid))
+            if view is None or (controller and view.controller_uid != controller):
+                await self.client.srem(pool, json.dumps([namespace, name, pod_uid]))  # gone, or not ours
+                continue
+            if await self.client.hsetnx(f"{self.key}:claims", pod_uid, uid):
+                await self.client.hset(f"{self.key}:replacement", uid, json.dumps([namespace, name, pod_uid]))
+                await self.client.srem(pool, json.dumps([namespace, name, pod_uid]))
+                return namespace, name, pod_uid
+        return None
+
+    async def _pool(self, reservations: list[ReservationView]) -> None:
+        """Remember every replacement seen in a Reservation of the workload until a job claims it: the
+        Reservation may be cleaned up (its job ended) before the job that replacement stands for looks."""
+        pipe = self.client.pipeline(transaction=False)
+        for r in reservations:
+            for bound in r.bound:
+                if r.owner_controller_uid:
+                    pipe.sadd(f"{self.key}:pool:{r.owner_controller_uid}", json.dumps(list(bound)))
+        if pipe:
+            await pipe.execute()
+
+    async def _pod(self, ident: tuple[str, str, str]) -> PodView | None:
+        namespace, name, uid = ident
+        found = await self._get(f"/api/v1/namespaces/{namespace}/pods/{name}")
+        view = pod_view(found) if found is not None else None
+        return view if view is not None and view.uid == uid else None
+
+    async def _list(self, path: str, selector: str) -> list[dict[str, Any]]:
+        try:
+            body = await self.kube.arequest("GET", path, [("labelSelector", selector)], request_timeout=10)
+        except KubeError as exc:
+            raise Retry(f"listing {path}: {exc}", 0.5) from exc
+        items: list[dict[str, Any]] = msgspec.json.decode(body).get("items") or []
+        return items
+
     # ----------------------------------------------------------------------------------------------------
     # Effects
 
-    async def _command(self, job: PodMigrationJob, step: str, pod_uid: str | None) -> None:
+    async def _command(self, job: PodMigrationJob, step: str, pod_uid: str | None, attempt: int = 1) -> None:
         ref = JobRef(name=job.metadata.name or "", uid=job.metadata.uid or "")
-        command = Command(job=ref, step=step, pod_uid=pod_uid, issued_at=datetime.now(UTC))  # type: ignore[arg-type]
-        await self.publisher.publish(
-            self.subjects.job(step, ref.name), codec.encode(command), f"{ref.uid}/{step}/{pod_uid or ''}"
-        )
+        command = Command(job=ref, step=step, pod_uid=pod_uid, attempt=attempt, issued_at=datetime.now(UTC))  # type: ignore[arg-type]
+        msg_id = f"{ref.uid}/{step}/{pod_uid or ''}/{attempt}"
+        await self.publisher.publish(self.subjects.job(step, ref.name), codec.encode(command), msg_id)
         await self.publisher.flush()
 
     async def _release(self, job: PodMigrationJob, phase: str) -> None:
@@ -415,25 +515,6 @@ class Tracker:
 
 class _JobEvent(msgspec.Struct):
     object: PodMigrationJob
-
-
-class _Annotated(msgspec.Struct):
-    annotations: dict[str, str] = msgspec.field(default_factory=dict)
-
-
-class _PodEvent(msgspec.Struct):
-    object: _Annotated
-
-
-def _allocated_reservation(data: bytes) -> str | None:
-    """The Reservation a pod took (the scheduler's annotation on it), from a pod event."""
-    value = msgspec.json.decode(data, type=_PodEvent).object.annotations.get(known.RESERVATION_ALLOCATED)
-    if not value:
-        return None
-    with contextlib.suppress(ValueError, TypeError):
-        name = json.loads(value).get("name")
-        return str(name) if name else None
-    return None
 
 
 async def main(config: PodherdConfig, stop: asyncio.Event, ops: OpsServer) -> None:

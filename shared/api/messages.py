@@ -211,6 +211,7 @@ class Command(Message, kw_only=True):
     job: JobRef
     step: Literal["reserve", "evict", "cleanup"]
     pod_uid: str | None = None
+    attempt: int = 1  # reserve: which of the job's Reservations to create
     issued_at: datetime
 
 

@@ -41,9 +41,15 @@ LABEL_JOB: Final = "podherd.io/job"
 DEFAULT_TTL: Final = "24h"
 
 
-def reservation_name(job_name: str) -> str:
-    """The name of the Reservation Podherd creates for a job (cluster-scoped, one per job)."""
-    return job_name
+# The attempt a Reservation is for (a job reserves again when a replacement of the same workload took its
+# room before its own eviction), and the controller whose replacements it is for.
+LABEL_ATTEMPT: Final = "podherd.io/attempt"
+LABEL_CONTROLLER: Final = "podherd.io/controller"
+
+
+def reservation_name(job_name: str, attempt: int = 1) -> str:
+    """The name of the Reservation Podherd creates for a job's `attempt` (cluster-scoped)."""
+    return job_name if attempt <= 1 else f"{job_name}-{attempt}"
 
 
 class ReservationControllerReference(KubeStruct):

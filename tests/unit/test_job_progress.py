@@ -45,6 +45,7 @@ def seen(**changes: Any) -> Observed:
         deferral=None,
         pod=POD,
         reservation=None,
+        bound_pod=None,
         replacement=None,
         eviction_note=None,
         reserve_failed=None,
@@ -133,7 +134,8 @@ def test_reservation_first_to_the_end_and_idempotent() -> None:
     o = then(replace(o, pod=GONE))
     assert o.job.status is not None and o.job.status.reason == "WaitForPodBindReservation"
     bound = reservation("Succeeded", bound=(("default", "web-9", "new-uid"),))
-    o = then(replace(o, pod=None, reservation=bound, replacement=replace(NEW, ready=False)))
+    claimed = ("default", "web-9", "new-uid")
+    o = then(replace(o, pod=None, reservation=bound, claimed=claimed, replacement=replace(NEW, ready=False)))
     assert o.job.status is not None and o.job.status.reason == "WaitForBoundPodReady"
     last = replace(o, replacement=NEW)
     step = progress(last)
@@ -160,6 +162,14 @@ def test_a_pod_gone_after_the_eviction_is_not_missing_and_times_are_kept() -> No
     created = next(c for c in step.status.conditions or [] if c.type == "ReservationCreated")
     assert created.last_transition_time == NOW  # unchanged status: unchanged time
     assert evicting.last_transition_time == NOW
+
+
+def test_a_reservation_taken_by_a_sibling_replacement_is_made_again() -> None:
+    taken = reservation("Succeeded", bound=(("default", "web-9", "new-uid"),))
+    step = progress(seen(reservation=taken, bound_pod=NEW, attempt=1))
+    assert (step.status.phase, step.actions, step.attempt) == ("Running", (RESERVE,), 2)
+    stranger = replace(NEW, controller_uid="someone-else")
+    assert progress(seen(reservation=taken, bound_pod=stranger)).status.reason == "ForbiddenMigratePod"
 
 
 def test_a_pdb_refusal_is_in_the_eviction_condition() -> None:
