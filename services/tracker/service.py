@@ -44,6 +44,7 @@ from shared.api.pmj import (
     PHASE_FAILED,
     PHASE_PENDING,
     PHASE_RUNNING,
+    PHASE_SUCCEEDED,
     PLURAL,
     REASON_WAIT_FOR_POD_BIND_RESERVATION,
     TERMINAL_PHASES,
@@ -159,6 +160,9 @@ class Tracker:
             await self._kick_waiting(controller)
             job = await self.client.hget(f"{self.key}:pod-jobs", f"{head.namespace}/{head.name}")
             if job is not None:
+                if pod.workload is not None:  # for the arbitrator's sort: past migrations per workload
+                    workload = f"{pod.workload.kind}/{pod.workload.namespace}/{pod.workload.name}"
+                    await self.client.hset(f"{self.key}:workload-of", as_text(job), workload)
                 await self.reconcile(as_text(job))
 
     async def on_job_message(self, msg: Any) -> None:
@@ -405,10 +409,13 @@ class Tracker:
             return
         await self._released(uid)
         ref = job.spec.pod_ref
+        stats = f"{self.config.redis.key_prefix}:stats"
         if phase == PHASE_FAILED and ref is not None:
-            await self.client.hincrby(
-                f"{self.config.redis.key_prefix}:stats:pod-failures", f"{ref.namespace}/{ref.name}", 1
-            )
+            await self.client.hincrby(f"{stats}:pod-failures", f"{ref.namespace}/{ref.name}", 1)
+        workload = await self.client.hget(f"{self.key}:workload-of", job.metadata.name or "")
+        if phase == PHASE_SUCCEEDED and workload is not None:
+            await self.client.hincrby(f"{stats}:workload-migrations", as_text(workload), 1)
+        await self.client.hdel(f"{self.key}:workload-of", job.metadata.name or "")
 
     async def _released(self, uid: str) -> None:
         RELEASES.inc()

@@ -66,14 +66,20 @@ class Pipeline:
         self.config = config
         self.running: list[Running] = []
 
-    async def start(self, service: str, replica: str = "r0") -> Running:
+    async def start(self, service: str, replica: str = "r0", cls: type[Any] | None = None) -> Running:
         config = self.config
         nc = await nats.connect(config.nats.url)
         kube = KubeClient.from_config(config.kubernetes)
         client = aioredis.from_url(config.redis.url)
         stop = asyncio.Event()
         runner: Any
-        if service == "watcher":
+        if cls is not None:  # a service with a fault injected (tests)
+            runner = (
+                cls(config, nc, client, kube)
+                if service in ("arbitrator", "tracker")
+                else cls(config, nc, kube)
+            )
+        elif service == "watcher":
             runner = Watcher(config, nc, kube)
         elif service == "arbitrator":
             runner = Arbitrator(config, nc, client, kube)
@@ -99,9 +105,12 @@ class Pipeline:
 
     async def kill(self, running: Running) -> None:
         """As SIGKILL would: no shutdown at all, connections dropped."""
-        running.task.cancel()
-        with contextlib.suppress(BaseException):
-            await running.task
+        # A cancellation can land in a library that swallows it (nats-py's fetch): cancel until it ends.
+        for _ in range(100):
+            running.task.cancel()
+            done, _pending = await asyncio.wait([running.task], timeout=0.1)
+            if done:
+                break
         for close in running.closers:
             with contextlib.suppress(Exception):
                 result = close()

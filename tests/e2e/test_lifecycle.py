@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+import redis.asyncio as aioredis
 
 from kubesim.sim import SimHandle
 from shared.servers import Server
@@ -98,6 +99,10 @@ async def test_reservation_first_moves_the_pod_into_the_reserved_room(
     assert replacement.spec.node_name == status["nodeName"] != pod.spec.node_name
     assert name not in web_pods(kube)
     assert reservations(kube) == []  # nothing left behind
+    client = aioredis.from_url(redis_srv.url)
+    migrations = await client.hget(f"{test_id}:stats:workload-migrations", "Deployment/default/web")
+    await client.aclose()
+    assert migrations == b"1"  # counted for the arbitrator's sort
 
 
 async def test_evict_directly_ends_when_the_pod_is_gone(

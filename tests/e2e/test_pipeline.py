@@ -13,6 +13,8 @@ import pytest
 import redis.asyncio as aioredis
 
 from kubesim.sim import SimHandle
+from services.executor.service import Executor
+from services.tracker.service import Tracker
 from shared import bus
 from shared.api import codec
 from shared.api.messages import IntentReply, MigrationIntent, PodKey
@@ -178,3 +180,45 @@ async def test_the_audit_stream_replays_the_phases_the_job_went_through(
     await nc.close()
     assert replayed == ["Pending", "Running", "Succeeded"]
     assert [p for p in seen if p != "Pending" or seen.index(p) == 0] == replayed
+
+
+class DiesAfterEvicting(Executor):
+    """Evicts, then dies before acknowledging the command (as a SIGKILL right after the API call)."""
+
+    async def evict(self, job: Any, pod_uid: str | None, attempt: int) -> None:
+        await super().evict(job, pod_uid, attempt)
+        raise asyncio.CancelledError
+
+
+class DiesAfterWritingStatus(Tracker):
+    """Writes the first status change, then dies before its commands and audit record."""
+
+    async def _transitioned(self, job: Any, previous: str | None, step: Any) -> None:
+        raise asyncio.CancelledError
+
+
+@pytest.mark.parametrize("crash", ["executor after evicting", "tracker after writing status"])
+async def test_a_crash_between_acting_and_acknowledging_evicts_once_and_ends_the_job(
+    kubesim_factory: Callable[..., SimHandle], nats_srv: Server, redis_srv: Server, test_id: str, crash: str
+) -> None:
+    kube = start(kubesim_factory, cluster())
+    name = sorted(web_pods(kube))[0]
+    config = pipeline_config(kube.handle, nats_srv, redis_srv, test_id)
+    service, faulty = (
+        ("executor", DiesAfterEvicting)
+        if crash.startswith("executor")
+        else ("tracker", DiesAfterWritingStatus)
+    )
+    async with pipeline(config) as p:
+        await p.kill(next(r for r in p.running if r.name.startswith(service)))
+        doomed = await p.start(service, "faulty", faulty)
+        create_job(kube, "crashy", name)
+        finished, _ = await asyncio.wait([doomed.task], timeout=30)  # it dies mid-job
+        assert finished and doomed.task.cancelled()
+        await p.kill(doomed)
+        await p.start(service, "r1")  # the message it held is redelivered to the new replica
+        job = await until_job(kube, "crashy", ended, within=40)
+    assert job["status"]["phase"] == "Succeeded", job["status"]
+    live = web_pods(kube)
+    assert name not in live and len(live) == 3  # evicted once: one replacement
+    assert reservations(kube) == []
