@@ -12,7 +12,7 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js import JetStreamContext
@@ -25,9 +25,11 @@ from shared.api.messages import DeadLetter
 from shared.bus import Subjects
 from shared.config import NatsConfig
 from shared.durations import parse_duration
+from shared.kube import KubeError
 
 log = logging.getLogger(__name__)
 DEAD_LETTERS = Counter("podherd_dead_letters_total", "Messages that could not be decoded", ["consumer"])
+T = TypeVar("T")
 Handler = Callable[[Any], Awaitable[None]]
 BatchHandler = Callable[[list[Any]], Awaitable[list[BaseException | None]]]
 
@@ -38,6 +40,14 @@ class Retry(Exception):
     def __init__(self, reason: str, delay: float) -> None:
         super().__init__(reason)
         self.delay = delay
+
+
+async def read_or_retry(read: Awaitable[T], what: str, delay: float) -> T:
+    """An API read whose failure is not the message's fault: hand the message back to try later."""
+    try:
+        return await read
+    except KubeError as exc:
+        raise Retry(f"{what}: {exc}", delay) from exc
 
 
 async def durable(

@@ -143,6 +143,27 @@ class KubeClient:
     ) -> bytes:
         return await asyncio.to_thread(self.request, method, path, query, body, request_timeout, content_type)
 
+    async def get_json(self, path: str, request_timeout: float = 10.0) -> dict[str, Any] | None:
+        """GET one object as plain JSON; None when it does not exist (404), KubeError for other answers."""
+        try:
+            body = await self.arequest("GET", path, request_timeout=request_timeout)
+        except KubeError as exc:
+            if exc.status == 404:
+                return None
+            raise
+        found: dict[str, Any] = msgspec.json.decode(body)
+        return found
+
+    async def list_items(
+        self, path: str, label_selector: str, request_timeout: float = 10.0
+    ) -> list[dict[str, Any]]:
+        """The items of a list, narrowed by a label selector, as plain JSON."""
+        body = await self.arequest(
+            "GET", path, [("labelSelector", label_selector)], request_timeout=request_timeout
+        )
+        items: list[dict[str, Any]] = msgspec.json.decode(body).get("items") or []
+        return items
+
     async def stream(
         self, path: str, query: Query, read_timeout: float, max_chunks_in_flight: int = 64
     ) -> AsyncIterator[bytes]:

@@ -26,7 +26,7 @@ from services.arbitrator.engine import Engine
 from services.arbitrator.facts import FactStore
 from shared import bus
 from shared.api import codec
-from shared.api.messages import ObjectEvent, PdbInfo, PodInfo, WorkloadInfo
+from shared.api.messages import EventHead, ObjectEvent, PdbInfo, PodInfo, WorkloadInfo
 from shared.api.pmj import PHASE_RUNNING, PodMigrationJob
 from shared.config import PodherdConfig
 from shared.consume import durable, run_consumer
@@ -40,15 +40,6 @@ log = logging.getLogger(__name__)
 LEDGER_ANNOTATION = "podherd.io/ledger"
 CONSUMER = "arbitrator"
 FACT_KINDS = ("pods", "poddisruptionbudgets", "deployments", "statefulsets", "replicasets")
-
-
-class _Head(msgspec.Struct, rename="camel"):
-    kind: str
-    type: str
-    resource_version: str
-    namespace: str | None = None
-    name: str = ""
-    error: str | None = None
 
 
 class Arbitrator:
@@ -100,7 +91,7 @@ class Arbitrator:
 
         for index, msg in enumerate(messages):
             try:
-                head = codec.decode(msg.data, _Head)
+                head = codec.decode(msg.data, EventHead)
                 if head.kind == "PodMigrationJob":
                     jobs.append((index, codec.decode(msg.data, ObjectEvent[PodMigrationJob])))
                     continue
@@ -112,9 +103,9 @@ class Arbitrator:
         self.wake.set()
         return outcomes
 
-    async def _handle_fact(self, msg: Any, head: _Head) -> None:
+    async def _handle_fact(self, msg: Any, head: EventHead) -> None:
         deleted = head.type == "DELETED"
-        ident = f"{head.namespace}/{head.name}" if head.namespace else head.name
+        ident = head.ident
         if head.kind == "Pod":
             pod = codec.decode(msg.data, ObjectEvent[PodInfo]).object
             if await self.facts.put("pod", ident, head.resource_version, None if deleted else pod):

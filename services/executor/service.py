@@ -30,7 +30,7 @@ from shared.api.messages import Command, JobRef, Report
 from shared.api.pmj import ANNOTATION_ABORT, GROUP, PLURAL, TERMINAL_PHASES, PodMigrationJob
 from shared.api.reservation import LABEL_CREATED_BY, LABEL_JOB, reservation_name
 from shared.config import PodherdConfig
-from shared.consume import Retry, durable, one_by_one, run_consumer
+from shared.consume import Retry, durable, one_by_one, read_or_retry, run_consumer
 from shared.kube import KubeClient, KubeError
 from shared.ops import OpsServer
 from shared.runtime import close_nats, nats_check
@@ -175,12 +175,9 @@ class Executor:
 
     async def cleanup(self, job_name: str) -> None:
         """Delete the Reservations Podherd made for the job (never one the user named)."""
-        query = [("labelSelector", f"{LABEL_CREATED_BY}=podherd,{LABEL_JOB}={job_name}")]
-        try:
-            listing = msgspec.json.decode(await self.kube.arequest("GET", RESERVATIONS, query))
-        except KubeError as exc:
-            raise Retry(f"listing Reservations: {exc}", BACKOFF_BASE) from exc
-        for item in listing.get("items") or []:
+        selector = f"{LABEL_CREATED_BY}=podherd,{LABEL_JOB}={job_name}"
+        items = await read_or_retry(self.kube.list_items(RESERVATIONS, selector), "listing", BACKOFF_BASE)
+        for item in items:
             with contextlib.suppress(KubeError):
                 await self.kube.arequest("DELETE", f"{RESERVATIONS}/{item['metadata']['name']}")
             ACTIONS.labels("cleanup", "", "done").inc()
@@ -192,14 +189,7 @@ class Executor:
         return msgspec.convert(found, PodMigrationJob) if found is not None else None
 
     async def _get(self, path: str) -> dict[str, Any] | None:
-        try:
-            body = await self.kube.arequest("GET", path, request_timeout=10)
-        except KubeError as exc:
-            if exc.status == 404:
-                return None
-            raise Retry(f"reading {path}: {exc}", BACKOFF_BASE) from exc
-        found: dict[str, Any] = msgspec.json.decode(body)
-        return found
+        return await read_or_retry(self.kube.get_json(path), f"reading {path}", BACKOFF_BASE)
 
     async def _report(self, job: PodMigrationJob, step: str, outcome: str, message: str) -> None:
         ref = JobRef(name=job.metadata.name or "", uid=job.metadata.uid or "")

@@ -92,15 +92,11 @@ class IntentIntake:
 
     async def _get(self, path: str) -> dict[str, Any] | None:
         try:
-            body = await self.kube.arequest("GET", path, request_timeout=10)
+            return await self.kube.get_json(path)
         except KubeError as exc:
-            if exc.status == 404:
-                return None
             raise self._outage(exc) from exc
         except Exception as exc:  # connection refused, timeouts
             raise Refused("Unavailable", f"the Kubernetes API server is unreachable: {exc}") from exc
-        found: dict[str, Any] = msgspec.json.decode(body)
-        return found
 
     @staticmethod
     def _outage(exc: KubeError) -> Refused:

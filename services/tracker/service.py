@@ -38,7 +38,16 @@ from services.tracker.progress import PodView, ReservationView
 from shared import bus
 from shared.api import annotations as known
 from shared.api import codec
-from shared.api.messages import AuditRecord, Command, Decision, JobRef, ObjectEvent, PodInfo, Report
+from shared.api.messages import (
+    AuditRecord,
+    Command,
+    Decision,
+    EventHead,
+    JobRef,
+    ObjectEvent,
+    PodInfo,
+    Report,
+)
 from shared.api.pmj import (
     GROUP,
     PHASE_FAILED,
@@ -52,7 +61,7 @@ from shared.api.pmj import (
 )
 from shared.api.reservation import LABEL_ATTEMPT, LABEL_CONTROLLER, LABEL_JOB
 from shared.config import PodherdConfig
-from shared.consume import Retry, durable, one_by_one, run_consumer
+from shared.consume import Retry, durable, one_by_one, read_or_retry, run_consumer
 from shared.durations import parse_duration
 from shared.kube import KubeClient, KubeError
 from shared.ledger import Ledger, as_text
@@ -68,13 +77,6 @@ RESERVATIONS = f"/apis/{GROUP}/v1alpha1/reservations"
 LEDGER_ANNOTATION = "podherd.io/ledger"
 LOCK_MS = 15_000
 UNLOCK = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0"
-
-
-class _Head(msgspec.Struct, rename="camel"):
-    kind: str
-    type: str
-    namespace: str | None = None
-    name: str = ""
 
 
 class _Labelled(msgspec.Struct):
@@ -139,7 +141,7 @@ class Tracker:
     # Triggers
 
     async def on_event(self, msg: Any) -> None:
-        head = codec.decode(msg.data, _Head)
+        head = codec.decode(msg.data, EventHead)
         if head.kind == "PodMigrationJob":
             if head.type == "DELETED":
                 await self.forget(codec.decode(msg.data, _JobEvent).object)
@@ -386,12 +388,7 @@ class Tracker:
         return view if view is not None and view.uid == uid else None
 
     async def _list(self, path: str, selector: str) -> list[dict[str, Any]]:
-        try:
-            body = await self.kube.arequest("GET", path, [("labelSelector", selector)], request_timeout=10)
-        except KubeError as exc:
-            raise Retry(f"listing {path}: {exc}", 0.5) from exc
-        items: list[dict[str, Any]] = msgspec.json.decode(body).get("items") or []
-        return items
+        return await read_or_retry(self.kube.list_items(path, selector), f"listing {path}", 0.5)
 
     # ----------------------------------------------------------------------------------------------------
     # Effects
@@ -510,14 +507,7 @@ class Tracker:
         await pipe.execute()
 
     async def _get(self, path: str) -> dict[str, Any] | None:
-        try:
-            body = await self.kube.arequest("GET", path, request_timeout=10)
-        except KubeError as exc:
-            if exc.status == 404:
-                return None
-            raise Retry(f"reading {path}: {exc}", 0.5) from exc
-        found: dict[str, Any] = msgspec.json.decode(body)
-        return found
+        return await read_or_retry(self.kube.get_json(path), f"reading {path}", 0.5)
 
 
 class _JobEvent(msgspec.Struct):

@@ -37,7 +37,7 @@ from services.watcher.checkpoints import Checkpoints
 from services.watcher.decode import MetaOnly, RawList, RawWorkload, WatchLine, WorkloadResolver
 from services.watcher.kinds import KINDS, Decoded, KindSpec
 from shared.api import codec
-from shared.api.messages import EventType, ObjectEvent
+from shared.api.messages import EventHead, EventType, ObjectEvent
 from shared.bus import Publisher, Subjects, last_per_subject
 from shared.config import WatcherConfig
 from shared.durations import parse_duration
@@ -46,14 +46,6 @@ from shared.kube import KubeClient, KubeError, error_from
 log = logging.getLogger(__name__)
 EVENT_TYPES = ("ADDED", "MODIFIED", "DELETED")
 Known = dict[str, tuple[str, str, str]]  # uid -> (namespace, name, resourceVersion)
-
-
-class _Head(msgspec.Struct, rename="camel"):
-    type: str = ""
-    uid: str = ""
-    name: str = ""
-    namespace: str | None = None
-    resource_version: str = ""
 
 
 class _Status(msgspec.Struct):
@@ -348,7 +340,7 @@ class KindWatcher:
         stream = self.subjects.events_stream
         async for chunk in last_per_subject(self.js, stream, self.subjects.events_of(self.spec.plural)):
             for msg in chunk:
-                head = msgspec.json.decode(msg.data, type=_Head)
+                head = msgspec.json.decode(msg.data, type=EventHead)
                 if head.type == "DELETED":
                     known.pop(head.uid, None)
                 else:

@@ -162,6 +162,23 @@ class NodeInfo(msgspec.Struct, rename="camel", kw_only=True, omit_defaults=True)
     labels: dict[str, str] = msgspec.field(default_factory=dict)
 
 
+class EventHead(msgspec.Struct, rename="camel"):
+    """An event's envelope without its object: enough to route it (decoded first, cheaply)."""
+
+    kind: str = ""
+    type: str = ""
+    uid: str = ""
+    namespace: str | None = None
+    name: str = ""
+    resource_version: str = ""
+    error: str | None = None
+
+    @property
+    def ident(self) -> str:
+        """`namespace/name`, or `name` for a cluster-scoped object."""
+        return f"{self.namespace}/{self.name}" if self.namespace else self.name
+
+
 Payload = TypeVar("Payload", PodInfo, PodMigrationJob, Reservation, PdbInfo, WorkloadInfo, NodeInfo)
 
 
