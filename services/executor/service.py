@@ -31,6 +31,7 @@ from shared.api.pmj import ANNOTATION_ABORT, GROUP, PLURAL, TERMINAL_PHASES, Pod
 from shared.api.reservation import LABEL_CREATED_BY, LABEL_JOB, reservation_name
 from shared.config import PodherdConfig
 from shared.consume import Retry, durable, one_by_one, read_or_retry, run_consumer
+from shared.durations import parse_duration
 from shared.kube import KubeClient, KubeError
 from shared.ops import OpsServer
 from shared.runtime import close_nats, nats_check
@@ -70,6 +71,21 @@ class Executor:
 
     async def handle(self, msg: Any) -> None:
         command = codec.decode(msg.data, Command)
+        heartbeat = asyncio.create_task(self._heartbeat(msg))
+        try:
+            await self._act(command, msg)
+        finally:
+            heartbeat.cancel()
+
+    async def _heartbeat(self, msg: Any) -> None:
+        """While an action runs, tell JetStream the message is still being worked on (no redelivery)."""
+        period = max(0.5, parse_duration(self.config.nats.ack_wait) / 3)
+        while True:
+            await asyncio.sleep(period)
+            with contextlib.suppress(Exception):
+                await msg.in_progress()
+
+    async def _act(self, command: Command, msg: Any) -> None:
         if command.step == "cleanup":
             await self.cleanup(command.job.name)  # also for a job already deleted
             return

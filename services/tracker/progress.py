@@ -203,6 +203,13 @@ class _Progress:
                 REASON_FORBIDDEN_MIGRATE_POD,
                 f"Reservation {r.name} was scheduled on the pod's own node {r.node}",
             )
+        if pod is not None and pod.node is None and not started:
+            # A pending, unscheduled pod: nothing to evict; it moves by scheduling into the room itself.
+            return self.stay(
+                PHASE_RUNNING,
+                REASON_WAIT_FOR_POD_BIND_RESERVATION,
+                f"waiting for the pending pod to take Reservation {r.name}",
+            )
         if pod is not None and not pod.terminating:
             return self.evicting()
         self.set(COND_EVICTION, STATUS_TRUE, REASON_EVICT_COMPLETE, "the pod was evicted")
@@ -251,6 +258,18 @@ class _Progress:
         controller (as in Koordinator), so a replacement of the same workload (another job's) may take any
         of them: then reserve again; the other job claims that replacement. Anyone else: forbidden."""
         taker = self.o.bound_pod
+        pod = self.o.pod
+        if taker is not None and pod is not None and taker.uid == pod.uid:
+            # The job's own pending pod scheduled into the room: it has moved.
+            self.pod_ref = ObjectReference(namespace=pod.namespace, name=pod.name, uid=pod.uid)
+            self.node = taker.node or r.node
+            self.set(
+                COND_POD_BOUND_RESERVATION,
+                STATUS_TRUE,
+                "",
+                f"{pod.namespace}/{pod.name} took Reservation {r.name}",
+            )
+            return self.end(PHASE_SUCCEEDED, "", f"the pending pod scheduled into Reservation {r.name}")
         if taker is not None and r.owner_controller_uid and taker.controller_uid == r.owner_controller_uid:
             who = f"{taker.namespace}/{taker.name}"
             message = f"Reservation {r.name} was taken by {who} of the same workload; reserving again"

@@ -29,7 +29,7 @@ from typing import Any
 
 import msgspec
 import redis.asyncio as aioredis
-from prometheus_client import Counter, Gauge
+from prometheus_client import Counter
 
 from services.tracker import progress as machine
 from services.tracker.intake import IntentIntake
@@ -70,7 +70,6 @@ from shared.runtime import close_nats, nats_check
 
 log = logging.getLogger(__name__)
 TRANSITIONS = Counter("podherd_tracker_transitions_total", "Job phase changes", ["phase", "reason"])
-JOBS_BY_PHASE = Gauge("podherd_jobs", "Jobs this replica saw last, by phase", ["phase"])
 RELEASES = Counter("podherd_ledger_releases_total", "Ledger slots released when jobs ended")
 JOBS = f"/apis/{GROUP}/v1alpha1/{PLURAL}"
 RESERVATIONS = f"/apis/{GROUP}/v1alpha1/reservations"

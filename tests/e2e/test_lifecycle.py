@@ -103,6 +103,9 @@ async def test_reservation_first_moves_the_pod_into_the_reserved_room(
     migrations = await client.hget(f"{test_id}:stats:workload-migrations", "Deployment/default/web")
     await client.aclose()
     assert migrations == b"1"  # counted for the arbitrator's sort
+    events = kube.core.list_namespaced_event("default", field_selector="involvedObject.name=move-1").items
+    reasons = {e.reason for e in events}
+    assert {"Running", "ReservationCreated", "EvictComplete", "Succeeded"} <= reasons, reasons
 
 
 async def test_evict_directly_ends_when_the_pod_is_gone(

@@ -222,3 +222,7 @@ async def test_a_crash_between_acting_and_acknowledging_evicts_once_and_ends_the
     live = web_pods(kube)
     assert name not in live and len(live) == 3  # evicted once: one replacement
     assert reservations(kube) == []
+    client = aioredis.from_url(redis_srv.url)
+    held = await Ledger(client, test_id, 600).snapshot()
+    await client.aclose()
+    assert held == {"slots": {}, "claims": {}}  # released

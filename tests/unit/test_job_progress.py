@@ -223,3 +223,18 @@ def test_the_reservation_is_built_as_koordinator_builds_it() -> None:
     assert "affinity" not in pinned["spec"]["template"]["spec"]
     pending = {**pod, "spec": {"containers": []}, "status": {"phase": "Pending"}}
     assert reservation_for(job(), pending, "5m")["spec"]["owners"][0]["object"]["uid"] == "pod-uid"
+
+
+def test_a_pending_pod_is_not_evicted_it_schedules_into_the_room() -> None:
+    pending = replace(POD, node=None, ready=False)
+    waiting = progress(seen(pod=pending, reservation=reservation()))
+    assert (waiting.status.phase, waiting.status.reason, waiting.actions) == (
+        "Running",
+        "WaitForPodBindReservation",
+        (),
+    )
+    took = reservation("Succeeded", bound=(("default", "web-0", "pod-uid"),))
+    bound = replace(pending, node="node-2")
+    done = progress(seen(pod=bound, reservation=took, bound_pod=bound))
+    assert (done.status.phase, done.status.node_name) == ("Succeeded", "node-2")
+    assert done.status.pod_ref is not None and done.status.pod_ref.uid == "pod-uid"
