@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
+from nats.errors import ConnectionClosedError
 from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
@@ -124,12 +125,17 @@ async def run_consumer(
     went: None (ack), a SchemaError (undecodable: dead-lettered and terminated, never redelivered) or another
     exception (nak: redelivered after a second, up to `maxDeliver` times). A fetch in hand when stopping is
     handed back (nak) at once."""
+    task = asyncio.current_task()
     while not stop.is_set():
         try:
             messages = await sub.fetch(batch, timeout=1.0)
         except (TimeoutError, NatsTimeoutError):
+            _raise_if_cancelling(task)  # nats-py can turn a cancellation into a fetch timeout
             continue
+        except ConnectionClosedError:
+            return  # the connection was closed under us: nothing more will come
         except Exception as exc:  # NATS reconnecting: wait and try again
+            _raise_if_cancelling(task)
             log.warning("%s: fetch failed: %s", name, exc)
             await asyncio.sleep(0.5)
             continue
@@ -159,3 +165,8 @@ async def run_consumer(
                 )
                 with contextlib.suppress(Exception):
                     await msg.nak(delay=1.0)
+
+
+def _raise_if_cancelling(task: asyncio.Task[Any] | None) -> None:
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError

@@ -196,10 +196,12 @@ class Arbitrator:
         sub = await self.setup()
         released = await self.nc.subscribe(f"{self.subjects.prefix}.ledger.released", cb=self._on_release)
         try:
-            await asyncio.gather(
-                run_consumer(sub, self.js, self.subjects, CONSUMER, self.handle_batch, stop),
-                self.admission_loop(stop),
-            )
+            # One part failing takes the others down: the process exits and is restarted whole.
+            async with asyncio.TaskGroup() as group:
+                group.create_task(
+                    run_consumer(sub, self.js, self.subjects, CONSUMER, self.handle_batch, stop)
+                )
+                group.create_task(self.admission_loop(stop))
         finally:
             await released.unsubscribe()
 

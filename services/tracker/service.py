@@ -127,14 +127,18 @@ class Tracker:
             self.config.nats,
             max_deliver=-1,
         )
-        await asyncio.gather(
-            run_consumer(events, self.js, self.subjects, "tracker", one_by_one(self.on_event), stop),
-            run_consumer(
-                decisions, self.js, self.subjects, "tracker-jobs", one_by_one(self.on_job_message), stop
-            ),
-            self.intake.serve(self.nc, self.config.nats, stop),
-            self.deadlines(stop),
-        )
+        # One part failing takes the others down: the process exits and is restarted whole.
+        async with asyncio.TaskGroup() as group:
+            group.create_task(
+                run_consumer(events, self.js, self.subjects, "tracker", one_by_one(self.on_event), stop)
+            )
+            group.create_task(
+                run_consumer(
+                    decisions, self.js, self.subjects, "tracker-jobs", one_by_one(self.on_job_message), stop
+                )
+            )
+            group.create_task(self.intake.serve(self.nc, self.config.nats, stop))
+            group.create_task(self.deadlines(stop))
 
     # ----------------------------------------------------------------------------------------------------
     # Triggers

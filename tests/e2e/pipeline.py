@@ -106,11 +106,14 @@ class Pipeline:
     async def kill(self, running: Running) -> None:
         """As SIGKILL would: no shutdown at all, connections dropped."""
         # A cancellation can land in a library that swallows it (nats-py's fetch): cancel until it ends.
-        for _ in range(100):
+        # Cancel once and let the task unwind (cancelling again would interrupt its connections' cleanup).
+        for _ in range(10):
             running.task.cancel()
-            done, _pending = await asyncio.wait([running.task], timeout=0.1)
+            done, _pending = await asyncio.wait([running.task], timeout=2.0)
             if done:
                 break
+        if running.task.done() and not running.task.cancelled():
+            running.task.exception()  # it crashed (a test's fault injection): seen
         for close in running.closers:
             with contextlib.suppress(Exception):
                 result = close()
