@@ -86,7 +86,6 @@ class Observed:
     now: datetime
     admitted: bool
     rejection: tuple[str, str] | None  # (reason, message) when the arbitrator rejected it
-    deferral: str | None  # the arbitrator's latest "deferred: ..." message
     pod: PodView | None  # the pod to move, if it still exists (and is the one the job was made for)
     reservation: ReservationView | None  # the job's current Reservation (its latest attempt)
     bound_pod: PodView | None  # the pod that took the current Reservation, if it exists
@@ -145,7 +144,7 @@ class _Progress:
         if not o.admitted:
             if job.spec.paused:
                 return self.stay(PHASE_PENDING, "", "paused: the job waits until spec.paused is false")
-            return self.stay(PHASE_PENDING, "", o.deferral or "waiting for admission")
+            return self.stay(PHASE_PENDING, "", "waiting for admission (the arbitrator audits why)")
         if o.dry_run:
             return self.end(
                 PHASE_SUCCEEDED, "", "dry run: admitted; no Reservation created and no pod evicted"

@@ -311,7 +311,6 @@ class Tracker:
             rejection=(decision.reason or PHASE_FAILED, decision.message)
             if decision is not None and decision.decision == "rejected"
             else None,
-            deferral=None,
             pod=pod,
             reservation=current,
             bound_pod=bound_pod,

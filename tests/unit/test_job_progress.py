@@ -42,7 +42,6 @@ def seen(**changes: Any) -> Observed:
         now=NOW,
         admitted=True,
         rejection=None,
-        deferral=None,
         pod=POD,
         reservation=None,
         bound_pod=None,
