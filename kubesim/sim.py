@@ -36,6 +36,7 @@ from kubesim.controllers.pdb import PdbController
 from kubesim.controllers.scheduler import Scheduler
 from kubesim.controllers.workloads import Workloads
 from kubesim.options import SimOptions
+from kubesim.rbac import Authorizer
 from kubesim.scenario import load_scenario
 from kubesim.server import ApiServer
 from kubesim.store import Store
@@ -51,6 +52,8 @@ class Simulator:
         self.store = Store(history=self.options.history)
         self.store.admission.append(Admission(self.store))
         self.api = ApiServer(self.store, self.options)
+        self.authorizer = Authorizer(self.store) if self.options.rbac else None
+        self.api.authorizer = self.authorizer
         self.controllers: list[Controller[Any]] = []
         self._runner: web.AppRunner | None = None
         self.port = 0
@@ -92,12 +95,13 @@ class Simulator:
             await self._runner.cleanup()
 
 
-def write_kubeconfig(url: str, path: Path, name: str = "kubesim") -> Path:
+def write_kubeconfig(url: str, path: Path, name: str = "kubesim", token: str = "kubesim") -> Path:
+    """A kubeconfig for `url`; `token` from `kubesim.rbac.token_for` authenticates as a ServiceAccount."""
     config = {
         "apiVersion": "v1",
         "kind": "Config",
         "clusters": [{"name": name, "cluster": {"server": url}}],
-        "users": [{"name": name, "user": {"token": "kubesim"}}],
+        "users": [{"name": name, "user": {"token": token}}],
         "contexts": [{"name": name, "context": {"cluster": name, "user": name, "namespace": "default"}}],
         "current-context": name,
         "preferences": {},
@@ -234,15 +238,17 @@ async def serve_forever(
     port: int,
     kubeconfig: Path | None,
     host: str = "127.0.0.1",
+    advertise_url: str | None = None,
 ) -> None:
-    """`podherd sim`: load, serve, write the kubeconfig last (it signals readiness), stop on SIGTERM."""
+    """`podherd sim`: load, serve, write the kubeconfig last (it signals readiness), stop on SIGTERM.
+    `advertise_url` is the server address the kubeconfig names (`http://kubesim:6443` in compose)."""
     sim = Simulator(options)
     if scenario:
         load_scenario(sim, scenario)
     await sim.start(host=host, port=port)
     if kubeconfig is not None:
         tmp = kubeconfig.with_suffix(".tmp")
-        write_kubeconfig(sim.url, tmp)
+        write_kubeconfig(advertise_url or sim.url, tmp)
         tmp.replace(kubeconfig)
     print(f"kubesim serving {sim.url}" + (f"; kubeconfig {kubeconfig}" if kubeconfig else ""), flush=True)
     stop = asyncio.Event()

@@ -6,19 +6,20 @@ import argparse
 import json
 import sys
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import msgspec
 
 from podherd import __version__
+from podherd.errors import CliError
 from shared.config import ConfigError, load_config
 from shared.servers import ServerUnavailable
 
+if TYPE_CHECKING:
+    from shared.runtime import ServiceMain
+
 EXIT_USAGE = 2
 EXIT_FAILED = 1
-
-
-class CliError(Exception):
-    """An expected failure: printed as one line, exit code 1."""
 
 
 def _cmd_version(_: argparse.Namespace) -> int:
@@ -27,15 +28,31 @@ def _cmd_version(_: argparse.Namespace) -> int:
 
 
 def _cmd_config(args: argparse.Namespace) -> int:
+    if args.reference:
+        from podherd.reference import config_reference
+
+        print(config_reference(), end="")
+        return 0
     config = load_config(args.config)
     print(json.dumps(msgspec.to_builtins(config), indent=2, sort_keys=True))
     return 0
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    from podherd.demo import run_demo
+    from podherd.demo import DemoOptions, run_demo
 
-    return run_demo(keep=args.keep)
+    return run_demo(
+        DemoOptions(
+            keep=args.keep,
+            kubeconfig=args.kubeconfig,
+            nats_url=args.nats_url,
+            redis_url=args.redis_url,
+            prefix=args.prefix,
+            timeout=args.timeout,
+            workdir=args.workdir,
+            summary_json=args.summary_json,
+        )
+    )
 
 
 def _cmd_sim(args: argparse.Namespace) -> int:
@@ -54,12 +71,18 @@ def _cmd_sim(args: argparse.Namespace) -> int:
             scenario = resolve(args.scenario)
         except (KeyError, ValueError, OSError, yaml.YAMLError) as exc:
             raise CliError(f"scenario {args.scenario!r}: {exc}") from exc
-    options = SimOptions(evict_in_background=args.evict_in_background, record_events=not args.no_events)
+    options = SimOptions(
+        evict_in_background=args.evict_in_background, record_events=not args.no_events, rbac=args.rbac
+    )
     if args.no_controllers:
         options.scheduler = options.workloads = options.kubelet = options.pdb = False
     kubeconfig = Path(args.kubeconfig) if args.kubeconfig else None
     try:
-        asyncio.run(serve_forever(options, scenario, args.port, kubeconfig, host=args.host))
+        asyncio.run(
+            serve_forever(
+                options, scenario, args.port, kubeconfig, host=args.host, advertise_url=args.advertise_url
+            )
+        )
     except OSError as exc:
         raise CliError(f"cannot serve on {args.host}:{args.port}: {exc.strerror}") from exc
     return 0
@@ -68,45 +91,176 @@ def _cmd_sim(args: argparse.Namespace) -> int:
 SERVICES = ("watcher", "arbitrator", "executor", "tracker")
 
 
+def _service_mains() -> dict[str, ServiceMain]:
+    from services.arbitrator.service import main as arbitrator_main
+    from services.executor.service import main as executor_main
+    from services.tracker.service import main as tracker_main
+    from services.watcher.service import main as watcher_main
+
+    return {
+        "watcher": watcher_main,
+        "arbitrator": arbitrator_main,
+        "executor": executor_main,
+        "tracker": tracker_main,
+    }
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
-    from shared.runtime import run
+    from shared.runtime import run, run_together
 
     config = load_config(args.config)
-    if args.service == "watcher":
-        from services.watcher.service import main as watcher_main
+    mains = _service_mains()
+    if args.service == "all":
+        return run_together(config, mains)
+    return run(args.service, config, mains[args.service])
 
-        return run("watcher", config, watcher_main)
-    if args.service == "arbitrator":
-        from services.arbitrator.service import main as arbitrator_main
 
-        return run("arbitrator", config, arbitrator_main)
-    if args.service == "executor":
-        from services.executor.service import main as executor_main
+def _pod_key(text: str) -> tuple[str, str]:
+    namespace, sep, name = text.partition("/")
+    if not sep or not namespace or not name or "/" in name:
+        raise CliError(f"{text!r} is not NAMESPACE/POD")
+    return namespace, name
 
-        return run("executor", config, executor_main)
-    from services.tracker.service import main as tracker_main
 
-    return run("tracker", config, tracker_main)
+def _cmd_submit(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from podherd import client
+    from shared.api import codec
+    from shared.api.messages import MigrationIntent, PodKey
+    from shared.bus import Subjects
+
+    config = load_config(args.config)
+    namespace, name = _pod_key(args.pod)
+    intent = MigrationIntent(
+        idempotency_key=args.key or client.intent_key(namespace, name, args.target_node, args.mode),
+        pod=PodKey(namespace=namespace, name=name),
+        requester=args.requester,
+        target_node=args.target_node,
+        mode=args.mode,
+        ttl=args.ttl,
+        reason=args.reason,
+    )
+    try:
+        codec.decode(codec.encode(intent), MigrationIntent)  # the constraints the tracker will check
+    except codec.SchemaError as exc:
+        raise CliError(str(exc)) from exc
+    subjects = Subjects(config.nats.subject_prefix)
+
+    async def submit() -> int:
+        async with client.nats_client(config) as nc:
+            reply = await client.request_intent(nc, subjects, intent, args.timeout)
+            print(f"job {reply.job} {'created' if reply.created else 'exists'}")
+            if not args.wait:
+                return 0
+            assert reply.job is not None
+            last = await client.follow_job(nc, subjects, reply.job, args.wait_timeout, _show_record)
+            return 0 if last.phase == "Succeeded" else EXIT_FAILED
+
+    return asyncio.run(submit())
+
+
+def _show_record(record: Any) -> None:
+    what = record.phase or record.action
+    why = f" {record.reason}" if record.reason else ""
+    text = f": {record.message}" if record.message else ""
+    print(f"{record.time:%H:%M:%S} {record.job} {what}{why}{text}", flush=True)
+
+
+def _cmd_jobs(args: argparse.Namespace) -> int:
+    from podherd import client
+
+    config = load_config(args.config)
+    items = client.list_jobs(config)
+    if args.output == "json":
+        print(json.dumps(items))
+        return 0
+    rows = client.job_rows(items, client.now_utc())
+    print(client.table(("NAME", "PHASE", "REASON", "POD", "NODE", "AGE"), rows))
+    return 0
+
+
+def _cmd_audit(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from podherd import client
+    from shared.bus import Subjects
+
+    config = load_config(args.config)
+    subjects = Subjects(config.nats.subject_prefix)
+
+    async def tail() -> int:
+        async with client.nats_client(config) as nc:
+            async for data in client.audit_records(nc, subjects, args.job, args.follow):
+                sys.stdout.write(data.decode() + "\n")
+                sys.stdout.flush()
+        return 0
+
+    return asyncio.run(tail())
+
+
+def _cmd_plan(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from podherd import client
+    from shared.bus import Subjects
+
+    config = load_config(args.config)
+    chosen = client.plan_cluster(config, args.pod)
+    if args.output == "json":
+        print(client.plan_json(chosen))
+    else:
+        print(f"to schedule {chosen.pending.key}, empty {chosen.node}:")
+        rows = [(m.pod.key, m.pod.node or "", m.target_node) for m in chosen.moves]
+        print(client.table(("POD", "FROM", "TO"), rows))
+    if not args.apply:
+        return 0
+    intents = client.plan_intents(chosen, "podherd-plan", f"make room for {chosen.pending.key}")
+    subjects = Subjects(config.nats.subject_prefix)
+
+    async def publish() -> int:
+        async with client.nats_client(config) as nc:
+            replies = await client.gather_replies(nc, subjects, intents, args.timeout)
+        for intent, reply in zip(intents, replies, strict=True):
+            print(f"{intent.pod.namespace}/{intent.pod.name} -> job {reply.job}")
+        return 0
+
+    return asyncio.run(publish())
+
+
+class _Parser(argparse.ArgumentParser):
+    """Usage mistakes are one line too (`podherd <command> --help` has the rest)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"{self.prog}: {message} (see {self.prog} --help)\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
+    common = _Parser(add_help=False)
     common.add_argument("--config", help="YAML config file (default: $PODHERD_CONFIG)")
-    parser = argparse.ArgumentParser(prog="podherd", description="Safe pod migration for Kubernetes.")
+    parser = _Parser(prog="podherd", description="Safe pod migration for Kubernetes.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     sub.add_parser("version", help="print the version").set_defaults(func=_cmd_version)
-    sub.add_parser(
+    config = sub.add_parser(
         "config", parents=[common], help="print the effective configuration after file and environment"
-    ).set_defaults(func=_cmd_config)
+    )
+    config.add_argument("--reference", action="store_true", help="print every key, default and variable")
+    config.set_defaults(func=_cmd_config)
     run = sub.add_parser("run", parents=[common], help="run a service (production entry point)")
-    run.add_argument("service", choices=SERVICES)
+    run.add_argument("service", choices=(*SERVICES, "all"), help="one service, or all four in one process")
     run.set_defaults(func=_cmd_run)
     sim = sub.add_parser("sim", help="run kubesim, a Kubernetes API server with simulated control loops")
     sim.add_argument("--scenario", help="fragmented, small, generate:NODES:PODS, or a YAML file")
     sim.add_argument("--port", type=int, default=6443, help="port to serve on (0: any free port)")
     sim.add_argument("--host", default="127.0.0.1")
     sim.add_argument("--kubeconfig", help="write a kubeconfig for the simulator here")
+    sim.add_argument(
+        "--advertise-url", help="the server URL the kubeconfig names (default: where it listens)"
+    )
+    sim.add_argument(
+        "--rbac", action="store_true", help="enforce RBAC for ServiceAccount tokens (serviceaccount:NS:NAME)"
+    )
     sim.add_argument(
         "--evict-in-background",
         action="store_true",
@@ -119,10 +273,46 @@ def build_parser() -> argparse.ArgumentParser:
         help="a static cluster: no scheduler, workload controllers, kubelet or PDB controller",
     )
     sim.set_defaults(func=_cmd_sim)
-    demo = sub.add_parser("demo", parents=[common], help="run the demo on the embedded default")
-    demo.add_argument(
-        "--keep", action="store_true", help="leave the servers running and print their addresses"
+    submit = sub.add_parser("submit", parents=[common], help="ask Podherd to migrate one pod (an intent)")
+    submit.add_argument("pod", metavar="NAMESPACE/POD")
+    submit.add_argument("--target-node", help="reserve room on this node")
+    submit.add_argument("--mode", choices=("ReservationFirst", "EvictDirectly"))
+    submit.add_argument("--ttl", help="the job's deadline, e.g. 10m (default: defaultJobTTL)")
+    submit.add_argument("--reason", help="why, for the audit trail")
+    submit.add_argument("--requester", default="podherd-cli", help="who asks (default: podherd-cli)")
+    submit.add_argument("--key", help="idempotency key (default: derived from the pod and options)")
+    submit.add_argument(
+        "--wait", action="store_true", help="follow the job to its end; exit 1 unless it succeeds"
     )
+    submit.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for the intent's answer")
+    submit.add_argument("--wait-timeout", type=float, default=600.0, help="seconds to follow the job")
+    submit.set_defaults(func=_cmd_submit)
+    jobs = sub.add_parser("jobs", parents=[common], help="list PodMigrationJobs: phase, reason, age")
+    jobs.add_argument("-o", "--output", choices=("table", "json"), default="table")
+    jobs.set_defaults(func=_cmd_jobs)
+    audit = sub.add_parser("audit", help="read the audit stream")
+    audit_sub = audit.add_subparsers(dest="audit_command", required=True, metavar="COMMAND")
+    tail = audit_sub.add_parser("tail", parents=[common], help="print audit records as JSON lines")
+    tail.add_argument("--job", help="only this job's records")
+    tail.add_argument("-f", "--follow", action="store_true", help="keep printing new records")
+    tail.set_defaults(func=_cmd_audit)
+    plan = sub.add_parser("plan", parents=[common], help="plan a defragmentation for a pending pod (dry)")
+    plan.add_argument(
+        "--pod", metavar="NAMESPACE/POD", help="the pod to make room for (default: largest pending)"
+    )
+    plan.add_argument("--apply", action="store_true", help="publish the plan's moves as intents")
+    plan.add_argument("-o", "--output", choices=("table", "json"), default="table")
+    plan.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for each intent's answer")
+    plan.set_defaults(func=_cmd_plan)
+    demo = sub.add_parser("demo", help="a defragmentation end to end on the embedded default")
+    demo.add_argument("--keep", action="store_true", help="leave everything running and print the addresses")
+    demo.add_argument("--kubeconfig", help="an existing cluster to defragment (default: kubesim, fragmented)")
+    demo.add_argument("--nats-url", help="an existing NATS (default: $NATS_URL, else a local nats-server)")
+    demo.add_argument("--redis-url", help="an existing Redis (default: $REDIS_URL, else a local server)")
+    demo.add_argument("--prefix", default="podherd", help="NATS subject and Redis key prefix")
+    demo.add_argument("--timeout", type=float, default=180.0, help="seconds to wait for the moves")
+    demo.add_argument("--workdir", help="where config, kubeconfigs and service logs go (default: a temp dir)")
+    demo.add_argument("--summary-json", help="also write the summary here as JSON")
     demo.set_defaults(func=_cmd_demo)
     return parser
 

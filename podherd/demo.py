@@ -1,208 +1,290 @@
-"""The demo on the embedded default: kubesim, real NATS (JetStream) and Redis from the `embedded` extra.
+"""`podherd demo`: a defragmentation, end to end, on the embedded default.
 
-What it shows today (the migration pipeline itself arrives with the arbitrator, executor and tracker):
-1. kubesim serves the `fragmented` scenario (seed 002's picture: every node half full, a node-sized pod
-   pending) to the watcher through an ordinary kubeconfig;
-2. the watcher lists and watches every kind and publishes them onto JetStream; a pod is deleted, its
-   Deployment replaces it, and both changes arrive on the stream;
-3. a migration intent published twice under one `Nats-Msg-Id` is stored once and decodes strictly;
-4. a ledger slot taken twice by a Lua script keyed by job UID is held once.
+1. kubesim serves seed 002's picture (`fragmented`: every node half full, a node-sized pod pending), with RBAC
+   on; real NATS (JetStream) and Redis come from the `embedded` extra (or `NATS_URL` / `REDIS_URL`).
+2. Podherd's CRDs and `deploy/rbac` are installed; the four services start as separate processes, each
+   with its own ServiceAccount's token, so each can do only what its ClusterRole allows.
+3. The planner picks the node that needs the fewest moves and where each pod goes; the moves are
+   published as intents over NATS.
+4. Live progress shows jobs by phase, ledger slots in use and each node's fill, while a watchdog reads the
+   cluster and the ledger for the promises (no replacement Pending, no limit exceeded).
+5. The summary says what happened, from the cluster; `--keep` leaves everything up.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import sys
+import tempfile
 import time
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import msgspec
-import nats
 import redis.asyncio as aioredis
 import yaml
-from nats.js.api import StreamConfig
 
-from kubesim.sim import SimHandle, start_in_thread
-from services.watcher.decode import RawList, RawPod
-from services.watcher.service import Watcher
-from shared.api import codec
-from shared.api.messages import MigrationIntent, PodKey
-from shared.bus import Subjects
-from shared.config import config_from_dict
+from kubesim.options import SimOptions
+from kubesim.rbac import token_for
+from kubesim.sim import start_in_thread, write_kubeconfig
+from podherd import client
+from podherd.errors import CliError
+from podherd.install import install, service_account
+from podherd.invariants import Findings, Watchdog
+from podherd.planner import Plan
+from podherd.processes import SERVICES, ServiceFailed, ServiceProcesses
+from shared import bus
+from shared.api.pmj import GROUP, TERMINAL_PHASES
+from shared.config import PodherdConfig, config_from_dict
 from shared.kube import KubeClient
-from shared.servers import Server, nats_server, redis_server
-
-TAKE_SLOT = """
--- KEYS[1]: the slot set; ARGV[1]: job uid; ARGV[2]: the limit. All or nothing, idempotent per uid.
-if redis.call('SISMEMBER', KEYS[1], ARGV[1]) == 1 then return 1 end
-if redis.call('SCARD', KEYS[1]) >= tonumber(ARGV[2]) then return 0 end
-redis.call('SADD', KEYS[1], ARGV[1])
-return 1
-"""
-PREFIX = "podherd"
-CRDS = Path(__file__).resolve().parents[1] / "deploy" / "crds"
+from shared.quantity import milli
+from shared.servers import nats_server, redis_server
 
 
-def _apply_crds(kube: KubeClient) -> None:
-    for path in sorted(CRDS.glob("*.yaml")):
-        kube.request(
-            "POST",
-            "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
-            body=yaml.safe_load(path.read_text()),
-            content_type="application/json",
-        )
+@dataclass
+class DemoOptions:
+    keep: bool = False
+    kubeconfig: str | None = None  # an existing cluster instead of kubesim's `fragmented`
+    nats_url: str | None = None
+    redis_url: str | None = None
+    prefix: str = "podherd"
+    timeout: float = 180.0
+    workdir: str | None = None
+    summary_json: str | None = None
 
 
-async def _events(js: Any, subject: str) -> list[dict[str, Any]]:
-    sub = await js.subscribe(subject, ordered_consumer=True)
-    out = []
-    try:
-        while True:
-            msg = await sub.next_msg(timeout=1.0)
-            out.append(json.loads(msg.data))
-            if msg.metadata.num_pending == 0:
-                break
-    except (TimeoutError, nats.errors.TimeoutError):
-        pass
-    await sub.unsubscribe()
-    return out
+def run_demo(opts: DemoOptions, out: TextIO = sys.stdout) -> int:
+    started = time.monotonic()
+    workdir = Path(opts.workdir or tempfile.mkdtemp(prefix="podherd-demo-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    with contextlib.ExitStack() as stack:
+        nats_url, redis_url = opts.nats_url, opts.redis_url
+        if nats_url is None:
+            nats_srv = nats_server()
+            stack.callback(nats_srv.stop)
+            nats_url = nats_srv.url
+        if redis_url is None:
+            redis_srv = redis_server()
+            stack.callback(redis_srv.stop)
+            redis_url = redis_srv.url
+        kubeconfigs: dict[str, Path] = {}
+        authorizer = None
+        if opts.kubeconfig:
+            kubeconfig = Path(opts.kubeconfig)
+        else:
+            handle = start_in_thread(SimOptions(rbac=True), scenario="fragmented")
+            stack.callback(handle.stop)
+            kubeconfig = handle.kubeconfig
+            authorizer = handle.sim.authorizer if handle.sim is not None else None
+            for service in SERVICES:
+                kubeconfigs[service] = write_kubeconfig(
+                    handle.url, workdir / f"kubeconfig-{service}", token=token_for(*service_account(service))
+                )
+        config_path = workdir / "podherd.yaml"
+        config_path.write_text(yaml.safe_dump(_config_document(opts.prefix, nats_url, redis_url, kubeconfig)))
+        config = config_from_dict(_config_document(opts.prefix, nats_url, redis_url, kubeconfig))
+        kube = KubeClient.from_config(config.kubernetes)
+        stack.callback(kube.close)
+        install(kube, rbac=True)
+        print(f"kubesim / cluster  KUBECONFIG={kubeconfig}", file=out)
+        print(f"NATS               {nats_url}", file=out)
+        print(f"Redis              {redis_url}", file=out)
+        processes = ServiceProcesses(config_path, workdir / "logs", kubeconfigs)
+        stack.callback(processes.stop_all)
+        processes.start_all()
+        try:
+            processes.wait_ready(60)
+        except ServiceFailed as exc:
+            raise CliError(f"a service did not start: {exc}") from exc
+        for proc in processes.running:
+            print(f"  {proc.name:<14} pid {proc.process.pid:<7} metrics {proc.metrics_url}", file=out)
+        summary = asyncio.run(_defragment(config, kube, opts, out))
+        if authorizer is not None:
+            summary["rbac_denials"] = [str(d) for d in authorizer.denials]
+        codes = {} if opts.keep else processes.stop_all()
+        summary["services_exit_codes"] = codes
+        summary["seconds"] = round(time.monotonic() - started, 1)
+        summary["audit"] = f"podherd audit tail --config {config_path}   (stream {summary.pop('_stream')})"
+        summary["metrics"] = [p.metrics_url for p in processes.running] or "stopped with the services"
+        summary["logs"] = str(workdir / "logs")
+        ok = _print_summary(summary, out)
+        if opts.summary_json:
+            Path(opts.summary_json).write_text(json.dumps(summary, indent=2))
+        if opts.keep:
+            print(f"\n--keep: everything stays up. KUBECONFIG={kubeconfig} NATS_URL={nats_url} ", file=out)
+            print(f"REDIS_URL={redis_url} PODHERD_CONFIG={config_path}; Ctrl-C stops it all.", file=out)
+            with contextlib.suppress(KeyboardInterrupt):
+                while True:
+                    time.sleep(3600)
+        return 0 if ok and all(c == 0 for c in codes.values()) else 1
 
 
-async def _watch_cluster(nats_url: str, handle: SimHandle) -> dict[str, Any]:
-    config = config_from_dict(
-        {
-            "nats": {"url": nats_url, "subjectPrefix": PREFIX},
-            "kubernetes": {"kubeconfig": str(handle.kubeconfig)},
-            "replica": "demo-watcher",
-            "http": {"port": 0},
-            "watcher": {"checkpointInterval": "200ms"},
-        }
-    )
-    nc = await nats.connect(nats_url)
-    kube = KubeClient.from_config(config.kubernetes)
-    await asyncio.to_thread(_apply_crds, kube)
-    watcher = Watcher(config, nc, kube)
-    stop = asyncio.Event()
-    task = asyncio.create_task(watcher.run(stop))
-    js = nc.jetstream()
-    subjects = Subjects(PREFIX)
-    try:
-        await asyncio.wait_for(asyncio.gather(*(e.wait() for e in watcher.synced.values())), 30)
-        listing = await kube.arequest(
-            "GET", "/api/v1/namespaces/default/pods", [("labelSelector", "app=web")]
-        )
-        web = msgspec.json.decode(listing, type=RawList[RawPod]).items
-        before = {p.metadata.uid for p in web}
-        victim = web[0].metadata
-        await kube.arequest("DELETE", f"/api/v1/namespaces/default/pods/{victim.name}")
-        deadline = time.monotonic() + 20
-        replacement = None
-        gone = False
-        while not (replacement and gone) and time.monotonic() < deadline:
-            pods = await _events(js, subjects.events_of("pods"))
-            replacement = next(
-                (
-                    e
-                    for e in pods
-                    if e["name"].startswith("web-") and e["uid"] not in before and e["object"].get("ready")
-                ),
-                None,
-            )
-            gone = any(e["uid"] == victim.uid and e["type"] == "DELETED" for e in pods)
-        every = await _events(js, subjects.all_events)
-        big = msgspec.json.decode(await kube.arequest("GET", "/api/v1/namespaces/default/pods/big"))
-        return {
-            "events_by_kind": dict(Counter(e["kind"] for e in every)),
-            "deleted_pod": victim.name,
-            "deleted_pod_events": [e["type"] for e in every if e["uid"] == victim.uid],
-            "replacement_pod": replacement["name"] if replacement else None,
-            "replacement_node": (replacement or {}).get("object", {}).get("nodeName"),
-            "big_pod": {"phase": big["status"]["phase"], "why": big["status"]["conditions"][0]["message"]},
-        }
-    finally:
-        stop.set()
-        await task
-        await nc.close()
-        kube.close()
-
-
-async def _intents_and_slots(nats_url: str, redis_url: str) -> dict[str, Any]:
-    nc = await nats.connect(nats_url)
-    try:
-        js = nc.jetstream()
-        await js.add_stream(StreamConfig(name="PODHERD_DEMO_INTENTS", subjects=["podherd.demo.intents.>"]))
-        intent = MigrationIntent(
-            idempotency_key="demo-1",
-            pod=PodKey(namespace="default", name="web-0"),
-            requester="podherd-demo",
-            target_node="node-2",
-        )
-        data = codec.encode(intent)
-        acks = [
-            await js.publish(
-                "podherd.demo.intents.default", data, headers={"Nats-Msg-Id": intent.idempotency_key}
-            )
-            for _ in range(2)
-        ]
-        stored = (await js.stream_info("PODHERD_DEMO_INTENTS")).state.messages
-        sub = await js.pull_subscribe("podherd.demo.intents.>", durable="demo")
-        [msg] = await sub.fetch(1, timeout=5)
-        decoded = codec.decode(msg.data, MigrationIntent)
-        await msg.ack()
-    finally:
-        await nc.close()
-    client = aioredis.from_url(redis_url)
-    try:
-        take = client.register_script(TAKE_SLOT)
-        key = "podherd:demo:{node-1}:migrating"
-        results = [await take(keys=[key], args=["job-uid-1", 2]) for _ in range(2)]
-        held = await client.scard(key)
-    finally:
-        await client.aclose()
+def _config_document(prefix: str, nats_url: str, redis_url: str, kubeconfig: Path) -> dict[str, Any]:
     return {
-        "intent_published": len(acks),
-        "intent_stored": stored,
-        "intent_decoded": f"{decoded.pod.namespace}/{decoded.pod.name} -> {decoded.target_node}",
-        "slot_takes": results,
-        "slots_held": held,
+        "nats": {"url": nats_url, "subjectPrefix": prefix},
+        "redis": {"url": redis_url, "keyPrefix": prefix},
+        "kubernetes": {"kubeconfig": str(kubeconfig)},
+        "replica": "demo",
+        "http": {"host": "127.0.0.1", "port": 0},
+        "logging": {"level": "INFO", "format": "json"},
+        "watcher": {"checkpointInterval": "500ms"},
     }
 
 
-def run_demo(keep: bool = False) -> int:
-    started = time.monotonic()
-    servers: list[Server] = []
-    handle: SimHandle | None = None
+async def _defragment(
+    config: PodherdConfig, kube: KubeClient, opts: DemoOptions, out: TextIO
+) -> dict[str, Any]:
+    chosen = await asyncio.to_thread(client.plan_cluster, config, None)
+    print(f"\nplan: empty {chosen.node} so that {chosen.pending.key} can schedule", file=out)
+    for move in chosen.moves:
+        print(f"  move {move.pod.key} from {move.pod.node} to {move.target_node}", file=out)
+    redis_client = aioredis.from_url(config.redis.url)
+    watchdog = Watchdog(
+        kube,
+        redis_client,
+        config.redis.key_prefix,
+        config.migration_controller,
+        ignore_pods=frozenset({chosen.pending.key}),
+    )
+    stop = asyncio.Event()
+    watching = asyncio.create_task(watchdog.run(stop))
+    subjects = bus.Subjects(config.nats.subject_prefix)
     try:
-        servers.append(nats_server())
-        servers.append(redis_server())
-        nats_srv, redis_srv = servers
-        handle = start_in_thread(scenario="fragmented")
-        print(f"kubesim {handle.url}  (KUBECONFIG={handle.kubeconfig})")
-        print(f"NATS    {nats_srv.url}  ({nats_srv.origin})")
-        print(f"Redis   {redis_srv.url}  ({redis_srv.origin})")
-        summary: dict[str, Any] = {"cluster": asyncio.run(_watch_cluster(nats_srv.url, handle))}
-        summary["ledger_and_intents"] = asyncio.run(_intents_and_slots(nats_srv.url, redis_srv.url))
-        summary["seconds"] = round(time.monotonic() - started, 2)
-        print(json.dumps(summary, indent=2))
-        cluster, ledger = summary["cluster"], summary["ledger_and_intents"]
-        ok = (
-            cluster["deleted_pod_events"][-1:] == ["DELETED"]
-            and cluster["replacement_pod"] is not None
-            and ledger["intent_stored"] == 1
-            and ledger["slots_held"] == 1
-        )
-        if keep:
-            print("--keep: everything stays up; press Ctrl-C to stop")
-            try:
-                while True:
-                    time.sleep(3600)
-            except KeyboardInterrupt:
-                pass
-        return 0 if ok else 1
+        intents = client.plan_intents(chosen, "podherd-demo", f"make room for {chosen.pending.key}")
+        async with client.nats_client(config) as nc:
+            replies = await client.gather_replies(nc, subjects, intents, 30)
+        jobs = sorted({r.job for r in replies if r.job})
+        print(f"published {len(intents)} intents -> jobs {', '.join(jobs)}\n", file=out)
+        await _follow(kube, chosen, jobs, watchdog, opts.timeout, out)
     finally:
-        if handle is not None:
-            handle.stop()
-        for server in servers:
-            server.stop()
+        stop.set()
+        findings = await watching
+        await redis_client.aclose()
+    facts = await _facts(kube, chosen, jobs, findings)
+    facts["_stream"] = subjects.audit_stream
+    return facts
+
+
+async def _follow(
+    kube: KubeClient, chosen: Plan, jobs: list[str], watchdog: Watchdog, within: float, out: TextIO
+) -> None:
+    live = out.isatty()
+    deadline = time.monotonic() + within
+    last = ""
+    while time.monotonic() < deadline:
+        state = await _state(kube, chosen, jobs)
+        line = _progress_line(state, watchdog.findings)
+        if live:
+            out.write("\r\033[K" + line)
+            out.flush()
+        elif line != last:
+            print(line, file=out, flush=True)
+        last = line
+        if state["ended"] == len(jobs) and state["pending_phase"] == "Running":
+            break
+        await asyncio.sleep(0.25)
+    if live:
+        out.write("\n")
+
+
+async def _state(kube: KubeClient, chosen: Plan, jobs: list[str]) -> dict[str, Any]:
+    phases: Counter[str] = Counter()
+    for name in jobs:
+        job = await kube.get_json(f"{client.JOBS_PATH}/{name}") or {}
+        phases[(job.get("status") or {}).get("phase") or "Pending"] += 1
+    namespace, _, name = chosen.pending.key.partition("/")
+    pending = await kube.get_json(f"/api/v1/namespaces/{namespace}/pods/{name}") or {}
+    pods = msgspec.json.decode(await kube.arequest("GET", "/api/v1/pods")).get("items") or []
+    nodes = msgspec.json.decode(await kube.arequest("GET", "/api/v1/nodes")).get("items") or []
+    fill = {}
+    for node in nodes:
+        capacity = milli((node.get("status") or {}).get("allocatable", {}).get("cpu", "0"))
+        used = sum(
+            milli(c.get("resources", {}).get("requests", {}).get("cpu", "0"))
+            for p in pods
+            if (p.get("spec") or {}).get("nodeName") == node["metadata"]["name"]
+            and (p.get("status") or {}).get("phase") in ("Pending", "Running")
+            for c in p["spec"].get("containers") or []
+        )
+        fill[node["metadata"]["name"]] = used / capacity if capacity else 0.0
+    return {
+        "phases": phases,
+        "ended": sum(n for phase, n in phases.items() if phase in TERMINAL_PHASES),
+        "pending_phase": (pending.get("status") or {}).get("phase"),
+        "pending_node": (pending.get("spec") or {}).get("nodeName"),
+        "fill": fill,
+    }
+
+
+def _bar(fraction: float, width: int = 4) -> str:
+    full = round(min(max(fraction, 0.0), 1.0) * width)
+    return "█" * full + "·" * (width - full)
+
+
+def _progress_line(state: dict[str, Any], findings: Findings) -> str:
+    phases = " ".join(f"{p}={n}" for p, n in sorted(state["phases"].items()))
+    nodes = " ".join(f"{n.removeprefix('node-')}[{_bar(f)}]" for n, f in sorted(state["fill"].items()))
+    slots = " ".join(f"{k}={v}" for k, v in sorted(findings.peak_slots.items())) or "-"
+    where = state["pending_node"] or "pending"
+    return f"jobs {phases} | peak slots {slots} | big: {where} | nodes {nodes}"
+
+
+async def _facts(kube: KubeClient, chosen: Plan, jobs: list[str], findings: Findings) -> dict[str, Any]:
+    phases: dict[str, str] = {}
+    for name in jobs:
+        job = await kube.get_json(f"{client.JOBS_PATH}/{name}") or {}
+        status = job.get("status") or {}
+        phases[name] = f"{status.get('phase') or 'Pending'} {status.get('reason') or ''}".strip()
+    namespace, _, name = chosen.pending.key.partition("/")
+    pending = await kube.get_json(f"/api/v1/namespaces/{namespace}/pods/{name}") or {}
+    pods = msgspec.json.decode(await kube.arequest("GET", "/api/v1/pods")).get("items") or []
+    on_node = sorted(
+        f"{p['metadata']['namespace']}/{p['metadata']['name']}"
+        for p in pods
+        if (p.get("spec") or {}).get("nodeName") == chosen.node
+    )
+    reservations = await kube.get_json(f"/apis/{GROUP}/v1alpha1/reservations") or {}
+    return {
+        "jobs": phases,
+        "jobs_succeeded": sum(1 for p in phases.values() if p.startswith("Succeeded")),
+        "pending_pod": chosen.pending.key,
+        "pending_pod_phase": (pending.get("status") or {}).get("phase"),
+        "pending_pod_node": (pending.get("spec") or {}).get("nodeName"),
+        "emptied_node": chosen.node,
+        "pods_on_emptied_node": on_node,
+        "reservations_left": len(reservations.get("items") or []),
+        **findings.as_dict(),
+    }
+
+
+def _print_summary(summary: dict[str, Any], out: TextIO) -> bool:
+    checks = {
+        "jobs succeeded": summary["jobs_succeeded"] == len(summary["jobs"]) > 0,
+        f"{summary['pending_pod']} scheduled": summary["pending_pod_phase"] == "Running",
+        f"{summary['emptied_node']} emptied for it": summary["pods_on_emptied_node"]
+        == [summary["pending_pod"]],
+        "no replacement pod ever Pending": summary["replacement_pods_ever_pending"] == 0,
+        "no disruption limit exceeded": summary["limits_exceeded"] == 0,
+        "no Reservation left": summary["reservations_left"] == 0,
+        "every service within its ClusterRole": not summary.get("rbac_denials"),
+    }
+    print("\nsummary", file=out)
+    print(f"  jobs: {summary['jobs_succeeded']}/{len(summary['jobs'])} succeeded", file=out)
+    node = summary["pending_pod_node"]
+    print(f"  {summary['pending_pod']}: {summary['pending_pod_phase']} on {node}", file=out)
+    print(f"  {summary['emptied_node']} now runs: {', '.join(summary['pods_on_emptied_node'])}", file=out)
+    print(f"  replacement pods ever Pending: {summary['replacement_pods_ever_pending']}", file=out)
+    print(
+        f"  disruption limits exceeded: {summary['limits_exceeded']} "
+        f"({summary['samples']} samples of the ledger and the cluster)",
+        file=out,
+    )
+    print(f"  audit stream: {summary['audit']}", file=out)
+    print(f"  logs: {summary['logs']}", file=out)
+    for name, passed in checks.items():
+        print(f"  [{'ok' if passed else 'FAILED'}] {name}", file=out)
+    return all(checks.values())

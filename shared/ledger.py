@@ -84,10 +84,15 @@ class HeldJob:
     slot_keys: tuple[str, ...]
 
 
+def ledger_prefix(key_prefix: str) -> str:
+    """Every ledger key starts with this; the hash tag keeps them in one Redis Cluster slot."""
+    return "{" + key_prefix + "}:ledger"
+
+
 class Ledger:
     def __init__(self, client: aioredis.Redis, key_prefix: str, slot_ttl: float) -> None:
         self.client = client
-        self.prefix = "{" + key_prefix + "}:ledger"
+        self.prefix = ledger_prefix(key_prefix)
         self.slot_ttl = slot_ttl
         self._admit = client.register_script(lua_script("admit.lua", "gates.lua"))
         self._release = client.register_script(lua_script("release.lua", "gates.lua"))
@@ -251,6 +256,21 @@ class Ledger:
         if members:
             await self.client.zadd(f"{self.prefix}:expiry", dict.fromkeys(members, now + self.slot_ttl))
         return count
+
+    async def usage(self) -> tuple[dict[str, set[str]], set[str]]:
+        """What each limit's set holds now (jobs and pods evicting in the background), by slot key
+        (`node:n1`, `workload:...`), and the pods being evicted in the background (seed 003)."""
+        used: dict[str, set[str]] = {}
+        evicting: set[str] = set()
+        for part in ("slots", "evicting"):
+            head = f"{self.prefix}:{part}:"
+            async for raw in self.client.scan_iter(match=f"{head}*", count=1000):
+                key = as_text(raw)
+                members = {as_text(m) for m in await self.client.smembers(key)}
+                used.setdefault(key[len(head) :], set()).update(members)
+                if part == "evicting":
+                    evicting |= members
+        return {k: v for k, v in used.items() if v}, evicting
 
     async def snapshot(self) -> dict[str, Any]:
         """Slots and claims as plain data (for checks, metrics and tests)."""

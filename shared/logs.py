@@ -2,13 +2,27 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import sys
 import time
+from collections.abc import Iterator
+from contextvars import ContextVar
 from typing import Any
 
 _RESERVED = frozenset(vars(logging.makeLogRecord({})).keys()) | {"message", "asctime"}
+# The job a task is working on: every line it logs carries it, including lines from shared code it calls.
+current_job: ContextVar[str | None] = ContextVar("current_job", default=None)
+
+
+@contextlib.contextmanager
+def about_job(name: str | None) -> Iterator[None]:
+    token = current_job.set(name)
+    try:
+        yield
+    finally:
+        current_job.reset(token)
 
 
 class JsonFormatter(logging.Formatter):
@@ -25,6 +39,9 @@ class JsonFormatter(logging.Formatter):
             "msg": record.getMessage(),
             **self.base,
         }
+        job = current_job.get()
+        if job:
+            entry["job"] = job
         for key, value in record.__dict__.items():
             if key not in _RESERVED and not key.startswith("_"):
                 entry[key] = value

@@ -21,9 +21,17 @@ class OpsServer:
         self.checks: dict[str, ReadyCheck] = {}
         self._runner: web.AppRunner | None = None
         self.port = 0
+        self._prefix = ""
 
     def add_check(self, name: str, check: ReadyCheck) -> None:
-        self.checks[name] = check
+        self.checks[self._prefix + name] = check
+
+    def scoped(self, service: str) -> OpsServer:
+        """A view for one of several services sharing this endpoint: its checks are named `service/check`."""
+        view = OpsServer(self.config, self.registry)
+        view.checks = self.checks
+        view._prefix = f"{service}/"
+        return view
 
     async def start(self) -> None:
         app = web.Application()

@@ -53,3 +53,20 @@ def run(name: str, config: PodherdConfig, main: ServiceMain) -> int:
     setup_logging(name, config.replica, config.logging.level, config.logging.format)
     asyncio.run(serve(name, config, main))
     return 0
+
+
+def run_together(config: PodherdConfig, mains: dict[str, ServiceMain]) -> int:
+    """Several services in one process (`podherd run all`): one ops endpoint and stop; a failure stops all."""
+
+    async def together(config: PodherdConfig, stop: asyncio.Event, ops: OpsServer) -> None:
+        async with asyncio.TaskGroup() as group:
+            for name, main in mains.items():
+                group.create_task(_awaited(main(config, stop, ops.scoped(name))), name=name)
+
+    setup_logging("all", config.replica, config.logging.level, config.logging.format)
+    asyncio.run(serve("+".join(mains), config, together))
+    return 0
+
+
+async def _awaited(awaitable: Awaitable[None]) -> None:
+    await awaitable

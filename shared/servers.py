@@ -248,7 +248,7 @@ def _start_binary(
     raise ServerUnavailable(f"{kind} server {binary} did not start: {last_error}\n{detail}")
 
 
-def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
+def die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
     # PR_SET_PDEATHSIG: a server started for a test run must not outlive a killed test run.
     with contextlib.suppress(Exception):
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)
@@ -263,7 +263,7 @@ def _spawn(argv: list[str], data: Path, kind: str) -> subprocess.Popen[bytes]:
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             cwd=data,
-            preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,  # noqa: PLW1509
+            preexec_fn=die_with_parent if sys.platform.startswith("linux") else None,  # noqa: PLW1509
         )
     finally:
         log_file.close()

@@ -21,6 +21,7 @@ from typing import Any
 
 import msgspec
 import redis.asyncio as aioredis
+from prometheus_client import Gauge
 
 from services.arbitrator.engine import Engine
 from services.arbitrator.facts import FactStore
@@ -40,6 +41,16 @@ log = logging.getLogger(__name__)
 LEDGER_ANNOTATION = "podherd.io/ledger"
 CONSUMER = "arbitrator"
 FACT_KINDS = ("pods", "poddisruptionbudgets", "deployments", "statefulsets", "replicasets")
+USAGE_INTERVAL = 5.0
+LIMIT_KINDS = ("global", "node", "namespace", "workload", "pdb")
+SLOTS_IN_USE = Gauge(
+    "podherd_ledger_slots_in_use",
+    "Migrations (and background evictions) each limit counts now, summed over its objects",
+    ["limit"],
+)
+EVACUATIONS_IN_PROGRESS = Gauge(
+    "podherd_pod_evacuations_in_progress", "Pods being evicted in the background (seed 003), from the ledger"
+)
 
 
 class Arbitrator:
@@ -202,8 +213,27 @@ class Arbitrator:
                     run_consumer(sub, self.js, self.subjects, CONSUMER, self.handle_batch, stop)
                 )
                 group.create_task(self.admission_loop(stop))
+                group.create_task(self.report_usage(stop))
         finally:
             await released.unsubscribe()
+
+    async def report_usage(self, stop: asyncio.Event, every: float = USAGE_INTERVAL) -> None:
+        """Ledger gauges: slots in use by limit, and pods being evicted in the background (seed 003)."""
+        while not stop.is_set():
+            try:
+                used, evicting = await self.ledger.usage()
+            except Exception as exc:  # Redis away: the admission loop reports and recovers; keep the gauges
+                log.debug("ledger usage unavailable: %s", exc)
+            else:
+                by_limit: dict[str, int] = dict.fromkeys(LIMIT_KINDS, 0)
+                for key, members in used.items():
+                    kind = key.partition(":")[0]
+                    by_limit[kind] = by_limit.get(kind, 0) + len(members)
+                for kind, count in by_limit.items():
+                    SLOTS_IN_USE.labels(kind).set(count)
+                EVACUATIONS_IN_PROGRESS.set(len(evicting))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), every)
 
     async def _on_release(self, _: Any) -> None:
         self.wake.set()

@@ -33,11 +33,28 @@ from shared.config import PodherdConfig
 from shared.consume import Retry, durable, one_by_one, read_or_retry, run_consumer
 from shared.durations import parse_duration
 from shared.kube import KubeClient, KubeError
+from shared.logs import about_job
 from shared.ops import OpsServer
 from shared.runtime import close_nats, nats_check
 
 log = logging.getLogger(__name__)
 ACTIONS = Counter("podherd_executor_actions_total", "Executor actions", ["step", "policy", "outcome"])
+EVICTIONS = Counter(
+    "podherd_evictions_total",
+    "Evictions by policy and outcome (done, blocked, background, failed)",
+    ["policy", "outcome"],
+)
+# Seed 003: evictions answered "Eviction triggered": evacuations requested and left to another component.
+POD_EVACUATIONS = Counter("podherd_pod_evacuations", "Pods whose eviction was requested in the background")
+
+
+def _count_eviction(policy: str, outcome: str) -> None:
+    ACTIONS.labels("evict", policy, outcome).inc()
+    EVICTIONS.labels(policy, outcome).inc()
+    if outcome == "background":
+        POD_EVACUATIONS.inc()
+
+
 CONSUMER = "executor"
 JOBS = f"/apis/{GROUP}/v1alpha1/{PLURAL}"
 RESERVATIONS = f"/apis/{GROUP}/v1alpha1/reservations"
@@ -73,7 +90,8 @@ class Executor:
         command = codec.decode(msg.data, Command)
         heartbeat = asyncio.create_task(self._heartbeat(msg))
         try:
-            await self._act(command, msg)
+            with about_job(command.job.name):
+                await self._act(command, msg)
         finally:
             heartbeat.cancel()
 
@@ -176,16 +194,16 @@ class Executor:
                 await self._report(job, "evict", "gone", f"pod {ref.namespace}/{ref.name} is already gone")
                 return
             if exc.status == 429 and exc.message.startswith("Eviction triggered"):
-                ACTIONS.labels("evict", policy, "background").inc()
+                _count_eviction(policy, "background")
                 await self._report(job, "evict", "background", exc.message)
                 return
             outcome = "blocked" if exc.status == 429 else "failed"
-            ACTIONS.labels("evict", policy, outcome).inc()
+            _count_eviction(policy, outcome)
             await self._report(job, "evict", outcome, exc.message or str(exc))
             if exc.status == 429 or exc.retryable:
                 raise Retry(exc.message, min(BACKOFF_MAX, BACKOFF_BASE * 2 ** (attempt - 1))) from exc
             return
-        ACTIONS.labels("evict", policy, "done").inc()
+        _count_eviction(policy, "done")
         await self._report(job, "evict", "done", f"{policy}: pod {ref.namespace}/{ref.name}")
         log.info("evicted %s/%s (%s)", ref.namespace, ref.name, policy, extra={"job": job.metadata.name})
 

@@ -29,7 +29,7 @@ from typing import Any
 
 import msgspec
 import redis.asyncio as aioredis
-from prometheus_client import Counter
+from prometheus_client import Counter, Gauge
 
 from services.tracker import progress as machine
 from services.tracker.intake import IntentIntake
@@ -65,11 +65,14 @@ from shared.consume import Retry, durable, one_by_one, read_or_retry, run_consum
 from shared.durations import parse_duration
 from shared.kube import KubeClient, KubeError
 from shared.ledger import Ledger, as_text
+from shared.logs import about_job
 from shared.ops import OpsServer
 from shared.runtime import close_nats, nats_check
 
 log = logging.getLogger(__name__)
 TRANSITIONS = Counter("podherd_tracker_transitions_total", "Job phase changes", ["phase", "reason"])
+JOBS_BY_PHASE = Gauge("podherd_jobs", "PodMigrationJobs by phase", ["phase"])
+PHASES = ("Pending", "Running", "Succeeded", "Failed", "Aborted")
 RELEASES = Counter("podherd_ledger_releases_total", "Ledger slots released when jobs ended")
 JOBS = f"/apis/{GROUP}/v1alpha1/{PLURAL}"
 RESERVATIONS = f"/apis/{GROUP}/v1alpha1/reservations"
@@ -139,6 +142,7 @@ class Tracker:
             )
             group.create_task(self.intake.serve(self.nc, self.config.nats, stop))
             group.create_task(self.deadlines(stop))
+            group.create_task(self.report_phases(stop))
 
     # ----------------------------------------------------------------------------------------------------
     # Triggers
@@ -196,6 +200,19 @@ class Tracker:
             except Exception:
                 log.exception("deadline sweep failed")
 
+    async def report_phases(self, stop: asyncio.Event, every: float = 5.0) -> None:
+        """`podherd_jobs{phase}` from the phases the trackers wrote (every replica reports the same count)."""
+        while not stop.is_set():
+            try:
+                written = [as_text(p) for p in await self.client.hvals(f"{self.key}:phases")]
+            except Exception as exc:
+                log.debug("job phases unavailable: %s", exc)
+            else:
+                for phase in PHASES:
+                    JOBS_BY_PHASE.labels(phase).set(written.count(phase))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), every)
+
     async def forget(self, job: PodMigrationJob) -> None:
         """The PMJ was deleted: whatever it held goes (its Reservation, its ledger slots)."""
         uid = job.metadata.uid or ""
@@ -203,11 +220,16 @@ class Tracker:
         if await self.ledger.release(uid):
             await self._released(uid)
         await self._untrack(job)
+        await self.client.hdel(f"{self.key}:phases", job.metadata.name or "")
 
     # ----------------------------------------------------------------------------------------------------
     # Reconciling one job
 
     async def reconcile(self, name: str) -> None:
+        with about_job(name):
+            await self._reconcile(name)
+
+    async def _reconcile(self, name: str) -> None:
         lock = f"{self.key}:lock:{name}"
         if not await self.client.set(lock, self.me, nx=True, px=LOCK_MS):
             raise Retry(f"job {name} is being handled by another replica", 0.2)
@@ -461,6 +483,7 @@ class Tracker:
         )
         await self.publisher.publish(self.subjects.audit(name), codec.encode(record), record.id)
         await self.publisher.flush()
+        await self.client.hset(f"{self.key}:phases", name, status.phase or PHASE_PENDING)
         log.info("%s: %s %s", name, status.phase, status.message, extra={"job": name, "phase": status.phase})
         for kind, reason, message in step.events:
             await self._event(job, kind, reason, message)

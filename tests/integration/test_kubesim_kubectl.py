@@ -43,13 +43,13 @@ def kubectl(handle: SimHandle, *args: str, timeout: float = 60, check: bool = Tr
 @pytest.fixture
 def sim(kubesim_factory: Callable[..., SimHandle]) -> SimHandle:
     handle = kubesim_factory("fragmented")
-    kubectl(handle, "apply", "-f", str(CRDS))
+    kubectl(handle, "apply", "-k", str(CRDS))
     return handle
 
 
 def test_apply_crds_and_get_pmj(sim: SimHandle, tmp_path: Path) -> None:
     assert "podmigrationjobs.scheduling.koordinator.sh" in kubectl(sim, "get", "crd")
-    assert kubectl(sim, "apply", "-f", str(CRDS)).count("unchanged") == 2
+    assert kubectl(sim, "apply", "-k", str(CRDS)).count("unchanged") == 2
     job = tmp_path / "job.yaml"
     job.write_text(
         "apiVersion: scheduling.koordinator.sh/v1alpha1\nkind: PodMigrationJob\nmetadata: {name: move-web}\n"

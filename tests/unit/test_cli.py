@@ -50,3 +50,65 @@ def test_config_errors_are_one_line(tmp_path: Path, content: str | None, needle:
     assert result.returncode == 1
     assert result.stderr.count("\n") == 1 and needle in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def podherd(*argv: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    import os
+
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("PODHERD_", "NATS_", "REDIS_", "KUBE"))}
+    return subprocess.run(
+        [sys.executable, "-m", "podherd", *argv],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+        env={**base, **(env or {})},
+    )
+
+
+def unreachable_kubeconfig(tmp_path: Path) -> str:
+    path = tmp_path / "kubeconfig"
+    path.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: x\n"
+        "clusters: [{name: x, cluster: {server: 'http://127.0.0.1:1'}}]\n"
+        "users: [{name: x, user: {token: t}}]\ncontexts: [{name: x, context: {cluster: x, user: x}}]\n"
+    )
+    return str(path)
+
+
+@pytest.mark.parametrize(
+    ("argv", "env", "needle", "code"),
+    [
+        (["submit", "no-slash"], {}, "is not NAMESPACE/POD", 1),
+        (["submit", "default/p", "--target-node", "Not A Node"], {}, "targetNode", 1),
+        (["submit", "default/p", "--mode", "Fast"], {}, "invalid choice", 2),
+        (["submit"], {}, "required", 2),
+        (["audit"], {}, "required", 2),
+        (["run", "everything"], {}, "invalid choice", 2),
+        (
+            ["submit", "default/p"],
+            {"NATS_URL": "nats://127.0.0.1:1"},
+            "cannot reach NATS at nats://127.0.0.1:1",
+            1,
+        ),
+        (["audit", "tail"], {"NATS_URL": "nats://127.0.0.1:1"}, "cannot reach NATS", 1),
+        (["jobs"], {"PODHERD_KUBERNETES__KUBECONFIG": "/nonexistent/kubeconfig"}, "no usable kubeconfig", 1),
+        (["jobs"], {"PODHERD_MIGRATIONCONTROLLER__EVICTIONPOLICY": "Evict"}, "evictionPolicy", 1),
+    ],
+)
+def test_every_bad_argument_and_unreachable_server_is_one_line(
+    argv: list[str], env: dict[str, str], needle: str, code: int
+) -> None:
+    result = podherd(*argv, env=env)
+    assert result.returncode == code, result.stderr
+    assert result.stderr.count("\n") == 1, result.stderr
+    assert needle in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("argv", [["jobs"], ["plan"]])
+def test_an_unreachable_kubernetes_api_is_one_line(tmp_path: Path, argv: list[str]) -> None:
+    result = podherd(*argv, env={"KUBECONFIG": unreachable_kubeconfig(tmp_path)})
+    assert result.returncode == 1
+    assert result.stderr.count("\n") == 1, result.stderr
+    assert "cannot reach the Kubernetes API at http://127.0.0.1:1" in result.stderr

@@ -1,0 +1,276 @@
+"""The operator's side of Podherd, for the CLI: submit an intent and follow its job, list jobs, read the audit
+stream, and plan a defragmentation. Every failure to reach a server becomes one `CliError` line."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import time
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import msgspec
+import nats
+import nats.errors
+import urllib3.exceptions
+from kubernetes.config import ConfigException
+
+from podherd.errors import CliError
+from podherd.planner import NoPlan, Plan, node_room, plan, pod_load
+from shared import bus
+from shared.api import codec
+from shared.api.messages import AuditRecord, IntentReply, MigrationIntent, PodKey
+from shared.api.pmj import GROUP, PLURAL, TERMINAL_PHASES
+from shared.config import PodherdConfig
+from shared.kube import KubeClient, KubeError
+
+JOBS_PATH = f"/apis/{GROUP}/v1alpha1/{PLURAL}"
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Connections
+
+
+@contextlib.contextmanager
+def kube_client(config: PodherdConfig) -> Iterator[KubeClient]:
+    try:
+        kube = KubeClient.from_config(config.kubernetes)
+    except (ConfigException, OSError) as exc:
+        raise CliError(f"no usable kubeconfig: {exc}") from exc
+    try:
+        yield kube
+    finally:
+        kube.close()
+
+
+def kube_get(kube: KubeClient, path: str) -> Any:
+    try:
+        return msgspec.json.decode(kube.request("GET", path, timeout=10))
+    except KubeError as exc:
+        raise CliError(f"the Kubernetes API answered GET {path} with {exc}") from exc
+    except urllib3.exceptions.HTTPError as exc:
+        host = kube.api.configuration.host
+        raise CliError(f"cannot reach the Kubernetes API at {host}: {_root(exc)}") from exc
+
+
+def _root(exc: BaseException) -> str:
+    reason = getattr(exc, "reason", None)
+    return str(reason or exc)
+
+
+async def _quiet(_: Exception) -> None:
+    """nats-py logs each failed attempt with a traceback; the CLI reports the outcome once."""
+
+
+@contextlib.asynccontextmanager
+async def nats_client(config: PodherdConfig) -> AsyncIterator[Any]:
+    try:
+        nc = await nats.connect(
+            config.nats.url,
+            name="podherd-cli",
+            connect_timeout=3,
+            allow_reconnect=False,
+            max_reconnect_attempts=1,  # 0 would mean "forever" to nats-py's first connect
+            reconnect_time_wait=0.2,
+            error_cb=_quiet,
+        )
+    except (OSError, TimeoutError, nats.errors.Error) as exc:
+        raise CliError(f"cannot reach NATS at {config.nats.url}: {exc or type(exc).__name__}") from exc
+    try:
+        yield nc
+    finally:
+        with contextlib.suppress(Exception):
+            await nc.close()
+
+
+# ---------------------------------------------------------------------------------------------------------
+# submit
+
+
+def intent_key(namespace: str, name: str, target_node: str | None, mode: str | None) -> str:
+    """One key per distinct request made from the CLI within a minute: a re-run does not double the job."""
+    minute = int(time.time() // 60)
+    return hashlib.sha256(f"{namespace}/{name}|{target_node}|{mode}|{minute}".encode()).hexdigest()[:32]
+
+
+async def request_intent(
+    nc: Any, subjects: bus.Subjects, intent: MigrationIntent, within: float
+) -> IntentReply:
+    try:
+        msg = await nc.request(subjects.intent_request, codec.encode(intent), timeout=within)
+    except nats.errors.NoRespondersError as exc:
+        raise CliError(f"no tracker answers on {subjects.intent_request}: is Podherd running?") from exc
+    except (TimeoutError, nats.errors.TimeoutError) as exc:
+        raise CliError(f"no answer on {subjects.intent_request} within {within:.0f} s") from exc
+    reply = codec.decode(msg.data, IntentReply)
+    if not reply.ok or reply.job is None:
+        error = reply.error
+        where = f" ({error.field})" if error and error.field else ""
+        raise CliError(
+            f"intent refused: {error.code if error else '?'}{where}: {error.message if error else ''}"
+        )
+    return reply
+
+
+async def follow_job(
+    nc: Any, subjects: bus.Subjects, job: str, within: float, show: Callable[[AuditRecord], None]
+) -> AuditRecord:
+    """Print the job's audit records as they arrive (from its first) until one shows a terminal phase."""
+    sub = await nc.jetstream().subscribe(subjects.audit(job), ordered_consumer=True)
+    deadline = time.monotonic() + within
+    try:
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise CliError(f"job {job} did not end within {within:.0f} s (see `podherd jobs`)")
+            try:
+                msg = await sub.next_msg(timeout=left)
+            except (TimeoutError, nats.errors.TimeoutError):
+                continue
+            record = codec.decode(msg.data, AuditRecord)
+            show(record)
+            if record.phase in TERMINAL_PHASES and record.action == "transition":
+                return record
+    finally:
+        with contextlib.suppress(Exception):
+            await sub.unsubscribe()
+
+
+# ---------------------------------------------------------------------------------------------------------
+# jobs
+
+
+def job_rows(items: list[dict[str, Any]], now: datetime) -> list[tuple[str, ...]]:
+    rows: list[tuple[str, ...]] = []
+    for item in sorted(
+        items, key=lambda i: (i["metadata"].get("creationTimestamp") or "", i["metadata"]["name"])
+    ):
+        status = item.get("status") or {}
+        ref = (item.get("spec") or {}).get("podRef") or {}
+        rows.append(
+            (
+                item["metadata"]["name"],
+                status.get("phase") or "Pending",
+                status.get("reason") or "",
+                f"{ref.get('namespace', '')}/{ref.get('name', '')}",
+                status.get("nodeName") or "",
+                age(item["metadata"].get("creationTimestamp"), now),
+            )
+        )
+    return rows
+
+
+def age(stamp: str | None, now: datetime) -> str:
+    if not stamp:
+        return "?"
+    seconds = int((now - datetime.fromisoformat(stamp.replace("Z", "+00:00"))).total_seconds())
+    for size, unit in ((86400, "d"), (3600, "h"), (60, "m")):
+        if seconds >= size:
+            return f"{seconds // size}{unit}"
+    return f"{max(seconds, 0)}s"
+
+
+def table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    widths = [max(len(str(c)) for c in column) for column in zip(header, *rows, strict=True)]
+    return "\n".join(
+        "   ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
+        for row in [header, *rows]
+    )
+
+
+def list_jobs(config: PodherdConfig) -> list[dict[str, Any]]:
+    with kube_client(config) as kube:
+        items: list[dict[str, Any]] = kube_get(kube, JOBS_PATH).get("items") or []
+        return items
+
+
+# ---------------------------------------------------------------------------------------------------------
+# audit
+
+
+async def audit_records(
+    nc: Any, subjects: bus.Subjects, job: str | None, follow: bool
+) -> AsyncIterator[bytes]:
+    """The audit stream from its start (one job's, or all), then new records while `follow`."""
+    js = nc.jetstream()
+    subject = subjects.audit(job) if job else f"{subjects.prefix}.audit.>"
+    try:
+        info = await js.stream_info(subjects.audit_stream)
+    except nats.js.errors.NotFoundError as exc:
+        raise CliError(
+            f"no audit stream {subjects.audit_stream} on {nc.connected_url.netloc}: has Podherd run?"
+        ) from exc
+    if not follow and info.state.messages == 0:
+        return
+    sub = await js.subscribe(subject, ordered_consumer=True)
+    try:
+        while True:
+            try:
+                msg = await sub.next_msg(timeout=1.0 if not follow else 3600)
+            except (TimeoutError, nats.errors.TimeoutError):
+                if follow:
+                    continue
+                return
+            yield msg.data
+            if not follow and msg.metadata.num_pending == 0:
+                return
+    finally:
+        with contextlib.suppress(Exception):
+            await sub.unsubscribe()
+
+
+# ---------------------------------------------------------------------------------------------------------
+# plan
+
+
+def plan_cluster(config: PodherdConfig, pending: str | None) -> Plan:
+    with kube_client(config) as kube:
+        nodes = [node_room(n) for n in kube_get(kube, "/api/v1/nodes").get("items") or []]
+        pods = [pod_load(p) for p in kube_get(kube, "/api/v1/pods").get("items") or []]
+    target = None
+    if pending:
+        target = next((p for p in pods if p.key == pending), None)
+        if target is None:
+            raise CliError(f"no pod {pending}")
+    try:
+        return plan(nodes, pods, target)
+    except NoPlan as exc:
+        raise CliError(str(exc)) from exc
+
+
+def plan_intents(chosen: Plan, requester: str, reason: str) -> list[MigrationIntent]:
+    """One intent per move, keyed by the plan (the same plan published twice is the same jobs)."""
+    stamp = hashlib.sha256(f"{chosen.pending.key}|{chosen.node}".encode()).hexdigest()[:12]
+    return [
+        MigrationIntent(
+            idempotency_key=f"defrag-{stamp}-{m.pod.namespace}-{m.pod.name}",
+            pod=PodKey(namespace=m.pod.namespace, name=m.pod.name),
+            requester=requester,
+            target_node=m.target_node,
+            reason=reason,
+        )
+        for m in chosen.moves
+    ]
+
+
+def plan_json(chosen: Plan) -> str:
+    return json.dumps(
+        {
+            "pending": chosen.pending.key,
+            "empty": chosen.node,
+            "moves": [{"pod": m.pod.key, "from": m.pod.node, "to": m.target_node} for m in chosen.moves],
+        }
+    )
+
+
+def now_utc() -> datetime:
+    return datetime.now(UTC)
+
+
+async def gather_replies(
+    nc: Any, subjects: bus.Subjects, intents: list[MigrationIntent], within: float
+) -> list[IntentReply]:
+    return list(await asyncio.gather(*(request_intent(nc, subjects, i, within) for i in intents)))

@@ -1,0 +1,57 @@
+"""Installing what Podherd needs on a cluster without kubectl (the demo and tests): the CRDs of `deploy/crds`
+and the ServiceAccounts and least-privilege roles of `deploy/rbac`, exactly as `kubectl apply -k` would."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from shared.kube import KubeClient, KubeError
+
+DEPLOY = Path(__file__).resolve().parents[1] / "deploy"
+NAMESPACE = "podherd"
+_PATHS = {
+    "CustomResourceDefinition": "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+    "Namespace": "/api/v1/namespaces",
+    "ServiceAccount": "/api/v1/namespaces/{namespace}/serviceaccounts",
+    "ClusterRole": "/apis/rbac.authorization.k8s.io/v1/clusterroles",
+    "ClusterRoleBinding": "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+}
+
+
+def manifests(part: str) -> list[dict[str, Any]]:
+    """The objects of one `deploy/` directory (its kustomization's resources)."""
+    directory = DEPLOY / part
+    listed = yaml.safe_load((directory / "kustomization.yaml").read_text())["resources"]
+    docs: list[dict[str, Any]] = []
+    for name in listed:
+        docs.extend(d for d in yaml.safe_load_all((directory / name).read_text()) if d)
+    return docs
+
+
+def apply(kube: KubeClient, docs: list[dict[str, Any]], namespace: str = NAMESPACE) -> int:
+    """Create each object; one that exists already is left as it is. Returns how many were created."""
+    created = 0
+    for doc in docs:
+        path = _PATHS[doc["kind"]].format(namespace=namespace)
+        try:
+            kube.request("POST", path, body=doc, content_type="application/json")
+            created += 1
+        except KubeError as exc:
+            if exc.status != 409:
+                raise
+    return created
+
+
+def install(kube: KubeClient, rbac: bool = True) -> int:
+    docs = manifests("crds")
+    if rbac:
+        docs += [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}]
+        docs += manifests("rbac")
+    return apply(kube, docs)
+
+
+def service_account(service: str) -> tuple[str, str]:
+    return NAMESPACE, f"podherd-{service}"

@@ -1,0 +1,173 @@
+"""A watchdog for the promises Podherd makes, observed from the cluster and the ledger, never from Podherd's
+own account of itself. The demo prints its findings; the end-to-end tests assert them.
+
+- no replacement pod is ever Pending for lack of room (a pod watch sees every state a new pod passes);
+- no ledger slot set (node, namespace, the cluster) holds more migrations than its limit;
+- no workload has more unavailable replicas than `maxUnavailablePerWorkload` allows;
+- no PodDisruptionBudget has fewer healthy pods than it requires.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+import redis.asyncio as aioredis
+
+from shared.config import MigrationControllerArgs
+from shared.intstr import max_unavailable
+from shared.kube import KubeClient, KubeError
+from shared.ledger import Ledger
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Findings:
+    samples: int = 0
+    peak_slots: dict[str, int] = field(default_factory=dict)
+    pending_replacements: set[str] = field(default_factory=set)
+    slot_breaches: list[str] = field(default_factory=list)
+    workload_breaches: list[str] = field(default_factory=list)
+    pdb_breaches: list[str] = field(default_factory=list)
+
+    @property
+    def limits_exceeded(self) -> int:
+        return len(self.slot_breaches) + len(self.workload_breaches) + len(self.pdb_breaches)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "samples": self.samples,
+            "replacement_pods_ever_pending": len(self.pending_replacements),
+            "limits_exceeded": self.limits_exceeded,
+            "slot_breaches": self.slot_breaches[:20],
+            "workload_breaches": self.workload_breaches[:20],
+            "pdb_breaches": self.pdb_breaches[:20],
+            "peak_slots_in_use": self.peak_slots,
+        }
+
+
+def slot_limit(key: str, args: MigrationControllerArgs) -> int | None:
+    kind = key.partition(":")[0]
+    limit = {
+        "node": args.max_migrating_per_node,
+        "namespace": args.max_migrating_per_namespace,
+        "global": args.max_migrating_globally,
+    }.get(kind, 0)
+    return limit or None
+
+
+def workload_breach(obj: dict[str, Any], args: MigrationControllerArgs) -> str | None:
+    spec, status = obj.get("spec") or {}, obj.get("status") or {}
+    replicas = int(spec.get("replicas") or 0)
+    if not replicas or status.get("observedGeneration", 0) < obj["metadata"].get("generation", 0):
+        return None  # scaling or rolling out: its controller, not Podherd, owns the gap
+    available = int(status.get("availableReplicas") or 0)
+    allowed = max_unavailable(replicas, args.max_unavailable_per_workload)
+    if replicas - available > allowed:
+        meta = obj["metadata"]
+        return f"{meta['namespace']}/{meta['name']}: {replicas - available} unavailable, {allowed} allowed"
+    return None
+
+
+def pdb_breach(obj: dict[str, Any]) -> str | None:
+    status = obj.get("status") or {}
+    if not status.get("expectedPods"):
+        return None
+    healthy, desired = int(status.get("currentHealthy") or 0), int(status.get("desiredHealthy") or 0)
+    if healthy < desired:
+        meta = obj["metadata"]
+        return f"{meta['namespace']}/{meta['name']}: {healthy} healthy, {desired} required"
+    return None
+
+
+class Watchdog:
+    def __init__(
+        self,
+        kube: KubeClient,
+        redis_client: aioredis.Redis,
+        key_prefix: str,
+        args: MigrationControllerArgs,
+        interval: float = 0.1,
+        ignore_pods: frozenset[str] = frozenset(),
+    ) -> None:
+        self.kube = kube
+        self.ledger = Ledger(redis_client, key_prefix, slot_ttl=0)
+        self.args = args
+        self.interval = interval
+        self.ignore_pods = ignore_pods  # pods pending before the run (the pod a defragmentation is for)
+        self.findings = Findings()
+        self._known: set[str] = set()
+
+    async def run(self, stop: asyncio.Event) -> Findings:
+        listing = msgspec.json.decode(await self.kube.arequest("GET", "/api/v1/pods"))
+        self._known = {p["metadata"]["uid"] for p in listing.get("items") or []}
+        version = listing["metadata"]["resourceVersion"]
+        watch = asyncio.create_task(self._watch_pods(version))
+        try:
+            while not stop.is_set():
+                await self.sample()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), self.interval)
+            await self.sample()
+        finally:
+            watch.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await watch
+        return self.findings
+
+    async def sample(self) -> None:
+        f = self.findings
+        f.samples += 1
+        await self._sample_ledger()
+        for path in ("/apis/apps/v1/deployments", "/apis/apps/v1/statefulsets"):
+            for obj in await self._items(path):
+                breach = workload_breach(obj, self.args)
+                if breach:
+                    f.workload_breaches.append(breach)
+        for obj in await self._items("/apis/policy/v1/poddisruptionbudgets"):
+            breach = pdb_breach(obj)
+            if breach:
+                f.pdb_breaches.append(breach)
+
+    async def _items(self, path: str) -> list[dict[str, Any]]:
+        try:
+            items: list[dict[str, Any]] = (
+                msgspec.json.decode(await self.kube.arequest("GET", path)).get("items") or []
+            )
+        except KubeError:
+            return []
+        return items
+
+    async def _sample_ledger(self) -> None:
+        used, _ = await self.ledger.usage()
+        for key, members in used.items():
+            kind = key.partition(":")[0]
+            self.findings.peak_slots[kind] = max(self.findings.peak_slots.get(kind, 0), len(members))
+            limit = slot_limit(key, self.args)
+            if limit is not None and len(members) > limit:
+                self.findings.slot_breaches.append(f"{key}: {len(members)} > {limit}")
+
+    async def _watch_pods(self, version: str) -> None:
+        while True:  # a watch the server ends is resumed where it stopped
+            query = [("watch", "true"), ("resourceVersion", version), ("allowWatchBookmarks", "true")]
+            async for line in self.kube.stream("/api/v1/pods", query, read_timeout=600):
+                event = msgspec.json.decode(line)
+                obj = event.get("object") or {}
+                version = (obj.get("metadata") or {}).get("resourceVersion") or version
+                self._seen(event.get("type"), obj)
+
+    def _seen(self, kind: str | None, obj: dict[str, Any]) -> None:
+        meta = obj.get("metadata") or {}
+        if kind in ("BOOKMARK", "ERROR") or meta.get("uid") in self._known:
+            return
+        key = f"{meta.get('namespace')}/{meta.get('name')}"
+        if key in self.ignore_pods:
+            return
+        for c in (obj.get("status") or {}).get("conditions") or []:
+            if c.get("type") == "PodScheduled" and c.get("reason") == "Unschedulable":
+                self.findings.pending_replacements.add(key)

@@ -1,0 +1,146 @@
+"""The four services as separate processes, as in production: `podherd run <service>` with one config file,
+each replica with its own identity, ops port, log file and (optionally) its own kubeconfig.
+
+Used by the demo and by the tests that run the pipeline the way it is deployed.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from shared.servers import die_with_parent, free_port
+
+SERVICES = ("watcher", "arbitrator", "executor", "tracker")
+
+
+class ServiceFailed(RuntimeError):
+    """A service process exited or never became ready; the message ends with its last log lines."""
+
+
+@dataclass
+class ServiceProcess:
+    service: str
+    replica: str
+    process: subprocess.Popen[bytes]
+    port: int
+    log: Path
+
+    @property
+    def name(self) -> str:
+        return f"{self.service}-{self.replica}"
+
+    @property
+    def metrics_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/metrics"
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def tail(self, lines: int = 20) -> str:
+        if not self.log.exists():
+            return ""
+        return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+
+    def ready(self) -> bool:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/readyz", timeout=1) as answer:
+                return bool(answer.status == 200)
+        except (urllib.error.URLError, OSError):
+            return False
+
+
+@dataclass
+class ServiceProcesses:
+    """Starts, stops (SIGTERM, as Kubernetes does) and kills (SIGKILL) service replicas."""
+
+    config: Path
+    workdir: Path
+    kubeconfigs: Mapping[str, Path] = field(default_factory=dict)  # per service, e.g. ServiceAccount tokens
+    env: Mapping[str, str] = field(default_factory=dict)
+    running: list[ServiceProcess] = field(default_factory=list)
+
+    def start(self, service: str, replica: str = "0") -> ServiceProcess:
+        if service not in SERVICES:
+            raise ValueError(f"no service {service!r}; one of {', '.join(SERVICES)}")
+        port = free_port()
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        log = self.workdir / f"{service}-{replica}.log"
+        env = {
+            **os.environ,
+            **self.env,
+            "PODHERD_REPLICA": f"{service}-{replica}",
+            "PODHERD_HTTP__HOST": "127.0.0.1",
+            "PODHERD_HTTP__PORT": str(port),
+        }
+        if service in self.kubeconfigs:
+            env["PODHERD_KUBERNETES__KUBECONFIG"] = str(self.kubeconfigs[service])
+        argv = [sys.executable, "-m", "podherd", "run", service, "--config", str(self.config)]
+        with open(log, "ab") as out:
+            process = subprocess.Popen(
+                argv,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=env,
+                preexec_fn=die_with_parent if sys.platform.startswith("linux") else None,  # noqa: PLW1509
+            )
+        started = ServiceProcess(service, replica, process, port, log)
+        self.running.append(started)
+        return started
+
+    def start_all(self, replicas: int = 1) -> list[ServiceProcess]:
+        return [self.start(s, str(i)) for i in range(replicas) for s in SERVICES]
+
+    def wait_ready(self, timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        waiting = list(self.running)
+        while waiting:
+            for proc in list(waiting):
+                if not proc.alive():
+                    raise ServiceFailed(f"{proc.name} exited with {proc.process.returncode}:\n{proc.tail()}")
+                if proc.ready():
+                    waiting.remove(proc)
+            if waiting and time.monotonic() > deadline:
+                names = ", ".join(p.name for p in waiting)
+                raise ServiceFailed(f"not ready after {timeout:.0f} s: {names}\n{waiting[0].tail()}")
+            if waiting:
+                time.sleep(0.1)
+
+    def terminate(self, proc: ServiceProcess, timeout: float = 30.0) -> int:
+        """SIGTERM and wait: the service finishes or hands back its in-flight work, then exits."""
+        if proc.alive():
+            proc.process.send_signal(signal.SIGTERM)
+        return self._reap(proc, timeout)
+
+    def _reap(self, proc: ServiceProcess, timeout: float) -> int:
+        try:
+            code = proc.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.process.kill()
+            code = proc.process.wait(10)
+        if proc in self.running:
+            self.running.remove(proc)
+        return code
+
+    def kill(self, proc: ServiceProcess) -> None:
+        proc.process.kill()
+        proc.process.wait(10)
+        if proc in self.running:
+            self.running.remove(proc)
+
+    def stop_all(self, timeout: float = 30.0) -> dict[str, int]:
+        """SIGTERM to every replica at once, then wait for each; returns exit codes by replica."""
+        for proc in self.running:
+            if proc.alive():
+                proc.process.send_signal(signal.SIGTERM)
+        # One SIGTERM each: a second one during shutdown would kill a service before it finished.
+        return {proc.name: self._reap(proc, timeout) for proc in list(self.running)}

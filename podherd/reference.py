@@ -1,0 +1,75 @@
+"""The configuration reference, generated from the config type itself (`podherd config --reference`), so the
+README's table cannot drift from what the code accepts."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import msgspec
+
+from shared.config import PodherdConfig
+
+SKIP = frozenset(
+    {"apiVersion", "kind", "replica", "migrationController.apiVersion", "migrationController.kind"}
+)
+
+
+def _type_name(t: msgspec.inspect.Type) -> str:
+    if isinstance(t, msgspec.inspect.UnionType):
+        names = [_type_name(x) for x in t.types if not isinstance(x, msgspec.inspect.NoneType)]
+        optional = any(isinstance(x, msgspec.inspect.NoneType) for x in t.types)
+        return " \\| ".join(names) + (" \\| null" if optional else "")
+    if isinstance(t, msgspec.inspect.LiteralType):
+        return " \\| ".join(f"`{v}`" for v in t.values)
+    if isinstance(t, msgspec.inspect.ListType):
+        return f"list of {_type_name(t.item_type)}"
+    if isinstance(t, msgspec.inspect.StructType):
+        return "object"
+    if isinstance(t, msgspec.inspect.Metadata):
+        return _type_name(t.type)
+    return type(t).__name__.removesuffix("Type").lower()
+
+
+def _struct(t: msgspec.inspect.Type) -> msgspec.inspect.StructType | None:
+    if isinstance(t, msgspec.inspect.StructType):
+        return t
+    if isinstance(t, msgspec.inspect.UnionType):
+        for x in t.types:
+            if isinstance(x, msgspec.inspect.StructType):
+                return x
+    return None
+
+
+def _default(value: Any) -> str:
+    if value is msgspec.NODEFAULT:
+        return ""
+    return f"`{json.dumps(msgspec.to_builtins(value))}`"
+
+
+def rows(struct: msgspec.inspect.StructType, prefix: str = "", defaults: Any = None) -> list[tuple[str, ...]]:
+    out: list[tuple[str, ...]] = []
+    for field in struct.fields:
+        key = f"{prefix}{field.encode_name}"
+        if key in SKIP:
+            continue
+        value = getattr(defaults, field.name, msgspec.NODEFAULT) if defaults is not None else field.default
+        nested = _struct(field.type)
+        if nested is not None and value is not None and value is not msgspec.NODEFAULT:
+            out.extend(rows(nested, f"{key}.", value))
+            continue
+        env = "PODHERD_" + "__".join(part.upper() for part in key.split("."))
+        out.append((f"`{key}`", _type_name(field.type), _default(value), f"`{env}`"))
+    return out
+
+
+def config_reference() -> str:
+    struct = msgspec.inspect.type_info(PodherdConfig)
+    assert isinstance(struct, msgspec.inspect.StructType)
+    table = rows(struct, defaults=PodherdConfig(replica="<hostname>-<pid>"))
+    lines = ["| key | type | default | environment |", "|---|---|---|---|"]
+    lines += ["| " + " | ".join(row) + " |" for row in table]
+    lines.append(
+        "| `replica` | str | `<hostname>-<pid>` | `PODHERD_REPLICA` |",
+    )
+    return "\n".join(lines) + "\n"

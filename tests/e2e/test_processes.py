@@ -1,0 +1,240 @@
+"""Podherd as it is deployed: the four services as separate processes (`podherd run <service>`, two replicas
+each), each with only its own ClusterRole (kubesim enforces RBAC for their ServiceAccount tokens), and a storm
+of 200 intents. Every limit is sampled from the ledger and the cluster throughout; the CLI is checked
+against kubectl."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import subprocess
+import sys
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+
+import msgspec
+import nats
+import pytest
+import redis.asyncio as aioredis
+import yaml
+from prometheus_client.parser import text_string_to_metric_families
+
+from kubesim.rbac import token_for
+from kubesim.sim import SimHandle, write_kubeconfig
+from podherd.install import install, manifests, service_account
+from podherd.invariants import Watchdog
+from podherd.processes import SERVICES, ServiceProcess, ServiceProcesses
+from shared import bus
+from shared.api import codec
+from shared.api.messages import MigrationIntent, PodKey
+from shared.kube import KubeClient
+from shared.servers import Server
+from tests.e2e.pipeline import pipeline_config
+from tests.e2e.test_lifecycle import cluster, reservations, start, web_pods
+from tests.e2e.test_pipeline import until_all_ended
+
+pytestmark = [pytest.mark.e2e, pytest.mark.integration, pytest.mark.slow]
+
+KUBECTL = shutil.which("kubectl")
+STORM = 200
+
+
+# Grants this run cannot exercise: the Delete and SoftEviction policies, and a job naming its Reservation.
+NEEDED_OFF_THIS_PATH = {
+    ("executor", "delete", "", "pods"),
+    ("executor", "patch", "", "pods"),
+    ("tracker", "get", "scheduling.koordinator.sh", "reservations"),
+}
+
+
+def granted() -> set[tuple[str, str, str, str]]:
+    """(service, verb, group, resource) for every rule of every service's ClusterRole in deploy/rbac."""
+    out = set()
+    for service in SERVICES:
+        for doc in manifests("rbac"):
+            if doc["kind"] == "ClusterRole" and doc["metadata"]["name"] == f"podherd-{service}":
+                for rule in doc["rules"]:
+                    for group in rule["apiGroups"]:
+                        out |= {(service, v, group, r) for v in rule["verbs"] for r in rule["resources"]}
+    return out
+
+
+def by(processes: ServiceProcesses, service: str) -> list[ServiceProcess]:
+    return [p for p in processes.running if p.service == service]
+
+
+def scrape(proc: ServiceProcess) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    with urllib.request.urlopen(proc.metrics_url, timeout=5) as answer:
+        text = answer.read().decode()
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+
+
+def sample(proc: ServiceProcess, name: str, **labels: str) -> float:
+    """The sum of `name`'s samples whose labels include `labels`."""
+    wanted = set(labels.items())
+    return sum(v for (n, ls), v in scrape(proc).items() if n == name and wanted <= set(ls))
+
+
+def has(proc: ServiceProcess, name: str, **labels: str) -> bool:
+    wanted = set(labels.items())
+    return any(n == name and wanted <= set(ls) for n, ls in scrape(proc))
+
+
+def total(processes: ServiceProcesses, service: str, name: str, **labels: str) -> float:
+    return sum(sample(p, name, **labels) for p in by(processes, service))
+
+
+async def until(condition: Callable[[], bool], within: float) -> None:
+    """For values refreshed on a period (gauges): look again until the deadline."""
+    async with asyncio.timeout(within):
+        # A gauge refreshed on a period has no event to await.
+        while not await asyncio.to_thread(condition):  # noqa: ASYNC110
+            await asyncio.sleep(0.5)
+
+
+def podherd(config: Path, *argv: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "podherd", *argv, "--config", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        env={k: v for k, v in os.environ.items() if not k.startswith(("NATS_", "REDIS_", "KUBECONFIG"))},
+    )
+
+
+async def test_four_service_processes_with_their_own_roles_carry_a_storm_of_intents(
+    kubesim_factory: Callable[..., SimHandle],
+    nats_srv: Server,
+    redis_srv: Server,
+    test_id: str,
+    tmp_path: Path,
+) -> None:
+    kube = start(
+        kubesim_factory,
+        cluster(nodes=40, web=STORM, node_cpu=16, cpu="100m", pdb={"maxUnavailable": 30}),
+        rbac=True,
+    )
+    handle = kube.handle
+    config = pipeline_config(
+        handle, nats_srv, redis_srv, test_id, maxMigratingPerWorkload=40, maxUnavailablePerWorkload=40
+    )
+    config_path = tmp_path / "podherd.yaml"
+    config_path.write_text(yaml.safe_dump(msgspec.to_builtins(config)))
+    admin = KubeClient.from_config(config.kubernetes)
+    install(admin, rbac=True)
+    kubeconfigs = {
+        s: write_kubeconfig(handle.url, tmp_path / f"kubeconfig-{s}", token=token_for(*service_account(s)))
+        for s in SERVICES
+    }
+    processes = ServiceProcesses(config_path, tmp_path / "logs", kubeconfigs)
+    redis_client = aioredis.from_url(redis_srv.url)
+    watchdog = Watchdog(admin, redis_client, test_id, config.migration_controller, interval=0.05)
+    stop = asyncio.Event()
+    watching: asyncio.Task[object] | None = None
+    try:
+        processes.start_all(replicas=2)
+        await asyncio.to_thread(processes.wait_ready, 90)
+        watching = asyncio.create_task(watchdog.run(stop))
+        pods = sorted(web_pods(kube))
+
+        # One pod through the CLI, followed to its end.
+        first = await asyncio.to_thread(podherd, config_path, "submit", f"default/{pods[0]}", "--wait")
+        assert first.returncode == 0, first.stdout + first.stderr
+        assert first.stdout.splitlines()[-1].split()[2] == "Succeeded:", first.stdout
+        first_job = first.stdout.split()[1]
+
+        # The rest as a storm: half request/reply, half fire-and-forget into the intent stream.
+        nc = await nats.connect(nats_srv.url)
+        subjects = bus.Subjects(test_id)
+        intents = [
+            MigrationIntent(
+                idempotency_key=f"storm-{pod}", pod=PodKey(namespace="default", name=pod), requester="t"
+            )
+            for pod in pods[1:]
+        ]
+        half = len(intents) // 2
+        replies = await asyncio.gather(
+            *(nc.request(subjects.intent_request, codec.encode(i), timeout=30) for i in intents[:half])
+        )
+        assert all(json.loads(r.data)["ok"] for r in replies)
+        js = nc.jetstream()
+        for intent in intents[half:]:
+            await js.publish(
+                subjects.intent("default"),
+                codec.encode(intent),
+                headers={"Nats-Msg-Id": intent.idempotency_key},
+            )
+        await nc.close()
+
+        final = await until_all_ended(kube, STORM, within=150)
+        phases = [j["status"]["phase"] for j in final.values()]
+        assert phases.count("Succeeded") == STORM, {p: phases.count(p) for p in set(phases)}
+        stop.set()
+        findings = await watching
+        assert findings.samples > 20
+        assert findings.as_dict()["limits_exceeded"] == 0, findings.as_dict()
+        assert not findings.pending_replacements
+        assert findings.peak_slots.get("node", 0) >= 2  # the limits were reached, not just never approached
+        assert handle.sim is not None and handle.sim.authorizer is not None
+        assert handle.sim.authorizer.denials == []
+        unused = granted() - {(u.rpartition("-")[2], v, g, r) for u, v, g, r in handle.sim.authorizer.used}
+        assert unused == NEEDED_OFF_THIS_PATH, unused  # least privilege: no grant goes unused
+        assert reservations(kube) == [] and len(web_pods(kube)) == STORM
+
+        # The CLI and kubectl see the same jobs in the same phases.
+        shown = await asyncio.to_thread(podherd, config_path, "jobs")
+        assert shown.returncode == 0, shown.stderr
+        rows = [line.split() for line in shown.stdout.splitlines()[1:]]
+        ours = {(r[0], r[1]) for r in rows}
+        assert ours == {(name, "Succeeded") for name in final}
+        if KUBECTL:
+            columns = "custom-columns=NAME:.metadata.name,PHASE:.status.phase"
+            argv = [
+                KUBECTL,
+                "--kubeconfig",
+                str(handle.kubeconfig),
+                "get",
+                "pmj",
+                "--no-headers",
+                "-o",
+                columns,
+            ]
+            got = await asyncio.to_thread(subprocess.run, argv, capture_output=True, text=True, check=True)
+            assert {tuple(line.split()) for line in got.stdout.splitlines()} == ours
+
+        # Each service's /metrics tells the same story.
+        assert (
+            total(processes, "executor", "podherd_evictions_total", policy="Eviction", outcome="done")
+            == STORM
+        )
+        assert total(processes, "arbitrator", "podherd_arbitrator_admission_seconds_count") >= STORM
+        assert (
+            total(processes, "arbitrator", "podherd_arbitrator_decisions_total", decision="admitted") >= STORM
+        )
+        assert all(has(p, "podherd_ledger_slots_in_use", limit="node") for p in by(processes, "arbitrator"))
+        assert all(has(p, "podherd_pod_evacuations_in_progress") for p in by(processes, "arbitrator"))
+        assert total(processes, "watcher", "podherd_watcher_lag_seconds_count") > STORM
+        tracker = by(processes, "tracker")[0]
+        await until(lambda: sample(tracker, "podherd_jobs", phase="Succeeded") == STORM, within=15)
+
+        # The audit stream tells the first job's story.
+        audit = await asyncio.to_thread(podherd, config_path, "audit", "tail", "--job", first_job)
+        records = [json.loads(line) for line in audit.stdout.splitlines()]
+        moves = [r["phase"] for r in records if r["action"] == "transition"]
+        assert moves[0] == "Pending" and moves[-1] == "Succeeded" and "Running" in moves
+    finally:
+        stop.set()
+        if watching is not None and not watching.done():
+            await watching
+        codes = await asyncio.to_thread(processes.stop_all)
+        await redis_client.aclose()
+        admin.close()
+    assert set(codes.values()) == {0}, codes  # SIGTERM: every replica shut down cleanly
