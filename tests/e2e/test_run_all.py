@@ -1,0 +1,121 @@
+"""`podherd run all`: the four services in one process, one ops endpoint whose readiness names each service's
+checks, and `podherd plan --apply` defragmenting through it; SIGTERM ends it with exit 0."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+
+import msgspec
+import pytest
+import yaml
+
+from kubesim.sim import SimHandle
+from podherd.install import install
+from shared.config import KubernetesConfig
+from shared.kube import KubeClient
+from shared.servers import Server, free_port
+from tests.e2e.pipeline import GROUP, PLURAL, VERSION, ended, pipeline_config
+from tests.kube import Kube, client_for, watch_until
+
+pytestmark = [pytest.mark.e2e, pytest.mark.integration]
+
+
+def podherd(config: Path, *argv: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("NATS_", "REDIS_", "KUBECONFIG"))}
+    return subprocess.run(
+        [sys.executable, "-m", "podherd", *argv, "--config", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env=env,
+    )
+
+
+def all_ended(kube: Kube, count: int, within: float) -> dict[str, dict[str, object]]:
+    state = watch_until(
+        kube.custom.list_cluster_custom_object,
+        lambda st: len(st) >= count and all(ended(j) for j in st.values()),
+        within,
+        group=GROUP,
+        version=VERSION,
+        plural=PLURAL,
+    )
+    return {k.lstrip("/"): v for k, v in state.items()}
+
+
+def ready(port: int) -> str | None:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=1) as answer:
+            return str(answer.read().decode())
+    except OSError:
+        return None
+
+
+def test_run_all_serves_every_service_and_plan_apply_defragments(
+    kubesim_factory: Callable[..., SimHandle],
+    nats_srv: Server,
+    redis_srv: Server,
+    test_id: str,
+    tmp_path: Path,
+) -> None:
+    handle = kubesim_factory("fragmented")
+    kube = KubeClient.from_config(KubernetesConfig(kubeconfig=str(handle.kubeconfig)))
+    install(kube, rbac=False)
+    config = pipeline_config(handle, nats_srv, redis_srv, test_id)
+    path = tmp_path / "podherd.yaml"
+    port = free_port()
+    document = msgspec.to_builtins(config)
+    document["http"] = {"host": "127.0.0.1", "port": port}
+    path.write_text(yaml.safe_dump(document))
+
+    dry = podherd(path, "plan", "-o", "json")
+    assert dry.returncode == 0, dry.stderr
+    plan = json.loads(dry.stdout)
+    assert plan["pending"] == "default/big" and len(plan["moves"]) == 2
+
+    service = subprocess.Popen(
+        [sys.executable, "-m", "podherd", "run", "all", "--config", str(path)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        answer = None
+        for _ in range(600):  # the process starting up: nothing to await but its port
+            answer = ready(port)
+            if answer is not None:
+                break
+            assert service.poll() is None, service.communicate()[1][-2000:]
+            time.sleep(0.1)
+        assert answer == "ready\n"
+        # One endpoint for the four: every service's metrics.
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as answer:
+            metrics = answer.read().decode()
+        for family in ("podherd_watcher_events", "podherd_arbitrator_decisions", "podherd_jobs"):
+            assert family in metrics
+
+        applied = podherd(path, "plan", "--apply")
+        assert applied.returncode == 0, applied.stderr
+        assert applied.stdout.count("-> job podherd-") == 2
+        jobs = all_ended(client_for(handle), 2, within=60)
+        assert all(j["status"]["phase"] == "Succeeded" for j in jobs.values())
+        big = msgspec.json.decode(kube.request("GET", "/api/v1/namespaces/default/pods/big"))
+        assert big["spec"]["nodeName"] == plan["empty"]
+        again = podherd(path, "plan")
+        assert again.returncode == 1 and "no pod is pending" in again.stderr
+        listed = podherd(path, "jobs", "-o", "json")
+        assert {i["metadata"]["name"] for i in json.loads(listed.stdout)} == set(jobs)
+    finally:
+        service.send_signal(signal.SIGTERM)
+        _, err = service.communicate(timeout=60)
+        kube.close()
+    assert service.returncode == 0, err[-2000:]
