@@ -284,6 +284,9 @@ def _print_summary(summary: dict[str, Any], out: TextIO) -> bool:
         file=out,
     )
     print(f"  audit stream: {summary['audit']}", file=out)
+    metrics = summary["metrics"]
+    shown = ", ".join(metrics) if isinstance(metrics, list) else f"{metrics} (--keep keeps them up)"
+    print(f"  metrics: {shown}", file=out)
     print(f"  logs: {summary['logs']}", file=out)
     for name, passed in checks.items():
         print(f"  [{'ok' if passed else 'FAILED'}] {name}", file=out)
