@@ -70,6 +70,8 @@ def evict(store: Store, options: SimOptions, namespace: str, name: str, body: di
             _take_disruption(store, pdbs, matching[0], pod, dry_run)
     if not dry_run:
         store.delete(pods, namespace, name, delete_options)
+        uid = pod["metadata"]["uid"]
+        store.evictions[uid] = store.evictions.get(uid, 0) + 1
     return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
 
 

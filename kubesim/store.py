@@ -118,6 +118,8 @@ class Store:
     def __init__(self, registry: Registry | None = None, history: int = 100_000) -> None:
         self.registry = registry or Registry()
         self.rv = 1
+        # Pod uid -> evictions that went through (201): a test's witness that no pod is evicted twice.
+        self.evictions: dict[str, int] = {}
         self.compacted_rv = 1  # a watch may resume from any rv >= this
         self.buckets: dict[tuple[str, str], Bucket] = {}
         self.history: deque[Event] = deque(maxlen=history)

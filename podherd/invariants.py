@@ -12,11 +12,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
 import redis.asyncio as aioredis
+from redis.exceptions import RedisError
 
 from shared.config import MigrationControllerArgs
 from shared.intstr import max_unavailable
@@ -34,6 +36,7 @@ class Findings:
     slot_breaches: list[str] = field(default_factory=list)
     workload_breaches: list[str] = field(default_factory=list)
     pdb_breaches: list[str] = field(default_factory=list)
+    ledger_unavailable: int = 0
 
     @property
     def limits_exceeded(self) -> int:
@@ -42,6 +45,7 @@ class Findings:
     def as_dict(self) -> dict[str, Any]:
         return {
             "samples": self.samples,
+            "ledger_unavailable_samples": self.ledger_unavailable,
             "replacement_pods_ever_pending": len(self.pending_replacements),
             "limits_exceeded": self.limits_exceeded,
             "slot_breaches": self.slot_breaches[:20],
@@ -85,6 +89,10 @@ def pdb_breach(obj: dict[str, Any]) -> str | None:
     return None
 
 
+def _key(obj: dict[str, Any]) -> str:
+    return f"{obj['metadata'].get('namespace')}/{obj['metadata']['name']}"
+
+
 class Watchdog:
     def __init__(
         self,
@@ -94,12 +102,15 @@ class Watchdog:
         args: MigrationControllerArgs,
         interval: float = 0.1,
         ignore_pods: frozenset[str] = frozenset(),
+        excused: Callable[[], set[str]] = set,
     ) -> None:
         self.kube = kube
         self.ledger = Ledger(redis_client, key_prefix, slot_ttl=0)
         self.args = args
         self.interval = interval
         self.ignore_pods = ignore_pods  # pods pending before the run (the pod a defragmentation is for)
+        # Workloads and PDBs (`namespace/name`) someone else is disturbing now: their gaps are not Podherd's.
+        self.excused = excused
         self.findings = Findings()
         self._known: set[str] = set()
 
@@ -122,25 +133,28 @@ class Watchdog:
 
     async def sample(self) -> None:
         f = self.findings
-        f.samples += 1
-        await self._sample_ledger()
+        try:
+            await self._sample_ledger()
+        except (RedisError, OSError):
+            f.ledger_unavailable += 1  # Redis restarting: nothing to read, nothing admitted either
+        excused = self.excused()
         for path in ("/apis/apps/v1/deployments", "/apis/apps/v1/statefulsets"):
             for obj in await self._items(path):
                 breach = workload_breach(obj, self.args)
-                if breach:
+                if breach and _key(obj) not in excused:
                     f.workload_breaches.append(breach)
         for obj in await self._items("/apis/policy/v1/poddisruptionbudgets"):
             breach = pdb_breach(obj)
-            if breach:
+            if breach and _key(obj) not in excused:
                 f.pdb_breaches.append(breach)
+        f.samples += 1
 
     async def _items(self, path: str) -> list[dict[str, Any]]:
         try:
-            items: list[dict[str, Any]] = (
-                msgspec.json.decode(await self.kube.arequest("GET", path)).get("items") or []
-            )
+            body = await self.kube.arequest("GET", path)
         except KubeError:
             return []
+        items: list[dict[str, Any]] = msgspec.json.decode(body).get("items") or []
         return items
 
     async def _sample_ledger(self) -> None:

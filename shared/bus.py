@@ -280,6 +280,10 @@ class Publisher:
         self._prefix = ""
         self._next = 0
         self._sub: Any = None
+        self._epoch: int | None = None  # the reconnect count when the oldest unflushed publish was sent
+
+    def _reconnects(self) -> int:
+        return int(self.nc.stats.get("reconnects", 0))
 
     async def _ensure_inbox(self) -> None:
         if self._sub is None:
@@ -309,6 +313,8 @@ class Publisher:
         future: asyncio.Future[_Ack] = asyncio.get_running_loop().create_future()
         self._futures[token] = future
         hdrs = {"Nats-Msg-Id": msg_id, **(headers or {})}
+        if self._epoch is None:
+            self._epoch = self._reconnects()
         await self.nc.publish(subject, data, reply=f"{self._prefix}.{token}", headers=hdrs)
         self.pending.append(future)
         if len(self.pending) >= self.window:
@@ -322,12 +328,28 @@ class Publisher:
         pending, self.pending = self.pending, []
         if not pending:
             return 0
-        done, not_done = await asyncio.wait(pending, timeout=ack_wait)
+        epoch, self._epoch = self._epoch, None
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + ack_wait
+        lost = False
+        while True:
+            done, not_done = await asyncio.wait(pending, timeout=min(0.25, max(0.0, deadline - loop.time())))
+            if not not_done or loop.time() >= deadline:
+                break
+            if epoch is not None and self.nc.is_connected and self._reconnects() != epoch:
+                # The connection was lost after these were sent: their acks will never come. Fail now (the
+                # caller retries; Nats-Msg-Id drops what was stored) instead of waiting out ack_wait.
+                lost = True
+                break
         for future in not_done:
             future.cancel()
         self._futures = {k: f for k, f in self._futures.items() if not f.done()}
         failures = [f.exception() for f in done if f.exception() is not None]
         self.acked += len(done) - len(failures)
+        if not_done and lost:
+            raise PublishError(
+                f"the NATS connection was lost before {len(not_done)} publishes were acknowledged"
+            )
         if not_done:
             raise PublishError(f"{len(not_done)} publishes were not acknowledged within {ack_wait:.0f}s")
         if failures:

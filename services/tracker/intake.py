@@ -163,7 +163,10 @@ class IntentIntake:
 
         js = nc.jetstream()
         await bus.ensure_work_streams(js, self.subjects, config)
-        sub = await durable(js, self.subjects.intents_stream, CONSUMER, [self.subjects.all_intents], config)
+        # Redelivered until handled (an API outage is waited out): an intent is never dropped after N tries.
+        sub = await durable(
+            js, self.subjects.intents_stream, CONSUMER, [self.subjects.all_intents], config, max_deliver=-1
+        )
         requests = await nc.subscribe(self.subjects.intent_request, queue=QUEUE_GROUP, cb=on_request)
         try:
             await run_consumer(sub, js, self.subjects, CONSUMER, one_by_one(on_intent), stop)

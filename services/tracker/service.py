@@ -329,7 +329,9 @@ class Tracker:
         return machine.Observed(
             job=job,
             now=datetime.now(UTC),
-            admitted=decision is not None and decision.decision == "admitted",
+            # A Running job was admitted: its PMJ says so even when Redis lost the decision (a flush).
+            admitted=(decision is not None and decision.decision == "admitted")
+            or (job.status is not None and job.status.phase == PHASE_RUNNING),
             rejection=(decision.reason or PHASE_FAILED, decision.message)
             if decision is not None and decision.decision == "rejected"
             else None,

@@ -1,0 +1,650 @@
+"""The chaos run: Podherd's promises under faults, checked from the cluster and the ledger.
+
+    python -m bench.chaos                      # the full run: 1,000 jobs, 3 replicas of each service
+    python -m bench.chaos --jobs 120 --replicas 2   # the size `make test` runs (tests/chaos)
+
+On kubesim, with real NATS and Redis started for the run (so they can be restarted) and the four services as
+separate processes, jobs arrive from intents (request/reply and the stream) and as PMJs created directly,
+while workloads roll out new templates and scale down and up, nodes go NotReady, and half the workloads have
+a PodDisruptionBudget of maxUnavailable 1. A fault injector SIGKILLs a random service replica every few
+seconds and starts it again, restarts NATS once, restarts Redis once and flushes it once.
+
+Invariants, from the cluster (kubesim's record of evictions, the PMJs, Reservations, pods, workloads, PDBs)
+and the ledger, never from Podherd's logs:
+- every job reaches a terminal phase, and its reason matches what happened to its pod (Succeeded: evicted
+  exactly once; a refusal before eviction: never evicted; MissingPod: the pod went away by other hands);
+- no intent is lost: each became a job or was refused with a reason on the audit stream;
+- no pod is evicted twice; no Reservation outlives its job (20 s of grace for a crashed cleanup);
+- at no sample does a node, namespace or the cluster hold more migrations than its limit (ledger), or a
+  workload or PDB fall below what it allows while Podherd alone is disturbing it (workloads rolling out,
+  scaling, or with pods on a NotReady node are excused while that lasts, and 10 s after);
+- no replacement of a ReservationFirst job is ever Pending.
+And the comparison that justifies the design: the same tight cluster (a few hungry pending pods waiting for
+any room) migrated with EvictDirectly, then with ReservationFirst, counting the replacements left Pending.
+Results: JSON on stdout and in bench/results/chaos.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import random
+import tempfile
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import nats
+import nats.errors
+import redis as sync_redis
+import redis.asyncio as aioredis
+import yaml
+
+from bench.results_io import emit
+from kubesim.options import SimOptions
+from kubesim.sim import SimHandle, start_in_thread
+from podherd.install import install
+from podherd.invariants import Watchdog
+from podherd.processes import ServiceProcesses
+from services.tracker.intents import job_name
+from shared import bus
+from shared.api import codec
+from shared.api.messages import IntentReply, MigrationIntent, PodKey
+from shared.api.pmj import GROUP, PLURAL, TERMINAL_PHASES
+from shared.config import KubernetesConfig, config_from_dict
+from shared.kube import KubeClient, KubeError
+from shared.servers import Server, nats_server, redis_server
+
+JOBS = f"/apis/{GROUP}/v1alpha1/{PLURAL}"
+RESERVATIONS = f"/apis/{GROUP}/v1alpha1/reservations"
+# Reasons a job can only end with before its pod was evicted (Timeout can come either side).
+AFTER_EVICTION = frozenset({"Timeout", "ReservationExpired", "MissingReservation", "WaitForBoundPodReady"})
+EXCUSE_TAIL = 10.0
+ORPHAN_GRACE = 20.0
+MIN_FAULT_SECONDS = 30.0
+
+
+@dataclass
+class ChaosOptions:
+    jobs: int = 1000
+    replicas: int = 3
+    nodes: int = 30
+    workloads: int = 12
+    pods_per_workload: int = 30
+    rate: float = 25.0  # jobs submitted per second
+    ttl: str = "2m"
+    seed: int = 7
+    workdir: Path | None = None
+    stranding_jobs: int = 8
+
+
+@dataclass
+class Submitted:
+    job: str
+    source: str
+    namespace: str
+    pod: str
+    uid: str
+    key: str = ""
+
+
+@dataclass
+class Run:
+    opts: ChaosOptions
+    handle: SimHandle
+    kube: KubeClient
+    processes: ServiceProcesses
+    prefix: str
+    nats_srv: Server
+    redis_srv: Server
+    rng: random.Random
+    submitted: list[Submitted] = field(default_factory=list)
+    refused: Counter[str] = field(default_factory=Counter)
+    excused_until: dict[str, float] = field(default_factory=dict)
+    faults: Counter[str] = field(default_factory=Counter)
+    disturbances: Counter[str] = field(default_factory=Counter)
+    orphans: set[str] = field(default_factory=set)
+    ended_at: dict[str, float] = field(default_factory=dict)
+
+    def excused(self) -> set[str]:
+        now = time.monotonic()
+        return {key for key, until in self.excused_until.items() if until > now}
+
+    def excuse(self, key: str, seconds: float) -> None:
+        self.excused_until[key] = max(self.excused_until.get(key, 0.0), time.monotonic() + seconds)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The cluster and the stack
+
+
+def fault_cluster(opts: ChaosOptions) -> dict[str, Any]:
+    return {
+        "name": "chaos",
+        "namespaces": ["ns-0", "ns-1"],
+        "nodes": [
+            {
+                "name": "node-{i}",
+                "count": opts.nodes,
+                "capacity": {"cpu": "16", "memory": "64Gi", "pods": "110"},
+            }
+        ],
+        "workloads": [
+            {
+                "kind": "Deployment",
+                "name": f"app-{i}",
+                "namespace": f"ns-{i % 2}",
+                "replicas": opts.pods_per_workload,
+                "requests": {"cpu": "200m", "memory": "256Mi"},
+                "schedulerName": "koord-scheduler",
+                **({"pdb": {"maxUnavailable": 1}} if i % 2 == 0 else {}),
+            }
+            for i in range(opts.workloads)
+        ],
+    }
+
+
+def tight_cluster() -> dict[str, Any]:
+    """Every CPU taken but by two hungry pending pods: any room a blind eviction frees goes to them first."""
+    return {
+        "name": "tight",
+        "nodes": [
+            {"name": "node-{i}", "count": 5, "capacity": {"cpu": "4", "memory": "16Gi", "pods": "110"}}
+        ],
+        "workloads": [
+            {
+                "kind": "Deployment",
+                "name": "app",
+                "replicas": 18,
+                "requests": {"cpu": "1", "memory": "1Gi"},
+                "schedulerName": "koord-scheduler",
+            },
+            {
+                "kind": "Deployment",
+                "name": "filler",
+                "replicas": 4,
+                "requests": {"cpu": "1", "memory": "1Gi"},
+                "schedulerName": "koord-scheduler",
+            },
+        ],
+    }
+
+
+def config_document(
+    handle: SimHandle, nats_url: str, redis_url: str, prefix: str, ttl: str
+) -> dict[str, Any]:
+    return {
+        "nats": {"url": nats_url, "subjectPrefix": prefix, "ackWait": "5s"},
+        "redis": {"url": redis_url, "keyPrefix": prefix},
+        "kubernetes": {"kubeconfig": str(handle.kubeconfig)},
+        "watcher": {"checkpointInterval": "200ms"},
+        "logging": {"level": "INFO"},
+        "migrationController": {
+            "evictQPS": 1000,
+            "evictBurst": 1000,
+            "defaultJobTTL": ttl,
+            "objectLimiters": {"workload": {"duration": "1s", "maxMigrating": 1000}},
+        },
+    }
+
+
+@contextlib.contextmanager
+def stack(
+    scenario: dict[str, Any],
+    nats_srv: Server,
+    redis_srv: Server,
+    prefix: str,
+    replicas: int,
+    ttl: str,
+    work: Path,
+) -> Any:
+    handle = start_in_thread(SimOptions(), scenario=scenario)
+    kube = KubeClient.from_config(KubernetesConfig(kubeconfig=str(handle.kubeconfig)))
+    install(kube, rbac=False)
+    document = config_document(handle, nats_srv.url, redis_srv.url, prefix, ttl)
+    config = config_from_dict(document)
+    path = work / f"{prefix}.yaml"
+    path.write_text(yaml.safe_dump(document))
+    processes = ServiceProcesses(path, work / f"logs-{prefix}")
+    try:
+        processes.start_all(replicas)
+        processes.wait_ready(90)
+        yield handle, kube, processes, config
+    finally:
+        processes.stop_all(30)
+        kube.close()
+        handle.stop()
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Submitting jobs
+
+
+async def pods_of(kube: KubeClient, selector: str = "") -> list[dict[str, Any]]:
+    query = [("labelSelector", selector)] if selector else []
+    body = await kube.arequest("GET", "/api/v1/pods", query)
+    items: list[dict[str, Any]] = msgspec.json.decode(body).get("items") or []
+    return [
+        p
+        for p in items
+        if (p.get("status") or {}).get("phase") == "Running" and not p["metadata"].get("deletionTimestamp")
+    ]
+
+
+async def submit_all(run: Run, count: int, mode: str | None = None, selector: str = "") -> None:
+    """`count` jobs at `rate`, on distinct running pods, a third each through request/reply, the intent
+    stream and a PMJ created directly; a NATS outage is ridden out by retrying (the key makes it safe)."""
+    nc = await nats.connect(run.nats_srv.url, max_reconnect_attempts=-1, reconnect_time_wait=0.2)
+    js = nc.jetstream()
+    subjects = bus.Subjects(run.prefix)
+    taken: set[str] = set()
+    candidates: list[dict[str, Any]] = []
+    try:
+        for i in range(count):
+            if not candidates:
+                candidates = [
+                    p for p in await pods_of(run.kube, selector) if p["metadata"]["uid"] not in taken
+                ]
+                run.rng.shuffle(candidates)
+                if not candidates:
+                    break
+            pod = candidates.pop()
+            meta = pod["metadata"]
+            taken.add(meta["uid"])
+            source = ("request", "stream", "pmj")[i % 3]
+            key = f"{run.prefix}-{i}"
+            intent = MigrationIntent(
+                idempotency_key=key,
+                pod=PodKey(namespace=meta["namespace"], name=meta["name"]),
+                requester="chaos",
+                mode=mode,  # type: ignore[arg-type]
+            )
+            name = await _submit(run, nc, js, subjects, source, intent, i)
+            if name is not None:
+                run.submitted.append(
+                    Submitted(name, source, meta["namespace"], meta["name"], meta["uid"], key)
+                )
+            await asyncio.sleep(1.0 / run.opts.rate)
+    finally:
+        await nc.close()
+
+
+async def _submit(
+    run: Run, nc: Any, js: Any, subjects: bus.Subjects, source: str, intent: MigrationIntent, i: int
+) -> str | None:
+    for attempt in range(200):
+        try:
+            if source == "request":
+                msg = await nc.request(subjects.intent_request, codec.encode(intent), timeout=5)
+                reply = codec.decode(msg.data, IntentReply)
+                if not reply.ok:
+                    run.refused[reply.error.code if reply.error else "?"] += 1
+                    return None
+                return reply.job
+            if source == "stream":
+                await js.publish(
+                    subjects.intent(intent.pod.namespace),
+                    codec.encode(intent),
+                    headers={"Nats-Msg-Id": intent.idempotency_key},
+                    timeout=5,
+                )
+                return job_name(intent.idempotency_key)
+            name = f"{run.prefix}-pmj-{i}"
+            body = {
+                "apiVersion": f"{GROUP}/v1alpha1",
+                "kind": "PodMigrationJob",
+                "metadata": {"name": name},
+                "spec": {
+                    "podRef": {"namespace": intent.pod.namespace, "name": intent.pod.name},
+                    **({"mode": intent.mode} if intent.mode else {}),
+                },
+            }
+            await run.kube.arequest("POST", JOBS, body=body)
+            return name
+        except (nats.errors.Error, TimeoutError, OSError, KubeError):
+            await asyncio.sleep(min(2.0, 0.1 * (attempt + 1)))  # NATS restarting: a real client retries
+    run.refused["gave up"] += 1
+    return None
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Faults and disturbances
+
+
+async def inject_faults(run: Run, stop: asyncio.Event, span: float) -> None:
+    """SIGKILL a random replica every 2-5 s and start it again; NATS and Redis restarted, Redis flushed."""
+    started = time.monotonic()
+    planned = {"nats_restart": 0.3, "redis_restart": 0.5, "redis_flush": 0.7}
+    while not stop.is_set():
+        await _wait(stop, run.rng.uniform(2.0, 5.0))
+        if stop.is_set():
+            break
+        victim = run.rng.choice(run.processes.running)
+        run.processes.kill(victim)
+        run.faults[f"kill_{victim.service}"] += 1
+        await asyncio.sleep(run.rng.uniform(0.3, 1.5))
+        run.processes.start(victim.service, victim.replica + "b")
+        elapsed = (time.monotonic() - started) / span
+        for fault, at in list(planned.items()):
+            if elapsed >= at:
+                del planned[fault]
+                await asyncio.to_thread(_server_fault, run, fault)
+    for fault in planned:  # a short run still gets each server fault once
+        await asyncio.to_thread(_server_fault, run, fault)
+
+
+def _server_fault(run: Run, fault: str) -> None:
+    if fault == "nats_restart" and run.nats_srv.managed:
+        run.nats_srv.restart()
+    elif fault == "redis_restart" and run.redis_srv.managed:
+        run.redis_srv.restart()
+    elif fault == "redis_flush":
+        client = sync_redis.from_url(run.redis_srv.url)
+        try:
+            client.flushall()
+        finally:
+            client.close()
+    else:
+        return
+    run.faults[fault] += 1
+
+
+async def disturb(run: Run, stop: asyncio.Event) -> None:
+    """Rollouts, scale down and back up, a node NotReady for a few seconds."""
+    revision = 0
+    while not stop.is_set():
+        await _wait(stop, run.rng.uniform(2.0, 4.0))
+        if stop.is_set():
+            break
+        action = run.rng.choice(("rollout", "scale", "notready"))
+        i = run.rng.randrange(run.opts.workloads)
+        namespace, name = f"ns-{i % 2}", f"app-{i}"
+        path = f"/apis/apps/v1/namespaces/{namespace}/deployments/{name}"
+        merge = "application/merge-patch+json"
+        with contextlib.suppress(KubeError, OSError):
+            if action == "rollout":
+                revision += 1
+                patch = {
+                    "spec": {"template": {"metadata": {"annotations": {"chaos/revision": str(revision)}}}}
+                }
+                run.excuse(f"{namespace}/{name}", 30)
+                await run.kube.arequest("PATCH", path, body=patch, content_type=merge)
+            elif action == "scale":
+                run.excuse(f"{namespace}/{name}", 20)
+                down = {"spec": {"replicas": run.opts.pods_per_workload - 3}}
+                await run.kube.arequest("PATCH", path, body=down, content_type=merge)
+                await _wait(stop, 3.0)
+                up = {"spec": {"replicas": run.opts.pods_per_workload}}
+                await run.kube.arequest("PATCH", path, body=up, content_type=merge)
+            else:
+                await _node_not_ready(run, stop)
+            run.disturbances[action] += 1
+
+
+async def _node_not_ready(run: Run, stop: asyncio.Event) -> None:
+    node = f"node-{run.rng.randrange(run.opts.nodes) + 1}"
+    on_node = [p for p in await pods_of(run.kube) if p["spec"].get("nodeName") == node]
+    for pod in on_node:  # its workloads lose replicas through no doing of Podherd's
+        owner = (pod["metadata"].get("labels") or {}).get("app")
+        if owner:
+            run.excuse(f"{pod['metadata']['namespace']}/{owner}", 6.0 + EXCUSE_TAIL)
+    await _set_ready(run.kube, node, False)
+    await _wait(stop, 4.0)
+    await _set_ready(run.kube, node, True)
+
+
+async def _set_ready(kube: KubeClient, node: str, ready: bool) -> None:
+    status = "True" if ready else "False"
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    condition = {"type": "Ready", "status": status, "reason": "Chaos", "lastTransitionTime": now}
+    body = {"status": {"conditions": [condition]}}
+    await kube.arequest(
+        "PATCH", f"/api/v1/nodes/{node}/status", body=body, content_type="application/merge-patch+json"
+    )
+
+
+async def _wait(stop: asyncio.Event, seconds: float) -> None:
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(stop.wait(), seconds)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Watching
+
+
+async def jobs_state(kube: KubeClient) -> dict[str, dict[str, Any]]:
+    items = msgspec.json.decode(await kube.arequest("GET", JOBS)).get("items") or []
+    return {i["metadata"]["name"]: i for i in items}
+
+
+def phase_of(job: dict[str, Any]) -> str:
+    return str((job.get("status") or {}).get("phase") or "Pending")
+
+
+def outcome(job: dict[str, Any]) -> str:
+    return f"{phase_of(job)}/{(job.get('status') or {}).get('reason') or '-'}"
+
+
+async def watch_reservations(run: Run, stop: asyncio.Event) -> None:
+    """A Reservation whose job has ended more than ORPHAN_GRACE seconds ago has outlived it."""
+    while not stop.is_set():
+        with contextlib.suppress(KubeError, OSError):
+            jobs = await jobs_state(run.kube)
+            now = time.monotonic()
+            for name, job in jobs.items():
+                if phase_of(job) in TERMINAL_PHASES:
+                    run.ended_at.setdefault(name, now)
+            items = msgspec.json.decode(await run.kube.arequest("GET", RESERVATIONS)).get("items") or []
+            for r in items:
+                owner = (r["metadata"].get("labels") or {}).get("podherd.io/job")
+                if owner and now - run.ended_at.get(owner, now) > ORPHAN_GRACE:
+                    run.orphans.add(r["metadata"]["name"])
+        await _wait(stop, 1.0)
+
+
+async def until_ended(run: Run, within: float) -> dict[str, dict[str, Any]]:
+    deadline = time.monotonic() + within
+    wanted = {s.job for s in run.submitted}
+    while True:
+        jobs = await jobs_state(run.kube)
+        open_jobs = {n for n in wanted if n in jobs and phase_of(jobs[n]) not in TERMINAL_PHASES}
+        if not open_jobs or time.monotonic() > deadline:
+            return jobs
+        await asyncio.sleep(1.0)
+
+
+async def refused_on_stream(run: Run, missing: list[Submitted]) -> dict[str, str]:
+    """Stream intents that made no job: the tracker's audit record of the refusal says why (it is written
+    on the pod's intent subject); an intent with neither a job nor a refusal is lost."""
+    out: dict[str, str] = {}
+    nc = await nats.connect(run.nats_srv.url)
+    try:
+        js = nc.jetstream()
+        subjects = bus.Subjects(run.prefix)
+        for s in missing:
+            sub = await js.subscribe(subjects.audit(f"intent-{s.namespace}-{s.pod}"), ordered_consumer=True)
+            with contextlib.suppress(TimeoutError, nats.errors.TimeoutError):
+                while s.job not in out:
+                    record = json.loads((await sub.next_msg(timeout=2)).data)
+                    if (record.get("details") or {}).get("intent") == s.key:
+                        out[s.job] = record.get("reason") or record.get("action") or "?"
+            await sub.unsubscribe()
+    finally:
+        await nc.close()
+    return out
+
+
+def check_reasons(
+    run: Run, jobs: dict[str, dict[str, Any]], evictions: dict[str, int], alive: set[str]
+) -> list[str]:
+    mismatches = []
+    for s in run.submitted:
+        job = jobs.get(s.job)
+        if job is None:
+            continue
+        phase, reason = phase_of(job), (job.get("status") or {}).get("reason") or ""
+        evicted = evictions.get(s.uid, 0)
+        wrong = None
+        if phase == "Succeeded" and evicted != 1:
+            wrong = f"Succeeded but evicted {evicted} times"
+        elif phase in ("Failed", "Aborted") and not reason:
+            wrong = f"{phase} without a reason"
+        elif phase == "Failed" and reason == "MissingPod" and (evicted or s.uid in alive):
+            wrong = f"MissingPod but the pod was evicted {evicted} times / is alive"
+        elif phase == "Failed" and reason not in AFTER_EVICTION and reason != "MissingPod" and evicted:
+            wrong = f"Failed {reason} (before eviction) but the pod was evicted"
+        if wrong:
+            mismatches.append(f"{s.job} ({s.namespace}/{s.pod}): {wrong}")
+    return mismatches
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The two runs
+
+
+async def fault_run(opts: ChaosOptions, nats_srv: Server, redis_srv: Server, work: Path) -> dict[str, Any]:
+    prefix = f"chaos{opts.seed}"
+    with stack(fault_cluster(opts), nats_srv, redis_srv, prefix, opts.replicas, opts.ttl, work) as parts:
+        handle, kube, processes, config = parts
+        run = Run(opts, handle, kube, processes, prefix, nats_srv, redis_srv, random.Random(opts.seed))
+        client = aioredis.from_url(redis_srv.url)
+        watchdog = Watchdog(
+            kube, client, prefix, config.migration_controller, interval=0.1, excused=run.excused
+        )
+        stop, stop_faults = asyncio.Event(), asyncio.Event()
+        started = time.monotonic()
+        span = max(2 * opts.jobs / opts.rate, MIN_FAULT_SECONDS)  # faults last at least this long
+        watching = asyncio.create_task(watchdog.run(stop))
+        orphans = asyncio.create_task(watch_reservations(run, stop))
+        chaos = [
+            asyncio.create_task(inject_faults(run, stop_faults, span)),
+            asyncio.create_task(disturb(run, stop_faults)),
+        ]
+        try:
+            await submit_all(run, opts.jobs)
+            # Faults go on while the jobs are in flight, for at least the span the submissions took.
+            await until_ended(run, within=max(0.0, span - (time.monotonic() - started)))
+            stop_faults.set()
+            await asyncio.gather(*chaos)
+            await asyncio.to_thread(processes.wait_ready, 90)
+            jobs = await until_ended(run, within=180)
+            await _wait(asyncio.Event(), ORPHAN_GRACE + 2)  # let a crashed cleanup's grace run out
+        finally:
+            stop_faults.set()
+            stop.set()
+            findings = await watching
+            await orphans
+            await client.aclose()
+        evictions = handle.call(lambda sim: dict(sim.store.evictions))
+        alive = {
+            p["metadata"]["uid"] for p in msgspec.json.decode(kube.request("GET", "/api/v1/pods"))["items"]
+        }
+        missing = [s for s in run.submitted if s.job not in jobs]
+        reasons = await refused_on_stream(run, missing)
+        lost = [s.job for s in missing if s.job not in reasons]
+        leftover = msgspec.json.decode(kube.request("GET", RESERVATIONS)).get("items") or []
+        ours = [s for s in run.submitted if s.job in jobs]
+        not_terminal = [s.job for s in ours if phase_of(jobs[s.job]) not in TERMINAL_PHASES]
+        mismatches = check_reasons(run, jobs, evictions, alive)
+        replacements = {
+            f"{s.namespace}/{((jobs[s.job].get('status') or {}).get('podRef') or {}).get('name')}"
+            for s in ours
+        }
+        pending = sorted(findings.pending_replacements & replacements)
+        evicted_twice = sorted(uid for uid, n in evictions.items() if n > 1)
+        invariants = {
+            "jobs_not_terminal": len(not_terminal),
+            "intents_lost": len(lost),
+            "reason_mismatches": len(mismatches),
+            "pods_evicted_twice": len(evicted_twice),
+            "reservations_outliving_jobs": len(run.orphans) + len(leftover),
+            "limit_breaches": findings.limits_exceeded,
+            "replacements_pending": len(pending),
+        }
+        return {
+            "invariants": invariants,
+            "examples": {
+                "not_terminal": not_terminal[:5],
+                "lost": lost[:5],
+                "mismatches": mismatches[:5],
+                "breaches": (findings.slot_breaches + findings.workload_breaches + findings.pdb_breaches)[:5],
+                "pending": pending[:5],
+                "orphans": sorted(run.orphans)[:5],
+            },
+            "jobs": {
+                "submitted": len(run.submitted),
+                "by_source": dict(Counter(s.source for s in run.submitted)),
+                "by_phase": dict(Counter(phase_of(jobs[s.job]) for s in ours)),
+                "by_reason": dict(Counter(outcome(jobs[s.job]) for s in ours)),
+                "intents_refused_on_request": dict(run.refused),
+                "intents_refused_on_stream": dict(Counter(reasons.values())),
+                "pods_evicted": sum(evictions.values()),
+            },
+            "faults": dict(run.faults),
+            "disturbances": dict(run.disturbances),
+            "watchdog": {"samples": findings.samples, "peak_slots_in_use": findings.peak_slots},
+            "seconds": round(time.monotonic() - started, 1),
+        }
+
+
+async def stranding(opts: ChaosOptions, nats_srv: Server, redis_srv: Server, work: Path) -> dict[str, Any]:
+    """The tight cluster, migrated blind (EvictDirectly) and reserving first, from the same start."""
+    out: dict[str, Any] = {}
+    for mode in ("EvictDirectly", "ReservationFirst"):
+        prefix = f"strand{opts.seed}{mode[0].lower()}"
+        with stack(tight_cluster(), nats_srv, redis_srv, prefix, 1, "20s", work) as parts:
+            handle, kube, processes, config = parts
+            run = Run(opts, handle, kube, processes, prefix, nats_srv, redis_srv, random.Random(opts.seed))
+            client = aioredis.from_url(redis_srv.url)
+            watchdog = Watchdog(kube, client, prefix, config.migration_controller, interval=0.2)
+            stop = asyncio.Event()
+            watching = asyncio.create_task(watchdog.run(stop))
+            try:
+                await submit_all(run, opts.stranding_jobs, mode=mode, selector="app=app")
+                jobs = await until_ended(run, within=60)
+            finally:
+                stop.set()
+                findings = await watching
+                await client.aclose()
+            stranded = sorted(p for p in findings.pending_replacements if p.startswith("default/app-"))
+            out[mode] = {
+                "jobs": len(run.submitted),
+                "by_reason": dict(Counter(outcome(jobs.get(s.job, {})) for s in run.submitted)),
+                "replacements_stranded_pending": len(stranded),
+            }
+    return out
+
+
+async def chaos(opts: ChaosOptions) -> dict[str, Any]:
+    work = opts.workdir or Path(tempfile.mkdtemp(prefix="podherd-chaos-"))
+    nats_srv, redis_srv = nats_server(work / "nats"), redis_server(work / "redis")
+    try:
+        result = {"options": {"jobs": opts.jobs, "replicas": opts.replicas, "seed": opts.seed}}
+        result["fault_run"] = await fault_run(opts, nats_srv, redis_srv, work)
+        result["stranding"] = await stranding(opts, nats_srv, redis_srv, work)
+        result["servers"] = {"nats": nats_srv.origin, "redis": redis_srv.origin}
+        return result
+    finally:
+        nats_srv.stop()
+        redis_srv.stop()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--jobs", type=int, default=1000)
+    parser.add_argument("--replicas", type=int, default=3)
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--rate", type=float, default=25.0)
+    args = parser.parse_args()
+    opts = ChaosOptions(jobs=args.jobs, replicas=args.replicas, seed=args.seed, rate=args.rate)
+    result = asyncio.run(chaos(opts))
+    emit("chaos", result)
+
+
+if __name__ == "__main__":
+    main()

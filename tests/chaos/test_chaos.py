@@ -1,0 +1,36 @@
+"""The chaos run at the size CI can afford (`python -m bench.chaos` runs the full one): every invariant holds
+under SIGKILLed replicas, a NATS restart, a Redis restart and a Redis flush, rollouts, scaling and NotReady
+nodes; and blind evictions strand replacements in a tight cluster where reserving first strands none."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+
+from bench.chaos import ChaosOptions, chaos
+
+pytestmark = [pytest.mark.integration, pytest.mark.e2e, pytest.mark.slow]
+
+
+@pytest.mark.timeout(600)
+def test_a_small_chaos_run_holds_every_invariant(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for variable in ("NATS_URL", "REDIS_URL"):  # the run restarts its servers: they must be its own
+        monkeypatch.delenv(variable, raising=False)
+    result = asyncio.run(
+        chaos(ChaosOptions(jobs=90, replicas=2, rate=15, workdir=tmp_path, stranding_jobs=6))
+    )
+    print(json.dumps(result, indent=2))
+    run = result["fault_run"]
+    assert run["invariants"] == dict.fromkeys(run["invariants"], 0), run["examples"]
+    assert run["jobs"]["submitted"] >= 80
+    assert run["jobs"]["by_phase"].get("Succeeded", 0) >= run["jobs"]["submitted"] // 2
+    faults = run["faults"]
+    assert faults["nats_restart"] == faults["redis_restart"] == faults["redis_flush"] == 1
+    assert sum(n for fault, n in faults.items() if fault.startswith("kill_")) >= 4
+    assert run["watchdog"]["samples"] > 100
+    strand = result["stranding"]
+    assert strand["EvictDirectly"]["replacements_stranded_pending"] > 0
+    assert strand["ReservationFirst"]["replacements_stranded_pending"] == 0
