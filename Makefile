@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.podherd-installed
 
-.PHONY: demo test lint typecheck unit integration bench clean
+.PHONY: demo test lint typecheck unit integration bench chaos clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "podherd needs Python >= 3.11")'
@@ -32,6 +32,15 @@ unit: $(STAMP)
 
 integration: $(STAMP)
 	$(PY) -m pytest -m integration
+
+# Every benchmark beside its baseline, one run: bench/results/report.{json,md} and admission_latency.png.
+bench: $(STAMP)
+	$(PY) -m pip install --quiet -e '.[bench]'
+	$(PY) -m bench.report
+
+# The full chaos run (1,000 jobs, 3 replicas of each service); `make test` runs a small one.
+chaos: $(STAMP)
+	$(PY) -m bench.chaos
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

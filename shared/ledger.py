@@ -13,6 +13,7 @@ The scripts implement `services.arbitrator.rules.limits.evaluate`; the tests hol
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from importlib import resources
@@ -232,6 +233,11 @@ class Ledger:
     async def is_complete(self) -> bool:
         return bool(await self.client.exists(f"{self.prefix}:marker"))
 
+    async def generation(self) -> str | None:
+        """The complete ledger's generation (a new one after every rebuild), or None while it is not."""
+        value = await self.client.get(f"{self.prefix}:marker")
+        return as_text(value) if value is not None else None
+
     async def rebuild(self, running: Iterable[HeldJob]) -> int:
         """Restore the slots and claims of `running` jobs (from their PMJs), then mark the ledger complete."""
         pipe = self.client.pipeline(transaction=True)
@@ -246,7 +252,9 @@ class Ledger:
             )
             pipe.zadd(f"{self.prefix}:expiry", {job.job_uid: 0}, nx=True)
             count += 1
-        pipe.set(f"{self.prefix}:marker", "complete")
+        # A new generation: decisions made again after Redis lost the ledger are new messages, not
+        # duplicates JetStream would drop (the same job admitted again must reach the tracker again).
+        pipe.set(f"{self.prefix}:marker", uuid.uuid4().hex[:12])
         await pipe.execute()
         # Rebuilt jobs expire a full TTL from now, by the ledger's clock.
         seconds, micros = await self.client.time()

@@ -111,6 +111,9 @@ class Engine:
         self.audit_subject = audit_subject
         self.redis = ledger.client
         self.meta = f"{config.redis.key_prefix}:arbitrator"
+        # The ledger's generation: part of every decision's Msg-Id, so a job decided again after a ledger
+        # rebuild is published again, while replicas repeating a decision within one generation are not.
+        self.generation = ""
         self.next_timer: float | None = None  # seconds until the ledger's next timer, as of the last pass
         self._sweep_cursor = 0
         self._last_announce_check = 0.0
@@ -542,7 +545,7 @@ class Engine:
         await self.publisher.publish(
             self.subject(decision.decision, decision.job.name),
             codec.encode(decision),
-            f"{decision.job.uid}/{decision.decision}",
+            f"{decision.job.uid}/{decision.decision}/{self.generation}",
         )
         record = AuditRecord(
             id=f"{decision.job.uid}/decision/{decision.decision}",

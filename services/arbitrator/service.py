@@ -133,7 +133,9 @@ class Arbitrator:
 
     async def ensure_ledger(self) -> bool:
         """True once the ledger is complete; rebuilds it (one replica at a time) when it is not."""
-        if await self.ledger.is_complete():
+        generation = await self.ledger.generation()
+        if generation is not None:
+            self.engine.generation = generation
             return True
         lock = f"{self.ledger.prefix}:rebuilding"
         if not await self.client.set(lock, self.config.replica, nx=True, ex=30):
@@ -142,6 +144,7 @@ class Arbitrator:
             running = await self._running_jobs()
             refilled = await self.refill_from_stream()
             count = await self.ledger.rebuild(running)
+            self.engine.generation = await self.ledger.generation() or ""
             log.warning("ledger rebuilt from %d running jobs (%d events replayed)", count, refilled)
             return True
         except Exception:

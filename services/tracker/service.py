@@ -73,6 +73,7 @@ log = logging.getLogger(__name__)
 TRANSITIONS = Counter("podherd_tracker_transitions_total", "Job phase changes", ["phase", "reason"])
 JOBS_BY_PHASE = Gauge("podherd_jobs", "PodMigrationJobs by phase", ["phase"])
 PHASES = ("Pending", "Running", "Succeeded", "Failed", "Aborted")
+RESYNC_SECONDS = 30.0
 RELEASES = Counter("podherd_ledger_releases_total", "Ledger slots released when jobs ended")
 JOBS = f"/apis/{GROUP}/v1alpha1/{PLURAL}"
 RESERVATIONS = f"/apis/{GROUP}/v1alpha1/reservations"
@@ -189,9 +190,16 @@ class Tracker:
 
     async def deadlines(self, stop: asyncio.Event) -> None:
         """Jobs whose ttl has passed are reconciled (and time out) even if nothing else happens to them."""
+        resynced = time.monotonic()
         while not stop.is_set():
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), 0.5)
+            if time.monotonic() - resynced >= RESYNC_SECONDS:
+                resynced = time.monotonic()
+                try:
+                    await self.resync()
+                except Exception:
+                    log.exception("resync failed")
             try:
                 due = await self.client.zrangebyscore(f"{self.key}:deadlines", "-inf", time.time())
                 for name in due:
@@ -212,6 +220,20 @@ class Tracker:
                     JOBS_BY_PHASE.labels(phase).set(written.count(phase))
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), every)
+
+    async def resync(self) -> None:
+        """Redis can lose what drives a job (a flush: its deadline, its decision): every open job whose
+        deadline is not tracked is tracked again and reconciled, so none waits for an event that will not
+        come. Costs one list of the PMJs per RESYNC_SECONDS."""
+        items = await read_or_retry(self.kube.list_items(JOBS, ""), "listing jobs", 0.5)
+        for raw in items:
+            if ((raw.get("status") or {}).get("phase") or PHASE_PENDING) in TERMINAL_PHASES:
+                continue
+            name = raw["metadata"]["name"]
+            if await self.client.zscore(f"{self.key}:deadlines", name) is None:
+                await self._track(msgspec.convert(raw, PodMigrationJob))
+                with contextlib.suppress(Retry):
+                    await self.reconcile(name)
 
     async def forget(self, job: PodMigrationJob) -> None:
         """The PMJ was deleted: whatever it held goes (its Reservation, its ledger slots)."""

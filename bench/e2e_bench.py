@@ -1,0 +1,169 @@
+"""End to end: migrations through the four services as deployed (separate processes), real NATS and Redis.
+
+    python -m bench.e2e_bench [--jobs 400] [--replicas 2]
+
+For each mode, on a fresh cluster with room (kubesim in this process), `--jobs` PodMigrationJobs are created
+at once and followed with a watch until each ends: throughput (jobs per second, first create to last end), the
+latency from a job's creation to its end (p50, p99), and each service's peak memory (VmHWM) and CPU time.
+`ReservationFirst` is Podherd's way; `EvictDirectly` is the baseline without Reservations, so the difference
+is what reserving first costs. Results: JSON on stdout and in bench/results/e2e.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from bench.results_io import emit
+from bench.stack import stack
+from podherd.processes import ServiceProcesses
+from shared.api.pmj import GROUP, PLURAL, TERMINAL_PHASES
+from shared.kube import KubeClient
+from shared.servers import Server, nats_server, redis_server
+
+JOBS = f"/apis/{GROUP}/v1alpha1/{PLURAL}"
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def cluster(workloads: int = 20, pods: int = 30) -> dict[str, Any]:
+    return {
+        "name": "e2e",
+        "nodes": [
+            {"name": "node-{i}", "count": 40, "capacity": {"cpu": "16", "memory": "64Gi", "pods": "110"}}
+        ],
+        "workloads": [
+            {
+                "kind": "Deployment",
+                "name": f"app-{i}",
+                "replicas": pods,
+                "requests": {"cpu": "100m", "memory": "128Mi"},
+                "schedulerName": "koord-scheduler",
+            }
+            for i in range(workloads)
+        ],
+    }
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else 0.0
+
+
+def process_usage(processes: ServiceProcesses) -> dict[str, dict[str, float]]:
+    """Peak resident memory (MB) and CPU seconds of each running service replica, from /proc."""
+    out: dict[str, dict[str, float]] = {}
+    for proc in processes.running:
+        with contextlib.suppress(OSError):
+            status = Path(f"/proc/{proc.process.pid}/status").read_text()
+            hwm = next(int(line.split()[1]) for line in status.splitlines() if line.startswith("VmHWM"))
+            fields = Path(f"/proc/{proc.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+            cpu = (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+            out[proc.name] = {"peak_rss_mb": round(hwm / 1024, 1), "cpu_seconds": round(cpu, 2)}
+    return out
+
+
+async def follow(kube: KubeClient, count: int, ended: dict[str, float], version: str) -> None:
+    query = [("watch", "true"), ("resourceVersion", version)]
+    async for line in kube.stream(JOBS, query, read_timeout=600):
+        obj = msgspec.json.decode(line).get("object") or {}
+        name = (obj.get("metadata") or {}).get("name")
+        if name and (obj.get("status") or {}).get("phase") in TERMINAL_PHASES:
+            ended.setdefault(name, time.monotonic())
+            if len(ended) >= count:
+                return
+
+
+async def run_mode(
+    mode: str, jobs: int, replicas: int, nats_srv: Server, redis_srv: Server, work: Path
+) -> dict[str, Any]:
+    prefix = f"e2e{mode[0].lower()}"
+    with stack(
+        cluster(),
+        nats_srv,
+        redis_srv,
+        prefix,
+        replicas,
+        "5m",
+        work,
+        maxMigratingPerNode=4,
+        maxMigratingPerWorkload=10,
+        maxUnavailablePerWorkload=10,
+    ) as parts:
+        handle, kube, processes, _ = parts
+        pods = msgspec.json.decode(await kube.arequest("GET", "/api/v1/pods"))["items"]
+        version = msgspec.json.decode(await kube.arequest("GET", JOBS))["metadata"]["resourceVersion"]
+        ended: dict[str, float] = {}
+        watching = asyncio.create_task(follow(kube, jobs, ended, version))
+        created: dict[str, float] = {}
+        start = time.monotonic()
+        for i, pod in enumerate(pods[:jobs]):
+            name = f"{prefix}-{i}"
+            body = {
+                "apiVersion": f"{GROUP}/v1alpha1",
+                "kind": "PodMigrationJob",
+                "metadata": {"name": name},
+                "spec": {"podRef": {"namespace": "default", "name": pod["metadata"]["name"]}, "mode": mode},
+            }
+            created[name] = time.monotonic()
+            await kube.arequest("POST", JOBS, body=body)
+        submitted = time.monotonic() - start
+        await asyncio.wait_for(watching, 600)
+        makespan = max(ended.values()) - start
+        final = msgspec.json.decode(await kube.arequest("GET", JOBS))["items"]
+        phases: dict[str, int] = {}
+        for job in final:
+            phase = (job.get("status") or {}).get("phase") or "Pending"
+            phases[phase] = phases.get(phase, 0) + 1
+        latencies = [ended[n] - created[n] for n in created if n in ended]
+        usage = process_usage(processes)
+        _ = handle
+    return {
+        "mode": mode,
+        "jobs": jobs,
+        "replicas_per_service": replicas,
+        "phases": phases,
+        "create_seconds": round(submitted, 2),
+        "makespan_seconds": round(makespan, 2),
+        "jobs_per_second": round(jobs / makespan, 1),
+        "latency_s_p50": round(percentile(latencies, 0.5), 2),
+        "latency_s_p99": round(percentile(latencies, 0.99), 2),
+        "services": usage,
+        "peak_rss_mb_max": max((u["peak_rss_mb"] for u in usage.values()), default=0),
+        "cpu_seconds_total": round(sum(u["cpu_seconds"] for u in usage.values()), 1),
+    }
+
+
+async def main_async(jobs: int, replicas: int) -> dict[str, Any]:
+    work = Path(tempfile.mkdtemp(prefix="podherd-e2e-"))
+    nats_srv, redis_srv = nats_server(work / "nats"), redis_server(work / "redis")
+    try:
+        modes = [
+            await run_mode(m, jobs, replicas, nats_srv, redis_srv, work)
+            for m in ("ReservationFirst", "EvictDirectly")
+        ]
+    finally:
+        nats_srv.stop()
+        redis_srv.stop()
+    return {"modes": modes}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--jobs", type=int, default=400)
+    parser.add_argument("--replicas", type=int, default=2)
+    args = parser.parse_args()
+    emit("e2e", asyncio.run(main_async(args.jobs, args.replicas)))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,198 @@
+"""The benchmark report: every benchmark beside its baseline, on this machine, in one run.
+
+    python -m bench.report [--quick]        (or `make bench`)
+
+Runs, each in its own process so peak memory is its own:
+- the watcher: initial sync and steady event rate, msgspec (as shipped) vs the Kubernetes client's models;
+- the arbitrator: admission throughput and latency with 1k/10k/100k jobs pending, Podherd's event-driven
+  ledger vs a model of Koordinator's full pass every 500 ms;
+- end to end: jobs through the four services as processes, ReservationFirst vs EvictDirectly.
+Writes bench/results/report.json, report.md (the tables) and admission_latency.png (admission latency
+against pending jobs for both arbitration models).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.results_io import RESULTS
+
+FULL = {
+    "watcher": ["--nodes", "5000", "--pods", "100000", "--changes", "100000"],
+    "arbitrator": ["--pending", "1000", "10000", "100000"],
+    "e2e": ["--jobs", "400", "--replicas", "2"],
+}
+QUICK = {
+    "watcher": ["--nodes", "500", "--pods", "10000", "--changes", "10000"],
+    "arbitrator": ["--pending", "1000", "10000", "--burst", "2000", "--offered", "1000"],
+    "e2e": ["--jobs", "100", "--replicas", "1"],
+}
+
+
+def run_benchmark(name: str, args: list[str]) -> dict[str, Any]:
+    started = time.monotonic()
+    out = subprocess.run(
+        [sys.executable, "-m", f"bench.{name}_bench", *args], capture_output=True, text=True, check=False
+    )
+    if out.returncode != 0:
+        raise SystemExit(f"bench.{name}_bench failed:\n{out.stderr[-3000:]}")
+    result: dict[str, Any] = json.loads((RESULTS / f"{name}.json").read_text())
+    result["_seconds"] = round(time.monotonic() - started, 1)
+    return result
+
+
+def _row(cells: list[Any]) -> str:
+    return "| " + " | ".join(str(c) for c in cells) + " |"
+
+
+def markdown(results: dict[str, Any]) -> str:
+    lines = [f"# Podherd benchmark report\n\n{results['machine']}\n"]
+    watcher = results["watcher"]
+    lines += [
+        f"## Watcher: {watcher.get('pods')} pods, {watcher.get('nodes')} nodes, acks from JetStream\n",
+        _row(
+            [
+                "decoder",
+                "initial sync events/s",
+                "initial sync s",
+                "steady events/s",
+                "events per CPU-s",
+                "peak RSS MB",
+            ]
+        ),
+        _row(["---"] * 6),
+    ]
+    for v in watcher["variants"]:
+        lines.append(
+            _row(
+                [
+                    v.get("variant"),
+                    f"{v.get('initial_sync_events_per_second'):,}",
+                    v.get("initial_sync_seconds"),
+                    f"{v.get('events_per_second'):,}",
+                    f"{v.get('events_per_watcher_cpu_second'):,}",
+                    v.get("peak_rss_mb"),
+                ]
+            )
+        )
+    arbitrator = results["arbitrator"]
+    lines += [
+        "\n## Arbitrator: admission with jobs pending (Podherd vs Koordinator's 500 ms full pass)\n",
+        _row(
+            [
+                "pending",
+                "Podherd decisions/s",
+                "Podherd p50 / p99 ms",
+                "Koordinator model p50 / p99 ms",
+                "Koordinator pass ms",
+                "Redis MB",
+            ]
+        ),
+        _row(["---"] * 6),
+    ]
+    for ours, theirs in zip(arbitrator["podherd"], arbitrator["koordinator_model_500ms"], strict=True):
+        lines.append(
+            _row(
+                [
+                    f"{ours['pending']:,}",
+                    f"{ours['decisions_per_second']:,}",
+                    f"{ours['latency_ms_p50']} / {ours['latency_ms_p99']}",
+                    f"{theirs['latency_ms_p50']} / {theirs['latency_ms_p99']}",
+                    theirs["pass_ms"],
+                    ours["redis_used_memory_mb_with_backlog"],
+                ]
+            )
+        )
+    lines.append(f"\nPeak RSS of the arbitrator benchmark process: {arbitrator.get('peak_rss_mb')} MB.\n")
+    lines += [
+        "## End to end: jobs through the four services as processes\n",
+        _row(
+            [
+                "mode",
+                "jobs",
+                "jobs/s",
+                "latency p50 / p99 s",
+                "makespan s",
+                "max service RSS MB",
+                "service CPU s",
+            ]
+        ),
+        _row(["---"] * 7),
+    ]
+    for m in results["e2e"]["modes"]:
+        lines.append(
+            _row(
+                [
+                    m["mode"],
+                    m["jobs"],
+                    m["jobs_per_second"],
+                    f"{m['latency_s_p50']} / {m['latency_s_p99']}",
+                    m["makespan_seconds"],
+                    m["peak_rss_mb_max"],
+                    m["cpu_seconds_total"],
+                ]
+            )
+        )
+    lines.append("\n![admission latency against pending jobs](admission_latency.png)\n")
+    return "\n".join(lines)
+
+
+def plot(arbitrator: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    pending = [d["pending"] for d in arbitrator["podherd"]]
+    fig, ax = plt.subplots(figsize=(7, 4.2), dpi=120)
+    for label, rows, style in (
+        ("Podherd (event-driven ledger)", arbitrator["podherd"], "o-"),
+        ("Koordinator model (full pass / 500 ms)", arbitrator["koordinator_model_500ms"], "s--"),
+    ):
+        ax.plot(pending, [r["latency_ms_p50"] for r in rows], style, label=f"{label} p50")
+        ax.plot(pending, [r["latency_ms_p99"] for r in rows], style, alpha=0.5, label=f"{label} p99")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("jobs pending")
+    ax.set_ylabel("admission latency (ms)")
+    ax.set_title("Admission latency against pending jobs")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def machine() -> str:
+    cpus = Path("/proc/cpuinfo").read_text().count("processor\t:") if Path("/proc/cpuinfo").exists() else "?"
+    return (
+        f"Machine: {cpus} CPUs, Python {sys.version.split()[0]}; every server shares them with the benchmark."
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--quick", action="store_true", help="smaller sizes (a few minutes instead of ~15)")
+    args = parser.parse_args()
+    sizes = QUICK if args.quick else FULL
+    results: dict[str, Any] = {"machine": machine(), "quick": args.quick}
+    for name, bench_args in sizes.items():
+        print(f"running bench.{name}_bench {' '.join(bench_args)}", file=sys.stderr, flush=True)
+        results[name] = run_benchmark(name, bench_args)
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "report.json").write_text(json.dumps(results, indent=2) + "\n")
+    (RESULTS / "report.md").write_text(markdown(results))
+    plot(results["arbitrator"], RESULTS / "admission_latency.png")
+    print((RESULTS / "report.md").read_text())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,69 @@
+"""The pipeline as deployed, for benchmarks and the chaos run: kubesim in this process, the four services as
+`podherd run` processes against given NATS and Redis, Podherd's CRDs installed."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from kubesim.options import SimOptions
+from kubesim.sim import SimHandle, start_in_thread
+from podherd.install import install
+from podherd.processes import ServiceProcesses
+from shared.config import KubernetesConfig, PodherdConfig, config_from_dict
+from shared.kube import KubeClient
+from shared.servers import Server
+
+Parts = tuple[SimHandle, KubeClient, ServiceProcesses, PodherdConfig]
+
+
+def config_document(
+    handle: SimHandle, nats_url: str, redis_url: str, prefix: str, ttl: str, **migration: Any
+) -> dict[str, Any]:
+    return {
+        "nats": {"url": nats_url, "subjectPrefix": prefix, "ackWait": "5s"},
+        "redis": {"url": redis_url, "keyPrefix": prefix},
+        "kubernetes": {"kubeconfig": str(handle.kubeconfig)},
+        "watcher": {"checkpointInterval": "200ms"},
+        "logging": {"level": "INFO"},
+        "migrationController": {
+            "evictQPS": 1000,
+            "evictBurst": 1000,
+            "defaultJobTTL": ttl,
+            "objectLimiters": {"workload": {"duration": "1s", "maxMigrating": 1000}},
+            **migration,
+        },
+    }
+
+
+@contextlib.contextmanager
+def stack(
+    scenario: dict[str, Any],
+    nats_srv: Server,
+    redis_srv: Server,
+    prefix: str,
+    replicas: int,
+    ttl: str,
+    work: Path,
+    **migration: Any,
+) -> Iterator[Parts]:
+    handle = start_in_thread(SimOptions(), scenario=scenario)
+    kube = KubeClient.from_config(KubernetesConfig(kubeconfig=str(handle.kubeconfig)))
+    install(kube, rbac=False)
+    document = config_document(handle, nats_srv.url, redis_srv.url, prefix, ttl, **migration)
+    config = config_from_dict(document)
+    path = work / f"{prefix}.yaml"
+    path.write_text(yaml.safe_dump(document))
+    processes = ServiceProcesses(path, work / f"logs-{prefix}")
+    try:
+        processes.start_all(replicas)
+        processes.wait_ready(90)
+        yield handle, kube, processes, config
+    finally:
+        processes.stop_all(30)
+        kube.close()
+        handle.stop()
