@@ -70,9 +70,9 @@ MIN_FAULT_SECONDS = 30.0
 class ChaosOptions:
     jobs: int = 1000
     replicas: int = 3
-    nodes: int = 30
-    workloads: int = 12
-    pods_per_workload: int = 30
+    nodes: int = 40
+    workloads: int = 16
+    pods_per_workload: int = 40
     rate: float = 25.0  # jobs submitted per second
     ttl: str = "2m"
     seed: int = 7
@@ -199,13 +199,17 @@ async def submit_all(run: Run, count: int, mode: str | None = None, selector: st
     candidates: list[dict[str, Any]] = []
     try:
         for i in range(count):
-            if not candidates:
+            for _ in range(100):  # every pod has a job: wait for replacements to become candidates
+                if candidates:
+                    break
                 candidates = [
                     p for p in await pods_of(run.kube, selector) if p["metadata"]["uid"] not in taken
                 ]
                 run.rng.shuffle(candidates)
                 if not candidates:
-                    break
+                    await asyncio.sleep(0.5)
+            if not candidates:
+                break
             pod = candidates.pop()
             meta = pod["metadata"]
             taken.add(meta["uid"])
@@ -504,7 +508,12 @@ async def fault_run(opts: ChaosOptions, nats_srv: Server, redis_srv: Server, wor
         missing = [s for s in run.submitted if s.job not in jobs]
         reasons = await refused_on_stream(run, missing)
         lost = [s.job for s in missing if s.job not in reasons]
-        leftover = msgspec.json.decode(kube.request("GET", RESERVATIONS)).get("items") or []
+        leftover = [  # Reservations left at the end by a job that has ended (or is gone)
+            r
+            for r in msgspec.json.decode(kube.request("GET", RESERVATIONS)).get("items") or []
+            if (r["metadata"].get("labels") or {}).get("podherd.io/job") not in jobs
+            or phase_of(jobs[r["metadata"]["labels"]["podherd.io/job"]]) in TERMINAL_PHASES
+        ]
         ours = [s for s in run.submitted if s.job in jobs]
         not_terminal = [s.job for s in ours if phase_of(jobs[s.job]) not in TERMINAL_PHASES]
         mismatches = check_reasons(run, jobs, evictions, alive)
