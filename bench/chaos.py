@@ -1,6 +1,6 @@
 """The chaos run: Podherd's promises under faults, checked from the cluster and the ledger.
 
-    python -m bench.chaos                      # the full run: 1,000 jobs, 3 replicas of each service
+    python -m bench.chaos                      # the full run: 1,100 intents and PMJs, 3 replicas each
     python -m bench.chaos --jobs 120 --replicas 2   # the size `make test` runs (tests/chaos)
 
 On kubesim, with real NATS and Redis started for the run (so they can be restarted) and the four services as
@@ -68,7 +68,7 @@ MIN_FAULT_SECONDS = 30.0
 
 @dataclass
 class ChaosOptions:
-    jobs: int = 1000
+    jobs: int = 1100
     replicas: int = 3
     nodes: int = 40
     workloads: int = 16
@@ -602,7 +602,7 @@ async def chaos(opts: ChaosOptions) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--jobs", type=int, default=1000)
+    parser.add_argument("--jobs", type=int, default=1100)
     parser.add_argument("--replicas", type=int, default=3)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--rate", type=float, default=25.0)
