@@ -419,6 +419,17 @@ async def until_ended(run: Run, within: float) -> dict[str, dict[str, Any]]:
         await asyncio.sleep(1.0)
 
 
+async def settle_reservations(run: Run, jobs: dict[str, dict[str, Any]]) -> None:
+    """Give a cleanup that a crash delayed its grace, but only while Reservations of ended jobs remain."""
+    deadline = time.monotonic() + ORPHAN_GRACE + 2
+    while time.monotonic() < deadline:
+        items = msgspec.json.decode(await run.kube.arequest("GET", RESERVATIONS)).get("items") or []
+        owners = [(r["metadata"].get("labels") or {}).get("podherd.io/job") for r in items]
+        if not any(o not in jobs or phase_of(jobs[o]) in TERMINAL_PHASES for o in owners):
+            return
+        await asyncio.sleep(1.0)
+
+
 async def refused_on_stream(run: Run, missing: list[Submitted]) -> dict[str, str]:
     """Stream intents that made no job: the tracker's audit record of the refusal says why (it is written
     on the pod's intent subject); an intent with neither a job nor a refusal is lost."""
@@ -494,7 +505,7 @@ async def fault_run(opts: ChaosOptions, nats_srv: Server, redis_srv: Server, wor
             await asyncio.gather(*chaos)
             await asyncio.to_thread(processes.wait_ready, 90)
             jobs = await until_ended(run, within=180)
-            await _wait(asyncio.Event(), ORPHAN_GRACE + 2)  # let a crashed cleanup's grace run out
+            await settle_reservations(run, jobs)
         finally:
             stop_faults.set()
             stop.set()
@@ -563,7 +574,7 @@ async def stranding(opts: ChaosOptions, nats_srv: Server, redis_srv: Server, wor
     out: dict[str, Any] = {}
     for mode in ("EvictDirectly", "ReservationFirst"):
         prefix = f"strand{opts.seed}{mode[0].lower()}"
-        with stack(tight_cluster(), nats_srv, redis_srv, prefix, 1, "20s", work) as parts:
+        with stack(tight_cluster(), nats_srv, redis_srv, prefix, 1, "10s", work) as parts:
             handle, kube, processes, config = parts
             run = Run(opts, handle, kube, processes, prefix, nats_srv, redis_srv, random.Random(opts.seed))
             client = aioredis.from_url(redis_srv.url)

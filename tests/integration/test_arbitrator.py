@@ -461,7 +461,10 @@ async def test_flush_closes_admission_until_rebuilt_from_running_jobs(
         assert admitted(await decisions(nc, subjects, lambda ds: len(ds) >= 1)) == ["j0"]
         arbitrator.kube = real  # the API server is back: the next round rebuilds
         later = await decisions(nc, subjects, lambda ds: "j2" in admitted(ds))
-        assert admitted(later) == ["j0", "j2"]  # j1 still waits behind the rebuilt node slot of j0
+        # j1 still waits behind the rebuilt node slot of j0. (j0 may be told again: the stream still shows it
+        # Pending, so it is queued and found already admitted; a new ledger generation makes that a new
+        # message, which the tracker takes as a no-op for a Running job.)
+        assert sorted(set(admitted(later))) == ["j0", "j2"] and admitted(later).count("j2") == 1
         rebuilt = await ledger.snapshot()
         assert rebuilt["claims"]["p-web-0"] == uid
         # The facts and the pending job came back from the events stream: j1 waits on j0's node again.
