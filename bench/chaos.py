@@ -63,7 +63,6 @@ RESERVATIONS = f"/apis/{GROUP}/v1alpha1/reservations"
 AFTER_EVICTION = frozenset({"Timeout", "ReservationExpired", "MissingReservation", "WaitForBoundPodReady"})
 EXCUSE_TAIL = 10.0
 ORPHAN_GRACE = 20.0
-MIN_FAULT_SECONDS = 30.0
 
 
 @dataclass
@@ -78,6 +77,7 @@ class ChaosOptions:
     seed: int = 7
     workdir: Path | None = None
     stranding_jobs: int = 8
+    fault_seconds: float = 30.0  # faults last at least this long, however fast the jobs go
 
 
 @dataclass
@@ -490,7 +490,7 @@ async def fault_run(opts: ChaosOptions, nats_srv: Server, redis_srv: Server, wor
         )
         stop, stop_faults = asyncio.Event(), asyncio.Event()
         started = time.monotonic()
-        span = max(2 * opts.jobs / opts.rate, MIN_FAULT_SECONDS)  # faults last at least this long
+        span = max(2 * opts.jobs / opts.rate, opts.fault_seconds)
         watching = asyncio.create_task(watchdog.run(stop))
         orphans = asyncio.create_task(watch_reservations(run, stop))
         chaos = [

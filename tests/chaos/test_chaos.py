@@ -19,18 +19,19 @@ pytestmark = [pytest.mark.integration, pytest.mark.e2e, pytest.mark.slow]
 def test_a_small_chaos_run_holds_every_invariant(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     for variable in ("NATS_URL", "REDIS_URL"):  # the run restarts its servers: they must be its own
         monkeypatch.delenv(variable, raising=False)
-    result = asyncio.run(
-        chaos(ChaosOptions(jobs=90, replicas=2, rate=15, workdir=tmp_path, stranding_jobs=6))
+    options = ChaosOptions(
+        jobs=60, replicas=2, rate=4, ttl="40s", workdir=tmp_path, stranding_jobs=6, fault_seconds=15
     )
+    result = asyncio.run(chaos(options))
     print(json.dumps(result, indent=2))
     run = result["fault_run"]
     assert run["invariants"] == dict.fromkeys(run["invariants"], 0), run["examples"]
-    assert run["jobs"]["submitted"] >= 80
+    assert run["jobs"]["submitted"] >= 50
     assert run["jobs"]["by_phase"].get("Succeeded", 0) >= run["jobs"]["submitted"] // 2
     faults = run["faults"]
     assert faults["nats_restart"] == faults["redis_restart"] == faults["redis_flush"] == 1
-    assert sum(n for fault, n in faults.items() if fault.startswith("kill_")) >= 4
-    assert run["watchdog"]["samples"] > 100
+    assert sum(n for fault, n in faults.items() if fault.startswith("kill_")) >= 3
+    assert run["watchdog"]["samples"] > 50
     strand = result["stranding"]
     assert strand["EvictDirectly"]["replacements_stranded_pending"] > 0
     assert strand["ReservationFirst"]["replacements_stranded_pending"] == 0
