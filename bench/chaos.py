@@ -45,7 +45,7 @@ import redis as sync_redis
 import redis.asyncio as aioredis
 
 from bench.results_io import emit
-from bench.stack import stack
+from bench.stack import deployment, nodes, stack
 from kubesim.sim import SimHandle
 from podherd.invariants import Watchdog
 from podherd.processes import ServiceProcesses
@@ -121,28 +121,18 @@ class Run:
 
 
 def fault_cluster(opts: ChaosOptions) -> dict[str, Any]:
+    """Deployments in two namespaces; every other one has a PodDisruptionBudget of maxUnavailable 1."""
+    workloads = []
+    for i in range(opts.workloads):
+        workload = deployment(f"app-{i}", opts.pods_per_workload, "200m", "256Mi", namespace=f"ns-{i % 2}")
+        if i % 2 == 0:
+            workload["pdb"] = {"maxUnavailable": 1}
+        workloads.append(workload)
     return {
         "name": "chaos",
         "namespaces": ["ns-0", "ns-1"],
-        "nodes": [
-            {
-                "name": "node-{i}",
-                "count": opts.nodes,
-                "capacity": {"cpu": "16", "memory": "64Gi", "pods": "110"},
-            }
-        ],
-        "workloads": [
-            {
-                "kind": "Deployment",
-                "name": f"app-{i}",
-                "namespace": f"ns-{i % 2}",
-                "replicas": opts.pods_per_workload,
-                "requests": {"cpu": "200m", "memory": "256Mi"},
-                "schedulerName": "koord-scheduler",
-                **({"pdb": {"maxUnavailable": 1}} if i % 2 == 0 else {}),
-            }
-            for i in range(opts.workloads)
-        ],
+        "nodes": nodes(opts.nodes, 16, "64Gi"),
+        "workloads": workloads,
     }
 
 
@@ -150,25 +140,8 @@ def tight_cluster() -> dict[str, Any]:
     """Every CPU taken but by two hungry pending pods: any room a blind eviction frees goes to them first."""
     return {
         "name": "tight",
-        "nodes": [
-            {"name": "node-{i}", "count": 5, "capacity": {"cpu": "4", "memory": "16Gi", "pods": "110"}}
-        ],
-        "workloads": [
-            {
-                "kind": "Deployment",
-                "name": "app",
-                "replicas": 18,
-                "requests": {"cpu": "1", "memory": "1Gi"},
-                "schedulerName": "koord-scheduler",
-            },
-            {
-                "kind": "Deployment",
-                "name": "filler",
-                "replicas": 4,
-                "requests": {"cpu": "1", "memory": "1Gi"},
-                "schedulerName": "koord-scheduler",
-            },
-        ],
+        "nodes": nodes(5, 4, "16Gi"),
+        "workloads": [deployment("app", 18, "1", "1Gi"), deployment("filler", 4, "1", "1Gi")],
     }
 
 

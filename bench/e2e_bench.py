@@ -23,7 +23,7 @@ from typing import Any
 import msgspec
 
 from bench.results_io import emit
-from bench.stack import stack
+from bench.stack import deployment, nodes, stack
 from podherd.processes import ServiceProcesses
 from shared.api.pmj import GROUP, PLURAL, TERMINAL_PHASES
 from shared.kube import KubeClient
@@ -36,19 +36,8 @@ CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 def cluster(workloads: int = 20, pods: int = 30) -> dict[str, Any]:
     return {
         "name": "e2e",
-        "nodes": [
-            {"name": "node-{i}", "count": 40, "capacity": {"cpu": "16", "memory": "64Gi", "pods": "110"}}
-        ],
-        "workloads": [
-            {
-                "kind": "Deployment",
-                "name": f"app-{i}",
-                "replicas": pods,
-                "requests": {"cpu": "100m", "memory": "128Mi"},
-                "schedulerName": "koord-scheduler",
-            }
-            for i in range(workloads)
-        ],
+        "nodes": nodes(40, 16, "64Gi"),
+        "workloads": [deployment(f"app-{i}", pods, "100m", "128Mi") for i in range(workloads)],
     }
 
 

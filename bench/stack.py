@@ -21,6 +21,24 @@ from shared.servers import Server
 Parts = tuple[SimHandle, KubeClient, ServiceProcesses, PodherdConfig]
 
 
+def nodes(count: int, cpu: int, memory: str) -> list[dict[str, Any]]:
+    return [
+        {"name": "node-{i}", "count": count, "capacity": {"cpu": str(cpu), "memory": memory, "pods": "110"}}
+    ]
+
+
+def deployment(name: str, replicas: int, cpu: str, memory: str, namespace: str = "default") -> dict[str, Any]:
+    """A Deployment of `replicas` pods scheduled by koord-scheduler (so ReservationFirst applies)."""
+    return {
+        "kind": "Deployment",
+        "name": name,
+        "namespace": namespace,
+        "replicas": replicas,
+        "requests": {"cpu": cpu, "memory": memory},
+        "schedulerName": "koord-scheduler",
+    }
+
+
 def config_document(
     handle: SimHandle, nats_url: str, redis_url: str, prefix: str, ttl: str, **migration: Any
 ) -> dict[str, Any]:
