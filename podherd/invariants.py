@@ -78,6 +78,17 @@ def workload_breach(obj: dict[str, Any], args: MigrationControllerArgs) -> str |
     return None
 
 
+def settled(obj: dict[str, Any]) -> bool:
+    """The controller has caught up: the current template everywhere, as many pods as wanted."""
+    spec, status = obj.get("spec") or {}, obj.get("status") or {}
+    replicas = int(spec.get("replicas") or 0)
+    return (
+        status.get("observedGeneration", 0) >= obj["metadata"].get("generation", 0)
+        and int(status.get("replicas") or 0) == replicas
+        and int(status.get("updatedReplicas", replicas) or 0) == replicas
+    )
+
+
 def pdb_breach(obj: dict[str, Any]) -> str | None:
     status = obj.get("status") or {}
     if not status.get("expectedPods"):
@@ -138,11 +149,17 @@ class Watchdog:
         except (RedisError, OSError):
             f.ledger_unavailable += 1  # Redis restarting: nothing to read, nothing admitted either
         excused = self.excused()
-        for path in ("/apis/apps/v1/deployments", "/apis/apps/v1/statefulsets"):
-            for obj in await self._items(path):
-                breach = workload_breach(obj, self.args)
-                if breach and _key(obj) not in excused:
-                    f.workload_breaches.append(breach)
+        workloads = [
+            obj
+            for path in ("/apis/apps/v1/deployments", "/apis/apps/v1/statefulsets")
+            for obj in await self._items(path)
+        ]
+        # A workload its controller is still rolling out or scaling owns its gap (and its PDB's), not Podherd.
+        excused |= {_key(obj) for obj in workloads if not settled(obj)}
+        for obj in workloads:
+            breach = workload_breach(obj, self.args)
+            if breach and _key(obj) not in excused:
+                f.workload_breaches.append(breach)
         for obj in await self._items("/apis/policy/v1/poddisruptionbudgets"):
             breach = pdb_breach(obj)
             if breach and _key(obj) not in excused:
