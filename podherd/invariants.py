@@ -160,9 +160,14 @@ class Watchdog:
             breach = workload_breach(obj, self.args)
             if breach and _key(obj) not in excused:
                 f.workload_breaches.append(breach)
+        wanted = {_key(obj): int((obj.get("spec") or {}).get("replicas") or 0) for obj in workloads}
         for obj in await self._items("/apis/policy/v1/poddisruptionbudgets"):
             breach = pdb_breach(obj)
-            if breach and _key(obj) not in excused:
+            expected = int((obj.get("status") or {}).get("expectedPods") or 0)
+            # A PDB still counting another set of pods than its workload wants (old and new ReplicaSets
+            # during a rollout) describes the controller's transition, not a disruption.
+            in_transition = _key(obj) in wanted and expected != wanted[_key(obj)]
+            if breach and _key(obj) not in excused and not in_transition:
                 f.pdb_breaches.append(breach)
         f.samples += 1
 
