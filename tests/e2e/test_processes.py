@@ -187,7 +187,8 @@ async def test_four_service_processes_with_their_own_roles_carry_a_storm_of_inte
         assert handle.sim.authorizer.denials == []
         unused = granted() - {(u.rpartition("-")[2], v, g, r) for u, v, g, r in handle.sim.authorizer.used}
         assert unused == NEEDED_OFF_THIS_PATH, unused  # least privilege: no grant goes unused
-        assert reservations(kube) == [] and len(web_pods(kube)) == STORM
+        running = [p for p in web_pods(kube).values() if p.metadata.deletion_timestamp is None]
+        assert reservations(kube) == [] and len(running) == STORM  # the last moved pod may still be going
 
         # The CLI and kubectl see the same jobs in the same phases.
         shown = await asyncio.to_thread(podherd, config_path, "jobs")
