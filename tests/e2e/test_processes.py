@@ -49,6 +49,9 @@ NEEDED_OFF_THIS_PATH = {
     ("tracker", "get", "scheduling.koordinator.sh", "reservations"),
 }
 
+# The tracker's resync (every 30 s) lists the jobs: a short run may end before it comes round.
+PERIODIC = {("tracker", "list", "scheduling.koordinator.sh", "podmigrationjobs")}
+
 
 def granted() -> set[tuple[str, str, str, str]]:
     """(service, verb, group, resource) for every rule of every service's ClusterRole in deploy/rbac."""
@@ -186,7 +189,8 @@ async def test_four_service_processes_with_their_own_roles_carry_a_storm_of_inte
         assert handle.sim is not None and handle.sim.authorizer is not None
         assert handle.sim.authorizer.denials == []
         unused = granted() - {(u.rpartition("-")[2], v, g, r) for u, v, g, r in handle.sim.authorizer.used}
-        assert unused == NEEDED_OFF_THIS_PATH, unused  # least privilege: no grant goes unused
+        # Least privilege: no grant goes unused but those this path cannot exercise or may not reach yet.
+        assert NEEDED_OFF_THIS_PATH <= unused <= NEEDED_OFF_THIS_PATH | PERIODIC, unused
         running = [p for p in web_pods(kube).values() if p.metadata.deletion_timestamp is None]
         assert reservations(kube) == [] and len(running) == STORM  # the last moved pod may still be going
 
