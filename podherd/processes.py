@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from shared.servers import die_with_parent, free_port
+from shared.servers import free_port, spawn_logged
 
 SERVICES = ("watcher", "arbitrator", "executor", "tracker")
 
@@ -84,15 +84,7 @@ class ServiceProcesses:
         if service in self.kubeconfigs:
             env["PODHERD_KUBERNETES__KUBECONFIG"] = str(self.kubeconfigs[service])
         argv = [sys.executable, "-m", "podherd", "run", service, "--config", str(self.config)]
-        with open(log, "ab") as out:
-            process = subprocess.Popen(
-                argv,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                env=env,
-                preexec_fn=die_with_parent if sys.platform.startswith("linux") else None,  # noqa: PLW1509
-            )
+        process = spawn_logged(argv, log, env=env)
         started = ServiceProcess(service, replica, process, port, log)
         self.running.append(started)
         return started

@@ -255,14 +255,22 @@ def die_with_parent() -> None:  # pragma: no cover - runs in the child between f
 
 
 def _spawn(argv: list[str], data: Path, kind: str) -> subprocess.Popen[bytes]:
-    log_file = open(data / f"{kind}.log", "ab")  # noqa: SIM115 - handed to the child, closed below
+    return spawn_logged(argv, data / f"{kind}.log", cwd=data)
+
+
+def spawn_logged(
+    argv: list[str], log: Path, cwd: Path | None = None, env: Mapping[str, str] | None = None
+) -> subprocess.Popen[bytes]:
+    """A child process writing stdout and stderr to `log` (appended), stopped if this process dies."""
+    log_file = open(log, "ab")  # noqa: SIM115 - handed to the child, closed below
     try:
         return subprocess.Popen(
             argv,
             stdout=log_file,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
-            cwd=data,
+            cwd=cwd,
+            env=env,
             preexec_fn=die_with_parent if sys.platform.startswith("linux") else None,  # noqa: PLW1509
         )
     finally:

@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import nats
@@ -139,6 +143,18 @@ async def pipeline(config: PodherdConfig, replicas: int = 1) -> AsyncIterator[Pi
     finally:
         for running in list(p.running):
             await p.stop(running)
+
+
+def podherd(config: Path, *argv: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """`podherd <argv> --config <config>` as a user runs it, with no server address from this environment."""
+    return subprocess.run(
+        [sys.executable, "-m", "podherd", *argv, "--config", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        env={k: v for k, v in os.environ.items() if not k.startswith(("NATS_", "REDIS_", "KUBECONFIG"))},
+    )
 
 
 def create_job(kube: Kube, name: str, pod: str, namespace: str = "default", **spec: Any) -> dict[str, Any]:

@@ -7,10 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import shutil
 import subprocess
-import sys
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
@@ -32,7 +30,7 @@ from shared.api import codec
 from shared.api.messages import MigrationIntent, PodKey
 from shared.kube import KubeClient
 from shared.servers import Server
-from tests.e2e.pipeline import pipeline_config
+from tests.e2e.pipeline import pipeline_config, podherd
 from tests.e2e.test_lifecycle import cluster, reservations, start, web_pods
 from tests.e2e.test_pipeline import until_all_ended
 
@@ -100,17 +98,6 @@ async def until(condition: Callable[[], bool], within: float) -> None:
         # A gauge refreshed on a period has no event to await.
         while not await asyncio.to_thread(condition):  # noqa: ASYNC110
             await asyncio.sleep(0.5)
-
-
-def podherd(config: Path, *argv: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "podherd", *argv, "--config", str(config)],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-        env={k: v for k, v in os.environ.items() if not k.startswith(("NATS_", "REDIS_", "KUBECONFIG"))},
-    )
 
 
 async def test_four_service_processes_with_their_own_roles_carry_a_storm_of_intents(

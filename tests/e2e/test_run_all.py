@@ -4,7 +4,6 @@ checks, and `podherd plan --apply` defragmenting through it; SIGTERM ends it wit
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -22,22 +21,10 @@ from podherd.install import install
 from shared.config import KubernetesConfig
 from shared.kube import KubeClient
 from shared.servers import Server, free_port
-from tests.e2e.pipeline import GROUP, PLURAL, VERSION, ended, pipeline_config
+from tests.e2e.pipeline import GROUP, PLURAL, VERSION, ended, pipeline_config, podherd
 from tests.kube import Kube, client_for, watch_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
-
-
-def podherd(config: Path, *argv: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("NATS_", "REDIS_", "KUBECONFIG"))}
-    return subprocess.run(
-        [sys.executable, "-m", "podherd", *argv, "--config", str(config)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-        env=env,
-    )
 
 
 def all_ended(kube: Kube, count: int, within: float) -> dict[str, dict[str, object]]:
