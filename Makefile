@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.podherd-installed
 
-.PHONY: demo test lint typecheck unit integration bench chaos clean
+.PHONY: demo test test-noisy test-repeat lint typecheck unit integration fuzz bench chaos clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "podherd needs Python >= 3.11")'
@@ -26,6 +26,21 @@ typecheck: $(STAMP)
 
 test: lint typecheck
 	$(PY) -m pytest
+
+# `make test` with a noisy neighbour: a busy loop spins one core beside it (and stops by itself).
+test-noisy: $(STAMP)
+	@$(PY) scripts/cpu_hog.py 1800 & hog=$$!; \
+	$(MAKE) test; status=$$?; kill $$hog 2>/dev/null; exit $$status
+
+# `.ci/run` N times, each in a fresh clone of HEAD; MODES cycles per run (quiet, noisy, nohup).
+N ?= 3
+MODES ?= quiet
+test-repeat:
+	scripts/test_repeat.sh $(N) $(MODES)
+
+# The full fuzzing counts (`make test` runs about a quarter of them).
+fuzz: $(STAMP)
+	$(PY) -m pytest tests/fuzz --fuzz=full
 
 unit: $(STAMP)
 	$(PY) -m pytest tests/unit

@@ -12,6 +12,7 @@ import msgspec
 
 from podherd import __version__
 from podherd.errors import CliError
+from podherd.signals import stop_on_signals
 from shared.config import ConfigError, load_config
 from shared.servers import ServerUnavailable
 
@@ -322,7 +323,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     func: Callable[[argparse.Namespace], int] = args.func
     try:
-        return func(args)
+        with stop_on_signals():
+            return func(args)
     except (CliError, ConfigError, ServerUnavailable) as exc:
         print(f"podherd: {exc}", file=sys.stderr)
         return EXIT_FAILED

@@ -102,6 +102,7 @@ def run_demo(opts: DemoOptions, out: TextIO = sys.stdout) -> int:
             raise CliError(f"a service did not start: {exc}") from exc
         for proc in processes.running:
             print(f"  {proc.name:<14} pid {proc.process.pid:<7} metrics {proc.metrics_url}", file=out)
+        out.flush()
         summary = asyncio.run(_defragment(config, kube, opts, out))
         if authorizer is not None:
             summary["rbac_denials"] = [str(d) for d in authorizer.denials]
@@ -117,6 +118,7 @@ def run_demo(opts: DemoOptions, out: TextIO = sys.stdout) -> int:
         if opts.keep:
             print(f"\n--keep: everything stays up. KUBECONFIG={kubeconfig} NATS_URL={nats_url} ", file=out)
             print(f"REDIS_URL={redis_url} PODHERD_CONFIG={config_path}; Ctrl-C stops it all.", file=out)
+            out.flush()
             with contextlib.suppress(KeyboardInterrupt):
                 while True:
                     time.sleep(3600)

@@ -116,6 +116,11 @@ class Subjects:
     def dead_letter(self, consumer: str) -> str:
         return f"{self.prefix}.dlq.{token(consumer)}"
 
+    @property
+    def ledger_released(self) -> str:
+        """Core NATS (no stream): a job's slots and its statistics are written; waiting jobs may fit now."""
+        return f"{self.prefix}.ledger.released"
+
     # KV
     @property
     def watch_bucket(self) -> str:

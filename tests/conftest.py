@@ -7,6 +7,7 @@ names and Redis key prefix, and what it created is deleted afterwards, so tests 
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
@@ -22,7 +23,34 @@ from kubesim.options import SimOptions
 from kubesim.sim import SimHandle, start_in_thread
 from shared.config import PodherdConfig, config_from_dict
 from shared.servers import Server, nats_server, redis_server
+from tests.fuzz import sizes
 from tests.kube import Kube, client_for, with_crds
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--fuzz",
+        choices=("ci", "full"),
+        default="ci",
+        help="fuzzing counts: ci (the default, within the suite's budget) or full (`make fuzz`)",
+    )
+
+
+BUDGET_SECONDS = 360  # the whole suite, on a 2-core machine
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    sizes.FULL = config.getoption("fuzz") == "full"
+    config.stash[_started] = time.monotonic()
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
+    took = time.monotonic() - config.stash[_started]
+    verdict = "within" if took <= BUDGET_SECONDS else "OVER"
+    terminalreporter.write_line(f"pytest took {took:.0f} s: {verdict} the suite's {BUDGET_SECONDS} s budget")
+
+
+_started = pytest.StashKey[float]()
 
 
 @pytest.fixture(scope="session")

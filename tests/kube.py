@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,19 +50,24 @@ def watch_until(
     list_fn: Callable[..., Any],
     predicate: Callable[[State], bool],
     timeout: float = 15.0,
+    *,
+    idle: bool = False,
     **kwargs: Any,
 ) -> State:
     """Follow `list_fn`'s watch (initial state as ADDED events, then changes) until `predicate(state)` holds.
 
     `state` maps "namespace/name" to the latest object (the client's model, or a dict for custom objects).
-    Raises TimeoutError with the last state when the deadline passes first.
+    Raises TimeoutError with a summary of the last state when `timeout` passes first. With `idle`, `timeout`
+    bounds the time without any change instead of the whole wait: a long run that keeps making progress is
+    never cut short, and one that stalls fails as soon as it has stalled for `timeout`.
     """
     state: State = {}
     deadline = time.monotonic() + timeout
     while True:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
-            raise TimeoutError(f"condition not met within {timeout}s; last state: {sorted(state)}")
+            still = "without a change for" if idle else "within"
+            raise TimeoutError(f"condition not met {still} {timeout}s; last state: {_summary(state)}")
         watch = kubernetes.watch.Watch()
         for event in watch.stream(list_fn, timeout_seconds=max(1, int(remaining)), **kwargs):
             obj = event["object"]
@@ -72,12 +78,25 @@ def watch_until(
             if event["type"] == "DELETED":
                 state.pop(key, None)
             elif event["type"] in ("ADDED", "MODIFIED"):
+                if idle and state.get(key) != obj:
+                    deadline = time.monotonic() + timeout
                 state[key] = obj
             if _holds(predicate, state):
                 watch.stop()
                 return state
+            if time.monotonic() > deadline:
+                watch.stop()
         if _holds(predicate, state):
             return state
+
+
+def _summary(state: State) -> str:
+    """The objects by phase (where they have one), then their names."""
+    phases = Counter(
+        ((obj.get("status") or {}).get("phase") or "-") if isinstance(obj, dict) else "-"
+        for obj in state.values()
+    )
+    return f"{len(state)} objects, by phase {dict(phases)}: {sorted(state)[:20]}"
 
 
 def _holds(predicate: Callable[[State], bool], state: State) -> bool:

@@ -208,7 +208,7 @@ class Arbitrator:
 
     async def run(self, stop: asyncio.Event) -> None:
         sub = await self.setup()
-        released = await self.nc.subscribe(f"{self.subjects.prefix}.ledger.released", cb=self._on_release)
+        released = await self.nc.subscribe(self.subjects.ledger_released, cb=self._on_release)
         try:
             # One part failing takes the others down: the process exits and is restarted whole.
             async with asyncio.TaskGroup() as group:

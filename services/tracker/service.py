@@ -452,7 +452,6 @@ class Tracker:
         uid = job.metadata.uid or ""
         if not await self.ledger.release(uid):
             return
-        await self._released(uid)
         ref = job.spec.pod_ref
         stats = f"{self.config.redis.key_prefix}:stats"
         if phase == PHASE_FAILED and ref is not None:
@@ -461,10 +460,12 @@ class Tracker:
         if phase == PHASE_SUCCEEDED and workload is not None:
             await self.client.hincrby(f"{stats}:workload-migrations", as_text(workload), 1)
         await self.client.hdel(f"{self.key}:workload-of", job.metadata.name or "")
+        # Last: whoever hears of the release (the arbitrator's next pass) reads the statistics it updated.
+        await self._released(uid)
 
     async def _released(self, uid: str) -> None:
         RELEASES.inc()
-        await self.nc.publish(f"{self.subjects.prefix}.ledger.released", uid.encode())
+        await self.nc.publish(self.subjects.ledger_released, uid.encode())
 
     async def _record_ledger(self, job: PodMigrationJob) -> None:
         """What the job holds in the ledger, on the PMJ: the ledger is rebuilt from it after a Redis loss."""

@@ -20,7 +20,7 @@ def test_a_small_chaos_run_holds_every_invariant(tmp_path: Path, monkeypatch: py
     for variable in ("NATS_URL", "REDIS_URL"):  # the run restarts its servers: they must be its own
         monkeypatch.delenv(variable, raising=False)
     options = ChaosOptions(
-        jobs=60, replicas=2, rate=4, ttl="40s", workdir=tmp_path, stranding_jobs=6, fault_seconds=15
+        jobs=60, replicas=2, rate=6, ttl="40s", workdir=tmp_path, stranding_jobs=6, fault_seconds=15
     )
     result = asyncio.run(chaos(options))
     print(json.dumps(result, indent=2))

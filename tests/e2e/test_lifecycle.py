@@ -8,10 +8,12 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+import nats
 import pytest
 import redis.asyncio as aioredis
 
 from kubesim.sim import SimHandle
+from shared import bus
 from shared.servers import Server
 from tests.e2e.pipeline import (
     GROUP,
@@ -78,9 +80,15 @@ async def test_reservation_first_moves_the_pod_into_the_reserved_room(
     pods = web_pods(kube)
     name, pod = sorted(pods.items())[0]
     config = pipeline_config(kube.handle, nats_srv, redis_srv, test_id)
+    nc = await nats.connect(nats_srv.url)
+    # The ledger release (and the statistics written with it) follows the terminal status, by design.
+    released = await nc.subscribe(bus.Subjects(test_id).ledger_released)
     async with pipeline(config):
-        create_job(kube, "move-1", name)
+        uid = create_job(kube, "move-1", name)["metadata"]["uid"]
         job = await until_job(kube, "move-1", ended)
+        while (await released.next_msg(timeout=30)).data.decode() != uid:
+            pass
+    await nc.close()
     status = job["status"]
     assert status["phase"] == "Succeeded", status
     assert status["status"] == "Complete"

@@ -22,12 +22,13 @@ from shared.api.messages import IntentReply, MigrationIntent
 from shared.config import KubernetesConfig, NatsConfig
 from shared.kube import KubeClient
 from shared.servers import Server
+from tests.fuzz import sizes
 from tests.fuzz.test_decoders import intents, json_values
 from tests.kube import client_for, with_crds
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 PODS = [f"p-{i}" for i in range(5)]
-BATCH = 500
+BATCH = sizes.count(ci=200, full=500)
 ERRORS = {"InvalidIntent", "MissingPod", "Conflict", "Unavailable"}
 
 
@@ -111,7 +112,7 @@ async def answer_all(handle: SimHandle, nats_url: str, prefix: str, batch: list[
 
 
 @settings(
-    max_examples=2,
+    max_examples=sizes.count(ci=1, full=2),
     deadline=None,
     phases=[Phase.explicit, Phase.generate],  # shrinking 500 requests takes minutes; a failure prints all
     suppress_health_check=[

@@ -225,7 +225,7 @@ async def release(config: PodherdConfig, nc: Any, subjects: bus.Subjects, job_ui
         released = await Ledger(client, config.redis.key_prefix, 600).release(job_uid)
     finally:
         await client.aclose()
-    await nc.publish(f"{subjects.prefix}.ledger.released", job_uid.encode())
+    await nc.publish(subjects.ledger_released, job_uid.encode())
     return released
 
 
@@ -592,11 +592,8 @@ async def test_four_replicas_racing_never_exceed_any_limit(
         js = nc.jetstream()
         sub = await js.subscribe(f"{subjects.prefix}.jobs.admitted.>", ordered_consumer=True)
         done: set[str] = set()
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + 120
         while len(done) < 1000:
-            assert loop.time() < deadline, f"only {len(done)} of 1000 jobs admitted"
-            msg = await sub.next_msg(timeout=10)
+            msg = await sub.next_msg(timeout=10)  # fails when no job was admitted for 10 s
             decision = json.loads(msg.data)
             await check()
             done.add(decision["job"]["name"])

@@ -3,6 +3,7 @@ summary's facts from the cluster the demo leaves up (`--keep`), not from what th
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -13,6 +14,8 @@ from typing import IO
 
 import pytest
 from kubernetes import client, config
+
+from tests.procs import alive, descendants
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e]
 
@@ -32,15 +35,42 @@ def intent_example() -> str:
     return code[: code.index("```")]
 
 
-def test_demo_defragments_the_cluster_and_the_cluster_shows_it(tmp_path: Path) -> None:
+def ignore_sigint() -> None:  # pragma: no cover - runs in the child between fork and exec
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def start_demo(tmp_path: Path) -> subprocess.Popen[str]:
+    """`podherd demo --keep` as started from a background job or `nohup`: SIGINT ignored, no stdin."""
     env = {k: v for k, v in os.environ.items() if k not in ("NATS_URL", "REDIS_URL", "KUBECONFIG")}
-    demo = subprocess.Popen(
+    return subprocess.Popen(
         [sys.executable, "-m", "podherd", "demo", "--keep", "--workdir", str(tmp_path)],
+        stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
         env=env,
+        preexec_fn=ignore_sigint,  # noqa: PLW1509 - the inherited disposition is what this tests
     )
+
+
+def stop_demo(demo: subprocess.Popen[str], sig: signal.Signals) -> tuple[str, list[str]]:
+    """Send `sig`; return what the demo printed after and the processes it started that outlived it."""
+    started = descendants(demo.pid)
+    demo.send_signal(sig)
+    try:
+        rest, _ = demo.communicate(timeout=60)
+    finally:
+        if demo.poll() is None:  # it did not stop: take everything down, then fail
+            for pid, _start in started:
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
+            demo.kill()
+            demo.communicate()
+    return rest, alive(started)
+
+
+def test_demo_defragments_the_cluster_and_the_cluster_shows_it(tmp_path: Path) -> None:
+    demo = start_demo(tmp_path)
     seen: list[str] = []
     try:
         assert demo.stdout is not None
@@ -86,7 +116,21 @@ def test_demo_defragments_the_cluster_and_the_cluster_shows_it(tmp_path: Path) -
         api.close()
         assert "[FAILED]" not in output
     finally:
-        demo.send_signal(signal.SIGINT)
-        rest, _ = demo.communicate(timeout=60)
+        rest, left = stop_demo(demo, signal.SIGINT)
     assert demo.returncode == 0, "".join(seen[-20:]) + rest[-2000:]
     assert "[ok] every service within its ClusterRole" in "".join(seen)
+    assert left == []  # SIGINT, though ignored by its parent, stopped every server and service it started
+
+
+def test_sigterm_mid_demo_stops_every_server_and_service_it_started(tmp_path: Path) -> None:
+    demo = start_demo(tmp_path)
+    seen: list[str] = []
+    try:
+        assert demo.stdout is not None
+        read_until(demo.stdout, "tracker-0", seen)  # NATS, Redis, kubesim and the four services are up
+        servers = set(descendants(demo.pid).values())
+        assert {"nats-server", "valkey-server"} <= servers, servers
+    finally:
+        rest, left = stop_demo(demo, signal.SIGTERM)
+    assert left == [], "".join(seen) + rest
+    assert demo.returncode != 0  # stopped before it finished: not a success

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Runs `.ci/run` N times, each in a fresh clone of this repository's HEAD (as CI does: nothing installed,
+# no standard input), and prints pass/fail and wall time of each run, then any process of the suite's that
+# outlived it (nats-server, valkey-server, `podherd` services, pytest).
+#   scripts/test_repeat.sh N [quiet|noisy|nohup]...   one mode per run, cycling (default quiet)
+# noisy: a CPU hog spins one core beside the run; nohup: started as `nohup ... &` (SIGINT ignored).
+set -uo pipefail
+top=$(git rev-parse --show-toplevel)
+runs=${1:?usage: scripts/test_repeat.sh N [quiet|noisy|nohup]...}
+shift
+modes=("${@:-quiet}")
+python=$(command -v python3.11 || command -v python3)
+results=()
+leftovers() { pgrep -af 'nats-server|valkey-server|podherd (run|demo|sim)|-m pytest' | grep -v pgrep || true; }
+for ((i = 1; i <= runs; i++)); do
+  mode=${modes[$(((i - 1) % ${#modes[@]}))]}
+  dir=$(mktemp -d /tmp/podherd-repeat.XXXXXX)
+  git clone -q "$top" "$dir/repo"
+  log="$dir/ci.log"
+  hog=""
+  [ "$mode" = noisy ] && { "$python" "$top/scripts/cpu_hog.py" 1800 & hog=$!; }
+  start=$(date +%s)
+  if [ "$mode" = nohup ]; then
+    # A background job of a non-interactive shell starts with SIGINT ignored; nohup ignores SIGHUP too.
+    (cd "$dir/repo" && nohup env CI=true bash .ci/run </dev/null >"$log" 2>&1 & wait $!)
+  else
+    (cd "$dir/repo" && CI=true bash .ci/run </dev/null >"$log" 2>&1)
+  fi
+  code=$?
+  took=$(($(date +%s) - start))
+  [ -n "$hog" ] && kill "$hog" 2>/dev/null
+  pytest_line=$(grep -E '^=+ .*(passed|failed).* in ' "$log" | tail -1)
+  left=$(leftovers)
+  verdict=$([ "$code" = 0 ] && echo pass || echo FAIL)
+  results+=("run $i  $mode  $verdict  wall ${took}s  ${pytest_line//=/}  log $log${left:+  LEFT RUNNING: $left}")
+  echo "${results[-1]}"
+done
+printf '\n%s\n' "${results[@]}"
