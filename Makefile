@@ -38,7 +38,7 @@ MODES ?= quiet
 test-repeat:
 	scripts/test_repeat.sh $(N) $(MODES)
 
-# The full fuzzing counts (`make test` runs about a quarter of them).
+# The full fuzzing counts (`make test` runs a smaller share of them).
 fuzz: $(STAMP)
 	$(PY) -m pytest tests/fuzz --fuzz=full
 

@@ -7,6 +7,7 @@ names and Redis key prefix, and what it created is deleted afterwards, so tests 
 
 from __future__ import annotations
 
+import os
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -41,6 +42,10 @@ BUDGET_SECONDS = 360  # the whole suite, on a 2-core machine
 
 def pytest_configure(config: pytest.Config) -> None:
     sizes.FULL = config.getoption("fuzz") == "full"
+    # Podherd reads `PODHERD_*` variables as configuration: whatever the shell that started the suite has
+    # set must not reach the services, CLIs and demos the tests start (each test says what it configures).
+    for name in [n for n in os.environ if n.startswith("PODHERD_")]:
+        del os.environ[name]
     config.stash[_started] = time.monotonic()
 
 

@@ -1,7 +1,7 @@
 """Fuzzing the real decoders: intents, every NATS message schema, PMJ specs and configuration. Each input is
 either accepted (and then usable) or refused with the specific error type that names what is wrong; nothing
 else may happen (no other exception, no hang). Together with the intent-subject fuzzing, > 10,000 inputs
-(`make fuzz`; `make test` runs a quarter of them)."""
+(`make fuzz`; `make test` runs about a third of them)."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ from shared.config import ConfigError, config_from_dict
 from tests.fuzz import sizes
 
 FAST = settings(
-    max_examples=sizes.count(ci=400, full=1700), deadline=None, suppress_health_check=[HealthCheck.too_slow]
+    max_examples=sizes.count(ci=600, full=1700), deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
 MESSAGES = (MigrationIntent, IntentReply, Decision, Command, Report, AuditRecord, DeadLetter, EventHead)
 
