@@ -492,6 +492,20 @@ class Tracker:
         conditions: dict[str, str] = {
             str(c.type): f"{c.status}/{c.reason or ''}" for c in status.conditions or []
         }
+        if previous is None and status.phase != PHASE_PENDING:
+            # Admitted before any status was written: the job was Pending from its creation until now, and
+            # its history on the audit stream starts there, as every other job's does.
+            created = AuditRecord(
+                id=f"{uid}/status/created",
+                time=job.metadata.creation_timestamp or datetime.now(UTC),
+                action="transition",
+                actor=f"tracker/{self.config.replica}",
+                job=name,
+                job_uid=uid,
+                phase=PHASE_PENDING,
+                message="created",
+            )
+            await self.publisher.publish(self.subjects.audit(name), codec.encode(created), created.id)
         digest = hashlib.sha1(json.dumps([status.phase, status.reason, status.message, conditions]).encode())
         record = AuditRecord(
             id=f"{uid}/status/{digest.hexdigest()[:16]}",

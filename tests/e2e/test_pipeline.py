@@ -186,6 +186,35 @@ async def test_the_audit_stream_replays_the_phases_the_job_went_through(
     assert [p for p in seen if p != "Pending" or seen.index(p) == 0] == replayed
 
 
+async def test_a_job_admitted_before_its_first_status_still_starts_its_history_pending(
+    kubesim_factory: Callable[..., SimHandle], nats_srv: Server, redis_srv: Server, test_id: str
+) -> None:
+    # The arbitrator can admit a job before any tracker has written its first status (a busy tracker): the
+    # first status written is Running, and the audit stream must still tell Pending -> Running -> Succeeded.
+    kube = start(kubesim_factory, cluster())
+    name = sorted(web_pods(kube))[0]
+    config = pipeline_config(kube.handle, nats_srv, redis_srv, test_id)
+    nc = await nats.connect(nats_srv.url)
+    js = nc.jetstream()
+    async with pipeline(config) as p:
+        await p.kill(next(r for r in p.running if r.name.startswith("tracker")))
+        admitted = await js.subscribe(f"{test_id}.jobs.admitted.>", ordered_consumer=True)
+        create_job(kube, "early", name)
+        await admitted.next_msg(timeout=30)
+        assert "status" not in kube.custom.get_cluster_custom_object(GROUP, VERSION, PLURAL, "early")
+        await p.start("tracker", "r1")
+        job = await until_job(kube, "early", ended)
+    assert job["status"]["phase"] == "Succeeded"
+    audit = await js.subscribe(f"{test_id}.audit.early", ordered_consumer=True)
+    phases: list[str] = []
+    while not phases or phases[-1] != "Succeeded":
+        entry = json.loads((await audit.next_msg(timeout=10)).data)
+        if entry["action"] == "transition" and (not phases or entry["phase"] != phases[-1]):
+            phases.append(entry["phase"])
+    await nc.close()
+    assert phases == ["Pending", "Running", "Succeeded"]
+
+
 class Crash(BaseException):
     """The process dies here (as SIGKILL would: nothing after it runs, nothing is acknowledged)."""
 

@@ -253,6 +253,42 @@ async def test_seed_001_three_replicas_one_at_a_time_event_driven(
     await nc.close()
 
 
+class Crash(BaseException):
+    """The process dies here (as SIGKILL would: nothing after it runs)."""
+
+
+async def test_an_admission_taken_by_a_replica_that_died_before_telling_it_is_told_by_another(
+    nats_srv: Server, redis_srv: Server, test_id: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The admission script took the job off the queue and recorded its outcome; the replica died before
+    # publishing the decision. Another replica publishes it once the outcome is ANNOUNCE_AFTER old.
+    monkeypatch.setattr(engine_module, "ANNOUNCE_AFTER", 0.5)
+    config = arbitrator_config(nats_srv, redis_srv, test_id)
+    nc, subjects, cluster = await setup_cluster(config)
+    await cluster.deployment("web", 3)
+    await cluster.pod("web-0", "node-0", "web")
+    took = asyncio.Event()
+
+    async def dies_before_telling(name: str, candidate: Any, since: float | None) -> None:
+        took.set()
+        raise Crash
+
+    doomed_nc, doomed_redis = await nats.connect(nats_srv.url), aioredis.from_url(redis_srv.url)
+    doomed = Arbitrator(config, doomed_nc, doomed_redis, kube=None)
+    doomed.engine._admitted = dies_before_telling  # type: ignore[method-assign]
+    dying = asyncio.create_task(doomed.run(asyncio.Event()))
+    await cluster.job("j0", "web-0", created=0)
+    await asyncio.wait_for(took.wait(), 15)
+    finished, _ = await asyncio.wait([dying], timeout=15)
+    assert finished and isinstance(dying.exception(), BaseExceptionGroup | Crash)
+    await doomed_nc.close()
+    await doomed_redis.aclose()
+    async with arbitrators([config]):
+        told = await decisions(nc, subjects, lambda ds: admitted(ds) == ["j0"])
+    assert told[0]["slots"] and "workload:Deployment/default/web" in told[0]["slots"]
+    await nc.close()
+
+
 async def test_default_workload_limiter_spaces_migrations(
     nats_srv: Server, redis_srv: Server, test_id: str
 ) -> None:
