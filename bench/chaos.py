@@ -49,6 +49,7 @@ from bench.stack import deployment, nodes, stack
 from kubesim.sim import SimHandle
 from podherd.invariants import Watchdog
 from podherd.processes import ServiceProcesses
+from services.tracker.intake import CONSUMER as INTENTS_CONSUMER
 from services.tracker.intents import job_name
 from shared import bus
 from shared.api import codec
@@ -216,6 +217,8 @@ async def _submit(
             if source == "request":
                 msg = await nc.request(subjects.intent_request, codec.encode(intent), timeout=5)
                 reply = codec.decode(msg.data, IntentReply)
+                if reply.error is not None and reply.error.code == "Unavailable":
+                    raise TimeoutError(reply.error.message)  # "retry later": a real client does
                 if not reply.ok:
                     run.refused[reply.error.code if reply.error else "?"] += 1
                     return None
@@ -382,14 +385,31 @@ async def watch_reservations(run: Run, stop: asyncio.Event) -> None:
 
 
 async def until_ended(run: Run, within: float) -> dict[str, dict[str, Any]]:
+    """Until every job submitted has ended and every intent in the stream has been handled (one being
+    redelivered after a fault has no job yet, and is not lost)."""
     deadline = time.monotonic() + within
     wanted = {s.job for s in run.submitted}
     while True:
         jobs = await jobs_state(run.kube)
         open_jobs = {n for n in wanted if n in jobs and phase_of(jobs[n]) not in TERMINAL_PHASES}
-        if not open_jobs or time.monotonic() > deadline:
+        if (not open_jobs and await intents_handled(run)) or time.monotonic() > deadline:
             return jobs
         await asyncio.sleep(1.0)
+
+
+async def intents_handled(run: Run) -> bool:
+    """The tracker's intent consumer has nothing left to deliver and nothing delivered unacknowledged."""
+    try:
+        nc = await nats.connect(run.nats_srv.url, connect_timeout=2, max_reconnect_attempts=0)
+    except Exception:
+        return False  # NATS restarting: not settled yet
+    try:
+        info = await nc.jetstream().consumer_info(bus.Subjects(run.prefix).intents_stream, INTENTS_CONSUMER)
+        return bool(info.num_pending == 0 and info.num_ack_pending == 0)
+    except Exception:
+        return False
+    finally:
+        await nc.close()
 
 
 async def settle_reservations(run: Run, jobs: dict[str, dict[str, Any]]) -> None:

@@ -43,7 +43,7 @@ def config_document(
     handle: SimHandle, nats_url: str, redis_url: str, prefix: str, ttl: str, **migration: Any
 ) -> dict[str, Any]:
     return {
-        "nats": {"url": nats_url, "subjectPrefix": prefix, "ackWait": "5s"},
+        "nats": {"url": nats_url, "subjectPrefix": prefix},
         "redis": {"url": redis_url, "keyPrefix": prefix},
         "kubernetes": {"kubeconfig": str(handle.kubeconfig)},
         "watcher": {"checkpointInterval": "200ms"},

@@ -20,9 +20,10 @@ class ApiError(Exception):
             "metadata": {},
             "status": "Failure",
             "message": self.message,
-            "reason": self.reason,
             "code": self.code,
         }
+        if self.reason:  # `omitempty`: a webhook's denial may carry none
+            body["reason"] = self.reason
         if self.details:
             body["details"] = self.details
         return body
@@ -73,6 +74,12 @@ def gone(message: str) -> ApiError:
 def too_many_requests(message: str, causes: list[dict[str, str]] | None = None) -> ApiError:
     details: dict[str, Any] | None = {"causes": causes} if causes else None
     return ApiError(429, "TooManyRequests", message, details)
+
+
+def webhook_denied(webhook: str, code: int, message: str) -> ApiError:
+    """A validating admission webhook said no: the API server keeps the webhook's code (and reason, here
+    none) and prefixes its message with who denied it (apiserver's admission/plugin/webhook/errors)."""
+    return ApiError(code, "", f'admission webhook "{webhook}" denied the request: {message}')
 
 
 def method_not_allowed(message: str) -> ApiError:

@@ -7,9 +7,13 @@
   eviction takes one disruption (recorded in `status.disruptedPods`) before the pod is deleted, so two
   concurrent evictions cannot both spend the last one.
 - In `evict_in_background` mode (seed 003), a pod annotated
-  `descheduler.alpha.kubernetes.io/request-evict-only` is not deleted: it is annotated
-  `eviction-in-progress`, the request answers 429 with a message that begins "Eviction triggered", and the
-  evacuation controller deletes it later.
+  `descheduler.alpha.kubernetes.io/request-evict-only` is not deleted: a validating webhook on
+  `pods/eviction` (KubeVirt's, simulated) marks it `eviction-in-progress` and denies the request with 429,
+  which the API server wraps as it wraps every webhook denial:
+  `admission webhook "virt-launcher-eviction-interceptor.kubevirt.io" denied the request: Eviction triggered
+  evacuation of VMI "<ns>/<name>"`, and for a pod already being evacuated `... denied the request:
+  Evacuation in progress: Eviction triggered evacuation of VMI "<ns>/<name>"`. The evacuation controller
+  deletes it later. Admission runs before the budget check, as in the eviction REST handler.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from kubesim.errors import ApiError, too_many_requests
+from kubesim.errors import ApiError, too_many_requests, webhook_denied
 from kubesim.options import SimOptions
 from kubesim.selectors import match_label_selector
 from kubesim.store import Obj, Store, now_iso
@@ -25,6 +29,7 @@ from shared.api import annotations as known
 
 REQUEST_EVICT_ONLY = known.REQUEST_EVICT_ONLY
 EVICTION_IN_PROGRESS = known.EVICTION_IN_PROGRESS
+EVACUATION_WEBHOOK = "virt-launcher-eviction-interceptor.kubevirt.io"
 
 
 def evict(store: Store, options: SimOptions, namespace: str, name: str, body: dict[str, Any]) -> Obj:
@@ -37,16 +42,17 @@ def evict(store: Store, options: SimOptions, namespace: str, name: str, body: di
     annotations = pod["metadata"].get("annotations") or {}
 
     if options.evict_in_background and REQUEST_EVICT_ONLY in annotations:
-        if EVICTION_IN_PROGRESS not in annotations and not dry_run:
+        triggered = f'Eviction triggered evacuation of VMI "{namespace}/{name}"'
+        if EVICTION_IN_PROGRESS in annotations:
+            raise webhook_denied(EVACUATION_WEBHOOK, 429, f"Evacuation in progress: {triggered}")
+        if not dry_run:
 
             def mark(obj: Obj) -> Obj:
                 obj["metadata"].setdefault("annotations", {})[EVICTION_IN_PROGRESS] = now_iso()
                 return obj
 
             store.patch(pods, namespace, name, mark)
-        raise too_many_requests(
-            f"Eviction triggered: pod {namespace}/{name} is being evacuated in the background"
-        )
+        raise webhook_denied(EVACUATION_WEBHOOK, 429, triggered)
 
     phase = (pod.get("status") or {}).get("phase")
     skip_budget = phase in ("Pending", "Succeeded", "Failed") or bool(

@@ -22,7 +22,8 @@ class SimOptions:
     max_termination: float = 0.2
     # PodDisruptionBudget controller.
     pdb: bool = True
-    # Pods annotated request-evict-only answer 429 "Eviction triggered" and are deleted after this delay.
+    # Pods annotated request-evict-only answer 429 "Eviction triggered evacuation" (a simulated webhook) and
+    # are deleted after this delay.
     evict_in_background: bool = False
     evacuation_delay: float = 0.5
     # RBAC for ServiceAccount tokens (`serviceaccount:<ns>:<name>`); other callers stay administrators.

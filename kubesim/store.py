@@ -344,7 +344,7 @@ class Store:
         if (
             cur_meta.get("deletionTimestamp")
             and not meta.get("finalizers")
-            and not _waits_for_kubelet(rt, new)
+            and not cur_meta.get("deletionGracePeriodSeconds")  # no kubelet still to confirm it
         ):
             return self._remove(rt, new)
         return self.put(rt, new, "MODIFIED", old=current)
@@ -395,8 +395,14 @@ class Store:
             self._orphan_dependents(meta["uid"])
         finalizers = list(meta.get("finalizers") or [])
         if meta.get("deletionTimestamp"):
-            if grace == 0 and rt.kind == "Pod" and not finalizers:
-                return self._remove(rt, current)
+            if grace == 0 and rt.kind == "Pod":  # the kubelet's last word (or a forced delete)
+                if not finalizers:
+                    return self._remove(rt, current)
+                if meta.get("deletionGracePeriodSeconds"):  # stays until its finalizers are removed
+                    new = copy.deepcopy(current)
+                    new["metadata"]["deletionTimestamp"] = now_iso()
+                    new["metadata"]["deletionGracePeriodSeconds"] = 0
+                    return self.put(rt, new, "MODIFIED", old=current)
             return current
         if grace > 0 or finalizers:
             new = copy.deepcopy(current)
@@ -435,11 +441,6 @@ class Store:
             self._drop_namespace(meta["name"])
         self._collect_dependents(meta["uid"])
         return final
-
-    def force_remove(self, rt: ResourceType, namespace: str, name: str) -> Obj | None:
-        """Remove at once, whatever the grace period or finalizers (a kubelet confirming termination)."""
-        obj = self.find(rt, namespace, name)
-        return self._remove(rt, obj) if obj is not None else None
 
     # ----------------------------------------------------------------------------------------------------
     # Watch
@@ -621,15 +622,6 @@ def _spec_of(obj: Obj) -> Obj:
 def _without_rv(obj: Obj) -> Obj:
     meta = {k: v for k, v in obj["metadata"].items() if k != "resourceVersion"}
     return {**obj, "metadata": meta}
-
-
-def _waits_for_kubelet(rt: ResourceType, obj: Obj) -> bool:
-    return (
-        rt.kind == "Pod"
-        and rt.group == ""
-        and bool((obj.get("spec") or {}).get("nodeName"))
-        and (obj.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
-    )
 
 
 def _validate_name(rt: ResourceType, name: str) -> None:

@@ -265,7 +265,7 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument(
         "--evict-in-background",
         action="store_true",
-        help="answer request-evict-only pods' evictions with 429 'Eviction triggered' (seed 003)",
+        help="request-evict-only pods' evictions trigger an evacuation (a webhook's 429, seed 003)",
     )
     sim.add_argument("--no-events", action="store_true", help="do not record Kubernetes Events")
     sim.add_argument(

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs `.ci/run` N times, each in a fresh clone of this repository's HEAD (as CI does: nothing installed,
 # no standard input), and prints pass/fail and wall time of each run, then any process of the suite's that
-# outlived it (nats-server, valkey-server, `podherd` services, pytest).
+# outlived it (nats-server, valkey-server, `podherd` services, pytest: anything running from its clone).
 #   scripts/test_repeat.sh N [quiet|noisy|nohup]...   one mode per run, cycling (default quiet)
 # noisy: a CPU hog spins one core beside the run; nohup: started as `nohup ... &` (SIGINT ignored).
 set -uo pipefail
@@ -11,7 +11,15 @@ shift
 modes=("${@:-quiet}")
 python=$(command -v python3.11 || command -v python3)
 results=()
-leftovers() { pgrep -af 'nats-server|valkey-server|podherd (run|demo|sim)|-m pytest' | grep -v pgrep || true; }
+# A process of the run's: one whose command line, working directory or executable lies in the run's clone.
+leftovers() {
+  local pid
+  for pid in $(ls /proc | grep -E '^[0-9]+$'); do
+    [ "$pid" = "$$" ] || [ "$pid" = "$BASHPID" ] && continue
+    { tr '\0' ' ' </proc/"$pid"/cmdline; readlink /proc/"$pid"/cwd; readlink /proc/"$pid"/exe; } 2>/dev/null |
+      grep -q -- "$1" && echo "$pid $(tr '\0' ' ' </proc/"$pid"/cmdline 2>/dev/null | cut -c1-120)"
+  done
+}
 for ((i = 1; i <= runs; i++)); do
   mode=${modes[$(((i - 1) % ${#modes[@]}))]}
   dir=$(mktemp -d /tmp/podherd-repeat.XXXXXX)
@@ -30,7 +38,7 @@ for ((i = 1; i <= runs; i++)); do
   took=$(($(date +%s) - start))
   [ -n "$hog" ] && kill "$hog" 2>/dev/null
   pytest_line=$(grep -E '^=+ .*(passed|failed).* in ' "$log" | tail -1)
-  left=$(leftovers)
+  left=$(leftovers "$dir")
   verdict=$([ "$code" = 0 ] && echo pass || echo FAIL)
   results+=("run $i  $mode  $verdict  wall ${took}s  ${pytest_line//=/}  log $log${left:+  LEFT RUNNING: $left}")
   echo "${results[-1]}"

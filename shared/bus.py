@@ -130,6 +130,11 @@ class Subjects:
     def lease_bucket(self) -> str:
         return f"{self.stream_prefix}_leases"
 
+    @property
+    def collected_bucket(self) -> str:
+        """Names of collected jobs (each kept for `collector.dedupWindow`): intents naming them make none."""
+        return f"{self.stream_prefix}_collected"
+
 
 async def connect(
     config: NatsConfig, name: str, on_state: Callable[[str], Awaitable[None]] | None = None
@@ -212,12 +217,16 @@ async def ensure_work_streams(js: JetStreamContext, subjects: Subjects, config: 
         )
 
 
-async def ensure_kv(js: JetStreamContext, bucket: str, config: NatsConfig, history: int = 1) -> KeyValue:
+async def ensure_kv(
+    js: JetStreamContext, bucket: str, config: NatsConfig, history: int = 1, ttl: float | None = None
+) -> KeyValue:
     try:
         return await js.key_value(bucket)
     except (NotFoundError, BadRequestError):
         return await js.create_key_value(
-            KeyValueConfig(bucket=bucket, history=history, storage=StorageType.FILE, replicas=config.replicas)
+            KeyValueConfig(
+                bucket=bucket, history=history, ttl=ttl, storage=StorageType.FILE, replicas=config.replicas
+            )
         )
 
 

@@ -15,6 +15,7 @@ problem is a `ConfigError` naming the key, raised at start.
 from __future__ import annotations
 
 import os
+import re
 import socket
 from collections.abc import Mapping
 from pathlib import Path
@@ -176,7 +177,7 @@ class NatsConfig(Section):
     audit_max_age: Duration = "720h"
     duplicate_window: Duration = "2m"
     max_deliver: Annotated[int, msgspec.Meta(ge=1)] = 10
-    ack_wait: Duration = "30s"
+    ack_wait: Duration = "4s"
     replicas: Annotated[int, msgspec.Meta(ge=1, le=5)] = 1
 
 
@@ -251,6 +252,17 @@ def _default_replica() -> str:
     return f"{socket.gethostname()}-{os.getpid()}"
 
 
+class CollectorConfig(Section):
+    """Finished jobs are deleted (collected) after `retention`, as Koordinator's scavenger does (30 minutes),
+    but never one in flight; the audit stream keeps their history. An intent naming a collected job within
+    `dedupWindow` of its collection is answered with that job and does not make a new one."""
+
+    enabled: bool = True
+    retention: Duration = "30m"
+    interval: Duration = "1m"
+    dedup_window: Duration = "24h"
+
+
 class PodherdConfig(Section):
     api_version: str | None = None
     kind: str | None = None
@@ -260,6 +272,7 @@ class PodherdConfig(Section):
     kubernetes: KubernetesConfig = msgspec.field(default_factory=KubernetesConfig)
     watcher: WatcherConfig = msgspec.field(default_factory=WatcherConfig)
     arbitrator: ArbitratorConfig = msgspec.field(default_factory=ArbitratorConfig)
+    collector: CollectorConfig = msgspec.field(default_factory=CollectorConfig)
     http: HttpConfig = msgspec.field(default_factory=HttpConfig)
     logging: LoggingConfig = msgspec.field(default_factory=LoggingConfig)
     # This replica's identity: in leases, audit records and decisions.
@@ -354,9 +367,25 @@ def _field_names(struct_type: type[msgspec.Struct]) -> dict[str, tuple[str, Any]
     return {f.encode_name.lower(): (f.encode_name, f.type) for f in info.fields}
 
 
+# What a kubelet gives every container for each Service of its namespace (pkg/kubelet/envvars): a Service
+# named `podherd-watcher` yields PODHERD_WATCHER_SERVICE_HOST, PODHERD_WATCHER_PORT_8080_TCP_ADDR and so on.
+# They are not configuration and are left alone; any other unknown PODHERD_ name is still refused. (A Service
+# name is a DNS-1035 label and a port name an IANA service name: neither ends in "-", so no configuration
+# name, whose parts are joined by "__", has this shape.)
+_SVC = r"[A-Z]([A-Z0-9_]*[A-Z0-9])?"
+_PORT_NAME = r"[A-Z0-9]([A-Z0-9_]*[A-Z0-9])?"
+SERVICE_LINK = re.compile(
+    rf"{_SVC}_(SERVICE_HOST|SERVICE_PORT(_{_PORT_NAME})?|PORT|PORT_[0-9]+_(TCP|UDP|SCTP)(_PROTO|_PORT|_ADDR)?)"
+)
+
+
+def is_service_link(name: str) -> bool:
+    return SERVICE_LINK.fullmatch(name) is not None
+
+
 def _apply_env(document: dict[str, Any], env: Mapping[str, str]) -> None:
     for name, raw in env.items():
-        if not name.startswith("PODHERD_") or name in ("PODHERD_CONFIG",):
+        if not name.startswith("PODHERD_") or name in ("PODHERD_CONFIG",) or is_service_link(name):
             continue
         parts = [p for p in name[len("PODHERD_") :].split("__") if p]
         _set_path(document, parts, raw, name)
@@ -482,6 +511,9 @@ def validate(config: PodherdConfig) -> None:
         ("nats.auditMaxAge", config.nats.audit_max_age),
         ("nats.duplicateWindow", config.nats.duplicate_window),
         ("nats.ackWait", config.nats.ack_wait),
+        ("collector.retention", config.collector.retention),
+        ("collector.interval", config.collector.interval),
+        ("collector.dedupWindow", config.collector.dedup_window),
     ):
         _positive_duration(key, value)
 

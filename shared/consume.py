@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -51,6 +52,19 @@ async def read_or_retry(read: Awaitable[T], what: str, delay: float) -> T:
         raise Retry(f"{what}: {exc}", delay) from exc
 
 
+@dataclass(frozen=True)
+class Durable:
+    """A bound durable pull consumer, and how long a message it delivers may go unacknowledged."""
+
+    sub: Any
+    ack_wait: float
+
+    @property
+    def heartbeat(self) -> float:
+        """How often a message being handled is reported in progress: a few times per ack wait."""
+        return max(0.5, self.ack_wait / 3)
+
+
 async def durable(
     js: JetStreamContext,
     stream: str,
@@ -59,7 +73,7 @@ async def durable(
     config: NatsConfig,
     deliver: DeliverPolicy = DeliverPolicy.ALL,
     max_deliver: int | None = None,
-) -> Any:
+) -> Durable:
     consumer = ConsumerConfig(
         durable_name=name,
         ack_policy=AckPolicy.EXPLICIT,
@@ -70,7 +84,8 @@ async def durable(
         max_ack_pending=20_000,
     )
     await js.add_consumer(stream, consumer)
-    return await js.pull_subscribe_bind(durable=name, stream=stream)
+    sub = await js.pull_subscribe_bind(durable=name, stream=stream)
+    return Durable(sub, parse_duration(config.ack_wait))
 
 
 async def dead_letter(
@@ -113,7 +128,7 @@ def one_by_one(handle: Handler) -> BatchHandler:
 
 
 async def run_consumer(
-    sub: Any,
+    consumer: Durable,
     js: JetStreamContext,
     subjects: Subjects,
     name: str,
@@ -124,11 +139,15 @@ async def run_consumer(
     """Fetch, handle, ack until `stop`. `handle` takes what one fetch returned and says per message how it
     went: None (ack), a SchemaError (undecodable: dead-lettered and terminated, never redelivered) or another
     exception (nak: redelivered after a second, up to `maxDeliver` times). A fetch in hand when stopping is
-    handed back (nak) at once."""
+    handed back (nak) at once.
+
+    While a fetch is being handled its messages are reported in progress every `heartbeat`, so the ack wait
+    can be short: a message held by a replica that died (SIGKILL, a lost node) goes to another replica within
+    one ack wait, while one that is merely slow to handle is never delivered twice."""
     task = asyncio.current_task()
     while not stop.is_set():
         try:
-            messages = await sub.fetch(batch, timeout=1.0)
+            messages = await consumer.sub.fetch(batch, timeout=1.0)
         except (TimeoutError, NatsTimeoutError):
             _raise_if_cancelling(task)  # nats-py can turn a cancellation into a fetch timeout
             continue
@@ -144,7 +163,11 @@ async def run_consumer(
                 with contextlib.suppress(Exception):
                     await msg.nak()
             return
-        outcomes = await handle(messages)
+        alive = asyncio.create_task(_in_progress(messages, consumer.heartbeat))
+        try:
+            outcomes = await handle(messages)
+        finally:
+            alive.cancel()
         for msg, outcome in zip(messages, outcomes, strict=True):
             if outcome is None:
                 await msg.ack()
@@ -165,6 +188,14 @@ async def run_consumer(
                 )
                 with contextlib.suppress(Exception):
                     await msg.nak(delay=1.0)
+
+
+async def _in_progress(messages: list[Any], every: float) -> None:
+    while True:
+        await asyncio.sleep(every)
+        for msg in messages:
+            with contextlib.suppress(Exception):
+                await msg.in_progress()
 
 
 def _raise_if_cancelling(task: asyncio.Task[Any] | None) -> None:

@@ -4,7 +4,8 @@
 with no configured value, more than 10 replicas allow 10%, 4..10 replicas allow 2, fewer allow 1;
 percentages are resolved against the replica count and rounded up, as Kubernetes'
 `intstr.GetScaledValueFromIntOrPercent(..., roundUp=true)` does. Seed 001 adds that a configured 0 means
-"use the defaults" for `maxMigratingPerWorkload` and `maxUnavailablePerWorkload`.
+"use the defaults" for `maxMigratingPerWorkload` and `maxUnavailablePerWorkload`; Koordinator's controller
+takes the defaults for any value that comes to 0 and caps the result at the replica count.
 """
 
 from __future__ import annotations
@@ -58,9 +59,14 @@ def default_workload_limit(replicas: int) -> IntOrString:
 
 
 def max_unavailable(replicas: int, configured: IntOrString | None) -> int:
-    """`GetMaxUnavailable` of seed 000; a configured 0 means the defaults (seed 001)."""
-    value = default_workload_limit(replicas) if configured is None or configured == 0 else configured
-    return scaled_value(value, replicas, round_up=True)
+    """`GetMaxUnavailable` as Koordinator computes it: a value that scales to 0 (unset, `0`, `"0%"`) takes
+    seed 000's default (seed 001: 0 means the defaults), and the result is capped at the replica count, so
+    `"150%"` or `7` of 6 replicas is 6 (which the expected-replicas rule refuses). Percentages round up, as
+    seed 001 specifies (Koordinator's current code rounds down)."""
+    scaled = scaled_value(configured, replicas, round_up=True) if configured is not None else 0
+    if scaled == 0:
+        scaled = scaled_value(default_workload_limit(replicas), replicas, round_up=True)
+    return min(scaled, replicas)
 
 
 def max_migrating(replicas: int, configured: IntOrString | None) -> int:

@@ -29,11 +29,12 @@ Query = Sequence[tuple[str, str]]
 class KubeError(Exception):
     """A non-2xx answer from the API server, with its Status reason and message."""
 
-    def __init__(self, status: int, reason: str, message: str) -> None:
+    def __init__(self, status: int, reason: str, message: str, causes: tuple[str, ...] = ()) -> None:
         super().__init__(f"{status} {reason}: {message}")
         self.status = status
         self.reason = reason
         self.message = message
+        self.causes = causes  # the reasons of the Status's causes, e.g. "DisruptionBudget"
 
     @property
     def gone(self) -> bool:
@@ -45,6 +46,7 @@ class KubeError(Exception):
 
 
 class _Cause(msgspec.Struct):
+    reason: str = ""
     message: str = ""
 
 
@@ -64,8 +66,10 @@ def error_from(status: int, body: bytes) -> KubeError:
     eviction's 429 names the PodDisruptionBudget only there)."""
     try:
         decoded = msgspec.json.decode(body, type=_Status)
-        causes = [c.message for c in (decoded.details.causes if decoded.details else []) if c.message]
-        return KubeError(status, decoded.reason, "; ".join([decoded.message, *causes]))
+        causes = decoded.details.causes if decoded.details else []
+        messages = [c.message for c in causes if c.message]
+        reasons = tuple(c.reason for c in causes if c.reason)
+        return KubeError(status, decoded.reason, "; ".join([decoded.message, *messages]), reasons)
     except (msgspec.DecodeError, msgspec.ValidationError):
         return KubeError(status, "", body[:200].decode(errors="replace"))
 

@@ -57,10 +57,15 @@ class Kubelet(Controller[tuple[str, str]]):
             grace = min(
                 float(pod["metadata"].get("deletionGracePeriodSeconds") or 0), self.options.max_termination
             )
+            if pod["metadata"].get("deletionGracePeriodSeconds") == 0:
+                return  # confirmed already: whoever holds a finalizer removes the object
             due = self.due.setdefault(key, now + grace)
             if now >= due:
                 self.due.pop(key, None)
-                self.store.force_remove(self.pods, namespace, name)
+                # As a kubelet does once the containers stopped: delete with no grace, for this very pod. The
+                # API server removes it unless finalizers remain, which then hold it until they are removed.
+                final = {"gracePeriodSeconds": 0, "preconditions": {"uid": pod["metadata"]["uid"]}}
+                self.store.delete(self.pods, namespace, name, final)
             return
         phase = status.get("phase")
         if phase in ("Succeeded", "Failed"):

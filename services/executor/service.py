@@ -5,8 +5,8 @@ replicas; a job's commands are de-duplicated by Nats-Msg-Id). Before every write
 live objects: a job that has ended or been aborted is never acted on, a pod is evicted only if it is
 still the pod the job was made for and is not already going, a Reservation is created only if the job's
 deterministic name is free. A PodDisruptionBudget refusing an eviction (429) is reported and retried with
-backoff until the job ends; a request-evict-only pod answering "Eviction triggered" is evicted in the
-background (seed 003). What happened goes back to the tracker on `p.jobs.report.<job>`.
+backoff until the job ends; a request-evict-only pod whose eviction triggered an evacuation is evicted in
+the background (seed 003, `refusals.py`). What happened goes back to the tracker on `p.jobs.report.<job>`.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
-import json
 import logging
 from datetime import UTC, datetime
 from typing import Any
@@ -22,16 +21,25 @@ from typing import Any
 import msgspec
 from prometheus_client import Counter
 
+from services.executor.refusals import refusal
 from services.executor.reservations import reservation_for
+from services.executor.room import no_room
 from shared import bus
 from shared.api import annotations as known
 from shared.api import codec
 from shared.api.messages import Command, JobRef, Report
-from shared.api.pmj import ANNOTATION_ABORT, GROUP, PLURAL, TERMINAL_PHASES, PodMigrationJob
-from shared.api.reservation import LABEL_CREATED_BY, LABEL_JOB, reservation_name
+from shared.api.pmj import (
+    ANNOTATION_ABORT,
+    GROUP,
+    MODE_EVICT_DIRECTLY,
+    PLURAL,
+    TERMINAL_PHASES,
+    PodMigrationJob,
+)
+from shared.api.reservation import LABEL_ATTEMPT, LABEL_CREATED_BY, LABEL_JOB, reservation_name
+from shared.api.soft_eviction import soft_eviction
 from shared.config import PodherdConfig
 from shared.consume import Retry, durable, one_by_one, read_or_retry, run_consumer
-from shared.durations import parse_duration
 from shared.kube import KubeClient, KubeError
 from shared.logs import about_job
 from shared.ops import OpsServer
@@ -88,20 +96,8 @@ class Executor:
 
     async def handle(self, msg: Any) -> None:
         command = codec.decode(msg.data, Command)
-        heartbeat = asyncio.create_task(self._heartbeat(msg))
-        try:
-            with about_job(command.job.name):
-                await self._act(command, msg)
-        finally:
-            heartbeat.cancel()
-
-    async def _heartbeat(self, msg: Any) -> None:
-        """While an action runs, tell JetStream the message is still being worked on (no redelivery)."""
-        period = max(0.5, parse_duration(self.config.nats.ack_wait) / 3)
-        while True:
-            await asyncio.sleep(period)
-            with contextlib.suppress(Exception):
-                await msg.in_progress()
+        with about_job(command.job.name):
+            await self._act(command, msg)
 
     async def _act(self, command: Command, msg: Any) -> None:
         if command.step == "cleanup":
@@ -163,6 +159,18 @@ class Executor:
             return
         if meta.get("deletionTimestamp"):
             return  # already going: never evicted twice
+        room = ""
+        if (job.spec.mode or self.args.default_job_mode) != MODE_EVICT_DIRECTLY:
+            reservation = await self._current_reservation(job)
+            problem = no_room(reservation, (pod.get("spec") or {}).get("nodeName"))
+            if problem is not None:
+                await self._report(job, "evict", "blocked", f"not evicting: {problem.why}")
+                if problem.later:
+                    raise Retry(problem.why, BACKOFF_BASE)
+                return
+            held = (reservation or {}).get("metadata") or {}
+            version = held.get("resourceVersion")
+            room = f" (Reservation {held.get('name')} Available at resourceVersion {version})"
         policy = self.args.eviction_policy
         options = job.spec.delete_options or self.args.default_delete_options
         delete_options = msgspec.to_builtins(options) if options is not None else {}
@@ -171,13 +179,9 @@ class Executor:
                 body = {**delete_options, "preconditions": {"uid": meta.get("uid")}}
                 await self.kube.arequest("DELETE", path, body=body)
             elif policy == "SoftEviction":
-                record = {
-                    "timestamp": datetime.now(UTC).isoformat(),
-                    "reason": f"migration job {job.metadata.name}",
-                    "trigger": "podherd",
-                    "deleteOptions": delete_options or None,
-                }
-                patch = {"metadata": {"annotations": {known.SOFT_EVICTION: json.dumps(record)}}}
+                why = f"migration job {job.metadata.name}"
+                record = soft_eviction(datetime.now(UTC), why, delete_options)
+                patch = {"metadata": {"annotations": {known.SOFT_EVICTION: record}}}
                 await self.kube.arequest(
                     "PATCH", path, body=patch, content_type="application/merge-patch+json"
                 )
@@ -193,18 +197,18 @@ class Executor:
             if exc.status == 404:
                 await self._report(job, "evict", "gone", f"pod {ref.namespace}/{ref.name} is already gone")
                 return
-            if exc.status == 429 and exc.message.startswith("Eviction triggered"):
+            outcome = refusal(exc.status, exc.message, exc.causes, meta.get("annotations") or {})
+            if outcome == "background":
                 _count_eviction(policy, "background")
                 await self._report(job, "evict", "background", exc.message)
                 return
-            outcome = "blocked" if exc.status == 429 else "failed"
             _count_eviction(policy, outcome)
             await self._report(job, "evict", outcome, exc.message or str(exc))
             if exc.status == 429 or exc.retryable:
                 raise Retry(exc.message, min(BACKOFF_MAX, BACKOFF_BASE * 2 ** (attempt - 1))) from exc
             return
         _count_eviction(policy, "done")
-        await self._report(job, "evict", "done", f"{policy}: pod {ref.namespace}/{ref.name}")
+        await self._report(job, "evict", "done", f"{policy}: pod {ref.namespace}/{ref.name}{room}")
         log.info("evicted %s/%s (%s)", ref.namespace, ref.name, policy, extra={"job": job.metadata.name})
 
     async def cleanup(self, job_name: str) -> None:
@@ -224,6 +228,16 @@ class Executor:
 
     async def _get(self, path: str) -> dict[str, Any] | None:
         return await read_or_retry(self.kube.get_json(path), f"reading {path}", BACKOFF_BASE)
+
+    async def _current_reservation(self, job: PodMigrationJob) -> dict[str, Any] | None:
+        """The Reservation the job's replacement is to take: the one it names, else its latest attempt."""
+        options = job.spec.reservation_options
+        if options is not None and options.reservation_ref is not None and options.reservation_ref.name:
+            return await self._get(f"{RESERVATIONS}/{options.reservation_ref.name}")
+        selector = f"{LABEL_CREATED_BY}=podherd,{LABEL_JOB}={job.metadata.name}"
+        items = await read_or_retry(self.kube.list_items(RESERVATIONS, selector), "listing", BACKOFF_BASE)
+        attempts = [(int((r["metadata"].get("labels") or {}).get(LABEL_ATTEMPT) or 1), r) for r in items]
+        return max(attempts, key=lambda a: a[0])[1] if attempts else None
 
     async def _report(self, job: PodMigrationJob, step: str, outcome: str, message: str) -> None:
         ref = JobRef(name=job.metadata.name or "", uid=job.metadata.uid or "")

@@ -14,11 +14,14 @@ with the same job and creates it once. Every outcome is an audit record.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from datetime import UTC, datetime
 from typing import Any
 
 import msgspec
+from nats.js.errors import KeyNotFoundError, NotFoundError
+from nats.js.kv import KeyValue
 from prometheus_client import Counter
 
 from services.tracker.intents import conflict, job_for
@@ -54,6 +57,9 @@ class IntentIntake:
         self.publisher = publisher
         self.subjects = subjects
         self.replica = replica
+        self._js: Any = None  # set when serving: collected jobs are looked up in JetStream's KV
+        self.answering = asyncio.Event()  # requests on the intent subject reach this replica
+        self._names: KeyValue | None = None
 
     async def submit(self, intent: MigrationIntent) -> tuple[str, bool]:
         """Create the intent's job (or find it). Returns (job name, created); raises Refused."""
@@ -62,6 +68,11 @@ class IntentIntake:
         existing = await self._get(f"{JOBS_PATH}/{name}")
         if existing is not None:
             return name, self._same(existing, intent)
+        collected = await self._collected(name)
+        if collected is not None:  # this intent's job ran and was collected: the same pod is not moved again
+            if collected.get("pod") != f"{intent.pod.namespace}/{intent.pod.name}":
+                raise Refused("Conflict", f"job {name} (collected) was for pod {collected.get('pod')}", "pod")
+            return name, False
         pod = await self._get(f"/api/v1/namespaces/{intent.pod.namespace}/pods/{intent.pod.name}")
         if pod is None:
             raise Refused("MissingPod", f"pod {intent.pod.namespace}/{intent.pod.name} not found", "pod")
@@ -83,6 +94,24 @@ class IntentIntake:
                 raise Refused("Unavailable", f"job {name} was created and deleted meanwhile; retry") from exc
             return name, self._same(found, intent)
         return name, True
+
+    async def _collected(self, name: str) -> dict[str, Any] | None:
+        """What the collector remembered of job `name`, if it collected it within `collector.dedupWindow`."""
+        if self._names is None:
+            if self._js is None:
+                return None
+            try:
+                self._names = await self._js.key_value(self.subjects.collected_bucket)
+            except NotFoundError:
+                return None  # nothing collected yet
+        try:
+            entry = await self._names.get(name)
+        except KeyNotFoundError:
+            return None
+        except Exception as exc:  # NATS unreachable: the answer would be a guess
+            raise Refused("Unavailable", f"cannot tell whether job {name} was collected: {exc}") from exc
+        found: dict[str, Any] = json.loads(entry.value or b"{}")
+        return found
 
     def _same(self, found: dict[str, Any], intent: MigrationIntent) -> bool:
         why = conflict(msgspec.convert(found, PodMigrationJob), intent)
@@ -161,14 +190,17 @@ class IntentIntake:
             if reply.error is not None and reply.error.code in ("Unavailable", "Internal"):
                 raise RuntimeError(reply.error.message)  # redelivered later
 
-        js = nc.jetstream()
+        js = self._js = nc.jetstream()
         await bus.ensure_work_streams(js, self.subjects, config)
         # Redelivered until handled (an API outage is waited out): an intent is never dropped after N tries.
         sub = await durable(
             js, self.subjects.intents_stream, CONSUMER, [self.subjects.all_intents], config, max_deliver=-1
         )
         requests = await nc.subscribe(self.subjects.intent_request, queue=QUEUE_GROUP, cb=on_request)
+        await nc.flush()  # the server has the subscription: a request now finds this replica
+        self.answering.set()
         try:
             await run_consumer(sub, js, self.subjects, CONSUMER, one_by_one(on_intent), stop)
         finally:
+            self.answering.clear()
             await requests.unsubscribe()

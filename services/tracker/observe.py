@@ -6,6 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from services.tracker.progress import PodView, ReservationView
+from shared.api.meta import parse_time
+from shared.api.reservation import LABEL_CREATED_BY
 
 
 def pod_view(pod: dict[str, Any]) -> PodView:
@@ -23,7 +25,13 @@ def pod_view(pod: dict[str, Any]) -> PodView:
         terminating=bool(meta.get("deletionTimestamp")) or status.get("phase") in ("Succeeded", "Failed"),
         ready=ready,
         controller_uid=controller.get("uid") if controller else None,
+        deleted_at=parse_time(meta.get("deletionTimestamp")),
     )
+
+
+def node_ready(node: dict[str, Any]) -> bool:
+    conditions = (node.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
 
 
 def reservation_view(reservation: dict[str, Any]) -> ReservationView:
@@ -48,4 +56,5 @@ def reservation_view(reservation: dict[str, Any]) -> ReservationView:
             (o.get("namespace") or "", o.get("name") or "", o.get("uid") or "")
             for o in status.get("currentOwners") or []
         ),
+        ours=(meta.get("labels") or {}).get(LABEL_CREATED_BY) == "podherd",
     )

@@ -8,8 +8,10 @@ number of times, after any crash, on any replica: the same observation gives the
 
 ReservationFirst:  admitted -> reserve -> Reservation Available on another node -> evict -> the old pod is
 gone -> a replacement binds the Reservation -> it is Ready -> Succeeded. EvictDirectly: admitted -> evict
--> the old pod is gone -> Succeeded. Failure paths end the job with Koordinator's reason, and every ending
-cleans up the Reservation and releases the ledger's slots.
+-> the old pod is gone -> Succeeded. Gone means gone: a pod being deleted still holds the job (and its
+ledger slots) until its object, with its uid, no longer exists; at the ttl the job fails naming it.
+Failure paths end the job with Koordinator's reason, and every ending cleans up the Reservation and
+releases the ledger's slots.
 """
 
 from __future__ import annotations
@@ -67,6 +69,15 @@ class PodView:
     terminating: bool
     ready: bool
     controller_uid: str | None
+    deleted_at: datetime | None = None  # its deletionTimestamp: going, but not gone
+    node_ready: bool | None = None  # of its node, looked up only while it is terminating (None: not known)
+
+    def going(self) -> str:
+        """What a pod that is terminating but still exists is waiting on, for the status."""
+        since = f" since {self.deleted_at:%Y-%m-%dT%H:%M:%SZ}" if self.deleted_at else ""
+        where = f" on node {self.node}" if self.node else ""
+        stuck = " (NotReady: its kubelet cannot finish it)" if self.node_ready is False else ""
+        return f"pod {self.namespace}/{self.name} is terminating{since}{where}{stuck}"
 
 
 @dataclass(frozen=True)
@@ -78,6 +89,7 @@ class ReservationView:
     failed_reason: str | None
     owner_controller_uid: str | None  # whose replacements it is for
     bound: tuple[tuple[str, str, str], ...] = ()  # (namespace, name, uid) of the pods that took it
+    ours: bool = True  # made by Podherd (labelled so); False: one the user named, never made again
 
 
 @dataclass(frozen=True)
@@ -140,7 +152,10 @@ class _Progress:
         ttl = job.spec.ttl or o.default_ttl
         created = job.metadata.creation_timestamp
         if created is not None and (o.now - created).total_seconds() > parse_duration(ttl):
-            return self.end(PHASE_FAILED, REASON_TIMEOUT, f"the job did not finish within its ttl {ttl}")
+            why = f"the job did not finish within its ttl {ttl}"
+            if o.pod is not None and o.pod.terminating and self._condition(COND_EVICTION) is not None:
+                why += f": {o.pod.going()}"
+            return self.end(PHASE_FAILED, REASON_TIMEOUT, why)
         if not o.admitted:
             if job.spec.paused:
                 return self.stay(PHASE_PENDING, "", "paused: the job waits until spec.paused is false")
@@ -162,6 +177,8 @@ class _Progress:
         pod = self.o.pod
         if started and (pod is None or pod.terminating):
             self.set(COND_EVICTION, STATUS_TRUE, REASON_EVICT_COMPLETE, "the pod was evicted")
+            if pod is not None:  # gone means gone: not while the pod object (with its uid) still exists
+                return self.stay(PHASE_RUNNING, "", f"evicted; waiting until it is gone: {pod.going()}")
             return self.end(PHASE_SUCCEEDED, "", "the pod was evicted")
         return self.evicting()
 
@@ -180,7 +197,8 @@ class _Progress:
             step = self.stay(PHASE_RUNNING, "", "creating the Reservation", (RESERVE,))
             step.attempt = max(1, o.attempt)
             return step
-        if r.phase == "Succeeded" and not started:
+        evicted = started and (o.pod is None or o.pod.terminating)
+        if r.phase == "Succeeded" and not evicted:  # taken while the pod is still there (a budget's wait)
             return self.taken_early(r)
         self.set(COND_RESERVATION_CREATED, STATUS_TRUE, "", f"Reservation {r.name} created")
         if r.phase == "Failed":
@@ -250,6 +268,8 @@ class _Progress:
             "",
             f"{namespace}/{name} runs in reserved room on {self.node}",
         )
+        if pod is not None:  # the old pod still exists (a finalizer, a NotReady node): not moved yet
+            return self.stay(PHASE_RUNNING, "", f"{namespace}/{name} is Ready; waiting: {pod.going()}")
         return self.end(PHASE_SUCCEEDED, "", f"moved to {name} on {self.node}")
 
     def taken_early(self, r: ReservationView) -> Step:
@@ -269,7 +289,8 @@ class _Progress:
                 f"{pod.namespace}/{pod.name} took Reservation {r.name}",
             )
             return self.end(PHASE_SUCCEEDED, "", f"the pending pod scheduled into Reservation {r.name}")
-        if taker is not None and r.owner_controller_uid and taker.controller_uid == r.owner_controller_uid:
+        same_workload = taker is not None and taker.controller_uid == r.owner_controller_uid
+        if taker is not None and r.ours and r.owner_controller_uid and same_workload:
             who = f"{taker.namespace}/{taker.name}"
             message = f"Reservation {r.name} was taken by {who} of the same workload; reserving again"
             self.set(COND_RESERVATION_CREATED, STATUS_UNKNOWN, "", message)
@@ -287,7 +308,10 @@ class _Progress:
         note = self.o.eviction_note
         message = f"evicting: {note}" if note else "evicting the pod"
         self.set(COND_EVICTION, STATUS_UNKNOWN, REASON_EVICTING, message)
-        return self.stay(PHASE_RUNNING, REASON_EVICTING, message, (EVICT,))
+        step = self.stay(PHASE_RUNNING, REASON_EVICTING, message, (EVICT,))
+        # One eviction command per Reservation: after reserving again, the new one is not a duplicate.
+        step.attempt = max(1, self.o.attempt)
+        return step
 
     # ----------------------------------------------------------------------------------------------------
 

@@ -24,6 +24,7 @@ import json
 import logging
 import time
 import uuid
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -32,8 +33,9 @@ import redis.asyncio as aioredis
 from prometheus_client import Counter, Gauge
 
 from services.tracker import progress as machine
+from services.tracker.collector import Collector
 from services.tracker.intake import IntentIntake
-from services.tracker.observe import pod_view, reservation_view
+from services.tracker.observe import node_ready, pod_view, reservation_view
 from services.tracker.progress import PodView, ReservationView
 from shared import bus
 from shared.api import annotations as known
@@ -109,6 +111,7 @@ class Tracker:
         self.me = f"{config.replica}-{uuid.uuid4().hex[:8]}"
         self._unlock = client.register_script(UNLOCK)
         self.intake = IntentIntake(kube, self.publisher, self.subjects, config.replica)
+        self.collector = Collector(config, client, kube, self.publisher, self.js)
 
     async def run(self, stop: asyncio.Event) -> None:
         await bus.ensure_events_stream(self.js, self.subjects, self.config.nats)
@@ -143,6 +146,7 @@ class Tracker:
             )
             group.create_task(self.intake.serve(self.nc, self.config.nats, stop))
             group.create_task(self.deadlines(stop))
+            group.create_task(self.collector.run(stop))
             group.create_task(self.report_phases(stop))
 
     # ----------------------------------------------------------------------------------------------------
@@ -158,8 +162,12 @@ class Tracker:
         elif head.kind == "Reservation":
             labels = codec.decode(msg.data, _LabelledEvent).object.metadata.labels or {}
             await self._kick_waiting(labels.get(LABEL_CONTROLLER))
-            if labels.get(LABEL_JOB):
-                await self.reconcile(labels[LABEL_JOB])
+            # One Podherd made (labelled with its job), or one a job names (it expires, it is taken, ...).
+            owner = labels.get(LABEL_JOB) or as_text(
+                await self.client.hget(f"{self.key}:named", head.name) or b""
+            )
+            if owner:
+                await self.reconcile(owner)
         elif head.kind == "Pod":
             pod = codec.decode(msg.data, ObjectEvent[PodInfo]).object
             controller = pod.owner.uid if pod.owner else None
@@ -335,6 +343,9 @@ class Tracker:
                 await self.client.hsetnx(f"{self.key}:pod-uids", uid, ref.uid or view.uid)
                 expected = as_text(await self.client.hget(f"{self.key}:pod-uids", uid) or b"")
                 pod = view if view.uid == expected else None
+                if pod is not None and pod.deleted_at is not None and pod.node:
+                    node = await self._get(f"/api/v1/nodes/{pod.node}")  # why it may not go: NotReady
+                    pod = replace(pod, node_ready=node_ready(node) if node is not None else None)
         reservations, attempt = await self._reservations(job)
         current = reservations[-1] if reservations else None
         await self._pool(reservations)
@@ -560,6 +571,8 @@ class Tracker:
         pipe.zadd(f"{self.key}:deadlines", {name: deadline})
         if job.spec.pod_ref is not None:
             pipe.hset(f"{self.key}:pod-jobs", f"{job.spec.pod_ref.namespace}/{job.spec.pod_ref.name}", name)
+        if named := _named_reservation(job):  # its events carry no job label: find the job by the name
+            pipe.hset(f"{self.key}:named", named, name)
         await pipe.execute()
 
     async def _untrack(self, job: PodMigrationJob) -> None:
@@ -568,10 +581,18 @@ class Tracker:
         pipe.zrem(f"{self.key}:deadlines", name)
         if job.spec.pod_ref is not None:
             pipe.hdel(f"{self.key}:pod-jobs", f"{job.spec.pod_ref.namespace}/{job.spec.pod_ref.name}")
+        if named := _named_reservation(job):
+            pipe.hdel(f"{self.key}:named", named)
         await pipe.execute()
 
     async def _get(self, path: str) -> dict[str, Any] | None:
         return await read_or_retry(self.kube.get_json(path), f"reading {path}", 0.5)
+
+
+def _named_reservation(job: PodMigrationJob) -> str | None:
+    options = job.spec.reservation_options
+    ref = options.reservation_ref if options is not None else None
+    return ref.name if ref is not None and ref.name else None
 
 
 class _JobEvent(msgspec.Struct):
@@ -583,8 +604,14 @@ async def main(config: PodherdConfig, stop: asyncio.Event, ops: OpsServer) -> No
     client = aioredis.from_url(config.redis.url)
     kube = KubeClient.from_config(config.kubernetes)
     ops.add_check("nats", nats_check(nc))
+    tracker = Tracker(config, nc, client, kube)
+
+    async def answering() -> str | None:  # ready means a request for a migration finds this replica
+        return None if tracker.intake.answering.is_set() else "not answering intents yet"
+
+    ops.add_check("intents", answering)
     try:
-        await Tracker(config, nc, client, kube).run(stop)
+        await tracker.run(stop)
     finally:
         await close_nats(nc)
         await client.aclose()

@@ -91,3 +91,13 @@ def controller_of(meta: ObjectMeta) -> OwnerReference | None:
         if ref.controller:
             return ref
     return None
+
+
+def parse_time(value: object) -> datetime | None:
+    """A Kubernetes timestamp (RFC 3339) from plain JSON; None when absent or not one."""
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        return datetime.fromisoformat(value)
+    except ValueError:
+        return None

@@ -42,7 +42,7 @@ def pipeline_config(
 ) -> PodherdConfig:
     return config_from_dict(
         {
-            "nats": {"url": nats_srv.url, "subjectPrefix": prefix, "ackWait": "5s"},
+            "nats": {"url": nats_srv.url, "subjectPrefix": prefix},
             "redis": {"url": redis_srv.url, "keyPrefix": prefix},
             "kubernetes": {"kubeconfig": str(handle.kubeconfig)},
             "replica": replica,

@@ -5,15 +5,18 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import Callable
 from typing import Any
 
 import nats
 import pytest
 import redis.asyncio as aioredis
+from prometheus_client import REGISTRY
 
 from kubesim.sim import SimHandle
 from shared import bus
+from shared.ledger import Ledger
 from shared.servers import Server
 from tests.e2e.pipeline import (
     GROUP,
@@ -86,8 +89,7 @@ async def test_reservation_first_moves_the_pod_into_the_reserved_room(
     async with pipeline(config):
         uid = create_job(kube, "move-1", name)["metadata"]["uid"]
         job = await until_job(kube, "move-1", ended)
-        while (await released.next_msg(timeout=30)).data.decode() != uid:
-            pass
+        await until_released(released, uid)
     await nc.close()
     status = job["status"]
     assert status["phase"] == "Succeeded", status
@@ -129,6 +131,79 @@ async def test_evict_directly_ends_when_the_pod_is_gone(
     assert conditions(job)["Eviction"] == ("True", "EvictComplete")
     assert "ReservationCreated" not in conditions(job)
     assert name not in web_pods(kube) and reservations(kube) == []
+
+
+HOLD = {"metadata": {"finalizers": ["example.com/hold"]}}
+
+
+async def held(ledger: Ledger) -> set[str]:
+    """The jobs that hold anything in the ledger: a slot or a pod claim."""
+    snapshot = await ledger.snapshot()
+    return {m for members in snapshot["slots"].values() for m in members} | set(snapshot["claims"].values())
+
+
+def still_going(job: dict[str, Any]) -> bool:
+    return "is terminating since" in ((job.get("status") or {}).get("message") or "")
+
+
+@pytest.mark.parametrize("mode", ["EvictDirectly", "ReservationFirst"])
+async def test_a_pod_stuck_terminating_holds_the_job_and_its_slots_until_it_is_gone(
+    kubesim_factory: Callable[..., SimHandle], nats_srv: Server, redis_srv: Server, test_id: str, mode: str
+) -> None:
+    kube = start(kubesim_factory, cluster())
+    name = sorted(web_pods(kube))[0]
+    kube.core.patch_namespaced_pod(name, "default", HOLD)  # a finalizer keeps the object after its deletion
+    node = kube.core.read_namespaced_pod(name, "default").spec.node_name
+    config = pipeline_config(kube.handle, nats_srv, redis_srv, test_id)
+    client = aioredis.from_url(redis_srv.url)
+    ledger = Ledger(client, test_id, 600)
+    nc = await nats.connect(nats_srv.url)
+    releases = await nc.subscribe(bus.Subjects(test_id).ledger_released)
+    async with pipeline(config):
+        uid = create_job(kube, "stuck", name, mode=mode)["metadata"]["uid"]
+        waiting = await until_job(kube, "stuck", still_going)
+        assert waiting["status"]["phase"] == "Running", waiting["status"]
+        assert f"pod default/{name} is terminating since" in waiting["status"]["message"]
+        assert f"on node {node}" in waiting["status"]["message"]
+        assert uid in await held(ledger)  # its slots are held while it waits
+        kube.core.patch_namespaced_pod(name, "default", {"metadata": {"finalizers": None}})
+        job = await until_job(kube, "stuck", ended)
+        await until_released(releases, uid)
+    assert job["status"]["phase"] == "Succeeded", job["status"]
+    assert uid not in await held(ledger)
+    await client.aclose()
+    await nc.close()
+
+
+async def until_released(releases: Any, uid: str) -> None:
+    """Until the tracker announces that job `uid`'s slots are released."""
+    while (await releases.next_msg(timeout=30)).data.decode() != uid:
+        pass
+
+
+async def test_a_pod_that_never_goes_times_the_job_out_naming_it(
+    kubesim_factory: Callable[..., SimHandle], nats_srv: Server, redis_srv: Server, test_id: str
+) -> None:
+    kube = start(kubesim_factory, cluster())
+    name = sorted(web_pods(kube))[0]
+    kube.core.patch_namespaced_pod(name, "default", HOLD)
+    node = kube.core.read_namespaced_pod(name, "default").spec.node_name
+    config = pipeline_config(kube.handle, nats_srv, redis_srv, test_id)
+    client = aioredis.from_url(redis_srv.url)
+    nc = await nats.connect(nats_srv.url)
+    releases = await nc.subscribe(bus.Subjects(test_id).ledger_released)
+    async with pipeline(config):
+        uid = create_job(kube, "never-gone", name, mode="EvictDirectly", ttl="6s")["metadata"]["uid"]
+        job = await until_job(kube, "never-gone", ended)
+        await until_released(releases, uid)  # the release follows the terminal status, by design
+        released = await held(Ledger(client, test_id, 600))
+    await client.aclose()
+    await nc.close()
+    assert (job["status"]["phase"], job["status"].get("reason")) == ("Failed", "Timeout"), job["status"]
+    assert f"pod default/{name} is terminating since" in job["status"]["message"]
+    assert f"on node {node}" in job["status"]["message"]
+    assert uid not in released
+    kube.core.patch_namespaced_pod(name, "default", {"metadata": {"finalizers": None}})
 
 
 async def test_unschedulable_reservation_fails_and_leaves_the_pod(
@@ -203,6 +278,42 @@ async def test_a_budget_refusing_the_eviction_shows_in_status_then_the_job_succe
         job = await until_job(kube, "budgeted", ended)
     assert job["status"]["phase"] == "Succeeded", job["status"]
     assert name not in web_pods(kube)
+
+
+async def test_a_reservation_taken_while_the_eviction_waits_is_made_again_before_evicting(
+    kubesim_factory: Callable[..., SimHandle], nats_srv: Server, redis_srv: Server, test_id: str
+) -> None:
+    kube = start(kubesim_factory, cluster())
+    tight_budget(kube, 3)
+    first, sibling = sorted(web_pods(kube))[:2]
+    config = pipeline_config(kube.handle, nats_srv, redis_srv, test_id, watch=BLIND_TO_BUDGETS)
+    async with pipeline(config):
+        create_job(kube, "patient", first, ttl="40s")
+        await until_job(kube, "patient", evicting_blocked)
+        # Another replica of the workload goes (as a sibling job's eviction would): its replacement takes the
+        # workload's Reservation, the one made for "patient", while the budget still refuses its eviction.
+        kube.core.delete_namespaced_pod(sibling, "default")
+        await asyncio.to_thread(
+            watch_until,
+            kube.custom.list_cluster_custom_object,
+            lambda state: (state["/patient"].get("status") or {}).get("phase") == "Succeeded",
+            30,
+            group=GROUP,
+            version=VERSION,
+            plural="reservations",
+        )
+        loosen_budget(kube, 2)
+        job = await until_job(kube, "patient", ended)
+    assert job["status"]["phase"] == "Succeeded", job["status"]
+    # It reserved again before evicting: both replacements run in reserved room, the sibling's in the first
+    # Reservation, the job's pod's in the second. (Evicting anyway would have left one without room.)
+    allocated = "scheduling.koordinator.sh/reservation-allocated"
+    rooms = {
+        json.loads(p.metadata.annotations[allocated])["name"]
+        for p in web_pods(kube).values()
+        if allocated in (p.metadata.annotations or {})
+    }
+    assert rooms == {"patient", "patient-2"}, rooms
 
 
 async def test_timeout_cleans_up_and_evicts_nothing(
@@ -307,7 +418,11 @@ async def test_delete_and_soft_eviction_policies(
         if policy == "SoftEviction":
             # The pod is only annotated; whoever honours soft evictions deletes it (here: the test).
             record = await until_pod_annotated(kube, name, "scheduling.koordinator.sh/soft-eviction")
-            assert json.loads(record)["trigger"] == "podherd"
+            # Koordinator's SoftEvictionSpec: who asked, when (as metav1.Time writes it), and why.
+            spec = json.loads(record)
+            assert set(spec) == {"timestamp", "initiator", "reason"}, spec
+            assert spec["initiator"] == "podherd" and spec["reason"] == "migration job by-policy"
+            assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", spec["timestamp"]), spec
             kube.core.delete_namespaced_pod(name, "default")
         job = await until_job(kube, "by-policy", ended)
     assert job["status"]["phase"] == "Succeeded"
@@ -321,11 +436,21 @@ async def test_request_evict_only_pod_is_evicted_in_the_background(
     kube = start(kubesim_factory, scenario, evict_in_background=True)
     name = sorted(web_pods(kube))[0]
     config = pipeline_config(kube.handle, nats_srv, redis_srv, test_id)
+    before = {outcome: evictions(outcome) for outcome in ("background", "blocked")}
     async with pipeline(config):
         create_job(kube, "background", name)
         job = await until_job(kube, "background", ended)
     assert job["status"]["phase"] == "Succeeded", job["status"]
     assert name not in web_pods(kube)
+    # The webhook's wrapped 429 was taken for the evacuation it started, not for a refusal to retry.
+    assert evictions("background") == before["background"] + 1
+    assert evictions("blocked") == before["blocked"]
+
+
+def evictions(outcome: str) -> float:
+    """This process's executors' count of evictions with `outcome`."""
+    labels = {"policy": "Eviction", "outcome": outcome}
+    return REGISTRY.get_sample_value("podherd_evictions_total", labels) or 0.0
 
 
 async def until_reservations_gone(kube: Kube, within: float = 10.0) -> None:
@@ -375,3 +500,25 @@ async def test_a_named_reservation_is_used_and_left_to_its_owner(
     )  # taken by the replacement, and still there: not ours to delete
     assert job["status"]["nodeName"] == used["status"]["nodeName"]
     assert [r["metadata"]["name"] for r in reservations(kube)] == ["operators-room"]  # no second one was made
+
+
+async def test_a_named_reservation_that_expires_before_it_is_used_fails_the_job_at_once(
+    kubesim_factory: Callable[..., SimHandle], nats_srv: Server, redis_srv: Server, test_id: str
+) -> None:
+    from services.executor.reservations import reservation_for
+    from shared.api.pmj import PodMigrationJob
+
+    kube = start(kubesim_factory, cluster())
+    tight_budget(kube, 3)  # the eviction waits, so the Reservation expires unused
+    name = sorted(web_pods(kube))[0]
+    pod = kube.api.sanitize_for_serialization(kube.core.read_namespaced_pod(name, "default"))
+    brief = reservation_for(PodMigrationJob(), pod, "3s")
+    brief["metadata"] = {"name": "brief-room"}
+    kube.custom.create_cluster_custom_object(GROUP, VERSION, "reservations", brief)
+    config = pipeline_config(kube.handle, nats_srv, redis_srv, test_id, watch=BLIND_TO_BUDGETS)
+    async with pipeline(config):
+        ref = {"reservationRef": {"name": "brief-room"}}
+        create_job(kube, "short-lived", name, ttl="60s", reservationOptions=ref)
+        job = await until_job(kube, "short-lived", ended)
+    assert (job["status"]["phase"], job["status"].get("reason")) == ("Failed", "ReservationExpired"), job
+    assert name in web_pods(kube)  # never evicted

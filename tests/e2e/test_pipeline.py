@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Callable
 from typing import Any
 
+import msgspec
 import nats
 import pytest
 import redis.asyncio as aioredis
@@ -18,6 +20,7 @@ from services.tracker.service import Tracker
 from shared import bus
 from shared.api import codec
 from shared.api.messages import IntentReply, MigrationIntent, PodKey
+from shared.config import CollectorConfig
 from shared.ledger import Ledger
 from shared.servers import Server
 from tests.e2e.pipeline import GROUP, PLURAL, VERSION, create_job, ended, pipeline, pipeline_config, until_job
@@ -88,6 +91,78 @@ async def test_an_intent_becomes_a_job_that_moves_the_pod(
     await nc.close()
     assert job["status"]["phase"] == "Succeeded"
     assert list(all_jobs(kube)) == [job_name]
+
+
+async def test_finished_jobs_are_collected_and_an_intent_sent_again_moves_nothing(
+    kubesim_factory: Callable[..., SimHandle], nats_srv: Server, redis_srv: Server, test_id: str
+) -> None:
+    kube = start(kubesim_factory, cluster())
+    first, other = sorted(web_pods(kube))[:2]
+    config = msgspec.structs.replace(
+        pipeline_config(kube.handle, nats_srv, redis_srv, test_id),
+        collector=CollectorConfig(retention="1s", interval="300ms"),
+    )
+    nc = await nats.connect(nats_srv.url)
+    subjects = bus.Subjects(test_id)
+    intent = MigrationIntent(
+        idempotency_key="defrag-9", pod=PodKey(namespace="default", name=first), requester="tests"
+    )
+
+    async def ask(what: MigrationIntent) -> IntentReply:
+        msg = await nc.request(subjects.intent_request, codec.encode(what), timeout=10)
+        return codec.decode(msg.data, IntentReply)
+
+    async with pipeline(config):
+        create_job(kube, "in-flight", other, paused=True)  # held Pending: never collected, however old
+        reply = await until_answered(nc, subjects, intent)
+        assert reply.ok and reply.created and reply.job
+        job = await until_job(kube, reply.job, ended)
+        assert job["status"]["phase"] == "Succeeded"
+        await asyncio.to_thread(
+            watch_until,
+            kube.custom.list_cluster_custom_object,
+            gone(f"/{reply.job}"),
+            30,
+            group=GROUP,
+            version=VERSION,
+            plural=PLURAL,
+        )
+        again = await ask(intent)  # re-sent after its job was collected
+        elsewhere = await ask(msgspec.structs.replace(intent, pod=PodKey(namespace="default", name=other)))
+    audit = await nc.jetstream().subscribe(subjects.audit(reply.job), ordered_consumer=True)
+    actions = []
+    while "collected" not in actions:
+        actions.append(json.loads((await audit.next_msg(timeout=10)).data)["action"])
+    await nc.close()
+    assert (again.ok, again.created, again.job) == (True, False, reply.job)  # the same job, nothing new
+    assert elsewhere.error is not None and elsewhere.error.code == "Conflict"
+    assert set(all_jobs(kube)) == {"in-flight"}  # collected; the one in flight stays
+    evicted = kube.handle.call(lambda sim: sum(sim.store.evictions.values()))
+    assert evicted == 1  # the pod was moved once
+    assert reservations(kube) == []
+
+
+def gone(key: str) -> Callable[[dict[str, Any]], bool]:
+    """A watch predicate: `key` was there and has been deleted."""
+    seen: list[bool] = []
+
+    def holds(state: dict[str, Any]) -> bool:
+        if key in state:
+            seen.append(True)
+        return bool(seen) and key not in state
+
+    return holds
+
+
+async def until_answered(nc: Any, subjects: bus.Subjects, intent: MigrationIntent) -> IntentReply:
+    """The intent's answer, once a tracker serves the subject (the pipeline may still be subscribing)."""
+    while True:
+        try:
+            msg = await nc.request(subjects.intent_request, codec.encode(intent), timeout=10)
+        except nats.errors.NoRespondersError:
+            await asyncio.sleep(0.1)
+            continue
+        return codec.decode(msg.data, IntentReply)
 
 
 async def test_two_replicas_of_each_service_carry_a_storm_of_jobs(
@@ -213,6 +288,40 @@ async def test_a_job_admitted_before_its_first_status_still_starts_its_history_p
             phases.append(entry["phase"])
     await nc.close()
     assert phases == ["Pending", "Running", "Succeeded"]
+
+
+async def test_work_a_killed_replica_held_moves_again_within_seconds_of_its_successor(
+    kubesim_factory: Callable[..., SimHandle], nats_srv: Server, redis_srv: Server, test_id: str
+) -> None:
+    # An executor takes the job's evict command and hangs (then dies, as SIGKILL would), holding the message
+    # unacknowledged. With the default ack wait the successor evicts within 5 s of starting, not after 30.
+    kube = start(kubesim_factory, cluster())
+    name = sorted(web_pods(kube))[0]
+    config = pipeline_config(kube.handle, nats_srv, redis_srv, test_id)
+    holding = asyncio.Event()
+
+    class HangsMidEviction(Executor):
+        async def evict(self, job: Any, pod_uid: str | None, attempt: int) -> None:
+            holding.set()
+            await asyncio.Event().wait()
+
+    def evicted(state: dict[str, Any]) -> bool:
+        pod = state.get(f"default/{name}")
+        return pod is None or pod.metadata.deletion_timestamp is not None
+
+    async with pipeline(config) as p:
+        await p.kill(next(r for r in p.running if r.name.startswith("executor")))
+        doomed = await p.start("executor", "hangs", HangsMidEviction)
+        create_job(kube, "held", name)
+        await asyncio.wait_for(holding.wait(), 30)
+        await p.kill(doomed)
+        started = time.monotonic()
+        await p.start("executor", "r1")
+        await asyncio.to_thread(watch_until, kube.core.list_namespaced_pod, evicted, 30, namespace="default")
+        took = time.monotonic() - started
+        job = await until_job(kube, "held", ended)
+    assert job["status"]["phase"] == "Succeeded", job["status"]
+    assert took <= 5.0, f"the held eviction came {took:.1f} s after the successor started"
 
 
 class Crash(BaseException):

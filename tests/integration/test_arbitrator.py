@@ -37,7 +37,7 @@ def arbitrator_config(
 ) -> PodherdConfig:
     return config_from_dict(
         {
-            "nats": {"url": nats_srv.url, "subjectPrefix": prefix, "ackWait": "5s"},
+            "nats": {"url": nats_srv.url, "subjectPrefix": prefix},
             "redis": {"url": redis_srv.url, "keyPrefix": prefix},
             "replica": replica,
             "migrationController": {
@@ -344,6 +344,51 @@ async def test_filters_reject_and_missing_pods_fail(
     await nc.close()
 
 
+async def test_a_workload_limit_that_comes_to_zero_takes_the_default(
+    nats_srv: Server, redis_srv: Server, test_id: str
+) -> None:
+    # "0%" of 50 replicas is 0: Koordinator's GetMaxUnavailable then takes the default, 10% of 50 = 5.
+    config = arbitrator_config(
+        nats_srv, redis_srv, test_id, maxMigratingPerWorkload="0%", maxUnavailablePerWorkload="0%"
+    )
+    nc, subjects, cluster = await setup_cluster(config)
+    await cluster.deployment("web", 50)
+    for i in range(6):
+        await cluster.pod(f"web-{i}", f"node-{i}", "web")
+    async with arbitrators([config]):
+        for i in range(6):
+            await cluster.job(f"j{i}", f"web-{i}", created=i)
+        ds = await decisions(nc, subjects, lambda ds: len(admitted(ds)) == 5)
+        audit = await _audit_until(
+            nc, subjects, lambda rs: any(r.get("job") == "j5" and r.get("rule") for r in rs)
+        )
+    assert sorted(admitted(ds)) == [f"j{i}" for i in range(5)]
+    deferral = next(r for r in audit if r.get("job") == "j5" and r.get("rule"))
+    assert deferral["rule"] in ("maxMigratingPerWorkload", "maxUnavailablePerWorkload"), deferral
+    assert "5/5" in deferral["message"], deferral
+    await nc.close()
+
+
+async def test_a_workload_limit_above_its_replicas_is_capped_and_refused(
+    nats_srv: Server, redis_srv: Server, test_id: str
+) -> None:
+    # "150%" of 6 replicas is capped at 6: a migration could take all of them, so the job is refused.
+    config = arbitrator_config(nats_srv, redis_srv, test_id, maxUnavailablePerWorkload="150%")
+    nc, subjects, cluster = await setup_cluster(config)
+    await cluster.deployment("six", 6)
+    await cluster.pod("six-0", "node-0", "six")
+    async with arbitrators([config]):
+        await cluster.job("all-of-them", "six-0")
+        ds = await decisions(nc, subjects, lambda ds: len(ds) >= 1)
+    assert (ds[0]["decision"], ds[0]["reason"], ds[0]["rule"]) == (
+        "rejected",
+        "ForbiddenMigratePod",
+        "ExpectedReplicas",
+    )
+    assert "has 6 replicas and may lose 6 at once" in ds[0]["message"]
+    await nc.close()
+
+
 async def test_pdb_and_node_limits(nats_srv: Server, redis_srv: Server, test_id: str) -> None:
     config = arbitrator_config(
         nats_srv, redis_srv, test_id, maxMigratingPerWorkload=10, maxUnavailablePerWorkload=10
@@ -647,7 +692,16 @@ async def test_more_blocked_jobs_than_a_round_reads_do_not_starve_one_that_fits(
 ) -> None:
     """A round reads 8 jobs here: 60 jobs blocked on a full node ahead of one that fits must not stop it
     (the defect of a scan-depth-bounded pass), and a budget that grows wakes the job it blocked."""
-    base = arbitrator_config(nats_srv, redis_srv, test_id, maxMigratingPerNode=1, maxMigratingPerWorkload=100)
+    # maxMigratingPerWorkload 100 opens the limit for web (200 replicas); for db (3) it is capped at 3, all
+    # of them, which the expected-replicas rule refuses: skipCheckExpectedReplicas keeps db to its budget.
+    base = arbitrator_config(
+        nats_srv,
+        redis_srv,
+        test_id,
+        maxMigratingPerNode=1,
+        maxMigratingPerWorkload=100,
+        skipCheckExpectedReplicas=True,
+    )
     config = msgspec.structs.replace(base, arbitrator=msgspec.structs.replace(base.arbitrator, scan_depth=8))
     nc, subjects, cluster = await setup_cluster(config)
     await cluster.deployment("web", 200)

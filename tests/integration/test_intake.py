@@ -15,7 +15,7 @@ from services.tracker.intake import CONSUMER, IntentIntake
 from shared import bus
 from shared.api import codec
 from shared.api.messages import IntentReply, MigrationIntent, PodKey
-from shared.config import config_from_dict
+from shared.config import KubernetesConfig, config_from_dict
 from shared.kube import KubeClient
 from shared.servers import Server
 from tests.conftest import NatsScope
@@ -45,19 +45,14 @@ async def intake(
     )
     subjects = bus.Subjects(nats_scope.prefix)
     stop = asyncio.Event()
-    tasks = []
+    tasks, handlers = [], []
     for i in range(replicas):
         client = KubeClient.from_config(config.kubernetes)
         handler = IntentIntake(client, bus.Publisher(nats_scope.nc), subjects, f"t{i}")
+        handlers.append(handler)
         tasks.append(asyncio.create_task(handler.serve(nats_scope.nc, config.nats, stop)))
-    await bus.ensure_work_streams(nats_scope.js, subjects, config.nats)
-    # Ready when the durable consumer exists and a request is answered.
-    for _ in range(100):
-        with contextlib.suppress(Exception):
-            await nats_scope.js.consumer_info(subjects.intents_stream, CONSUMER)
-            await nats_scope.nc.request(subjects.intent_request, b"{}", timeout=0.5)
-            break
-        await asyncio.sleep(0.05)
+    # Ready when every replica says it answers (its durable consumer exists by then).
+    await asyncio.wait_for(asyncio.gather(*(h.answering.wait() for h in handlers)), 30)
     try:
         yield subjects
     finally:
@@ -190,3 +185,26 @@ async def next_message(
                     return record
     finally:
         await sub.unsubscribe()
+
+
+async def test_an_intake_that_says_it_answers_does_answer(
+    kube: Kube, nats_srv: Server, nats_scope: NatsScope
+) -> None:
+    # The tracker's readiness is this event: a requester (the demo, `podherd submit`) that waits for it must
+    # never meet "no responders".
+    config = config_from_dict({"nats": {"url": nats_srv.url, "subjectPrefix": nats_scope.prefix}})
+    subjects = bus.Subjects(nats_scope.prefix)
+    client = KubeClient.from_config(KubernetesConfig(kubeconfig=str(kube.handle.kubeconfig)))
+    handler = IntentIntake(client, bus.Publisher(nats_scope.nc), subjects, "t0")
+    assert not handler.answering.is_set()
+    stop = asyncio.Event()
+    serving = asyncio.create_task(handler.serve(nats_scope.nc, config.nats, stop))
+    await asyncio.wait_for(handler.answering.wait(), 30)
+    reply = codec.decode(
+        (await nats_scope.nc.request(subjects.intent_request, b"{}", timeout=5)).data, IntentReply
+    )
+    stop.set()
+    await serving
+    client.close()
+    assert reply.error is not None and reply.error.code == "InvalidIntent"
+    assert not handler.answering.is_set()  # stopped: no longer ready

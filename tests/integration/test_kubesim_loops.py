@@ -188,6 +188,25 @@ def test_node_not_ready_stops_readiness_and_termination(kubesim_factory: Callabl
     )
 
 
+def test_a_finalizer_holds_a_deleted_pod_after_its_kubelet_confirmed(
+    kubesim_factory: Callable[..., SimHandle],
+) -> None:
+    # As kube-apiserver and the kubelet: the kubelet's last delete (no grace) removes the pod unless a
+    # finalizer remains; the pod then waits, with a grace period of 0, until the finalizer is removed.
+    kube = client_for(kubesim_factory("small"))
+    name = kube.core.list_namespaced_pod("default", label_selector="app=web").items[0].metadata.name
+    kube.core.patch_namespaced_pod(name, "default", {"metadata": {"finalizers": ["example.com/hold"]}})
+    kube.core.delete_namespaced_pod(name, "default")
+    state = watch_until(
+        kube.core.list_namespaced_pod,
+        lambda s: s[f"default/{name}"].metadata.deletion_grace_period_seconds == 0,
+        namespace="default",
+    )
+    assert state[f"default/{name}"].metadata.deletion_timestamp is not None
+    kube.core.patch_namespaced_pod(name, "default", {"metadata": {"finalizers": None}})
+    watch_until(kube.core.list_namespaced_pod, lambda s: f"default/{name}" not in s, namespace="default")
+
+
 def test_reservation_unschedulable_on_a_full_cluster(kubesim_factory: Callable[..., SimHandle]) -> None:
     kube = with_crds(client_for(kubesim_factory("fragmented")))
     kube.custom.create_cluster_custom_object(

@@ -9,7 +9,7 @@ from shared.intstr import max_migrating, max_unavailable, scaled_value, validate
 @pytest.mark.parametrize(
     ("replicas", "expected"),
     [
-        (0, 1),
+        (0, 0),  # capped at the replica count
         (1, 1),
         (2, 1),
         (3, 1),
@@ -52,6 +52,26 @@ def test_configured_values_override_defaults() -> None:
     assert max_unavailable(3, 2) == 2
     assert max_unavailable(40, "25%") == 10
     assert max_migrating(7, "50%") == 4
+    assert max_unavailable(10, "1%") == 1  # rounds up to 1: not a value that comes to 0
+
+
+@pytest.mark.parametrize(
+    ("replicas", "configured", "expected"),
+    [
+        (50, "0%", 5),  # comes to 0: the default (10% of 50), not "nothing, ever"
+        (50, 0, 5),
+        (6, "0%", 2),
+        (6, "150%", 6),  # above the replica count: capped at it
+        (6, 7, 6),
+        (6, "100%", 6),
+        (2, 5, 2),
+    ],
+)
+def test_values_that_come_to_zero_take_the_default_and_all_are_capped(
+    replicas: int, configured: int | str, expected: int
+) -> None:
+    assert max_unavailable(replicas, configured) == expected
+    assert max_migrating(replicas, configured) == expected
 
 
 @pytest.mark.parametrize("bad", [-1, "10", "ten%", "%", True, "-5%"])

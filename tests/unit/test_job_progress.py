@@ -237,3 +237,55 @@ def test_a_pending_pod_is_not_evicted_it_schedules_into_the_room() -> None:
     done = progress(seen(pod=bound, reservation=took, bound_pod=bound))
     assert (done.status.phase, done.status.node_name) == ("Succeeded", "node-2")
     assert done.status.pod_ref is not None and done.status.pod_ref.uid == "pod-uid"
+
+
+STUCK = replace(POD, terminating=True, deleted_at=NOW - timedelta(seconds=4), node_ready=False)
+
+
+def evicted(o: Observed) -> Observed:
+    """`o` after its eviction was asked for (the Eviction condition is there)."""
+    return then(o)
+
+
+def test_evict_directly_is_not_succeeded_while_the_old_pod_still_exists() -> None:
+    o = evicted(seen(job=job(mode="EvictDirectly")))
+    waiting = progress(replace(o, pod=STUCK))
+    assert (waiting.status.phase, waiting.actions) == ("Running", ())  # nothing released yet
+    assert waiting.status.message == (
+        "evicted; waiting until it is gone: pod default/web-0 is terminating since 2026-11-22T11:59:56Z "
+        "on node node-1 (NotReady: its kubelet cannot finish it)"
+    )
+    done = progress(replace(o, pod=None))
+    assert (done.status.phase, done.actions) == ("Succeeded", (RELEASE,))
+
+
+def test_a_job_whose_old_pod_never_goes_times_out_naming_it() -> None:
+    o = evicted(seen(job=job(mode="EvictDirectly", ttl="15s")))  # created 10 s ago
+    step = progress(replace(o, pod=STUCK, now=NOW + timedelta(seconds=6)))
+    assert (step.status.phase, step.status.reason, step.actions) == ("Failed", "Timeout", (RELEASE,))
+    assert "pod default/web-0 is terminating" in (step.status.message or "")
+    assert "node node-1 (NotReady" in (step.status.message or "")
+
+
+def test_reservation_first_waits_for_the_old_pod_even_with_its_replacement_ready() -> None:
+    bound = reservation("Succeeded", bound=(("default", "web-9", "new-uid"),))
+    claimed = ("default", "web-9", "new-uid")
+    o = evicted(seen(reservation=reservation()))
+    o = replace(o, pod=replace(STUCK, node_ready=True), reservation=bound, claimed=claimed, replacement=NEW)
+    waiting = progress(o)
+    assert (waiting.status.phase, waiting.actions) == ("Running", ())
+    assert "web-9 is Ready; waiting: pod default/web-0 is terminating" in (waiting.status.message or "")
+    assert "NotReady" not in (waiting.status.message or "")
+    assert progress(replace(o, pod=None)).status.phase == "Succeeded"
+
+
+def test_a_reservation_taken_while_the_eviction_waits_is_made_again_or_fails_if_named() -> None:
+    # The eviction was asked for (a budget refused it) and the pod is still there: not evicted yet.
+    o = evicted(seen(reservation=reservation(), eviction_note="The disruption budget web needs 3"))
+    taken = reservation("Succeeded", bound=(("default", "web-9", "new-uid"),))
+    step = progress(replace(o, reservation=taken, bound_pod=NEW, attempt=1))
+    assert (step.status.phase, step.actions, step.attempt) == ("Running", (RESERVE,), 2)
+    assert "taken by default/web-9 of the same workload; reserving again" in (step.status.message or "")
+    named = replace(taken, ours=False)  # one the user named is not made again: as Koordinator, forbidden
+    failed = progress(replace(o, reservation=named, bound_pod=NEW))
+    assert (failed.status.phase, failed.status.reason) == ("Failed", "ForbiddenMigratePod")

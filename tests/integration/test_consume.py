@@ -1,0 +1,58 @@
+"""The consume loop every service uses, on a real JetStream: a slow handler keeps its messages (they are
+reported in progress while it works), so a short ack wait never hands work being done to a second replica."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import nats
+import pytest
+
+from shared.bus import Subjects
+from shared.config import NatsConfig
+from shared.consume import durable, one_by_one, run_consumer
+from tests.conftest import NatsScope
+
+pytestmark = [pytest.mark.integration]
+
+
+async def test_a_handler_slower_than_the_ack_wait_is_not_redelivered_to_another_replica(
+    nats_scope: NatsScope,
+) -> None:
+    stream, subject = nats_scope.stream("WORK"), nats_scope.subject("work", "one")
+    await nats_scope.js.add_stream(name=stream, subjects=[nats_scope.subject("work", ">")])
+    config = NatsConfig(url="unused", subject_prefix=nats_scope.prefix, ack_wait="1s")
+    subjects = Subjects(nats_scope.prefix)
+    url = nats_scope.nc.connected_url.geturl()
+    busy, other = await nats.connect(url), await nats.connect(url)
+    started, finished, stop = asyncio.Event(), asyncio.Event(), asyncio.Event()
+    deliveries: list[tuple[str, int]] = []
+
+    async def slow(msg: Any) -> None:
+        deliveries.append(("busy", msg.metadata.num_delivered))
+        started.set()
+        await asyncio.sleep(3.5)  # the work itself: three and a half ack waits
+        finished.set()
+
+    async def idle(msg: Any) -> None:
+        deliveries.append(("other", msg.metadata.num_delivered))
+
+    first = await durable(busy.jetstream(), stream, "workers", [subject], config)
+    working = asyncio.create_task(
+        run_consumer(first, busy.jetstream(), subjects, "workers", one_by_one(slow), stop)
+    )
+    await nats_scope.js.publish(subject, b"job")
+    await asyncio.wait_for(started.wait(), 10)
+    second = await durable(other.jetstream(), stream, "workers", [subject], config)
+    watching = asyncio.create_task(
+        run_consumer(second, other.jetstream(), subjects, "workers", one_by_one(idle), stop)
+    )
+    await asyncio.wait_for(finished.wait(), 30)
+    stop.set()  # the loop acknowledges what it handled, then ends
+    await asyncio.gather(working, watching)
+    info = await nats_scope.js.consumer_info(stream, "workers")
+    await busy.close()
+    await other.close()
+    assert (info.num_ack_pending, info.num_pending, info.num_redelivered) == (0, 0, 0)
+    assert deliveries == [("busy", 1)]
