@@ -334,6 +334,10 @@ class Tracker:
             as_text(k): codec.decode(v, Report)
             for k, v in (await self.client.hgetall(f"{self.key}:reports:{uid}")).items()
         }
+        # The Reservations first, the pod after: a pod still there when read after its Reservation was seen
+        # taken has not been evicted, so whoever took the room is not its replacement (read the other way
+        # round, an eviction and the rebinding in between would look like a sibling taking it).
+        reservations, attempt = await self._reservations(job)
         pod = None
         if ref is not None and ref.namespace and ref.name:
             found = await self._get(f"/api/v1/namespaces/{ref.namespace}/pods/{ref.name}")
@@ -346,7 +350,6 @@ class Tracker:
                 if pod is not None and pod.deleted_at is not None and pod.node:
                     node = await self._get(f"/api/v1/nodes/{pod.node}")  # why it may not go: NotReady
                     pod = replace(pod, node_ready=node_ready(node) if node is not None else None)
-        reservations, attempt = await self._reservations(job)
         current = reservations[-1] if reservations else None
         await self._pool(reservations)
         bound_pod = None

@@ -94,7 +94,9 @@ def test_run_all_serves_every_service_and_plan_apply_defragments(
         assert applied.returncode == 0, applied.stderr
         assert applied.stdout.count("-> job podherd-") == 2
         jobs = all_ended(client_for(handle), 2, within=60)
-        assert all(j["status"]["phase"] == "Succeeded" for j in jobs.values())
+        assert all(j["status"]["phase"] == "Succeeded" for j in jobs.values()), [
+            j["status"] for j in jobs.values()
+        ]
         # The moved pods terminate after their grace; then the scheduler places big in the emptied node.
         placed = watch_until(
             client_for(handle).core.list_namespaced_pod,
