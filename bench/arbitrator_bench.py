@@ -46,6 +46,7 @@ from shared.config import PodherdConfig, config_from_dict
 from shared.ledger import Ledger
 from shared.servers import nats_server, redis_server
 from shared.slots import Slot
+from shared.waits import wait_event
 
 
 def pct(values: list[float], q: float) -> float:
@@ -193,8 +194,7 @@ async def run_depth(
 
     async def admission_loop() -> None:
         while not done.is_set():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(wake.wait(), 0.5)
+            await wait_event(wake, 0.5)
             wake.clear()
             await bench.engine.admit_pass()
 
@@ -204,8 +204,7 @@ async def run_depth(
     async def intake() -> None:
         # As the service's consumer: whatever has arrived since the last fetch, queued together.
         while not done.is_set() or inbox:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(arrived.wait(), 0.5)
+            await wait_event(arrived, 0.5)
             arrived.clear()
             batch = inbox[:]
             inbox.clear()

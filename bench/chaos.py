@@ -57,6 +57,7 @@ from shared.api.messages import IntentReply, MigrationIntent, PodKey
 from shared.api.pmj import GROUP, PLURAL, TERMINAL_PHASES
 from shared.kube import KubeClient, KubeError
 from shared.servers import Server, nats_server, redis_server
+from shared.waits import wait_event
 
 JOBS = f"/apis/{GROUP}/v1alpha1/{PLURAL}"
 RESERVATIONS = f"/apis/{GROUP}/v1alpha1/reservations"
@@ -346,8 +347,7 @@ async def _set_ready(kube: KubeClient, node: str, ready: bool) -> None:
 
 
 async def _wait(stop: asyncio.Event, seconds: float) -> None:
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(stop.wait(), seconds)
+    await wait_event(stop, seconds)
 
 
 # ---------------------------------------------------------------------------------------------------------

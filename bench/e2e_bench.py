@@ -104,7 +104,8 @@ async def run_mode(
             created[name] = time.monotonic()
             await kube.arequest("POST", JOBS, body=body)
         submitted = time.monotonic() - start
-        await asyncio.wait_for(watching, 600)
+        async with asyncio.timeout(600):
+            await watching
         makespan = max(ended.values()) - start
         final = msgspec.json.decode(await kube.arequest("GET", JOBS))["items"]
         phases: dict[str, int] = {}

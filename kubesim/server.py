@@ -389,7 +389,8 @@ class ApiServer:
                     next_bookmark = time.monotonic() + self.options.bookmark_interval
                 continue
             try:
-                first = await asyncio.wait_for(queue.get(), timeout=wait)
+                async with asyncio.timeout(wait):
+                    first = await queue.get()
             except TimeoutError:
                 continue
             if first == CLOSE:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import contextlib
 import logging
 import os
 import shutil
@@ -135,9 +134,12 @@ class SimHandle:
         return asyncio.run_coroutine_threadsafe(run(), self.loop).result(timeout)
 
     def stop(self) -> None:
+        hung = None
         if self.sim is not None and self.loop is not None and self.loop.is_running():
-            with contextlib.suppress(concurrent.futures.TimeoutError, RuntimeError):
+            try:
                 asyncio.run_coroutine_threadsafe(self.sim.stop(), self.loop).result(15)
+            except concurrent.futures.TimeoutError:
+                hung = RuntimeError("kubesim did not stop within 15 s")
             self.loop.call_soon_threadsafe(self.loop.stop)
             if self._thread is not None:
                 self._thread.join(15)
@@ -151,6 +153,8 @@ class SimHandle:
         for cleanup in self._cleanup:
             cleanup()
         self._cleanup.clear()
+        if hung is not None:
+            raise hung
 
 
 def start_in_thread(

@@ -10,7 +10,6 @@ own account of itself. The demo prints its findings; the end-to-end tests assert
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -24,6 +23,7 @@ from shared.config import MigrationControllerArgs
 from shared.intstr import max_unavailable
 from shared.kube import KubeClient, KubeError
 from shared.ledger import Ledger
+from shared.waits import cancel_and_wait, wait_event
 
 log = logging.getLogger(__name__)
 
@@ -133,13 +133,10 @@ class Watchdog:
         try:
             while not stop.is_set():
                 await self.sample()
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stop.wait(), self.interval)
+                await wait_event(stop, self.interval)
             await self.sample()
         finally:
-            watch.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await watch
+            await cancel_and_wait(watch)
         return self.findings
 
     async def sample(self) -> None:

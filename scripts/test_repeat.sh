@@ -6,6 +6,7 @@
 # noisy: a CPU hog spins one core beside the run; nohup: started as `nohup ... &` (SIGINT ignored).
 set -uo pipefail
 top=$(git rev-parse --show-toplevel)
+commit=$(git -C "$top" rev-parse HEAD)  # every run tests this commit, even if HEAD moves meanwhile
 runs=${1:?usage: scripts/test_repeat.sh N [quiet|noisy|nohup]...}
 shift
 modes=("${@:-quiet}")
@@ -23,7 +24,7 @@ leftovers() {
 for ((i = 1; i <= runs; i++)); do
   mode=${modes[$(((i - 1) % ${#modes[@]}))]}
   dir=$(mktemp -d /tmp/podherd-repeat.XXXXXX)
-  git clone -q "$top" "$dir/repo"
+  git clone -q "$top" "$dir/repo" && git -C "$dir/repo" checkout -q --detach "$commit"
   log="$dir/ci.log"
   hog=""
   [ "$mode" = noisy ] && { "$python" "$top/scripts/cpu_hog.py" 1800 & hog=$!; }
@@ -40,7 +41,7 @@ for ((i = 1; i <= runs; i++)); do
   pytest_line=$(grep -E '^=+ .*(passed|failed).* in ' "$log" | tail -1)
   left=$(leftovers "$dir")
   verdict=$([ "$code" = 0 ] && echo pass || echo FAIL)
-  results+=("run $i  $mode  $verdict  wall ${took}s  ${pytest_line//=/}  log $log${left:+  LEFT RUNNING: $left}")
+  results+=("run $i  ${commit:0:7}  $mode  $verdict  wall ${took}s  ${pytest_line//=/}  log $log${left:+  LEFT RUNNING: $left}")
   echo "${results[-1]}"
 done
 printf '\n%s\n' "${results[@]}"

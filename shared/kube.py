@@ -240,5 +240,6 @@ class KubeClient:
             if response is not None:
                 with contextlib.suppress(Exception):
                     response.shutdown()
-            with contextlib.suppress(BaseException):
-                await asyncio.wait_for(asyncio.shield(finished), timeout=5)
+            with contextlib.suppress(TimeoutError):  # the reader thread ends once its response is shut
+                async with asyncio.timeout(5):
+                    await asyncio.shield(finished)

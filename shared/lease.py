@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError, NoKeysError
 from nats.js.kv import KeyValue
 
+from shared.waits import wait_event
+
 log = logging.getLogger(__name__)
 
 
@@ -101,8 +103,7 @@ class Lease:
         """Renew every third of the TTL until `stop`, a lost renewal, or no successful renewal in time."""
         last_ok = time.monotonic()
         while not stop.is_set() and self.revision is not None:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), timeout=self.ttl / 3)
+            await wait_event(stop, self.ttl / 3)
             if stop.is_set():
                 return
             try:

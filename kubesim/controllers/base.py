@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Hashable
 from typing import Generic, TypeVar
@@ -12,6 +11,7 @@ from kubesim.errors import ApiError
 from kubesim.options import SimOptions
 from kubesim.resources import ResourceType
 from kubesim.store import Event, Store
+from shared.waits import cancel_and_wait, wait_event
 
 log = logging.getLogger("kubesim.controllers")
 K = TypeVar("K", bound=Hashable)
@@ -59,18 +59,14 @@ class Controller(Generic[K]):
         self._task = asyncio.get_running_loop().create_task(self._run(), name=type(self).__name__)
 
     async def stop(self) -> None:
-        if self._task:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        await cancel_and_wait(self._task)
 
     async def _run(self) -> None:
         while True:
             if self.tick is None:
                 await self._wake.wait()
             else:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), timeout=self.tick)
+                await wait_event(self._wake, self.tick)
             self._wake.clear()
             await asyncio.sleep(0)  # let a burst of events settle into one pass
             self._pass()

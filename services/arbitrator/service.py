@@ -36,6 +36,7 @@ from shared.kube import KubeClient
 from shared.ledger import HeldJob, Ledger
 from shared.ops import OpsServer
 from shared.runtime import close_nats, nats_check
+from shared.waits import wait_event
 
 log = logging.getLogger(__name__)
 LEDGER_ANNOTATION = "podherd.io/ledger"
@@ -190,8 +191,7 @@ class Arbitrator:
             timeout = interval
             if self.engine.next_timer is not None:
                 timeout = max(0.001, min(interval, self.engine.next_timer))
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.wake.wait(), timeout=timeout)
+            await wait_event(self.wake, timeout)
             self.wake.clear()
             if stop.is_set():
                 break
@@ -235,8 +235,7 @@ class Arbitrator:
                 for kind, count in by_limit.items():
                     SLOTS_IN_USE.labels(kind).set(count)
                 EVACUATIONS_IN_PROGRESS.set(len(evicting))
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), every)
+            await wait_event(stop, every)
 
     async def _on_release(self, _: Any) -> None:
         self.wake.set()

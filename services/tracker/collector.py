@@ -13,7 +13,6 @@ still held (a Reservation, ledger slots) goes with it.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 from datetime import UTC, datetime
@@ -31,6 +30,7 @@ from shared.api.pmj import GROUP, PLURAL
 from shared.config import PodherdConfig
 from shared.durations import parse_duration
 from shared.kube import KubeClient, KubeError
+from shared.waits import wait_event
 
 log = logging.getLogger(__name__)
 COLLECTED = Counter("podherd_jobs_collected_total", "Finished PodMigrationJobs deleted after their retention")
@@ -67,8 +67,7 @@ class Collector:
             return
         names = await collected_names(self.js, self.subjects, self.config)
         while not stop.is_set():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), self.interval)
+            await wait_event(stop, self.interval)
             if stop.is_set():
                 return
             try:

@@ -70,6 +70,7 @@ from shared.ledger import Ledger, as_text
 from shared.logs import about_job
 from shared.ops import OpsServer
 from shared.runtime import close_nats, nats_check
+from shared.waits import wait_event
 
 log = logging.getLogger(__name__)
 TRANSITIONS = Counter("podherd_tracker_transitions_total", "Job phase changes", ["phase", "reason"])
@@ -200,8 +201,7 @@ class Tracker:
         """Jobs whose ttl has passed are reconciled (and time out) even if nothing else happens to them."""
         resynced = time.monotonic()
         while not stop.is_set():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), 0.5)
+            await wait_event(stop, 0.5)
             if time.monotonic() - resynced >= RESYNC_SECONDS:
                 resynced = time.monotonic()
                 try:
@@ -226,8 +226,7 @@ class Tracker:
             else:
                 for phase in PHASES:
                     JOBS_BY_PHASE.labels(phase).set(written.count(phase))
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), every)
+            await wait_event(stop, every)
 
     async def resync(self) -> None:
         """Redis can lose what drives a job (a flush: its deadline, its decision): every open job whose

@@ -42,6 +42,7 @@ from shared.bus import Publisher, Subjects, last_per_subject
 from shared.config import WatcherConfig
 from shared.durations import parse_duration
 from shared.kube import KubeClient, KubeError, error_from
+from shared.waits import cancel_and_wait, wait_event
 
 log = logging.getLogger(__name__)
 EVENT_TYPES = ("ADDED", "MODIFIED", "DELETED")
@@ -156,13 +157,7 @@ class KindWatcher:
                 backoff = min(ceiling, backoff * 2)
             await self.checkpoint()
         finally:
-            ticker.cancel()
-            if resolver is not None:
-                resolver.cancel()
-            for task in (ticker, resolver):
-                if task is not None:
-                    with contextlib.suppress(asyncio.CancelledError, Exception):
-                        await task
+            await cancel_and_wait(ticker, resolver)
 
     async def relist(self) -> None:
         metrics.RELISTS.labels(self.spec.plural).inc()
@@ -384,8 +379,7 @@ class PublishFailed(Exception):
 
 
 async def _sleep_or_stop(stop: asyncio.Event, seconds: float) -> None:
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(stop.wait(), timeout=seconds)
+    await wait_event(stop, seconds)
 
 
 async def _until(stop: asyncio.Event, work: Awaitable[None]) -> None:
@@ -395,10 +389,6 @@ async def _until(stop: asyncio.Event, work: Awaitable[None]) -> None:
     try:
         await asyncio.wait({task, stopper}, return_when=asyncio.FIRST_COMPLETED)
     finally:
-        stopper.cancel()
-        if not task.done():
-            task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await stopper
-    with contextlib.suppress(asyncio.CancelledError):
-        await task  # re-raises the work's own exception, if any
+        await cancel_and_wait(stopper, task)
+    if not task.cancelled():
+        task.result()  # re-raises the work's own exception, if any

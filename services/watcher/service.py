@@ -13,7 +13,6 @@ namespace. Cluster-scoped kinds (nodes, PMJs, Reservations) stay with one group.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable
 
@@ -32,6 +31,7 @@ from shared.kube import KubeClient
 from shared.lease import Lease
 from shared.ops import OpsServer
 from shared.runtime import close_nats, nats_check
+from shared.waits import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -96,12 +96,8 @@ class Watcher:
             if lease.lost.is_set() and not stop.is_set():
                 work.cancel()  # fenced: not one more publish or checkpoint
             inner.set()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await work
-            for task in (holder, lost, stopping):
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+            await asyncio.wait({work})  # its outcome is read below
+            await cancel_and_wait(holder, lost, stopping)
             self.active.pop(spec.plural, None)
             self.synced[spec.plural].clear()
             metrics.LEADER.labels(spec.plural).set(0)

@@ -99,7 +99,8 @@ class Pipeline:
     async def stop(self, running: Running) -> None:
         running.stop.set()
         with contextlib.suppress(Exception):
-            await asyncio.wait_for(running.task, 15)
+            async with asyncio.timeout(15):
+                await running.task
         for close in running.closers:
             with contextlib.suppress(Exception):
                 result = close()

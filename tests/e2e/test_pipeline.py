@@ -313,7 +313,8 @@ async def test_work_a_killed_replica_held_moves_again_within_seconds_of_its_succ
         await p.kill(next(r for r in p.running if r.name.startswith("executor")))
         doomed = await p.start("executor", "hangs", HangsMidEviction)
         create_job(kube, "held", name)
-        await asyncio.wait_for(holding.wait(), 30)
+        async with asyncio.timeout(30):
+            await holding.wait()
         await p.kill(doomed)
         started = time.monotonic()
         await p.start("executor", "r1")

@@ -173,7 +173,8 @@ async def arbitrators(configs: list[PodherdConfig]) -> AsyncIterator[list[Arbitr
         stop.set()
         for _arbitrator, nc, client, task in running:
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(task, 10)
+                async with asyncio.timeout(10):
+                    await task
             await nc.close()
             await client.aclose()
 
@@ -278,7 +279,8 @@ async def test_an_admission_taken_by_a_replica_that_died_before_telling_it_is_to
     doomed.engine._admitted = dies_before_telling  # type: ignore[method-assign]
     dying = asyncio.create_task(doomed.run(asyncio.Event()))
     await cluster.job("j0", "web-0", created=0)
-    await asyncio.wait_for(took.wait(), 15)
+    async with asyncio.timeout(15):
+        await took.wait()
     finished, _ = await asyncio.wait([dying], timeout=15)
     assert finished and isinstance(dying.exception(), BaseExceptionGroup | Crash)
     await doomed_nc.close()

@@ -43,12 +43,14 @@ async def test_a_handler_slower_than_the_ack_wait_is_not_redelivered_to_another_
         run_consumer(first, busy.jetstream(), subjects, "workers", one_by_one(slow), stop)
     )
     await nats_scope.js.publish(subject, b"job")
-    await asyncio.wait_for(started.wait(), 10)
+    async with asyncio.timeout(10):
+        await started.wait()
     second = await durable(other.jetstream(), stream, "workers", [subject], config)
     watching = asyncio.create_task(
         run_consumer(second, other.jetstream(), subjects, "workers", one_by_one(idle), stop)
     )
-    await asyncio.wait_for(finished.wait(), 30)
+    async with asyncio.timeout(30):
+        await finished.wait()
     stop.set()  # the loop acknowledges what it handled, then ends
     await asyncio.gather(working, watching)
     info = await nats_scope.js.consumer_info(stream, "workers")

@@ -52,7 +52,8 @@ async def intake(
         handlers.append(handler)
         tasks.append(asyncio.create_task(handler.serve(nats_scope.nc, config.nats, stop)))
     # Ready when every replica says it answers (its durable consumer exists by then).
-    await asyncio.wait_for(asyncio.gather(*(h.answering.wait() for h in handlers)), 30)
+    async with asyncio.timeout(30):
+        await asyncio.gather(*(h.answering.wait() for h in handlers))
     try:
         yield subjects
     finally:
@@ -199,7 +200,8 @@ async def test_an_intake_that_says_it_answers_does_answer(
     assert not handler.answering.is_set()
     stop = asyncio.Event()
     serving = asyncio.create_task(handler.serve(nats_scope.nc, config.nats, stop))
-    await asyncio.wait_for(handler.answering.wait(), 30)
+    async with asyncio.timeout(30):
+        await handler.answering.wait()
     reply = codec.decode(
         (await nats_scope.nc.request(subjects.intent_request, b"{}", timeout=5)).data, IntentReply
     )

@@ -154,7 +154,8 @@ async def running(config: PodherdConfig) -> AsyncIterator[Watcher]:
         yield watcher
     finally:
         stop.set()
-        await asyncio.wait_for(task, 20)
+        async with asyncio.timeout(20):
+            await task
         await nc.close()
         kube.close()
 

@@ -1,0 +1,39 @@
+"""Waiting with a time limit without losing a cancellation.
+
+On Python 3.11 `asyncio.wait_for` swallows a cancellation that arrives in the same loop iteration as the
+awaited thing completes: it returns the result, and a loop around it goes on waiting. A controller or
+service loop stopped by `task.cancel()` then never ends, and its process hangs on SIGTERM (seen under CPU
+load). `asyncio.timeout` has no such window, so every timed wait goes through it (ruff bans `wait_for`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+
+async def wait_event(event: asyncio.Event, seconds: float | None) -> bool:
+    """Wait until `event` is set (True) or `seconds` pass (False); a cancellation always propagates."""
+    if event.is_set():
+        return True
+    try:
+        async with asyncio.timeout(seconds):
+            await event.wait()
+    except TimeoutError:
+        return False
+    return True
+
+
+async def cancel_and_wait(*tasks: asyncio.Future[Any] | None) -> None:
+    """Cancel `tasks` and wait until each has ended, without raising their outcomes (they count as
+    retrieved). `suppress(CancelledError)` around `await task` would also swallow a cancellation of the
+    caller itself; here that one propagates."""
+    pending = {task for task in tasks if task is not None}
+    if not pending:
+        return
+    for task in pending:
+        task.cancel()
+    await asyncio.wait(pending)
+    for task in pending:
+        if not task.cancelled():
+            task.exception()
