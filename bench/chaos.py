@@ -14,7 +14,8 @@ and the ledger, never from Podherd's logs:
 - every job reaches a terminal phase, and its reason matches what happened to its pod (Succeeded: evicted
   exactly once; a refusal before eviction: never evicted; MissingPod: the pod went away by other hands);
 - no intent is lost: each became a job or was refused with a reason on the audit stream;
-- no pod is evicted twice; no Reservation outlives its job (20 s of grace for a crashed cleanup);
+- no pod is evicted twice; no Reservation outlives its job (20 s of grace for a crashed cleanup; room no
+  pod took stays while a job of its workload is in flight, for that job's replacement), none at the end;
 - at no sample does a node, namespace or the cluster hold more migrations than its limit (ledger), or a
   workload or PDB fall below what it allows while Podherd alone is disturbing it (workloads rolling out,
   scaling, or with pods on a NotReady node are excused while that lasts, and 10 s after);
@@ -55,6 +56,7 @@ from shared import bus
 from shared.api import codec
 from shared.api.messages import IntentReply, MigrationIntent, PodKey
 from shared.api.pmj import GROUP, PLURAL, TERMINAL_PHASES
+from shared.api.reservation import LABEL_CONTROLLER, LABEL_JOB, is_untaken_room
 from shared.kube import KubeClient, KubeError
 from shared.servers import Server, nats_server, redis_server
 from shared.waits import wait_event
@@ -377,8 +379,17 @@ async def watch_reservations(run: Run, stop: asyncio.Event) -> None:
                 if phase_of(job) in TERMINAL_PHASES:
                     run.ended_at.setdefault(name, now)
             items = msgspec.json.decode(await run.kube.arequest("GET", RESERVATIONS)).get("items") or []
-            for r in items:
-                owner = (r["metadata"].get("labels") or {}).get("podherd.io/job")
+            labels = [r["metadata"].get("labels") or {} for r in items]
+            # Room no pod took stays for a sibling's replacement while a job of its workload is in flight.
+            busy = {
+                lab.get(LABEL_CONTROLLER)
+                for lab in labels
+                if lab.get(LABEL_JOB) in jobs and phase_of(jobs[lab[LABEL_JOB]]) not in TERMINAL_PHASES
+            }
+            for r, lab in zip(items, labels, strict=True):
+                owner = lab.get(LABEL_JOB)
+                if is_untaken_room(r) and lab.get(LABEL_CONTROLLER) in busy:
+                    continue
                 if owner and now - run.ended_at.get(owner, now) > ORPHAN_GRACE:
                     run.orphans.add(r["metadata"]["name"])
         await _wait(stop, 1.0)

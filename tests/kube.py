@@ -76,6 +76,8 @@ def watch_until(
             name = meta.get("name") if isinstance(meta, dict) else meta.name
             key = f"{namespace or ''}/{name}"
             if event["type"] == "DELETED":
+                if idle and key in state:
+                    deadline = time.monotonic() + timeout
                 state.pop(key, None)
             elif event["type"] in ("ADDED", "MODIFIED"):
                 if idle and state.get(key) != obj:

@@ -20,6 +20,7 @@ from shared.api.reservation import (
     LABEL_CONTROLLER,
     LABEL_CREATED_BY,
     LABEL_JOB,
+    is_untaken_room,
     reservation_name,
 )
 
@@ -109,3 +110,10 @@ def _exclude_node(spec: dict[str, Any], node: str) -> None:
     for term in terms:
         term["matchFields"] = [*(term.get("matchFields") or []), exclusion]
     required["nodeSelectorTerms"] = terms
+
+
+def to_delete(reservations: list[dict[str, Any]], keep_untaken: bool) -> list[str]:
+    """Which of an ended job's Reservations go (pure): all of them, or, while a sibling of the workload is
+    in flight, all but the room no pod took (a replacement may take any job's room of the workload, so the
+    job may have moved through a sibling's room, and that sibling's replacement now needs this one)."""
+    return [r["metadata"]["name"] for r in reservations if not (keep_untaken and is_untaken_room(r))]

@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import hashlib
 import logging
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -22,7 +23,7 @@ import msgspec
 from prometheus_client import Counter
 
 from services.executor.refusals import refusal
-from services.executor.reservations import reservation_for
+from services.executor.reservations import reservation_for, to_delete
 from services.executor.room import no_room
 from shared import bus
 from shared.api import annotations as known
@@ -36,7 +37,12 @@ from shared.api.pmj import (
     TERMINAL_PHASES,
     PodMigrationJob,
 )
-from shared.api.reservation import LABEL_ATTEMPT, LABEL_CREATED_BY, LABEL_JOB, reservation_name
+from shared.api.reservation import (
+    LABEL_ATTEMPT,
+    LABEL_CREATED_BY,
+    LABEL_JOB,
+    reservation_name,
+)
 from shared.api.soft_eviction import soft_eviction
 from shared.config import PodherdConfig
 from shared.consume import Retry, durable, one_by_one, read_or_retry, run_consumer
@@ -101,7 +107,7 @@ class Executor:
 
     async def _act(self, command: Command, msg: Any) -> None:
         if command.step == "cleanup":
-            await self.cleanup(command.job.name)  # also for a job already deleted
+            await self.cleanup(command.job.name, command.keep_untaken, command.also)  # also for a deleted job
             return
         job = await self._job(command.job.name)
         if job is None or job.metadata.uid != command.job.uid:
@@ -147,6 +153,11 @@ class Executor:
             return
         ACTIONS.labels("reserve", "", "done").inc()
         log.info("created Reservation %s", name, extra={"job": job.metadata.name})
+        now = await self._job(job.metadata.name or "")
+        if now is None or now.metadata.uid != job.metadata.uid or now.phase in TERMINAL_PHASES:
+            # The job ended (and was cleaned up) between our read and the create: take it back.
+            with contextlib.suppress(KubeError):
+                await self.kube.arequest("DELETE", f"{RESERVATIONS}/{name}")
 
     async def evict(self, job: PodMigrationJob, pod_uid: str | None, attempt: int) -> None:
         ref = job.spec.pod_ref
@@ -211,14 +222,19 @@ class Executor:
         await self._report(job, "evict", "done", f"{policy}: pod {ref.namespace}/{ref.name}{room}")
         log.info("evicted %s/%s (%s)", ref.namespace, ref.name, policy, extra={"job": job.metadata.name})
 
-    async def cleanup(self, job_name: str) -> None:
-        """Delete the Reservations Podherd made for the job (never one the user named)."""
-        selector = f"{LABEL_CREATED_BY}=podherd,{LABEL_JOB}={job_name}"
-        items = await read_or_retry(self.kube.list_items(RESERVATIONS, selector), "listing", BACKOFF_BASE)
-        for item in items:
-            with contextlib.suppress(KubeError):
-                await self.kube.arequest("DELETE", f"{RESERVATIONS}/{item['metadata']['name']}")
-            ACTIONS.labels("cleanup", "", "done").inc()
+    async def cleanup(self, job_name: str, keep_untaken: bool = False, also: Sequence[str] = ()) -> None:
+        """Delete the Reservations Podherd made for the job (never one the user named), but for the untaken
+        room `keep_untaken` keeps; and all those kept by the ended jobs `also` names."""
+        for name in (job_name, *also):
+            selector = f"{LABEL_CREATED_BY}=podherd,{LABEL_JOB}={name}"
+            items = await self._list_reservations(selector)
+            for reservation in to_delete(items, keep_untaken and name == job_name):
+                with contextlib.suppress(KubeError):
+                    await self.kube.arequest("DELETE", f"{RESERVATIONS}/{reservation}")
+                ACTIONS.labels("cleanup", "", "done").inc()
+
+    async def _list_reservations(self, selector: str) -> list[dict[str, Any]]:
+        return await read_or_retry(self.kube.list_items(RESERVATIONS, selector), "listing", BACKOFF_BASE)
 
     # ----------------------------------------------------------------------------------------------------
 

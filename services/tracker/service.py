@@ -26,13 +26,15 @@ import time
 import uuid
 from dataclasses import replace
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal, cast
 
 import msgspec
 import redis.asyncio as aioredis
 from prometheus_client import Counter, Gauge
 
+from services.tracker import claims
 from services.tracker import progress as machine
+from services.tracker.claims import Ident
 from services.tracker.collector import Collector
 from services.tracker.intake import IntentIntake
 from services.tracker.observe import node_ready, pod_view, reservation_view
@@ -66,7 +68,7 @@ from shared.config import PodherdConfig
 from shared.consume import Retry, durable, one_by_one, read_or_retry, run_consumer
 from shared.durations import parse_duration
 from shared.kube import KubeClient, KubeError
-from shared.ledger import Ledger, as_text
+from shared.ledger import Ledger, as_text, lua_script
 from shared.logs import about_job
 from shared.ops import OpsServer
 from shared.runtime import close_nats, nats_check
@@ -82,6 +84,7 @@ JOBS = f"/apis/{GROUP}/v1alpha1/{PLURAL}"
 RESERVATIONS = f"/apis/{GROUP}/v1alpha1/reservations"
 LEDGER_ANNOTATION = "podherd.io/ledger"
 LOCK_MS = 15_000
+CommandStep = Literal["reserve", "evict", "cleanup"]
 UNLOCK = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0"
 
 
@@ -111,6 +114,7 @@ class Tracker:
         self.key = f"{config.redis.key_prefix}:tracker"
         self.me = f"{config.replica}-{uuid.uuid4().hex[:8]}"
         self._unlock = client.register_script(UNLOCK)
+        self._room_ends = client.register_script(lua_script("room.lua"))
         self.intake = IntentIntake(kube, self.publisher, self.subjects, config.replica)
         self.collector = Collector(config, client, kube, self.publisher, self.js)
 
@@ -177,12 +181,17 @@ class Tracker:
                 entry = json.dumps([pod.namespace, pod.name, pod.uid])
                 await self.client.sadd(f"{self.key}:pool:{controller}", entry)
             await self._kick_waiting(controller)
-            job = await self.client.hget(f"{self.key}:pod-jobs", f"{head.namespace}/{head.name}")
+            key = f"{head.namespace}/{head.name}"
+            job = await self.client.hget(f"{self.key}:pod-jobs", key)
             if job is not None:
                 if pod.workload is not None:  # for the arbitrator's sort: past migrations per workload
                     workload = f"{pod.workload.kind}/{pod.workload.namespace}/{pod.workload.name}"
                     await self.client.hset(f"{self.key}:workload-of", as_text(job), workload)
                 await self.reconcile(as_text(job))
+            # The job that claimed this pod as its replacement waits for it to be Ready.
+            claimant = await self.client.hget(f"{self.key}:replacement-jobs", key)
+            if claimant is not None and claimant != job:
+                await self.reconcile(as_text(claimant))
 
     async def on_job_message(self, msg: Any) -> None:
         step = msg.subject.split(".")[-2]
@@ -245,7 +254,8 @@ class Tracker:
     async def forget(self, job: PodMigrationJob) -> None:
         """The PMJ was deleted: whatever it held goes (its Reservation, its ledger slots)."""
         uid = job.metadata.uid or ""
-        await self._command(job, "cleanup", None)
+        await self._cleanup(job, None)
+        await self.client.hdel(f"{self.key}:workload-uid-of", job.metadata.name or "")
         if await self.ledger.release(uid):
             await self._released(uid)
         await self._untrack(job)
@@ -293,9 +303,14 @@ class Tracker:
         if phase == PHASE_RUNNING and LEDGER_ANNOTATION not in (job.metadata.annotations or {}):
             await self._record_ledger(job)
         pod_uid = observed.pod.uid if observed.pod else None
+        workload = observed.reservation.owner_controller_uid if observed.reservation else None
         for action in step.actions:
-            if action in (machine.RESERVE, machine.EVICT, machine.CLEANUP):
-                await self._command(job, action, pod_uid, step.attempt)
+            if action == machine.EVICT and workload:
+                await self._in_flight(name, workload)
+            if action in (machine.RESERVE, machine.EVICT):
+                await self._command(job, cast(CommandStep, action), pod_uid, step.attempt)
+            elif action == machine.CLEANUP:
+                await self._cleanup(job, workload)
             elif action == machine.RELEASE:
                 await self._release(job, phase)
         if phase in TERMINAL_PHASES:
@@ -306,7 +321,10 @@ class Tracker:
         if controller:
             waiting = f"{self.key}:waiting:{controller}"
             if phase == PHASE_RUNNING and step.status.reason == REASON_WAIT_FOR_POD_BIND_RESERVATION:
-                await self.client.sadd(waiting, name)
+                if await self.client.sadd(waiting, name):
+                    # Registered after looking: a replacement that bound in between kicked no one. Look
+                    # once more, now that every later bind kicks this job.
+                    return False
             else:
                 await self.client.srem(waiting, name)
         return True
@@ -408,26 +426,28 @@ class Tracker:
             namespace, name, pod_uid = json.loads(mine)
             return namespace, name, pod_uid
         controller = own[-1].owner_controller_uid
-        candidates = [b for r in own for b in r.bound]
         pool = f"{self.key}:pool:{controller}"
+        pooled: list[Ident] = []
+        workload: list[ReservationView] = []
         if controller:
-            # Replacements seen in the workload's Reservations, including those of jobs already ended.
-            for member in await self.client.smembers(pool):
-                namespace, name, pod_uid = json.loads(member)
-                candidates.append((namespace, name, pod_uid))
-            for item in await self._list(RESERVATIONS, f"{LABEL_CONTROLLER}={controller}"):
-                candidates.extend(reservation_view(item).bound)
-        for namespace, name, pod_uid in candidates:
-            if await self.client.hexists(f"{self.key}:claims", pod_uid):
-                await self.client.srem(pool, json.dumps([namespace, name, pod_uid]))
+            pooled = [tuple(json.loads(member)) for member in await self.client.smembers(pool)]
+            listed = await self._list(RESERVATIONS, f"{LABEL_CONTROLLER}={controller}")
+            workload = [reservation_view(item) for item in listed]
+        for namespace, name, pod_uid in claims.candidates(own, pooled, workload):
+            raw = await self.client.hget(f"{self.key}:claims", pod_uid)
+            holder = as_text(raw) if raw is not None else None
+            view = None if holder not in (None, uid) else await self._pod((namespace, name, pod_uid))
+            if view is None or not claims.may_claim(uid, holder, controller, view.controller_uid):
+                await self.client.srem(pool, json.dumps([namespace, name, pod_uid]))  # taken, gone, not ours
                 continue
-            view = await self._pod((namespace, name, pod_uid))
-            if view is None or (controller and view.controller_uid != controller):
-                await self.client.srem(pool, json.dumps([namespace, name, pod_uid]))  # gone, or not ours
-                continue
-            if await self.client.hsetnx(f"{self.key}:claims", pod_uid, uid):
-                await self.client.hset(f"{self.key}:replacement", uid, json.dumps([namespace, name, pod_uid]))
-                await self.client.srem(pool, json.dumps([namespace, name, pod_uid]))
+            if holder is not None or await self.client.hsetnx(f"{self.key}:claims", pod_uid, uid):
+                entry = json.dumps([namespace, name, pod_uid])
+                pipe = self.client.pipeline(transaction=False)
+                pipe.hset(f"{self.key}:replacement", uid, entry)
+                # Before the caller reads the replacement: its readiness, from now on, reconciles this job.
+                pipe.hset(f"{self.key}:replacement-jobs", f"{namespace}/{name}", job.metadata.name or "")
+                pipe.srem(pool, entry)
+                await pipe.execute()
                 return namespace, name, pod_uid
         return None
 
@@ -454,12 +474,43 @@ class Tracker:
     # ----------------------------------------------------------------------------------------------------
     # Effects
 
-    async def _command(self, job: PodMigrationJob, step: str, pod_uid: str | None, attempt: int = 1) -> None:
+    async def _command(
+        self, job: PodMigrationJob, step: CommandStep, pod_uid: str | None, attempt: int = 1, **more: Any
+    ) -> None:
         ref = JobRef(name=job.metadata.name or "", uid=job.metadata.uid or "")
-        command = Command(job=ref, step=step, pod_uid=pod_uid, attempt=attempt, issued_at=datetime.now(UTC))  # type: ignore[arg-type]
+        now = datetime.now(UTC)
+        command = Command(job=ref, step=step, pod_uid=pod_uid, attempt=attempt, issued_at=now, **more)
         msg_id = f"{ref.uid}/{step}/{pod_uid or ''}/{attempt}"
+        if more:  # a cleanup that keeps or sweeps differs from one that did not
+            msg_id += "/" + ",".join(f"{k}={v}" for k, v in sorted(more.items()))
         await self.publisher.publish(self.subjects.job(step, ref.name), codec.encode(command), msg_id)
         await self.publisher.flush()
+
+    async def _in_flight(self, name: str, workload: str) -> None:
+        """The job evicts: until it ends, the room its workload's ended jobs did not use stays."""
+        pipe = self.client.pipeline(transaction=False)
+        pipe.sadd(f"{self.key}:in-flight:{workload}", name)
+        pipe.hset(f"{self.key}:workload-uid-of", name, workload)
+        await pipe.execute()
+
+    async def _cleanup(self, job: PodMigrationJob, workload: str | None) -> None:
+        """Ask the executor to delete the job's Reservations. A replacement of the workload may take any
+        job's room, so room a job did not use is kept while a sibling is in flight; the last job of the
+        workload to end takes the kept room with it (room.lua)."""
+        name = job.metadata.name or ""
+        workload = workload or as_text(await self.client.hget(f"{self.key}:workload-uid-of", name) or b"")
+        if not workload:
+            await self._command(job, "cleanup", None)
+            return
+        keys = [f"{self.key}:in-flight:{workload}", f"{self.key}:room-kept:{workload}"]
+        answer = await self._room_ends(keys=keys, args=[name])
+        code, kept = int(answer[0]), [as_text(v) for v in answer[1:]]
+        if code == 0:
+            await self._command(job, "cleanup", None, keep_untaken=True)
+        elif code == 1 and kept:
+            await self._command(job, "cleanup", None, also=sorted(kept))
+        else:
+            await self._command(job, "cleanup", None)
 
     async def _release(self, job: PodMigrationJob, phase: str) -> None:
         uid = job.metadata.uid or ""
@@ -579,7 +630,11 @@ class Tracker:
 
     async def _untrack(self, job: PodMigrationJob) -> None:
         name = job.metadata.name or ""
+        mine = await self.client.hget(f"{self.key}:replacement", job.metadata.uid or "")
         pipe = self.client.pipeline(transaction=False)
+        if mine is not None:
+            namespace, pod, _ = json.loads(mine)
+            pipe.hdel(f"{self.key}:replacement-jobs", f"{namespace}/{pod}")
         pipe.zrem(f"{self.key}:deadlines", name)
         if job.spec.pod_ref is not None:
             pipe.hdel(f"{self.key}:pod-jobs", f"{job.spec.pod_ref.namespace}/{job.spec.pod_ref.name}")

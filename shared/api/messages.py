@@ -230,6 +230,10 @@ class Command(Message, kw_only=True):
     pod_uid: str | None = None
     attempt: int = 1  # reserve: which of the job's Reservations to create
     issued_at: datetime
+    # cleanup: keep the job's Reservations no pod took (a sibling's replacement may need the room), and
+    # delete those other ended jobs of the workload kept
+    keep_untaken: bool = False
+    also: list[str] = msgspec.field(default_factory=list)
 
 
 class Report(Message, kw_only=True):

@@ -117,3 +117,9 @@ class Reservation(KubeStruct):
     def allocate_once(self) -> bool:
         """`allocateOnce` defaults to true in Koordinator's CRD."""
         return True if self.spec.allocate_once is None else self.spec.allocate_once
+
+
+def is_untaken_room(reservation: dict[str, Any]) -> bool:
+    """Scheduled room that no pod has taken yet (Available, no current owners)."""
+    status = reservation.get("status") or {}
+    return status.get("phase") == "Available" and not status.get("currentOwners")

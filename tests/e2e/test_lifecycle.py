@@ -76,6 +76,22 @@ def reservations(kube: Kube) -> list[dict[str, Any]]:
     return found
 
 
+def until_no_reservations(kube: Kube, stalled: float = 30.0) -> None:
+    """Every Reservation gone. Room a job did not use outlives it while a sibling of its workload is in
+    flight, and goes with the last job's cleanup, a command after that job's terminal status: wait for it
+    (failing after `stalled` seconds without a deletion)."""
+    if reservations(kube):
+        watch_until(
+            kube.custom.list_cluster_custom_object,
+            lambda state: not state,
+            stalled,
+            idle=True,
+            group="scheduling.koordinator.sh",
+            version="v1alpha1",
+            plural="reservations",
+        )
+
+
 async def test_reservation_first_moves_the_pod_into_the_reserved_room(
     kubesim_factory: Callable[..., SimHandle], nats_srv: Server, redis_srv: Server, test_id: str
 ) -> None:

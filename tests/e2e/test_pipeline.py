@@ -29,9 +29,9 @@ from tests.e2e.test_lifecycle import (
     cluster,
     evicting_blocked,
     loosen_budget,
-    reservations,
     start,
     tight_budget,
+    until_no_reservations,
     web_pods,
 )
 from tests.kube import Kube, watch_until
@@ -139,7 +139,7 @@ async def test_finished_jobs_are_collected_and_an_intent_sent_again_moves_nothin
     assert set(all_jobs(kube)) == {"in-flight"}  # collected; the one in flight stays
     evicted = kube.handle.call(lambda sim: sum(sim.store.evictions.values()))
     assert evicted == 1  # the pod was moved once
-    assert reservations(kube) == []
+    until_no_reservations(kube)
 
 
 def gone(key: str) -> Callable[[dict[str, Any]], bool]:
@@ -190,7 +190,7 @@ async def test_two_replicas_of_each_service_carry_a_storm_of_jobs(
         "scheduling.koordinator.sh/reservation-allocated" in (p.metadata.annotations or {})
         for p in live.values()
     )
-    assert reservations(kube) == []
+    until_no_reservations(kube)
     client = aioredis.from_url(redis_srv.url)
     held = await Ledger(client, test_id, 600).snapshot()
     await client.aclose()
@@ -217,7 +217,7 @@ async def test_killing_the_executor_and_the_tracker_mid_job_loses_nothing(
     assert job["status"]["phase"] == "Succeeded", job["status"]
     assert name not in web_pods(kube)
     assert len(web_pods(kube)) == 3  # one replacement, not two
-    assert reservations(kube) == []
+    until_no_reservations(kube)
 
 
 async def test_the_audit_stream_replays_the_phases_the_job_went_through(
@@ -368,7 +368,7 @@ async def test_a_crash_between_acting_and_acknowledging_evicts_once_and_ends_the
     assert job["status"]["phase"] == "Succeeded", job["status"]
     live = web_pods(kube)
     assert name not in live and len(live) == 3  # evicted once: one replacement
-    assert reservations(kube) == []
+    until_no_reservations(kube)
     client = aioredis.from_url(redis_srv.url)
     held = await Ledger(client, test_id, 600).snapshot()
     await client.aclose()
