@@ -16,12 +16,10 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import ctypes
 import importlib.util
 import logging
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -248,10 +246,13 @@ def _start_binary(
     raise ServerUnavailable(f"{kind} server {binary} did not start: {last_error}\n{detail}")
 
 
-def die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
-    # PR_SET_PDEATHSIG: a server started for a test run must not outlive a killed test run.
-    with contextlib.suppress(Exception):
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)
+def die_with_parent(argv: list[str]) -> list[str]:
+    """`argv` started so that it gets SIGTERM when this process dies (PR_SET_PDEATHSIG, through util-linux's
+    `setpriv`, which then execs it: same pid): a server started for a test run must not outlive a killed
+    test run. Not with `preexec_fn`: Python code between fork and exec in a process with threads can
+    deadlock on a lock another thread held at the fork (seen: a test run hung in Popen for 15 minutes)."""
+    setpriv = shutil.which("setpriv") if sys.platform.startswith("linux") else None
+    return [setpriv, "--pdeathsig", "TERM", "--", *argv] if setpriv else argv
 
 
 def _spawn(argv: list[str], data: Path, kind: str) -> subprocess.Popen[bytes]:
@@ -265,13 +266,12 @@ def spawn_logged(
     log_file = open(log, "ab")  # noqa: SIM115 - handed to the child, closed below
     try:
         return subprocess.Popen(
-            argv,
+            die_with_parent(list(argv)),
             stdout=log_file,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             cwd=cwd,
             env=env,
-            preexec_fn=die_with_parent if sys.platform.startswith("linux") else None,  # noqa: PLW1509
         )
     finally:
         log_file.close()

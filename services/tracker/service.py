@@ -312,6 +312,8 @@ class Tracker:
             elif action == machine.CLEANUP:
                 await self._cleanup(job, workload)
             elif action == machine.RELEASE:
+                if machine.CLEANUP not in step.actions and await self._was_in_flight(name):
+                    await self._cleanup(job, None)  # its Reservation is gone, yet it must leave the set
                 await self._release(job, phase)
         if phase in TERMINAL_PHASES:
             await self._untrack(job)
@@ -492,6 +494,9 @@ class Tracker:
         pipe.sadd(f"{self.key}:in-flight:{workload}", name)
         pipe.hset(f"{self.key}:workload-uid-of", name, workload)
         await pipe.execute()
+
+    async def _was_in_flight(self, name: str) -> bool:
+        return bool(await self.client.hexists(f"{self.key}:workload-uid-of", name))
 
     async def _cleanup(self, job: PodMigrationJob, workload: str | None) -> None:
         """Ask the executor to delete the job's Reservations. A replacement of the workload may take any

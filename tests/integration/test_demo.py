@@ -35,21 +35,19 @@ def intent_example() -> str:
     return code[: code.index("```")]
 
 
-def ignore_sigint() -> None:  # pragma: no cover - runs in the child between fork and exec
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-
 def start_demo(tmp_path: Path) -> subprocess.Popen[str]:
     """`podherd demo --keep` as started from a background job or `nohup`: SIGINT ignored, no stdin."""
     env = {k: v for k, v in os.environ.items() if k not in ("NATS_URL", "REDIS_URL", "KUBECONFIG")}
+    demo = [sys.executable, "-m", "podherd", "demo", "--keep", "--workdir", str(tmp_path)]
+    # As a non-interactive shell starts a background job: SIGINT ignored, inherited across exec (no
+    # preexec_fn: Python between fork and exec can deadlock in a process with threads).
     return subprocess.Popen(
-        [sys.executable, "-m", "podherd", "demo", "--keep", "--workdir", str(tmp_path)],
+        ["sh", "-c", "trap '' INT; exec \"$@\"", "sh", *demo],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
         env=env,
-        preexec_fn=ignore_sigint,  # noqa: PLW1509 - the inherited disposition is what this tests
     )
 
 
