@@ -43,6 +43,8 @@ from nats.js.api import (
 from nats.js.errors import BadRequestError, NotFoundError
 from nats.js.kv import KeyValue
 
+from shared.api import codec
+from shared.api.messages import AuditRecord
 from shared.config import NatsConfig
 from shared.durations import parse_duration
 
@@ -333,6 +335,10 @@ class Publisher:
         self.pending.append(future)
         if len(self.pending) >= self.window:
             await self.flush()
+
+    async def publish_audit(self, subject: str, record: AuditRecord) -> None:
+        """An audit record; its deterministic id de-duplicates a retried write."""
+        await self.publish(subject, codec.encode(record), record.id)
 
     async def flush(self, ack_wait: float = 30.0) -> int:
         """Wait for all outstanding acks; return how many were acknowledged; raise the first failure.

@@ -24,7 +24,6 @@ from prometheus_client import Counter
 
 from services.tracker.collect import collectable
 from shared import bus
-from shared.api import codec
 from shared.api.messages import AuditRecord
 from shared.api.pmj import GROUP, PLURAL
 from shared.config import PodherdConfig
@@ -103,7 +102,7 @@ class Collector:
             phase=(job.get("status") or {}).get("phase"),
             message=f"deleted {self.config.collector.retention} after it ended (collector.retention)",
         )
-        await self.publisher.publish(self.subjects.audit(name), codec.encode(record), record.id)
+        await self.publisher.publish_audit(self.subjects.audit(name), record)
         await self.publisher.flush()
         preconditions = {"uid": uid, "resourceVersion": meta.get("resourceVersion")}
         try:

@@ -166,7 +166,7 @@ class IntentIntake:
             },
         )
         subject = self.subjects.audit(job or f"intent-{intent.pod.namespace}-{intent.pod.name}")
-        await self.publisher.publish(subject, codec.encode(record), record.id)
+        await self.publisher.publish_audit(subject, record)
         await self.publisher.flush()
 
     # ----------------------------------------------------------------------------------------------------

@@ -182,14 +182,16 @@ class Tracker:
                 await self.client.sadd(f"{self.key}:pool:{controller}", entry)
             await self._kick_waiting(controller)
             key = f"{head.namespace}/{head.name}"
-            job = await self.client.hget(f"{self.key}:pod-jobs", key)
+            pipe = self.client.pipeline(transaction=False)
+            pipe.hget(f"{self.key}:pod-jobs", key)
+            # The job that claimed this pod as its replacement waits for it to be Ready.
+            pipe.hget(f"{self.key}:replacement-jobs", key)
+            job, claimant = await pipe.execute()  # one round trip per pod event
             if job is not None:
                 if pod.workload is not None:  # for the arbitrator's sort: past migrations per workload
                     workload = f"{pod.workload.kind}/{pod.workload.namespace}/{pod.workload.name}"
                     await self.client.hset(f"{self.key}:workload-of", as_text(job), workload)
                 await self.reconcile(as_text(job))
-            # The job that claimed this pod as its replacement waits for it to be Ready.
-            claimant = await self.client.hget(f"{self.key}:replacement-jobs", key)
             if claimant is not None and claimant != job:
                 await self.reconcile(as_text(claimant))
 
@@ -574,7 +576,7 @@ class Tracker:
                 phase=PHASE_PENDING,
                 message="created",
             )
-            await self.publisher.publish(self.subjects.audit(name), codec.encode(created), created.id)
+            await self.publisher.publish_audit(self.subjects.audit(name), created)
         digest = hashlib.sha1(json.dumps([status.phase, status.reason, status.message, conditions]).encode())
         record = AuditRecord(
             id=f"{uid}/status/{digest.hexdigest()[:16]}",
@@ -589,7 +591,7 @@ class Tracker:
             message=status.message,
             details={"status": status.status or "", **conditions},
         )
-        await self.publisher.publish(self.subjects.audit(name), codec.encode(record), record.id)
+        await self.publisher.publish_audit(self.subjects.audit(name), record)
         await self.publisher.flush()
         await self.client.hset(f"{self.key}:phases", name, status.phase or PHASE_PENDING)
         log.info("%s: %s %s", name, status.phase, status.message, extra={"job": name, "phase": status.phase})
