@@ -50,6 +50,7 @@ from bench.stack import deployment, nodes, stack
 from kubesim.sim import SimHandle
 from podherd.invariants import Watchdog
 from podherd.processes import ServiceProcesses
+from podherd.timeouts import UNKNOWN, timed_out, why_timed_out
 from services.tracker.intake import CONSUMER as INTENTS_CONSUMER
 from services.tracker.intents import job_name
 from shared import bus
@@ -92,6 +93,7 @@ class Submitted:
     pod: str
     uid: str
     key: str = ""
+    app: str = ""  # its workload (the Deployment of the same name)
 
 
 @dataclass
@@ -111,13 +113,15 @@ class Run:
     disturbances: Counter[str] = field(default_factory=Counter)
     orphans: set[str] = field(default_factory=set)
     ended_at: dict[str, float] = field(default_factory=dict)
+    disturbed: dict[str, set[str]] = field(default_factory=dict)  # namespace/workload: what befell it
 
     def excused(self) -> set[str]:
         now = time.monotonic()
         return {key for key, until in self.excused_until.items() if until > now}
 
-    def excuse(self, key: str, seconds: float) -> None:
+    def excuse(self, key: str, seconds: float, why: str) -> None:
         self.excused_until[key] = max(self.excused_until.get(key, 0.0), time.monotonic() + seconds)
+        self.disturbed.setdefault(key, set()).add(why)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -201,7 +205,15 @@ async def submit_all(run: Run, count: int, mode: str | None = None, selector: st
             name = await _submit(run, nc, js, subjects, source, intent, i)
             if name is not None:
                 run.submitted.append(
-                    Submitted(name, source, meta["namespace"], meta["name"], meta["uid"], key)
+                    Submitted(
+                        name,
+                        source,
+                        meta["namespace"],
+                        meta["name"],
+                        meta["uid"],
+                        key,
+                        app=(meta.get("labels") or {}).get("app") or "",
+                    )
                 )
             await asyncio.sleep(1.0 / run.opts.rate)
     finally:
@@ -312,10 +324,10 @@ async def disturb(run: Run, stop: asyncio.Event) -> None:
                 patch = {
                     "spec": {"template": {"metadata": {"annotations": {"chaos/revision": str(revision)}}}}
                 }
-                run.excuse(f"{namespace}/{name}", 30)
+                run.excuse(f"{namespace}/{name}", 30, "rolled out")
                 await run.kube.arequest("PATCH", path, body=patch, content_type=merge)
             elif action == "scale":
-                run.excuse(f"{namespace}/{name}", 20)
+                run.excuse(f"{namespace}/{name}", 20, "scaled down and up")
                 down = {"spec": {"replicas": run.opts.pods_per_workload - 3}}
                 await run.kube.arequest("PATCH", path, body=down, content_type=merge)
                 await _wait(stop, 3.0)
@@ -332,7 +344,7 @@ async def _node_not_ready(run: Run, stop: asyncio.Event) -> None:
     for pod in on_node:  # its workloads lose replicas through no doing of Podherd's
         owner = (pod["metadata"].get("labels") or {}).get("app")
         if owner:
-            run.excuse(f"{pod['metadata']['namespace']}/{owner}", 6.0 + EXCUSE_TAIL)
+            run.excuse(f"{pod['metadata']['namespace']}/{owner}", 6.0 + EXCUSE_TAIL, f"{node} NotReady")
     await _set_ready(run.kube, node, False)
     await _wait(stop, 4.0)
     await _set_ready(run.kube, node, True)
@@ -455,6 +467,38 @@ async def refused_on_stream(run: Run, missing: list[Submitted]) -> dict[str, str
     return out
 
 
+async def last_deferrals(run: Run, names: list[str]) -> dict[str, str]:
+    """The arbitrator's last word on each job it never admitted: its latest deferral on the audit stream."""
+    out: dict[str, str] = {}
+    nc = await nats.connect(run.nats_srv.url)
+    try:
+        js = nc.jetstream()
+        subjects = bus.Subjects(run.prefix)
+        for name in names:
+            sub = await js.subscribe(subjects.audit(name), ordered_consumer=True)
+            with contextlib.suppress(TimeoutError, nats.errors.TimeoutError):
+                while True:  # to the end of the job's records: the last deferral wins
+                    record = json.loads((await sub.next_msg(timeout=1)).data)
+                    if (record.get("details") or {}).get("decision") == "deferred":
+                        out[name] = str(record.get("message") or record.get("rule"))
+            await sub.unsubscribe()
+    finally:
+        await nc.close()
+    return out
+
+
+async def explain_timeouts(run: Run, jobs: dict[str, dict[str, Any]], default_mode: str) -> dict[str, str]:
+    """Each job that timed out, and the cause its status (or the arbitrator's audit) gives."""
+    ended = {s.job: jobs[s.job] for s in run.submitted if s.job in jobs and timed_out(jobs[s.job])}
+    never_admitted = [name for name, job in ended.items() if not (job.get("status") or {}).get("conditions")]
+    deferrals = await last_deferrals(run, never_admitted) if never_admitted else {}
+    causes = {name: why_timed_out(job, deferrals.get(name), default_mode) for name, job in ended.items()}
+    for s in run.submitted:  # what the harness did to the job's workload, beside what its status says
+        if s.job in causes and (befell := run.disturbed.get(f"{s.namespace}/{s.app}")):
+            causes[s.job] += f" (its workload was {', '.join(sorted(befell))})"
+    return causes
+
+
 def check_reasons(
     run: Run, jobs: dict[str, dict[str, Any]], evictions: dict[str, int], alive: set[str]
 ) -> list[str]:
@@ -538,6 +582,7 @@ async def fault_run(opts: ChaosOptions, nats_srv: Server, redis_srv: Server, wor
         }
         pending = sorted(findings.pending_replacements & replacements)
         evicted_twice = sorted(uid for uid, n in evictions.items() if n > 1)
+        causes = await explain_timeouts(run, jobs, config.migration_controller.default_job_mode)
         invariants = {
             "jobs_not_terminal": len(not_terminal),
             "intents_lost": len(lost),
@@ -546,6 +591,7 @@ async def fault_run(opts: ChaosOptions, nats_srv: Server, redis_srv: Server, wor
             "reservations_outliving_jobs": len(run.orphans) + len(leftover),
             "limit_breaches": findings.limits_exceeded,
             "replacements_pending": len(pending),
+            "timeouts_unexplained": sum(cause.startswith(UNKNOWN) for cause in causes.values()),
         }
         return {
             "invariants": invariants,
@@ -556,6 +602,7 @@ async def fault_run(opts: ChaosOptions, nats_srv: Server, redis_srv: Server, wor
                 "breaches": (findings.slot_breaches + findings.workload_breaches + findings.pdb_breaches)[:5],
                 "pending": pending[:5],
                 "orphans": sorted(run.orphans)[:5],
+                "timeouts": dict(sorted(causes.items())[:10]),
             },
             "jobs": {
                 "submitted": len(run.submitted),
@@ -565,6 +612,7 @@ async def fault_run(opts: ChaosOptions, nats_srv: Server, redis_srv: Server, wor
                 "intents_refused_on_request": dict(run.refused),
                 "intents_refused_on_stream": dict(Counter(reasons.values())),
                 "pods_evicted": sum(evictions.values()),
+                "timeouts_by_cause": dict(Counter(causes.values())),
             },
             "faults": dict(run.faults),
             "disturbances": dict(run.disturbances),
@@ -593,10 +641,12 @@ async def stranding(opts: ChaosOptions, nats_srv: Server, redis_srv: Server, wor
                 findings = await watching
                 await client.aclose()
             stranded = sorted(p for p in findings.pending_replacements if p.startswith("default/app-"))
+            causes = await explain_timeouts(run, jobs, mode)
             out[mode] = {
                 "jobs": len(run.submitted),
                 "by_reason": dict(Counter(outcome(jobs.get(s.job, {})) for s in run.submitted)),
                 "replacements_stranded_pending": len(stranded),
+                "timeouts_by_cause": dict(Counter(causes.values())),
             }
     return out
 
@@ -605,7 +655,9 @@ async def chaos(opts: ChaosOptions) -> dict[str, Any]:
     work = opts.workdir or Path(tempfile.mkdtemp(prefix="podherd-chaos-"))
     nats_srv, redis_srv = nats_server(work / "nats"), redis_server(work / "redis")
     try:
-        result = {"options": {"jobs": opts.jobs, "replicas": opts.replicas, "seed": opts.seed}}
+        result: dict[str, Any] = {
+            "options": {"jobs": opts.jobs, "replicas": opts.replicas, "seed": opts.seed}
+        }
         result["fault_run"] = await fault_run(opts, nats_srv, redis_srv, work)
         result["stranding"] = await stranding(opts, nats_srv, redis_srv, work)
         result["servers"] = {"nats": nats_srv.origin, "redis": redis_srv.origin}

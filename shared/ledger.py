@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
-from typing import Any
+from typing import Any, Final
 
 import msgspec
 import redis.asyncio as aioredis
@@ -78,11 +78,32 @@ class Announcement:
     at: float  # when it was taken off the queue (the ledger's clock)
 
 
+# On a running PMJ: what its job holds in the ledger ({"pod": uid, "slots": [...]}), to rebuild it from.
+ANNOTATION: Final = "podherd.io/ledger"
+
+
 @dataclass(frozen=True)
 class HeldJob:
     job_uid: str
     pod_uid: str
     slot_keys: tuple[str, ...]
+
+    @property
+    def workload(self) -> str | None:
+        """The workload (`Kind/namespace/name`) whose slot the job holds, if any."""
+        return next((key.partition(":")[2] for key in self.slot_keys if key.startswith("workload:")), None)
+
+    def annotation(self) -> str:
+        return json.dumps({"pod": self.pod_uid, "slots": list(self.slot_keys)})
+
+
+def recorded(job_uid: str, annotations: Mapping[str, str]) -> HeldJob | None:
+    """What a PMJ's annotation says its job holds; None without one, or with one no Podherd wrote."""
+    try:
+        data = json.loads(annotations[ANNOTATION])
+        return HeldJob(job_uid, str(data["pod"]), tuple(str(key) for key in data["slots"]))
+    except (KeyError, TypeError, ValueError):
+        return None
 
 
 def ledger_prefix(key_prefix: str) -> str:
@@ -203,6 +224,13 @@ class Ledger:
     async def forget(self, job_uid: str) -> None:
         """The job's PMJ is gone: stop remembering that it was admitted once."""
         await self.client.srem(f"{self.prefix}:done", job_uid)
+
+    async def held(self, job_uid: str) -> HeldJob | None:
+        """What the job holds now (None: nothing, released or never admitted)."""
+        pod, slots = await self.client.hmget(f"{self.prefix}:job:{job_uid}", ["pod", "slots"])
+        if pod is None or slots is None:
+            return None
+        return HeldJob(job_uid, as_text(pod), tuple(json.loads(slots)))
 
     async def held_slots(self, job_uid: str) -> list[str]:
         record = await self.client.hget(f"{self.prefix}:job:{job_uid}", "slots")

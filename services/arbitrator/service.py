@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import time
 from typing import Any
@@ -33,13 +32,12 @@ from shared.config import PodherdConfig
 from shared.consume import durable, run_consumer
 from shared.durations import parse_duration
 from shared.kube import KubeClient
-from shared.ledger import HeldJob, Ledger
+from shared.ledger import HeldJob, Ledger, recorded
 from shared.ops import OpsServer
 from shared.runtime import close_nats, nats_check
 from shared.waits import wait_event
 
 log = logging.getLogger(__name__)
-LEDGER_ANNOTATION = "podherd.io/ledger"
 CONSUMER = "arbitrator"
 FACT_KINDS = ("pods", "poddisruptionbudgets", "deployments", "statefulsets", "replicasets")
 USAGE_INTERVAL = 5.0
@@ -175,11 +173,9 @@ class Arbitrator:
         held = []
         for item in msgspec.json.decode(body)["items"]:
             job = msgspec.convert(item, PodMigrationJob)
-            record = (job.metadata.annotations or {}).get(LEDGER_ANNOTATION)
-            if job.phase != PHASE_RUNNING or not record:
-                continue
-            data = json.loads(record)
-            held.append(HeldJob(job.metadata.uid or "", data["pod"], tuple(data["slots"])))
+            record = recorded(job.metadata.uid or "", job.metadata.annotations or {})
+            if job.phase == PHASE_RUNNING and record is not None:
+                held.append(record)
         return held
 
     async def admission_loop(self, stop: asyncio.Event) -> None:

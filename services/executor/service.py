@@ -122,9 +122,7 @@ class Executor:
             await self.evict(job, command.pod_uid, attempt)
 
     async def reserve(self, job: PodMigrationJob, attempt: int) -> None:
-        options = job.spec.reservation_options
-        if options is not None and options.reservation_ref is not None and options.reservation_ref.name:
-            name = options.reservation_ref.name
+        if name := job.user_reservation:
             found = await self._get(f"{RESERVATIONS}/{name}")
             if found is None:
                 await self._report(
@@ -246,10 +244,10 @@ class Executor:
         return await read_or_retry(self.kube.get_json(path), f"reading {path}", BACKOFF_BASE)
 
     async def _current_reservation(self, job: PodMigrationJob) -> dict[str, Any] | None:
-        """The Reservation the job's replacement is to take: the one it names, else its latest attempt."""
-        options = job.spec.reservation_options
-        if options is not None and options.reservation_ref is not None and options.reservation_ref.name:
-            return await self._get(f"{RESERVATIONS}/{options.reservation_ref.name}")
+        """The Reservation the job's replacement is to take: the one the user named, else its latest attempt
+        (listed, not read through its reservationRef, which the tracker may not have pointed at it yet)."""
+        if name := job.user_reservation:
+            return await self._get(f"{RESERVATIONS}/{name}")
         selector = f"{LABEL_CREATED_BY}=podherd,{LABEL_JOB}={job.metadata.name}"
         items = await read_or_retry(self.kube.list_items(RESERVATIONS, selector), "listing", BACKOFF_BASE)
         attempts = [(int((r["metadata"].get("labels") or {}).get(LABEL_ATTEMPT) or 1), r) for r in items]

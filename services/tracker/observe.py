@@ -57,4 +57,5 @@ def reservation_view(reservation: dict[str, Any]) -> ReservationView:
             for o in status.get("currentOwners") or []
         ),
         ours=(meta.get("labels") or {}).get(LABEL_CREATED_BY) == "podherd",
+        uid=meta.get("uid") or "",
     )

@@ -90,6 +90,7 @@ class ReservationView:
     owner_controller_uid: str | None  # whose replacements it is for
     bound: tuple[tuple[str, str, str], ...] = ()  # (namespace, name, uid) of the pods that took it
     ours: bool = True  # made by Podherd (labelled so); False: one the user named, never made again
+    uid: str = ""
 
 
 @dataclass(frozen=True)
@@ -155,6 +156,8 @@ class _Progress:
             why = f"the job did not finish within its ttl {ttl}"
             if o.pod is not None and o.pod.terminating and self._condition(COND_EVICTION) is not None:
                 why += f": {o.pod.going()}"
+            elif self.old.message:
+                why += f" (last: {self.old.message})"
             return self.end(PHASE_FAILED, REASON_TIMEOUT, why)
         if not o.admitted:
             if job.spec.paused:

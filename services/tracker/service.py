@@ -39,7 +39,7 @@ from services.tracker.collector import Collector
 from services.tracker.intake import IntentIntake
 from services.tracker.observe import node_ready, pod_view, reservation_view
 from services.tracker.progress import PodView, ReservationView
-from shared import bus
+from shared import bus, ledger
 from shared.api import annotations as known
 from shared.api import codec
 from shared.api.messages import (
@@ -53,6 +53,7 @@ from shared.api.messages import (
     Report,
 )
 from shared.api.pmj import (
+    API_VERSION,
     GROUP,
     PHASE_FAILED,
     PHASE_PENDING,
@@ -63,7 +64,7 @@ from shared.api.pmj import (
     TERMINAL_PHASES,
     PodMigrationJob,
 )
-from shared.api.reservation import LABEL_ATTEMPT, LABEL_CONTROLLER, LABEL_JOB
+from shared.api.reservation import LABEL_ATTEMPT, LABEL_CONTROLLER, LABEL_JOB, made_for
 from shared.config import PodherdConfig
 from shared.consume import Retry, durable, one_by_one, read_or_retry, run_consumer
 from shared.durations import parse_duration
@@ -82,7 +83,6 @@ RESYNC_SECONDS = 30.0
 RELEASES = Counter("podherd_ledger_releases_total", "Ledger slots released when jobs ended")
 JOBS = f"/apis/{GROUP}/v1alpha1/{PLURAL}"
 RESERVATIONS = f"/apis/{GROUP}/v1alpha1/reservations"
-LEDGER_ANNOTATION = "podherd.io/ledger"
 LOCK_MS = 15_000
 CommandStep = Literal["reserve", "evict", "cleanup"]
 UNLOCK = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0"
@@ -188,9 +188,6 @@ class Tracker:
             pipe.hget(f"{self.key}:replacement-jobs", key)
             job, claimant = await pipe.execute()  # one round trip per pod event
             if job is not None:
-                if pod.workload is not None:  # for the arbitrator's sort: past migrations per workload
-                    workload = f"{pod.workload.kind}/{pod.workload.namespace}/{pod.workload.name}"
-                    await self.client.hset(f"{self.key}:workload-of", as_text(job), workload)
                 await self.reconcile(as_text(job))
             if claimant is not None and claimant != job:
                 await self.reconcile(as_text(claimant))
@@ -302,8 +299,16 @@ class Tracker:
                 raise
             await self._transitioned(job, before.phase if before else None, step)
         phase = step.status.phase or PHASE_PENDING
-        if phase == PHASE_RUNNING and LEDGER_ANNOTATION not in (job.metadata.annotations or {}):
+        if phase == PHASE_RUNNING and ledger.ANNOTATION not in (job.metadata.annotations or {}):
             await self._record_ledger(job)
+        current = observed.reservation
+        if (
+            phase == PHASE_RUNNING
+            and current
+            and current.ours
+            and current.name != job.spec.reservation_ref_name
+        ):
+            await self._point_at(job, current)
         pod_uid = observed.pod.uid if observed.pod else None
         workload = observed.reservation.owner_controller_uid if observed.reservation else None
         for action in step.actions:
@@ -410,12 +415,17 @@ class Tracker:
         )
 
     async def _reservations(self, job: PodMigrationJob) -> tuple[list[ReservationView], int]:
-        """The job's Reservations, oldest attempt first, and the current attempt (0: none yet)."""
-        options = job.spec.reservation_options
-        if options is not None and options.reservation_ref is not None and options.reservation_ref.name:
-            found = await self._get(f"{RESERVATIONS}/{options.reservation_ref.name}")
+        """The job's Reservations, oldest attempt first, and the current attempt (0: none yet): the one the
+        user named, else those Podherd made for it (its reservationRef then names the latest)."""
+        name, ref = job.metadata.name or "", job.spec.reservation_ref_name
+        if named := job.user_reservation:
+            found = await self._get(f"{RESERVATIONS}/{named}")
             return ([reservation_view(found)], 1) if found is not None else ([], 0)
-        items = await self._list(RESERVATIONS, f"{LABEL_JOB}={job.metadata.name}")
+        items = await self._list(RESERVATIONS, f"{LABEL_JOB}={name}")
+        if ref is not None and all(r["metadata"].get("name") != ref for r in items):
+            found = await self._get(f"{RESERVATIONS}/{ref}")  # named as Podherd names them, but not its own?
+            if found is not None and not made_for(found, name):
+                return [reservation_view(found)], 1
         items.sort(key=lambda r: int(((r.get("metadata") or {}).get("labels") or {}).get(LABEL_ATTEMPT) or 1))
         attempt = int((items[-1]["metadata"].get("labels") or {}).get(LABEL_ATTEMPT) or 1) if items else 0
         return [reservation_view(r) for r in items], attempt
@@ -527,10 +537,10 @@ class Tracker:
         stats = f"{self.config.redis.key_prefix}:stats"
         if phase == PHASE_FAILED and ref is not None:
             await self.client.hincrby(f"{stats}:pod-failures", f"{ref.namespace}/{ref.name}", 1)
-        workload = await self.client.hget(f"{self.key}:workload-of", job.metadata.name or "")
-        if phase == PHASE_SUCCEEDED and workload is not None:
-            await self.client.hincrby(f"{stats}:workload-migrations", as_text(workload), 1)
-        await self.client.hdel(f"{self.key}:workload-of", job.metadata.name or "")
+        # The workload whose slot the job held, as its PMJ recorded it when it started running.
+        held = ledger.recorded(uid, job.metadata.annotations or {})
+        if phase == PHASE_SUCCEEDED and held is not None and held.workload is not None:
+            await self.client.hincrby(f"{stats}:workload-migrations", held.workload, 1)
         # Last: whoever hears of the release (the arbitrator's next pass) reads the statistics it updated.
         await self._released(uid)
 
@@ -540,14 +550,24 @@ class Tracker:
 
     async def _record_ledger(self, job: PodMigrationJob) -> None:
         """What the job holds in the ledger, on the PMJ: the ledger is rebuilt from it after a Redis loss."""
-        uid = job.metadata.uid or ""
-        record = await self.client.hgetall(f"{self.ledger.prefix}:job:{uid}")
-        if not record:
+        held = await self.ledger.held(job.metadata.uid or "")
+        if held is None:
             return
-        fields = {as_text(k): as_text(v) for k, v in record.items()}
-        value = json.dumps({"pod": fields.get("pod", ""), "slots": json.loads(fields.get("slots", "[]"))})
-        patch = {"metadata": {"annotations": {LEDGER_ANNOTATION: value}}}
+        patch = {"metadata": {"annotations": {ledger.ANNOTATION: held.annotation()}}}
         with contextlib.suppress(KubeError):
+            await self.kube.arequest(
+                "PATCH",
+                f"{JOBS}/{job.metadata.name}",
+                body=patch,
+                content_type="application/merge-patch+json",
+            )
+
+    async def _point_at(self, job: PodMigrationJob, reservation: ReservationView) -> None:
+        """Name the Reservation Podherd made for the job's current attempt in its reservationRef, as
+        Koordinator's controller does, so `kubectl get pmj -o yaml` shows which room the job holds."""
+        ref = {"apiVersion": API_VERSION, "kind": "Reservation", "name": reservation.name}
+        patch = {"spec": {"reservationOptions": {"reservationRef": {**ref, "uid": reservation.uid or None}}}}
+        with contextlib.suppress(KubeError):  # written again on the job's next look
             await self.kube.arequest(
                 "PATCH",
                 f"{JOBS}/{job.metadata.name}",
@@ -631,7 +651,7 @@ class Tracker:
         pipe.zadd(f"{self.key}:deadlines", {name: deadline})
         if job.spec.pod_ref is not None:
             pipe.hset(f"{self.key}:pod-jobs", f"{job.spec.pod_ref.namespace}/{job.spec.pod_ref.name}", name)
-        if named := _named_reservation(job):  # its events carry no job label: find the job by the name
+        if named := job.user_reservation:  # its events carry no job label: find the job by the name
             pipe.hset(f"{self.key}:named", named, name)
         await pipe.execute()
 
@@ -645,18 +665,12 @@ class Tracker:
         pipe.zrem(f"{self.key}:deadlines", name)
         if job.spec.pod_ref is not None:
             pipe.hdel(f"{self.key}:pod-jobs", f"{job.spec.pod_ref.namespace}/{job.spec.pod_ref.name}")
-        if named := _named_reservation(job):
+        if named := job.user_reservation:
             pipe.hdel(f"{self.key}:named", named)
         await pipe.execute()
 
     async def _get(self, path: str) -> dict[str, Any] | None:
         return await read_or_retry(self.kube.get_json(path), f"reading {path}", 0.5)
-
-
-def _named_reservation(job: PodMigrationJob) -> str | None:
-    options = job.spec.reservation_options
-    ref = options.reservation_ref if options is not None else None
-    return ref.name if ref is not None and ref.name else None
 
 
 class _JobEvent(msgspec.Struct):

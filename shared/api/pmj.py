@@ -15,6 +15,7 @@ from typing import Any, Final, Literal, TypeAlias
 import msgspec
 
 from shared.api.meta import DeleteOptions, Duration, KubeStruct, ObjectMeta, ObjectReference
+from shared.api.reservation import attempt_named
 
 GROUP: Final = "scheduling.koordinator.sh"
 VERSION: Final = "v1alpha1"
@@ -136,6 +137,14 @@ class PodMigrationJobSpec(KubeStruct):
     reservation_options: PodMigrateReservationOptions | None = None
     delete_options: DeleteOptions | None = None
 
+    @property
+    def reservation_ref_name(self) -> str | None:
+        """The Reservation `reservationOptions.reservationRef` names: the user's, or the one Podherd made
+        for the job's latest attempt and wrote there."""
+        options = self.reservation_options
+        ref = options.reservation_ref if options is not None else None
+        return ref.name if ref is not None and ref.name else None
+
 
 class PodMigrationJobCondition(KubeStruct):
     type: ConditionType
@@ -180,6 +189,13 @@ class PodMigrationJob(KubeStruct):
     def phase(self) -> str:
         """The phase, with an unset phase read as Pending (a new job has no status yet)."""
         return (self.status.phase if self.status else None) or PHASE_PENDING
+
+    @property
+    def user_reservation(self) -> str | None:
+        """The Reservation the user named for this job: a `reservationRef` to a name Podherd never gives a
+        Reservation of this job (Podherd writes its own there too, as Koordinator's controller does)."""
+        ref = self.spec.reservation_ref_name
+        return ref if ref is not None and attempt_named(self.metadata.name or "", ref) is None else None
 
 
 def new_pmj(name: str, pod_ref: ObjectReference, **spec: Any) -> PodMigrationJob:

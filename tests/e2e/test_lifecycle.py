@@ -125,6 +125,9 @@ async def test_reservation_first_moves_the_pod_into_the_reserved_room(
     assert replacement.spec.node_name == status["nodeName"] != pod.spec.node_name
     assert name not in web_pods(kube)
     assert reservations(kube) == []  # nothing left behind
+    ref = job["spec"]["reservationOptions"]["reservationRef"]  # the room it held, as Koordinator names it
+    assert (ref["apiVersion"], ref["kind"], ref["name"]) == (f"{GROUP}/{VERSION}", "Reservation", "move-1")
+    assert ref["uid"]
     client = aioredis.from_url(redis_srv.url)
     migrations = await client.hget(f"{test_id}:stats:workload-migrations", "Deployment/default/web")
     await client.aclose()
@@ -330,6 +333,8 @@ async def test_a_reservation_taken_while_the_eviction_waits_is_made_again_before
         if allocated in (p.metadata.annotations or {})
     }
     assert rooms == {"patient", "patient-2"}, rooms
+    # Its reservationRef followed it to the new attempt, and was still taken for Podherd's own room.
+    assert job["spec"]["reservationOptions"]["reservationRef"]["name"] == "patient-2"
 
 
 async def test_timeout_cleans_up_and_evicts_nothing(
@@ -516,6 +521,7 @@ async def test_a_named_reservation_is_used_and_left_to_its_owner(
     )  # taken by the replacement, and still there: not ours to delete
     assert job["status"]["nodeName"] == used["status"]["nodeName"]
     assert [r["metadata"]["name"] for r in reservations(kube)] == ["operators-room"]  # no second one was made
+    assert job["spec"]["reservationOptions"]["reservationRef"] == {"name": "operators-room"}  # left as named
 
 
 async def test_a_named_reservation_that_expires_before_it_is_used_fails_the_job_at_once(

@@ -16,10 +16,18 @@ from shared.api.pmj import (
     REASON_INVALID_POD_REF,
     REASON_INVALID_SPEC,
     REASONS,
+    PodMigrateReservationOptions,
     PodMigrationJob,
     new_pmj,
 )
-from shared.api.reservation import Reservation
+from shared.api.reservation import (
+    LABEL_CREATED_BY,
+    LABEL_JOB,
+    Reservation,
+    attempt_named,
+    made_for,
+    reservation_name,
+)
 from shared.api.validation import validate_pmj
 
 # Seed 001's examples, verbatim.
@@ -313,3 +321,39 @@ def test_controller_of() -> None:
     ref = controller_of(job.metadata)
     assert ref is not None and ref.name == "rs"
     assert msgspec.structs.asdict(ref)["kind"] == "ReplicaSet"
+
+
+@pytest.mark.parametrize(
+    ("ref", "user_named"),
+    [
+        ("move-1", False),  # Podherd's name for the first attempt
+        ("move-1-2", False),
+        ("move-1-12", False),
+        ("operators-room", True),
+        ("move-1-0", True),  # never a name Podherd gives
+        ("move-1-1", True),
+        ("move-1-02", True),
+        ("move-10", True),
+        ("move-1-x", True),
+    ],
+)
+def test_a_reservation_ref_is_the_users_unless_podherd_names_its_attempts_so(
+    ref: str, user_named: bool
+) -> None:
+    job = new_pmj(
+        "move-1",
+        ObjectReference(namespace="default", name="web-0"),
+        reservation_options=PodMigrateReservationOptions(reservation_ref=ObjectReference(name=ref)),
+    )
+    assert job.spec.reservation_ref_name == ref
+    assert job.user_reservation == (ref if user_named else None)
+    assert (attempt_named("move-1", ref) is None) == user_named
+    if not user_named:
+        assert reservation_name("move-1", attempt_named("move-1", ref) or 0) == ref
+
+
+def test_podherds_own_reservations_are_known_by_their_labels() -> None:
+    labels = {LABEL_CREATED_BY: "podherd", LABEL_JOB: "move-1"}
+    assert made_for({"metadata": {"labels": labels}}, "move-1")
+    assert not made_for({"metadata": {"labels": labels}}, "move-2")
+    assert not made_for({"metadata": {"name": "move-1"}}, "move-1")  # named so by a user, not labelled

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
+from podherd.timeouts import timed_out, why_timed_out
 from services.executor.reservations import reservation_for
 from services.tracker.progress import (
     CLEANUP,
@@ -19,6 +20,7 @@ from services.tracker.progress import (
     ReservationView,
     progress,
 )
+from shared.api.codec import to_builtins
 from shared.api.meta import ObjectMeta, ObjectReference
 from shared.api.pmj import PodMigrationJob, PodMigrationJobSpec, PodMigrationJobStatus
 
@@ -289,3 +291,71 @@ def test_a_reservation_taken_while_the_eviction_waits_is_made_again_or_fails_if_
     named = replace(taken, ours=False)  # one the user named is not made again: as Koordinator, forbidden
     failed = progress(replace(o, reservation=named, bound_pod=NEW))
     assert (failed.status.phase, failed.status.reason) == ("Failed", "ForbiddenMigratePod")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Why a job timed out, read back from the status it ended with
+
+
+def ended_by_ttl(o: Observed) -> dict[str, Any]:
+    """Play `o` until it stays where it is, then let its ttl pass; the job as the API server holds it."""
+    for _ in range(6):
+        o = then(o)
+    late = progress(replace(o, now=NOW + timedelta(minutes=10)))
+    assert (late.status.phase, late.status.reason) == ("Failed", "Timeout")
+    assert late.status.message != progress(o).status.message  # it names what it waited for
+    job_then = PodMigrationJob(metadata=o.job.metadata, spec=o.job.spec, status=late.status)
+    return cast(dict[str, Any], to_builtins(job_then))
+
+
+PDB_NOTE = "Cannot evict pod as it would violate the pod's disruption budget."
+
+
+@pytest.mark.parametrize(
+    ("observed", "cause"),
+    [
+        (seen(reservation=None), "ReservationCreated: the Reservation was not created"),
+        (
+            seen(reservation=reservation("Pending", None)),
+            "ReservationScheduled: the Reservation was not scheduled",
+        ),
+        (
+            seen(reservation=reservation(), eviction_note=PDB_NOTE),
+            "Eviction: refused by a PodDisruptionBudget",
+        ),
+        (
+            seen(reservation=reservation(), eviction_note="not evicting: Reservation j is bound to web-3"),
+            "Eviction: no room to evict into",
+        ),
+        (seen(reservation=reservation()), "Eviction: asked for, never confirmed by the executor"),
+        (
+            evicted(seen(reservation=reservation(), pod=GONE)),
+            "PodBoundReservation: no replacement bound the Reservation",
+        ),
+        (
+            replace(
+                evicted(seen(reservation=reservation(), pod=GONE)),
+                pod=None,
+                claimed=("default", "web-9", "new-uid"),
+                replacement=replace(NEW, ready=False),
+            ),
+            "BoundPodReady: the replacement did not become Ready",
+        ),
+        (
+            evicted(seen(job=job(mode="EvictDirectly"), pod=STUCK)),
+            "Eviction: the old pod was stuck terminating",
+        ),
+    ],
+)
+def test_a_timed_out_job_says_what_it_waited_for(observed: Observed, cause: str) -> None:
+    ended = ended_by_ttl(observed)
+    assert timed_out(ended)
+    assert why_timed_out(ended, last_deferral=None, default_mode="ReservationFirst") == cause
+
+
+def test_a_job_never_admitted_is_explained_by_the_arbitrators_last_deferral() -> None:
+    ended = ended_by_ttl(seen(admitted=False))
+    assert "waiting for admission" in ended["status"]["message"]
+    rule = "maxMigratingPerNode: node-1 has 2 of 2 migrations in flight"
+    assert why_timed_out(ended, rule, "ReservationFirst") == f"Admission: deferred ({rule})"
+    assert why_timed_out(ended, None, "ReservationFirst") == "unknown"
