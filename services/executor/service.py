@@ -41,6 +41,7 @@ from shared.api.reservation import (
     LABEL_ATTEMPT,
     LABEL_CREATED_BY,
     LABEL_JOB,
+    made_for,
     reservation_name,
 )
 from shared.api.soft_eviction import soft_eviction
@@ -251,7 +252,13 @@ class Executor:
         selector = f"{LABEL_CREATED_BY}=podherd,{LABEL_JOB}={job.metadata.name}"
         items = await read_or_retry(self.kube.list_items(RESERVATIONS, selector), "listing", BACKOFF_BASE)
         attempts = [(int((r["metadata"].get("labels") or {}).get(LABEL_ATTEMPT) or 1), r) for r in items]
-        return max(attempts, key=lambda a: a[0])[1] if attempts else None
+        if attempts:
+            return max(attempts, key=lambda a: a[0])[1]
+        if ref := job.spec.reservation_ref_name:  # named as Podherd names them, yet not made by Podherd?
+            found = await self._get(f"{RESERVATIONS}/{ref}")
+            if found is not None and not made_for(found, job.metadata.name or ""):
+                return found
+        return None
 
     async def _report(self, job: PodMigrationJob, step: str, outcome: str, message: str) -> None:
         ref = JobRef(name=job.metadata.name or "", uid=job.metadata.uid or "")

@@ -301,14 +301,6 @@ class Tracker:
         phase = step.status.phase or PHASE_PENDING
         if phase == PHASE_RUNNING and ledger.ANNOTATION not in (job.metadata.annotations or {}):
             await self._record_ledger(job)
-        current = observed.reservation
-        if (
-            phase == PHASE_RUNNING
-            and current
-            and current.ours
-            and current.name != job.spec.reservation_ref_name
-        ):
-            await self._point_at(job, current)
         pod_uid = observed.pod.uid if observed.pod else None
         workload = observed.reservation.owner_controller_uid if observed.reservation else None
         for action in step.actions:
@@ -322,6 +314,14 @@ class Tracker:
                 if machine.CLEANUP not in step.actions and await self._was_in_flight(name):
                     await self._cleanup(job, None)  # its Reservation is gone, yet it must leave the set
                 await self._release(job, phase)
+        current = observed.reservation
+        if (
+            phase == PHASE_RUNNING
+            and current
+            and current.ours
+            and current.name != job.spec.reservation_ref_name
+        ):
+            await self._point_at(job, current)  # after the commands: the migration does not wait
         if phase in TERMINAL_PHASES:
             await self._untrack(job)
         else:
@@ -422,8 +422,9 @@ class Tracker:
             found = await self._get(f"{RESERVATIONS}/{named}")
             return ([reservation_view(found)], 1) if found is not None else ([], 0)
         items = await self._list(RESERVATIONS, f"{LABEL_JOB}={name}")
-        if ref is not None and all(r["metadata"].get("name") != ref for r in items):
-            found = await self._get(f"{RESERVATIONS}/{ref}")  # named as Podherd names them, but not its own?
+        if ref is not None and not items and job.phase not in TERMINAL_PHASES:
+            # Named as Podherd names them, yet none of Podherd's is there: a Reservation of the user's?
+            found = await self._get(f"{RESERVATIONS}/{ref}")
             if found is not None and not made_for(found, name):
                 return [reservation_view(found)], 1
         items.sort(key=lambda r: int(((r.get("metadata") or {}).get("labels") or {}).get(LABEL_ATTEMPT) or 1))

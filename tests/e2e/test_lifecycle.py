@@ -498,8 +498,10 @@ async def until_pod_annotated(kube: Kube, name: str, key: str, within: float = 1
     return str(state[f"default/{name}"].metadata.annotations[key])
 
 
+# The second is named as Podherd names its own for this job: without Podherd's labels, it is still the user's.
+@pytest.mark.parametrize("room", ["operators-room", "reuse"])
 async def test_a_named_reservation_is_used_and_left_to_its_owner(
-    kubesim_factory: Callable[..., SimHandle], nats_srv: Server, redis_srv: Server, test_id: str
+    kubesim_factory: Callable[..., SimHandle], nats_srv: Server, redis_srv: Server, test_id: str, room: str
 ) -> None:
     from services.executor.reservations import reservation_for
     from shared.api.pmj import PodMigrationJob
@@ -508,20 +510,20 @@ async def test_a_named_reservation_is_used_and_left_to_its_owner(
     name = sorted(web_pods(kube))[0]
     pod = kube.api.sanitize_for_serialization(kube.core.read_namespaced_pod(name, "default"))
     mine = reservation_for(PodMigrationJob(), pod, "5m")
-    mine["metadata"] = {"name": "operators-room"}
+    mine["metadata"] = {"name": room}
     kube.custom.create_cluster_custom_object(GROUP, VERSION, "reservations", mine)
     config = pipeline_config(kube.handle, nats_srv, redis_srv, test_id)
     async with pipeline(config):
-        create_job(kube, "reuse", name, reservationOptions={"reservationRef": {"name": "operators-room"}})
+        create_job(kube, "reuse", name, reservationOptions={"reservationRef": {"name": room}})
         job = await until_job(kube, "reuse", ended)
     assert job["status"]["phase"] == "Succeeded", job["status"]
-    used = kube.custom.get_cluster_custom_object(GROUP, VERSION, "reservations", "operators-room")
+    used = kube.custom.get_cluster_custom_object(GROUP, VERSION, "reservations", room)
     assert (
         used["status"]["phase"] == "Succeeded"
     )  # taken by the replacement, and still there: not ours to delete
     assert job["status"]["nodeName"] == used["status"]["nodeName"]
-    assert [r["metadata"]["name"] for r in reservations(kube)] == ["operators-room"]  # no second one was made
-    assert job["spec"]["reservationOptions"]["reservationRef"] == {"name": "operators-room"}  # left as named
+    assert [r["metadata"]["name"] for r in reservations(kube)] == [room]  # no second one was made
+    assert job["spec"]["reservationOptions"]["reservationRef"] == {"name": room}  # left as named
 
 
 async def test_a_named_reservation_that_expires_before_it_is_used_fails_the_job_at_once(
