@@ -48,6 +48,7 @@ import redis.asyncio as aioredis
 from bench.results_io import emit
 from bench.stack import deployment, nodes, stack
 from kubesim.sim import SimHandle
+from podherd.history import room_checks
 from podherd.invariants import Watchdog
 from podherd.processes import ServiceProcesses
 from podherd.timeouts import UNKNOWN, timed_out, why_timed_out
@@ -534,7 +535,13 @@ async def fault_run(opts: ChaosOptions, nats_srv: Server, redis_srv: Server, wor
         run = Run(opts, handle, kube, processes, prefix, nats_srv, redis_srv, random.Random(opts.seed))
         client = aioredis.from_url(redis_srv.url)
         watchdog = Watchdog(
-            kube, client, prefix, config.migration_controller, interval=0.1, excused=run.excused
+            kube,
+            client,
+            prefix,
+            config.migration_controller,
+            interval=0.1,
+            excused=run.excused,
+            checks=lambda: room_checks(nats_srv.url, prefix),
         )
         stop, stop_faults = asyncio.Event(), asyncio.Event()
         started = time.monotonic()
@@ -592,6 +599,8 @@ async def fault_run(opts: ChaosOptions, nats_srv: Server, redis_srv: Server, wor
             "limit_breaches": findings.limits_exceeded,
             "replacements_pending": len(pending),
             "timeouts_unexplained": sum(cause.startswith(UNKNOWN) for cause in causes.values()),
+            "evictions_without_room": len(findings.evictions_without_room),
+            "succeeded_before_old_pod_gone": len(findings.succeeded_before_gone),
         }
         return {
             "invariants": invariants,
@@ -603,6 +612,8 @@ async def fault_run(opts: ChaosOptions, nats_srv: Server, redis_srv: Server, wor
                 "pending": pending[:5],
                 "orphans": sorted(run.orphans)[:5],
                 "timeouts": dict(sorted(causes.items())[:10]),
+                "evictions_without_room": findings.evictions_without_room[:5],
+                "succeeded_before_old_pod_gone": findings.succeeded_before_gone[:5],
             },
             "jobs": {
                 "submitted": len(run.submitted),
@@ -616,7 +627,14 @@ async def fault_run(opts: ChaosOptions, nats_srv: Server, redis_srv: Server, wor
             },
             "faults": dict(run.faults),
             "disturbances": dict(run.disturbances),
-            "watchdog": {"samples": findings.samples, "peak_slots_in_use": findings.peak_slots},
+            "watchdog": {
+                "samples": findings.samples,
+                "peak_slots_in_use": findings.peak_slots,
+                "history_events": findings.history.events if findings.history else 0,
+                "evictions_checked_against_room": findings.history.evictions_checked
+                if findings.history
+                else 0,
+            },
             "seconds": round(time.monotonic() - started, 1),
         }
 

@@ -1,6 +1,7 @@
 """The eviction subresource (policy/v1 Eviction), as the API server's eviction REST handler does it.
 
-- 404 when the pod is gone; 201 and a graceful delete when allowed.
+- 404 when the pod is gone; 201 and a graceful delete when allowed, after marking the pod with the
+  condition `DisruptionTarget` (reason `EvictionByEvictionAPI`), as the PodDisruptionConditions feature does.
 - Pods that are Pending, terminal, or already being deleted are evicted without a budget check.
 - With more than one PodDisruptionBudget selecting the pod: 500, as Kubernetes refuses to guess.
 - A budget with `disruptionsAllowed` 0 answers 429 TooManyRequests naming the budget; otherwise the
@@ -30,6 +31,8 @@ from shared.api import annotations as known
 REQUEST_EVICT_ONLY = known.REQUEST_EVICT_ONLY
 EVICTION_IN_PROGRESS = known.EVICTION_IN_PROGRESS
 EVACUATION_WEBHOOK = "virt-launcher-eviction-interceptor.kubevirt.io"
+DISRUPTION_TARGET = "DisruptionTarget"
+EVICTION_BY_EVICTION_API = "EvictionByEvictionAPI"
 
 
 def evict(store: Store, options: SimOptions, namespace: str, name: str, body: dict[str, Any]) -> Obj:
@@ -75,10 +78,29 @@ def evict(store: Store, options: SimOptions, namespace: str, name: str, body: di
         if matching:
             _take_disruption(store, pdbs, matching[0], pod, dry_run)
     if not dry_run:
+        # As the eviction handler does (addConditionAndDeletePod): the pod is marked as a disruption target
+        # in one write, then deleted in another, so a watch sees who ended it.
+        store.patch(pods, namespace, name, _disruption_target, subresource="status")
         store.delete(pods, namespace, name, delete_options)
         uid = pod["metadata"]["uid"]
         store.evictions[uid] = store.evictions.get(uid, 0) + 1
     return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
+
+
+def _disruption_target(obj: Obj) -> Obj:
+    status = obj.setdefault("status", {})
+    conditions = [c for c in status.get("conditions") or [] if c.get("type") != DISRUPTION_TARGET]
+    conditions.append(
+        {
+            "type": DISRUPTION_TARGET,
+            "status": "True",
+            "reason": EVICTION_BY_EVICTION_API,
+            "message": "Eviction API: evicting",
+            "lastTransitionTime": now_iso(),
+        }
+    )
+    status["conditions"] = conditions
+    return obj
 
 
 def _take_disruption(store: Store, pdbs: Any, pdb: Obj, pod: Obj, dry_run: bool) -> None:

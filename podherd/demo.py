@@ -33,6 +33,7 @@ from kubesim.rbac import token_for
 from kubesim.sim import start_in_thread, write_kubeconfig
 from podherd import client
 from podherd.errors import CliError
+from podherd.history import room_checks
 from podherd.install import install, service_account
 from podherd.invariants import Findings, Watchdog
 from podherd.planner import Plan
@@ -151,6 +152,7 @@ async def _defragment(
         config.redis.key_prefix,
         config.migration_controller,
         ignore_pods=frozenset({chosen.pending.key}),
+        checks=lambda: room_checks(config.nats.url, config.nats.subject_prefix),
     )
     stop = asyncio.Event()
     watching = asyncio.create_task(watchdog.run(stop))
@@ -271,6 +273,10 @@ def _print_summary(summary: dict[str, Any], out: TextIO) -> bool:
         == [summary["pending_pod"]],
         "no replacement pod ever Pending": summary["replacement_pods_ever_pending"] == 0,
         "no disruption limit exceeded": summary["limits_exceeded"] == 0,
+        "every eviction into room read Available and unbound": summary["evictions_checked_against_room"]
+        == summary["jobs_succeeded"]
+        and not summary["evictions_without_room"],
+        "no job Succeeded before its old pod was gone": not summary["succeeded_before_old_pod_gone"],
         "no Reservation left": summary["reservations_left"] == 0,
         "every service within its ClusterRole": not summary.get("rbac_denials"),
     }

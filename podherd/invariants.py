@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,6 +19,8 @@ import msgspec
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
+from podherd.history import JOB, POD, RESERVATION, History, HistoryFindings, RoomCheck, replay
+from shared.api.pmj import GROUP, PLURAL, VERSION
 from shared.config import MigrationControllerArgs
 from shared.intstr import max_unavailable
 from shared.kube import KubeClient, KubeError
@@ -37,10 +39,19 @@ class Findings:
     workload_breaches: list[str] = field(default_factory=list)
     pdb_breaches: list[str] = field(default_factory=list)
     ledger_unavailable: int = 0
+    history: HistoryFindings | None = None  # None: no room checks to hold the evictions against
 
     @property
     def limits_exceeded(self) -> int:
         return len(self.slot_breaches) + len(self.workload_breaches) + len(self.pdb_breaches)
+
+    @property
+    def evictions_without_room(self) -> list[str]:
+        return self.history.evictions_without_room if self.history is not None else []
+
+    @property
+    def succeeded_before_gone(self) -> list[str]:
+        return self.history.succeeded_before_gone if self.history is not None else []
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -52,6 +63,10 @@ class Findings:
             "workload_breaches": self.workload_breaches[:20],
             "pdb_breaches": self.pdb_breaches[:20],
             "peak_slots_in_use": self.peak_slots,
+            "history_events": self.history.events if self.history is not None else None,
+            "evictions_checked_against_room": self.history.evictions_checked if self.history else None,
+            "evictions_without_room": self.evictions_without_room[:20],
+            "succeeded_before_old_pod_gone": self.succeeded_before_gone[:20],
         }
 
 
@@ -100,6 +115,13 @@ def pdb_breach(obj: dict[str, Any]) -> str | None:
     return None
 
 
+WATCHED = {
+    POD: "/api/v1/pods",
+    RESERVATION: f"/apis/{GROUP}/{VERSION}/reservations",
+    JOB: f"/apis/{GROUP}/{VERSION}/{PLURAL}",
+}
+
+
 def _key(obj: dict[str, Any]) -> str:
     return f"{obj['metadata'].get('namespace')}/{obj['metadata']['name']}"
 
@@ -114,6 +136,7 @@ class Watchdog:
         interval: float = 0.1,
         ignore_pods: frozenset[str] = frozenset(),
         excused: Callable[[], set[str]] = set,
+        checks: Callable[[], Awaitable[list[RoomCheck]]] | None = None,
     ) -> None:
         self.kube = kube
         self.ledger = Ledger(redis_client, key_prefix, slot_ttl=0)
@@ -124,19 +147,29 @@ class Watchdog:
         self.excused = excused
         self.findings = Findings()
         self._known: set[str] = set()
+        self.checks = checks  # the executor's room checks (audit stream), read when the run ends
+        self.history = History()
 
     async def run(self, stop: asyncio.Event) -> Findings:
-        listing = msgspec.json.decode(await self.kube.arequest("GET", "/api/v1/pods"))
-        self._known = {p["metadata"]["uid"] for p in listing.get("items") or []}
-        version = listing["metadata"]["resourceVersion"]
-        watch = asyncio.create_task(self._watch_pods(version))
+        watches = []
+        for kind, path in WATCHED.items():
+            listing = msgspec.json.decode(await self.kube.arequest("GET", path))
+            items = listing.get("items") or []
+            if kind == POD:
+                self._known = {p["metadata"]["uid"] for p in items}
+            self.history.listed(kind, items)
+            version = listing["metadata"]["resourceVersion"]
+            watches.append(asyncio.create_task(self._watch(kind, path, version)))
         try:
             while not stop.is_set():
                 await self.sample()
                 await wait_event(stop, self.interval)
             await self.sample()
         finally:
-            await cancel_and_wait(watch)
+            await cancel_and_wait(*watches)
+        if self.checks is not None:
+            mode = self.args.default_job_mode
+            self.findings.history = replay(self.history, await self.checks(), mode)
         return self.findings
 
     async def sample(self) -> None:
@@ -185,14 +218,16 @@ class Watchdog:
             if limit is not None and len(members) > limit:
                 self.findings.slot_breaches.append(f"{key}: {len(members)} > {limit}")
 
-    async def _watch_pods(self, version: str) -> None:
+    async def _watch(self, kind: str, path: str, version: str) -> None:
         while True:  # a watch the server ends is resumed where it stopped
             query = [("watch", "true"), ("resourceVersion", version), ("allowWatchBookmarks", "true")]
-            async for line in self.kube.stream("/api/v1/pods", query, read_timeout=600):
+            async for line in self.kube.stream(path, query, read_timeout=600):
                 event = msgspec.json.decode(line)
                 obj = event.get("object") or {}
                 version = (obj.get("metadata") or {}).get("resourceVersion") or version
-                self._seen(event.get("type"), obj)
+                self.history.add(kind, event.get("type") or "", obj)
+                if kind == POD:
+                    self._seen(event.get("type"), obj)
 
     def _seen(self, kind: str | None, obj: dict[str, Any]) -> None:
         meta = obj.get("metadata") or {}

@@ -28,7 +28,7 @@ from services.executor.room import no_room
 from shared import bus
 from shared.api import annotations as known
 from shared.api import codec
-from shared.api.messages import Command, JobRef, Report
+from shared.api.messages import AuditRecord, Command, JobRef, Report
 from shared.api.pmj import (
     ANNOTATION_ABORT,
     GROUP,
@@ -181,6 +181,7 @@ class Executor:
             held = (reservation or {}).get("metadata") or {}
             version = held.get("resourceVersion")
             room = f" (Reservation {held.get('name')} Available at resourceVersion {version})"
+            await self._room_checked(job, reservation or {}, meta)
         policy = self.args.eviction_policy
         options = job.spec.delete_options or self.args.default_delete_options
         delete_options = msgspec.to_builtins(options) if options is not None else {}
@@ -259,6 +260,36 @@ class Executor:
             if found is not None and not made_for(found, job.metadata.name or ""):
                 return found
         return None
+
+    async def _room_checked(
+        self, job: PodMigrationJob, reservation: dict[str, Any], pod: dict[str, Any]
+    ) -> None:
+        """On the audit stream before the eviction: the room the replacement goes to, as read (its name,
+        resourceVersion and node), so an auditor can hold every eviction against the Reservation's history.
+        The check and the eviction are two requests: a sibling's replacement may still take this room in
+        between; Reservations are the workload's (as in Koordinator), so this job's replacement then takes
+        the sibling's, and the claims pair each job with one replacement."""
+        held = reservation.get("metadata") or {}
+        name, version = held.get("name") or "", held.get("resourceVersion") or ""
+        node = (reservation.get("status") or {}).get("nodeName") or ""
+        uid = job.metadata.uid or ""
+        record = AuditRecord(
+            id=f"{uid}/room-checked/{name}/{version}",
+            time=datetime.now(UTC),
+            action="room-checked",
+            actor=f"executor/{self.config.replica}",
+            job=job.metadata.name,
+            job_uid=uid,
+            message=f"Reservation {name} Available, unbound, on {node} at resourceVersion {version}",
+            details={
+                "reservation": name,
+                "resourceVersion": version,
+                "node": node,
+                "podUid": pod.get("uid") or "",
+            },
+        )
+        await self.publisher.publish_audit(self.subjects.audit(job.metadata.name or ""), record)
+        await self.publisher.flush()
 
     async def _report(self, job: PodMigrationJob, step: str, outcome: str, message: str) -> None:
         ref = JobRef(name=job.metadata.name or "", uid=job.metadata.uid or "")

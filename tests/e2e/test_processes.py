@@ -22,6 +22,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from kubesim.rbac import token_for
 from kubesim.sim import SimHandle, write_kubeconfig
+from podherd.history import room_checks
 from podherd.install import install, manifests, service_account
 from podherd.invariants import Watchdog
 from podherd.processes import SERVICES, ServiceProcess, ServiceProcesses
@@ -133,7 +134,14 @@ async def test_four_service_processes_with_their_own_roles_carry_a_storm_of_inte
     }
     processes = ServiceProcesses(config_path, tmp_path / "logs", kubeconfigs)
     redis_client = aioredis.from_url(redis_srv.url)
-    watchdog = Watchdog(admin, redis_client, test_id, config.migration_controller, interval=0.05)
+    watchdog = Watchdog(
+        admin,
+        redis_client,
+        test_id,
+        config.migration_controller,
+        interval=0.05,
+        checks=lambda: room_checks(nats_srv.url, test_id),
+    )
     stop = asyncio.Event()
     watching: asyncio.Task[object] | None = None
     try:
@@ -178,6 +186,8 @@ async def test_four_service_processes_with_their_own_roles_carry_a_storm_of_inte
         findings = await watching
         assert findings.samples > 20
         assert findings.as_dict()["limits_exceeded"] == 0, findings.as_dict()
+        assert findings.history is not None and findings.history.evictions_checked == STORM
+        assert findings.evictions_without_room == findings.succeeded_before_gone == []
         assert not findings.pending_replacements
         assert findings.peak_slots.get("node", 0) >= 2  # the limits were reached, not just never approached
         assert handle.sim is not None and handle.sim.authorizer is not None

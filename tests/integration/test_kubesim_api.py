@@ -460,7 +460,13 @@ def test_eviction_201_429_404(kubesim_factory: Callable[..., SimHandle]) -> None
         )
 
     evict(pods[0])  # 201
-    assert kube.core.read_namespaced_pod(pods[0], "default").metadata.deletion_timestamp is not None
+    evicted = kube.core.read_namespaced_pod(pods[0], "default")
+    assert evicted.metadata.deletion_timestamp is not None
+    # Marked first, as the real eviction handler does, so whoever watches knows an eviction ended it.
+    marks = [
+        (c.status, c.reason, c.message) for c in evicted.status.conditions if c.type == "DisruptionTarget"
+    ]
+    assert marks == [("True", "EvictionByEvictionAPI", "Eviction API: evicting")]
     refused = error_of(lambda: evict(pods[1]))
     assert refused.status == 429
     body = json.loads(refused.body)
@@ -468,6 +474,8 @@ def test_eviction_201_429_404(kubesim_factory: Callable[..., SimHandle]) -> None
     assert body["details"]["causes"][0]["reason"] == "DisruptionBudget"
     assert "The disruption budget web needs 2 healthy pods" in body["details"]["causes"][0]["message"]
     assert error_of(lambda: evict("no-such-pod")).status == 404
+    kept = kube.core.read_namespaced_pod(pods[1], "default").status.conditions
+    assert not [c for c in kept if c.type == "DisruptionTarget"]  # refused: not marked
     # Once the replacement is Ready the budget allows one more.
     watch_until(
         kube.policy.list_namespaced_pod_disruption_budget,
