@@ -48,6 +48,7 @@ import redis.asyncio as aioredis
 from bench.results_io import emit
 from bench.stack import deployment, nodes, stack
 from kubesim.sim import SimHandle
+from podherd.client import audit_records
 from podherd.history import room_checks
 from podherd.invariants import Watchdog
 from podherd.processes import ServiceProcesses
@@ -447,44 +448,34 @@ async def settle_reservations(run: Run, jobs: dict[str, dict[str, Any]]) -> None
         await asyncio.sleep(1.0)
 
 
+async def audit_of(run: Run, subject: str) -> list[dict[str, Any]]:
+    """The records on one subject of the audit stream (a job's, or a pod's intents'), from its start."""
+    nc = await nats.connect(run.nats_srv.url)
+    try:
+        return [json.loads(d) async for d in audit_records(nc, bus.Subjects(run.prefix), subject, False)]
+    finally:
+        await nc.close()
+
+
 async def refused_on_stream(run: Run, missing: list[Submitted]) -> dict[str, str]:
     """Stream intents that made no job: the tracker's audit record of the refusal says why (it is written
     on the pod's intent subject); an intent with neither a job nor a refusal is lost."""
     out: dict[str, str] = {}
-    nc = await nats.connect(run.nats_srv.url)
-    try:
-        js = nc.jetstream()
-        subjects = bus.Subjects(run.prefix)
-        for s in missing:
-            sub = await js.subscribe(subjects.audit(f"intent-{s.namespace}-{s.pod}"), ordered_consumer=True)
-            with contextlib.suppress(TimeoutError, nats.errors.TimeoutError):
-                while s.job not in out:
-                    record = json.loads((await sub.next_msg(timeout=2)).data)
-                    if (record.get("details") or {}).get("intent") == s.key:
-                        out[s.job] = record.get("reason") or record.get("action") or "?"
-            await sub.unsubscribe()
-    finally:
-        await nc.close()
+    for s in missing:
+        for record in await audit_of(run, f"intent-{s.namespace}-{s.pod}"):
+            if (record.get("details") or {}).get("intent") == s.key:
+                out[s.job] = record.get("reason") or record.get("action") or "?"
+                break
     return out
 
 
 async def last_deferrals(run: Run, names: list[str]) -> dict[str, str]:
     """The arbitrator's last word on each job it never admitted: its latest deferral on the audit stream."""
     out: dict[str, str] = {}
-    nc = await nats.connect(run.nats_srv.url)
-    try:
-        js = nc.jetstream()
-        subjects = bus.Subjects(run.prefix)
-        for name in names:
-            sub = await js.subscribe(subjects.audit(name), ordered_consumer=True)
-            with contextlib.suppress(TimeoutError, nats.errors.TimeoutError):
-                while True:  # to the end of the job's records: the last deferral wins
-                    record = json.loads((await sub.next_msg(timeout=1)).data)
-                    if (record.get("details") or {}).get("decision") == "deferred":
-                        out[name] = str(record.get("message") or record.get("rule"))
-            await sub.unsubscribe()
-    finally:
-        await nc.close()
+    for name in names:
+        for record in await audit_of(run, name):  # to the end of the job's records: the last one wins
+            if (record.get("details") or {}).get("decision") == "deferred":
+                out[name] = str(record.get("message") or record.get("rule"))
     return out
 
 

@@ -12,7 +12,6 @@ executor's records; the watchdog gathers both.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,6 +21,9 @@ import nats
 import nats.errors
 import nats.js.api
 
+from podherd.client import audit_records
+from podherd.errors import CliError
+from shared import bus
 from shared.api.pmj import MODE_EVICT_DIRECTLY, PHASE_SUCCEEDED, TERMINAL_PHASES
 
 POD, RESERVATION, JOB = "Pod", "Reservation", "PodMigrationJob"
@@ -198,28 +200,20 @@ async def room_checks(nats_url: str, subject_prefix: str) -> list[RoomCheck]:
     out: list[RoomCheck] = []
     nc = await nats.connect(nats_url)
     try:
-        sub = await nc.jetstream().subscribe(
-            f"{subject_prefix}.audit.>",
-            ordered_consumer=True,
-            config=nats.js.api.ConsumerConfig(deliver_policy=nats.js.api.DeliverPolicy.ALL),
-        )
-        with contextlib.suppress(TimeoutError, nats.errors.TimeoutError):
-            while True:
-                msg = await sub.next_msg(timeout=2)
-                record = msgspec.json.decode(msg.data)
-                details = record.get("details") or {}
-                if record.get("action") == "room-checked" and str(details.get("resourceVersion")).isdigit():
-                    out.append(
-                        RoomCheck(
-                            job=record.get("job") or "",
-                            reservation=details.get("reservation") or "",
-                            resource_version=int(details["resourceVersion"]),
-                            node=details.get("node") or "",
-                        )
+        async for data in audit_records(nc, bus.Subjects(subject_prefix), None, follow=False):
+            record = msgspec.json.decode(data)
+            details = record.get("details") or {}
+            if record.get("action") == "room-checked" and str(details.get("resourceVersion")).isdigit():
+                out.append(
+                    RoomCheck(
+                        job=record.get("job") or "",
+                        reservation=details.get("reservation") or "",
+                        resource_version=int(details["resourceVersion"]),
+                        node=details.get("node") or "",
                     )
-                if msg.metadata.num_pending == 0:
-                    break
-        await sub.unsubscribe()
+                )
+    except CliError:
+        return []  # no audit stream: nothing was ever checked
     finally:
         await nc.close()
     return out
