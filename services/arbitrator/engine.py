@@ -54,9 +54,10 @@ PASS_SECONDS = Histogram(
     buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1),
 )
 
-# A job whose pod (or workload) the facts do not know yet waits this long before failing MissingPod: the
-# PMJ's event can arrive before its pod's.
-MISSING_GRACE = 5.0
+# A job whose pod (or workload) the facts do not know yet is looked at again after this long (sooner when
+# the fact arrives). Facts lag (a watcher restarting, Redis restored): an absent fact never fails a job; the
+# tracker, which reads the pod itself, fails it MissingPod when the pod is gone.
+FACTS_WAIT = 1.0
 
 # Outcomes taken off the queue are published by the replica that took them; another replica re-publishes
 # them only when they are older than this (the first one probably died).
@@ -426,10 +427,10 @@ class Engine:
             if item is None:
                 out.append(Prepared(Candidate(uid, "", (), (), drop=True), uid, entered))
             else:
-                out.append(Prepared(self._prepare(uid, item, now - entered), item.facts.name or uid, entered))
+                out.append(Prepared(self._prepare(uid, item), item.facts.name or uid, entered))
         return out
 
-    def _prepare(self, uid: str, item: Loaded, waited: float) -> Candidate:
+    def _prepare(self, uid: str, item: Loaded) -> Candidate:
         facts, pod, workload = item.facts, item.pod, item.workload
         missing = None
         if pod is None:
@@ -441,13 +442,12 @@ class Engine:
         ):
             missing = f"workload {pod.workload.kind}/{pod.workload.namespace}/{pod.workload.name}"
         if missing is not None:
-            if pod is None and waited > MISSING_GRACE:
-                rejection = filters.evaluate(facts, None, None, self.args)  # MissingPod: never passes
-                assert rejection is not None
-                return _rejected(uid, "", rejection)
-            again = max(0.05, MISSING_GRACE - waited) if pod is None else 1.0
             return Candidate(
-                uid, pod.uid if pod else "", (), (), wait=(again, "WaitingForFacts", f"waiting for {missing}")
+                uid,
+                pod.uid if pod else "",
+                (),
+                (),
+                wait=(FACTS_WAIT, "WaitingForFacts", f"waiting for {missing}"),
             )
         assert pod is not None
         rejection = filters.evaluate(facts, pod, workload, self.args, self._threshold())

@@ -159,6 +159,11 @@ class _Progress:
             elif self.old.message:
                 why += f" (last: {self.old.message})"
             return self.end(PHASE_FAILED, REASON_TIMEOUT, why)
+        started = self._condition(COND_EVICTION) is not None
+        if o.pod is None and not started:  # before admission too: the arbitrator's facts may lag
+            ref = job.spec.pod_ref
+            where = f"{ref.namespace}/{ref.name}" if ref else "the pod"
+            return self.end(PHASE_FAILED, REASON_MISSING_POD, f"{where} no longer exists")
         if not o.admitted:
             if job.spec.paused:
                 return self.stay(PHASE_PENDING, "", "paused: the job waits until spec.paused is false")
@@ -167,11 +172,6 @@ class _Progress:
             return self.end(
                 PHASE_SUCCEEDED, "", "dry run: admitted; no Reservation created and no pod evicted"
             )
-        started = self._condition(COND_EVICTION) is not None
-        if o.pod is None and not started:
-            ref = job.spec.pod_ref
-            where = f"{ref.namespace}/{ref.name}" if ref else "the pod"
-            return self.end(PHASE_FAILED, REASON_MISSING_POD, f"{where} no longer exists")
         if (job.spec.mode or o.default_mode) == MODE_EVICT_DIRECTLY:
             return self.evict_directly(started)
         return self.reservation_first(started)

@@ -12,7 +12,7 @@ from services.arbitrator.rules import filters, limits, order
 from services.arbitrator.rules.facts import JobFacts, PdbFacts, WorkloadFacts
 from shared.api.messages import PodInfo, WorkloadRef
 from shared.api.meta import LabelSelector, LabelSelectorRequirement, ObjectReference
-from shared.config import EVICTION_GATES, MigrationControllerArgs, config_from_dict
+from shared.config import MigrationControllerArgs, config_from_dict
 
 JOB = JobFacts(name="j1", uid="job-1", pod_namespace="default", pod_name="web-0", created_at=100.0)
 RS = ObjectReference(api_version="apps/v1", kind="ReplicaSet", name="web-5d", uid="rs-1", namespace="default")
@@ -114,11 +114,6 @@ def test_options_that_allow(changes: dict[str, Any], config: dict[str, Any], pas
 def test_evict_directly_ignores_the_scheduler_name() -> None:
     job = replace(JOB, mode="EvictDirectly")
     assert filters.evaluate(job, pod(scheduler_name="default-scheduler"), WORKLOAD, args()) is None
-
-
-def test_missing_pod_never_passes_even_with_every_gate_skipped() -> None:
-    rejection = filters.evaluate(JOB, None, WORKLOAD, args(skipEvictionGates=sorted(EVICTION_GATES)))
-    assert rejection is not None and rejection.reason == "MissingPod" and "default/web-0" in rejection.message
 
 
 def test_label_selector_expressions() -> None:

@@ -94,6 +94,7 @@ NEW = PodView("default", "web-9", "new-uid", "node-2", terminating=False, ready=
         (seen(job=job(ttl="5s")), "Failed", "Timeout", (RELEASE,)),
         (seen(job=job(ttl="5s"), reservation=reservation()), "Failed", "Timeout", (CLEANUP, RELEASE)),
         (seen(pod=None), "Failed", "MissingPod", (RELEASE,)),
+        (seen(pod=None, admitted=False), "Failed", "MissingPod", (RELEASE,)),  # the tracker reads the pod
         (seen(), "Running", None, (RESERVE,)),
         (seen(reserve_failed="quota"), "Failed", "FailedCreateReservation", (RELEASE,)),
         (seen(reservation=reservation("Pending", None)), "Running", None, ()),

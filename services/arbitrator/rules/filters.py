@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from services.arbitrator.rules.facts import JobFacts, PodInfo, WorkloadFacts
 from shared.api import annotations as known
-from shared.api.pmj import REASON_FORBIDDEN_MIGRATE_POD, REASON_MISSING_POD
+from shared.api.pmj import REASON_FORBIDDEN_MIGRATE_POD
 from shared.config import MigrationControllerArgs
 from shared.intstr import max_migrating, max_unavailable
 from shared.selectors import matches_label_selector
@@ -39,7 +39,7 @@ def _forbid(rule: str, message: str) -> Rejection:
 
 def evaluate(
     job: JobFacts,
-    pod: PodInfo | None,
+    pod: PodInfo,
     workload: WorkloadFacts | None,
     args: MigrationControllerArgs,
     priority_threshold: int | None = None,
@@ -48,12 +48,6 @@ def evaluate(
 
     `priority_threshold` is `priorityThreshold` resolved to a number (by value, or its PriorityClass's).
     """
-    if pod is None:
-        return Rejection(
-            "MissingPod",
-            REASON_MISSING_POD,
-            f"MissingPod: pod {job.pod_namespace}/{job.pod_name} does not exist",
-        )
     skip = set(args.skip_eviction_gates)
     for gate, check in _GATES:
         if gate in skip:
