@@ -309,7 +309,7 @@ class Tracker:
             if action in (machine.RESERVE, machine.EVICT):
                 await self._command(job, cast(CommandStep, action), pod_uid, step.attempt)
             elif action == machine.CLEANUP:
-                await self._cleanup(job, workload)
+                await self._cleanup(job, workload, observed.reservation)
             elif action == machine.RELEASE:
                 if machine.CLEANUP not in step.actions and await self._was_in_flight(name):
                     await self._cleanup(job, None)  # its Reservation is gone, yet it must leave the set
@@ -490,14 +490,23 @@ class Tracker:
     # Effects
 
     async def _command(
-        self, job: PodMigrationJob, step: CommandStep, pod_uid: str | None, attempt: int = 1, **more: Any
+        self,
+        job: PodMigrationJob,
+        step: CommandStep,
+        pod_uid: str | None,
+        attempt: int = 1,
+        seen: str = "",
+        **more: Any,
     ) -> None:
+        """`seen`: the state the command answers; a command for a changed state is not a duplicate."""
         ref = JobRef(name=job.metadata.name or "", uid=job.metadata.uid or "")
         now = datetime.now(UTC)
         command = Command(job=ref, step=step, pod_uid=pod_uid, attempt=attempt, issued_at=now, **more)
         msg_id = f"{ref.uid}/{step}/{pod_uid or ''}/{attempt}"
         if more:  # a cleanup that keeps or sweeps differs from one that did not
             msg_id += "/" + ",".join(f"{k}={v}" for k, v in sorted(more.items()))
+        if seen:
+            msg_id += f"/{seen}"
         await self.publisher.publish(self.subjects.job(step, ref.name), codec.encode(command), msg_id)
         await self.publisher.flush()
 
@@ -511,24 +520,28 @@ class Tracker:
     async def _was_in_flight(self, name: str) -> bool:
         return bool(await self.client.hexists(f"{self.key}:workload-uid-of", name))
 
-    async def _cleanup(self, job: PodMigrationJob, workload: str | None) -> None:
+    async def _cleanup(
+        self, job: PodMigrationJob, workload: str | None, room: ReservationView | None = None
+    ) -> None:
         """Ask the executor to delete the job's Reservations. A replacement of the workload may take any
         job's room, so room a job did not use is kept while a sibling is in flight; the last job of the
-        workload to end takes the kept room with it (room.lua)."""
+        workload to end takes the kept room with it (room.lua). Kept room that a replacement takes later
+        is asked for again (the command names the room's state, so it is not a duplicate of the first)."""
         name = job.metadata.name or ""
+        seen = f"{room.name}:{room.phase}:{len(room.bound)}" if room is not None else ""
         workload = workload or as_text(await self.client.hget(f"{self.key}:workload-uid-of", name) or b"")
         if not workload:
-            await self._command(job, "cleanup", None)
+            await self._command(job, "cleanup", None, seen=seen)
             return
         keys = [f"{self.key}:in-flight:{workload}", f"{self.key}:room-kept:{workload}"]
         answer = await self._room_ends(keys=keys, args=[name])
         code, kept = int(answer[0]), [as_text(v) for v in answer[1:]]
         if code == 0:
-            await self._command(job, "cleanup", None, keep_untaken=True)
+            await self._command(job, "cleanup", None, seen=seen, keep_untaken=True)
         elif code == 1 and kept:
-            await self._command(job, "cleanup", None, also=sorted(kept))
+            await self._command(job, "cleanup", None, seen=seen, also=sorted(kept))
         else:
-            await self._command(job, "cleanup", None)
+            await self._command(job, "cleanup", None, seen=seen)
 
     async def _release(self, job: PodMigrationJob, phase: str) -> None:
         uid = job.metadata.uid or ""
