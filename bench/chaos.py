@@ -346,7 +346,9 @@ async def _node_not_ready(run: Run, stop: asyncio.Event) -> None:
     for pod in on_node:  # its workloads lose replicas through no doing of Podherd's
         owner = (pod["metadata"].get("labels") or {}).get("app")
         if owner:
-            run.excuse(f"{pod['metadata']['namespace']}/{owner}", 6.0 + EXCUSE_TAIL, f"{node} NotReady")
+            run.excuse(
+                f"{pod['metadata']['namespace']}/{owner}", 6.0 + EXCUSE_TAIL, "on a node made NotReady"
+            )
     await _set_ready(run.kube, node, False)
     await _wait(stop, 4.0)
     await _set_ready(run.kube, node, True)
@@ -479,12 +481,16 @@ async def last_deferrals(run: Run, names: list[str]) -> dict[str, str]:
     return out
 
 
-async def explain_timeouts(run: Run, jobs: dict[str, dict[str, Any]], default_mode: str) -> dict[str, str]:
+async def explain_timeouts(
+    run: Run, jobs: dict[str, dict[str, Any]], default_mode: str, default_ttl: str
+) -> dict[str, str]:
     """Each job that timed out, and the cause its status (or the arbitrator's audit) gives."""
     ended = {s.job: jobs[s.job] for s in run.submitted if s.job in jobs and timed_out(jobs[s.job])}
-    never_admitted = [name for name, job in ended.items() if not (job.get("status") or {}).get("conditions")]
-    deferrals = await last_deferrals(run, never_admitted) if never_admitted else {}
-    causes = {name: why_timed_out(job, deferrals.get(name), default_mode) for name, job in ended.items()}
+    deferrals = await last_deferrals(run, list(ended))
+    causes = {
+        name: why_timed_out(job, deferrals.get(name), default_mode, default_ttl)
+        for name, job in ended.items()
+    }
     for s in run.submitted:  # what the harness did to the job's workload, beside what its status says
         if s.job in causes and (befell := run.disturbed.get(f"{s.namespace}/{s.app}")):
             causes[s.job] += f" (its workload was {', '.join(sorted(befell))})"
@@ -580,7 +586,12 @@ async def fault_run(opts: ChaosOptions, nats_srv: Server, redis_srv: Server, wor
         }
         pending = sorted(findings.pending_replacements & replacements)
         evicted_twice = sorted(uid for uid, n in evictions.items() if n > 1)
-        causes = await explain_timeouts(run, jobs, config.migration_controller.default_job_mode)
+        causes = await explain_timeouts(
+            run,
+            jobs,
+            config.migration_controller.default_job_mode,
+            config.migration_controller.default_job_ttl,
+        )
         invariants = {
             "jobs_not_terminal": len(not_terminal),
             "intents_lost": len(lost),
@@ -650,7 +661,7 @@ async def stranding(opts: ChaosOptions, nats_srv: Server, redis_srv: Server, wor
                 findings = await watching
                 await client.aclose()
             stranded = sorted(p for p in findings.pending_replacements if p.startswith("default/app-"))
-            causes = await explain_timeouts(run, jobs, mode)
+            causes = await explain_timeouts(run, jobs, mode, config.migration_controller.default_job_ttl)
             out[mode] = {
                 "jobs": len(run.submitted),
                 "by_reason": dict(Counter(outcome(jobs.get(s.job, {})) for s in run.submitted)),

@@ -5,7 +5,8 @@ defect of the status, not of the cluster."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from datetime import datetime
 from typing import Any
 
 from shared.api.pmj import (
@@ -19,6 +20,7 @@ from shared.api.pmj import (
     REASON_TIMEOUT,
     STATUS_TRUE,
 )
+from shared.durations import parse_duration
 
 UNKNOWN = "unknown"
 
@@ -45,14 +47,18 @@ def timed_out(job: Mapping[str, Any]) -> bool:
     return bool(status.get("phase") == "Failed" and status.get("reason") == REASON_TIMEOUT)
 
 
-def why_timed_out(job: Mapping[str, Any], last_deferral: str | None, default_mode: str) -> str:
-    """The cause of a Timeout, as `<condition>: <what did not happen>`."""
+def why_timed_out(
+    job: Mapping[str, Any], last_deferral: str | None, default_mode: str, default_ttl: str = "5m"
+) -> str:
+    """The cause of a Timeout, as `<condition>: <what did not happen>`: where the job spent most of its
+    ttl, waiting for admission (its first condition came late) or at the first step that never came true."""
     status = job.get("status") or {}
     conditions = {c.get("type"): c for c in status.get("conditions") or []}
+    admission = f"Admission: deferred ({last_deferral})" if last_deferral else UNKNOWN
     if not conditions:
-        if last_deferral:
-            return f"Admission: deferred ({last_deferral})"
-        return UNKNOWN  # never admitted, and the arbitrator never said why
+        return admission  # never admitted: the arbitrator's last word says why (unknown if it said none)
+    if last_deferral and _mostly_pending(job, conditions.values(), default_ttl):
+        return admission
     mode = (job.get("spec") or {}).get("mode") or default_mode
     flow = (COND_EVICTION,) if mode == MODE_EVICT_DIRECTLY else RESERVATION_FIRST_FLOW
     for kind in flow:
@@ -67,6 +73,25 @@ def why_timed_out(job: Mapping[str, Any], last_deferral: str | None, default_mod
     if "terminating" in (status.get("message") or ""):
         return "Eviction: the old pod was stuck terminating"
     return UNKNOWN
+
+
+def _mostly_pending(
+    job: Mapping[str, Any], conditions: Iterable[Mapping[str, Any]], default_ttl: str
+) -> bool:
+    """Admitted after more than half its ttl: the wait for admission, not the step it timed out at."""
+    created = _time((job.get("metadata") or {}).get("creationTimestamp"))
+    started = [t for c in conditions if (t := _time(c.get("lastTransitionTime"))) is not None]
+    if created is None or not started:
+        return False
+    ttl = parse_duration((job.get("spec") or {}).get("ttl") or default_ttl)
+    return (min(started) - created).total_seconds() > ttl / 2
+
+
+def _time(text: Any) -> datetime | None:
+    try:
+        return datetime.fromisoformat(str(text).replace("Z", "+00:00")) if text else None
+    except ValueError:
+        return None
 
 
 def _eviction(condition: Mapping[str, Any] | None) -> str:

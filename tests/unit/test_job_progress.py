@@ -360,3 +360,17 @@ def test_a_job_never_admitted_is_explained_by_the_arbitrators_last_deferral() ->
     rule = "maxMigratingPerNode: node-1 has 2 of 2 migrations in flight"
     assert why_timed_out(ended, rule, "ReservationFirst") == f"Admission: deferred ({rule})"
     assert why_timed_out(ended, None, "ReservationFirst") == "unknown"
+
+
+def test_a_job_admitted_late_is_explained_by_its_wait_for_admission() -> None:
+    rule = "deferred: PodDisruptionBudget 0/0 on PodDisruptionBudget default/web"
+    late = ended_by_ttl(seen(job=job(ttl="15s")))  # its first condition 10 s after its creation
+    assert why_timed_out(late, rule, "ReservationFirst") == f"Admission: deferred ({rule})"
+    assert (
+        why_timed_out(late, None, "ReservationFirst") == "ReservationCreated: the Reservation was not created"
+    )
+    early = ended_by_ttl(seen(job=job(ttl="60s")))
+    assert (
+        why_timed_out(early, rule, "ReservationFirst")
+        == "ReservationCreated: the Reservation was not created"
+    )
