@@ -116,6 +116,7 @@ class Run:
     orphans: set[str] = field(default_factory=set)
     ended_at: dict[str, float] = field(default_factory=dict)
     disturbed: dict[str, set[str]] = field(default_factory=dict)  # namespace/workload: what befell it
+    idle_since: dict[str | None, float] = field(default_factory=dict)  # controller: no job in flight since
 
     def excused(self) -> set[str]:
         now = time.monotonic()
@@ -402,11 +403,15 @@ async def watch_reservations(run: Run, stop: asyncio.Event) -> None:
                 for lab in labels
                 if lab.get(LABEL_JOB) in jobs and phase_of(jobs[lab[LABEL_JOB]]) not in TERMINAL_PHASES
             }
+            for controller in busy:
+                run.idle_since.pop(controller, None)
             for r, lab in zip(items, labels, strict=True):
-                owner = lab.get(LABEL_JOB)
-                if is_untaken_room(r) and lab.get(LABEL_CONTROLLER) in busy:
+                owner, controller = lab.get(LABEL_JOB), lab.get(LABEL_CONTROLLER)
+                if is_untaken_room(r) and controller in busy:
                     continue
-                if owner and now - run.ended_at.get(owner, now) > ORPHAN_GRACE:
+                # Kept room goes when its workload has no job in flight: the grace counts from then.
+                since = max(run.ended_at.get(owner or "", now), run.idle_since.setdefault(controller, now))
+                if owner and now - since > ORPHAN_GRACE:
                     run.orphans.add(r["metadata"]["name"])
         await _wait(stop, 1.0)
 

@@ -52,6 +52,7 @@ from shared.api.messages import (
     PodInfo,
     Report,
 )
+from shared.api.meta import ObjectMeta
 from shared.api.pmj import (
     API_VERSION,
     GROUP,
@@ -64,7 +65,14 @@ from shared.api.pmj import (
     TERMINAL_PHASES,
     PodMigrationJob,
 )
-from shared.api.reservation import LABEL_ATTEMPT, LABEL_CONTROLLER, LABEL_JOB, made_for
+from shared.api.reservation import (
+    LABEL_ATTEMPT,
+    LABEL_CONTROLLER,
+    LABEL_CREATED_BY,
+    LABEL_JOB,
+    is_untaken_room,
+    made_for,
+)
 from shared.config import PodherdConfig
 from shared.consume import Retry, durable, one_by_one, read_or_retry, run_consumer
 from shared.durations import parse_duration
@@ -80,6 +88,8 @@ TRANSITIONS = Counter("podherd_tracker_transitions_total", "Job phase changes", 
 JOBS_BY_PHASE = Gauge("podherd_jobs", "PodMigrationJobs by phase", ["phase"])
 PHASES = ("Pending", "Running", "Succeeded", "Failed", "Aborted")
 RESYNC_SECONDS = 30.0
+# How often a replica looks for room an ended job kept after Redis lost why (see `sweep_room`).
+ROOM_SWEEP_SECONDS = 10.0
 RELEASES = Counter("podherd_ledger_releases_total", "Ledger slots released when jobs ended")
 JOBS = f"/apis/{GROUP}/v1alpha1/{PLURAL}"
 RESERVATIONS = f"/apis/{GROUP}/v1alpha1/reservations"
@@ -207,7 +217,7 @@ class Tracker:
 
     async def deadlines(self, stop: asyncio.Event) -> None:
         """Jobs whose ttl has passed are reconciled (and time out) even if nothing else happens to them."""
-        resynced = time.monotonic()
+        resynced = swept = time.monotonic()
         while not stop.is_set():
             await wait_event(stop, 0.5)
             if time.monotonic() - resynced >= RESYNC_SECONDS:
@@ -216,6 +226,12 @@ class Tracker:
                     await self.resync()
                 except Exception:
                     log.exception("resync failed")
+            if time.monotonic() - swept >= ROOM_SWEEP_SECONDS:
+                swept = time.monotonic()
+                try:
+                    await self.sweep_room()
+                except Exception:
+                    log.exception("room sweep failed")
             try:
                 due = await self.client.zrangebyscore(f"{self.key}:deadlines", "-inf", time.time())
                 for name in due:
@@ -249,6 +265,28 @@ class Tracker:
                 await self._track(msgspec.convert(raw, PodMigrationJob))
                 with contextlib.suppress(Retry):
                     await self.reconcile(name)
+
+    async def sweep_room(self) -> None:
+        """Room an ended job kept for its siblings is deleted by the last of them to end, as Redis records;
+        Redis can lose that record (a flush). From the cluster alone: a Reservation Podherd made for a job
+        that has ended goes, unless it is untaken room of a workload with a job still in flight."""
+        items = await self._list(RESERVATIONS, f"{LABEL_CREATED_BY}=podherd")
+        owners = {(r["metadata"].get("labels") or {}).get(LABEL_JOB) or "" for r in items}
+        open_jobs = set()
+        for owner in owners - {""}:
+            found = await self._get(f"{JOBS}/{owner}")
+            if found is not None and ((found.get("status") or {}).get("phase") or PHASE_PENDING) not in (
+                TERMINAL_PHASES
+            ):
+                open_jobs.add(owner)
+        labels = [r["metadata"].get("labels") or {} for r in items]
+        busy = {lab.get(LABEL_CONTROLLER) for lab in labels if lab.get(LABEL_JOB) in open_jobs}
+        for r, lab in zip(items, labels, strict=True):
+            owner = lab.get(LABEL_JOB) or ""
+            if not owner or owner in open_jobs or (is_untaken_room(r) and lab.get(LABEL_CONTROLLER) in busy):
+                continue
+            gone = PodMigrationJob(metadata=ObjectMeta(name=owner, uid=f"swept-{r['metadata'].get('uid')}"))
+            await self._command(gone, "cleanup", None, seen=f"{r['metadata'].get('resourceVersion')}")
 
     async def forget(self, job: PodMigrationJob) -> None:
         """The PMJ was deleted: whatever it held goes (its Reservation, its ledger slots)."""
