@@ -271,13 +271,15 @@ class Tracker:
         Redis can lose that record (a flush). From the cluster alone: a Reservation Podherd made for a job
         that has ended goes, unless it is untaken room of a workload with a job still in flight."""
         items = await self._list(RESERVATIONS, f"{LABEL_CREATED_BY}=podherd")
-        owners = {(r["metadata"].get("labels") or {}).get(LABEL_JOB) or "" for r in items}
+        owners = sorted({(r["metadata"].get("labels") or {}).get(LABEL_JOB) or "" for r in items} - {""})
+        # The phases the trackers wrote; a job Redis does not know (a flush) is read from the API server.
+        written = await self.client.hmget(f"{self.key}:phases", owners) if owners else []
         open_jobs = set()
-        for owner in owners - {""}:
-            found = await self._get(f"{JOBS}/{owner}")
-            if found is not None and ((found.get("status") or {}).get("phase") or PHASE_PENDING) not in (
-                TERMINAL_PHASES
-            ):
+        for owner, recorded in zip(owners, written, strict=True):
+            phase = as_text(recorded) if recorded is not None else None
+            if phase is None and (found := await self._get(f"{JOBS}/{owner}")) is not None:
+                phase = (found.get("status") or {}).get("phase") or PHASE_PENDING
+            if phase is not None and phase not in TERMINAL_PHASES:  # None: the job is gone
                 open_jobs.add(owner)
         labels = [r["metadata"].get("labels") or {} for r in items]
         busy = {lab.get(LABEL_CONTROLLER) for lab in labels if lab.get(LABEL_JOB) in open_jobs}
