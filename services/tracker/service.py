@@ -216,22 +216,19 @@ class Tracker:
             await self.reconcile(decision.job.name)
 
     async def deadlines(self, stop: asyncio.Event) -> None:
-        """Jobs whose ttl has passed are reconciled (and time out) even if nothing else happens to them."""
-        resynced = swept = time.monotonic()
+        """Jobs whose ttl has passed are reconciled (and time out) even if nothing else happens to them;
+        beside them, the periodic resync and room sweep."""
+        periodic = [(RESYNC_SECONDS, self.resync), (ROOM_SWEEP_SECONDS, self.sweep_room)]
+        last = [time.monotonic()] * len(periodic)
         while not stop.is_set():
             await wait_event(stop, 0.5)
-            if time.monotonic() - resynced >= RESYNC_SECONDS:
-                resynced = time.monotonic()
-                try:
-                    await self.resync()
-                except Exception:
-                    log.exception("resync failed")
-            if time.monotonic() - swept >= ROOM_SWEEP_SECONDS:
-                swept = time.monotonic()
-                try:
-                    await self.sweep_room()
-                except Exception:
-                    log.exception("room sweep failed")
+            for i, (every, task) in enumerate(periodic):
+                if time.monotonic() - last[i] >= every:
+                    last[i] = time.monotonic()
+                    try:
+                        await task()
+                    except Exception:
+                        log.exception("%s failed", task.__name__)
             try:
                 due = await self.client.zrangebyscore(f"{self.key}:deadlines", "-inf", time.time())
                 for name in due:
