@@ -84,6 +84,7 @@ class ChaosOptions:
     seed: int = 7
     workdir: Path | None = None
     stranding_jobs: int = 8
+    stranding_ttl: str = "10s"  # blind evictions stranded, the rest wait for budget until this ttl
     fault_seconds: float = 30.0  # faults last at least this long, however fast the jobs go
 
 
@@ -651,7 +652,7 @@ async def stranding(opts: ChaosOptions, nats_srv: Server, redis_srv: Server, wor
     out: dict[str, Any] = {}
     for mode in ("EvictDirectly", "ReservationFirst"):
         prefix = f"strand{opts.seed}{mode[0].lower()}"
-        with stack(tight_cluster(), nats_srv, redis_srv, prefix, 1, "10s", work) as parts:
+        with stack(tight_cluster(), nats_srv, redis_srv, prefix, 1, opts.stranding_ttl, work) as parts:
             handle, kube, processes, config = parts
             run = Run(opts, handle, kube, processes, prefix, nats_srv, redis_srv, random.Random(opts.seed))
             client = aioredis.from_url(redis_srv.url)

@@ -407,8 +407,13 @@ class Tracker:
             if found is not None:
                 view = pod_view(found)
                 # The pod the job was made for: a new pod by the same name (a StatefulSet's) is not it.
-                await self.client.hsetnx(f"{self.key}:pod-uids", uid, ref.uid or view.uid)
-                expected = as_text(await self.client.hget(f"{self.key}:pod-uids", uid) or b"")
+                # In one transaction: a Redis restart between the write and the read must not read back
+                # nothing and take the job's own pod for another (and its job for Succeeded).
+                pipe = self.client.pipeline(transaction=True)
+                pipe.hsetnx(f"{self.key}:pod-uids", uid, ref.uid or view.uid)
+                pipe.hget(f"{self.key}:pod-uids", uid)
+                _, first_seen = await pipe.execute()
+                expected = as_text(first_seen) if first_seen is not None else ref.uid or view.uid
                 pod = view if view.uid == expected else None
                 if pod is not None and pod.deleted_at is not None and pod.node:
                     node = await self._get(f"/api/v1/nodes/{pod.node}")  # why it may not go: NotReady

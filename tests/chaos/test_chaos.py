@@ -29,6 +29,7 @@ def test_a_small_chaos_run_holds_every_invariant(tmp_path: Path, monkeypatch: py
         ttl="25s",
         workdir=tmp_path,
         stranding_jobs=6,
+        stranding_ttl="5s",
         fault_seconds=15,
     )
     result = asyncio.run(chaos(options))
