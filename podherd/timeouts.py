@@ -6,9 +6,9 @@ defect of the status, not of the cluster."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from datetime import datetime
 from typing import Any
 
+from shared.api.meta import parse_time
 from shared.api.pmj import (
     COND_BOUND_POD_READY,
     COND_EVICTION,
@@ -79,19 +79,12 @@ def _mostly_pending(
     job: Mapping[str, Any], conditions: Iterable[Mapping[str, Any]], default_ttl: str
 ) -> bool:
     """Admitted after more than half its ttl: the wait for admission, not the step it timed out at."""
-    created = _time((job.get("metadata") or {}).get("creationTimestamp"))
-    started = [t for c in conditions if (t := _time(c.get("lastTransitionTime"))) is not None]
+    created = parse_time((job.get("metadata") or {}).get("creationTimestamp"))
+    started = [t for c in conditions if (t := parse_time(c.get("lastTransitionTime"))) is not None]
     if created is None or not started:
         return False
     ttl = parse_duration((job.get("spec") or {}).get("ttl") or default_ttl)
     return (min(started) - created).total_seconds() > ttl / 2
-
-
-def _time(text: Any) -> datetime | None:
-    try:
-        return datetime.fromisoformat(str(text).replace("Z", "+00:00")) if text else None
-    except ValueError:
-        return None
 
 
 def _eviction(condition: Mapping[str, Any] | None) -> str:
