@@ -46,7 +46,7 @@ import redis as sync_redis
 import redis.asyncio as aioredis
 
 from bench.results_io import emit
-from bench.stack import deployment, nodes, stack
+from bench.stack import Parts, deployment, nodes, stack
 from kubesim.sim import SimHandle
 from podherd.client import audit_records
 from podherd.history import room_checks
@@ -648,33 +648,46 @@ async def fault_run(opts: ChaosOptions, nats_srv: Server, redis_srv: Server, wor
 
 
 async def stranding(opts: ChaosOptions, nats_srv: Server, redis_srv: Server, work: Path) -> dict[str, Any]:
-    """The tight cluster, migrated blind (EvictDirectly) and reserving first, from the same start."""
-    out: dict[str, Any] = {}
-    for mode in ("EvictDirectly", "ReservationFirst"):
-        prefix = f"strand{opts.seed}{mode[0].lower()}"
-        with stack(tight_cluster(), nats_srv, redis_srv, prefix, 1, opts.stranding_ttl, work) as parts:
-            handle, kube, processes, config = parts
-            run = Run(opts, handle, kube, processes, prefix, nats_srv, redis_srv, random.Random(opts.seed))
-            client = aioredis.from_url(redis_srv.url)
-            watchdog = Watchdog(kube, client, prefix, config.migration_controller, interval=0.2)
-            stop = asyncio.Event()
-            watching = asyncio.create_task(watchdog.run(stop))
-            try:
-                await submit_all(run, opts.stranding_jobs, mode=mode, selector="app=app")
-                jobs = await until_ended(run, within=60)
-            finally:
-                stop.set()
-                findings = await watching
-                await client.aclose()
-            stranded = sorted(p for p in findings.pending_replacements if p.startswith("default/app-"))
-            causes = await explain_timeouts(run, jobs, mode, config.migration_controller.default_job_ttl)
-            out[mode] = {
-                "jobs": len(run.submitted),
-                "by_reason": dict(Counter(outcome(jobs.get(s.job, {})) for s in run.submitted)),
-                "replacements_stranded_pending": len(stranded),
-                "timeouts_by_cause": dict(Counter(causes.values())),
-            }
-    return out
+    """The tight cluster, migrated blind (EvictDirectly) and reserving first, from the same start: two
+    clusters side by side, each with its own services and prefix."""
+    prefixes = {mode: f"strand{opts.seed}{mode[0].lower()}" for mode in ("EvictDirectly", "ReservationFirst")}
+    with contextlib.ExitStack() as stacks:
+        parts = {
+            mode: stacks.enter_context(
+                stack(tight_cluster(), nats_srv, redis_srv, prefix, 1, opts.stranding_ttl, work)
+            )
+            for mode, prefix in prefixes.items()
+        }
+        results = await asyncio.gather(
+            *(_strand(opts, mode, prefixes[mode], parts[mode], nats_srv, redis_srv) for mode in parts)
+        )
+    return dict(zip(parts, results, strict=True))
+
+
+async def _strand(
+    opts: ChaosOptions, mode: str, prefix: str, parts: Parts, nats_srv: Server, redis_srv: Server
+) -> dict[str, Any]:
+    handle, kube, processes, config = parts
+    run = Run(opts, handle, kube, processes, prefix, nats_srv, redis_srv, random.Random(opts.seed))
+    client = aioredis.from_url(redis_srv.url)
+    watchdog = Watchdog(kube, client, prefix, config.migration_controller, interval=0.2)
+    stop = asyncio.Event()
+    watching = asyncio.create_task(watchdog.run(stop))
+    try:
+        await submit_all(run, opts.stranding_jobs, mode=mode, selector="app=app")
+        jobs = await until_ended(run, within=60)
+    finally:
+        stop.set()
+        findings = await watching
+        await client.aclose()
+    stranded = sorted(p for p in findings.pending_replacements if p.startswith("default/app-"))
+    causes = await explain_timeouts(run, jobs, mode, config.migration_controller.default_job_ttl)
+    return {
+        "jobs": len(run.submitted),
+        "by_reason": dict(Counter(outcome(jobs.get(s.job, {})) for s in run.submitted)),
+        "replacements_stranded_pending": len(stranded),
+        "timeouts_by_cause": dict(Counter(causes.values())),
+    }
 
 
 async def chaos(opts: ChaosOptions) -> dict[str, Any]:

@@ -25,7 +25,7 @@ def test_a_small_chaos_run_holds_every_invariant(tmp_path: Path, monkeypatch: py
         # ttl bounds that wait (a Timeout is an outcome the run explains, not a broken invariant).
         jobs=60,
         replicas=2,
-        rate=6,
+        rate=8,
         ttl="25s",
         workdir=tmp_path,
         stranding_jobs=6,

@@ -38,7 +38,7 @@ from tests.e2e.test_pipeline import until_all_ended
 pytestmark = [pytest.mark.e2e, pytest.mark.integration, pytest.mark.slow]
 
 KUBECTL = shutil.which("kubectl")
-STORM = 100
+STORM = 60
 
 
 # Grants this run cannot exercise: the Delete and SoftEviction policies, and a job naming its Reservation.
