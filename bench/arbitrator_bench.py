@@ -76,6 +76,9 @@ class TimedPublisher:
         return count
 
 
+WORKLOAD = "workload:Deployment/default/big"  # the one workload every job's pod belongs to
+
+
 class Bench:
     def __init__(self, config: PodherdConfig, client: aioredis.Redis, nc: Any) -> None:
         self.config = config
@@ -113,6 +116,7 @@ class Bench:
             pipe = self.client.pipeline(transaction=False)
             for k, node in enumerate(nodes[start : start + 5000], start=first + start):
                 pipe.set(self.facts.key("pod", f"default/p{k}"), self.facts.encoded("1", self.pod(k, node)))
+                pipe.sadd(self.ledger.ready_key(WORKLOAD), f"p-{k}")  # Ready, as the pod events would say
             await pipe.execute()
         return list(range(first, self.next))
 
@@ -150,8 +154,11 @@ async def run_depth(
                 "evictQPS": 10**6,
                 "evictBurst": 10**6,
                 "maxMigratingPerNode": 1,
-                "maxMigratingPerWorkload": 10**6,
-                "maxUnavailablePerWorkload": 10**6,
+                # The workload limits open: every replica may go (skipCheckExpectedReplicas lets a limit
+                # that equals the replica count through).
+                "maxMigratingPerWorkload": "100%",
+                "maxUnavailablePerWorkload": "100%",
+                "skipCheckExpectedReplicas": True,
                 "objectLimiters": {"workload": {"duration": "1s", "maxMigrating": 10**7}},
             },
         }
@@ -163,8 +170,14 @@ async def run_depth(
     await bus.ensure_work_streams(js, subjects, config.nats)
     bench = Bench(config, client, nc)
     await bench.ledger.rebuild([])
+    replicas = pending + burst + offered  # every pod the run adds, all Ready
     workload = WorkloadInfo(
-        uid="w", kind="Deployment", namespace="default", name="big", replicas=10**7, available_replicas=10**7
+        uid="w",
+        kind="Deployment",
+        namespace="default",
+        name="big",
+        replicas=replicas,
+        available_replicas=replicas,
     )
     await bench.facts.put("workload", "Deployment/default/big", "1", workload)
     await bench.ledger.admit(

@@ -17,6 +17,7 @@ workloads:
     priority: 0                 # or priorityClassName
     pdb: {maxUnavailable: 1}    # or {minAvailable: 3}
     placement: [node-1, node-2] # initial node per replica, cycled; default: round-robin over nodes that fit
+    readinessProbe: {tcpSocket: {port: 80}, initialDelaySeconds: 30}  # new replicas Ready only after it
 pods:                           # bare pods; without `node` they start Pending for the scheduler
   - {name: big, namespace: default, requests: {cpu: "4"}}
 ```
@@ -159,6 +160,8 @@ class _Loader:
     def pod_spec(self, item: dict[str, Any]) -> dict[str, Any]:
         requests = item.get("requests") or {}
         container: dict[str, Any] = {"name": "main", "image": item.get("image", "registry.k8s.io/pause:3.9")}
+        if item.get("readinessProbe"):
+            container["readinessProbe"] = copy.deepcopy(item["readinessProbe"])
         if requests or item.get("limits"):
             container["resources"] = {
                 k: v for k, v in (("requests", requests), ("limits", item.get("limits"))) if v

@@ -120,6 +120,8 @@ class Ledger:
         self._release = client.register_script(lua_script("release.lua", "gates.lua"))
         self._evicting = client.register_script(lua_script("evicting.lua", "gates.lua"))
         self._queue = client.register_script(lua_script("queue.lua", "gates.lua"))
+        self._pod_ready = client.register_script(lua_script("pod_ready.lua", "gates.lua", "versions.lua"))
+        self._track_gone = client.register_script(lua_script("track_gone.lua", "gates.lua"))
 
     # ----------------------------------------------------------------------------------------------------
 
@@ -255,6 +257,18 @@ class Ledger:
             )
         )
 
+    def ready_key(self, workload_key: str) -> str:
+        """The set of a workload's Ready pods (by its slot key, `workload:Kind/namespace/name`)."""
+        return f"{self.prefix}:ready:{workload_key}"
+
+    async def pod_ready(
+        self, ident: str, resource_version: str, uid: str, ready: bool, workload_key: str, deleted: bool
+    ) -> bool:
+        """Apply one pod event to its workload's Ready set (`workload_key` is the workload's slot key, "" for
+        a pod of none). False if a newer event of the pod was applied already."""
+        args = [ident, resource_version, uid, "1" if ready and not deleted else "0", workload_key]
+        return bool(await self._pod_ready(keys=[self.prefix], args=[*args, "1" if deleted else "0"]))
+
     # ----------------------------------------------------------------------------------------------------
     # Completeness: the marker, and rebuilding from the jobs that are running
 
@@ -270,7 +284,8 @@ class Ledger:
         """Restore the slots and claims of `running` jobs (from their PMJs), then mark the ledger complete."""
         pipe = self.client.pipeline(transaction=True)
         count = 0
-        for job in running:
+        jobs = list(running)
+        for job in jobs:
             for key in job.slot_keys:
                 pipe.sadd(f"{self.prefix}:slots:{key}", job.job_uid)
             pipe.hset(f"{self.prefix}:claims", job.pod_uid, job.job_uid)
@@ -280,10 +295,16 @@ class Ledger:
             )
             pipe.zadd(f"{self.prefix}:expiry", {job.job_uid: 0}, nx=True)
             count += 1
+        await pipe.execute()
+        # Which of them stand for a replica that is not Ready (the Ready sets were refilled before this).
+        held = [
+            [j.job_uid, j.pod_uid, key] for j in jobs for key in j.slot_keys if key.startswith("workload:")
+        ]
+        if held:
+            await self._track_gone(keys=[self.prefix], args=[json.dumps(held)])
         # A new generation: decisions made again after Redis lost the ledger are new messages, not
         # duplicates JetStream would drop (the same job admitted again must reach the tracker again).
-        pipe.set(f"{self.prefix}:marker", uuid.uuid4().hex[:12])
-        await pipe.execute()
+        await self.client.set(f"{self.prefix}:marker", uuid.uuid4().hex[:12])
         # Rebuilt jobs expire a full TTL from now, by the ledger's clock.
         seconds, micros = await self.client.time()
         now = seconds + micros / 1e6
@@ -327,6 +348,11 @@ def _plan(c: Candidate) -> dict[str, Any]:
     if c.wait is not None:
         return {"wait": c.wait}
     return {
-        "slots": [(s.rule, s.key, s.limit, s.what) for s in c.slots],
+        "slots": [
+            (s.rule, s.key, s.limit, s.what)
+            if s.replicas is None
+            else (s.rule, s.key, s.limit, s.what, s.replicas)
+            for s in c.slots
+        ],
         "buckets": [(b.rule, b.key, b.rate, b.burst, b.what) for b in c.buckets],
     }

@@ -1,4 +1,5 @@
-"""The kubelet: bound pods start (Running), then become Ready; deleted pods stop after their grace period.
+"""The kubelet: bound pods start (Running), then become Ready (not before a readiness probe's
+`initialDelaySeconds`); deleted pods stop after their grace period.
 
 Pods on a NotReady node lose readiness and, as with a real unreachable kubelet, a pod deleted there stays
 Terminating until the node is Ready again.
@@ -12,7 +13,7 @@ import time
 from kubesim.controllers.base import Controller
 from kubesim.controllers.scheduler import node_ready, record_event
 from kubesim.options import SimOptions
-from kubesim.store import Event, Obj, Store, now_iso
+from kubesim.store import Event, Obj, Store, now_iso, parse_iso
 
 
 class Kubelet(Controller[tuple[str, str]]):
@@ -81,7 +82,7 @@ class Kubelet(Controller[tuple[str, str]]):
                 self._start(pod)
             return
         if not _ready(status):
-            due = self.due.setdefault(key, now + self.options.ready_delay)
+            due = self.due.setdefault(key, now + max(self.options.ready_delay, _probe_wait(pod)))
             if now >= due:
                 self.due.pop(key, None)
                 self._write(pod, ready=True)
@@ -124,6 +125,20 @@ class Kubelet(Controller[tuple[str, str]]):
             container["ready"] = ready
         _conditions(status, ready=ready)
         self.store.put(self.pods, new, "MODIFIED", old=pod)
+
+
+def _probe_wait(pod: Obj) -> float:
+    """Seconds until the readiness probes may first pass: a kubelet's prober reports a container with a
+    readinessProbe not ready until `initialDelaySeconds` after it started."""
+    delay = max(
+        (
+            float((c.get("readinessProbe") or {}).get("initialDelaySeconds") or 0)
+            for c in pod["spec"]["containers"]
+        ),
+        default=0.0,
+    )
+    started = (pod.get("status") or {}).get("startTime")
+    return delay - (time.time() - parse_iso(started)) if delay and started else delay
 
 
 def _ready(status: Obj) -> bool:

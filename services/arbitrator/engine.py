@@ -22,7 +22,7 @@ from prometheus_client import Counter, Gauge, Histogram
 
 from services.arbitrator.facts import FactStore
 from services.arbitrator.rules import filters, limits, order
-from services.arbitrator.rules.facts import JobFacts, PdbFacts, PodInfo, WorkloadFacts
+from services.arbitrator.rules.facts import JobFacts, PdbFacts, PodInfo, WorkloadFacts, workload_key
 from shared.api import annotations as known
 from shared.api import codec
 from shared.api.messages import AuditRecord, Decision, JobRef, PdbInfo, WorkloadInfo
@@ -211,10 +211,7 @@ class Engine:
         raw_pods, raw_failures = await pipe.execute()
         pods = self.facts.decode_many(raw_pods, PodInfo)
         failures = [int(r or 0) for r in raw_failures]
-        workload_keys = [
-            f"{p.workload.kind}/{p.workload.namespace}/{p.workload.name}" if p and p.workload else "-"
-            for p in pods
-        ]
+        workload_keys = [workload_key(p.workload) if p and p.workload else "-" for p in pods]
         namespaces = sorted({p.namespace for p in pods if p is not None})
         pipe = self.redis.pipeline(transaction=False)
         pipe.mget([self.facts.key("workload", k) for k in workload_keys])
@@ -259,7 +256,6 @@ class Engine:
                 workload = WorkloadFacts(
                     key=f"{info.kind}/{info.namespace}/{info.name}",
                     replicas=info.replicas,
-                    available=info.available_replicas,
                     past_migrations=int(past or 0),
                 )
             budgets = []
@@ -293,7 +289,7 @@ class Engine:
         if pod.node_name:
             keys.append(f"node:{pod.node_name}")
         if pod.workload is not None:
-            keys.append(f"workload:{pod.workload.kind}/{pod.workload.namespace}/{pod.workload.name}")
+            keys.append(f"workload:{workload_key(pod.workload)}")
         await self.ledger.set_evicting(pod.uid, in_progress, keys)
 
     # ----------------------------------------------------------------------------------------------------
@@ -440,7 +436,7 @@ class Engine:
             and workload is None
             and pod.workload.kind in ("Deployment", "StatefulSet", "ReplicaSet")
         ):
-            missing = f"workload {pod.workload.kind}/{pod.workload.namespace}/{pod.workload.name}"
+            missing = f"workload {workload_key(pod.workload)}"
         if missing is not None:
             return Candidate(
                 uid,

@@ -24,6 +24,7 @@ from prometheus_client import Gauge
 
 from services.arbitrator.engine import Engine
 from services.arbitrator.facts import FactStore
+from services.arbitrator.rules.facts import available, workload_key
 from shared import bus
 from shared.api import codec
 from shared.api.messages import EventHead, ObjectEvent, PdbInfo, PodInfo, WorkloadInfo
@@ -120,6 +121,11 @@ class Arbitrator:
             pod = codec.decode(msg.data, ObjectEvent[PodInfo]).object
             if await self.facts.put("pod", ident, head.resource_version, None if deleted else pod):
                 await self.engine.on_pod(pod, pod.uid if deleted else None)
+            if pod.workload is not None:  # maxUnavailablePerWorkload counts the workload's Ready pods
+                slot = f"workload:{workload_key(pod.workload)}"
+                await self.ledger.pod_ready(
+                    ident, head.resource_version, pod.uid, available(pod), slot, deleted
+                )
         elif head.kind == "PodDisruptionBudget":
             pdb = codec.decode(msg.data, ObjectEvent[PdbInfo]).object
             if await self.facts.put("pdb", ident, head.resource_version, None if deleted else pdb):

@@ -11,7 +11,8 @@
 --          decided ones for good (recorded in <p>:announce until their decision is published), deferred
 --          ones parked on the gate that stopped them. "0": no queue.
 -- ARGV[4]  the jobs, in order, as one JSON array of [job uid, pod uid, plan]
---          plan: {"slots": [[rule, key, limit, what], ...], "buckets": [[rule, key, rate, burst, what], ...]}
+--          plan: {"slots": [[rule, key, limit, what(, replicas)], ...], "buckets": [[rule, key, rate, burst, what], ...]}
+--          (a slot with `replicas` is maxUnavailablePerWorkload's: counted by unavailable_used, see gates.lua)
 --          or {"reject": [rule, reason, message]} (a filter forbids it), {"drop": 1} (its job is gone),
 --          {"wait": [seconds, rule, message]} (its facts are not known yet: look again after `seconds`)
 --
@@ -47,13 +48,35 @@ for _, gone in ipairs(expired) do
   local record = redis.call('HGET', p .. ':job:' .. gone, 'slots')
   if record then
     local keys = cjson.decode(record)
-    for _, key in ipairs(keys) do redis.call('SREM', p .. ':slots:' .. key, gone) end
+    leave(p, gone, keys)
     local claimed = redis.call('HGET', p .. ':job:' .. gone, 'pod')
     if claimed and redis.call('HGET', p .. ':claims', claimed) == gone then redis.call('HDEL', p .. ':claims', claimed) end
     freed(p, keys, now)
   end
   redis.call('DEL', p .. ':job:' .. gone)
   redis.call('ZREM', p .. ':expiry', gone)
+end
+
+-- What a job waiting on slot `key` is woken by: the plan's limits on that key (the smallest count limit, and
+-- maxUnavailablePerWorkload's with its replica count).
+local function remember(slots, key)
+  local plain, unavailable = nil, nil
+  for _, slot in ipairs(slots) do
+    if slot[2] == key then
+      local limit = tonumber(slot[3])
+      if slot[5] then
+        unavailable = string.format('%d %d', limit, tonumber(slot[5]))
+      elseif plain == nil or limit < plain then
+        plain = limit
+      end
+    end
+  end
+  redis.call('HSET', p .. ':limit', key, plain or 2147483647)
+  if unavailable then
+    redis.call('HSET', p .. ':unavailable', key, unavailable)
+  else
+    redis.call('HDEL', p .. ':unavailable', key)
+  end
 end
 
 -- outcome, rule, message[, gate, due]
@@ -76,9 +99,17 @@ local function decide(job, pod, plan)
     local rule, key, limit, what = slot[1], slot[2], tonumber(slot[3]), slot[4]
     local members = p .. ':slots:' .. key
     if redis.call('SISMEMBER', members, job) == 0 then
-      local used = redis.call('SCARD', members) + redis.call('SCARD', p .. ':evicting:' .. key)
-      if used + 1 > limit then
-        redis.call('HSET', p .. ':limit', key, limit)
+      local used, other, grows = 0, 0, 1
+      if slot[5] then
+        used, other = unavailable_used(p, key, tonumber(slot[5]))
+        what = string.format('%s (%d more unavailable)', what, other)
+        -- A pod already missing from the Ready set is among the `other` replicas: moving it adds nothing.
+        if other > 0 and redis.call('SISMEMBER', p .. ':ready:' .. key, pod) == 0 then grows = 0 end
+      else
+        used = redis.call('SCARD', members) + redis.call('SCARD', p .. ':evicting:' .. key)
+      end
+      if used + grows > limit then
+        remember(plan.slots, key)
         return 'deferred', rule, string.format('deferred: %s %d/%d on %s', rule, used, math.max(limit, 0), what),
           'slot:' .. key
       end
@@ -100,16 +131,17 @@ local function decide(job, pod, plan)
     fills[i] = available - 1
   end
   -- Everything holds: take it all.
-  local keys, limits = {}, {}
+  local keys, seen = {}, {}
   for _, slot in ipairs(plan.slots) do
-    redis.call('SADD', p .. ':slots:' .. slot[2], job)
-    table.insert(keys, slot[2])
-    local limit = tonumber(slot[3])
-    if limits[slot[2]] == nil or limit < limits[slot[2]] then limits[slot[2]] = limit end
-  end
-  -- Keep the limits that waiters are woken by current (the facts behind them may have changed).
-  for key, limit in pairs(limits) do
-    if redis.call('EXISTS', p .. ':wait:slot:' .. key) == 1 then redis.call('HSET', p .. ':limit', key, limit) end
+    local key = slot[2]
+    redis.call('SADD', p .. ':slots:' .. key, job)
+    if string.sub(key, 1, 9) == 'workload:' then track_gone(p, key, pod, job) end
+    if not seen[key] then
+      seen[key] = true
+      table.insert(keys, key)
+      -- Keep the limits that waiters are woken by current (the facts behind them may have changed).
+      if redis.call('EXISTS', p .. ':wait:slot:' .. key) == 1 then remember(plan.slots, key) end
+    end
   end
   for i, bucket in ipairs(plan.buckets) do
     redis.call('HSET', p .. ':bucket:' .. bucket[2], 'tokens', fills[i], 'ts', now)

@@ -14,6 +14,7 @@
 --
 -- <p>:queued   job -> member (every pending job)     <p>:parked  job -> gate (parked jobs only)
 -- <p>:gates    gates with waiters                    <p>:limit   slot key -> its last known limit
+-- <p>:unavailable workload slot key -> "<maxUnavailable> <replicas>", last known
 -- <p>:bucketcfg bucket key -> "rate burst"           <p>:wokefrom job -> the gate that woke it
 -- <p>:timers   "job:<uid>" | "gate:<gate>" -> when
 
@@ -34,13 +35,49 @@ local function tokens_at(p, key, now)
   return math.min(burst, tokens + math.max(0, now - ts) * rate), rate
 end
 
+-- A workload's unavailability as maxUnavailablePerWorkload counts it: each job in flight once, whether its
+-- old pod is still Ready (it may yet go) or not (then it stands for the replica missing until its replacement
+-- is Ready); pods evicted in the background; and the replicas missing or not Ready beyond those jobs, out of
+-- `replicas`. <p>:ready:<key> holds the workload's Ready pods (pod_ready.lua keeps it from the pod events),
+-- <p>:gone:<key> the jobs in flight whose old pod is not among them (track_gone). Returns the count, and its
+-- part not due to migrations. O(1): no set is walked.
+local function unavailable_used(p, key, replicas)
+  local jobs = redis.call('SCARD', p .. ':slots:' .. key)
+  local ready, gone = redis.call('SCARD', p .. ':ready:' .. key), redis.call('SCARD', p .. ':gone:' .. key)
+  local other = math.max(0, replicas - ready - gone)
+  return jobs + redis.call('SCARD', p .. ':evicting:' .. key) + other, other
+end
+
+-- Whether `job`, holding workload slot `key`, stands for a replica that is not Ready: its pod left the set.
+local function track_gone(p, key, pod, job)
+  if redis.call('SISMEMBER', p .. ':ready:' .. key, pod) == 1 then
+    redis.call('SREM', p .. ':gone:' .. key, job)
+  else
+    redis.call('SADD', p .. ':gone:' .. key, job)
+  end
+end
+
+-- `job` let go of its slots `keys` (released, or expired).
+local function leave(p, job, keys)
+  for _, key in ipairs(keys) do
+    redis.call('SREM', p .. ':slots:' .. key, job)
+    redis.call('SREM', p .. ':gone:' .. key, job)
+  end
+end
+
 -- Room at `gate` now: true, or false and (for buckets) when the next token is due.
 local function room(p, gate, now)
   local kind, key = string.match(gate, '^(%a+):(.*)$')
   if kind == 'slot' then
     local limit = tonumber(redis.call('HGET', p .. ':limit', key) or '0')
     local used = redis.call('SCARD', p .. ':slots:' .. key) + redis.call('SCARD', p .. ':evicting:' .. key)
-    return used < limit, nil
+    if used >= limit then return false, nil end
+    local unavailable = redis.call('HGET', p .. ':unavailable', key)
+    if unavailable then
+      local most, replicas = string.match(unavailable, '^(%S+) (%S+)$')
+      return unavailable_used(p, key, tonumber(replicas)) < tonumber(most), nil
+    end
+    return true, nil
   elseif kind == 'bucket' then
     local available, rate = tokens_at(p, key, now)
     if available == nil or available >= 1 then return true, nil end

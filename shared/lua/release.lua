@@ -5,7 +5,7 @@ local p, job = KEYS[1], ARGV[1]
 local record = redis.call('HGET', p .. ':job:' .. job, 'slots')
 if not record then return 0 end
 local keys = cjson.decode(record)
-for _, key in ipairs(keys) do redis.call('SREM', p .. ':slots:' .. key, job) end
+leave(p, job, keys)
 local pod = redis.call('HGET', p .. ':job:' .. job, 'pod')
 if pod and redis.call('HGET', p .. ':claims', pod) == job then redis.call('HDEL', p .. ':claims', pod) end
 redis.call('DEL', p .. ':job:' .. job)

@@ -15,6 +15,7 @@ import redis.asyncio as aioredis
 from prometheus_client import REGISTRY
 
 from kubesim.sim import SimHandle
+from podherd.client import audit_records
 from shared import bus
 from shared.ledger import Ledger
 from shared.servers import Server
@@ -135,6 +136,60 @@ async def test_reservation_first_moves_the_pod_into_the_reserved_room(
     events = kube.core.list_namespaced_event("default", field_selector="involvedObject.name=move-1").items
     reasons = {e.reason for e in events}
     assert {"Running", "ReservationCreated", "EvictComplete", "Succeeded"} <= reasons, reasons
+
+
+def waiting_for_replacement(job: dict[str, Any]) -> bool:
+    """Evicted, its replacement bound to the room but not Ready yet."""
+    return conditions(job).get("BoundPodReady") == ("False", "WaitForBoundPodReady")
+
+
+async def test_a_job_in_flight_counts_once_against_max_unavailable(
+    kubesim_factory: Callable[..., SimHandle], nats_srv: Server, redis_srv: Server, test_id: str
+) -> None:
+    # 6 replicas: maxUnavailablePerWorkload is 2 by default. New replicas pass their readiness probe only
+    # after ten minutes, so each moved pod's replacement stays not Ready for the whole test.
+    probe = {"tcpSocket": {"port": 80}, "initialDelaySeconds": 600}
+    kube = start(kubesim_factory, cluster(nodes=3, web=6, node_cpu=8, readinessProbe=probe))
+    first, second, third = sorted(web_pods(kube))[:3]  # on three nodes
+    config = pipeline_config(kube.handle, nats_srv, redis_srv, test_id, maxMigratingPerWorkload=5)
+    nc = await nats.connect(nats_srv.url)
+    async with pipeline(config):
+        create_job(kube, "first", first)
+        await until_job(kube, "first", waiting_for_replacement)
+        # One replica is missing, and one job is in flight for it: one unavailable, so a second may go.
+        create_job(kube, "second", second)
+        await until_job(kube, "second", waiting_for_replacement)
+        # Two in flight, each counted once: the limit is reached, and a third waits for it.
+        create_job(kube, "third", third)
+        async with asyncio.timeout(30):
+            deferral = await unavailable_deferral(nc, bus.Subjects(test_id), "third")
+        job = kube.custom.get_cluster_custom_object(GROUP, VERSION, PLURAL, "third")
+    await nc.close()
+    assert (
+        deferral
+        == "deferred: deferred: maxUnavailablePerWorkload 2/2 on workload Deployment/default/web "
+        + ("(0 more unavailable)")
+    )
+    assert (job.get("status") or {}).get("phase") in (None, "Pending"), job
+    pods = web_pods(kube)
+    assert first not in pods and second not in pods and third in pods
+    assert sum(1 for p in pods.values() if not _ready(p)) == 2  # the two replacements, and nothing more
+
+
+def _ready(pod: Any) -> bool:
+    return any(c.type == "Ready" and c.status == "True" for c in pod.status.conditions or [])
+
+
+async def unavailable_deferral(nc: Any, subjects: bus.Subjects, job: str) -> str:
+    """The arbitrator's word on the job once it is deferred by maxUnavailablePerWorkload (or admitted)."""
+    async for data in audit_records(nc, subjects, job, follow=True):
+        record = json.loads(data)
+        decision = (record.get("details") or {}).get("decision")
+        if decision == "admitted" or (
+            decision == "deferred" and record["rule"] == "maxUnavailablePerWorkload"
+        ):
+            return f"{decision}: {record['message']}"
+    raise AssertionError("the audit stream ended")
 
 
 async def test_evict_directly_ends_when_the_pod_is_gone(

@@ -23,7 +23,7 @@ pytestmark = pytest.mark.integration
 
 def to_specs(p: limits.AdmissionPlan) -> tuple[list[Slot], list[Bucket]]:
     return (
-        [Slot(s.rule, s.key, s.limit, s.what) for s in p.slots],
+        [Slot(s.rule, s.key, s.limit, s.what, s.replicas) for s in p.slots],
         [Bucket(b.rule, b.key, b.rate, b.burst, b.what) for b in p.buckets],
     )
 
@@ -34,15 +34,25 @@ async def ready_ledger(scope: RedisScope, ttl: float = 600.0) -> Ledger:
     return ledger
 
 
-# One operation: admit job j (pod p) with a plan drawn from a small space of keys and limits, or release it.
-slot_st = st.tuples(st.sampled_from(["node:a", "node:b", "workload:w", "global"]), st.integers(0, 3))
+# One operation: admit job j (pod p) with a plan drawn from a small space of keys and limits, release it,
+# or a pod of workload w becomes Ready or not. A slot on workload:w may be maxUnavailablePerWorkload's
+# (with the workload's replica count).
+slot_st = st.tuples(
+    st.sampled_from(["node:a", "node:b", "workload:w", "global"]),
+    st.integers(0, 3),
+    st.one_of(st.none(), st.integers(0, 6)),
+).map(lambda s: s if s[0] == "workload:w" else (s[0], s[1], None))
 plan_st = st.tuples(
     st.integers(0, 9),  # job
     st.integers(0, 6),  # pod
-    st.lists(slot_st, max_size=3, unique_by=lambda s: s[0]),
+    st.lists(slot_st, max_size=4, unique_by=lambda s: (s[0], s[2] is None)),
     st.booleans(),  # with a bucket
 )
-op_st = st.one_of(st.tuples(st.just("admit"), plan_st), st.tuples(st.just("release"), st.integers(0, 9)))
+op_st = st.one_of(
+    st.tuples(st.just("admit"), plan_st),
+    st.tuples(st.just("release"), st.integers(0, 9)),
+    st.tuples(st.just("ready"), st.tuples(st.integers(0, 6), st.booleans())),
+)
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -51,11 +61,29 @@ async def test_lua_matches_the_reference(redis_scope: RedisScope, ops: list[tupl
     prefix = f"{redis_scope.prefix}h{uuid.uuid4().hex[:12]}"
     ledger = Ledger(redis_scope.client, prefix, 600.0)
     await ledger.rebuild([])
-    reference = limits.LedgerView(slots={}, evicting={}, tokens={}, claims={})
+    reference = limits.LedgerView(slots={}, evicting={}, tokens={}, claims={}, ready={"workload:w": set()})
     held: dict[str, limits.AdmissionPlan] = {}
     now = 1000.0
-    for kind, arg in ops:
+    for version, (kind, arg) in enumerate(ops, start=1):
         now += 0.25
+        # The ledger's count of jobs in flight whose pod is not Ready follows the reference after every step.
+        pods = {job: pod for pod, job in reference.claims.items()}
+        gone = {
+            j
+            for j in reference.slots.get("workload:w", set())
+            if pods.get(j) not in reference.ready["workload:w"]
+        }
+        assert {
+            m.decode() for m in await redis_scope.client.smembers(f"{ledger.prefix}:gone:workload:w")
+        } == gone
+        if kind == "ready":
+            pod, ready = arg  # type: ignore[misc]
+            assert await ledger.pod_ready(
+                f"ns/pod-{pod}", str(version), f"pod-{pod}", ready, "workload:w", False
+            )
+            members = reference.ready["workload:w"]
+            (members.add if ready else members.discard)(f"pod-{pod}")  # type: ignore[attr-defined]
+            continue
         if kind == "release":
             job = f"job-{arg}"
             released = await ledger.release(job)
@@ -70,7 +98,9 @@ async def test_lua_matches_the_reference(redis_scope: RedisScope, ops: list[tupl
         plan = limits.AdmissionPlan(
             job_uid=f"job-{j}",
             pod_uid=f"pod-{pod}",
-            slots=tuple(limits.Slot("rule-" + key, key, limit, key) for key, limit in slot_defs),
+            slots=tuple(
+                limits.Slot("rule-" + key, key, limit, key, replicas) for key, limit, replicas in slot_defs
+            ),
             buckets=(limits.Bucket("evictQPS", "global", 2.0, 2, "the cluster"),) if with_bucket else (),
         )
         expected = limits.evaluate(plan, reference, now)
@@ -326,3 +356,74 @@ async def test_thousands_blocked_do_not_starve_one_that_fits(redis_scope: RedisS
     assert outcomes["fits"] == "admitted"
     assert rounds == 12  # each job looked at once: ceil(3001 / 256)
     assert len(await ledger.parked()) == 3000
+
+
+async def ready_pods(ledger: Ledger, key: str) -> set[str]:
+    return {m.decode() for m in await ledger.client.smembers(ledger.ready_key(key))}
+
+
+async def test_a_workloads_ready_pods_follow_the_newest_event_of_each_pod(redis_scope: RedisScope) -> None:
+    ledger = await ready_ledger(redis_scope)
+    w = "workload:StatefulSet/ns/db"
+    assert await ledger.pod_ready("ns/db-0", "5", "u1", True, w, False)
+    assert await ready_pods(ledger, w) == {"u1"}
+    assert not await ledger.pod_ready("ns/db-0", "4", "u1", False, w, False)  # older: changes nothing
+    assert await ready_pods(ledger, w) == {"u1"}
+    # The same name holds another pod now (a StatefulSet's replacement): the old one leaves the set.
+    assert await ledger.pod_ready("ns/db-0", "6", "u2", False, w, False)
+    assert await ready_pods(ledger, w) == set()
+    assert await ledger.pod_ready("ns/db-0", "7", "u2", True, w, False)
+    assert await ready_pods(ledger, w) == {"u2"}
+    assert await ledger.pod_ready("ns/db-0", "8", "u2", True, w, True)  # deleted, whatever it last said
+    assert await ready_pods(ledger, w) == set()
+    assert not await ledger.pod_ready("ns/db-0", "7", "u2", True, w, False)  # a late event: still gone
+    assert await ready_pods(ledger, w) == set()
+    await redis_scope.client.delete(ledger.ready_key(w))  # Redis lost the set ...
+    assert await ledger.pod_ready("ns/db-1", "9", "u3", True, w, False)
+    assert await ledger.pod_ready("ns/db-1", "9", "u3", True, w, False)  # ... a replay refills it
+    assert await ready_pods(ledger, w) == {"u3"}
+
+
+async def test_a_pod_becoming_ready_wakes_a_job_waiting_on_its_workloads_unavailability(
+    redis_scope: RedisScope,
+) -> None:
+    ledger = await ready_ledger(redis_scope)
+    w = "workload:Deployment/ns/web"
+    for i in range(3):  # 4 replicas, 3 Ready: with maxUnavailable 1, nothing may go
+        assert await ledger.pod_ready(f"ns/web-{i}", "1", f"pod-web-{i}", True, w, False)
+    unavailable = (Slot("maxUnavailablePerWorkload", w, 1, "workload web", replicas=4),)
+    await queue_jobs(ledger, ("j1", "1"))
+    candidates = [Candidate("j1", "pod-web-0", unavailable, ())]
+    verdicts = await ledger.admit_batch(candidates, from_queue=True)
+    assert verdicts is not None and verdicts[0].outcome == "deferred"
+    assert (
+        verdicts[0].message == "deferred: maxUnavailablePerWorkload 1/1 on workload web (1 more unavailable)"
+    )
+    assert await ledger.parked() == {"j1": f"slot:{w}"}
+    assert await ledger.pod_ready("ns/web-3", "2", "pod-web-3", False, w, False)  # not Ready yet: no room
+    assert await ledger.head(10) == []
+    assert await ledger.pod_ready("ns/web-3", "3", "pod-web-3", True, w, False)  # Ready: j1 is looked at
+    assert await ledger.head(10) == ["j1"]
+    verdicts = await ledger.admit_batch(candidates, from_queue=True)
+    assert verdicts is not None and verdicts[0].outcome == "admitted"
+
+
+async def test_a_job_whose_pod_went_counts_once_for_the_missing_replica(redis_scope: RedisScope) -> None:
+    ledger = await ready_ledger(redis_scope)
+    w = "workload:Deployment/ns/web"
+    for i in range(4):
+        assert await ledger.pod_ready(f"ns/web-{i}", "1", f"pod-web-{i}", True, w, False)
+    unavailable = [Slot("maxUnavailablePerWorkload", w, 2, "workload web", replicas=4)]
+    assert (await ledger.admit("j0", "pod-web-0", unavailable, [])).admitted
+    assert await ledger.pod_ready("ns/web-0", "2", "pod-web-0", False, w, True)  # evicted and gone
+    assert await ledger.pod_ready("ns/web-9", "3", "pod-web-9", False, w, False)  # its replacement, not Ready
+    # One replica missing, one job in flight for it: one unavailable, so one more may go ...
+    assert (await ledger.admit("j1", "pod-web-1", unavailable, [])).admitted
+    # ... and then none: two in flight.
+    third = await ledger.admit("j2", "pod-web-2", unavailable, [])
+    assert third.message == "deferred: maxUnavailablePerWorkload 2/2 on workload web (0 more unavailable)"
+    # The replacement is Ready but j0 has not ended: it still counts, once.
+    assert await ledger.pod_ready("ns/web-9", "4", "pod-web-9", True, w, False)
+    assert not (await ledger.admit("j2", "pod-web-2", unavailable, [])).admitted
+    assert await ledger.release("j0")
+    assert (await ledger.admit("j2", "pod-web-2", unavailable, [])).admitted

@@ -29,7 +29,7 @@ POD = PodInfo(
     scheduler_name="koord-scheduler",
     labels={"app": "web"},
 )
-WORKLOAD = WorkloadFacts(key="Deployment/default/web", replicas=6, available=6)
+WORKLOAD = WorkloadFacts(key="Deployment/default/web", replicas=6)
 
 
 def args(**overrides: Any) -> MigrationControllerArgs:
@@ -139,7 +139,7 @@ def test_label_selector_expressions() -> None:
     ],
 )
 def test_expected_replicas(replicas: int, config: dict[str, Any], forbidden: bool) -> None:
-    workload = WorkloadFacts(key="Deployment/default/web", replicas=replicas, available=replicas)
+    workload = WorkloadFacts(key="Deployment/default/web", replicas=replicas)
     rejection = filters.evaluate(JOB, POD, workload, args(**config))
     assert (rejection is not None and rejection.rule == "ExpectedReplicas") is forbidden
 
@@ -148,8 +148,14 @@ def test_expected_replicas(replicas: int, config: dict[str, Any], forbidden: boo
 # Limits
 
 
-def empty_ledger() -> limits.LedgerView:
-    return limits.LedgerView(slots={}, evicting={}, tokens={}, claims={})
+WEB = "workload:Deployment/default/web"
+
+
+def empty_ledger(ready: int = 0) -> limits.LedgerView:
+    """No job in flight; `ready` of the workload's pods (pod-0, pod-1, ...) Ready."""
+    return limits.LedgerView(
+        slots={}, evicting={}, tokens={}, claims={}, ready={WEB: {f"pod-{i}" for i in range(ready)}}
+    )
 
 
 def admit(ledger: limits.LedgerView, p: limits.AdmissionPlan, now: float = 1000.0) -> limits.Outcome:
@@ -176,9 +182,9 @@ def job_pod(
 
 
 def test_seed_001_three_replicas_admit_one_of_two() -> None:
-    workload = WorkloadFacts(key="Deployment/default/web", replicas=3, available=3)
+    workload = WorkloadFacts(key="Deployment/default/web", replicas=3)
     config = args(evictBurst=10, evictQPS=100)
-    ledger = empty_ledger()
+    ledger = empty_ledger(ready=3)
     (j1, p1), (j2, p2) = job_pod(1, "node-1"), job_pod(2, "node-2")
     assert admit(ledger, limits.plan(j1, p1, workload, None, config)).admitted
     second = admit(ledger, limits.plan(j2, p2, workload, None, config))
@@ -190,8 +196,8 @@ def test_node_limit_and_the_evict_annotation_bypass() -> None:
     config = args(
         evictBurst=10, evictQPS=100, objectLimiters={"workload": {"duration": "1s", "maxMigrating": 100}}
     )
-    workload = WorkloadFacts(key="Deployment/default/web", replicas=40, available=40)
-    ledger = empty_ledger()
+    workload = WorkloadFacts(key="Deployment/default/web", replicas=40)
+    ledger = empty_ledger(ready=40)
     for i in range(2):
         j, p = job_pod(i)
         assert admit(ledger, limits.plan(j, p, workload, None, config)).admitted
@@ -225,13 +231,67 @@ def test_waiting_jobs_count_nowhere() -> None:
 
 def test_max_unavailable_counts_unavailable_replicas() -> None:
     config = args(evictBurst=10, evictQPS=100, maxMigratingPerWorkload=5)
-    workload = WorkloadFacts(key="Deployment/default/web", replicas=8, available=7)  # default limit 2, 1 down
-    ledger = empty_ledger()
+    workload = WorkloadFacts(key="Deployment/default/web", replicas=8)  # default limit 2
+    ledger = empty_ledger(ready=7)  # one replica down
     j, p = job_pod(1)
     assert admit(ledger, limits.plan(j, p, workload, None, config)).admitted
     j, p = job_pod(2, "node-2")
     outcome = admit(ledger, limits.plan(j, p, workload, None, config))
     assert not outcome.admitted and outcome.rule == "maxUnavailablePerWorkload"
+    assert outcome.message == (
+        "deferred: maxUnavailablePerWorkload 2/2 on workload Deployment/default/web (1 more unavailable)"
+    )
+
+
+def _gone(ledger: limits.LedgerView, *pods: str) -> None:
+    ledger.ready[WEB].difference_update(pods)  # type: ignore[attr-defined]
+
+
+def _ready(ledger: limits.LedgerView, *pods: str) -> None:
+    ledger.ready[WEB].update(pods)  # type: ignore[attr-defined]
+
+
+def test_a_job_in_flight_counts_once_by_its_old_pod_or_its_replacement() -> None:
+    # 6 replicas: maxUnavailable 2 by default. Job 1's pod goes; its replacement is not Ready yet: one
+    # replica is missing and one job is in flight, which is one unavailable replica, not two.
+    config = args(evictBurst=10, evictQPS=100, maxMigratingPerWorkload=5)
+    workload = WorkloadFacts(key="Deployment/default/web", replicas=6)
+    ledger = empty_ledger(ready=6)
+    j1, p1 = job_pod(1)
+    assert admit(ledger, limits.plan(j1, p1, workload, None, config)).admitted
+    _gone(ledger, "pod-1")  # evicted; the replacement pod-r1 exists but is not Ready
+    j2, p2 = job_pod(2, "node-2")
+    assert admit(ledger, limits.plan(j2, p2, workload, None, config)).admitted
+    # Now two are in flight: a third waits, with or without its old pod gone.
+    j3, p3 = job_pod(3, "node-3")
+    third = admit(ledger, limits.plan(j3, p3, workload, None, config))
+    assert not third.admitted and third.message.startswith("deferred: maxUnavailablePerWorkload 2/2")
+    _gone(ledger, "pod-2")
+    assert not admit(ledger, limits.plan(j3, p3, workload, None, config)).admitted
+    # Job 1's replacement is Ready, but job 1 is still in flight (not yet confirmed): it still counts once.
+    _ready(ledger, "pod-r1")
+    assert not admit(ledger, limits.plan(j3, p3, workload, None, config)).admitted
+    # Job 1 ends (its slots released): room for the third.
+    for members in ledger.slots.values():
+        members.discard(j1.uid)  # type: ignore[attr-defined]
+    ledger.claims.pop("pod-1")  # type: ignore[attr-defined]
+    assert admit(ledger, limits.plan(j3, p3, workload, None, config)).admitted
+
+
+def test_replicas_down_beyond_the_jobs_count_on_top_of_them() -> None:
+    config = args(evictBurst=10, evictQPS=100, maxMigratingPerWorkload=5)
+    workload = WorkloadFacts(key="Deployment/default/web", replicas=6)
+    ledger = empty_ledger(ready=6)
+    j1, p1 = job_pod(1)
+    assert admit(ledger, limits.plan(j1, p1, workload, None, config)).admitted
+    _gone(ledger, "pod-1", "pod-5")  # job 1's pod went, and pod-5 crashed: two replicas really down
+    j2, p2 = job_pod(2, "node-2")
+    outcome = admit(ledger, limits.plan(j2, p2, workload, None, config))
+    assert not outcome.admitted
+    assert outcome.message.endswith("2/2 on workload Deployment/default/web (1 more unavailable)")
+    # Moving the crashed pod itself adds nothing: it is unavailable already.
+    j5, p5 = job_pod(5, "node-2")
+    assert admit(ledger, limits.plan(j5, p5, workload, None, config)).admitted
 
 
 def test_pdb_and_global_limits() -> None:
@@ -268,8 +328,8 @@ def test_object_limiter_charged_at_admission() -> None:
         maxUnavailablePerWorkload=50,
         objectLimiters={"workload": {"duration": "10m", "maxMigrating": 2}},
     )
-    workload = WorkloadFacts(key="Deployment/default/web", replicas=100, available=100)
-    ledger = empty_ledger()
+    workload = WorkloadFacts(key="Deployment/default/web", replicas=100)
+    ledger = empty_ledger(ready=100)
     outcomes = [admit(ledger, limits.plan(*job_pod(i), workload, None, config)) for i in range(3)]
     assert [o.admitted for o in outcomes] == [True, True, False]
     assert outcomes[2].rule == "objectLimiters.workload"

@@ -4,9 +4,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from shared.api.messages import PodInfo
+from shared.api.messages import PodInfo, WorkloadRef
 
-__all__ = ["JobFacts", "PdbFacts", "PodInfo", "WorkloadFacts"]
+__all__ = ["JobFacts", "PdbFacts", "PodInfo", "WorkloadFacts", "available", "workload_key"]
+
+
+def available(pod: PodInfo) -> bool:
+    """A replica that counts as available for maxUnavailablePerWorkload: active and Ready (Koordinator's
+    `IsPodActive && IsPodReady`)."""
+    return pod.ready and pod.deletion_timestamp is None and pod.phase not in ("Succeeded", "Failed")
+
+
+def workload_key(ref: WorkloadRef) -> str:
+    """How the ledger names a workload: `Kind/namespace/name`."""
+    return f"{ref.kind}/{ref.namespace}/{ref.name}"
 
 
 @dataclass(frozen=True)
@@ -25,16 +36,12 @@ class JobFacts:
 
 @dataclass(frozen=True)
 class WorkloadFacts:
-    """A pod's workload: `key` identifies it in the ledger (kind/namespace/name)."""
+    """A pod's workload: `key` identifies it in the ledger (kind/namespace/name). How many of its replicas
+    are available the ledger counts itself, from the pods (`available`)."""
 
     key: str
     replicas: int
-    available: int
     past_migrations: int = 0
-
-    @property
-    def unavailable(self) -> int:
-        return max(0, self.replicas - self.available)
 
 
 @dataclass(frozen=True)

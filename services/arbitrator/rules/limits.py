@@ -11,7 +11,9 @@ The rules (seeds 000 and 001, seed 003 for evictions in progress, Koordinator fo
   exactly these): `objectLimiters` per workload and per namespace (at most `maxMigrating` per `duration`,
   charged at admission so they really limit, unlike Koordinator #2074), `maxMigratingPerNode` (default 2),
   `maxMigratingPerNamespace`, `maxMigratingPerWorkload` and `maxUnavailablePerWorkload` with seed 000's
-  `GetMaxUnavailable` defaults (unavailable + migrating replicas, both counted);
+  `GetMaxUnavailable` defaults (the workload's unavailable and migrating replicas, as Koordinator merges
+  them: a job in flight counts once, by its old pod until that is gone and then by its replacement until
+  that is Ready, never both);
 - the pod's PodDisruptionBudget: never admit what the Eviction API would refuse (jobs admitted but not yet
   evicted count against `disruptionsAllowed`).
 A pod whose eviction is in progress (seed 003) counts as migrating wherever it is; a job still waiting for
@@ -111,16 +113,14 @@ def plan(
                     f"workload {workload.key}",
                 )
             )
-            # Same set: the replicas migrating now, counted on top of those already unavailable.
-            room = (
-                max_unavailable(workload.replicas, args.max_unavailable_per_workload) - workload.unavailable
-            )
+            # Same set, counted with the workload's pods that are not Ready: each job in flight once.
             slots.append(
                 Slot(
                     "maxUnavailablePerWorkload",
                     f"workload:{workload.key}",
-                    room,
-                    f"workload {workload.key} ({workload.unavailable} unavailable)",
+                    max_unavailable(workload.replicas, args.max_unavailable_per_workload),
+                    f"workload {workload.key}",
+                    replicas=workload.replicas,
                 )
             )
     if pdb is not None:
@@ -156,6 +156,18 @@ class LedgerView:
     tokens: Mapping[str, tuple[float, float]]  # key -> (tokens, last refill time)
     claims: Mapping[str, str]  # pod uid -> job uid
     done: set[str] = field(default_factory=set)  # jobs admitted once (held or since released)
+    ready: Mapping[str, set[str]] = field(default_factory=dict)  # workload slot key -> its Ready pods' uids
+
+    def unavailable(self, slot: Slot) -> tuple[int, int]:
+        """maxUnavailablePerWorkload's count at `slot`, and its part not due to migrations: each job in
+        flight once (its old pod still Ready, or standing for the replica missing until its replacement is),
+        pods evicted in the background, and the replicas missing or not Ready beyond those jobs."""
+        members = self.slots.get(slot.key, set())
+        ready = self.ready.get(slot.key, set())
+        pods = {job: pod for pod, job in self.claims.items()}
+        gone = sum(1 for job in members if pods.get(job) not in ready)
+        other = max(0, (slot.replicas or 0) - len(ready) - gone)
+        return len(members) + len(self.evicting.get(slot.key, set())) + other, other
 
 
 @dataclass(frozen=True)
@@ -178,12 +190,18 @@ def evaluate(p: AdmissionPlan, ledger: LedgerView, now: float) -> Outcome:
         )
     for slot in p.slots:
         members = ledger.slots.get(slot.key, set())
-        evicting = ledger.evicting.get(slot.key, set())
-        used = len(members | evicting)
-        if p.job_uid not in members and used + 1 > slot.limit:
-            return Outcome(
-                False, slot.rule, f"deferred: {slot.rule} {used}/{max(slot.limit, 0)} on {slot.what}"
-            )
+        if p.job_uid in members:
+            continue
+        what, grows = slot.what, 1
+        if slot.replicas is None:
+            used = len(members | ledger.evicting.get(slot.key, set()))
+        else:
+            used, other = ledger.unavailable(slot)
+            what = f"{what} ({other} more unavailable)"
+            if other and p.pod_uid not in ledger.ready.get(slot.key, set()):
+                grows = 0  # the pod is among the replicas already unavailable: moving it adds nothing
+        if used + grows > slot.limit:
+            return Outcome(False, slot.rule, f"deferred: {slot.rule} {used}/{max(slot.limit, 0)} on {what}")
     for bucket in p.buckets:
         tokens, last = ledger.tokens.get(bucket.key, (float(bucket.burst), now))
         available = min(float(bucket.burst), tokens + max(0.0, now - last) * bucket.rate)
