@@ -392,6 +392,68 @@ async def test_a_reservation_taken_while_the_eviction_waits_is_made_again_before
     assert job["spec"]["reservationOptions"]["reservationRef"]["name"] == "patient-2"
 
 
+async def test_room_taken_between_the_check_and_the_eviction_still_ends_the_job_in_reserved_room(
+    kubesim_factory: Callable[..., SimHandle], nats_srv: Server, redis_srv: Server, test_id: str
+) -> None:
+    # Tight: 5 one-CPU replicas on three 2-CPU nodes leave one CPU free, on node-2, which the job reserves.
+    kube = start(kubesim_factory, cluster(nodes=3, web=5, node_cpu=2))
+    by_node = sorted((p.spec.node_name, name) for name, p in web_pods(kube).items())
+    (_, moved), (_, sibling) = by_node[0], by_node[2]  # on node-0 and node-1
+    # The eviction of `moved` is held at the API server (a slow webhook) until the room has been taken.
+    held = f"default/{moved}"
+    kube.handle.call(lambda sim: sim.api.eviction_holds.setdefault(held, asyncio.Event()))
+    config = pipeline_config(kube.handle, nats_srv, redis_srv, test_id)
+    nc = await nats.connect(nats_srv.url)
+    async with pipeline(config):
+        create_job(kube, "window", moved)
+        async with asyncio.timeout(30):
+            checked = await room_checked(nc, bus.Subjects(test_id), "window")
+        # The executor found the room Available. Before its eviction lands, another replica of the workload
+        # goes (not Podherd's doing), and its replacement takes the room.
+        kube.core.delete_namespaced_pod(sibling, "default")
+        await asyncio.to_thread(
+            watch_until,
+            kube.custom.list_cluster_custom_object,
+            lambda state: (state["/window"].get("status") or {}).get("phase") == "Succeeded",
+            30,
+            group=GROUP,
+            version=VERSION,
+            plural="reservations",
+        )
+        kube.handle.call(lambda sim: sim.api.eviction_holds[held].set())
+        job = await until_job(kube, "window", ended)
+    await nc.close()
+    assert checked["details"]["reservation"] == "window" and checked["details"]["node"], checked
+    assert job["status"]["phase"] == "Succeeded", job["status"]
+    # The job ends with the replacement in its room (the sibling's: replicas are interchangeable), and the
+    # moved pod's own replacement takes the place the sibling left: in this full cluster, none is Pending.
+    allocated = "scheduling.koordinator.sh/reservation-allocated"
+    pods = web_pods(kube)
+    replacement = pods[job["status"]["podRef"]["name"]]
+    assert json.loads(replacement.metadata.annotations[allocated])["name"] == "window"
+    assert moved not in pods and sibling not in pods
+    await asyncio.to_thread(
+        watch_until,
+        kube.core.list_namespaced_pod,
+        lambda state: (
+            sum(1 for p in state.values() if p.spec.node_name and not p.metadata.deletion_timestamp) == 5
+        ),
+        10,
+        idle=True,  # fails once nothing has changed for 10 s with a replica unplaced
+        namespace="default",
+        label_selector="app=web",
+    )
+
+
+async def room_checked(nc: Any, subjects: bus.Subjects, job: str) -> dict[str, Any]:
+    """The executor's `room-checked` record for the job (what it read just before evicting)."""
+    async for data in audit_records(nc, subjects, job, follow=True):
+        record: dict[str, Any] = json.loads(data)
+        if record.get("action") == "room-checked":
+            return record
+    raise AssertionError("the audit stream ended")
+
+
 async def test_timeout_cleans_up_and_evicts_nothing(
     kubesim_factory: Callable[..., SimHandle], nats_srv: Server, redis_srv: Server, test_id: str
 ) -> None:
