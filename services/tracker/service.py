@@ -186,10 +186,17 @@ class Tracker:
         elif head.kind == "Pod":
             pod = codec.decode(msg.data, ObjectEvent[PodInfo]).object
             controller = pod.owner.uid if pod.owner else None
-            if controller and known.RESERVATION_ALLOCATED in pod.annotations and head.type != "DELETED":
-                # A pod in reserved room: the replacement some job of its workload stands for.
+            if controller and known.RESERVATION_ALLOCATED in pod.annotations:
+                # A pod in reserved room: the replacement some job of its workload stands for. Once it is
+                # gone, so is its claim: no job can take it for its replacement any more.
                 entry = json.dumps([pod.namespace, pod.name, pod.uid])
-                await self.client.sadd(f"{self.key}:pool:{controller}", entry)
+                if head.type == "DELETED":
+                    pipe = self.client.pipeline(transaction=False)
+                    pipe.srem(f"{self.key}:pool:{controller}", entry)
+                    pipe.hdel(f"{self.key}:claims", pod.uid)
+                    await pipe.execute()
+                else:
+                    await self.client.sadd(f"{self.key}:pool:{controller}", entry)
             await self._kick_waiting(controller)
             key = f"{head.namespace}/{head.name}"
             pipe = self.client.pipeline(transaction=False)
@@ -295,7 +302,12 @@ class Tracker:
         if await self.ledger.release(uid):
             await self._released(uid)
         await self._untrack(job)
-        await self.client.hdel(f"{self.key}:phases", job.metadata.name or "")
+        pipe = self.client.pipeline(transaction=False)  # what the tracker kept for it, to the last field
+        pipe.hdel(f"{self.key}:phases", job.metadata.name or "")
+        for per_job in ("decisions", "pod-uids", "replacement"):
+            pipe.hdel(f"{self.key}:{per_job}", uid)
+        pipe.delete(f"{self.key}:reports:{uid}")
+        await pipe.execute()
 
     # ----------------------------------------------------------------------------------------------------
     # Reconciling one job

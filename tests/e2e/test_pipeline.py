@@ -129,6 +129,25 @@ async def test_finished_jobs_are_collected_and_an_intent_sent_again_moves_nothin
         )
         again = await ask(intent)  # re-sent after its job was collected
         elsewhere = await ask(msgspec.structs.replace(intent, pod=PodKey(namespace="default", name=other)))
+        # The tracker lets go of everything it kept for the job once its PMJ is gone (the deletion reaches
+        # it through the watcher: no event of its own to await).
+        client = aioredis.from_url(redis_srv.url)
+        try:
+            async with asyncio.timeout(15):
+                while kept := await tracker_state_of(client, test_id, reply.job, job["metadata"]["uid"]):  # noqa: ASYNC110
+                    await asyncio.sleep(0.2)
+            # Its replacement's claim lasts while that pod runs, and goes with it.
+            moved_to = job["status"]["podRef"]
+            claims = f"{test_id}:tracker:claims"
+            assert await client.hget(claims, moved_to["uid"]) == job["metadata"]["uid"].encode()
+            kube.core.delete_namespaced_pod(moved_to["name"], "default")
+            async with asyncio.timeout(15):
+                while kept := await client.hget(claims, moved_to["uid"]):  # noqa: ASYNC110
+                    await asyncio.sleep(0.2)
+        except TimeoutError:
+            raise AssertionError(f"the tracker still keeps {kept!r}") from None
+        finally:
+            await client.aclose()
     audit = await nc.jetstream().subscribe(subjects.audit(reply.job), ordered_consumer=True)
     actions = []
     while "collected" not in actions:
@@ -140,6 +159,30 @@ async def test_finished_jobs_are_collected_and_an_intent_sent_again_moves_nothin
     evicted = kube.handle.call(lambda sim: sum(sim.store.evictions.values()))
     assert evicted == 1  # the pod was moved once
     until_no_reservations(kube)
+
+
+async def tracker_state_of(client: aioredis.Redis, prefix: str, name: str, uid: str) -> list[str]:
+    """Every tracker key, hash field, set or sorted-set member that names the job. A claim on its replacement
+    lasts while that pod runs (no other job may take it), so claims are not looked at."""
+    found = []
+    async for raw in client.scan_iter(match=f"{prefix}:tracker:*", count=1000):
+        key = raw.decode()
+        if key.endswith(":claims"):
+            continue
+        if name in key or uid in key:
+            found.append(key)
+            continue
+        kind = (await client.type(key)).decode()
+        members: list[bytes] = []
+        if kind == "hash":
+            pairs = await client.hgetall(key)
+            members = [*pairs.keys(), *pairs.values()]
+        elif kind == "set":
+            members = list(await client.smembers(key))
+        elif kind == "zset":
+            members = list(await client.zrange(key, 0, -1))
+        found += [f"{key}: {m.decode()[:80]}" for m in members if name.encode() in m or uid.encode() in m]
+    return found
 
 
 def gone(key: str) -> Callable[[dict[str, Any]], bool]:
