@@ -138,6 +138,19 @@ async def test_reservation_first_moves_the_pod_into_the_reserved_room(
     assert {"Running", "ReservationCreated", "EvictComplete", "Succeeded"} <= reasons, reasons
 
 
+async def room_taken(kube: Kube, reservation: str) -> None:
+    """Until the Reservation has been taken by a pod (allocateOnce: it is then Succeeded)."""
+    await asyncio.to_thread(
+        watch_until,
+        kube.custom.list_cluster_custom_object,
+        lambda state: (state[f"/{reservation}"].get("status") or {}).get("phase") == "Succeeded",
+        30,
+        group=GROUP,
+        version=VERSION,
+        plural="reservations",
+    )
+
+
 def waiting_for_replacement(job: dict[str, Any]) -> bool:
     """Evicted, its replacement bound to the room but not Ready yet."""
     return conditions(job).get("BoundPodReady") == ("False", "WaitForBoundPodReady")
@@ -367,15 +380,7 @@ async def test_a_reservation_taken_while_the_eviction_waits_is_made_again_before
         # Another replica of the workload goes (as a sibling job's eviction would): its replacement takes the
         # workload's Reservation, the one made for "patient", while the budget still refuses its eviction.
         kube.core.delete_namespaced_pod(sibling, "default")
-        await asyncio.to_thread(
-            watch_until,
-            kube.custom.list_cluster_custom_object,
-            lambda state: (state["/patient"].get("status") or {}).get("phase") == "Succeeded",
-            30,
-            group=GROUP,
-            version=VERSION,
-            plural="reservations",
-        )
+        await room_taken(kube, "patient")
         loosen_budget(kube, 2)
         job = await until_job(kube, "patient", ended)
     assert job["status"]["phase"] == "Succeeded", job["status"]
@@ -411,15 +416,7 @@ async def test_room_taken_between_the_check_and_the_eviction_still_ends_the_job_
         # The executor found the room Available. Before its eviction lands, another replica of the workload
         # goes (not Podherd's doing), and its replacement takes the room.
         kube.core.delete_namespaced_pod(sibling, "default")
-        await asyncio.to_thread(
-            watch_until,
-            kube.custom.list_cluster_custom_object,
-            lambda state: (state["/window"].get("status") or {}).get("phase") == "Succeeded",
-            30,
-            group=GROUP,
-            version=VERSION,
-            plural="reservations",
-        )
+        await room_taken(kube, "window")
         kube.handle.call(lambda sim: sim.api.eviction_holds[held].set())
         job = await until_job(kube, "window", ended)
     await nc.close()
