@@ -31,8 +31,6 @@ from shared.api import annotations as known
 REQUEST_EVICT_ONLY = known.REQUEST_EVICT_ONLY
 EVICTION_IN_PROGRESS = known.EVICTION_IN_PROGRESS
 EVACUATION_WEBHOOK = "virt-launcher-eviction-interceptor.kubevirt.io"
-DISRUPTION_TARGET = "DisruptionTarget"
-EVICTION_BY_EVICTION_API = "EvictionByEvictionAPI"
 
 
 def evict(store: Store, options: SimOptions, namespace: str, name: str, body: dict[str, Any]) -> Obj:
@@ -89,12 +87,12 @@ def evict(store: Store, options: SimOptions, namespace: str, name: str, body: di
 
 def _disruption_target(obj: Obj) -> Obj:
     status = obj.setdefault("status", {})
-    conditions = [c for c in status.get("conditions") or [] if c.get("type") != DISRUPTION_TARGET]
+    conditions = [c for c in status.get("conditions") or [] if c.get("type") != known.DISRUPTION_TARGET]
     conditions.append(
         {
-            "type": DISRUPTION_TARGET,
+            "type": known.DISRUPTION_TARGET,
             "status": "True",
-            "reason": EVICTION_BY_EVICTION_API,
+            "reason": known.EVICTION_BY_EVICTION_API,
             "message": "Eviction API: evicting",
             "lastTransitionTime": now_iso(),
         }

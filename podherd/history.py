@@ -24,6 +24,7 @@ import nats.js.api
 from podherd.client import audit_records
 from podherd.errors import CliError
 from shared import bus
+from shared.api import annotations as known
 from shared.api.pmj import MODE_EVICT_DIRECTLY, PHASE_SUCCEEDED, TERMINAL_PHASES
 
 POD, RESERVATION, JOB = "Pod", "Reservation", "PodMigrationJob"
@@ -114,7 +115,7 @@ def replay(history: History, checks: Iterable[RoomCheck], default_mode: str) -> 
 
 def _evicted(pod: dict[str, Any]) -> bool:
     return any(
-        c.get("type") == "DisruptionTarget" and c.get("reason") == "EvictionByEvictionAPI"
+        c.get("type") == known.DISRUPTION_TARGET and c.get("reason") == known.EVICTION_BY_EVICTION_API
         for c in (pod.get("status") or {}).get("conditions") or []
     )
 

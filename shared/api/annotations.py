@@ -1,4 +1,5 @@
-"""Pod annotations Podherd reads or writes, defined by the seeds and Koordinator; one spelling each."""
+"""Pod annotations (and a pod condition) Podherd reads or writes, defined by the seeds, Koordinator and
+Kubernetes; one spelling each."""
 
 from __future__ import annotations
 
@@ -19,3 +20,7 @@ EVICTION_IN_PROGRESS: Final = "descheduler.alpha.kubernetes.io/eviction-in-progr
 CONFIG_MIRROR: Final = "kubernetes.io/config.mirror"
 CONFIG_SOURCE: Final = "kubernetes.io/config.source"
 POD_DELETION_COST: Final = "controller.kubernetes.io/pod-deletion-cost"
+
+# The pod condition the API server's eviction handler adds before it deletes a pod (PodDisruptionConditions).
+DISRUPTION_TARGET: Final = "DisruptionTarget"
+EVICTION_BY_EVICTION_API: Final = "EvictionByEvictionAPI"
