@@ -134,11 +134,11 @@ local function decide(job, pod, plan)
   local keys, seen = {}, {}
   for _, slot in ipairs(plan.slots) do
     local key = slot[2]
-    redis.call('SADD', p .. ':slots:' .. key, job)
-    if string.sub(key, 1, 9) == 'workload:' then track_gone(p, key, pod, job) end
     if not seen[key] then
       seen[key] = true
       table.insert(keys, key)
+      redis.call('SADD', p .. ':slots:' .. key, job)
+      if string.sub(key, 1, 9) == 'workload:' then track_gone(p, key, pod, job) end
       -- Keep the limits that waiters are woken by current (the facts behind them may have changed).
       if redis.call('EXISTS', p .. ':wait:slot:' .. key) == 1 then remember(plan.slots, key) end
     end
