@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
@@ -251,47 +252,49 @@ def _ready(ledger: limits.LedgerView, *pods: str) -> None:
     ledger.ready[WEB].update(pods)  # type: ignore[attr-defined]
 
 
+def six_replicas() -> tuple[limits.LedgerView, Callable[[int, str], limits.Outcome]]:
+    """6 Ready replicas (maxUnavailable 2 by default), and a way to ask for moving pod-i on a node."""
+    config = args(evictBurst=10, evictQPS=100, maxMigratingPerWorkload=5)
+    workload = WorkloadFacts(key="Deployment/default/web", replicas=6)
+    ledger = empty_ledger(ready=6)
+
+    def move(i: int, node: str) -> limits.Outcome:
+        return admit(ledger, limits.plan(*job_pod(i, node), workload, None, config))
+
+    return ledger, move
+
+
 def test_a_job_in_flight_counts_once_by_its_old_pod_or_its_replacement() -> None:
     # 6 replicas: maxUnavailable 2 by default. Job 1's pod goes; its replacement is not Ready yet: one
     # replica is missing and one job is in flight, which is one unavailable replica, not two.
-    config = args(evictBurst=10, evictQPS=100, maxMigratingPerWorkload=5)
-    workload = WorkloadFacts(key="Deployment/default/web", replicas=6)
-    ledger = empty_ledger(ready=6)
-    j1, p1 = job_pod(1)
-    assert admit(ledger, limits.plan(j1, p1, workload, None, config)).admitted
+    ledger, move = six_replicas()
+    assert move(1, "node-1").admitted
     _gone(ledger, "pod-1")  # evicted; the replacement pod-r1 exists but is not Ready
-    j2, p2 = job_pod(2, "node-2")
-    assert admit(ledger, limits.plan(j2, p2, workload, None, config)).admitted
+    assert move(2, "node-2").admitted
     # Now two are in flight: a third waits, with or without its old pod gone.
-    j3, p3 = job_pod(3, "node-3")
-    third = admit(ledger, limits.plan(j3, p3, workload, None, config))
+    third = move(3, "node-3")
     assert not third.admitted and third.message.startswith("deferred: maxUnavailablePerWorkload 2/2")
     _gone(ledger, "pod-2")
-    assert not admit(ledger, limits.plan(j3, p3, workload, None, config)).admitted
+    assert not move(3, "node-3").admitted
     # Job 1's replacement is Ready, but job 1 is still in flight (not yet confirmed): it still counts once.
     _ready(ledger, "pod-r1")
-    assert not admit(ledger, limits.plan(j3, p3, workload, None, config)).admitted
+    assert not move(3, "node-3").admitted
     # Job 1 ends (its slots released): room for the third.
     for members in ledger.slots.values():
-        members.discard(j1.uid)  # type: ignore[attr-defined]
+        members.discard("job-1")  # type: ignore[attr-defined]
     ledger.claims.pop("pod-1")  # type: ignore[attr-defined]
-    assert admit(ledger, limits.plan(j3, p3, workload, None, config)).admitted
+    assert move(3, "node-3").admitted
 
 
 def test_replicas_down_beyond_the_jobs_count_on_top_of_them() -> None:
-    config = args(evictBurst=10, evictQPS=100, maxMigratingPerWorkload=5)
-    workload = WorkloadFacts(key="Deployment/default/web", replicas=6)
-    ledger = empty_ledger(ready=6)
-    j1, p1 = job_pod(1)
-    assert admit(ledger, limits.plan(j1, p1, workload, None, config)).admitted
+    ledger, move = six_replicas()
+    assert move(1, "node-1").admitted
     _gone(ledger, "pod-1", "pod-5")  # job 1's pod went, and pod-5 crashed: two replicas really down
-    j2, p2 = job_pod(2, "node-2")
-    outcome = admit(ledger, limits.plan(j2, p2, workload, None, config))
+    outcome = move(2, "node-2")
     assert not outcome.admitted
     assert outcome.message.endswith("2/2 on workload Deployment/default/web (1 more unavailable)")
     # Moving the crashed pod itself adds nothing: it is unavailable already.
-    j5, p5 = job_pod(5, "node-2")
-    assert admit(ledger, limits.plan(j5, p5, workload, None, config)).admitted
+    assert move(5, "node-2").admitted
 
 
 def test_pdb_and_global_limits() -> None:
