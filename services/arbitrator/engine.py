@@ -254,7 +254,7 @@ class Engine:
             workload = None
             if info is not None:
                 workload = WorkloadFacts(
-                    key=f"{info.kind}/{info.namespace}/{info.name}",
+                    key=workload_key(info),
                     replicas=info.replicas,
                     past_migrations=int(past or 0),
                 )

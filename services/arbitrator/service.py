@@ -119,13 +119,17 @@ class Arbitrator:
         ident = head.ident
         if head.kind == "Pod":
             pod = codec.decode(msg.data, ObjectEvent[PodInfo]).object
-            if await self.facts.put("pod", ident, head.resource_version, None if deleted else pod):
-                await self.engine.on_pod(pod, pod.uid if deleted else None)
-            if pod.workload is not None:  # maxUnavailablePerWorkload counts the workload's Ready pods
+            put = self.facts.put("pod", ident, head.resource_version, None if deleted else pod)
+            if pod.workload is None:
+                changed = await put
+            else:  # maxUnavailablePerWorkload counts the workload's Ready pods: both writes in one round trip
                 slot = f"workload:{workload_key(pod.workload)}"
-                await self.ledger.pod_ready(
+                ready = self.ledger.pod_ready(
                     ident, head.resource_version, pod.uid, available(pod), slot, deleted
                 )
+                changed, _ = await asyncio.gather(put, ready)
+            if changed:
+                await self.engine.on_pod(pod, pod.uid if deleted else None)
         elif head.kind == "PodDisruptionBudget":
             pdb = codec.decode(msg.data, ObjectEvent[PdbInfo]).object
             if await self.facts.put("pdb", ident, head.resource_version, None if deleted else pdb):

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Protocol
 
-from shared.api.messages import PodInfo, WorkloadRef
+from shared.api.messages import PodInfo
 
 __all__ = ["JobFacts", "PdbFacts", "PodInfo", "WorkloadFacts", "available", "workload_key"]
 
@@ -15,8 +16,15 @@ def available(pod: PodInfo) -> bool:
     return pod.ready and pod.deletion_timestamp is None and pod.phase not in ("Succeeded", "Failed")
 
 
-def workload_key(ref: WorkloadRef) -> str:
-    """How the ledger names a workload: `Kind/namespace/name`."""
+class _Workload(Protocol):
+    kind: str
+    namespace: str
+    name: str
+
+
+def workload_key(ref: _Workload) -> str:
+    """How the ledger names a workload (from a pod's reference to it, or the workload itself):
+    `Kind/namespace/name`."""
     return f"{ref.kind}/{ref.namespace}/{ref.name}"
 
 
