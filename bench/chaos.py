@@ -85,7 +85,8 @@ class ChaosOptions:
     workdir: Path | None = None
     stranding_jobs: int = 8
     stranding_ttl: str = "10s"  # blind evictions stranded, the rest wait for budget until this ttl
-    fault_seconds: float = 30.0  # faults last at least this long, however fast the jobs go
+    fault_seconds: float = 30.0  # faults stop when the jobs have ended, or after this long (or 2x submitting)
+    min_kills: int = 3  # replicas SIGKILLed at least, however short the run
 
 
 @dataclass
@@ -273,13 +274,16 @@ async def _submit(
 
 
 async def inject_faults(run: Run, stop: asyncio.Event, span: float) -> None:
-    """SIGKILL a random replica every 2-5 s and start it again; NATS and Redis restarted, Redis flushed."""
+    """SIGKILL a random replica every 2-5 s and start it again; NATS and Redis restarted, Redis flushed. A
+    short run still gets `min_kills` kills (one after the other once `stop` is set) and each server fault."""
     started = time.monotonic()
     planned = {"nats_restart": 0.3, "redis_restart": 0.5, "redis_flush": 0.7}
-    while not stop.is_set():
+    kills = 0
+    while not stop.is_set() or kills < run.opts.min_kills:
         await _wait(stop, run.rng.uniform(2.0, 5.0))
-        if stop.is_set():
+        if stop.is_set() and kills >= run.opts.min_kills:
             break
+        kills += 1
         victim = run.rng.choice(run.processes.running)
         run.processes.kill(victim)
         run.faults[f"kill_{victim.service}"] += 1
@@ -557,7 +561,7 @@ async def fault_run(opts: ChaosOptions, nats_srv: Server, redis_srv: Server, wor
         ]
         try:
             await submit_all(run, opts.jobs)
-            # Faults go on while the jobs are in flight, for at least the span the submissions took.
+            # Faults go on while the jobs are in flight, up to the span (server faults and min_kills always).
             await until_ended(run, within=max(0.0, span - (time.monotonic() - started)))
             stop_faults.set()
             await asyncio.gather(*chaos)
