@@ -182,6 +182,9 @@ class Executor:
             version = held.get("resourceVersion")
             room = f" (Reservation {held.get('name')} Available at resourceVersion {version})"
             await self._room_checked(job, reservation or {}, meta)
+            # Told before the eviction: should the room be taken in between, the tracker waits for this
+            # eviction's outcome instead of reserving again.
+            await self._report(job, "evict", "checked", f"evicting{room}")
         policy = self.args.eviction_policy
         options = job.spec.delete_options or self.args.default_delete_options
         delete_options = msgspec.to_builtins(options) if options is not None else {}

@@ -108,6 +108,7 @@ class Observed:
     default_mode: str
     default_ttl: str
     dry_run: bool = False
+    eviction_sent: bool = False  # the executor found the room and sent the eviction; no outcome yet
     attempt: int = 0  # the current Reservation's attempt (0: none made yet)
     claimed: tuple[str, str, str] | None = None  # the replacement claimed, even if it is gone now
 
@@ -293,6 +294,12 @@ class _Progress:
             )
             return self.end(PHASE_SUCCEEDED, "", f"the pending pod scheduled into Reservation {r.name}")
         same_workload = taker is not None and taker.controller_uid == r.owner_controller_uid
+        if self.o.eviction_sent and same_workload:
+            # Taken after the executor found it Available and sent the eviction: a replica of the workload
+            # went and left its place. The eviction's outcome decides (evicted: it claims a replacement).
+            message = f"Reservation {r.name} was taken after the room check; the eviction is on its way"
+            self.set(COND_EVICTION, STATUS_UNKNOWN, REASON_EVICTING, message)
+            return self.stay(PHASE_RUNNING, REASON_EVICTING, message, ())
         if taker is not None and r.ours and r.owner_controller_uid and same_workload:
             who = f"{taker.namespace}/{taker.name}"
             message = f"Reservation {r.name} was taken by {who} of the same workload; reserving again"

@@ -460,6 +460,7 @@ class Tracker:
             eviction_note=evict_report.message
             if evict_report and evict_report.outcome == "blocked"
             else None,
+            eviction_sent=evict_report is not None and evict_report.outcome == "checked",
             reserve_failed=reserve_report.message
             if reserve_report and reserve_report.outcome == "failed" and not current
             else None,

@@ -237,11 +237,12 @@ class Command(Message, kw_only=True):
 
 
 class Report(Message, kw_only=True):
-    """What the executor did about a command (`outcome`: done, gone, blocked, failed), for the tracker."""
+    """What the executor did about a command (`outcome`: done, gone, blocked, failed; `checked`: the room was
+    Available and the eviction is on its way), for the tracker."""
 
     job: JobRef
     step: Literal["reserve", "evict", "cleanup"]
-    outcome: Literal["done", "gone", "blocked", "background", "failed"]
+    outcome: Literal["done", "gone", "blocked", "background", "failed", "checked"]
     message: str
     reported_at: datetime
 

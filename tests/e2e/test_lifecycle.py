@@ -417,10 +417,18 @@ async def test_room_taken_between_the_check_and_the_eviction_still_ends_the_job_
         # goes (not Podherd's doing), and its replacement takes the room.
         kube.core.delete_namespaced_pod(sibling, "default")
         await room_taken(kube, "window")
+        # The tracker sees its room taken while the eviction is on its way: it waits for the eviction, and
+        # does not reserve again (in this full cluster a new Reservation could never be scheduled).
+        waiting = await until_job(
+            kube,
+            "window",
+            lambda j: "eviction is on its way" in ((j.get("status") or {}).get("message") or ""),
+        )
         kube.handle.call(lambda sim: sim.api.eviction_holds[held].set())
         job = await until_job(kube, "window", ended)
     await nc.close()
     assert checked["details"]["reservation"] == "window" and checked["details"]["node"], checked
+    assert waiting["status"]["phase"] == "Running", waiting["status"]
     assert job["status"]["phase"] == "Succeeded", job["status"]
     # The job ends with the replacement in its room (the sibling's: replicas are interchangeable), and the
     # moved pod's own replacement takes the place the sibling left: in this full cluster, none is Pending.
