@@ -403,12 +403,13 @@ class Tracker:
     async def _observe(self, job: PodMigrationJob) -> machine.Observed:
         uid = job.metadata.uid or ""
         ref = job.spec.pod_ref
-        raw_decision = await self.client.hget(f"{self.key}:decisions", uid)
+        pipe = self.client.pipeline(transaction=False)
+        pipe.hget(f"{self.key}:decisions", uid)
+        pipe.hgetall(f"{self.key}:reports:{uid}")
+        pipe.hexists(f"{self.key}:workload-uid-of", job.metadata.name or "")  # an eviction was sent
+        raw_decision, raw_reports, evicting = await pipe.execute()
         decision = codec.decode(raw_decision, Decision) if raw_decision else None
-        reports = {
-            as_text(k): codec.decode(v, Report)
-            for k, v in (await self.client.hgetall(f"{self.key}:reports:{uid}")).items()
-        }
+        reports = {as_text(k): codec.decode(v, Report) for k, v in raw_reports.items()}
         # The Reservations first, the pod after: a pod still there when read after its Reservation was seen
         # taken has not been evicted, so whoever took the room is not its replacement (read the other way
         # round, an eviction and the rebinding in between would look like a sibling taking it).
@@ -460,7 +461,8 @@ class Tracker:
             eviction_note=evict_report.message
             if evict_report and evict_report.outcome == "blocked"
             else None,
-            eviction_sent=evict_report is not None and evict_report.outcome == "checked",
+            # Sent, and not refused or done yet: the executor may have found the room and be evicting.
+            eviction_sent=bool(evicting) and (evict_report is None or evict_report.outcome == "checked"),
             reserve_failed=reserve_report.message
             if reserve_report and reserve_report.outcome == "failed" and not current
             else None,
