@@ -13,6 +13,7 @@ import msgspec
 from podherd import __version__
 from podherd.errors import CliError
 from podherd.signals import stop_on_signals
+from shared.bus import StreamRefused
 from shared.config import ConfigError, load_config
 from shared.servers import ServerUnavailable
 
@@ -325,7 +326,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         with stop_on_signals():
             return func(args)
-    except (CliError, ConfigError, ServerUnavailable) as exc:
+    except (CliError, ConfigError, ServerUnavailable, StreamRefused) as exc:
         print(f"podherd: {exc}", file=sys.stderr)
         return EXIT_FAILED
     except KeyboardInterrupt:

@@ -40,7 +40,7 @@ from nats.js.api import (
     StorageType,
     StreamConfig,
 )
-from nats.js.errors import BadRequestError, NotFoundError
+from nats.js.errors import APIError, BadRequestError, NotFoundError
 from nats.js.kv import KeyValue
 
 from shared.api import codec
@@ -168,14 +168,31 @@ async def connect(
     )
 
 
+class StreamRefused(RuntimeError):
+    """JetStream would not create or update one of Podherd's streams."""
+
+
+_INSUFFICIENT_STORAGE = 10047
+
+
 async def ensure_stream(js: JetStreamContext, config: StreamConfig) -> None:
     """Create the stream, or bring an existing one to this configuration."""
     try:
-        await js.add_stream(config)
-    except BadRequestError as exc:
-        if exc.err_code != 10058:  # stream name already in use with a different configuration
+        try:
+            await js.add_stream(config)
+        except BadRequestError as exc:
+            if exc.err_code != 10058:  # stream name already in use with a different configuration
+                raise
+            await js.update_stream(config)
+    except APIError as exc:
+        if exc.err_code != _INSUFFICIENT_STORAGE or not config.max_bytes or config.max_bytes < 0:
             raise
-        await js.update_stream(config)
+        raise StreamRefused(
+            f"JetStream refused stream {config.name}: {exc.description}. Its max_bytes"
+            f" ({config.max_bytes} bytes, nats.streamMaxBytes) times its replicas is reserved against the"
+            " server's JetStream file store (max_file_store; without one, a share of the free disk): lower"
+            " nats.streamMaxBytes or give the server more store"
+        ) from exc
 
 
 async def ensure_events_stream(js: JetStreamContext, subjects: Subjects, config: NatsConfig) -> None:

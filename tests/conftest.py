@@ -7,14 +7,19 @@ names and Redis key prefix, and what it created is deleted afterwards, so tests 
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, TypeVar
 
 import nats
+import nats.js.errors
 import pytest
 import redis.asyncio as aioredis
 from nats.aio.client import Client as NatsClient
@@ -37,6 +42,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+T = TypeVar("T")
+
 BUDGET_SECONDS = 360  # the whole suite, on a 2-core machine
 
 
@@ -53,16 +60,85 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: p
     took = time.monotonic() - config.stash[_started]
     verdict = "within" if took <= BUDGET_SECONDS else "OVER"
     terminalreporter.write_line(f"pytest took {took:.0f} s: {verdict} the suite's {BUDGET_SECONDS} s budget")
+    peak, test = config.stash.get(_peak_reserved, (0, ""))
+    if peak:
+        terminalreporter.write_line(
+            f"JetStream: the most one test reserved was {peak / (1 << 30):.2f} GiB"
+            f" of the session server's {STORE_LIMIT_BYTES / (1 << 30):.0f} GiB ({test})"
+        )
 
 
 _started = pytest.StashKey[float]()
+_peak_reserved = pytest.StashKey[tuple[int, str]]()
+
+
+# The session's NATS server has a fixed JetStream store limit, the same on every machine: left to itself
+# nats-server takes a share of the free disk, and each stream's `max_bytes` (1 GiB for an events stream by
+# default) is reserved against it, so the suite would pass or fail with the free disk. Tests run one at a
+# time and each test's streams are deleted after it (`_streams_deleted_after_the_test`), so one test's
+# streams must fit; the terminal summary prints the most any test reserved.
+STORE_LIMIT_BYTES = 8 << 30
 
 
 @pytest.fixture(scope="session")
 def nats_srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    server = nats_server(Path(tmp_path_factory.mktemp("nats")))
+    server = nats_server(Path(tmp_path_factory.mktemp("nats")), max_file_store=STORE_LIMIT_BYTES)
     yield server
+    left = _aside(_streams(server.url))
     server.stop()
+    assert not left, f"streams left on the session's NATS server after the last test: {sorted(left)}"
+
+
+def _aside(work: Coroutine[Any, Any, T]) -> T:
+    """Run `work` on its own loop in another thread: the test's thread keeps whatever loop it had."""
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, work).result()
+
+
+async def _streams(url: str) -> dict[str, int]:
+    """Every stream on the server (KV buckets included) and the bytes it reserves."""
+    nc = await nats.connect(url, connect_timeout=5, max_reconnect_attempts=3)
+    try:
+        js = nc.jetstream()
+        reserved: dict[str, int] = {}
+        for info in await js.streams_info():
+            name, limit = info.config.name or "", info.config.max_bytes or 0
+            reserved[name] = max(limit, 0) * (info.config.num_replicas or 1)
+        return reserved
+    finally:
+        await nc.close()
+
+
+async def _delete_streams(url: str, names: Iterable[str]) -> None:
+    nc = await nats.connect(url, connect_timeout=5, max_reconnect_attempts=3)
+    try:
+        js = nc.jetstream()
+        for name in names:
+            with contextlib.suppress(nats.js.errors.NotFoundError):
+                await js.delete_stream(name)
+    finally:
+        await nc.close()
+
+
+@pytest.fixture(autouse=True)
+def _streams_deleted_after_the_test(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A test that used the session's NATS server leaves no stream behind: whatever it, or a service or
+    process it started, created is deleted afterwards, whatever prefix it chose."""
+    if "nats_srv" not in request.fixturenames:
+        yield
+        return
+    server: Server = request.getfixturevalue("nats_srv")
+    if not server.managed:  # someone else's server (`$NATS_URL`): `nats_scope` deletes the test's own
+        yield
+        return
+    before = set(_aside(_streams(server.url)))
+    yield
+    after = _aside(_streams(server.url))
+    created = {name: size for name, size in after.items() if name not in before}
+    peak = request.config.stash.get(_peak_reserved, (0, ""))
+    if sum(created.values()) > peak[0]:
+        request.config.stash[_peak_reserved] = (sum(created.values()), request.node.nodeid)
+    _aside(_delete_streams(server.url, created))
 
 
 @pytest.fixture(scope="session")

@@ -9,6 +9,8 @@ import pytest
 import redis.asyncio as aioredis
 from nats.js.api import StreamConfig
 
+from shared.bus import StreamRefused, Subjects, ensure_events_stream
+from shared.config import NatsConfig
 from shared.servers import (
     Server,
     find_nats_binary,
@@ -98,3 +100,46 @@ async def test_redis_server_serves_clients(redis_srv: Server) -> None:
         assert await client.ping() is True
     finally:
         await client.aclose()
+
+
+async def test_a_given_store_limit_holds_whatever_the_disk(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """Each stream's `max_bytes` is reserved against the JetStream store limit. Given a limit, a started
+    server keeps it instead of deriving one from the free disk: 4 TiB of reservations fit here on any
+    machine, and one byte more is refused."""
+    binary = find_nats_binary()
+    assert binary is not None
+    gib = 1 << 30
+    server = start_nats_binary(binary, tmp_path_factory.mktemp("limit"), max_file_store=4096 * gib)
+    nc = await nats.connect(server.url)
+    try:
+        js = nc.jetstream()
+        for name in ("A", "B"):
+            await js.add_stream(StreamConfig(name=name, subjects=[f"{name}.>"], max_bytes=2048 * gib))
+        with pytest.raises(nats.js.errors.ServerError) as refused:
+            await js.add_stream(StreamConfig(name="C", subjects=["C.>"], max_bytes=1))
+        assert refused.value.err_code == 10047  # insufficient storage resources available
+    finally:
+        await nc.close()
+        server.stop()
+
+
+async def test_a_stream_the_store_cannot_reserve_is_refused_naming_the_setting(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    binary = find_nats_binary()
+    assert binary is not None
+    server = start_nats_binary(binary, tmp_path_factory.mktemp("small"), max_file_store=512 << 20)
+    nc = await nats.connect(server.url)
+    try:
+        js, subjects = nc.jetstream(), Subjects("small")
+        with pytest.raises(StreamRefused) as refused:  # the default: 1 GiB
+            await ensure_events_stream(js, subjects, NatsConfig())
+        assert "SMALL_EVENTS" in str(refused.value) and "nats.streamMaxBytes" in str(refused.value)
+        assert "insufficient storage resources available" in str(refused.value)
+        await ensure_events_stream(js, subjects, NatsConfig(stream_max_bytes=256 << 20))
+        assert (await js.stream_info("SMALL_EVENTS")).config.max_bytes == 256 << 20
+    finally:
+        await nc.close()
+        server.stop()
