@@ -6,6 +6,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from kubesim.schema import CrdSchema
+
 COMMON_FIELDS = frozenset({"metadata.name", "metadata.namespace"})
 VERBS = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
 
@@ -35,6 +37,8 @@ class ResourceType:
     # Whether `status` is a subresource (main-resource writes ignore status; /status writes only status).
     status_subresource: bool = False
     crd: bool = False
+    # A custom resource's schema, applied on every write through the API (prune, default, validate).
+    schema: CrdSchema | None = None
 
     @property
     def api_version(self) -> str:
@@ -295,6 +299,9 @@ def from_crd(crd: dict[str, Any]) -> list[ResourceType]:
                 status_subresource="status" in subs,
                 columns=columns,
                 crd=True,
+                schema=CrdSchema(openapi)
+                if (openapi := (version.get("schema") or {}).get("openAPIV3Schema"))
+                else None,
             )
         )
     return types

@@ -27,6 +27,7 @@ from kubesim.eviction import evict
 from kubesim.options import SimOptions
 from kubesim.patch import json_patch, merge_patch, strategic_merge_patch
 from kubesim.resources import ResourceType
+from kubesim.schema import field_validation
 from kubesim.selectors import parse_field_selector, parse_label_selector
 from kubesim.store import Obj, Store, Watch, encode_event
 
@@ -52,6 +53,13 @@ class Target:
     namespace: str | None
     name: str | None
     subresource: str | None
+
+
+def _warned(response: web.Response, warnings: list[str]) -> web.Response:
+    """Each warning as its own `Warning` header, in the API server's form (code 299, agent "-")."""
+    for text in warnings:
+        response.headers.add("Warning", f"299 - {json.dumps(text)}")
+    return response
 
 
 def json_response(body: Any, status: int = 200) -> web.Response:
@@ -222,8 +230,16 @@ class ApiServer:
             if method == "POST":
                 if t.rt.namespaced and t.namespace is None:
                     raise method_not_allowed("create needs a namespace in the path")
-                created = store.create(t.rt, ns, await _body(request), dry_run=dry_run)
-                return self._object_response(request, t.rt, created, 201)
+                warnings: list[str] = []
+                created = store.create(
+                    t.rt,
+                    ns,
+                    await _body(request),
+                    dry_run=dry_run,
+                    field_validation=field_validation(query, "CreateOptions"),
+                    warnings=warnings,
+                )
+                return _warned(self._object_response(request, t.rt, created, 201), warnings)
             if method == "DELETE":
                 return self._delete_collection(request, t)
             raise method_not_allowed(f"{method} is not supported on a collection")
@@ -246,12 +262,32 @@ class ApiServer:
         if method == "GET":
             return self._object_response(request, t.rt, store.get(t.rt, ns, name))
         if method == "PUT":
-            updated = store.update(t.rt, ns, name, await _body(request), t.subresource, dry_run=dry_run)
-            return self._object_response(request, t.rt, updated)
+            warnings = []
+            updated = store.update(
+                t.rt,
+                ns,
+                name,
+                await _body(request),
+                t.subresource,
+                dry_run=dry_run,
+                field_validation=field_validation(query, "UpdateOptions"),
+                warnings=warnings,
+            )
+            return _warned(self._object_response(request, t.rt, updated), warnings)
         if method == "PATCH":
             apply = await self._patcher(request, t.rt)
-            patched = store.patch(t.rt, ns, name, apply, t.subresource, dry_run=dry_run)
-            return self._object_response(request, t.rt, patched)
+            warnings = []
+            patched = store.patch(
+                t.rt,
+                ns,
+                name,
+                apply,
+                t.subresource,
+                dry_run=dry_run,
+                field_validation=field_validation(query, "PatchOptions"),
+                warnings=warnings,
+            )
+            return _warned(self._object_response(request, t.rt, patched), warnings)
         if method == "DELETE":
             options = await _body(request, required=False)
             if "gracePeriodSeconds" in query:

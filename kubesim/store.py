@@ -36,6 +36,8 @@ from kubesim.errors import (
     not_found,
 )
 from kubesim.resources import Registry, ResourceType, from_crd
+from kubesim.schema import FieldError, FieldValidation, GoLiteral
+from kubesim.schema import invalid as schema_invalid
 from kubesim.selectors import LabelMatcher, parse_field_selector, parse_label_selector
 
 Obj = dict[str, Any]
@@ -209,12 +211,21 @@ class Store:
     # ----------------------------------------------------------------------------------------------------
     # Writes
 
-    def create(self, rt: ResourceType, namespace: str, obj: Obj, dry_run: bool = False) -> Obj:
+    def create(
+        self,
+        rt: ResourceType,
+        namespace: str,
+        obj: Obj,
+        dry_run: bool = False,
+        field_validation: FieldValidation = "Warn",
+        warnings: list[str] | None = None,
+    ) -> Obj:
         obj = copy.deepcopy(obj)
         meta = obj.setdefault("metadata", {})
         if not isinstance(meta, dict):
             raise bad_request("metadata must be an object")
         self._check_kind(rt, obj)
+        _decode(rt, obj, field_validation, warnings)
         if rt.namespaced:
             body_ns = meta.get("namespace")
             if body_ns and body_ns != namespace:
@@ -248,6 +259,7 @@ class Store:
             meta.pop(field_name, None)
         if rt.status_subresource and rt.crd:
             obj.pop("status", None)
+        _validate(rt, obj)
         for hook in self.admission:
             hook("CREATE", rt, None, obj)
         if dry_run:
@@ -262,6 +274,8 @@ class Store:
         obj: Obj,
         subresource: str | None = None,
         dry_run: bool = False,
+        field_validation: FieldValidation = "Warn",
+        warnings: list[str] | None = None,
     ) -> Obj:
         current = self.get(rt, namespace, name)
         obj = copy.deepcopy(obj)
@@ -273,7 +287,15 @@ class Store:
                 f"the name of the object ({meta.get('name')}) does not match the name on the URL ({name})"
             )
         self._check_kind(rt, obj)
+        _decode(rt, obj, field_validation, warnings)
         wanted_rv = meta.get("resourceVersion")
+        if rt.crd and not wanted_rv:  # custom resources allow no unconditional update
+            # The registry's message, its uint64 zero printed with Go's %#v.
+            zero = GoLiteral("0x0")
+            error = FieldError(
+                "FieldValueInvalid", "metadata.resourceVersion", zero, "must be specified for an update"
+            )
+            raise schema_invalid(rt.kind, rt.group, name, [error])
         _check_fresh(rt, name, current, wanted_rv)
         return self._replace(rt, current, obj, subresource, dry_run)
 
@@ -285,11 +307,14 @@ class Store:
         apply: Callable[[Obj], Obj],
         subresource: str | None = None,
         dry_run: bool = False,
+        field_validation: FieldValidation = "Warn",
+        warnings: list[str] | None = None,
     ) -> Obj:
         current = self.get(rt, namespace, name)
         patched = apply(copy.deepcopy(current))
         if not isinstance(patched, dict) or not isinstance(patched.get("metadata"), dict):
             raise bad_request("the patch produced an object without metadata")
+        _decode(rt, patched, field_validation, warnings)
         wanted_rv = patched["metadata"].get("resourceVersion")
         _check_fresh(rt, name, current, wanted_rv)
         return self._replace(rt, current, patched, subresource, dry_run)
@@ -337,6 +362,7 @@ class Store:
         meta["resourceVersion"] = cur_meta["resourceVersion"]
         if _without_rv(new) == _without_rv(current):
             return current  # a no-op write does not bump the resourceVersion (as the API server)
+        _validate(rt, new)
         for hook in self.admission:
             hook("UPDATE", rt, current, new)
         if dry_run:
@@ -622,6 +648,18 @@ def _spec_of(obj: Obj) -> Obj:
 def _without_rv(obj: Obj) -> Obj:
     meta = {k: v for k, v in obj["metadata"].items() if k != "resourceVersion"}
     return {**obj, "metadata": meta}
+
+
+def _decode(
+    rt: ResourceType, obj: Obj, field_validation: FieldValidation, warnings: list[str] | None
+) -> None:
+    if rt.schema is not None:
+        rt.schema.decode(obj, field_validation, [] if warnings is None else warnings)
+
+
+def _validate(rt: ResourceType, obj: Obj) -> None:
+    if rt.schema is not None and (errors := rt.schema.validate(obj)):
+        raise schema_invalid(rt.kind, rt.group, obj["metadata"].get("name", ""), errors)
 
 
 def _validate_name(rt: ResourceType, name: str) -> None:

@@ -207,7 +207,7 @@ def test_strategic_merge_and_json_patch(kube: Kube) -> None:
             "apiVersion": f"{GROUP}/{VERSION}",
             "kind": "PodMigrationJob",
             "metadata": {"name": "j"},
-            "spec": {},
+            "spec": {"podRef": {"namespace": "default", "name": "p"}},
         },
     )
     status = _raw(

@@ -25,7 +25,10 @@ pytestmark = [
 CRDS = Path(__file__).resolve().parents[2] / "deploy" / "crds"
 
 
-def kubectl(handle: SimHandle, *args: str, timeout: float = 60, check: bool = True) -> str:
+def kubectl(
+    handle: SimHandle, *args: str, timeout: float = 60, check: bool = True, stderr: bool = False
+) -> str:
+    """kubectl's standard output (and its standard error after it, with `stderr`)."""
     assert KUBECTL is not None
     result = subprocess.run(
         [KUBECTL, *args],
@@ -37,7 +40,7 @@ def kubectl(handle: SimHandle, *args: str, timeout: float = 60, check: bool = Tr
     )
     if check and result.returncode != 0:
         raise AssertionError(f"kubectl {' '.join(args)} failed ({result.returncode}): {result.stderr}")
-    return result.stdout
+    return result.stdout + result.stderr if stderr else result.stdout
 
 
 @pytest.fixture
@@ -58,9 +61,12 @@ def test_apply_crds_and_get_pmj(sim: SimHandle, tmp_path: Path) -> None:
     assert "podmigrationjob.scheduling.koordinator.sh/move-web created" in kubectl(
         sim, "apply", "-f", str(job)
     )
-    table = kubectl(sim, "get", "pmj").splitlines()
-    assert table[0].split() == ["NAME", "PHASE", "STATUS", "NODE", "POD", "AGE"]
-    assert table[1].split()[:2] == ["move-web", "web-0"]
+    table = kubectl(sim, "get", "pmj").splitlines()  # Koordinator's columns; no phase or node yet
+    assert table[0].split() == [
+        *("NAME", "PHASE", "STATUS", "AGE", "NODE", "RESERVATION", "PODNAMESPACE", "POD", "NEWPOD", "TTL")
+    ]
+    row = table[1].split()
+    assert row[0] == "move-web" and row[2:] == ["default", "web-0", "5m"]
 
 
 def test_get_pods_wide(sim: SimHandle) -> None:

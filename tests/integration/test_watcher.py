@@ -238,7 +238,7 @@ async def test_every_change_of_every_kind_arrives_once(
                 },
             },
         )
-        await create_pmj(kube, "bad", {"mode": "Teleport"})
+        await create_pmj(kube, "bad", {"mode": "Teleport", "podRef": {"namespace": "default", "name": "x"}})
         await wait_events(
             nats_srv.url,
             test_id,
