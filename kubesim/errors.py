@@ -6,18 +6,26 @@ from typing import Any
 
 
 class ApiError(Exception):
-    def __init__(self, code: int, reason: str, message: str, details: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        code: int,
+        reason: str,
+        message: str,
+        details: dict[str, Any] | None = None,
+        list_meta: dict[str, Any] | None = None,
+    ) -> None:
         super().__init__(message)
         self.code = code
         self.reason = reason
         self.message = message
         self.details = details
+        self.list_meta = list_meta or {}  # a Status's ListMeta, e.g. a fresh `continue` token
 
     def status(self) -> dict[str, Any]:
         body: dict[str, Any] = {
             "kind": "Status",
             "apiVersion": "v1",
-            "metadata": {},
+            "metadata": dict(self.list_meta),
             "status": "Failure",
             "message": self.message,
             "code": self.code,
@@ -67,8 +75,10 @@ def invalid(kind: str, name: str, message: str, field: str | None = None) -> Api
     return ApiError(422, "Invalid", f'{kind} "{name}" is invalid: {message}', details)
 
 
-def gone(message: str) -> ApiError:
-    return ApiError(410, "Expired", message)
+def gone(message: str, continue_token: str | None = None) -> ApiError:
+    return ApiError(
+        410, "Expired", message, list_meta={"continue": continue_token} if continue_token else None
+    )
 
 
 def too_many_requests(message: str, causes: list[dict[str, str]] | None = None) -> ApiError:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import base64
 import bisect
 import copy
+import itertools
 import json
 import random
 import re
@@ -170,14 +171,16 @@ class Store:
         list_rv = self.rv
         keys = bucket.sorted_keys()
         start = 0
+        at: Callable[[Key], Stored | None] = bucket.objects.get
         if continue_token:
             token_rv, after = _decode_continue(continue_token)
-            if token_rv < self.compacted_rv:
-                raise gone(
-                    "The provided continue parameter is too old to display a consistent list result. "
-                    "You can start a new list without the continue parameter."
-                )
-            list_rv = token_rv
+            if 0 <= token_rv < self.compacted_rv:
+                # The first page's revision is compacted: the rest only from the latest state, if asked.
+                raise gone(_INCONSISTENT_CONTINUE, _encode_continue(-1, after))
+            if token_rv >= 0:
+                # Later pages show the first page's snapshot, as etcd serves them at its revision.
+                list_rv = token_rv
+                keys, at = self._snapshot(rt, bucket, token_rv)
             start = bisect.bisect_right(keys, after)
         items: list[bytes] = []
         last: Key | None = None
@@ -186,7 +189,7 @@ class Store:
             key = keys[index]
             if namespace and key[0] != namespace:
                 continue
-            stored = bucket.objects.get(key)
+            stored = at(key)
             if stored is None:
                 continue
             meta = stored.obj["metadata"]
@@ -205,8 +208,32 @@ class Store:
         if limit and last is not None and len(items) >= limit and index + 1 < len(keys):
             token = _encode_continue(list_rv, last)
             if not labels and not fields:
-                remaining = sum(1 for k in keys[index + 1 :] if not namespace or k[0] == namespace)
+                remaining = sum(
+                    1 for k in keys[index + 1 :] if (not namespace or k[0] == namespace) and at(k) is not None
+                )
         return items, str(list_rv), token, remaining
+
+    def _snapshot(
+        self, rt: ResourceType, bucket: Bucket, rv: int
+    ) -> tuple[list[Key], Callable[[Key], Stored | None]]:
+        """The resource's keys and objects as they were at `rv`: today's, with every later change undone."""
+        then: dict[Key, Stored | None] = {}
+        first_later = bisect.bisect_right(self.history, rv, key=lambda event: event.rv)
+        for event in itertools.islice(self.history, first_later, None):
+            if event.rt.key != rt.key:
+                continue
+            key = (event.namespace, event.obj["metadata"]["name"])
+            if key not in then:  # the first change after `rv` knows what the object was at `rv`
+                old = event.old if event.type != "ADDED" else None
+                then[key] = Stored(old, _encode(old)) if old is not None else None
+        if not then:
+            return bucket.sorted_keys(), bucket.objects.get
+        keys = sorted(set(bucket.sorted_keys()).union(then))
+
+        def at(key: Key) -> Stored | None:
+            return then[key] if key in then else bucket.objects.get(key)
+
+        return keys, at
 
     # ----------------------------------------------------------------------------------------------------
     # Writes
@@ -447,7 +474,14 @@ class Store:
         meta["resourceVersion"] = str(self.rv)
         namespace = meta.get("namespace", "") if rt.namespaced else ""
         raw = _encode(obj)
-        self.bucket(rt).put((namespace, meta["name"]), Stored(obj, raw))
+        bucket = self.bucket(rt)
+        if (
+            old is None
+            and event_type == "MODIFIED"
+            and (before := bucket.objects.get((namespace, meta["name"])))
+        ):
+            old = before.obj  # what a paged list's snapshot shows for a version before this one
+        bucket.put((namespace, meta["name"]), Stored(obj, raw))
         self._emit(Event(self.rv, event_type, rt, namespace, obj, raw, old))
         if rt.kind == "CustomResourceDefinition" and event_type == "ADDED":
             self._establish_crd(rt, obj)
@@ -671,6 +705,15 @@ def _validate_name(rt: ResourceType, name: str) -> None:
             "of lower case alphanumeric characters, '-' or '.'",
             "metadata.name",
         )
+
+
+_INCONSISTENT_CONTINUE = (
+    "The provided continue parameter is too old to display a consistent list result. You can start a new"
+    " list without the continue parameter, or use the continue token in this response to retrieve the"
+    " remainder of the results. Continuing with the provided token results in an inconsistent list -"
+    " objects that were created, modified, or deleted between the time the first chunk was returned and"
+    " now may show up in the list."
+)
 
 
 def _encode_continue(rv: int, after: Key) -> str:

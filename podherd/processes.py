@@ -7,6 +7,7 @@ Used by the demo and by the tests that run the pipeline the way it is deployed.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -17,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from shared.servers import free_port, spawn_logged
+from shared.servers import spawn_logged
 
 SERVICES = ("watcher", "arbitrator", "executor", "tracker")
 
@@ -26,17 +27,34 @@ class ServiceFailed(RuntimeError):
     """A service process exited or never became ready; the message ends with its last log lines."""
 
 
+_OPS_ENDPOINT = re.compile(r"ops endpoint on [^\s:]+:(\d+)")
+
+
+def ops_port(log: Path) -> int:
+    """The ops port a service started with `http.port: 0` logged that it bound; 0 before it has."""
+    found = _OPS_ENDPOINT.search(log.read_text(errors="replace")) if log.exists() else None
+    return int(found.group(1)) if found else 0
+
+
 @dataclass
 class ServiceProcess:
     service: str
     replica: str
     process: subprocess.Popen[bytes]
-    port: int
     log: Path
+    _port: int = 0
 
     @property
     def name(self) -> str:
         return f"{self.service}-{self.replica}"
+
+    @property
+    def port(self) -> int:
+        """The ops port the service bound (it binds port 0: a port chosen here could be taken before it
+        binds it); 0 until the service has logged it."""
+        if not self._port:
+            self._port = ops_port(self.log)
+        return self._port
 
     @property
     def metrics_url(self) -> str:
@@ -51,6 +69,8 @@ class ServiceProcess:
         return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
 
     def ready(self) -> bool:
+        if not self.port:
+            return False
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/readyz", timeout=1) as answer:
                 return bool(answer.status == 200)
@@ -71,7 +91,6 @@ class ServiceProcesses:
     def start(self, service: str, replica: str = "0") -> ServiceProcess:
         if service not in SERVICES:
             raise ValueError(f"no service {service!r}; one of {', '.join(SERVICES)}")
-        port = free_port()
         self.workdir.mkdir(parents=True, exist_ok=True)
         log = self.workdir / f"{service}-{replica}.log"
         env = {
@@ -79,13 +98,13 @@ class ServiceProcesses:
             **self.env,
             "PODHERD_REPLICA": f"{service}-{replica}",
             "PODHERD_HTTP__HOST": "127.0.0.1",
-            "PODHERD_HTTP__PORT": str(port),
+            "PODHERD_HTTP__PORT": "0",
         }
         if service in self.kubeconfigs:
             env["PODHERD_KUBERNETES__KUBECONFIG"] = str(self.kubeconfigs[service])
         argv = [sys.executable, "-m", "podherd", "run", service, "--config", str(self.config)]
         process = spawn_logged(argv, log, env=env)
-        started = ServiceProcess(service, replica, process, port, log)
+        started = ServiceProcess(service, replica, process, log)
         self.running.append(started)
         return started
 

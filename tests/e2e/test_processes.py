@@ -147,6 +147,8 @@ async def test_four_service_processes_with_their_own_roles_carry_a_storm_of_inte
     try:
         processes.start_all(replicas=2)
         await asyncio.to_thread(processes.wait_ready, 90)
+        # Each replica is ready on the port it bound itself (ports chosen beforehand once collided).
+        assert len({p.port for p in processes.running}) == 8 and all(p.alive() for p in processes.running)
         watching = asyncio.create_task(watchdog.run(stop))
         pods = sorted(web_pods(kube))
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import signal
-import subprocess
 import sys
 import time
 import urllib.request
@@ -18,9 +17,10 @@ import yaml
 
 from kubesim.sim import SimHandle
 from podherd.install import install
+from podherd.processes import ops_port
 from shared.config import KubernetesConfig
 from shared.kube import KubeClient
-from shared.servers import Server, free_port
+from shared.servers import Server, spawn_logged
 from tests.e2e.pipeline import GROUP, PLURAL, VERSION, ended, pipeline_config, podherd
 from tests.kube import Kube, client_for, watch_until
 
@@ -59,9 +59,8 @@ def test_run_all_serves_every_service_and_plan_apply_defragments(
     install(kube, rbac=False)
     config = pipeline_config(handle, nats_srv, redis_srv, test_id)
     path = tmp_path / "podherd.yaml"
-    port = free_port()
     document = msgspec.to_builtins(config)
-    document["http"] = {"host": "127.0.0.1", "port": port}
+    document["http"] = {"host": "127.0.0.1", "port": 0}  # it binds a free port and logs which
     path.write_text(yaml.safe_dump(document))
 
     dry = podherd(path, "plan", "-o", "json")
@@ -69,19 +68,16 @@ def test_run_all_serves_every_service_and_plan_apply_defragments(
     plan = json.loads(dry.stdout)
     assert plan["pending"] == "default/big" and len(plan["moves"]) == 2
 
-    service = subprocess.Popen(
-        [sys.executable, "-m", "podherd", "run", "all", "--config", str(path)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    log = tmp_path / "run-all.log"
+    service = spawn_logged([sys.executable, "-m", "podherd", "run", "all", "--config", str(path)], log)
     try:
-        answer = None
+        answer, port = None, 0
         for _ in range(600):  # the process starting up: nothing to await but its port
-            answer = ready(port)
+            port = port or ops_port(log)
+            answer = ready(port) if port else None
             if answer is not None:
                 break
-            assert service.poll() is None, service.communicate()[1][-2000:]
+            assert service.poll() is None, log.read_text()[-2000:]
             time.sleep(0.1)
         assert answer == "ready\n"
         # One endpoint for the four: every service's metrics.
@@ -112,6 +108,6 @@ def test_run_all_serves_every_service_and_plan_apply_defragments(
         assert {i["metadata"]["name"] for i in json.loads(listed.stdout)} == set(jobs)
     finally:
         service.send_signal(signal.SIGTERM)
-        _, err = service.communicate(timeout=60)
+        service.wait(timeout=60)
         kube.close()
-    assert service.returncode == 0, err[-2000:]
+    assert service.returncode == 0, log.read_text()[-2000:]

@@ -551,3 +551,38 @@ def test_discovery(kube: Kube) -> None:
     assert {"apps", "policy", "coordination.k8s.io", "apiextensions.k8s.io", GROUP} <= groups
     eviction = next(r for r in resources.resources if r.name == "pods/eviction")
     assert (eviction.group, eviction.version, eviction.kind) == ("policy", "v1", "Eviction")
+
+
+def test_later_pages_show_the_first_pages_snapshot(kube: Kube) -> None:
+    for name in ("a", "b", "c", "d"):
+        kube.core.create_namespaced_pod("default", pod_body(name, scheduler="manual"))
+    first = kube.core.list_namespaced_pod("default", limit=2)
+    assert [p.metadata.name for p in first.items] == ["a", "b"]
+    kube.core.create_namespaced_pod("default", pod_body("bb", scheduler="manual"))  # after the snapshot
+    kube.core.delete_namespaced_pod("c", "default")  # gone since, but in the snapshot
+    kube.core.patch_namespaced_pod("d", "default", {"metadata": {"labels": {"later": "yes"}}})
+    rest = kube.core.list_namespaced_pod("default", limit=5, _continue=first.metadata._continue)
+    assert [p.metadata.name for p in rest.items] == ["c", "d"]
+    assert rest.metadata.resource_version == first.metadata.resource_version
+    assert "later" not in (rest.items[1].metadata.labels or {})  # d as it was then
+    assert rest.metadata._continue is None
+    now = [p.metadata.name for p in kube.core.list_namespaced_pod("default").items]
+    assert now == ["a", "b", "bb", "d"]
+
+
+def test_a_continue_token_past_compaction_gets_410_and_a_token_for_the_rest(kube: Kube) -> None:
+    for name in ("a", "b", "c"):
+        kube.core.create_namespaced_pod("default", pod_body(name, scheduler="manual"))
+    first = kube.core.list_namespaced_pod("default", limit=1)
+    kube.core.delete_namespaced_pod("b", "default")
+    kube.handle.call(lambda sim: sim.store.compact())
+    status, body = _raw(
+        kube, "GET", "/api/v1/namespaces/default/pods", query=f"?limit=1&continue={first.metadata._continue}"
+    )
+    assert (status, body["reason"]) == (410, "Expired")
+    assert body["message"].startswith(
+        "The provided continue parameter is too old to display a consistent list result. You can start a new"
+        " list without the continue parameter, or use the continue token in this response"
+    )
+    rest = kube.core.list_namespaced_pod("default", _continue=body["metadata"]["continue"])
+    assert [p.metadata.name for p in rest.items] == ["c"]  # the latest state after "a": b is gone
