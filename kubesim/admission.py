@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from kubesim.errors import invalid
+import copy
+import difflib
+import json
+
+from kubesim.errors import FieldError, invalid, invalid_fields
 from kubesim.resources import ResourceType
 from kubesim.store import Obj, Store
 
@@ -19,6 +23,22 @@ NODE_INFO = {
     "systemUUID": "kubesim",
 }
 SYSTEM_PRIORITIES = {"system-node-critical": 2_000_001_000, "system-cluster-critical": 2_000_000_000}
+POD_SPEC_DEFAULTS = {
+    "schedulerName": "default-scheduler",
+    "terminationGracePeriodSeconds": 30,
+    "restartPolicy": "Always",
+    "dnsPolicy": "ClusterFirst",
+}
+# ValidatePodUpdate's list (Kubernetes 1.32, in-place resize off): all else in a pod's spec is fixed.
+UPDATABLE_POD_SPEC_FIELDS = ",".join(
+    (
+        "`spec.containers[*].image`",
+        "`spec.initContainers[*].image`",
+        "`spec.activeDeadlineSeconds`",
+        "`spec.tolerations` (only additions to existing tolerations)",
+        "`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)",
+    )
+)
 
 
 def qos_class(spec: Obj) -> str:
@@ -42,9 +62,13 @@ class Admission:
     def __init__(self, store: Store) -> None:
         self.store = store
 
-    def __call__(self, operation: str, rt: ResourceType, old: Obj | None, obj: Obj) -> None:
+    def __call__(
+        self, operation: str, rt: ResourceType, old: Obj | None, obj: Obj, subresource: str | None = None
+    ) -> None:
         if rt.group == "" and rt.plural == "pods":
             self._pod(operation, obj)
+            if operation == "UPDATE" and old is not None and subresource is None:
+                _pod_spec_update(old, obj)
         elif rt.group == "apps":
             spec = obj.setdefault("spec", {})
             spec.setdefault("replicas", 1)
@@ -77,12 +101,10 @@ class Admission:
         for container in spec["containers"]:
             if not container.get("name"):
                 raise invalid("Pod", name, "spec.containers[].name: Required value", "spec.containers[].name")
+        for field, default in POD_SPEC_DEFAULTS.items():  # defaulting: on every write, before validation
+            spec.setdefault(field, default)
         if operation != "CREATE":
             return
-        spec.setdefault("schedulerName", "default-scheduler")
-        spec.setdefault("terminationGracePeriodSeconds", 30)
-        spec.setdefault("restartPolicy", "Always")
-        spec.setdefault("dnsPolicy", "ClusterFirst")
         if "priority" not in spec:
             spec["priority"] = self._priority(spec.get("priorityClassName"))
         pod["status"] = {"phase": "Pending", "qosClass": qos_class(spec)}
@@ -112,3 +134,48 @@ class Admission:
             status["allocatable"] = dict(status["capacity"])
         status.setdefault("conditions", [{"type": "Ready", "status": "True", "reason": "KubeletReady"}])
         status.setdefault("nodeInfo", dict(NODE_INFO))
+
+
+def _pod_spec_update(old: Obj, new: Obj) -> None:
+    """Refuse a pod update that changes its spec beyond what ValidatePodUpdate lets change: the updatable
+    fields are set back to their old values, and whatever still differs is refused (with a diff)."""
+    before, after = old.get("spec") or {}, new.get("spec") or {}
+    munged = copy.deepcopy(after)
+    munged.setdefault("priority", before.get("priority"))  # set by admission on create, never sent back
+    for kind in ("containers", "initContainers"):
+        old_list, new_list = before.get(kind) or [], munged.get(kind) or []
+        if len(old_list) == len(new_list):
+            for was, now in zip(old_list, new_list, strict=True):
+                if "image" in was:
+                    now["image"] = was["image"]
+    if "activeDeadlineSeconds" in before or "activeDeadlineSeconds" in munged:
+        _restore(munged, before, "activeDeadlineSeconds")
+    old_tolerations = before.get("tolerations") or []
+    new_tolerations = munged.get("tolerations") or []
+    if new_tolerations[: len(old_tolerations)] == old_tolerations:  # additions only
+        _restore(munged, before, "tolerations")
+    grace_was = before.get("terminationGracePeriodSeconds")
+    if isinstance(grace_was, int) and grace_was < 0 and munged.get("terminationGracePeriodSeconds") == 1:
+        _restore(munged, before, "terminationGracePeriodSeconds")
+    if all(g in (before.get("schedulingGates") or []) for g in munged.get("schedulingGates") or []):
+        _restore(munged, before, "schedulingGates")  # gates may be removed
+    if munged == before:
+        return
+    diff = "\n".join(
+        difflib.unified_diff(_lines(before), _lines(munged), "old spec", "new spec", lineterm="", n=1)
+    )
+    detail = f"pod updates may not change fields other than {UPDATABLE_POD_SPEC_FIELDS}\n{diff}"
+    raise invalid_fields(
+        "Pod", "", new["metadata"]["name"], [FieldError("FieldValueForbidden", "spec", None, detail)]
+    )
+
+
+def _restore(spec: Obj, before: Obj, field: str) -> None:
+    if field in before:
+        spec[field] = copy.deepcopy(before[field])
+    else:
+        spec.pop(field, None)
+
+
+def _lines(spec: Obj) -> list[str]:
+    return json.dumps(spec, indent=1, sort_keys=True).splitlines()

@@ -35,7 +35,7 @@ from typing import Any
 
 import yaml
 
-from kubesim.admission import NODE_INFO, qos_class
+from kubesim.admission import NODE_INFO, POD_SPEC_DEFAULTS, qos_class
 from kubesim.controllers.workloads import owner_ref, template_hash
 from kubesim.store import now_iso
 from shared.quantity import milli, pod_requests
@@ -166,11 +166,11 @@ class _Loader:
             container["resources"] = {
                 k: v for k, v in (("requests", requests), ("limits", item.get("limits"))) if v
             }
-        spec: dict[str, Any] = {
+        spec: dict[str, Any] = {  # as the API server's defaulting leaves it
+            **POD_SPEC_DEFAULTS,
             "containers": [container],
             "schedulerName": item.get("schedulerName", "default-scheduler"),
             "terminationGracePeriodSeconds": int(item.get("terminationGracePeriodSeconds", 30)),
-            "restartPolicy": "Always",
         }
         priority = item.get("priority")
         if item.get("priorityClassName"):

@@ -14,14 +14,13 @@ import copy
 import json
 import re
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 from typing import Any, Literal
 
 import jsonschema
 from jsonschema import Draft4Validator
 from jsonschema.exceptions import ValidationError
 
-from kubesim.errors import ApiError, bad_request
+from kubesim.errors import FieldError, bad_request, go_value, invalid_fields
 
 FieldValidation = Literal["Ignore", "Warn", "Strict"]
 FIELD_VALIDATIONS: tuple[FieldValidation, ...] = ("Ignore", "Warn", "Strict")
@@ -47,68 +46,6 @@ OBJECT_META = frozenset(
 )
 _TYPE_META = frozenset({"apiVersion", "kind", "metadata"})
 _RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$")
-
-
-@dataclass(frozen=True)
-class FieldError:
-    """One of apimachinery's `field.Error`s: its type, field path, bad value and detail."""
-
-    type: str  # the cause reason: FieldValueInvalid, FieldValueRequired, ...
-    field: str
-    value: Any = None
-    detail: str = ""
-
-    _WORDS = {
-        "FieldValueRequired": "Required value",
-        "FieldValueInvalid": "Invalid value",
-        "FieldValueTypeInvalid": "Invalid value",
-        "FieldValueNotSupported": "Unsupported value",
-        "FieldValueTooMany": "Too many",
-        "FieldValueTooLong": "Too long",
-    }
-    _NO_VALUE = frozenset({"FieldValueRequired", "FieldValueTooLong"})
-
-    def body(self) -> str:
-        words = self._WORDS[self.type]
-        text = words if self.type in self._NO_VALUE else f"{words}: {go_value(self.value)}"
-        return f"{text}: {self.detail}" if self.detail else text
-
-    def __str__(self) -> str:
-        return f"{self.field}: {self.body()}"
-
-
-class GoLiteral(str):
-    """A bad value printed as given: how Go prints a value JSON has no type for (`0x0`, a uint64 zero)."""
-
-
-def go_value(value: Any) -> str:
-    """A bad value as Go's `%v`/`%q` prints it in a field error (composites as JSON: close, not exact)."""
-    if isinstance(value, GoLiteral):
-        return str(value)
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, str):
-        return json.dumps(value, ensure_ascii=False)
-    if isinstance(value, int | float):
-        return repr(value) if isinstance(value, float) and not value.is_integer() else str(int(value))
-    return json.dumps(value, separators=(",", ":"), sort_keys=True)
-
-
-def invalid(kind: str, group: str, name: str, errors: list[FieldError]) -> ApiError:
-    """The 422 `Invalid` Status the API server builds from field errors (`errors.NewInvalid`)."""
-    messages: list[str] = []
-    for error in errors:
-        if str(error) not in messages:
-            messages.append(str(error))
-    aggregate = messages[0] if len(messages) == 1 else "[" + ", ".join(messages) + "]"
-    qualified = f"{kind}.{group}" if group else kind
-    details: dict[str, Any] = {"name": name, "kind": kind}
-    if group:
-        details["group"] = group
-    details["causes"] = [{"reason": e.type, "message": e.body(), "field": e.field} for e in errors]
-    return ApiError(422, "Invalid", f'{qualified} "{name}" is invalid: {aggregate}', details)
 
 
 def _type_name(value: Any) -> str:
@@ -396,4 +333,4 @@ def field_validation(query: Mapping[str, str], options_kind: str) -> FieldValida
     error = FieldError(
         "FieldValueNotSupported", "fieldValidation", directive, f"supported values: {supported}"
     )
-    raise invalid(options_kind, "meta.k8s.io", "", [error])
+    raise invalid_fields(options_kind, "meta.k8s.io", "", [error])

@@ -521,7 +521,7 @@ class ApiServer:
             obj["spec"]["nodeName"] = node
             return obj
 
-        self.store.patch(pods, namespace, name, bind)
+        self.store.patch(pods, namespace, name, bind, subresource="binding")
         return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
 
     async def _scale(self, request: web.Request, t: Target) -> web.Response:

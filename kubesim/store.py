@@ -29,21 +29,23 @@ from typing import Any
 import msgspec
 
 from kubesim.errors import (
+    FieldError,
+    GoLiteral,
     already_exists,
     bad_request,
     conflict,
     gone,
     invalid,
+    invalid_fields,
     not_found,
 )
 from kubesim.resources import Registry, ResourceType, from_crd
-from kubesim.schema import FieldError, FieldValidation, GoLiteral
-from kubesim.schema import invalid as schema_invalid
+from kubesim.schema import FieldValidation
 from kubesim.selectors import LabelMatcher, parse_field_selector, parse_label_selector
 
 Obj = dict[str, Any]
 Key = tuple[str, str]  # (namespace, name); namespace "" for cluster-scoped objects
-Admission = Callable[[str, ResourceType, "Obj | None", Obj], None]
+Admission = Callable[[str, ResourceType, "Obj | None", Obj, "str | None"], None]
 
 _encode = msgspec.json.Encoder().encode
 _NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"
@@ -288,7 +290,7 @@ class Store:
             obj.pop("status", None)
         _validate(rt, obj)
         for hook in self.admission:
-            hook("CREATE", rt, None, obj)
+            hook("CREATE", rt, None, obj, None)
         if dry_run:
             return obj
         return self.put(rt, obj, "ADDED")
@@ -322,7 +324,7 @@ class Store:
             error = FieldError(
                 "FieldValueInvalid", "metadata.resourceVersion", zero, "must be specified for an update"
             )
-            raise schema_invalid(rt.kind, rt.group, name, [error])
+            raise invalid_fields(rt.kind, rt.group, name, [error])
         _check_fresh(rt, name, current, wanted_rv)
         return self._replace(rt, current, obj, subresource, dry_run)
 
@@ -391,7 +393,7 @@ class Store:
             return current  # a no-op write does not bump the resourceVersion (as the API server)
         _validate(rt, new)
         for hook in self.admission:
-            hook("UPDATE", rt, current, new)
+            hook("UPDATE", rt, current, new, subresource)
         if dry_run:
             return new
         if (
@@ -693,7 +695,7 @@ def _decode(
 
 def _validate(rt: ResourceType, obj: Obj) -> None:
     if rt.schema is not None and (errors := rt.schema.validate(obj)):
-        raise schema_invalid(rt.kind, rt.group, obj["metadata"].get("name", ""), errors)
+        raise invalid_fields(rt.kind, rt.group, obj["metadata"].get("name", ""), errors)
 
 
 def _validate_name(rt: ResourceType, name: str) -> None:

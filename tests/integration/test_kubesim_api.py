@@ -586,3 +586,50 @@ def test_a_continue_token_past_compaction_gets_410_and_a_token_for_the_rest(kube
     )
     rest = kube.core.list_namespaced_pod("default", _continue=body["metadata"]["continue"])
     assert [p.metadata.name for p in rest.items] == ["c"]  # the latest state after "a": b is gone
+
+
+UPDATABLE = (
+    "pod updates may not change fields other than `spec.containers[*].image`,`spec.initContainers[*].image`,"
+    "`spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to existing tolerations),"
+    "`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)"
+)
+
+
+@pytest.mark.parametrize(
+    "patch",
+    [
+        {"spec": {"containers": [{"name": "main", "resources": {"requests": {"cpu": "3"}}}]}},
+        {"spec": {"nodeName": "n2"}},
+        {"spec": {"restartPolicy": "Never"}},
+    ],
+    ids=["resources", "node-name", "restart-policy"],
+)
+def test_a_pods_spec_is_fixed_but_for_what_the_api_server_lets_change(
+    kube: Kube, patch: dict[str, Any]
+) -> None:
+    kube.core.create_node(node_body("n1"))
+    kube.core.create_node(node_body("n2"))
+    kube.core.create_namespaced_pod("default", pod_body("p", cpu="1", node="n1"))
+    refused = error_of(lambda: kube.core.patch_namespaced_pod("p", "default", patch))
+    status = json.loads(refused.body)
+    assert (refused.status, status["reason"]) == (422, "Invalid")
+    assert status["message"].startswith(f'Pod "p" is invalid: spec: Forbidden: {UPDATABLE}\n')
+    assert status["details"]["causes"][0]["reason"] == "FieldValueForbidden"
+    pod = kube.core.read_namespaced_pod("p", "default")
+    assert (pod.spec.node_name, pod.spec.containers[0].resources.requests["cpu"]) == ("n1", "1")
+    # What may change does: the image, more tolerations, the labels.
+    toleration = {"key": "k", "operator": "Exists", "effect": "NoSchedule"}
+    kube.core.patch_namespaced_pod(
+        "p",
+        "default",
+        {
+            "metadata": {"labels": {"x": "y"}},
+            "spec": {"containers": [{"name": "main", "image": "pause:2"}], "tolerations": [toleration]},
+        },
+    )
+    pod = kube.core.read_namespaced_pod("p", "default")
+    assert (pod.spec.containers[0].image, pod.metadata.labels["x"], len(pod.spec.tolerations)) == (
+        "pause:2",
+        "y",
+        1,
+    )

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from kubesim.errors import ApiError
-from kubesim.schema import CrdSchema, FieldError, GoLiteral, go_value
+from kubesim.errors import ApiError, FieldError, GoLiteral, go_value
+from kubesim.schema import CrdSchema
 
 SCHEMA: dict[str, Any] = {
     "type": "object",
