@@ -91,6 +91,7 @@ class Admission:
         elif rt.group == "" and rt.plural == "nodes" and operation == "CREATE":
             self._node(obj)
         elif rt.group == "" and rt.plural == "namespaces" and operation == "CREATE":
+            obj.setdefault("spec", {}).setdefault("finalizers", ["kubernetes"])
             obj["status"] = {"phase": "Active"}
 
     def _pod(self, operation: str, pod: Obj) -> None:

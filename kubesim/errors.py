@@ -108,6 +108,18 @@ def forbidden(message: str) -> ApiError:
     return ApiError(403, "Forbidden", message)
 
 
+def forbidden_resource(
+    resource: str, group: str, name: str, why: str, cause: dict[str, str] | None = None
+) -> ApiError:
+    """`errors.NewForbidden` for a resource (what admission plugins refuse with)."""
+    qualified = f"{resource}.{group}" if group else resource
+    message = f'{qualified} "{name}" is forbidden: {why}' if name else f"{qualified} is forbidden: {why}"
+    details: dict[str, Any] = {k: v for k, v in (("name", name), ("group", group), ("kind", resource)) if v}
+    if cause:
+        details["causes"] = [cause]
+    return ApiError(403, "Forbidden", message, details)
+
+
 @dataclass(frozen=True)
 class FieldError:
     """One of apimachinery's `field.Error`s: its type, field path, bad value and detail."""

@@ -31,6 +31,7 @@ from kubesim.admission import Admission
 from kubesim.controllers.base import Controller
 from kubesim.controllers.evacuation import Evacuator
 from kubesim.controllers.kubelet import Kubelet
+from kubesim.controllers.namespaces import NamespaceController
 from kubesim.controllers.pdb import PdbController
 from kubesim.controllers.scheduler import Scheduler
 from kubesim.controllers.workloads import Workloads
@@ -63,6 +64,7 @@ class Simulator:
 
     async def start(self, host: str = "127.0.0.1", port: int = 0) -> None:
         opts = self.options
+        self.controllers.append(NamespaceController(self.store, opts))  # the API server's own, always on
         if opts.scheduler:
             self.controllers.append(Scheduler(self.store, opts))
         if opts.workloads:

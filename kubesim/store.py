@@ -34,6 +34,7 @@ from kubesim.errors import (
     already_exists,
     bad_request,
     conflict,
+    forbidden_resource,
     gone,
     invalid,
     invalid_fields,
@@ -262,8 +263,21 @@ class Store:
                     "the namespace of the provided object does not match the namespace sent on the request"
                 )
             meta["namespace"] = namespace
-            if self.find(self.registry.get("", "v1", "namespaces"), "", namespace) is None:  # type: ignore[arg-type]
+            found = self.find(self.registry.get("", "v1", "namespaces"), "", namespace)  # type: ignore[arg-type]
+            if found is None:
                 raise not_found("namespaces", namespace)
+            if (found.get("status") or {}).get("phase") == "Terminating":  # the NamespaceLifecycle plugin
+                raise forbidden_resource(
+                    rt.plural,
+                    rt.group,
+                    meta.get("name") or "",
+                    f"unable to create new content in namespace {namespace} because it is being terminated",
+                    cause={
+                        "reason": "NamespaceTerminating",
+                        "message": f"namespace {namespace} is being terminated",
+                        "field": "metadata.namespace",
+                    },
+                )
         else:
             meta.pop("namespace", None)
         if not meta.get("name"):
@@ -431,6 +445,8 @@ class Store:
                 f"{pre['resourceVersion']}, ResourceVersion in object meta: {meta['resourceVersion']}",
                 rt.group,
             )
+        if rt.kind == "Namespace" and rt.group == "":
+            return self._terminate_namespace(rt, current, dry_run)
         grace = options.get("gracePeriodSeconds")
         if rt.kind == "Pod" and rt.group == "":
             if grace is None:
@@ -605,6 +621,25 @@ class Store:
                 )
         self.registry.remove_group_resource(group, plural)
 
+    def _terminate_namespace(self, rt: ResourceType, namespace: Obj, dry_run: bool) -> Obj:
+        """A deleted namespace turns Terminating; the namespace controller deletes its content, then it."""
+        name = namespace["metadata"]["name"]
+        if name in IMMORTAL_NAMESPACES:
+            raise forbidden_resource(rt.plural, rt.group, name, "this namespace may not be deleted")
+        if namespace["metadata"].get("deletionTimestamp") or dry_run:
+            return namespace
+        new = copy.deepcopy(namespace)
+        new["metadata"]["deletionTimestamp"] = now_iso()
+        new["metadata"]["deletionGracePeriodSeconds"] = 0
+        new.setdefault("status", {})["phase"] = "Terminating"
+        return self.put(rt, new, "MODIFIED", old=namespace)
+
+    def finish_namespace(self, namespace: Obj) -> None:
+        """The namespace controller's last step, once the content is gone: the namespace goes too."""
+        rt = self.registry.get("", "v1", "namespaces")
+        assert rt is not None
+        self._remove(rt, namespace)
+
     def _drop_namespace(self, namespace: str) -> None:
         for rt in self.registry.all():
             if not rt.namespaced:
@@ -709,6 +744,7 @@ def _validate_name(rt: ResourceType, name: str) -> None:
         )
 
 
+IMMORTAL_NAMESPACES = frozenset({"default", "kube-system", "kube-public"})
 _INCONSISTENT_CONTINUE = (
     "The provided continue parameter is too old to display a consistent list result. You can start a new"
     " list without the continue parameter, or use the continue token in this response to retrieve the"

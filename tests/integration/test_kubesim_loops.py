@@ -6,6 +6,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+import kubernetes
 import pytest
 
 from kubesim.sim import SimHandle
@@ -413,3 +414,53 @@ def test_with_a_reservation_the_replacement_keeps_its_room(kubesim_factory: Call
     replacement_node, competitor_node = _race(kube, reserve_first=True)
     assert replacement_node == "node-2"
     assert competitor_node is None  # it waits: the room was reserved
+
+
+def test_a_deleted_namespace_terminates_its_content_then_goes(
+    kubesim_factory: Callable[..., SimHandle],
+) -> None:
+    handle = kubesim_factory("small")
+    kube = client_for(handle)
+    kube.core.create_namespace({"metadata": {"name": "shop"}})
+    assert kube.core.read_namespace("shop").spec.finalizers == ["kubernetes"]
+    node = kube.core.list_node().items[0].metadata.name
+    pod = {
+        "metadata": {"name": "web"},
+        "spec": {"nodeName": node, "containers": [{"name": "c", "image": "i"}]},
+    }
+    kube.core.create_namespaced_pod("shop", pod)
+    kube.core.create_namespaced_config_map("shop", {"metadata": {"name": "settings"}})
+    kube.core.delete_namespace("shop")  # the pod's kubelet confirms its end after its grace period
+    terminating = kube.core.read_namespace("shop")
+    assert terminating.status.phase == "Terminating" and terminating.metadata.deletion_timestamp is not None
+    with pytest.raises(kubernetes.client.ApiException) as refused:
+        kube.core.create_namespaced_config_map("shop", {"metadata": {"name": "late"}})
+    status = json.loads(refused.value.body)
+    assert (refused.value.status, status["reason"], status["message"]) == (
+        403,
+        "Forbidden",
+        'configmaps "late" is forbidden: unable to create new content in namespace shop because it is being'
+        " terminated",
+    )
+    assert status["details"]["causes"] == [
+        {
+            "reason": "NamespaceTerminating",
+            "message": "namespace shop is being terminated",
+            "field": "metadata.namespace",
+        }
+    ]
+    seen: set[str] = set()
+
+    def gone(state: dict[str, Any]) -> bool:  # seen Terminating first, then deleted
+        seen.update(k for k in state if k == "/shop")
+        return bool(seen) and "/shop" not in state
+
+    watch_until(kube.core.list_namespace, gone, 60)
+    assert kube.core.list_namespaced_pod("shop").items == []
+    assert kube.core.list_namespaced_config_map("shop").items == []
+    with pytest.raises(kubernetes.client.ApiException) as immortal:
+        kube.core.delete_namespace("default")
+    assert (immortal.value.status, json.loads(immortal.value.body)["message"]) == (
+        403,
+        'namespaces "default" is forbidden: this namespace may not be deleted',
+    )
