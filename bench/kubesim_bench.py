@@ -18,6 +18,7 @@ import json
 import multiprocessing
 import os
 import resource
+import ssl
 import statistics
 import time
 import urllib.request
@@ -39,12 +40,16 @@ def rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def _watcher(url: str, rv: str, expected: int, out: Any, ready: Any) -> None:
+def _watcher(url: str, token: str, ca_pem: bytes, rv: str, expected: int, out: Any, ready: Any) -> None:
     """A watcher process: stream pod events from `rv`, record when each arrives, report when all are in."""
-    request = urllib.request.Request(f"{url}/api/v1/pods?watch=true&resourceVersion={rv}&timeoutSeconds=600")
+    request = urllib.request.Request(
+        f"{url}/api/v1/pods?watch=true&resourceVersion={rv}&timeoutSeconds=600",
+        headers={"Authorization": f"Bearer {token}"},
+    )
     seen = 0
     stamps: list[tuple[str, float]] = []
-    with urllib.request.urlopen(request, timeout=600) as stream:
+    trusting = ssl.create_default_context(cadata=ca_pem.decode())
+    with urllib.request.urlopen(request, timeout=600, context=trusting) as stream:
         ready.set()
         for line in stream:
             if not line.strip():
@@ -83,7 +88,8 @@ def bench(nodes: int, pods: int, watchers: int, events: int) -> dict[str, Any]:
         core = kubernetes.client.CoreV1Api(api)
 
         started = time.perf_counter()
-        with urllib.request.urlopen(f"{handle.url}/api/v1/pods", timeout=600) as response:
+        everything = urllib.request.Request(f"{handle.url}/api/v1/pods", headers=handle.admin_headers)
+        with urllib.request.urlopen(everything, timeout=600, context=handle.ssl_context) as response:
             raw = response.read()
         raw_seconds = time.perf_counter() - started
         started = time.perf_counter()
@@ -116,7 +122,10 @@ def bench(nodes: int, pods: int, watchers: int, events: int) -> dict[str, Any]:
         queue = ctx.Queue()
         readies = [ctx.Event() for _ in range(watchers)]
         procs = [
-            ctx.Process(target=_watcher, args=(handle.url, rv, events, queue, readies[i]))
+            ctx.Process(
+                target=_watcher,
+                args=(handle.url, handle.admin_token, handle.ca_pem, rv, events, queue, readies[i]),
+            )
             for i in range(watchers)
         ]
         for proc in procs:

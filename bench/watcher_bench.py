@@ -19,17 +19,19 @@ import argparse
 import asyncio
 import json
 import resource
+import ssl
 import subprocess
 import sys
 import time
 import urllib.request
+from pathlib import Path
 from typing import Any
 
 import kubernetes
 import nats
 
 from bench.results_io import emit
-from kubesim.sim import start_subprocess
+from kubesim.sim import kubeconfig_ca, kubeconfig_token, start_subprocess
 from services.watcher.checkpoints import Checkpoints
 from services.watcher.decode import RawMeta, RawPod, WorkloadResolver, pod_info
 from services.watcher.kinds import KINDS, Decoded, KindSpec
@@ -107,9 +109,12 @@ async def run_variant(
     # (2) drain a backlog of changes made while the watcher was away
     def touch() -> str:
         request = urllib.request.Request(
-            f"{sim_url}/kubesim/touch?resource=pods&count={changes}", method="POST"
+            f"{sim_url}/kubesim/touch?resource=pods&count={changes}",
+            method="POST",
+            headers={"Authorization": f"Bearer {kubeconfig_token(Path(kubeconfig))}"},
         )
-        with urllib.request.urlopen(request, timeout=600) as response:
+        trusting = ssl.create_default_context(cadata=kubeconfig_ca(Path(kubeconfig)).decode())
+        with urllib.request.urlopen(request, timeout=600, context=trusting) as response:
             return str(json.loads(response.read())["resourceVersion"])
 
     target = await asyncio.to_thread(touch)

@@ -34,7 +34,7 @@ class ApiError(Exception):
         }
         if self.reason:  # `omitempty`: a webhook's denial may carry none
             body["reason"] = self.reason
-        if self.details:
+        if self.details is not None:
             body["details"] = self.details
         return body
 

@@ -26,8 +26,6 @@ class SimOptions:
     # are deleted after this delay.
     evict_in_background: bool = False
     evacuation_delay: float = 0.5
-    # RBAC for ServiceAccount tokens (`serviceaccount:<ns>:<name>`); other callers stay administrators.
-    rbac: bool = False
     # Kubernetes Events for scheduling and kubelet steps (off for very large benchmarks).
     record_events: bool = True
     # Watch: how often a bookmark is sent to watches that allow them; how many events are kept for resume.

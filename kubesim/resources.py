@@ -37,6 +37,7 @@ class ResourceType:
     # Whether `status` is a subresource (main-resource writes ignore status; /status writes only status).
     status_subresource: bool = False
     crd: bool = False
+    verbs: tuple[str, ...] = tuple(VERBS)  # what discovery lists (the access reviews: create only)
     # A custom resource's schema, applied on every write through the API (prune, default, validate).
     schema: CrdSchema | None = None
 
@@ -59,7 +60,7 @@ class ResourceType:
                 "singularName": self.singular or self.kind.lower(),
                 "namespaced": self.namespaced,
                 "kind": self.kind,
-                "verbs": VERBS,
+                "verbs": list(self.verbs),
                 **({"shortNames": self.short_names} if self.short_names else {}),
                 **({"categories": self.categories} if self.categories else {}),
             }
@@ -74,6 +75,10 @@ class ResourceType:
                 entry.update(kind="Eviction", group="policy", version="v1", verbs=["create"])
             elif sub == "binding":
                 entry.update(kind="Binding", verbs=["create"])
+            elif sub == "token":
+                entry.update(
+                    kind="TokenRequest", group="authentication.k8s.io", version="v1", verbs=["create"]
+                )
             elif sub == "scale":
                 entry.update(
                     kind="Scale", group="autoscaling", version="v1", verbs=["get", "patch", "update"]
@@ -143,7 +148,26 @@ def _builtin() -> list[ResourceType]:
         ),
         ResourceType("", "v1", "Event", "events", True, short_names=["ev"], fields=event_fields),
         ResourceType("", "v1", "ConfigMap", "configmaps", True, short_names=["cm"]),
-        ResourceType("", "v1", "ServiceAccount", "serviceaccounts", True, short_names=["sa"]),
+        ResourceType(
+            "",
+            "v1",
+            "ServiceAccount",
+            "serviceaccounts",
+            True,
+            short_names=["sa"],
+            subresources=frozenset({"token"}),
+        ),
+        *(
+            ResourceType(
+                "authorization.k8s.io", "v1", kind, kind.lower() + "s", namespaced, verbs=("create",)
+            )
+            for kind, namespaced in (
+                ("SelfSubjectAccessReview", False),
+                ("SelfSubjectRulesReview", False),
+                ("SubjectAccessReview", False),
+                ("LocalSubjectAccessReview", True),
+            )
+        ),
         ResourceType(
             "",
             "v1",

@@ -21,11 +21,13 @@ from typing import Any
 import msgspec
 from aiohttp import web
 
-from kubesim import openapi, tables
+from kubesim import openapi, protobuf, tables
+from kubesim.auth import Authenticator, User, impersonated, service_account_user
 from kubesim.errors import ApiError, bad_request, method_not_allowed, not_found, unsupported_media_type
 from kubesim.eviction import evict
 from kubesim.options import SimOptions
 from kubesim.patch import json_patch, merge_patch, strategic_merge_patch
+from kubesim.rbac import Attributes, Authorizer, review_attributes
 from kubesim.resources import ResourceType
 from kubesim.schema import field_validation
 from kubesim.selectors import parse_field_selector, parse_label_selector
@@ -76,7 +78,8 @@ class ApiServer:
         self.options = options
         self.requests = 0
         self._touches = 0
-        self.authorizer: Callable[[web.Request, str, Target], None] | None = None
+        self.auth = Authenticator(store)
+        self.authorizer = Authorizer(store)
         # Evictions of these pods ("namespace/name") wait until their event is set, as behind a validating
         # webhook on pods/eviction that takes its time to answer (tests hold one there to widen a window).
         self.eviction_holds: dict[str, asyncio.Event] = {}
@@ -110,6 +113,12 @@ class ApiServer:
     async def _dispatch(self, request: web.Request) -> web.StreamResponse:
         path = request.path.rstrip("/") or "/"
         parts = [p for p in path.split("/") if p]
+        user = self._user(request)
+        resource_path = (parts[:1] == ["api"] and len(parts) >= 3) or (
+            parts[:1] == ["apis"] and len(parts) >= 4
+        )
+        if not resource_path:
+            self.authorizer.check(user, Attributes(request.method.lower(), path=request.path))
         if path in ("/healthz", "/readyz", "/livez"):
             return web.Response(text="ok")
         if path == "/version":
@@ -156,9 +165,61 @@ class ApiServer:
                 raise not_found("groupversions", f"{parts[1]}/{parts[2]}")
             return json_response(listing)
         target = self._target(parts)
-        if self.authorizer is not None:
-            self.authorizer(request, _verb(request, target), target)
+        attrs = Attributes(
+            _verb(request, target),
+            target.rt.group,
+            target.rt.plural,
+            target.subresource or "",
+            target.namespace,
+            target.name,
+        )
+        self.authorizer.check(user, attrs)
+        if target.rt.group == "authorization.k8s.io":
+            return json_response(self._review(user, target, await _body(request)), 201)
         return await self._resource(request, target)
+
+    def _user(self, request: web.Request) -> User:
+        """Who is asking: authenticated, then (if asked and allowed) impersonated."""
+        user = self.auth.authenticate(request.headers)
+        as_user = impersonated(request.headers, request.headers.getall("Impersonate-Group", []))
+        if as_user is None:
+            return user
+        account = as_user.service_account
+        if account is not None:
+            self.authorizer.check(
+                user, Attributes("impersonate", "", "serviceaccounts", "", account[0], account[1])
+            )
+        else:
+            self.authorizer.check(user, Attributes("impersonate", "", "users", "", None, as_user.name))
+        for group in request.headers.getall("Impersonate-Group", []):
+            self.authorizer.check(user, Attributes("impersonate", "", "groups", "", None, group))
+        return as_user
+
+    def _review(self, user: User, target: Target, body: dict[str, Any]) -> dict[str, Any]:
+        """SelfSubjectAccessReview, SubjectAccessReview and SelfSubjectRulesReview, answered from RBAC."""
+        spec = dict(body.get("spec") or {})
+        kind = target.rt.kind
+        if kind == "SelfSubjectRulesReview":
+            namespace = str(spec.get("namespace") or "")
+            rules = self.authorizer.rules(user, namespace)
+            status: dict[str, Any] = {"resourceRules": rules, "nonResourceRules": [], "incomplete": False}
+        else:
+            subject = user
+            if kind in ("SubjectAccessReview", "LocalSubjectAccessReview"):
+                subject = User(
+                    str(spec.get("user") or ""), tuple(spec.get("groups") or ()), str(spec.get("uid") or "")
+                )
+                if subject.service_account is not None and not spec.get("groups"):
+                    subject = service_account_user(*subject.service_account)
+            allowed, reason = self.authorizer.decide(subject, review_attributes(spec))
+            status = {"allowed": allowed, **({"reason": reason} if reason else {})}
+        return {
+            "kind": kind,
+            "apiVersion": "authorization.k8s.io/v1",
+            "metadata": {"creationTimestamp": None},
+            "spec": spec,
+            "status": status,
+        }
 
     def _target(self, parts: list[str]) -> Target:
         if parts[0] == "api" and len(parts) >= 3:
@@ -253,6 +314,10 @@ class ApiServer:
                 await hold.wait()
             result = evict(store, self.options, ns, name, body)
             return json_response(result, 201)
+        if t.subresource == "token" and t.rt.plural == "serviceaccounts":
+            if method != "POST":
+                raise method_not_allowed("token only accepts POST")
+            return json_response(self.auth.request_token(ns, name, await _body(request)), 201)
         if t.subresource == "binding":
             if method != "POST":
                 raise method_not_allowed("binding only accepts POST")
@@ -591,6 +656,8 @@ async def _body(request: web.Request, required: bool = True, allow_list: bool = 
         if required:
             raise bad_request("the request body is empty")
         return {}
+    if request.content_type == protobuf.CONTENT_TYPE:
+        return protobuf.decode(raw)
     body = msgspec.json.decode(raw)
     if isinstance(body, list) and allow_list:
         return body

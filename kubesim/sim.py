@@ -9,16 +9,19 @@ use as they would for any cluster.
 from __future__ import annotations
 
 import asyncio
+import base64
 import concurrent.futures
 import logging
 import os
 import shutil
 import signal
+import ssl
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +30,7 @@ from typing import Any, TypeVar
 import yaml
 from aiohttp import web
 
+from kubesim import tls
 from kubesim.admission import Admission
 from kubesim.controllers.base import Controller
 from kubesim.controllers.evacuation import Evacuator
@@ -36,7 +40,6 @@ from kubesim.controllers.pdb import PdbController
 from kubesim.controllers.scheduler import Scheduler
 from kubesim.controllers.workloads import Workloads
 from kubesim.options import SimOptions
-from kubesim.rbac import Authorizer
 from kubesim.scenario import load_scenario
 from kubesim.server import ApiServer
 from kubesim.store import Store
@@ -47,13 +50,13 @@ DEFAULT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease"
 
 
 class Simulator:
-    def __init__(self, options: SimOptions | None = None) -> None:
+    def __init__(self, options: SimOptions | None = None, tls_names: tuple[str, ...] = ()) -> None:
         self.options = options or SimOptions()
+        self.tls = tls.issue(tls_names)
         self.store = Store(history=self.options.history)
         self.store.admission.append(Admission(self.store))
         self.api = ApiServer(self.store, self.options)
-        self.authorizer = Authorizer(self.store) if self.options.rbac else None
-        self.api.authorizer = self.authorizer
+        self.authorizer = self.api.authorizer
         self.controllers: list[Controller[Any]] = []
         self._runner: web.AppRunner | None = None
         self.port = 0
@@ -81,27 +84,51 @@ class Simulator:
             self.api.app(), access_log=None, handler_cancellation=True, shutdown_timeout=5.0
         )
         await self._runner.setup()
-        site = web.TCPSite(self._runner, host, port, backlog=1024)
+        site = web.TCPSite(self._runner, host, port, backlog=1024, ssl_context=self.tls.server_context())
         await site.start()
         server = site._server
         assert isinstance(server, asyncio.base_events.Server)
         self.port = int(server.sockets[0].getsockname()[1])
-        self.url = f"http://{host}:{self.port}"
+        self.url = f"https://{host}:{self.port}"
 
     async def stop(self) -> None:
         self.api.close_watches()
         for controller in self.controllers:
             await controller.stop()
         if self._runner is not None:
+            server = self._runner.server
+            transports = [c.transport for c in (server.connections if server else []) if c.transport]
             await self._runner.cleanup()
+            # A TLS connection's close waits for the client's close_notify, which a client that keeps its
+            # connection pooled never sends: end them, as a stopping API server drops its connections.
+            for transport in transports:
+                transport.abort()
+            await asyncio.sleep(0)
 
 
-def write_kubeconfig(url: str, path: Path, name: str = "kubesim", token: str = "kubesim") -> Path:
-    """A kubeconfig for `url`; `token` from `kubesim.rbac.token_for` authenticates as a ServiceAccount."""
+def kubeconfig_ca(path: Path) -> bytes:
+    """The CA a kubeconfig's (first) cluster is trusted by."""
+    cluster = yaml.safe_load(path.read_text())["clusters"][0]["cluster"]
+    return base64.b64decode(cluster["certificate-authority-data"])
+
+
+def kubeconfig_token(path: Path) -> str:
+    """The bearer token a kubeconfig's (first) user presents."""
+    return str(yaml.safe_load(path.read_text())["users"][0]["user"]["token"])
+
+
+def write_kubeconfig(
+    url: str, path: Path, token: str, ca_pem: bytes | None = None, name: str = "kubesim"
+) -> Path:
+    """A kubeconfig for `url` (trusting `ca_pem`) whose user presents `token`: kubesim's administrator
+    token, or a ServiceAccount's from a TokenRequest (`podherd.install.service_token`)."""
+    cluster: dict[str, str] = {"server": url}
+    if ca_pem is not None:
+        cluster["certificate-authority-data"] = base64.b64encode(ca_pem).decode()
     config = {
         "apiVersion": "v1",
         "kind": "Config",
-        "clusters": [{"name": name, "cluster": {"server": url}}],
+        "clusters": [{"name": name, "cluster": cluster}],
         "users": [{"name": name, "user": {"token": token}}],
         "contexts": [{"name": name, "context": {"cluster": name, "user": name, "namespace": "default"}}],
         "current-context": name,
@@ -123,6 +150,29 @@ class SimHandle:
     process: subprocess.Popen[bytes] | None = None
     _thread: threading.Thread | None = None
     _cleanup: list[Callable[[], None]] = field(default_factory=list)
+
+    @property
+    def admin_token(self) -> str:
+        """The administrator's bearer token: only in the kubeconfig kubesim wrote."""
+        return kubeconfig_token(self.kubeconfig)
+
+    @property
+    def admin_headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.admin_token}"}
+
+    @property
+    def ca_pem(self) -> bytes:
+        """kubesim's CA, as its kubeconfig carries it."""
+        return kubeconfig_ca(self.kubeconfig)
+
+    @property
+    def ssl_context(self) -> ssl.SSLContext:
+        """For requests made without the kubeconfig (raw HTTP in tests and benchmarks)."""
+        return ssl.create_default_context(cadata=self.ca_pem.decode())
+
+    def kubeconfig_for(self, path: Path, token: str) -> Path:
+        """A kubeconfig for this kubesim presenting `token` (a ServiceAccount's)."""
+        return write_kubeconfig(self.url, path, token, self.ca_pem)
 
     def call(self, fn: Callable[[Simulator], T], timeout: float = 30.0) -> T:
         """Run `fn(sim)` on the simulator's loop (in-process handles only) and return its result."""
@@ -195,7 +245,7 @@ def start_in_thread(
         directory = Path(tempfile.mkdtemp(prefix="kubesim-"))
         kubeconfig = directory / "kubeconfig"
         handle._cleanup.append(lambda: _rmtree(directory))
-    handle.kubeconfig = write_kubeconfig(sim.url, kubeconfig)
+    handle.kubeconfig = write_kubeconfig(sim.url, kubeconfig, sim.api.auth.admin_token, sim.tls.ca_pem)
     return handle
 
 
@@ -248,13 +298,14 @@ async def serve_forever(
 ) -> None:
     """`podherd sim`: load, serve, write the kubeconfig last (it signals readiness), stop on SIGTERM.
     `advertise_url` is the server address the kubeconfig names (`http://kubesim:6443` in compose)."""
-    sim = Simulator(options)
+    advertised = urllib.parse.urlparse(advertise_url).hostname if advertise_url else None
+    sim = Simulator(options, tls_names=(advertised,) if advertised else ())
     if scenario:
         load_scenario(sim, scenario)
     await sim.start(host=host, port=port)
     if kubeconfig is not None:
         tmp = kubeconfig.with_suffix(".tmp")
-        write_kubeconfig(advertise_url or sim.url, tmp)
+        write_kubeconfig(advertise_url or sim.url, tmp, sim.api.auth.admin_token, sim.tls.ca_pem)
         tmp.replace(kubeconfig)
     print(f"kubesim serving {sim.url}" + (f"; kubeconfig {kubeconfig}" if kubeconfig else ""), flush=True)
     stop = asyncio.Event()

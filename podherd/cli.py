@@ -73,9 +73,7 @@ def _cmd_sim(args: argparse.Namespace) -> int:
             scenario = resolve(args.scenario)
         except (KeyError, ValueError, OSError, yaml.YAMLError) as exc:
             raise CliError(f"scenario {args.scenario!r}: {exc}") from exc
-    options = SimOptions(
-        evict_in_background=args.evict_in_background, record_events=not args.no_events, rbac=args.rbac
-    )
+    options = SimOptions(evict_in_background=args.evict_in_background, record_events=not args.no_events)
     if args.no_controllers:
         options.scheduler = options.workloads = options.kubelet = options.pdb = False
     kubeconfig = Path(args.kubeconfig) if args.kubeconfig else None
@@ -259,9 +257,6 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--kubeconfig", help="write a kubeconfig for the simulator here")
     sim.add_argument(
         "--advertise-url", help="the server URL the kubeconfig names (default: where it listens)"
-    )
-    sim.add_argument(
-        "--rbac", action="store_true", help="enforce RBAC for ServiceAccount tokens (serviceaccount:NS:NAME)"
     )
     sim.add_argument(
         "--evict-in-background",

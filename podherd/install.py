@@ -3,6 +3,7 @@ and the ServiceAccounts and least-privilege roles of `deploy/rbac`, exactly as `
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -55,3 +56,44 @@ def install(kube: KubeClient, rbac: bool = True) -> int:
 
 def service_account(service: str) -> tuple[str, str]:
     return NAMESPACE, f"podherd-{service}"
+
+
+def service_token(kube: KubeClient, service: str, seconds: int = 86_400) -> str:
+    """A token for the service's ServiceAccount (a TokenRequest, as the kubelet asks for a pod's)."""
+    namespace, name = service_account(service)
+    body = {
+        "apiVersion": "authentication.k8s.io/v1",
+        "kind": "TokenRequest",
+        "spec": {"expirationSeconds": seconds},
+    }
+    answer = kube.request(
+        "POST",
+        f"/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token",
+        body=body,
+        content_type="application/json",
+    )
+    return str(json.loads(answer)["status"]["token"])
+
+
+def service_kubeconfig(kube: KubeClient, admin_kubeconfig: Path, service: str, path: Path) -> Path:
+    """A copy of `admin_kubeconfig` (same cluster, same trust) whose user is the service's ServiceAccount."""
+    config = yaml.safe_load(admin_kubeconfig.read_text())
+    context = next(
+        (c for c in config.get("contexts") or [] if c["name"] == config.get("current-context")),
+        (config.get("contexts") or [{}])[0],
+    )
+    cluster = next(c for c in config["clusters"] if c["name"] == context.get("context", {}).get("cluster"))
+    namespace, name = service_account(service)
+    document = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [cluster],
+        "users": [{"name": name, "user": {"token": service_token(kube, service)}}],
+        "contexts": [
+            {"name": name, "context": {"cluster": cluster["name"], "user": name, "namespace": namespace}}
+        ],
+        "current-context": name,
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(document))
+    return path

@@ -220,8 +220,11 @@ def podherd_config(nats_srv: Server, redis_srv: Server, test_id: str) -> Podherd
 
 
 @pytest.fixture
-def kubesim_factory() -> Iterator[Callable[..., SimHandle]]:
-    """Start kubesims in this process (fresh state each); all are stopped after the test."""
+def kubesim_factory(request: pytest.FixtureRequest) -> Iterator[Callable[..., SimHandle]]:
+    """Start kubesims in this process (fresh state each); all are stopped after the test.
+
+    Podherd's services run as their own ServiceAccounts: whatever RBAC denied one of them fails the test
+    (least privilege both ways), unless the test is marked `denials_expected` because it provokes them."""
     handles: list[SimHandle] = []
 
     def start(scenario: str | dict[str, object] | None = None, **options: object) -> SimHandle:
@@ -230,8 +233,17 @@ def kubesim_factory() -> Iterator[Callable[..., SimHandle]]:
         return handle
 
     yield start
+    denied = [
+        str(d)
+        for h in handles
+        if h.sim is not None
+        for d in h.sim.authorizer.denials
+        if d.user.startswith("system:serviceaccount:podherd:")
+    ]
     for handle in handles:
         handle.stop()
+    if request.node.get_closest_marker("denials_expected") is None:
+        assert not denied, f"RBAC denied Podherd's services: {denied}"
 
 
 @pytest.fixture

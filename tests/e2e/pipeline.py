@@ -17,12 +17,13 @@ import nats
 import redis.asyncio as aioredis
 
 from kubesim.sim import SimHandle
+from podherd.install import install, service_kubeconfig
 from services.arbitrator.service import Arbitrator
 from services.executor.service import Executor
 from services.tracker.service import Tracker
 from services.watcher.service import Watcher
 from shared import bus
-from shared.config import PodherdConfig, config_from_dict
+from shared.config import KubernetesConfig, PodherdConfig, config_from_dict
 from shared.kube import KubeClient
 from shared.servers import Server
 from tests.kube import Kube, watch_until
@@ -66,14 +67,31 @@ class Running:
 
 
 class Pipeline:
+    """The services, each as its own ServiceAccount (installed with Podherd's RBAC from `deploy/`)."""
+
     def __init__(self, config: PodherdConfig) -> None:
         self.config = config
         self.running: list[Running] = []
+        self.kubeconfigs: dict[str, KubernetesConfig] = {}
+
+    def _kubernetes(self, service: str) -> KubernetesConfig:
+        if service not in self.kubeconfigs:
+            admin_path = Path(self.config.kubernetes.kubeconfig or "")
+            admin = KubeClient.from_config(self.config.kubernetes)
+            try:
+                install(admin, rbac=True)
+                path = service_kubeconfig(
+                    admin, admin_path, service, admin_path.with_name(f"kubeconfig-{service}")
+                )
+            finally:
+                admin.close()
+            self.kubeconfigs[service] = KubernetesConfig(kubeconfig=str(path))
+        return self.kubeconfigs[service]
 
     async def start(self, service: str, replica: str = "r0", cls: type[Any] | None = None) -> Running:
         config = self.config
         nc = await nats.connect(config.nats.url)
-        kube = KubeClient.from_config(config.kubernetes)
+        kube = KubeClient.from_config(self._kubernetes(service))
         client = aioredis.from_url(config.redis.url)
         stop = asyncio.Event()
         runner: Any

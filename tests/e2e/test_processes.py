@@ -20,10 +20,9 @@ import redis.asyncio as aioredis
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from kubesim.rbac import token_for
-from kubesim.sim import SimHandle, write_kubeconfig
+from kubesim.sim import SimHandle
 from podherd.history import room_checks
-from podherd.install import install, manifests, service_account
+from podherd.install import install, manifests, service_token
 from podherd.invariants import Watchdog
 from podherd.processes import SERVICES, ServiceProcess, ServiceProcesses
 from shared import bus
@@ -118,7 +117,6 @@ async def test_four_service_processes_with_their_own_roles_carry_a_storm_of_inte
     kube = start(
         kubesim_factory,
         cluster(nodes=40, web=STORM, node_cpu=16, cpu="100m", pdb={"maxUnavailable": 30}),
-        rbac=True,
     )
     handle = kube.handle
     config = pipeline_config(
@@ -129,8 +127,7 @@ async def test_four_service_processes_with_their_own_roles_carry_a_storm_of_inte
     admin = KubeClient.from_config(config.kubernetes)
     install(admin, rbac=True)
     kubeconfigs = {
-        s: write_kubeconfig(handle.url, tmp_path / f"kubeconfig-{s}", token=token_for(*service_account(s)))
-        for s in SERVICES
+        s: handle.kubeconfig_for(tmp_path / f"kubeconfig-{s}", service_token(admin, s)) for s in SERVICES
     }
     processes = ServiceProcesses(config_path, tmp_path / "logs", kubeconfigs)
     redis_client = aioredis.from_url(redis_srv.url)

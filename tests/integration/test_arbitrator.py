@@ -556,7 +556,7 @@ async def test_flush_closes_admission_until_rebuilt_from_running_jobs(
         real = arbitrator.kube
         from kubesim.sim import write_kubeconfig
 
-        nowhere = write_kubeconfig("http://127.0.0.1:9", tmp_path / "nowhere.kubeconfig")
+        nowhere = write_kubeconfig("http://127.0.0.1:9", tmp_path / "nowhere.kubeconfig", "unused")
         arbitrator.kube = KubeClient.from_config(
             config_from_dict({"kubernetes": {"kubeconfig": str(nowhere)}}).kubernetes
         )  # the API server is unreachable: rebuilds fail

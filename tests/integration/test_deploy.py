@@ -14,9 +14,8 @@ import nats
 import nats.errors
 import pytest
 
-from kubesim.rbac import token_for
-from kubesim.sim import SimHandle, write_kubeconfig
-from podherd.install import DEPLOY, install, service_account
+from kubesim.sim import SimHandle
+from podherd.install import DEPLOY, install, service_token
 from shared.config import KubernetesConfig
 from shared.kube import KubeClient, KubeError
 from shared.servers import find_nats_binary, free_port
@@ -52,8 +51,8 @@ def test_kubectl_applies_the_kustomization(kubesim_factory: Callable[..., SimHan
     assert any("config.yaml" in (c.get("data") or {}) for c in config)
 
 
-def as_service(sim: SimHandle, tmp_path: Path, service: str) -> KubeClient:
-    path = write_kubeconfig(sim.url, tmp_path / service, token=token_for(*service_account(service)))
+def as_service(sim: SimHandle, admin: KubeClient, tmp_path: Path, service: str) -> KubeClient:
+    path = sim.kubeconfig_for(tmp_path / service, service_token(admin, service))
     return KubeClient.from_config(KubernetesConfig(kubeconfig=str(path)))
 
 
@@ -65,14 +64,15 @@ def status_of(kube: KubeClient, method: str, path: str, body: object = None) -> 
     return 200
 
 
+@pytest.mark.denials_expected
 def test_each_service_may_do_only_what_its_cluster_role_grants(
     kubesim_factory: Callable[..., SimHandle], tmp_path: Path
 ) -> None:
-    sim = kubesim_factory("fragmented", rbac=True)
+    sim = kubesim_factory("fragmented")
     admin = KubeClient.from_config(KubernetesConfig(kubeconfig=str(sim.kubeconfig)))
     install(admin, rbac=True)
     executor, watcher, arbitrator = (
-        as_service(sim, tmp_path, s) for s in ("executor", "watcher", "arbitrator")
+        as_service(sim, admin, tmp_path, s) for s in ("executor", "watcher", "arbitrator")
     )
     eviction = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "missing"}}
     try:
@@ -92,7 +92,7 @@ def test_each_service_may_do_only_what_its_cluster_role_grants(
         )
         assert status_of(watcher, "DELETE", "/api/v1/namespaces/default/pods/big") == 403
         assert status_of(arbitrator, "POST", "/api/v1/namespaces/default/pods/big/eviction", eviction) == 403
-        assert status_of(admin, "GET", "/api/v1/nodes") == 200  # no ServiceAccount token: an administrator
+        assert status_of(admin, "GET", "/api/v1/nodes") == 200  # kubesim's own kubeconfig: the administrator
         assert sim.sim is not None and sim.sim.authorizer is not None
         assert len(sim.sim.authorizer.denials) == 3
     finally:

@@ -236,10 +236,10 @@ def _raw(
         kube.handle.url + path + query,
         data=data,
         method=method,
-        headers={"Content-Type": content_type, "Accept": "application/json"},
+        headers={"Content-Type": content_type, "Accept": "application/json", **kube.handle.admin_headers},
     )
     try:
-        with urllib.request.urlopen(request, timeout=10) as response:
+        with urllib.request.urlopen(request, timeout=10, context=kube.handle.ssl_context) as response:
             return response.status, json.loads(response.read() or b"null")
     except urllib.error.HTTPError as err:
         return err.code, json.loads(err.read() or b"null")

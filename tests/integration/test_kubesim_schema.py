@@ -52,10 +52,13 @@ def request(
     """(status, decoded body, Warning headers) of a request outside the typed client."""
     data = json.dumps(body).encode() if body is not None else None
     req = urllib.request.Request(
-        kube.handle.url + path, data=data, method=method, headers={"Content-Type": content_type}
+        kube.handle.url + path,
+        data=data,
+        method=method,
+        headers={"Content-Type": content_type, **kube.handle.admin_headers},
     )
     try:
-        with urllib.request.urlopen(req, timeout=10) as response:
+        with urllib.request.urlopen(req, timeout=10, context=kube.handle.ssl_context) as response:
             return response.status, json.loads(response.read()), response.headers.get_all("Warning") or []
     except urllib.error.HTTPError as err:
         return err.code, json.loads(err.read()), err.headers.get_all("Warning") or []

@@ -1,0 +1,88 @@
+"""kubesim serves HTTPS, as every kube-apiserver does: a CA of its own and a serving certificate from it.
+
+Clients trust the CA through the kubeconfig kubesim writes (`certificate-authority-data`), as they trust a
+cluster's. It matters beyond form: client-go (kubectl) sends a kubeconfig's credentials only over TLS.
+"""
+
+from __future__ import annotations
+
+import datetime
+import ipaddress
+import ssl
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+# Names the serving certificate holds: loopback, the in-cluster Service, and compose's host name.
+DEFAULT_NAMES = ("localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubesim")
+DEFAULT_IPS = ("127.0.0.1", "::1")
+
+
+@dataclass(frozen=True)
+class ServingCert:
+    ca_pem: bytes
+    cert_pem: bytes
+    key_pem: bytes
+
+    def server_context(self) -> ssl.SSLContext:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        with tempfile.TemporaryDirectory(prefix="kubesim-tls-") as directory:
+            cert, key = Path(directory) / "tls.crt", Path(directory) / "tls.key"
+            cert.write_bytes(self.cert_pem + self.ca_pem)
+            key.write_bytes(self.key_pem)
+            key.chmod(0o600)
+            context.load_cert_chain(cert, key)
+        return context
+
+    def client_context(self) -> ssl.SSLContext:
+        """A client context that trusts this kubesim only."""
+        return ssl.create_default_context(cadata=self.ca_pem.decode())
+
+
+def issue(extra_names: tuple[str, ...] = ()) -> ServingCert:
+    """A fresh CA and a serving certificate for loopback, the in-cluster names and `extra_names`."""
+    now = datetime.datetime.now(datetime.UTC)
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kubesim-ca")])
+    ca = (
+        x509.CertificateBuilder()
+        .subject_name(ca_name)
+        .issuer_name(ca_name)
+        .public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=365))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(
+            x509.KeyUsage(True, False, False, False, False, True, True, False, False), critical=True
+        )
+        .sign(ca_key, hashes.SHA256())
+    )
+    key = ec.generate_private_key(ec.SECP256R1())
+    names: list[x509.GeneralName] = [x509.DNSName(n) for n in dict.fromkeys(DEFAULT_NAMES + extra_names)]
+    names += [x509.IPAddress(ipaddress.ip_address(ip)) for ip in DEFAULT_IPS]
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kube-apiserver")]))
+        .issuer_name(ca_name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=365))
+        .add_extension(x509.SubjectAlternativeName(names), critical=False)
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .sign(ca_key, hashes.SHA256())
+    )
+    return ServingCert(
+        ca.public_bytes(serialization.Encoding.PEM),
+        cert.public_bytes(serialization.Encoding.PEM),
+        key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        ),
+    )
