@@ -12,8 +12,8 @@ import yaml
 
 from kubesim.options import SimOptions
 from kubesim.sim import SimHandle, start_in_thread
-from podherd.install import install
-from podherd.processes import ServiceProcesses
+from podherd.install import install, service_kubeconfig
+from podherd.processes import SERVICES, ServiceProcesses
 from shared.config import KubernetesConfig, PodherdConfig, config_from_dict
 from shared.kube import KubeClient
 from shared.servers import Server
@@ -71,12 +71,15 @@ def stack(
 ) -> Iterator[Parts]:
     handle = start_in_thread(SimOptions(), scenario=scenario)
     kube = KubeClient.from_config(KubernetesConfig(kubeconfig=str(handle.kubeconfig)))
-    install(kube, rbac=False)
+    install(kube, rbac=True)  # each service runs as its own ServiceAccount, as deployed
     document = config_document(handle, nats_srv.url, redis_srv.url, prefix, ttl, **migration)
     config = config_from_dict(document)
     path = work / f"{prefix}.yaml"
     path.write_text(yaml.safe_dump(document))
-    processes = ServiceProcesses(path, work / f"logs-{prefix}")
+    kubeconfigs = {
+        s: service_kubeconfig(kube, handle.kubeconfig, s, work / f"kubeconfig-{prefix}-{s}") for s in SERVICES
+    }
+    processes = ServiceProcesses(path, work / f"logs-{prefix}", kubeconfigs)
     try:
         processes.start_all(replicas)
         processes.wait_ready(90)
