@@ -48,6 +48,15 @@ KINDS: dict[tuple[str, str], Schema] = {
             },
         ),
     },
+    ("authentication.k8s.io/v1", "TokenRequest"): {
+        1: ("metadata", "message", OBJECT_META),
+        2: (
+            "spec",
+            "message",
+            {1: ("audiences", "strings", None), 4: ("expirationSeconds", "int", None)},
+        ),
+    },
+    ("authentication.k8s.io/v1", "SelfSubjectReview"): {1: ("metadata", "message", OBJECT_META)},
     ("authorization.k8s.io/v1", "SelfSubjectRulesReview"): {
         1: ("metadata", "message", OBJECT_META),
         2: ("spec", "message", {1: ("namespace", "string", None)}),

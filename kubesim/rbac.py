@@ -22,7 +22,11 @@ if TYPE_CHECKING:
 
 PUBLIC_PATHS = ("/healthz", "/livez", "/readyz", "/version")
 DISCOVERY_PATHS = ("/api", "/apis", "/openapi")
-SELF_REVIEWS = ("selfsubjectaccessreviews", "selfsubjectrulesreviews")
+SELF_REVIEWS = (
+    ("authorization.k8s.io", "selfsubjectaccessreviews"),
+    ("authorization.k8s.io", "selfsubjectrulesreviews"),
+    ("authentication.k8s.io", "selfsubjectreviews"),
+)
 
 
 @dataclass(frozen=True)
@@ -110,9 +114,8 @@ class Authorizer:
             return [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]}]
         found = []
         if AUTHENTICATED in user.groups:
-            found.append(
-                {"verbs": ["create"], "apiGroups": ["authorization.k8s.io"], "resources": list(SELF_REVIEWS)}
-            )
+            for group, resource in SELF_REVIEWS:
+                found.append({"verbs": ["create"], "apiGroups": [group], "resources": [resource]})
         for role, _ in self._roles_of(user, namespace):
             found.extend(r for r in role.get("rules") or [] if r.get("resources"))
         return found
@@ -155,8 +158,7 @@ def _basic_user(user: User, attrs: Attributes) -> bool:
     """system:basic-user: an authenticated user may review its own access."""
     return (
         AUTHENTICATED in user.groups
-        and attrs.group == "authorization.k8s.io"
-        and attrs.resource in SELF_REVIEWS
+        and (attrs.group, attrs.resource) in SELF_REVIEWS
         and attrs.verb == "create"
     )
 

@@ -157,6 +157,9 @@ def _builtin() -> list[ResourceType]:
             short_names=["sa"],
             subresources=frozenset({"token"}),
         ),
+        ResourceType(
+            "authentication.k8s.io", "v1", "SelfSubjectReview", "selfsubjectreviews", False, verbs=("create",)
+        ),
         *(
             ResourceType(
                 "authorization.k8s.io", "v1", kind, kind.lower() + "s", namespaced, verbs=("create",)

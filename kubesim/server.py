@@ -176,6 +176,14 @@ class ApiServer:
         self.authorizer.check(user, attrs)
         if target.rt.group == "authorization.k8s.io":
             return json_response(self._review(user, target, await _body(request)), 201)
+        if target.rt.kind == "SelfSubjectReview":  # kubectl auth whoami
+            info = {
+                "username": user.name,
+                "groups": list(user.groups),
+                **({"uid": user.uid} if user.uid else {}),
+            }
+            body = {"kind": "SelfSubjectReview", "apiVersion": "authentication.k8s.io/v1", "metadata": {}}
+            return json_response({**body, "status": {"userInfo": info}}, 201)
         return await self._resource(request, target)
 
     def _user(self, request: web.Request) -> User:

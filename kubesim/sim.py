@@ -297,7 +297,7 @@ async def serve_forever(
     advertise_url: str | None = None,
 ) -> None:
     """`podherd sim`: load, serve, write the kubeconfig last (it signals readiness), stop on SIGTERM.
-    `advertise_url` is the server address the kubeconfig names (`http://kubesim:6443` in compose)."""
+    `advertise_url` is the server address the kubeconfig names (`https://kubesim:6443` in compose)."""
     advertised = urllib.parse.urlparse(advertise_url).hostname if advertise_url else None
     sim = Simulator(options, tls_names=(advertised,) if advertised else ())
     if scenario:

@@ -18,7 +18,7 @@ from kubesim.sim import SimHandle
 from podherd.install import install, service_account, service_token
 from shared.config import KubernetesConfig
 from shared.kube import KubeClient
-from tests.integration.test_kubesim_kubectl import KUBECTL
+from tests.integration.test_kubesim_kubectl import KUBECTL, kubectl
 
 pytestmark = [pytest.mark.integration, pytest.mark.denials_expected]
 EXECUTOR = "system:serviceaccount:{}:{}".format(*service_account("executor"))
@@ -208,3 +208,8 @@ def test_kubectl_auth_can_i_answers_for_a_service_account(
     executor = handle.kubeconfig_for(tmp_path / "executor", service_token(admin, "executor"))
     assert can_i("create", "pods", "--subresource=eviction", kubeconfig=executor) == (0, "yes")
     assert can_i("delete", "nodes", kubeconfig=executor) == (1, "no")
+    # A token as a person gets one, and who it makes you.
+    token = kubectl(handle, "create", "token", "podherd-executor", "-n", "podherd", "--duration=20m").strip()
+    who = json.loads(kubectl(handle, f"--token={token}", "auth", "whoami", "-o", "json"))
+    assert who["status"]["userInfo"]["username"] == EXECUTOR
+    assert "system:serviceaccounts:podherd" in who["status"]["userInfo"]["groups"]
