@@ -199,31 +199,29 @@ def _required(path: str, wanted: list[str], value: Any) -> list[FieldError]:
     return [FieldError("FieldValueRequired", f"{path}.{name}" if path else name) for name in missing]
 
 
+# kube-openapi's messages (validation/errors/schema.go), by the keyword that failed.
+_MESSAGES = {
+    "pattern": "{where} should match '{wanted}'",
+    "minItems": "{where} should have at least {wanted} items",
+    "minProperties": "{where} should have at least {wanted} properties",
+    "minLength": "{where} should be at least {wanted} chars long",
+    "uniqueItems": "{where} shouldn't contain duplicates",
+    "multipleOf": "{where} should be a multiple of {number}",
+    "anyOf": "{where} must validate at least one schema (anyOf)",
+}
+
+
 def _kube_openapi_message(keyword: str, wanted: Any, value: Any, path: str, schema: Mapping[str, Any]) -> str:
     where = f"{path} in body"
-    if keyword == "pattern":
-        return f"{where} should match '{wanted}'"
+    if keyword in _MESSAGES:
+        return _MESSAGES[keyword].format(where=where, wanted=wanted, number=go_value(wanted))
     if keyword == "format":
         return f"{where} must be of type {wanted}: {json.dumps(value)}"
-    if keyword == "minItems":
-        return f"{where} should have at least {wanted} items"
-    if keyword == "minProperties":
-        return f"{where} should have at least {wanted} properties"
-    if keyword == "minLength":
-        return f"{where} should be at least {wanted} chars long"
-    if keyword == "uniqueItems":
-        return f"{where} shouldn't contain duplicates"
-    if keyword == "multipleOf":
-        return f"{where} should be a multiple of {go_value(wanted)}"
     if keyword in ("minimum", "maximum"):
         exclusive = bool(schema.get(f"exclusive{keyword.capitalize()}"))
-        relation = ("greater than" if keyword == "minimum" else "less than") + (
-            "" if exclusive else " or equal to"
-        )
-        return f"{where} should be {relation} {go_value(wanted)}"
-    if keyword in ("anyOf", "oneOf", "allOf", "not"):
-        return f"{where} must validate {'at least one schema (anyOf)' if keyword == 'anyOf' else keyword}"
-    return f"{where} is invalid: {keyword}"
+        relation = "greater than" if keyword == "minimum" else "less than"
+        return f"{where} should be {relation}{'' if exclusive else ' or equal to'} {go_value(wanted)}"
+    return f"{where} must validate {keyword}"
 
 
 # -- the structural walks ------------------------------------------------------------------------------
