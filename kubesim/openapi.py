@@ -1,4 +1,5 @@
-"""A minimal OpenAPI v3 surface: enough for kubectl to learn that the server validates fields itself.
+"""A minimal OpenAPI v3 surface: enough for kubectl to learn that the server validates fields itself, and
+each custom resource's schema from its CRD (`kubectl explain`).
 
 kubectl (1.27+) asks `/openapi/v3` which query parameters each kind's PATCH accepts; finding
 `fieldValidation` and `dryRun` there, it leaves validation to the server instead of downloading schemas.
@@ -57,11 +58,14 @@ def document(registry: Registry, group: str, version: str) -> dict[str, Any] | N
             "responses": {"200": {"description": "OK"}},
         }
         paths[item] = {"get": operation, "put": operation, "patch": operation, "delete": operation}
-        schemas[_schema_name(rt)] = {
-            "type": "object",
-            "x-kubernetes-group-version-kind": [gvk],
-            "x-kubernetes-preserve-unknown-fields": True,
-        }
+        if rt.schema is not None:  # a custom resource: its CRD's schema, which `kubectl explain` reads
+            schemas[_schema_name(rt)] = {**rt.schema.schema, "x-kubernetes-group-version-kind": [gvk]}
+        else:
+            schemas[_schema_name(rt)] = {
+                "type": "object",
+                "x-kubernetes-group-version-kind": [gvk],
+                "x-kubernetes-preserve-unknown-fields": True,
+            }
     return {
         "openapi": "3.0.0",
         "info": {"title": "Kubernetes (kubesim)", "version": "v1.32.0"},
@@ -72,4 +76,6 @@ def document(registry: Registry, group: str, version: str) -> dict[str, Any] | N
 
 def _schema_name(rt: ResourceType) -> str:
     group = ".".join(reversed(rt.group.split("."))) if rt.group else "core"
+    if rt.crd:
+        return f"{group}.{rt.version}.{rt.kind}"
     return f"io.k8s.api.{group}.{rt.version}.{rt.kind}"

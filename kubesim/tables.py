@@ -109,11 +109,47 @@ _NODE_COLUMNS = [
 ]
 
 
+# The API server's Event printer (pkg/printers/internalversion): what `kubectl get events` shows.
+_EVENT_COLUMNS = [
+    Column("Last Seen", ""),
+    Column("Type", ""),
+    Column("Reason", ""),
+    Column("Object", ""),
+    Column("Subobject", "", priority=1),
+    Column("Source", "", priority=1),
+    Column("Message", ""),
+    Column("First Seen", "", priority=1),
+    Column("Count", "", "integer", priority=1),
+    Column("Name", "", priority=1),
+]
+
+
+def _event_cells(event: Obj) -> list[Any]:
+    involved = event.get("involvedObject") or {}
+    source = event.get("source") or {}
+    last = event.get("lastTimestamp") or event.get("eventTime")
+    first = event.get("firstTimestamp") or event.get("eventTime")
+    return [
+        age(last),
+        event.get("type", ""),
+        event.get("reason", ""),
+        f"{str(involved.get('kind', '')).lower()}/{involved.get('name', '')}",
+        involved.get("fieldPath", ""),
+        ", ".join(v for v in (source.get("component"), source.get("host")) if v),
+        str(event.get("message", "")).strip(),
+        age(first),
+        int(event.get("count") or 1),
+        event["metadata"]["name"],
+    ]
+
+
 def columns_for(rt: ResourceType) -> list[Column]:
     if rt.group == "" and rt.plural == "pods":
         return _POD_COLUMNS
     if rt.group == "" and rt.plural == "nodes":
         return _NODE_COLUMNS
+    if rt.group == "" and rt.plural == "events":
+        return _EVENT_COLUMNS
     return [Column("Name", ".metadata.name"), *(rt.columns or [AGE])]
 
 
@@ -122,6 +158,8 @@ def cells_for(rt: ResourceType, obj: Obj) -> list[Any]:
         return _pod_cells(obj)
     if rt.group == "" and rt.plural == "nodes":
         return _node_cells(obj)
+    if rt.group == "" and rt.plural == "events":
+        return _event_cells(obj)
     cells: list[Any] = [obj["metadata"]["name"]]
     for column in rt.columns or [AGE]:
         value = json_path(obj, column.json_path)

@@ -137,3 +137,31 @@ def test_drain_evicts_through_the_budget(sim: SimHandle) -> None:
     assert "SchedulingDisabled" in kubectl(sim, "get", "node", "node-6")
     on_node = kubectl(sim, "get", "pods", "-A", "--field-selector", "spec.nodeName=node-6", "-o", "name")
     assert on_node.strip() == ""
+
+
+def test_explain_reads_the_crds_schema(sim: SimHandle) -> None:
+    out = kubectl(sim, "explain", "podmigrationjob.spec")
+    assert out.splitlines()[:3] == [
+        "GROUP:      scheduling.koordinator.sh",
+        "KIND:       PodMigrationJob",
+        "VERSION:    v1alpha1",
+    ]
+    assert "podRef\t<Object> -required-" in out and "Paused indicates whether the PodMigrationJob" in out
+
+
+def test_get_events_shows_the_api_servers_columns(sim: SimHandle) -> None:
+    kube = client_for(sim)
+    kube.core.create_namespaced_pod(
+        "default", {"metadata": {"name": "e1"}, "spec": {"containers": [{"name": "c", "image": "i"}]}}
+    )
+    watch_until(
+        kube.core.list_namespaced_event,
+        lambda state: any(e.involved_object.name == "e1" and e.reason == "Scheduled" for e in state.values()),
+        namespace="default",
+    )
+    lines = kubectl(sim, "get", "events", "--field-selector=involvedObject.name=e1").splitlines()
+    assert lines[0].split() == ["LAST", "SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"]
+    scheduled = next(line.split(None, 4) for line in lines[1:] if " Scheduled " in line)
+    assert scheduled[1:4] == ["Normal", "Scheduled", "pod/e1"] and scheduled[4].startswith(
+        "Successfully assigned default/e1"
+    )
