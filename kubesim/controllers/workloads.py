@@ -19,12 +19,27 @@ from kubesim.selectors import match_label_selector
 from kubesim.store import Event, Obj, Store
 from shared.intstr import scaled_value
 
+REVISION = "deployment.kubernetes.io/revision"
+REVISION_HISTORY = "deployment.kubernetes.io/revision-history"
+CHANGE_CAUSE = "kubernetes.io/change-cause"
+
 TERMINAL = ("Succeeded", "Failed")
 
 
 def template_hash(template: Obj) -> str:
-    digest = hashlib.sha256(json.dumps(template, sort_keys=True).encode()).hexdigest()
+    """The pod template's hash, blind to empty values as the API server's (over Go structs, where an empty
+    `resources: {}` and none are the same): kubectl's rollback sends them, the original did not."""
+    digest = hashlib.sha256(json.dumps(_without_empty(template), sort_keys=True).encode()).hexdigest()
     return digest[:10]
+
+
+def _without_empty(value: Any) -> Any:
+    if isinstance(value, dict):
+        kept = {k: _without_empty(v) for k, v in value.items()}
+        return {k: v for k, v in kept.items() if v not in (None, {}, [], "")}
+    if isinstance(value, list):
+        return [_without_empty(v) for v in value]
+    return value
 
 
 def is_ready(pod: Obj) -> bool:
@@ -196,6 +211,7 @@ class Workloads(Controller[tuple[str, str, str]]):
         if new_rs is None:
             first = not any(int((r.get("spec") or {}).get("replicas", 0)) for r in old_sets)
             new_rs = self._create_rs(deploy, template, tmpl_hash, replicas if first else 0)
+        new_rs = self._revise(deploy, new_rs, old_sets)
         strategy = spec.get("strategy") or {}
         if strategy.get("type") == "Recreate":
             if any(self._rs_pods(r) for r in old_sets):
@@ -249,6 +265,29 @@ class Workloads(Controller[tuple[str, str, str]]):
                 "observedGeneration": deploy["metadata"].get("generation", 1),
             },
         )
+
+    def _revise(self, deploy: Obj, new_rs: Obj, old_sets: list[Obj]) -> Obj:
+        """The deployment controller's revisions: the current ReplicaSet has the highest (one more than any
+        other's, so a rollback to an old template gets a new number), and the Deployment names it."""
+        latest = max((revision_of(r) for r in old_sets), default=0)
+        if revision_of(new_rs) <= latest or not revision_of(new_rs):
+            new = copy.deepcopy(new_rs)
+            annotations = new["metadata"].setdefault("annotations", {})
+            if revision_of(new_rs):
+                history = [h for h in annotations.get(REVISION_HISTORY, "").split(",") if h]
+                annotations[REVISION_HISTORY] = ",".join([*history, str(revision_of(new_rs))])
+            annotations[REVISION] = str(latest + 1)
+            cause = (deploy["metadata"].get("annotations") or {}).get(CHANGE_CAUSE)
+            if cause:
+                annotations[CHANGE_CAUSE] = cause
+            self.store.put(self.replicasets, new, "MODIFIED", old=new_rs)
+            new_rs = new
+        revision = new_rs["metadata"]["annotations"][REVISION]
+        if (deploy["metadata"].get("annotations") or {}).get(REVISION) != revision:
+            marked = copy.deepcopy(deploy)
+            marked["metadata"].setdefault("annotations", {})[REVISION] = revision
+            self.store.put(self.deployments, marked, "MODIFIED", old=deploy)
+        return new_rs
 
     def _rs_pods(self, rs: Obj) -> int:
         return len([p for p in self._children(rs, self.pods) if not p["metadata"].get("deletionTimestamp")])
@@ -365,3 +404,10 @@ def selects(selector: Obj | None, obj: Obj) -> bool:
 
 
 __all__ = ["SimOptions", "Workloads", "is_ready", "selects"]
+
+
+def revision_of(rs: Obj) -> int:
+    try:
+        return int((rs["metadata"].get("annotations") or {}).get(REVISION, 0))
+    except ValueError:
+        return 0

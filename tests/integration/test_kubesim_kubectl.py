@@ -165,3 +165,40 @@ def test_get_events_shows_the_api_servers_columns(sim: SimHandle) -> None:
     assert scheduled[1:4] == ["Normal", "Scheduled", "pod/e1"] and scheduled[4].startswith(
         "Successfully assigned default/e1"
     )
+
+
+def test_rollout_history_and_undo(sim: SimHandle) -> None:
+    kube = client_for(sim)
+    template = {
+        "metadata": {"labels": {"app": "shop"}},
+        "spec": {"containers": [{"name": "c", "image": "shop:1"}]},
+    }
+    body = {
+        "metadata": {"name": "shop"},
+        "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "shop"}}, "template": template},
+    }
+    kube.apps.create_namespaced_deployment("default", body)
+
+    def revised(revision: str) -> None:
+        watch_until(
+            kube.apps.list_namespaced_deployment,
+            lambda state: (
+                (state["default/shop"].metadata.annotations or {}).get("deployment.kubernetes.io/revision")
+                == revision
+            ),
+            namespace="default",
+        )
+
+    revised("1")
+    kubectl(sim, "set", "image", "deployment/shop", "c=shop:2")
+    revised("2")
+    history = kubectl(sim, "rollout", "history", "deployment/shop").split()
+    assert history[history.index("CHANGE-CAUSE") + 1 :] == ["1", "<none>", "2", "<none>"]
+    assert "rolled back" in kubectl(sim, "rollout", "undo", "deployment/shop")
+    revised("3")  # the first ReplicaSet again, under a new revision
+    history = kubectl(sim, "rollout", "history", "deployment/shop").split()
+    assert history[history.index("CHANGE-CAUSE") + 1 :] == ["2", "<none>", "3", "<none>"]
+    assert (
+        kube.apps.read_namespaced_deployment("shop", "default").spec.template.spec.containers[0].image
+        == "shop:1"
+    )
