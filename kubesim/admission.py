@@ -79,8 +79,9 @@ class Admission:
                     rt.kind, obj["metadata"]["name"], "spec.selector: Required value", "spec.selector"
                 )
             if rt.plural == "deployments":
-                strategy = spec.setdefault("strategy", {"type": "RollingUpdate"})
-                if strategy.get("type", "RollingUpdate") == "RollingUpdate":
+                strategy = spec.setdefault("strategy", {})
+                strategy.setdefault("type", "RollingUpdate")
+                if strategy["type"] == "RollingUpdate":
                     rolling = strategy.setdefault("rollingUpdate", {})
                     rolling.setdefault("maxSurge", "25%")
                     rolling.setdefault("maxUnavailable", "25%")

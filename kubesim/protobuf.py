@@ -16,7 +16,8 @@ MAGIC = b"k8s\x00"
 CONTENT_TYPE = "application/vnd.kubernetes.protobuf"
 
 # A message schema: field number -> (JSON name, kind, nested schema). Kinds: "string", "bool", "int",
-# "message", "map" (map<string,string>), "strings" (repeated string).
+# "message", "messages" (repeated), "map" (map<string,string>), "quantities" (map<string,Quantity>),
+# "strings" (repeated string), "intorstr" (IntOrString). Fields a schema does not name are left out.
 Schema = dict[int, tuple[str, str, "Schema | None"]]
 
 OBJECT_META: Schema = {
@@ -26,6 +27,44 @@ OBJECT_META: Schema = {
     11: ("labels", "map", None),
     12: ("annotations", "map", None),
 }
+LABEL_SELECTOR: Schema = {
+    1: ("matchLabels", "map", None),
+    2: (
+        "matchExpressions",
+        "messages",
+        {1: ("key", "string", None), 2: ("operator", "string", None), 3: ("values", "strings", None)},
+    ),
+}
+CONTAINER: Schema = {
+    1: ("name", "string", None),
+    2: ("image", "string", None),
+    3: ("command", "strings", None),
+    4: ("args", "strings", None),
+    5: ("workingDir", "string", None),
+    6: (
+        "ports",
+        "messages",
+        {1: ("name", "string", None), 3: ("containerPort", "int", None), 4: ("protocol", "string", None)},
+    ),
+    7: ("env", "messages", {1: ("name", "string", None), 2: ("value", "string", None)}),
+    8: ("resources", "message", {1: ("limits", "quantities", None), 2: ("requests", "quantities", None)}),
+    13: ("terminationMessagePath", "string", None),
+    14: ("imagePullPolicy", "string", None),
+    20: ("terminationMessagePolicy", "string", None),
+}
+POD_SPEC: Schema = {
+    2: ("containers", "messages", CONTAINER),
+    3: ("restartPolicy", "string", None),
+    4: ("terminationGracePeriodSeconds", "int", None),
+    6: ("dnsPolicy", "string", None),
+    7: ("nodeSelector", "map", None),
+    8: ("serviceAccountName", "string", None),
+    10: ("nodeName", "string", None),
+    19: ("schedulerName", "string", None),
+    20: ("initContainers", "messages", CONTAINER),
+    24: ("priorityClassName", "string", None),
+}
+POD_TEMPLATE: Schema = {1: ("metadata", "message", OBJECT_META), 2: ("spec", "message", POD_SPEC)}
 RESOURCE_ATTRIBUTES: Schema = {
     1: ("namespace", "string", None),
     2: ("verb", "string", None),
@@ -45,6 +84,56 @@ KINDS: dict[tuple[str, str], Schema] = {
             {
                 1: ("resourceAttributes", "message", RESOURCE_ATTRIBUTES),
                 2: ("nonResourceAttributes", "message", NON_RESOURCE_ATTRIBUTES),
+            },
+        ),
+    },
+    ("v1", "Namespace"): {
+        1: ("metadata", "message", OBJECT_META),
+        2: ("spec", "message", {1: ("finalizers", "strings", None)}),
+    },
+    ("v1", "ConfigMap"): {
+        1: ("metadata", "message", OBJECT_META),
+        2: ("data", "map", None),
+        4: ("immutable", "bool", None),
+    },
+    ("apps/v1", "Deployment"): {
+        1: ("metadata", "message", OBJECT_META),
+        2: (
+            "spec",
+            "message",
+            {
+                1: ("replicas", "int", None),
+                2: ("selector", "message", LABEL_SELECTOR),
+                3: ("template", "message", POD_TEMPLATE),
+                4: (
+                    "strategy",
+                    "message",
+                    {
+                        1: ("type", "string", None),
+                        2: (
+                            "rollingUpdate",
+                            "message",
+                            {1: ("maxUnavailable", "intorstr", None), 2: ("maxSurge", "intorstr", None)},
+                        ),
+                    },
+                ),
+                5: ("minReadySeconds", "int", None),
+                6: ("revisionHistoryLimit", "int", None),
+                7: ("paused", "bool", None),
+                9: ("progressDeadlineSeconds", "int", None),
+            },
+        ),
+    },
+    ("policy/v1", "PodDisruptionBudget"): {
+        1: ("metadata", "message", OBJECT_META),
+        2: (
+            "spec",
+            "message",
+            {
+                1: ("minAvailable", "intorstr", None),
+                2: ("selector", "message", LABEL_SELECTOR),
+                3: ("maxUnavailable", "intorstr", None),
+                4: ("unhealthyPodEvictionPolicy", "string", None),
             },
         ),
     },
@@ -75,7 +164,32 @@ def decode(body: bytes) -> dict[str, Any]:
     schema = KINDS.get((api_version, kind))
     if schema is None:
         raise unsupported_media_type(f"{CONTENT_TYPE} for {kind or 'an unknown kind'}")
-    return {"apiVersion": api_version, "kind": kind, **_message(envelope.get(2, [b""])[0], schema)}
+    return {
+        "apiVersion": api_version,
+        "kind": kind,
+        **_omit_empty(_message(envelope.get(2, [b""])[0], schema)),
+    }
+
+
+# Go's protobuf encoding writes a non-pointer field even when it holds its zero value; the JSON the API
+# server would answer with omits those (`omitempty`). Integers stay, except the non-pointer ones whose
+# zero means unset.
+_ZERO_INTS = frozenset({"minReadySeconds", "hostPort"})
+
+
+def _omit_empty(value: Any) -> Any:
+    if isinstance(value, dict):
+        kept = {k: _omit_empty(v) for k, v in value.items()}
+        return {
+            k: v
+            for k, v in kept.items()
+            if not (
+                v == "" or v is False or v is None or (v == 0 and k in _ZERO_INTS and not isinstance(v, bool))
+            )
+        }
+    if isinstance(value, list):
+        return [_omit_empty(v) for v in value]
+    return value
 
 
 def _message(data: bytes, schema: Schema) -> dict[str, Any]:
@@ -92,11 +206,23 @@ def _message(data: bytes, schema: Schema) -> dict[str, Any]:
             out[name] = int(values[-1])
         elif kind == "strings":
             out[name] = [bytes(v).decode() for v in values]
-        elif kind == "map":
+        elif kind in ("map", "quantities"):  # a Quantity is a message holding its string (field 1)
             entries = [_fields(bytes(v)) for v in values]
-            out[name] = {e.get(1, [b""])[0].decode(): e.get(2, [b""])[0].decode() for e in entries}
+            out[name] = {
+                e.get(1, [b""])[0].decode(): (
+                    _fields(e.get(2, [b""])[0]).get(1, [b""])[0]
+                    if kind == "quantities"
+                    else e.get(2, [b""])[0]
+                ).decode()
+                for e in entries
+            }
+        elif kind == "intorstr":  # IntOrString: type (0 int, 1 string), intVal, strVal
+            parts = _fields(bytes(values[-1]))
+            out[name] = parts.get(3, [b""])[0].decode() if parts.get(1, [0])[0] == 1 else parts.get(2, [0])[0]
         elif kind == "message" and nested is not None:
             out[name] = _message(bytes(values[-1]), nested)
+        elif kind == "messages" and nested is not None:
+            out[name] = [_message(bytes(v), nested) for v in values]
     return out
 
 

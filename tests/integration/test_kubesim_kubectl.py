@@ -202,3 +202,24 @@ def test_rollout_history_and_undo(sim: SimHandle) -> None:
         kube.apps.read_namespaced_deployment("shop", "default").spec.template.spec.containers[0].image
         == "shop:1"
     )
+
+
+def test_kubectl_creates_built_in_objects_in_protobuf(sim: SimHandle) -> None:
+    assert kubectl(sim, "create", "namespace", "shop").strip() == "namespace/shop created"
+    kubectl(sim, "create", "configmap", "settings", "-n", "shop", "--from-literal=colour=blue")
+    kubectl(sim, "create", "deployment", "web", "-n", "shop", "--image=nginx:1", "--replicas=2", "--port=80")
+    kubectl(
+        sim, "create", "poddisruptionbudget", "web", "-n", "shop", "--selector=app=web", "--min-available=50%"
+    )
+    kube = client_for(sim)
+    assert kube.core.read_namespaced_config_map("settings", "shop").data == {"colour": "blue"}
+    deployment = kube.apps.read_namespaced_deployment("web", "shop")
+    container = deployment.spec.template.spec.containers[0]
+    assert (deployment.spec.replicas, container.image, container.ports[0].container_port) == (
+        2,
+        "nginx:1",
+        80,
+    )
+    assert deployment.spec.strategy.type == "RollingUpdate"  # defaulted: the empty strategy sent was omitted
+    pdb = kube.policy.read_namespaced_pod_disruption_budget("web", "shop")
+    assert (pdb.spec.min_available, pdb.spec.selector.match_labels) == ("50%", {"app": "web"})
