@@ -132,6 +132,7 @@ class Store:
         self.watches: set[Watch] = set()
         self.observers: list[Callable[[Event], None]] = []
         self.admission: list[Admission] = []
+        self.owned: dict[str, set[tuple[tuple[str, str], Key]]] = {}
 
     # ----------------------------------------------------------------------------------------------------
     # Reads
@@ -493,13 +494,12 @@ class Store:
         namespace = meta.get("namespace", "") if rt.namespaced else ""
         raw = _encode(obj)
         bucket = self.bucket(rt)
-        if (
-            old is None
-            and event_type == "MODIFIED"
-            and (before := bucket.objects.get((namespace, meta["name"])))
-        ):
+        key = (namespace, meta["name"])
+        before = bucket.objects.get(key)
+        if old is None and event_type == "MODIFIED" and before is not None:
             old = before.obj  # what a paged list's snapshot shows for a version before this one
-        bucket.put((namespace, meta["name"]), Stored(obj, raw))
+        self._index_owners(rt, key, before.obj if before is not None else None, obj)
+        bucket.put(key, Stored(obj, raw))
         self._emit(Event(self.rv, event_type, rt, namespace, obj, raw, old))
         if rt.kind == "CustomResourceDefinition" and event_type == "ADDED":
             self._establish_crd(rt, obj)
@@ -508,7 +508,8 @@ class Store:
     def _remove(self, rt: ResourceType, obj: Obj) -> Obj:
         meta = obj["metadata"]
         namespace = meta.get("namespace", "") if rt.namespaced else ""
-        self.bucket(rt).pop((namespace, meta["name"]))
+        gone = self.bucket(rt).pop((namespace, meta["name"]))
+        self._index_owners(rt, (namespace, meta["name"]), gone.obj if gone is not None else None, None)
         self.rv += 1
         final = copy.deepcopy(obj)
         final["metadata"]["resourceVersion"] = str(self.rv)
@@ -647,13 +648,26 @@ class Store:
             for obj in list(self.objects(rt, namespace)):
                 self._remove(rt, obj)
 
+    def _index_owners(self, rt: ResourceType, key: Key, before: Obj | None, after: Obj | None) -> None:
+        """Keep `owned`: owner uid -> the objects whose ownerReferences name it (the collector's graph)."""
+        was, now = _owner_uids(before), _owner_uids(after)
+        for uid in was - now:
+            dependents = self.owned.get(uid)
+            if dependents is not None:
+                dependents.discard((rt.key, key))
+                if not dependents:
+                    del self.owned[uid]
+        for uid in now - was:
+            self.owned.setdefault(uid, set()).add((rt.key, key))
+
     def _dependents(self, owner_uid: str) -> Iterable[tuple[ResourceType, Obj]]:
-        for rt in self.registry.all():
-            for obj in list(self.objects(rt)):
-                for ref in obj["metadata"].get("ownerReferences") or ():
-                    if ref.get("uid") == owner_uid:
-                        yield rt, obj
-                        break
+        types = {rt.key: rt for rt in self.registry.all()}
+        for type_key, key in sorted(self.owned.get(owner_uid, ())):
+            rt = types.get(type_key)
+            bucket = self.buckets.get(type_key)
+            stored = bucket.objects.get(key) if bucket is not None else None
+            if rt is not None and stored is not None:
+                yield rt, stored.obj
 
     def _collect_dependents(self, owner_uid: str) -> None:
         for rt, obj in list(self._dependents(owner_uid)):
@@ -766,3 +780,9 @@ def _decode_continue(token: str) -> tuple[int, Key]:
         return int(data["rv"]), (str(data["ns"]), str(data["name"]))
     except (ValueError, KeyError, TypeError) as exc:
         raise bad_request(f"invalid continue token: {exc}") from exc
+
+
+def _owner_uids(obj: Obj | None) -> set[str]:
+    if obj is None:
+        return set()
+    return {str(r["uid"]) for r in obj["metadata"].get("ownerReferences") or () if r.get("uid")}
