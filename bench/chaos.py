@@ -575,6 +575,11 @@ async def fault_run(opts: ChaosOptions, nats_srv: Server, redis_srv: Server, wor
             await orphans
             await client.aclose()
         evictions = handle.call(lambda sim: dict(sim.store.evictions))
+        denied = handle.call(
+            lambda sim: [
+                str(d) for d in sim.authorizer.denials if d.user.startswith("system:serviceaccount:podherd:")
+            ]
+        )
         alive = {
             p["metadata"]["uid"] for p in msgspec.json.decode(kube.request("GET", "/api/v1/pods"))["items"]
         }
@@ -613,6 +618,7 @@ async def fault_run(opts: ChaosOptions, nats_srv: Server, redis_srv: Server, wor
             "timeouts_unexplained": sum(cause.startswith(UNKNOWN) for cause in causes.values()),
             "evictions_without_room": len(findings.evictions_without_room),
             "succeeded_before_old_pod_gone": len(findings.succeeded_before_gone),
+            "rbac_denials": len(denied),  # each service runs as its own ServiceAccount
         }
         return {
             "invariants": invariants,
@@ -626,6 +632,7 @@ async def fault_run(opts: ChaosOptions, nats_srv: Server, redis_srv: Server, wor
                 "timeouts": dict(sorted(causes.items())[:10]),
                 "evictions_without_room": findings.evictions_without_room[:5],
                 "succeeded_before_old_pod_gone": findings.succeeded_before_gone[:5],
+                "rbac_denials": denied[:5],
             },
             "jobs": {
                 "submitted": len(run.submitted),
