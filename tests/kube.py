@@ -6,14 +6,13 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import kubernetes
-import yaml
 from kubernetes.client import ApiClient
 
 from kubesim.sim import SimHandle
+from podherd.install import manifests
 
 State = dict[str, Any]
 
@@ -112,8 +111,8 @@ def _holds(predicate: Callable[[State], bool], state: State) -> bool:
 def with_crds(kube: Kube) -> Kube:
     """Apply Podherd's CRDs (deploy/crds) to the cluster behind `kube`."""
     api = kubernetes.client.ApiextensionsV1Api(kube.api)
-    for path in sorted((Path(__file__).resolve().parents[1] / "deploy" / "crds").glob("*.scheduling.*.yaml")):
-        api.create_custom_resource_definition(yaml.safe_load(path.read_text()))
+    for crd in manifests("crds"):
+        api.create_custom_resource_definition(crd)
     return kube
 
 

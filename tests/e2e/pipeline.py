@@ -79,7 +79,8 @@ class Pipeline:
             admin_path = Path(self.config.kubernetes.kubeconfig or "")
             admin = KubeClient.from_config(self.config.kubernetes)
             try:
-                install(admin, rbac=True)
+                if not self.kubeconfigs:  # once per pipeline
+                    install(admin, rbac=True)
                 path = service_kubeconfig(
                     admin, admin_path, service, admin_path.with_name(f"kubeconfig-{service}")
                 )
