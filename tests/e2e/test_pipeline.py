@@ -211,13 +211,13 @@ async def until_answered(nc: Any, subjects: bus.Subjects, intent: MigrationInten
 async def test_two_replicas_of_each_service_carry_a_storm_of_jobs(
     kubesim_factory: Callable[..., SimHandle], nats_srv: Server, redis_srv: Server, test_id: str
 ) -> None:
-    # 60 jobs for the 60 replicas of one workload, up to 24 at once: replacements of one workload may
+    # 40 jobs for the 40 replicas of one workload, up to 16 at once: replacements of one workload may
     # take each other's Reservations (they are owned by the controller); each job still ends with exactly one.
     # (`python -m bench.e2e_bench` runs the same through the services as processes at larger sizes.)
-    kube = start(kubesim_factory, cluster(nodes=24, web=60, node_cpu=16, cpu="100m"))
+    kube = start(kubesim_factory, cluster(nodes=16, web=40, node_cpu=16, cpu="100m"))
     pods = sorted(web_pods(kube))
     config = pipeline_config(
-        kube.handle, nats_srv, redis_srv, test_id, maxMigratingPerWorkload=24, maxUnavailablePerWorkload=24
+        kube.handle, nats_srv, redis_srv, test_id, maxMigratingPerWorkload=16, maxUnavailablePerWorkload=16
     )
     async with pipeline(config, replicas=2):
         for i, pod in enumerate(pods):
