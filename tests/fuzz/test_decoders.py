@@ -31,7 +31,7 @@ from shared.config import ConfigError, config_from_dict
 from tests.fuzz import sizes
 
 FAST = settings(
-    max_examples=sizes.count(ci=600, full=1700), deadline=None, suppress_health_check=[HealthCheck.too_slow]
+    max_examples=sizes.count(ci=300, full=1700), deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
 MESSAGES = (MigrationIntent, IntentReply, Decision, Command, Report, AuditRecord, DeadLetter, EventHead)
 
