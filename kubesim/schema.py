@@ -228,49 +228,34 @@ def _kube_openapi_message(keyword: str, wanted: Any, value: Any, path: str, sche
 
 
 def _prune(
-    value: Any, schema: Mapping[str, Any] | None, path: str, unknown: list[str], root: bool = False
+    value: Any,
+    schema: Mapping[str, Any] | None,
+    path: str,
+    unknown: list[str],
+    root: bool = False,
+    preserve: bool = False,
 ) -> None:
-    if schema is not None and schema.get("x-kubernetes-preserve-unknown-fields"):
-        _prune_known(value, schema, path, unknown, root)
-        return
+    """Drop what `schema` does not know (recording each path), as structural pruning does; under
+    `x-kubernetes-preserve-unknown-fields` unknown fields stay, and known ones are still pruned inside."""
+    preserve = preserve or bool(schema is not None and schema.get("x-kubernetes-preserve-unknown-fields"))
     if isinstance(value, dict):
-        properties = (schema or {}).get("properties") or {}
-        additional = (schema or {}).get("additionalProperties")
         embedded = root or bool((schema or {}).get("x-kubernetes-embedded-resource"))
         for key in list(value):
             if embedded and key in _TYPE_META:
                 continue
             child = f"{path}.{key}" if path else key
-            if schema is not None and key in properties:
-                _prune(value[key], properties[key], child, unknown)
-            elif schema is not None and isinstance(additional, dict):
-                _prune(value[key], additional, child, unknown)
-            else:
+            child_schema = _child_schema(schema, key) if schema is not None else None
+            if child_schema is not None:
+                _prune(value[key], child_schema, child, unknown)
+            elif not preserve:
                 unknown.append(child)
                 del value[key]
     elif isinstance(value, list):
-        items = (schema or {}).get("items") if schema is not None else None
+        items = (schema or {}).get("items")
         for index, item in enumerate(value):
-            _prune(item, items if isinstance(items, dict) else None, f"{path}[{index}]", unknown)
-
-
-def _prune_known(value: Any, schema: Mapping[str, Any], path: str, unknown: list[str], root: bool) -> None:
-    """Under `x-kubernetes-preserve-unknown-fields`: unknown fields stay, known ones are pruned inside."""
-    if isinstance(value, dict):
-        properties = schema.get("properties") or {}
-        additional = schema.get("additionalProperties")
-        embedded = root or bool(schema.get("x-kubernetes-embedded-resource"))
-        for key, child_value in value.items():
-            if embedded and key in _TYPE_META:
-                continue
-            child = f"{path}.{key}" if path else key
-            if key in properties:
-                _prune(child_value, properties[key], child, unknown)
-            elif isinstance(additional, dict):
-                _prune(child_value, additional, child, unknown)
-    elif isinstance(value, list) and isinstance(schema.get("items"), dict):
-        for index, item in enumerate(value):
-            _prune_known(item, schema["items"], f"{path}[{index}]", unknown, False)
+            items_schema = items if isinstance(items, dict) else None
+            if items_schema is not None or not preserve:
+                _prune(item, items_schema, f"{path}[{index}]", unknown, preserve=preserve)
 
 
 def _child_schema(schema: Mapping[str, Any], key: str) -> Mapping[str, Any] | None:
