@@ -137,8 +137,14 @@ def impersonated(headers: Mapping[str, str], groups: list[str]) -> User | None:
                 "requested [{Kind:Group Name:" + groups[0] + "}] without impersonating a user",
             )
         return None
-    found = User(name, tuple(groups))
-    account = found.service_account
+    if not groups:
+        return user_named(name, [])
+    return user_named(name, groups if AUTHENTICATED in groups else [*groups, AUTHENTICATED])
+
+
+def user_named(name: str, groups: list[str], uid: str = "") -> User:
+    """The user a name stands for: a ServiceAccount named without groups gets the groups it always has."""
+    account = User(name).service_account
     if account is not None and not groups:
-        return service_account_user(*account)
-    return User(name, (*groups, AUTHENTICATED) if AUTHENTICATED not in groups else tuple(groups))
+        return service_account_user(*account, uid)
+    return User(name, tuple(groups), uid)

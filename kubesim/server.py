@@ -22,7 +22,7 @@ import msgspec
 from aiohttp import web
 
 from kubesim import openapi, protobuf, tables
-from kubesim.auth import Authenticator, User, impersonated, service_account_user
+from kubesim.auth import Authenticator, User, impersonated, user_named
 from kubesim.errors import ApiError, bad_request, method_not_allowed, not_found, unsupported_media_type
 from kubesim.eviction import evict
 from kubesim.options import SimOptions
@@ -214,11 +214,9 @@ class ApiServer:
         else:
             subject = user
             if kind in ("SubjectAccessReview", "LocalSubjectAccessReview"):
-                subject = User(
-                    str(spec.get("user") or ""), tuple(spec.get("groups") or ()), str(spec.get("uid") or "")
+                subject = user_named(
+                    str(spec.get("user") or ""), list(spec.get("groups") or ()), str(spec.get("uid") or "")
                 )
-                if subject.service_account is not None and not spec.get("groups"):
-                    subject = service_account_user(*subject.service_account)
             allowed, reason = self.authorizer.decide(subject, review_attributes(spec))
             status = {"allowed": allowed, **({"reason": reason} if reason else {})}
         return {
