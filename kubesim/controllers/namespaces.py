@@ -3,26 +3,29 @@
 from __future__ import annotations
 
 from kubesim.controllers.base import Controller
-from kubesim.store import Event
+from kubesim.options import SimOptions
+from kubesim.store import Event, Store
 
 
 class NamespaceController(Controller[str]):
+    def __init__(self, store: Store, options: SimOptions) -> None:
+        super().__init__(store, options)
+        self.terminating: set[str] = set()  # kept from namespace events: pod deletions are a hot path
+
     def on_event(self, event: Event) -> bool:
         if event.rt.kind == "Namespace" and event.rt.group == "":
-            if event.type != "DELETED" and event.obj["metadata"].get("deletionTimestamp"):
-                self.dirty.add(event.obj["metadata"]["name"])
+            name = event.obj["metadata"]["name"]
+            if event.type == "DELETED":
+                self.terminating.discard(name)
+            elif event.obj["metadata"].get("deletionTimestamp"):
+                self.terminating.add(name)
+                self.dirty.add(name)
                 return True
             return False
-        if event.type == "DELETED" and event.rt.namespaced and event.namespace in self.terminating():
+        if event.type == "DELETED" and event.rt.namespaced and event.namespace in self.terminating:
             self.dirty.add(event.namespace)  # one piece of content less: maybe the last
             return True
         return False
-
-    def terminating(self) -> set[str]:
-        rt = self.rt("", "v1", "namespaces")
-        return {
-            n["metadata"]["name"] for n in self.store.objects(rt) if n["metadata"].get("deletionTimestamp")
-        }
 
     def reconcile(self, key: str) -> None:
         namespace = self.store.find(self.rt("", "v1", "namespaces"), "", key)
