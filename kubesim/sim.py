@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import concurrent.futures
+import functools
 import logging
 import os
 import shutil
@@ -151,7 +152,7 @@ class SimHandle:
     _thread: threading.Thread | None = None
     _cleanup: list[Callable[[], None]] = field(default_factory=list)
 
-    @property
+    @functools.cached_property
     def admin_token(self) -> str:
         """The administrator's bearer token: only in the kubeconfig kubesim wrote."""
         return kubeconfig_token(self.kubeconfig)
@@ -160,7 +161,7 @@ class SimHandle:
     def admin_headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.admin_token}"}
 
-    @property
+    @functools.cached_property
     def ca_pem(self) -> bytes:
         """kubesim's CA, as its kubeconfig carries it."""
         return kubeconfig_ca(self.kubeconfig)
