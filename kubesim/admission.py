@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import difflib
 import json
+import secrets
 
 from kubesim.errors import FieldError, invalid, invalid_fields
 from kubesim.resources import ResourceType
@@ -58,6 +59,30 @@ def qos_class(spec: Obj) -> str:
     return "Burstable" if requests_any or limits_any else "BestEffort"
 
 
+SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+_RANDOM_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # apimachinery's utilrand
+
+
+def _api_access_volume() -> Obj:
+    return {
+        "sources": [
+            {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
+            {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+            {
+                "downwardAPI": {
+                    "items": [
+                        {
+                            "path": "namespace",
+                            "fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.namespace"},
+                        }
+                    ]
+                }
+            },
+        ],
+        "defaultMode": 420,
+    }
+
+
 class Admission:
     def __init__(self, store: Store) -> None:
         self.store = store
@@ -109,7 +134,31 @@ class Admission:
             return
         if "priority" not in spec:
             spec["priority"] = self._priority(spec.get("priorityClassName"))
+        self._service_account(spec, pod["metadata"].get("namespace") or "default")
         pod["status"] = {"phase": "Pending", "qosClass": qos_class(spec)}
+
+    def _service_account(self, spec: Obj, namespace: str) -> None:
+        """The ServiceAccount admission plugin: the pod's account (`default` unless named) and, unless
+        automounting is off for the pod or its account, the projected `kube-api-access-*` volume (token, the
+        cluster's CA, the namespace) mounted in every container where nothing else is mounted there."""
+        account = spec.setdefault("serviceAccountName", "default")
+        spec.setdefault("serviceAccount", account)
+        if spec.get("automountServiceAccountToken") is False:
+            return
+        rt = self.store.registry.get("", "v1", "serviceaccounts")
+        found = self.store.find(rt, namespace, account) if rt is not None else None
+        if found is not None and found.get("automountServiceAccountToken") is False:
+            return
+        name = "kube-api-access-" + "".join(secrets.choice(_RANDOM_ALPHABET) for _ in range(5))
+        mounted = False
+        for container in (spec.get("initContainers") or []) + spec["containers"]:
+            mounts = container.setdefault("volumeMounts", [])
+            if any(m.get("mountPath") == SERVICE_ACCOUNT_DIR for m in mounts):
+                continue
+            mounts.append({"name": name, "readOnly": True, "mountPath": SERVICE_ACCOUNT_DIR})
+            mounted = True
+        if mounted:
+            spec.setdefault("volumes", []).append({"name": name, "projected": _api_access_volume()})
 
     def _priority(self, class_name: str | None) -> int:
         if not class_name:

@@ -2,7 +2,27 @@
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class ImageConfig:
+    """What kubesim's runtime knows of an image it runs as processes (its ENTRYPOINT, CMD, ENV, WORKDIR)."""
+
+    entrypoint: tuple[str, ...]
+    cmd: tuple[str, ...] = ()
+    env: dict[str, str] = field(default_factory=dict)
+    working_dir: str = "/"
+
+
+PODHERD_IMAGE = "ghcr.io/podherd/podherd"
+
+
+def podherd_image() -> ImageConfig:
+    """Podherd's own image (the Dockerfile's), run with this Python and the Podherd installed in it."""
+    path = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+    return ImageConfig((sys.executable, "-m", "podherd"), ("--help",), {"PATH": path, "LANG": "C.UTF-8"})
 
 
 @dataclass
@@ -31,3 +51,23 @@ class SimOptions:
     # Watch: how often a bookmark is sent to watches that allow them; how many events are kept for resume.
     bookmark_interval: float = 5.0
     history: int = 200_000
+    # Pods whose every container has one of these images (repository without tag: its config) run as real
+    # processes (kubesim.runtime); all others are simulated. `podherd_image()` is Podherd's own.
+    images: dict[str, ImageConfig] = field(default_factory=dict)
+    # Services outside kubesim that such pods reach by name: "namespace/name:port" -> ["host:port", ...].
+    services: dict[str, list[str]] = field(default_factory=dict)
+
+    def service_backends(self) -> list[tuple[str, str, int]]:
+        keys = []
+        for key in self.services:
+            ref, _, port = key.rpartition(":")
+            namespace, _, name = ref.partition("/")
+            keys.append((namespace, name, int(port)))
+        return keys
+
+    def backends(self, namespace: str, name: str, port: int) -> list[tuple[str, int]]:
+        out = []
+        for address in self.services[f"{namespace}/{name}:{port}"]:
+            host, _, number = address.rpartition(":")
+            out.append((host, int(number)))
+        return out

@@ -38,9 +38,12 @@ from kubesim.controllers.evacuation import Evacuator
 from kubesim.controllers.kubelet import Kubelet
 from kubesim.controllers.namespaces import NamespaceController
 from kubesim.controllers.pdb import PdbController
-from kubesim.controllers.scheduler import Scheduler
+from kubesim.controllers.scheduler import Scheduler, record_event
 from kubesim.controllers.workloads import Workloads
+from kubesim.errors import ApiError
 from kubesim.options import SimOptions
+from kubesim.pod_files import MountError
+from kubesim.runtime import ProcessRuntime
 from kubesim.scenario import load_scenario
 from kubesim.server import ApiServer
 from kubesim.store import Store
@@ -59,22 +62,31 @@ class Simulator:
         self.api = ApiServer(self.store, self.options)
         self.authorizer = self.api.authorizer
         self.controllers: list[Controller[Any]] = []
+        self.runtime: ProcessRuntime | None = None
         self._runner: web.AppRunner | None = None
         self.port = 0
         namespaces = self.store.registry.get("", "v1", "namespaces")
-        assert namespaces is not None
+        services = self.store.registry.get("", "v1", "services")
+        assert namespaces is not None and services is not None
         for name in DEFAULT_NAMESPACES:
             self.store.create(namespaces, "", {"metadata": {"name": name}})
+        self.store.create(services, "default", _master_service())
 
     async def start(self, host: str = "127.0.0.1", port: int = 0) -> None:
         opts = self.options
-        self.controllers.append(NamespaceController(self.store, opts))  # the API server's own, always on
+        # The API server's own, always on; it also publishes kube-root-ca.crt into every namespace.
+        self.controllers.append(NamespaceController(self.store, opts, self.tls.ca_pem.decode()))
         if opts.scheduler:
             self.controllers.append(Scheduler(self.store, opts))
         if opts.workloads:
             self.controllers.append(Workloads(self.store, opts))
         if opts.kubelet:
-            self.controllers.append(Kubelet(self.store, opts))
+            if opts.images:
+                self.runtime = ProcessRuntime(self.store, opts, self._pod_token, self._kubelet_event)
+            kubelet = Kubelet(self.store, opts, self.runtime)
+            if self.runtime is not None:
+                self.runtime.changed = kubelet.mark
+            self.controllers.append(kubelet)
         if opts.pdb:
             self.controllers.append(PdbController(self.store, opts))
         if opts.evict_in_background:
@@ -91,8 +103,32 @@ class Simulator:
         assert isinstance(server, asyncio.base_events.Server)
         self.port = int(server.sockets[0].getsockname()[1])
         self.url = f"https://{host}:{self.port}"
+        if self.runtime is not None:
+            self.runtime.api_address = ("127.0.0.1" if host in ("0.0.0.0", "") else host, self.port)
+
+    def _pod_token(self, pod: dict[str, Any], account: str, seconds: int, audience: str) -> str:
+        """The kubelet's TokenRequest for a pod's projected ServiceAccount token, bound to the pod."""
+        meta = pod["metadata"]
+        bound = {"apiVersion": "v1", "kind": "Pod", "name": meta["name"], "uid": meta["uid"]}
+        spec = {
+            "expirationSeconds": seconds,
+            "audiences": [audience] if audience else [],
+            "boundObjectRef": bound,
+        }
+        try:
+            answer = self.api.auth.request_token(meta["namespace"], account, {"spec": spec})
+        except ApiError as exc:
+            raise MountError(f"failed to fetch token: {exc.message}") from exc
+        return str(answer["status"]["token"])
+
+    def _kubelet_event(self, pod: dict[str, Any], kind: str, reason: str, message: str) -> None:
+        if self.options.record_events:
+            events = self.store.registry.get("", "v1", "events")
+            record_event(self.store, events, pod, kind, reason, message, "kubelet")
 
     async def stop(self) -> None:
+        if self.runtime is not None:
+            await self.runtime.close()  # the pods' processes end as on deletion: SIGTERM, then the grace
         self.api.close_watches()
         for controller in self.controllers:
             await controller.stop()
@@ -105,6 +141,21 @@ class Simulator:
             for transport in transports:
                 transport.abort()
             await asyncio.sleep(0)
+
+
+def _master_service() -> dict[str, Any]:
+    """The `kubernetes` Service the API server keeps in `default` (its address is what in-cluster clients
+    read from KUBERNETES_SERVICE_HOST)."""
+    return {
+        "metadata": {"name": "kubernetes", "labels": {"component": "apiserver", "provider": "kubernetes"}},
+        "spec": {
+            "clusterIP": tls.KUBERNETES_SERVICE_IP,
+            "clusterIPs": [tls.KUBERNETES_SERVICE_IP],
+            "ports": [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": 6443}],
+            "type": "ClusterIP",
+            "sessionAffinity": "None",
+        },
+    }
 
 
 def kubeconfig_ca(path: Path) -> bytes:

@@ -20,7 +20,10 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 # Names the serving certificate holds: loopback, the in-cluster Service, and compose's host name.
 DEFAULT_NAMES = ("localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubesim")
-DEFAULT_IPS = ("127.0.0.1", "::1")
+# The `kubernetes` Service's address: in-cluster clients (pods kubesim runs as processes) reach the API
+# server there, and verify it against this certificate.
+KUBERNETES_SERVICE_IP = "127.96.0.1"
+DEFAULT_IPS = ("127.0.0.1", "::1", KUBERNETES_SERVICE_IP)
 
 
 @dataclass(frozen=True)

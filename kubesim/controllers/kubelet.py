@@ -1,6 +1,9 @@
 """The kubelet: bound pods start (Running), then become Ready (not before a readiness probe's
 `initialDelaySeconds`); deleted pods stop after their grace period.
 
+Pods whose images kubesim was told how to run (`SimOptions.images`) run as real processes instead
+(kubesim.runtime): the runtime then reports their state, and their deletion waits for the processes to end.
+
 Pods on a NotReady node lose readiness and, as with a real unreachable kubelet, a pod deleted there stays
 Terminating until the node is Ready again.
 """
@@ -13,14 +16,18 @@ import time
 from kubesim.controllers.base import Controller
 from kubesim.controllers.scheduler import node_ready, record_event
 from kubesim.options import SimOptions
+from kubesim.runtime import ProcessRuntime, pod_conditions
 from kubesim.store import Event, Obj, Store, now_iso, parse_iso
+
+FORCED_GRACE = 2.0
 
 
 class Kubelet(Controller[tuple[str, str]]):
     tick = 0.05
 
-    def __init__(self, store: Store, options: SimOptions) -> None:
+    def __init__(self, store: Store, options: SimOptions, runtime: ProcessRuntime | None = None) -> None:
         super().__init__(store, options)
+        self.runtime = runtime
         self.pods = self.rt("", "v1", "pods")
         self.nodes = self.rt("", "v1", "nodes")
         self.events_rt = self.rt("", "v1", "events")
@@ -47,9 +54,14 @@ class Kubelet(Controller[tuple[str, str]]):
         pod = self.store.find(self.pods, namespace, name)
         if pod is None:
             self.due.pop(key, None)
+            if self.runtime is not None:
+                self.runtime.terminate(key, FORCED_GRACE)  # force-deleted: its processes go all the same
             return
         node = self.store.find(self.nodes, "", pod["spec"]["nodeName"])
         alive = node is not None and node_ready(node)
+        if self.runtime is not None and self.runtime.image(pod) is not None:
+            self._run_processes(key, pod, alive, self.runtime)
+            return
         status = pod.get("status") or {}
         now = time.monotonic()
         if pod["metadata"].get("deletionTimestamp"):
@@ -63,10 +75,7 @@ class Kubelet(Controller[tuple[str, str]]):
             due = self.due.setdefault(key, now + grace)
             if now >= due:
                 self.due.pop(key, None)
-                # As a kubelet does once the containers stopped: delete with no grace, for this very pod. The
-                # API server removes it unless finalizers remain, which then hold it until they are removed.
-                final = {"gracePeriodSeconds": 0, "preconditions": {"uid": pod["metadata"]["uid"]}}
-                self.store.delete(self.pods, namespace, name, final)
+                self._confirm_deletion(pod)
             return
         phase = status.get("phase")
         if phase in ("Succeeded", "Failed"):
@@ -86,6 +95,28 @@ class Kubelet(Controller[tuple[str, str]]):
             if now >= due:
                 self.due.pop(key, None)
                 self._write(pod, ready=True)
+
+    def _confirm_deletion(self, pod: Obj) -> None:
+        """As a kubelet does once the containers stopped: delete with no grace, for this very pod. The API
+        server removes it unless finalizers remain, which then hold it until they are removed."""
+        meta = pod["metadata"]
+        final = {"gracePeriodSeconds": 0, "preconditions": {"uid": meta["uid"]}}
+        self.store.delete(self.pods, meta["namespace"], meta["name"], final)
+
+    def _run_processes(self, key: tuple[str, str], pod: Obj, alive: bool, runtime: ProcessRuntime) -> None:
+        meta = pod["metadata"]
+        if not alive:
+            return
+        if meta.get("deletionTimestamp"):
+            if meta.get("deletionGracePeriodSeconds") == 0 and runtime.finished(key):
+                return
+            if runtime.finished(key):
+                self._confirm_deletion(pod)
+            else:
+                runtime.terminate(key, float(meta.get("deletionGracePeriodSeconds") or 0))
+            return
+        if runtime.finished(key) and (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
+            runtime.start(pod)
 
     def periodic(self) -> None:
         now = time.monotonic()
@@ -113,7 +144,7 @@ class Kubelet(Controller[tuple[str, str]]):
             }
             for c in new["spec"].get("containers") or []
         ]
-        _conditions(status, ready=False)
+        pod_conditions(status, ready=False)
         self.store.put(self.pods, new, "MODIFIED", old=pod)
         if self.options.record_events:
             record_event(self.store, self.events_rt, pod, "Normal", "Started", "Started container", "kubelet")
@@ -123,7 +154,7 @@ class Kubelet(Controller[tuple[str, str]]):
         status = new.setdefault("status", {})
         for container in status.get("containerStatuses") or []:
             container["ready"] = ready
-        _conditions(status, ready=ready)
+        pod_conditions(status, ready=ready)
         self.store.put(self.pods, new, "MODIFIED", old=pod)
 
 
@@ -143,24 +174,3 @@ def _probe_wait(pod: Obj) -> float:
 
 def _ready(status: Obj) -> bool:
     return any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
-
-
-def _conditions(status: Obj, ready: bool) -> None:
-    stamp = now_iso()
-    value = "True" if ready else "False"
-    previous = {c["type"]: c for c in status.get("conditions") or []}
-    wanted = {"PodScheduled": "True", "Initialized": "True", "ContainersReady": value, "Ready": value}
-    conditions = []
-    for kind, state in wanted.items():
-        old = previous.get(kind)
-        changed = old is None or old.get("status") != state
-        conditions.append(
-            {
-                "type": kind,
-                "status": state,
-                "lastTransitionTime": stamp
-                if changed or old is None
-                else old.get("lastTransitionTime", stamp),
-            }
-        )
-    status["conditions"] = conditions

@@ -1,0 +1,171 @@
+"""The files a kubelet gives a pod that runs as processes: its volumes, written as the kubelet's atomic
+writer lays them out (`..data` pointing at a timestamped directory, each key a link into it), and the
+kubelet-managed /etc/hosts, /etc/hostname and /etc/resolv.conf."""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import os
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from kubesim.pod_env import Lookup, field_value
+
+Token = Callable[[str, int, str], str]  # (service account, expirationSeconds, audience) -> token
+DEFAULT_MODE = 0o644
+CLUSTER_DOMAIN = "cluster.local"
+
+
+class MountError(Exception):
+    """A volume cannot be set up: the kubelet's `MountVolume.SetUp failed` event says why."""
+
+
+def atomic_write(directory: Path, files: Mapping[str, tuple[bytes, int]]) -> None:
+    """`files` (relative path -> content, mode) under `directory`, swapped in at once as the kubelet does."""
+    directory.mkdir(parents=True, exist_ok=True)
+    stamp = datetime.datetime.now(datetime.UTC).strftime("..%Y_%m_%d_%H_%M_%S.%f")
+    payload = directory / stamp
+    payload.mkdir()
+    for relative, (content, mode) in files.items():
+        path = payload / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(content)
+        path.chmod(mode)
+    link = directory / "..data_tmp"
+    link.unlink(missing_ok=True)
+    link.symlink_to(stamp)
+    old = os.readlink(directory / "..data") if (directory / "..data").is_symlink() else None
+    os.replace(link, directory / "..data")
+    for top in {relative.split("/")[0] for relative in files}:
+        if not (directory / top).is_symlink():
+            (directory / top).symlink_to(f"..data/{top}")
+    if old:
+        _remove_tree(directory / old)
+
+
+def _remove_tree(path: Path) -> None:
+    for child in sorted(path.rglob("*"), reverse=True):
+        child.rmdir() if child.is_dir() and not child.is_symlink() else child.unlink()
+    path.rmdir()
+
+
+def _keyed(
+    plural: str, source: Mapping[str, Any], namespace: str, lookup: Lookup, default_mode: int
+) -> dict[str, tuple[bytes, int]]:
+    name = source.get("name") or source.get("secretName") or ""
+    obj = lookup(plural, namespace, name)
+    if obj is None:
+        if source.get("optional"):
+            return {}
+        raise MountError(f'{plural[:-1]} "{name}" not found')
+    data: dict[str, bytes] = {k: base64.b64decode(v) for k, v in (obj.get("binaryData") or {}).items()}
+    for key, value in (obj.get("data") or {}).items():
+        data[key] = base64.b64decode(value) if plural == "secrets" else str(value).encode()
+    items = source.get("items")
+    if not items:
+        return {key: (value, default_mode) for key, value in data.items()}
+    files: dict[str, tuple[bytes, int]] = {}
+    for item in items:
+        if item["key"] not in data:
+            if source.get("optional"):
+                continue
+            kind = "secret" if plural == "secrets" else "configmap"
+            raise MountError(
+                f"configmap references non-existent config key: {item['key']}".replace("configmap", kind, 1)
+            )
+        files[item["path"]] = (data[item["key"]], int(item.get("mode") or default_mode))
+    return files
+
+
+def _downward(
+    pod: Mapping[str, Any], items: list[dict[str, Any]], default_mode: int
+) -> dict[str, tuple[bytes, int]]:
+    files: dict[str, tuple[bytes, int]] = {}
+    for item in items:
+        if "fieldRef" not in item:
+            raise MountError(f"kubesim writes no {', '.join(k for k in item if k != 'path')} into a volume")
+        files[item["path"]] = (
+            field_value(pod, item["fieldRef"]["fieldPath"]).encode(),
+            int(item.get("mode") or default_mode),
+        )
+    return files
+
+
+def volume_files(
+    pod: Mapping[str, Any], volume: Mapping[str, Any], lookup: Lookup, token: Token
+) -> dict[str, tuple[bytes, int]]:
+    """The files of a configMap, secret, downwardAPI or projected volume."""
+    namespace = pod["metadata"]["namespace"]
+    for plural, key in (("configmaps", "configMap"), ("secrets", "secret")):
+        if key in volume:
+            source = volume[key]
+            return _keyed(plural, source, namespace, lookup, int(source.get("defaultMode") or DEFAULT_MODE))
+    if "downwardAPI" in volume:
+        source = volume["downwardAPI"]
+        return _downward(pod, source.get("items") or [], int(source.get("defaultMode") or DEFAULT_MODE))
+    projected = volume["projected"]
+    mode = int(projected.get("defaultMode") or DEFAULT_MODE)
+    files: dict[str, tuple[bytes, int]] = {}
+    account = (pod.get("spec") or {}).get("serviceAccountName") or "default"
+    for source in projected.get("sources") or []:
+        if "serviceAccountToken" in source:
+            ref = source["serviceAccountToken"]
+            value = token(account, int(ref.get("expirationSeconds") or 3600), ref.get("audience") or "")
+            files[ref["path"]] = (value.encode(), int(ref.get("mode") or mode))
+        elif "configMap" in source:
+            files.update(_keyed("configmaps", source["configMap"], namespace, lookup, mode))
+        elif "secret" in source:
+            files.update(_keyed("secrets", source["secret"], namespace, lookup, mode))
+        elif "downwardAPI" in source:
+            files.update(_downward(pod, source["downwardAPI"].get("items") or [], mode))
+        else:
+            raise MountError(f"kubesim projects no {', '.join(source)}")
+    return files
+
+
+def hosts_file(pod: Mapping[str, Any], pod_ip: str, services: Mapping[str, str]) -> str:
+    """The kubelet-managed /etc/hosts, then `services` (names -> address): kubesim's cluster DNS."""
+    spec = pod.get("spec") or {}
+    hostname = spec.get("hostname") or pod["metadata"]["name"]
+    names = hostname
+    if spec.get("subdomain"):
+        names = (
+            f"{hostname}.{spec['subdomain']}.{pod['metadata']['namespace']}.svc.{CLUSTER_DOMAIN}\t{hostname}"
+        )
+    lines = [
+        "# Kubernetes-managed hosts file.",
+        "127.0.0.1\tlocalhost",
+        "::1\tlocalhost ip6-localhost ip6-loopback",
+        "fe00::0\tip6-localnet",
+        "fe00::0\tip6-mcastprefix",
+        "fe00::1\tip6-allnodes",
+        "fe00::2\tip6-allrouters",
+        f"{pod_ip}\t{names}",
+    ]
+    aliases = spec.get("hostAliases") or []
+    if aliases:
+        lines += ["", "# Entries added by HostAliases."]
+        lines += [f"{a['ip']}\t{chr(9).join(a.get('hostnames') or [])}" for a in aliases]
+    if services:
+        lines += ["", "# kubesim's cluster DNS: the Services it carries to servers it was told about."]
+        lines += [f"{address}\t{name}" for name, address in services.items()]
+    return "\n".join(lines) + "\n"
+
+
+def service_names(namespace: str, service: str, pod_namespace: str) -> str:
+    """The names a pod resolves a Service by, the short one only from the Service's own namespace."""
+    names = [
+        f"{service}.{namespace}.svc.{CLUSTER_DOMAIN}",
+        f"{service}.{namespace}.svc",
+        f"{service}.{namespace}",
+    ]
+    if namespace == pod_namespace:
+        names.append(service)
+    return " ".join(names)
+
+
+def resolv_conf(namespace: str) -> str:
+    search = f"{namespace}.svc.{CLUSTER_DOMAIN} svc.{CLUSTER_DOMAIN} {CLUSTER_DOMAIN}"
+    return f"search {search}\noptions ndots:5\n"
