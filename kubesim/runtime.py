@@ -336,10 +336,13 @@ class ProcessRuntime:
             await _cancelled(probes)
             terminated = {
                 "exitCode": code if code >= 0 else 128 - code,
-                "reason": _reason(code, run.directory / f"{container.name}.log"),
+                "reason": "Completed" if code == 0 else "Error",
                 "startedAt": container.state.get("running", {}).get("startedAt", now_iso()),
                 "finishedAt": now_iso(),
             }
+            failed_start = _start_error(code, run.directory / f"{container.name}.log")
+            if failed_start:
+                terminated.update(reason="StartError", message=failed_start)
             container.ready = False
             if run.stopping or not _restarts(pod, terminated["exitCode"]):
                 container.state = {"terminated": terminated}
@@ -607,12 +610,14 @@ def _restarts(pod: Obj, exit_code: int) -> bool:
     return policy == "Always" or (policy == "OnFailure" and exit_code != 0)
 
 
-def _reason(code: int, log_file: Path) -> str:
+def _start_error(code: int, log_file: Path) -> str:
+    """The runtime's message when the container never started (the sandbox's last word), else ""."""
     if code == sandbox.START_ERROR:
-        with contextlib.suppress(OSError):
-            if log_file.read_text(errors="replace").rstrip().splitlines()[-1].startswith("kubesim:"):
-                return "StartError"
-    return "Completed" if code == 0 else "Error"
+        with contextlib.suppress(OSError, IndexError):
+            last = log_file.read_text(errors="replace").rstrip().splitlines()[-1]
+            if last.startswith("kubesim: "):
+                return last.removeprefix("kubesim: ")
+    return ""
 
 
 async def _cancelled(task: asyncio.Task[Any]) -> None:
