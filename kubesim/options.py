@@ -8,12 +8,13 @@ from dataclasses import dataclass, field
 
 @dataclass(frozen=True)
 class ImageConfig:
-    """What kubesim's runtime knows of an image it runs as processes (its ENTRYPOINT, CMD, ENV, WORKDIR)."""
+    """What kubesim's runtime knows of an image it runs as processes (ENTRYPOINT, CMD, ENV, WORKDIR, USER)."""
 
     entrypoint: tuple[str, ...]
     cmd: tuple[str, ...] = ()
     env: dict[str, str] = field(default_factory=dict)
     working_dir: str = "/"
+    user: str = "0"
 
 
 PODHERD_IMAGE = "ghcr.io/podherd/podherd"
@@ -22,7 +23,8 @@ PODHERD_IMAGE = "ghcr.io/podherd/podherd"
 def podherd_image() -> ImageConfig:
     """Podherd's own image (the Dockerfile's), run with this Python and the Podherd installed in it."""
     path = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-    return ImageConfig((sys.executable, "-m", "podherd"), ("--help",), {"PATH": path, "LANG": "C.UTF-8"})
+    env = {"PATH": path, "LANG": "C.UTF-8"}
+    return ImageConfig((sys.executable, "-m", "podherd"), ("--help",), env, user="10001")
 
 
 @dataclass

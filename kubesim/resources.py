@@ -75,6 +75,8 @@ class ResourceType:
                 entry.update(kind="Eviction", group="policy", version="v1", verbs=["create"])
             elif sub == "binding":
                 entry.update(kind="Binding", verbs=["create"])
+            elif sub == "log":
+                entry.update(kind="Pod", verbs=["get"])
             elif sub == "token":
                 entry.update(
                     kind="TokenRequest", group="authentication.k8s.io", version="v1", verbs=["create"]
@@ -142,7 +144,7 @@ def _builtin() -> list[ResourceType]:
             True,
             short_names=["po"],
             categories=["all"],
-            subresources=frozenset({"status", "eviction", "binding"}),
+            subresources=frozenset({"status", "eviction", "binding", "log"}),
             status_subresource=True,
             fields=pod_fields,
         ),

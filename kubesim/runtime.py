@@ -99,6 +99,7 @@ class ProcessRuntime:
         self.root = Path(tempfile.mkdtemp(prefix="kubesim-pods-"))
         self.runs: dict[Key, PodRun] = {}
         self.closing = False  # kubesim is stopping: no pod starts again
+        self.exits: dict[str, list[int]] = {}  # "namespace/pod/container" -> each run's exit code
         self.api_address: Address = ("127.0.0.1", 0)
         self._next_ip = 0
         # Service (namespace, name) -> its address in a pod's sandbox; `kubernetes` is the API server's.
@@ -139,9 +140,13 @@ class ProcessRuntime:
     def finished(self, key: Key) -> bool:
         return key not in self.runs
 
-    def log_path(self, key: Key, container: str) -> Path | None:
-        run = self.runs.get(key)
-        return run.directory / f"{container}.log" if run is not None else None
+    def log(self, pod: Obj, container: str, previous: bool = False) -> bytes | None:
+        """What the container's current (or previous) start wrote, while its pod runs here; else None."""
+        run = self.runs.get((pod["metadata"]["namespace"], pod["metadata"]["name"]))
+        if run is None or run.uid != pod["metadata"]["uid"]:
+            return None
+        path = run.directory / f"{container}.{'previous.' if previous else ''}log"
+        return path.read_bytes() if path.exists() else None
 
     async def close(self) -> None:
         """Every pod stopped as on deletion (kubesim is stopping), then the pods' files removed."""
@@ -319,7 +324,10 @@ class ProcessRuntime:
             )
             (run.directory / f"{container.name}.scratch").mkdir(exist_ok=True)
             started = time.monotonic()
-            with (run.directory / f"{container.name}.log").open("ab") as output:
+            current = run.directory / f"{container.name}.log"
+            if current.exists():
+                current.replace(run.directory / f"{container.name}.previous.log")
+            with current.open("ab") as output:
                 container.process = await asyncio.create_subprocess_exec(
                     sys.executable, "-m", "kubesim.sandbox", "container", str(spec_path),
                     stdout=output, stderr=output, stdin=asyncio.subprocess.DEVNULL,
@@ -334,6 +342,7 @@ class ProcessRuntime:
             probes = asyncio.get_running_loop().create_task(self._probe_all(run, container))
             code = await container.process.wait()
             await _cancelled(probes)
+            self.exits.setdefault(f"{run.key[0]}/{run.key[1]}/{container.name}", []).append(code)
             terminated = {
                 "exitCode": code if code >= 0 else 128 - code,
                 "reason": "Completed" if code == 0 else "Error",
@@ -366,6 +375,7 @@ class ProcessRuntime:
             await asyncio.sleep(backoff if container.restarts > 1 else 0.0)
 
     def _env(self, run: PodRun, pod: Obj, container: Container, image: ImageConfig) -> dict[str, str]:
+        verify_run_as_non_root(pod, container.spec, image)
         pod = copy.deepcopy(pod)
         status = pod.setdefault("status", {})
         status.setdefault("podIP", run.ip)
@@ -598,6 +608,28 @@ def pod_conditions(status: Obj, ready: bool) -> None:
         stamp_kept = stamp if changed else old.get("lastTransitionTime", stamp)  # type: ignore[union-attr]
         conditions.append({"type": kind, "status": state, "lastTransitionTime": stamp_kept})
     status["conditions"] = conditions
+
+
+def verify_run_as_non_root(pod: Obj, container: Obj, image: ImageConfig) -> None:
+    """The kubelet's check of `runAsNonRoot` against the user the container would run as."""
+    pod_context = pod["spec"].get("securityContext") or {}
+    context = container.get("securityContext") or {}
+    if not context.get("runAsNonRoot", pod_context.get("runAsNonRoot")):
+        return
+    meta = pod["metadata"]
+    where = f'(pod: "{meta["name"]}_{meta["namespace"]}({meta["uid"]})", container: {container["name"]})'
+    user = context.get("runAsUser", pod_context.get("runAsUser"))
+    if user is not None:
+        if int(user) == 0:
+            raise ConfigError(f"container's runAsUser breaks non-root policy {where}")
+        return
+    if not image.user.isdigit():
+        raise ConfigError(
+            f"container has runAsNonRoot and image has non-numeric user ({image.user}), cannot verify user is"
+            f" non-root {where}"
+        )
+    if int(image.user) == 0:
+        raise ConfigError(f"container has runAsNonRoot and image will run as root {where}")
 
 
 def _python_env() -> dict[str, str]:

@@ -14,7 +14,7 @@ import contextlib
 import json
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -83,6 +83,35 @@ class ApiServer:
         # Evictions of these pods ("namespace/name") wait until their event is set, as behind a validating
         # webhook on pods/eviction that takes its time to answer (tests hold one there to widen a window).
         self.eviction_holds: dict[str, asyncio.Event] = {}
+        # A container's log, from the runtime of pods kubesim runs as processes: (pod, container) -> bytes.
+        self.container_log: Callable[[Obj, str, bool], bytes | None] = lambda pod, container, previous: None
+
+    def _pod_log(self, pod: Obj, query: Mapping[str, str]) -> bytes:
+        """`pods/log` as the kubelet serves it through the API server: the container's output."""
+        name = pod["metadata"]["name"]
+        containers = [c["name"] for c in pod["spec"].get("containers") or []]
+        container = query.get("container")
+        if not container:
+            if len(containers) != 1:
+                choices = " ".join(containers)
+                raise bad_request(
+                    f"a container name must be specified for pod {name}, choose one of: [{choices}]"
+                )
+            container = containers[0]
+        if container not in containers:
+            raise bad_request(f"container {container} is not valid for pod {name}")
+        previous = query.get("previous", "") in ("1", "t", "T", "true", "TRUE", "True")  # Go's ParseBool
+        log = self.container_log(pod, container, previous)
+        if log is None and previous:
+            raise bad_request(f'previous terminated container "{container}" in pod "{name}" not found')
+        if log is None:
+            raise bad_request(
+                f'container "{container}" in pod "{name}" is waiting to start: ContainerCreating'
+            )
+        tail = query.get("tailLines")
+        if tail is not None and tail.isdigit():
+            log = b"".join(log.splitlines(keepends=True)[-int(tail) :]) if int(tail) else b""
+        return log
 
     def close_watches(self) -> None:
         for watch in list(self.store.watches):
@@ -330,6 +359,12 @@ class ApiServer:
             return json_response(self._bind(ns, name, await _body(request)), 201)
         if t.subresource == "scale":
             return await self._scale(request, t)
+        if t.subresource == "log":
+            if method != "GET":
+                raise method_not_allowed("log only accepts GET")
+            return web.Response(
+                body=self._pod_log(store.get(t.rt, ns, name), query), content_type="text/plain"
+            )
         if method == "GET":
             return self._object_response(request, t.rt, store.get(t.rt, ns, name))
         if method == "PUT":

@@ -86,6 +86,7 @@ class Simulator:
             kubelet = Kubelet(self.store, opts, self.runtime)
             if self.runtime is not None:
                 self.runtime.changed = kubelet.mark
+                self.api.container_log = self.runtime.log
             self.controllers.append(kubelet)
         if opts.pdb:
             self.controllers.append(PdbController(self.store, opts))

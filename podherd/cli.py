@@ -53,6 +53,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
             timeout=args.timeout,
             workdir=args.workdir,
             summary_json=args.summary_json,
+            in_cluster=args.in_cluster,
         )
     )
 
@@ -310,6 +311,12 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--timeout", type=float, default=180.0, help="seconds to wait for the moves")
     demo.add_argument("--workdir", help="where config, kubeconfigs and service logs go (default: a temp dir)")
     demo.add_argument("--summary-json", help="also write the summary here as JSON")
+    demo.add_argument(
+        "--in-cluster",
+        action="store_true",
+        help="install Podherd with `kubectl apply -k deploy/` on kubesim, whose kubelet runs its pods"
+        " (needs root and kubectl)",
+    )
     demo.set_defaults(func=_cmd_demo)
     return parser
 

@@ -24,7 +24,7 @@ from shared import bus
 from shared.api import codec
 from shared.api.messages import AuditRecord, IntentReply, MigrationIntent, PodKey
 from shared.api.pmj import GROUP, PLURAL, TERMINAL_PHASES
-from shared.config import PodherdConfig
+from shared.config import PodherdConfig, nats_servers
 from shared.kube import KubeClient, KubeError
 
 JOBS_PATH = f"/apis/{GROUP}/v1alpha1/{PLURAL}"
@@ -69,7 +69,7 @@ async def _quiet(_: Exception) -> None:
 async def nats_client(config: PodherdConfig) -> AsyncIterator[Any]:
     try:
         nc = await nats.connect(
-            config.nats.url,
+            nats_servers(config.nats.url),
             name="podherd-cli",
             connect_timeout=3,
             allow_reconnect=False,
@@ -235,8 +235,10 @@ def plan_cluster(config: PodherdConfig, pending: str | None) -> Plan:
         target = next((p for p in pods if p.key == pending), None)
         if target is None:
             raise CliError(f"no pod {pending}")
+    args = config.migration_controller
+    schedulers = args.scheduler_names if args.default_job_mode == "ReservationFirst" else None
     try:
-        return plan(nodes, pods, target)
+        return plan(nodes, pods, target, schedulers)
     except NoPlan as exc:
         raise CliError(str(exc)) from exc
 

@@ -20,6 +20,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
@@ -29,8 +30,9 @@ import redis.asyncio as aioredis
 import yaml
 
 from kubesim.options import SimOptions
+from kubesim.rbac import Authorizer
 from kubesim.sim import start_in_thread
-from podherd import client
+from podherd import client, demo_cluster
 from podherd.errors import CliError
 from podherd.history import room_checks
 from podherd.install import install, service_account, service_token
@@ -44,6 +46,8 @@ from shared.kube import KubeClient
 from shared.quantity import milli
 from shared.servers import nats_server, redis_server
 
+IN_CLUSTER_STOP = 60.0  # seconds: deploy/ gives each pod 45 s to stop
+
 
 @dataclass
 class DemoOptions:
@@ -55,6 +59,7 @@ class DemoOptions:
     timeout: float = 180.0
     workdir: str | None = None
     summary_json: str | None = None
+    in_cluster: bool = False  # Podherd as `kubectl apply -k deploy/` installs it, its pods run by kubesim
 
 
 def run_demo(opts: DemoOptions, out: TextIO = sys.stdout) -> int:
@@ -62,70 +67,128 @@ def run_demo(opts: DemoOptions, out: TextIO = sys.stdout) -> int:
     workdir = Path(opts.workdir or tempfile.mkdtemp(prefix="podherd-demo-"))
     workdir.mkdir(parents=True, exist_ok=True)
     with contextlib.ExitStack() as stack:
-        nats_url, redis_url = opts.nats_url, opts.redis_url
-        if nats_url is None:
-            nats_srv = nats_server()
-            stack.callback(nats_srv.stop)
-            nats_url = nats_srv.url
-        if redis_url is None:
-            redis_srv = redis_server()
-            stack.callback(redis_srv.stop)
-            redis_url = redis_srv.url
-        kubeconfigs: dict[str, Path] = {}
-        authorizer = None
-        if opts.kubeconfig:
-            kubeconfig = Path(opts.kubeconfig)
-        else:
-            handle = start_in_thread(SimOptions(), scenario="fragmented")
-            stack.callback(handle.stop)
-            kubeconfig = handle.kubeconfig
-            authorizer = handle.sim.authorizer if handle.sim is not None else None
+        services = _in_cluster(opts, stack, workdir) if opts.in_cluster else _processes(opts, stack, workdir)
         config_path = workdir / "podherd.yaml"
-        config_path.write_text(yaml.safe_dump(_config_document(opts.prefix, nats_url, redis_url, kubeconfig)))
-        config = config_from_dict(_config_document(opts.prefix, nats_url, redis_url, kubeconfig))
+        config_path.write_text(yaml.safe_dump(services.config_document))
+        config = config_from_dict(services.config_document)
         kube = KubeClient.from_config(config.kubernetes)
         stack.callback(kube.close)
-        install(kube, rbac=True)
-        if authorizer is not None:  # on kubesim each service runs as its own ServiceAccount
-            for service in SERVICES:
-                token = service_token(kube, service)
-                kubeconfigs[service] = handle.kubeconfig_for(workdir / f"kubeconfig-{service}", token)
-        print(f"kubesim / cluster  KUBECONFIG={kubeconfig}", file=out)
-        print(f"NATS               {nats_url}", file=out)
-        print(f"Redis              {redis_url}", file=out)
-        processes = ServiceProcesses(config_path, workdir / "logs", kubeconfigs)
-        stack.callback(processes.stop_all)
-        processes.start_all()
-        try:
-            processes.wait_ready(60)
-        except ServiceFailed as exc:
-            raise CliError(f"a service did not start: {exc}") from exc
-        for proc in processes.running:
-            print(f"  {proc.name:<14} pid {proc.process.pid:<7} metrics {proc.metrics_url}", file=out)
+        print(f"kubesim / cluster  KUBECONFIG={services.kubeconfig}", file=out)
+        print(f"NATS               {config.nats.url}", file=out)
+        print(f"Redis              {config.redis.url}", file=out)
+        for line in services.start(kube):
+            print(f"  {line}", file=out)
         out.flush()
         summary = asyncio.run(_defragment(config, kube, opts, out))
+        authorizer = services.authorizer
         if authorizer is not None:
             summary["rbac_denials"] = [str(d) for d in authorizer.denials]
             summary["rbac_identities"] = sorted({user for user, *_ in authorizer.used})
         else:
             summary["rbac_identities"] = []
-        codes = {} if opts.keep else processes.stop_all()
+        summary["metrics"] = services.metrics(kube) if opts.keep else "stopped with the services"
+        codes = {} if opts.keep else services.stop(kube)
         summary["services_exit_codes"] = codes
         summary["seconds"] = round(time.monotonic() - started, 1)
         summary["audit"] = f"podherd audit tail --config {config_path}   (stream {summary.pop('_stream')})"
-        summary["metrics"] = [p.metrics_url for p in processes.running] or "stopped with the services"
-        summary["logs"] = str(workdir / "logs")
+        summary["logs"] = services.logs
         ok = _print_summary(summary, out)
         if opts.summary_json:
             Path(opts.summary_json).write_text(json.dumps(summary, indent=2))
         if opts.keep:
-            print(f"\n--keep: everything stays up. KUBECONFIG={kubeconfig} NATS_URL={nats_url} ", file=out)
-            print(f"REDIS_URL={redis_url} PODHERD_CONFIG={config_path}; Ctrl-C stops it all.", file=out)
+            where = f"KUBECONFIG={services.kubeconfig} NATS_URL={config.nats.url}"
+            print(f"\n--keep: everything stays up. {where} ", file=out)
+            print(
+                f"REDIS_URL={config.redis.url} PODHERD_CONFIG={config_path}; Ctrl-C stops it all.", file=out
+            )
             out.flush()
             with contextlib.suppress(KeyboardInterrupt):
                 while True:
                     time.sleep(3600)
         return 0 if ok and all(c == 0 for c in codes.values()) else 1
+
+
+@dataclass
+class _Services:
+    """How the demo's four services run: as local processes, or as pods of deploy/ on kubesim."""
+
+    kubeconfig: Path
+    config_document: dict[str, Any]
+    authorizer: Authorizer | None
+    start: Callable[[KubeClient], list[str]]  # starts them; lines describing each
+    stop: Callable[[KubeClient], dict[str, int]]  # stops them; each one's exit code
+    metrics: Callable[[KubeClient], list[str]]
+    logs: str
+
+
+def _processes(opts: DemoOptions, stack: contextlib.ExitStack, workdir: Path) -> _Services:
+    nats_url, redis_url = opts.nats_url, opts.redis_url
+    if nats_url is None:
+        nats_srv = nats_server()
+        stack.callback(nats_srv.stop)
+        nats_url = nats_srv.url
+    if redis_url is None:
+        redis_srv = redis_server()
+        stack.callback(redis_srv.stop)
+        redis_url = redis_srv.url
+    handle = None
+    if opts.kubeconfig:
+        kubeconfig = Path(opts.kubeconfig)
+    else:
+        handle = start_in_thread(SimOptions(), scenario="fragmented")
+        stack.callback(handle.stop)
+        kubeconfig = handle.kubeconfig
+    document = _config_document(opts.prefix, nats_url, redis_url, kubeconfig)
+    kubeconfigs: dict[str, Path] = {}
+    processes = ServiceProcesses(workdir / "podherd.yaml", workdir / "logs", kubeconfigs)
+    stack.callback(processes.stop_all)
+
+    def start(kube: KubeClient) -> list[str]:
+        install(kube, rbac=True)
+        if handle is not None:  # on kubesim each service runs as its own ServiceAccount
+            for service in SERVICES:
+                token = service_token(kube, service)
+                kubeconfigs[service] = handle.kubeconfig_for(workdir / f"kubeconfig-{service}", token)
+        processes.start_all()
+        try:
+            processes.wait_ready(60)
+        except ServiceFailed as exc:
+            raise CliError(f"a service did not start: {exc}") from exc
+        return [f"{p.name:<14} pid {p.process.pid:<7} metrics {p.metrics_url}" for p in processes.running]
+
+    return _Services(
+        kubeconfig=kubeconfig,
+        config_document=document,
+        authorizer=handle.sim.authorizer if handle is not None and handle.sim is not None else None,
+        start=start,
+        stop=lambda kube: processes.stop_all(),
+        metrics=lambda kube: [p.metrics_url for p in processes.running],
+        logs=str(workdir / "logs"),
+    )
+
+
+def _in_cluster(opts: DemoOptions, stack: contextlib.ExitStack, workdir: Path) -> _Services:
+    if opts.kubeconfig or opts.nats_url or opts.redis_url or opts.prefix != "podherd":
+        raise CliError(
+            "--in-cluster runs deploy/ as it is on kubesim: it takes no --kubeconfig, --nats-url, --redis-url"
+            " or --prefix"
+        )
+    cluster = demo_cluster.start(stack, workdir)
+    assert cluster.handle.sim is not None
+
+    def start(kube: KubeClient) -> list[str]:
+        head = f"kubectl apply -k deploy/ (workers cordoned meanwhile): pods on {demo_cluster.SYSTEM_NODE}"
+        return [head, *demo_cluster.pod_lines(kube)]
+
+    return _Services(
+        kubeconfig=cluster.handle.kubeconfig,
+        config_document=demo_cluster.client_config(cluster),
+        authorizer=cluster.handle.sim.authorizer,
+        start=start,
+        stop=lambda kube: demo_cluster.stop(cluster, kube, IN_CLUSTER_STOP),
+        metrics=lambda kube: [line.rsplit(" ", 1)[1] for line in demo_cluster.pod_lines(kube)],
+        logs="kubectl logs -n podherd <pod>",
+    )
 
 
 def _roles_held(summary: dict[str, Any]) -> bool | str:
@@ -254,6 +317,8 @@ async def _facts(kube: KubeClient, chosen: Plan, jobs: list[str], findings: Find
         job = await kube.get_json(f"{client.JOBS_PATH}/{name}") or {}
         status = job.get("status") or {}
         phases[name] = f"{status.get('phase') or 'Pending'} {status.get('reason') or ''}".strip()
+        if status.get("phase") == "Failed":
+            phases[name] += f": {status.get('message') or ''}"
     namespace, _, name = chosen.pending.key.partition("/")
     pending = await kube.get_json(f"/api/v1/namespaces/{namespace}/pods/{name}") or {}
     pods = msgspec.json.decode(await kube.arequest("GET", "/api/v1/pods")).get("items") or []

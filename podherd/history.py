@@ -26,6 +26,7 @@ from podherd.errors import CliError
 from shared import bus
 from shared.api import annotations as known
 from shared.api.pmj import MODE_EVICT_DIRECTLY, PHASE_SUCCEEDED, TERMINAL_PHASES
+from shared.config import nats_servers
 
 POD, RESERVATION, JOB = "Pod", "Reservation", "PodMigrationJob"
 
@@ -199,7 +200,7 @@ def _job_seen(
 async def room_checks(nats_url: str, subject_prefix: str) -> list[RoomCheck]:
     """Every `room-checked` record on the audit stream of a deployment (subjects under `subject_prefix`)."""
     out: list[RoomCheck] = []
-    nc = await nats.connect(nats_url)
+    nc = await nats.connect(nats_servers(nats_url))
     try:
         async for data in audit_records(nc, bus.Subjects(subject_prefix), None, follow=False):
             record = msgspec.json.decode(data)

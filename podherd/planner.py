@@ -2,15 +2,16 @@
 
 Seed 002's picture: every node half full, so the cluster has room in total but no node has room for the
 large pod. The planner empties the one node that needs the fewest moves: every pod on it must be movable
-(owned by a ReplicaSet or StatefulSet, not terminating), the pending pod must fit there once they leave,
-and each moved pod must fit on another node (largest first, into the fullest node it fits, so moves do not
-fragment the rest). Each move names its target node, so the replacement's Reservation is pinned there and
-the emptied node stays empty for the pending pod.
+(owned by a ReplicaSet or StatefulSet, not terminating, and, where jobs reserve room first, placed by a
+scheduler that honours Reservations, as the arbitrator demands), the pending pod must fit there once they
+leave, and each moved pod must fit on another node (largest first, into the fullest node it fits, so moves
+do not fragment the rest). Each move names its target node, so the replacement's Reservation is pinned there
+and the emptied node stays empty for the pending pod.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from shared.quantity import milli, pod_requests
@@ -36,6 +37,7 @@ class PodLoad:
     phase: str = "Running"
     terminating: bool = False
     unschedulable: bool = False
+    scheduler_name: str = "default-scheduler"
 
     @property
     def key(self) -> str:
@@ -84,6 +86,7 @@ def pod_load(obj: Mapping[str, object]) -> PodLoad:
         phase=str(status.get("phase") or "Pending"),
         terminating=bool(meta.get("deletionTimestamp")),
         unschedulable=unschedulable,
+        scheduler_name=str(spec.get("schedulerName") or "default-scheduler"),
     )
 
 
@@ -125,8 +128,14 @@ def pending_pods(pods: Sequence[PodLoad]) -> list[PodLoad]:
     return sorted(waiting, key=lambda p: (-p.requests.get("cpu", 0), p.key))
 
 
-def plan(nodes: Sequence[NodeRoom], pods: Sequence[PodLoad], pending: PodLoad | None = None) -> Plan:
-    """The cheapest plan to make room for `pending` (default: the largest unschedulable pod)."""
+def plan(
+    nodes: Sequence[NodeRoom],
+    pods: Sequence[PodLoad],
+    pending: PodLoad | None = None,
+    schedulers: Collection[str] | None = None,
+) -> Plan:
+    """The cheapest plan to make room for `pending` (default: the largest unschedulable pod). With
+    `schedulers` (the jobs reserve room first), only pods those schedulers place can move."""
     if pending is None:
         waiting = pending_pods(pods)
         if not waiting:
@@ -140,7 +149,9 @@ def plan(nodes: Sequence[NodeRoom], pods: Sequence[PodLoad], pending: PodLoad | 
     why: list[str] = []
     for node in sorted(usable, key=lambda n: n.name):
         on_node = [p for p in pods if p.node == node.name and p.phase not in ("Succeeded", "Failed")]
-        stuck = [p.key for p in on_node if not p.movable]
+        stuck = [
+            p.key for p in on_node if not p.movable or (schedulers and p.scheduler_name not in schedulers)
+        ]
         if stuck:
             why.append(f"{node.name}: {', '.join(stuck[:3])} cannot move")
             continue

@@ -45,7 +45,7 @@ from nats.js.kv import KeyValue
 
 from shared.api import codec
 from shared.api.messages import AuditRecord
-from shared.config import NatsConfig
+from shared.config import NatsConfig, nats_servers
 from shared.durations import parse_duration
 
 log = logging.getLogger(__name__)
@@ -157,7 +157,7 @@ async def connect(
         log.warning("NATS error: %s", exc)
 
     return await nats.connect(
-        config.url,
+        nats_servers(config.url),
         name=name,
         max_reconnect_attempts=-1,
         reconnect_time_wait=0.5,

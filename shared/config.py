@@ -169,7 +169,13 @@ class MigrationControllerArgs(Section):
         return parse_duration(self.arbitration_args.interval)
 
 
+def nats_servers(url: str) -> list[str]:
+    """The servers of a NATS URL, which may list a cluster's members separated by commas."""
+    return [part.strip() for part in url.split(",") if part.strip()]
+
+
 class NatsConfig(Section):
+    # One server, or a cluster's members separated by commas (nats://a:4222,nats://b:4222).
     url: str = "nats://127.0.0.1:4222"
     subject_prefix: Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9_-]+$")] = "podherd"
     stream_max_age: Duration = "24h"
@@ -487,12 +493,15 @@ def validate(config: PodherdConfig) -> None:
         raise ConfigError(prefix + "schedulerNames", "must name at least one scheduler")
     if args.priority_threshold and args.priority_threshold.value is not None and args.priority_threshold.name:
         raise ConfigError(prefix + "priorityThreshold", "only one of value and name can be set")
-    for key, url, schemes in (
-        ("nats.url", config.nats.url, ("nats://", "tls://", "ws://", "wss://")),
-        ("redis.url", config.redis.url, ("redis://", "rediss://", "unix://")),
+    for key, urls, schemes in (
+        ("nats.url", nats_servers(config.nats.url) or [""], ("nats://", "tls://", "ws://", "wss://")),
+        ("redis.url", [config.redis.url], ("redis://", "rediss://", "unix://")),
     ):
-        if not url.startswith(schemes):
-            raise ConfigError(key, f"expected a URL starting with one of {', '.join(schemes)}, got {url!r}")
+        for url in urls:
+            if not url.startswith(schemes):
+                raise ConfigError(
+                    key, f"expected a URL starting with one of {', '.join(schemes)}, got {url!r}"
+                )
     for i, kind in enumerate(config.watcher.kinds):
         if kind not in WATCHABLE_KINDS:
             raise ConfigError(

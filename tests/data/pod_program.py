@@ -81,6 +81,7 @@ class Ok(http.server.BaseHTTPRequestHandler):
 def main() -> int:
     mode = os.environ.get("MODE", "serve")
     starts = report()
+    print(f"start {starts}", flush=True)
     if mode == "crash-once" and starts == 0:
         return 3
     stop = threading.Event()

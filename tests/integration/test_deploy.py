@@ -14,6 +14,7 @@ import nats
 import nats.errors
 import pytest
 
+from kubesim import SERVICE_MONITOR_CRD
 from kubesim.sim import SimHandle
 from podherd.install import DEPLOY, install, service_token
 from shared.config import KubernetesConfig
@@ -22,7 +23,6 @@ from shared.servers import find_nats_binary, free_port
 from tests.integration.test_kubesim_kubectl import KUBECTL, kubectl
 
 pytestmark = pytest.mark.integration
-SERVICE_MONITOR_CRD = Path(__file__).resolve().parents[1] / "data" / "servicemonitor-crd.yaml"
 
 
 @pytest.mark.kubectl

@@ -54,7 +54,10 @@ def pod(name: str, out: Path, env: list[dict[str, Any]] | None = None, **spec: A
 def wait_pod(kube: Kube, name: str, predicate: Callable[[Any], bool], timeout: float = 20.0) -> Any:
     try:
         state = watch_until(
-            kube.core.list_namespaced_pod, lambda s: predicate(s[f"default/{name}"]), timeout, namespace="default"
+            kube.core.list_namespaced_pod,
+            lambda s: predicate(s[f"default/{name}"]),
+            timeout,
+            namespace="default",
         )
     except TimeoutError as exc:
         status = kube.core.read_namespaced_pod(name, "default").status
@@ -73,7 +76,8 @@ def report(out: Path, start: int = 0) -> dict[str, Any]:
 
 def test_a_pod_gets_what_a_kubelet_gives_it(kube: Kube, tmp_path: Path) -> None:
     kube.core.create_namespaced_config_map(
-        "default", {"metadata": {"name": "settings"}, "data": {"level": "debug", "config.yaml": "a: 1\n", "1st": "x"}}
+        "default",
+        {"metadata": {"name": "settings"}, "data": {"level": "debug", "config.yaml": "a: 1\n", "1st": "x"}},
     )
     kube.core.create_namespaced_service(
         "default",
@@ -116,7 +120,8 @@ def test_a_pod_gets_what_a_kubelet_gives_it(kube: Kube, tmp_path: Path) -> None:
     env_seen = seen["env"]
     assert env_seen["POD_NAME"] == "app-1" and env_seen["POD_IP"] == ip and env_seen["LEVEL"] == "debug"
     assert env_seen["GREETING"] == "app-1 at 10.0.0.7, $(POD_NAME), $(UNSET)"
-    assert env_seen["CM_level"] == "debug" and env_seen["CM_config.yaml"] == "a: 1\n" and env_seen["CM_1st"] == "x"
+    assert env_seen["CM_level"] == "debug" and env_seen["CM_config.yaml"] == "a: 1\n"
+    assert env_seen["CM_1st"] == "x"
     assert env_seen["level"] == "debug" and "1st" not in env_seen  # no variable name: skipped
     assert env_seen["BACKEND_PORT_81_TCP"] == "tcp://10.0.0.7:81"
     assert (
@@ -151,6 +156,8 @@ def test_restarts_follow_the_policy_and_deletion_waits_for_the_grace(kube: Kube,
     assert status.restart_count == 1
     assert status.last_state.terminated.exit_code == 3 and status.last_state.terminated.reason == "Error"
     assert report(tmp_path, 1)["pid"] != report(tmp_path, 0)["pid"]
+    assert kube.core.read_namespaced_pod_log("flaky", "default") == "start 1\n"  # kubectl logs
+    assert kube.core.read_namespaced_pod_log("flaky", "default", previous=True) == "start 0\n"
 
     kube.core.delete_namespaced_pod("flaky", "default", grace_period_seconds=5)
     watch_until(kube.core.list_namespaced_pod, lambda s: "default/flaky" not in s, 20, namespace="default")

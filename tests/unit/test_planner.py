@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from podherd.planner import NodeRoom, NoPlan, PodLoad, node_room, plan, pod_load
@@ -47,6 +49,16 @@ def test_a_node_with_a_pod_that_cannot_move_is_skipped() -> None:
     pods[0] = pod("web-1", "n1", owner=None)  # a bare pod
     chosen = plan([node("n1"), node("n2"), node("n3")], pods)
     assert chosen.node == "n2"
+
+
+def test_reserving_room_first_leaves_pods_of_other_schedulers_where_they_are() -> None:
+    pods = half_full()
+    koord = [dataclasses.replace(p, scheduler_name="koord-scheduler") for p in pods]
+    koord[0] = pods[0]  # web-1 on n1 is placed by default-scheduler, which honours no Reservation
+    assert plan([node("n1"), node("n2"), node("n3")], koord, schedulers=["koord-scheduler"]).node == "n2"
+    assert plan([node("n1"), node("n2"), node("n3")], koord).node == "n1"  # evicting directly: any pod
+    with pytest.raises(NoPlan, match="n1: default/web-1, default/api-1 cannot move"):
+        plan([node("n1"), node("n2"), node("n3")], pods, schedulers=["koord-scheduler"])
 
 
 def test_the_node_needing_fewest_moves_wins() -> None:
