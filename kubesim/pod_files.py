@@ -126,7 +126,7 @@ def volume_files(
 
 
 def hosts_file(pod: Mapping[str, Any], pod_ip: str, services: Mapping[str, str]) -> str:
-    """The kubelet-managed /etc/hosts, then `services` (names -> address): kubesim's cluster DNS."""
+    """The kubelet-managed /etc/hosts, then `services` (address -> names): kubesim's cluster DNS."""
     spec = pod.get("spec") or {}
     hostname = spec.get("hostname") or pod["metadata"]["name"]
     names = hostname
@@ -150,7 +150,7 @@ def hosts_file(pod: Mapping[str, Any], pod_ip: str, services: Mapping[str, str])
         lines += [f"{a['ip']}\t{chr(9).join(a.get('hostnames') or [])}" for a in aliases]
     if services:
         lines += ["", "# kubesim's cluster DNS: the Services it carries to servers it was told about."]
-        lines += [f"{address}\t{name}" for name, address in services.items()]
+        lines += [f"{address}\t{names}" for address, names in services.items()]
     return "\n".join(lines) + "\n"
 
 

@@ -218,7 +218,7 @@ class ProcessRuntime:
             for ns, name in self.service_ips
         }
         hostname = pod["spec"].get("hostname") or run.key[1]
-        (etc / "hosts").write_text(pod_files.hosts_file(pod, run.ip, {v: k for k, v in services.items()}))
+        (etc / "hosts").write_text(pod_files.hosts_file(pod, run.ip, services))
         (etc / "hostname").write_text(hostname + "\n")
         (etc / "resolv.conf").write_text(pod_files.resolv_conf(run.key[0]))
         return True
