@@ -105,6 +105,9 @@ def volume_files(
     if "downwardAPI" in volume:
         source = volume["downwardAPI"]
         return _downward(pod, source.get("items") or [], int(source.get("defaultMode") or DEFAULT_MODE))
+    if "projected" not in volume:
+        kinds = ", ".join(k for k in volume if k != "name")
+        raise MountError(f"kubesim's kubelet mounts no {kinds} volume")
     projected = volume["projected"]
     mode = int(projected.get("defaultMode") or DEFAULT_MODE)
     files: dict[str, tuple[bytes, int]] = {}
@@ -123,6 +126,11 @@ def volume_files(
         else:
             raise MountError(f"kubesim projects no {', '.join(source)}")
     return files
+
+
+def hostname(pod: Mapping[str, Any]) -> str:
+    """The pod's host name: `spec.hostname`, else its name."""
+    return str((pod.get("spec") or {}).get("hostname") or pod["metadata"]["name"])
 
 
 def hosts_file(pod: Mapping[str, Any], pod_ip: str, services: Mapping[str, str]) -> str:

@@ -41,7 +41,9 @@ async def connect_in(
 ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
     """An open connection to `address`, made from inside the network namespace open as `netns`."""
     loop = asyncio.get_running_loop()
-    sock = await loop.run_in_executor(None, linux.socket_in, netns)
+    # Made on the loop (a thread joins the namespace for a moment): a socket made in an executor would be
+    # lost, unclosed, when a probe's timeout cancels the wait for it.
+    sock = linux.socket_in(netns)
     sock.setblocking(False)
     try:
         await loop.sock_connect(sock, address)
@@ -64,8 +66,7 @@ class Forward:
         self._tasks: set[asyncio.Task[None]] = set()
 
     async def start(self) -> None:
-        loop = asyncio.get_running_loop()
-        sock = await loop.run_in_executor(None, linux.socket_in, self.listen_ns)
+        sock = linux.socket_in(self.listen_ns)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(self.listen)
         sock.listen(128)

@@ -14,15 +14,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import itertools
 import json
 import logging
 import os
+import random
 import shutil
 import signal
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,6 +43,19 @@ SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 POD_NET, SERVICE_NET = "127.244", "127.96"
 BACKOFF_START, BACKOFF_MAX, BACKOFF_RESET = 10.0, 300.0, 600.0
 _SANDBOX_TIMEOUT = 10.0
+RETRY_START, RETRY_MAX = 1.0, 30.0
+
+
+def _pod_ips() -> Iterator[str]:
+    """Pod IPs for this process's runtimes, from a random point of 127.244.0.0/16 on: distinct within a
+    process, and unlikely to meet another process's (two kubesims on one machine)."""
+    start = random.randrange(1 << 16)
+    for n in itertools.count():
+        host = (start + n) % ((1 << 16) - 2) + 1
+        yield f"{POD_NET}.{host >> 8}.{host & 255}"
+
+
+_POD_IPS = _pod_ips()
 
 
 def repository(image: str) -> str:
@@ -101,7 +116,6 @@ class ProcessRuntime:
         self.closing = False  # kubesim is stopping: no pod starts again
         self.exits: dict[str, list[int]] = {}  # "namespace/pod/container" -> each run's exit code
         self.api_address: Address = ("127.0.0.1", 0)
-        self._next_ip = 0
         # Service (namespace, name) -> its address in a pod's sandbox; `kubernetes` is the API server's.
         self.service_ips: dict[tuple[str, str], str] = {("default", "kubernetes"): KUBERNETES_SERVICE_IP}
         for index, (namespace, name) in enumerate(
@@ -123,8 +137,7 @@ class ProcessRuntime:
             return
         meta = pod["metadata"]
         key = (meta["namespace"], meta["name"])
-        self._next_ip += 1
-        ip = f"{POD_NET}.{(self._next_ip >> 8) & 255}.{self._next_ip & 255}"
+        ip = next(_POD_IPS)
         directory = self.root / f"{meta['namespace']}_{meta['name']}_{meta['uid']}"
         containers = [Container(copy.deepcopy(c)) for c in pod["spec"]["containers"]]
         run = PodRun(key, meta["uid"], ip, directory, containers)
@@ -177,8 +190,10 @@ class ProcessRuntime:
             pod = self._pod(run)
             if pod is None:
                 return
+            retry = RETRY_START
             while not await self._mount(run, pod):
-                await asyncio.sleep(2.0)
+                await asyncio.sleep(retry)
+                retry = min(retry * 2, RETRY_MAX)  # the kubelet backs off its retries too
                 pod = self._pod(run)
                 if pod is None or run.stopping:
                     return
@@ -207,7 +222,7 @@ class ProcessRuntime:
                     token = self._token_for(pod)
                     files = pod_files.volume_files(pod, volume, self._lookup(), token)
                     pod_files.atomic_write(target, files)
-            except (pod_files.MountError, ConfigError, KeyError) as exc:
+            except (pod_files.MountError, ConfigError) as exc:
                 message = f'MountVolume.SetUp failed for volume "{volume["name"]}" : {exc}'
                 self._event(pod, "Warning", "FailedMount", message)
                 return False
@@ -217,9 +232,8 @@ class ProcessRuntime:
             self.service_ips[(ns, name)]: pod_files.service_names(ns, name, run.key[0])
             for ns, name in self.service_ips
         }
-        hostname = pod["spec"].get("hostname") or run.key[1]
         (etc / "hosts").write_text(pod_files.hosts_file(pod, run.ip, services))
-        (etc / "hostname").write_text(hostname + "\n")
+        (etc / "hostname").write_text(pod_files.hostname(pod) + "\n")
         (etc / "resolv.conf").write_text(pod_files.resolv_conf(run.key[0]))
         return True
 
@@ -231,7 +245,7 @@ class ProcessRuntime:
 
     async def _sandbox(self, run: PodRun, pod: Obj) -> None:
         spec = run.directory / "sandbox.json"
-        spec.write_text(json.dumps({"hostname": pod["spec"].get("hostname") or run.key[1]}))
+        spec.write_text(json.dumps({"hostname": pod_files.hostname(pod)}))
         run.pause = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "kubesim.sandbox", "pause", str(spec),
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
@@ -294,7 +308,7 @@ class ProcessRuntime:
     async def _container(self, run: PodRun, container: Container) -> None:
         index = run.containers.index(container)
         images = None
-        backoff = 0.0
+        backoff, retry = 0.0, RETRY_START
         while not run.stopping:
             pod = self._pod(run)
             images = self.image(pod) if pod is not None else None
@@ -306,7 +320,8 @@ class ProcessRuntime:
                 container.state = {"waiting": {"reason": "CreateContainerConfigError", "message": str(exc)}}
                 self._write_status(run)
                 self._event(pod, "Warning", "Failed", f"Error: {exc}")
-                await asyncio.sleep(2.0)
+                await asyncio.sleep(retry)
+                retry = min(retry * 2, RETRY_MAX)
                 continue
             spec_path = run.directory / f"{container.name}.json"
             spec_path.write_text(
@@ -383,8 +398,7 @@ class ProcessRuntime:
         assert self.services_rt is not None
         links = service_env(pod, self.store.objects(self.services_rt))
         built = container_env(pod, container.spec, links, self._lookup())
-        hostname = pod["spec"].get("hostname") or run.key[1]
-        return {**image.env, "HOSTNAME": hostname, "HOME": "/root", **built}
+        return {**image.env, "HOSTNAME": pod_files.hostname(pod), "HOME": "/root", **built}
 
     # ----------------------------------------------------------------------------------------------------
     # Probes

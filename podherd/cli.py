@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -64,7 +65,7 @@ def _cmd_sim(args: argparse.Namespace) -> int:
 
     import yaml
 
-    from kubesim.options import SimOptions
+    from kubesim.options import PODHERD_IMAGE, SimOptions, podherd_image
     from kubesim.scenario import resolve
     from kubesim.sim import serve_forever
 
@@ -75,6 +76,14 @@ def _cmd_sim(args: argparse.Namespace) -> int:
         except (KeyError, ValueError, OSError, yaml.YAMLError) as exc:
             raise CliError(f"scenario {args.scenario!r}: {exc}") from exc
     options = SimOptions(evict_in_background=args.evict_in_background, record_events=not args.no_events)
+    if args.run_podherd:
+        options.images[PODHERD_IMAGE] = podherd_image()
+    for spec in args.service:
+        key, _, backends = spec.partition("=")
+        addresses = re.fullmatch(r"[^:,=\s]+:\d+(,[^:,=\s]+:\d+)*", backends)
+        if not re.fullmatch(r"[a-z0-9-]+/[a-z0-9-]+:\d+", key) or not addresses:
+            raise CliError(f"--service {spec!r}: expected NS/NAME:PORT=HOST:PORT[,HOST:PORT]")
+        options.services[key] = backends.split(",")
     if args.no_controllers:
         options.scheduler = options.workloads = options.kubelet = options.pdb = False
     kubeconfig = Path(args.kubeconfig) if args.kubeconfig else None
@@ -269,6 +278,18 @@ def build_parser() -> argparse.ArgumentParser:
         "--no-controllers",
         action="store_true",
         help="a static cluster: no scheduler, workload controllers, kubelet or PDB controller",
+    )
+    sim.add_argument(
+        "--run-podherd",
+        action="store_true",
+        help="the kubelet runs pods of Podherd's image as processes (needs root): `kubectl apply -k deploy/`",
+    )
+    sim.add_argument(
+        "--service",
+        action="append",
+        default=[],
+        metavar="NS/NAME:PORT=HOST:PORT[,HOST:PORT]",
+        help="a Service such pods reach by name, and the servers behind it (repeatable)",
     )
     sim.set_defaults(func=_cmd_sim)
     submit = sub.add_parser("submit", parents=[common], help="ask Podherd to migrate one pod (an intent)")

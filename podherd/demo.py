@@ -64,6 +64,11 @@ class DemoOptions:
 
 def run_demo(opts: DemoOptions, out: TextIO = sys.stdout) -> int:
     started = time.monotonic()
+    if opts.in_cluster and (opts.kubeconfig or opts.nats_url or opts.redis_url or opts.prefix != "podherd"):
+        raise CliError(
+            "--in-cluster runs deploy/ as it is on kubesim: it takes no --kubeconfig, --nats-url, --redis-url"
+            " or --prefix"
+        )
     workdir = Path(opts.workdir or tempfile.mkdtemp(prefix="podherd-demo-"))
     workdir.mkdir(parents=True, exist_ok=True)
     with contextlib.ExitStack() as stack:
@@ -168,11 +173,6 @@ def _processes(opts: DemoOptions, stack: contextlib.ExitStack, workdir: Path) ->
 
 
 def _in_cluster(opts: DemoOptions, stack: contextlib.ExitStack, workdir: Path) -> _Services:
-    if opts.kubeconfig or opts.nats_url or opts.redis_url or opts.prefix != "podherd":
-        raise CliError(
-            "--in-cluster runs deploy/ as it is on kubesim: it takes no --kubeconfig, --nats-url, --redis-url"
-            " or --prefix"
-        )
     cluster = demo_cluster.start(stack, workdir)
     assert cluster.handle.sim is not None
 

@@ -112,3 +112,20 @@ def test_an_unreachable_kubernetes_api_is_one_line(tmp_path: Path, argv: list[st
     assert result.returncode == 1
     assert result.stderr.count("\n") == 1, result.stderr
     assert "cannot reach the Kubernetes API at http://127.0.0.1:1" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "service",
+    ["podherd/nats=127.0.0.1:4222", "podherd/nats:4222=", "podherd/nats:4222=host:port", "nats:1=a:1"],
+)
+def test_sim_refuses_a_malformed_service_in_one_line(
+    service: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["sim", "--run-podherd", "--service", service]) != 0
+    err = capsys.readouterr().err
+    assert err == f"podherd: --service {service!r}: expected NS/NAME:PORT=HOST:PORT[,HOST:PORT]\n"
+
+
+def test_demo_in_cluster_takes_deploy_as_it_is(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["demo", "--in-cluster", "--prefix", "other"]) != 0
+    assert "--in-cluster runs deploy/ as it is on kubesim" in capsys.readouterr().err
