@@ -348,9 +348,11 @@ async def serve_forever(
     kubeconfig: Path | None,
     host: str = "127.0.0.1",
     advertise_url: str | None = None,
+    ready: Callable[[Path], None] | None = None,
 ) -> None:
     """`podherd sim`: load, serve, write the kubeconfig last (it signals readiness), stop on SIGTERM.
-    `advertise_url` is the server address the kubeconfig names (`https://kubesim:6443` in compose)."""
+    `advertise_url` is the server address the kubeconfig names (`https://kubesim:6443` in compose); `ready`
+    is called with the kubeconfig before it takes its name, so that the name says all is done."""
     advertised = urllib.parse.urlparse(advertise_url).hostname if advertise_url else None
     sim = Simulator(options, tls_names=(advertised,) if advertised else ())
     if scenario:
@@ -359,6 +361,8 @@ async def serve_forever(
     if kubeconfig is not None:
         tmp = kubeconfig.with_suffix(".tmp")
         write_kubeconfig(advertise_url or sim.url, tmp, sim.api.auth.admin_token, sim.tls.ca_pem)
+        if ready is not None:
+            await asyncio.to_thread(ready, tmp)  # requests to this very server: not on its loop
         tmp.replace(kubeconfig)
     print(f"kubesim serving {sim.url}" + (f"; kubeconfig {kubeconfig}" if kubeconfig else ""), flush=True)
     stop = asyncio.Event()

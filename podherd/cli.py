@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import re
 import sys
@@ -68,6 +69,7 @@ def _cmd_sim(args: argparse.Namespace) -> int:
     from kubesim.options import PODHERD_IMAGE, SimOptions, podherd_image
     from kubesim.scenario import resolve
     from kubesim.sim import serve_forever
+    from podherd.install import install_with_accounts
 
     scenario = None
     if args.scenario:
@@ -87,10 +89,24 @@ def _cmd_sim(args: argparse.Namespace) -> int:
     if args.no_controllers:
         options.scheduler = options.workloads = options.kubelet = options.pdb = False
     kubeconfig = Path(args.kubeconfig) if args.kubeconfig else None
+    ready = None
+    if args.podherd_accounts:
+        if kubeconfig is None:
+            raise CliError("--podherd-accounts needs --kubeconfig")
+        directory = Path(args.podherd_accounts)
+        ready = functools.partial(
+            install_with_accounts, directory=directory, services=SERVICES, seconds=ACCOUNT_TOKEN_SECONDS
+        )
     try:
         asyncio.run(
             serve_forever(
-                options, scenario, args.port, kubeconfig, host=args.host, advertise_url=args.advertise_url
+                options,
+                scenario,
+                args.port,
+                kubeconfig,
+                host=args.host,
+                advertise_url=args.advertise_url,
+                ready=ready,
             )
         )
     except OSError as exc:
@@ -99,6 +115,7 @@ def _cmd_sim(args: argparse.Namespace) -> int:
 
 
 SERVICES = ("watcher", "arbitrator", "executor", "tracker")
+ACCOUNT_TOKEN_SECONDS = 365 * 86_400  # no kubelet refreshes the tokens of compose's services
 
 
 def _service_mains() -> dict[str, ServiceMain]:
@@ -290,6 +307,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=[],
         metavar="NS/NAME:PORT=HOST:PORT[,HOST:PORT]",
         help="a Service such pods reach by name, and the servers behind it (repeatable)",
+    )
+    sim.add_argument(
+        "--podherd-accounts",
+        metavar="DIR",
+        help="install Podherd's CRDs and roles and write DIR/kubeconfig-<service> with each service's"
+        " ServiceAccount token (compose)",
     )
     sim.set_defaults(func=_cmd_sim)
     submit = sub.add_parser("submit", parents=[common], help="ask Podherd to migrate one pod (an intent)")

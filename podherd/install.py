@@ -11,6 +11,7 @@ from typing import Any
 
 import yaml
 
+from shared.config import KubernetesConfig
 from shared.kube import KubeClient, KubeError
 
 DEPLOY = Path(__file__).resolve().parents[1] / "deploy"
@@ -85,7 +86,9 @@ def service_token(kube: KubeClient, service: str, seconds: int = 86_400) -> str:
     return str(json.loads(answer)["status"]["token"])
 
 
-def service_kubeconfig(kube: KubeClient, admin_kubeconfig: Path, service: str, path: Path) -> Path:
+def service_kubeconfig(
+    kube: KubeClient, admin_kubeconfig: Path, service: str, path: Path, seconds: int = 86_400
+) -> Path:
     """A copy of `admin_kubeconfig` (same cluster, same trust) whose user is the service's ServiceAccount."""
     config = yaml.safe_load(admin_kubeconfig.read_text())
     context = next(
@@ -98,7 +101,7 @@ def service_kubeconfig(kube: KubeClient, admin_kubeconfig: Path, service: str, p
         "apiVersion": "v1",
         "kind": "Config",
         "clusters": [cluster],
-        "users": [{"name": name, "user": {"token": service_token(kube, service)}}],
+        "users": [{"name": name, "user": {"token": service_token(kube, service, seconds)}}],
         "contexts": [
             {"name": name, "context": {"cluster": cluster["name"], "user": name, "namespace": namespace}}
         ],
@@ -107,3 +110,21 @@ def service_kubeconfig(kube: KubeClient, admin_kubeconfig: Path, service: str, p
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(yaml.safe_dump(document))
     return path
+
+
+def install_with_accounts(
+    admin_kubeconfig: Path, directory: Path, services: tuple[str, ...], seconds: int
+) -> None:
+    """Podherd's CRDs, namespace and roles installed with `admin_kubeconfig`, then `kubeconfig-<service>` in
+    `directory` for each service, its ServiceAccount's (what compose's services use on kubesim)."""
+    kube = KubeClient.from_config(KubernetesConfig(kubeconfig=str(admin_kubeconfig)))
+    try:
+        install(kube, rbac=True)
+        for service in services:
+            target = directory / f"kubeconfig-{service}"
+            temporary = service_kubeconfig(
+                kube, admin_kubeconfig, service, target.with_suffix(".tmp"), seconds
+            )
+            temporary.replace(target)
+    finally:
+        kube.close()

@@ -403,8 +403,9 @@ def _apply_env(document: dict[str, Any], env: Mapping[str, str]) -> None:
     for var, (section, key) in standard.items():
         if env.get(var):
             value = env[var]
-            if var == "KUBECONFIG":
-                value = value.split(os.pathsep)[0]
+            if var == "KUBECONFIG":  # a list, as kubectl takes it: the first file that exists
+                paths = [p for p in value.split(os.pathsep) if p]
+                value = next((p for p in paths if os.path.exists(p)), paths[0] if paths else value)
             document.setdefault(section, {})
             if not isinstance(document[section], dict):
                 raise ConfigError(section, "expected a mapping")

@@ -7,9 +7,11 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+import kubernetes
 import pytest
 
 from kubesim.sim import SimHandle, start_subprocess
+from podherd.processes import SERVICES
 from tests.kube import client_for
 
 pytestmark = pytest.mark.integration
@@ -77,3 +79,18 @@ def test_sim_cli_rejects_bad_scenarios_in_one_line(scenario: str) -> None:
     )
     assert result.returncode != 0
     assert "Traceback" not in result.stderr and result.stderr.count("\n") == 1
+
+
+def test_sim_installs_podherd_and_writes_each_service_its_own_kubeconfig(tmp_path: Path) -> None:
+    accounts = tmp_path / "accounts"
+    handle = start_subprocess(extra_args=["--podherd-accounts", str(accounts)])
+    try:
+        for service in SERVICES:
+            path = accounts / f"kubeconfig-{service}"  # written before the admin's kubeconfig appears
+            review = kubernetes.client.AuthenticationV1Api(
+                kubernetes.config.new_client_from_config(str(path))
+            )
+            who = review.create_self_subject_review({"apiVersion": "authentication.k8s.io/v1"})
+            assert who.status.user_info.username == f"system:serviceaccount:podherd:podherd-{service}"
+    finally:
+        handle.stop()

@@ -76,6 +76,10 @@ def test_every_service_command_is_a_podherd_command(compose: dict[str, Any]) -> 
         assert callable(args.func)
         if name in SERVICES:
             assert service["command"] == ["run", name]
+            # Its own ServiceAccount's kubeconfig on kubesim, else the mounted directory's.
+            first, *rest = service["environment"]["KUBECONFIG"].split(":")
+            assert first == f"/var/run/podherd/kubeconfig-{name}" and rest
+    assert "--podherd-accounts=/var/run/podherd" in compose["services"]["kubesim"]["command"]
 
 
 def test_a_real_cluster_is_one_kubeconfig_mount() -> None:

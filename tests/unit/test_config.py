@@ -255,3 +255,12 @@ def test_every_gate_is_accepted() -> None:
     config = config_from_dict({"migrationController": {"skipEvictionGates": sorted(EVICTION_GATES)}})
     assert isinstance(config, PodherdConfig)
     assert set(config.migration_controller.skip_eviction_gates) == EVICTION_GATES
+
+
+def test_kubeconfig_list_takes_the_first_file_that_exists(tmp_path: Path) -> None:
+    present = tmp_path / "config"
+    present.write_text("{}")
+    listed = f"{tmp_path / 'kubeconfig-watcher'}:{tmp_path / 'kubeconfig'}:{present}"
+    assert load_config(None, env={"KUBECONFIG": listed}).kubernetes.kubeconfig == str(present)
+    absent = f"{tmp_path / 'a'}:{tmp_path / 'b'}"
+    assert load_config(None, env={"KUBECONFIG": absent}).kubernetes.kubeconfig == str(tmp_path / "a")
