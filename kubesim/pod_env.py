@@ -13,7 +13,10 @@ from __future__ import annotations
 import base64
 import re
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from kubesim.options import ImageConfig
 
 Lookup = Callable[[str, str, str], Mapping[str, Any] | None]  # (plural, namespace, name) -> object
 _C_IDENTIFIER = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
@@ -132,3 +135,36 @@ def container_env(
     for name, value in service_env.items():
         env.setdefault(name, value)
     return env
+
+
+def verify_run_as_non_root(pod: Mapping[str, Any], container: Mapping[str, Any], image: ImageConfig) -> None:
+    """The kubelet's check of `runAsNonRoot` against the user the container would run as."""
+    pod_context = pod["spec"].get("securityContext") or {}
+    context = container.get("securityContext") or {}
+    if not context.get("runAsNonRoot", pod_context.get("runAsNonRoot")):
+        return
+    meta = pod["metadata"]
+    where = f'(pod: "{meta["name"]}_{meta["namespace"]}({meta["uid"]})", container: {container["name"]})'
+    user = context.get("runAsUser", pod_context.get("runAsUser"))
+    if user is not None:
+        if int(user) == 0:
+            raise ConfigError(f"container's runAsUser breaks non-root policy {where}")
+        return
+    if not image.user.isdigit():
+        raise ConfigError(
+            f"container has runAsNonRoot and image has non-numeric user ({image.user}), cannot verify user is"
+            f" non-root {where}"
+        )
+    if int(image.user) == 0:
+        raise ConfigError(f"container has runAsNonRoot and image will run as root {where}")
+
+
+def command_line(container: Mapping[str, Any], image: ImageConfig, env: Mapping[str, str]) -> list[str]:
+    """What the runtime execs: `command` replaces the image's ENTRYPOINT (and its CMD), `args` its CMD;
+    `$(VAR)` expanded from the container's environment."""
+    command, args = container.get("command"), container.get("args")
+    if command:
+        argv = [*command, *(args or [])]
+    else:
+        argv = [*image.entrypoint, *(args if args is not None else image.cmd)]
+    return [expand(arg, env) for arg in argv]

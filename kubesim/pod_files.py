@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from kubesim.pod_env import Lookup, field_value
+from kubesim.pod_env import ConfigError, Lookup, field_value
 
 Token = Callable[[str, int, str], str]  # (service account, expirationSeconds, audience) -> token
 DEFAULT_MODE = 0o644
@@ -20,6 +20,31 @@ CLUSTER_DOMAIN = "cluster.local"
 
 class MountError(Exception):
     """A volume cannot be set up: the kubelet's `MountVolume.SetUp failed` event says why."""
+
+
+class VolumeError(Exception):
+    """A volume of the pod failed to mount: the kubelet's `FailedMount` event message."""
+
+
+def write_volumes(directory: Path, pod: Mapping[str, Any], lookup: Lookup, token: Token) -> None:
+    """Each volume of the pod under `directory/<name>` (hostPath ones are the host's own)."""
+    for volume in (pod.get("spec") or {}).get("volumes") or []:
+        target = directory / volume["name"]
+        try:
+            if "emptyDir" in volume:
+                target.mkdir(parents=True, exist_ok=True)
+            elif "hostPath" not in volume:
+                atomic_write(target, volume_files(pod, volume, lookup, token))
+        except (MountError, ConfigError) as exc:
+            raise VolumeError(f'MountVolume.SetUp failed for volume "{volume["name"]}" : {exc}') from exc
+
+
+def write_etc(directory: Path, pod: Mapping[str, Any], pod_ip: str, services: Mapping[str, str]) -> None:
+    """The kubelet-managed hosts, hostname and resolv.conf files of the pod."""
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "hosts").write_text(hosts_file(pod, pod_ip, services))
+    (directory / "hostname").write_text(hostname(pod) + "\n")
+    (directory / "resolv.conf").write_text(resolv_conf(pod["metadata"]["namespace"]))
 
 
 def atomic_write(directory: Path, files: Mapping[str, tuple[bytes, int]]) -> None:

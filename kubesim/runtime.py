@@ -29,10 +29,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kubesim import pod_files, sandbox
+from kubesim import pod_files
 from kubesim.options import ImageConfig, SimOptions
-from kubesim.pod_env import ConfigError, Lookup, container_env, expand
-from kubesim.proxy import Address, Forward, connect_in
+from kubesim.pod_env import ConfigError, Lookup, command_line, container_env, verify_run_as_non_root
+from kubesim.pod_status import BACKOFF_RESET, Container, restart_delay, restarts, terminated, with_status
+from kubesim.probes import Prober
+from kubesim.proxy import Address, Forward
 from kubesim.service_links import service_env
 from kubesim.store import Obj, Store, now_iso
 from kubesim.tls import KUBERNETES_SERVICE_IP
@@ -41,7 +43,6 @@ log = logging.getLogger("kubesim.runtime")
 Key = tuple[str, str]
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 POD_NET, SERVICE_NET = "127.244", "127.96"
-BACKOFF_START, BACKOFF_MAX, BACKOFF_RESET = 10.0, 300.0, 600.0
 _SANDBOX_TIMEOUT = 10.0
 RETRY_START, RETRY_MAX = 1.0, 30.0
 
@@ -64,22 +65,6 @@ def repository(image: str) -> str:
     slash = image.rfind("/")
     colon = image.rfind(":")
     return image[:colon] if colon > slash else image
-
-
-@dataclass
-class Container:
-    spec: dict[str, Any]
-    restarts: int = 0
-    state: dict[str, Any] = field(default_factory=lambda: {"waiting": {"reason": "ContainerCreating"}})
-    last_state: dict[str, Any] = field(default_factory=dict)
-    ready: bool = False
-    started: bool = False
-    process: asyncio.subprocess.Process | None = None
-    killed_by: str = ""
-
-    @property
-    def name(self) -> str:
-        return str(self.spec["name"])
 
 
 @dataclass
@@ -210,31 +195,17 @@ class ProcessRuntime:
                 self._event(pod, "Warning", "FailedCreatePodSandBox", f"Failed to create pod sandbox: {exc}")
 
     async def _mount(self, run: PodRun, pod: Obj) -> bool:
-        volumes = run.directory / "volumes"
-        for volume in pod["spec"].get("volumes") or []:
-            target = volumes / volume["name"]
-            try:
-                if "emptyDir" in volume:
-                    target.mkdir(parents=True, exist_ok=True)
-                elif "hostPath" in volume:
-                    continue
-                else:
-                    token = self._token_for(pod)
-                    files = pod_files.volume_files(pod, volume, self._lookup(), token)
-                    pod_files.atomic_write(target, files)
-            except (pod_files.MountError, ConfigError) as exc:
-                message = f'MountVolume.SetUp failed for volume "{volume["name"]}" : {exc}'
-                self._event(pod, "Warning", "FailedMount", message)
-                return False
-        etc = run.directory / "etc"
-        etc.mkdir(parents=True, exist_ok=True)
+        """The pod's volumes and the kubelet's files written; False (with a FailedMount event) if not yet."""
+        try:
+            pod_files.write_volumes(run.directory / "volumes", pod, self._lookup(), self._token_for(pod))
+        except pod_files.VolumeError as exc:
+            self._event(pod, "Warning", "FailedMount", str(exc))
+            return False
         services = {
             self.service_ips[(ns, name)]: pod_files.service_names(ns, name, run.key[0])
             for ns, name in self.service_ips
         }
-        (etc / "hosts").write_text(pod_files.hosts_file(pod, run.ip, services))
-        (etc / "hostname").write_text(pod_files.hostname(pod) + "\n")
-        (etc / "resolv.conf").write_text(pod_files.resolv_conf(run.key[0]))
+        pod_files.write_etc(run.directory / "etc", pod, run.ip, services)
         return True
 
     def _token_for(self, pod: Obj) -> pod_files.Token:
@@ -274,18 +245,6 @@ class ProcessRuntime:
         for forward in run.forwards:
             await forward.start()
 
-    def _argv(self, container: Container, image: ImageConfig, env: dict[str, str]) -> list[str]:
-        command = container.spec.get("command")
-        args = container.spec.get("args")
-        argv = (
-            list(command)
-            if command
-            else list(image.entrypoint) + list(args if args is not None else image.cmd)
-        )
-        if command:
-            argv += list(args or [])
-        return [expand(a, env) for a in argv]
-
     def _mounts(self, run: PodRun, pod: Obj, container: Container) -> list[dict[str, Any]]:
         volumes = {v["name"]: v for v in pod["spec"].get("volumes") or []}
         etc = run.directory / "etc"
@@ -308,7 +267,7 @@ class ProcessRuntime:
     async def _container(self, run: PodRun, container: Container) -> None:
         index = run.containers.index(container)
         images = None
-        backoff, retry = 0.0, RETRY_START
+        streak, retry = 0, RETRY_START  # crashes in a row, for the back-off
         while not run.stopping:
             pod = self._pod(run)
             images = self.image(pod) if pod is not None else None
@@ -331,7 +290,7 @@ class ProcessRuntime:
                         "utsns": f"/proc/{run.pause.pid if run.pause else 0}/ns/uts",
                         "scratch": str(run.directory / f"{container.name}.scratch"),
                         "mounts": self._mounts(run, pod, container),
-                        "argv": self._argv(container, images[index], env),
+                        "argv": command_line(container.spec, images[index], env),
                         "env": env,
                         "workingDir": container.spec.get("workingDir") or images[index].working_dir,
                     }
@@ -348,46 +307,40 @@ class ProcessRuntime:
                     stdout=output, stderr=output, stdin=asyncio.subprocess.DEVNULL,
                     start_new_session=True, env=_python_env(),
                 )  # fmt: skip
-            container.killed_by = ""
             container.state = {"running": {"startedAt": now_iso()}}
             container.started = "startupProbe" not in container.spec
             container.ready = False
             self._write_status(run)
             self._event(pod, "Normal", "Started", f"Started container {container.name}")
-            probes = asyncio.get_running_loop().create_task(self._probe_all(run, container))
+            prober = Prober(
+                container,
+                run.netns,
+                run.ip,
+                changed=lambda: self._write_status(run),
+                unhealthy=lambda message: self._unhealthy(run, message),
+                kill=lambda why: self._kill_for(run, container, why),
+            )
+            probes = asyncio.get_running_loop().create_task(prober.run())
             code = await container.process.wait()
             await _cancelled(probes)
             self.exits.setdefault(f"{run.key[0]}/{run.key[1]}/{container.name}", []).append(code)
-            terminated = {
-                "exitCode": code if code >= 0 else 128 - code,
-                "reason": "Completed" if code == 0 else "Error",
-                "startedAt": container.state.get("running", {}).get("startedAt", now_iso()),
-                "finishedAt": now_iso(),
-            }
-            failed_start = _start_error(code, run.directory / f"{container.name}.log")
-            if failed_start:
-                terminated.update(reason="StartError", message=failed_start)
+            started_at = container.state.get("running", {}).get("startedAt", now_iso())
+            ended = terminated(code, started_at, current)
             container.ready = False
-            if run.stopping or not _restarts(pod, terminated["exitCode"]):
-                container.state = {"terminated": terminated}
+            if run.stopping or not restarts(pod, ended["exitCode"]):
+                container.state = {"terminated": ended}
                 self._write_status(run)
                 return
-            container.last_state = {"terminated": terminated}
+            container.last_state = {"terminated": ended}
             container.restarts += 1
-            backoff = (
-                0.0
-                if time.monotonic() - started > BACKOFF_RESET
-                else max(BACKOFF_START, backoff * 2)
-                if backoff
-                else BACKOFF_START
-            )
-            backoff = min(backoff, BACKOFF_MAX)
+            streak = 1 if time.monotonic() - started > BACKOFF_RESET else streak + 1
+            delay = restart_delay(streak)
             pod_ref = f"{run.key[1]}_{run.key[0]}({run.uid})"
-            message = f"back-off {backoff:.0f}s restarting failed container={container.name} pod={pod_ref}"
+            message = f"back-off {delay:.0f}s restarting failed container={container.name} pod={pod_ref}"
             container.state = {"waiting": {"reason": "CrashLoopBackOff", "message": message}}
             self._write_status(run)
             self._event(pod, "Warning", "BackOff", "Back-off restarting failed container " + container.name)
-            await asyncio.sleep(backoff if container.restarts > 1 else 0.0)
+            await asyncio.sleep(delay)
 
     def _env(self, run: PodRun, pod: Obj, container: Container, image: ImageConfig) -> dict[str, str]:
         verify_run_as_non_root(pod, container.spec, image)
@@ -400,131 +353,19 @@ class ProcessRuntime:
         built = container_env(pod, container.spec, links, self._lookup())
         return {**image.env, "HOSTNAME": pod_files.hostname(pod), "HOME": "/root", **built}
 
-    # ----------------------------------------------------------------------------------------------------
-    # Probes
-
-    async def _probe_all(self, run: PodRun, container: Container) -> None:
-        spec = container.spec
-        if "startupProbe" in spec:
-            if not await self._probe_until(run, container, spec["startupProbe"], "Startup"):
-                return
-            container.started = True
-            self._write_status(run)
-        loops = [self._readiness(run, container, spec.get("readinessProbe"))]
-        if "livenessProbe" in spec:
-            loops.append(self._liveness(run, container, spec["livenessProbe"]))
-        await asyncio.gather(*loops)
-
-    async def _probe_until(self, run: PodRun, container: Container, probe: dict[str, Any], kind: str) -> bool:
-        """Startup: probe until it passes (True) or fails `failureThreshold` times, then restart (False)."""
-        await asyncio.sleep(float(probe.get("initialDelaySeconds") or 0))
-        failures = 0
-        while True:
-            ok, why = await self._probe(run, container, probe)
-            if ok:
-                return True
-            failures += 1
-            if failures >= int(probe.get("failureThreshold") or 3):
-                await self._kill_for(run, container, f"{kind} probe failed: {why}")
-                return False
-            await asyncio.sleep(float(probe.get("periodSeconds") or 10))
-
-    async def _readiness(self, run: PodRun, container: Container, probe: dict[str, Any] | None) -> None:
-        if probe is None:
-            container.ready = True
-            self._write_status(run)
-            return
-        await asyncio.sleep(float(probe.get("initialDelaySeconds") or 0))
-        successes = failures = 0
-        while True:
-            ok, why = await self._probe(run, container, probe)
-            successes, failures = (successes + 1, 0) if ok else (0, failures + 1)
-            ready = container.ready
-            if ok and successes >= int(probe.get("successThreshold") or 1):
-                ready = True
-            if not ok and failures >= int(probe.get("failureThreshold") or 3):
-                ready = False
-            if not ok and container.ready is False and failures == 1:
-                self._warn(run, f"Readiness probe failed: {why}")
-            if ready != container.ready:
-                container.ready = ready
-                self._write_status(run)
-            await asyncio.sleep(float(probe.get("periodSeconds") or 10))
-
-    async def _liveness(self, run: PodRun, container: Container, probe: dict[str, Any]) -> None:
-        await asyncio.sleep(float(probe.get("initialDelaySeconds") or 0))
-        failures = 0
-        while True:
-            ok, why = await self._probe(run, container, probe)
-            failures = 0 if ok else failures + 1
-            if failures >= int(probe.get("failureThreshold") or 3):
-                await self._kill_for(run, container, f"Liveness probe failed: {why}")
-                return
-            await asyncio.sleep(float(probe.get("periodSeconds") or 10))
-
-    def _warn(self, run: PodRun, message: str) -> None:
+    def _unhealthy(self, run: PodRun, message: str) -> None:
         pod = self._pod(run)
         if pod is not None:
             self._event(pod, "Warning", "Unhealthy", message)
 
     async def _kill_for(self, run: PodRun, container: Container, why: str) -> None:
-        self._warn(run, why)
+        """A failed liveness or startup probe: the container is stopped, to be restarted by its loop."""
+        self._unhealthy(run, why)
         pod = self._pod(run)
         if pod is not None:
-            self._event(
-                pod,
-                "Normal",
-                "Killing",
-                f"Container {container.name} {why.split(':', maxsplit=1)[0].lower()}, will be restarted",
-            )
-        container.killed_by = why
+            what = why.split(":", maxsplit=1)[0].lower()
+            self._event(pod, "Normal", "Killing", f"Container {container.name} {what}, will be restarted")
         await self._stop_container(container, run.grace)
-
-    def _port(self, container: Container, port: int | str) -> int:
-        if isinstance(port, int) or str(port).isdigit():
-            return int(port)
-        for declared in container.spec.get("ports") or []:
-            if declared.get("name") == port:
-                return int(declared["containerPort"])
-        raise ValueError(f"port {port!r} is not a port of container {container.name}")
-
-    async def _probe(self, run: PodRun, container: Container, probe: dict[str, Any]) -> tuple[bool, str]:
-        timeout = float(probe.get("timeoutSeconds") or 1)
-        try:
-            async with asyncio.timeout(timeout):
-                return await self._probe_once(run, container, probe)
-        except TimeoutError:
-            return False, "context deadline exceeded (Client.Timeout exceeded while awaiting headers)"
-        except (OSError, ValueError) as exc:
-            return False, str(exc)
-
-    async def _probe_once(self, run: PodRun, container: Container, probe: dict[str, Any]) -> tuple[bool, str]:
-        if "tcpSocket" in probe:
-            check = probe["tcpSocket"]
-            address = (check.get("host") or run.ip, self._port(container, check["port"]))
-            _, writer = await connect_in(run.netns, address)
-            writer.close()
-            return True, ""
-        if "httpGet" not in probe:
-            return (
-                False,
-                f"kubesim runs no {', '.join(k for k in probe if k.endswith(('exec', 'grpc')))} probes",
-            )
-        check = probe["httpGet"]
-        host, port = check.get("host") or run.ip, self._port(container, check["port"])
-        reader, writer = await connect_in(run.netns, (host, port))
-        headers = "".join(f"{h['name']}: {h['value']}\r\n" for h in check.get("httpHeaders") or [])
-        request = (
-            f"GET {check.get('path') or '/'} HTTP/1.1\r\nHost: {host}:{port}\r\n"
-            "User-Agent: kube-probe/1.32\r\n"
-            f"Accept: */*\r\n{headers}Connection: close\r\n\r\n"
-        )
-        writer.write(request.encode())
-        await writer.drain()
-        status = (await reader.readline()).decode(errors="replace").split()
-        writer.close()
-        code = int(status[1]) if len(status) > 1 and status[1].isdigit() else 0
-        return 200 <= code < 400, f"HTTP probe failed with statuscode: {code}"
 
     # ----------------------------------------------------------------------------------------------------
     # Stopping
@@ -574,96 +415,14 @@ class ProcessRuntime:
         if pod is None:
             return
         assert self.pods_rt is not None
-        new = copy.deepcopy(pod)
-        status = new.setdefault("status", {})
-        status.update(
-            podIP=run.ip, podIPs=[{"ip": run.ip}], hostIP="127.0.0.1", hostIPs=[{"ip": "127.0.0.1"}]
-        )
-        status.setdefault("startTime", now_iso())
-        statuses = []
-        for container in run.containers:
-            entry: dict[str, Any] = {
-                "name": container.name,
-                "image": container.spec.get("image", ""),
-                "imageID": "",
-                "ready": container.ready,
-                "started": container.started and "running" in container.state,
-                "restartCount": container.restarts,
-                "state": container.state,
-            }
-            if container.last_state:
-                entry["lastState"] = container.last_state
-            statuses.append(entry)
-        status["containerStatuses"] = statuses
-        states = [c.state for c in run.containers]
-        policy = pod["spec"].get("restartPolicy") or "Always"
-        if all("terminated" in s for s in states) and policy != "Always":
-            failed = any(s["terminated"]["exitCode"] != 0 for s in states)
-            status["phase"] = "Failed" if failed else "Succeeded"
-        elif any("running" in s for s in states) or any(c.restarts for c in run.containers):
-            status["phase"] = "Running"
-        else:
-            status["phase"] = "Pending"
-        ready = all(c.ready for c in run.containers)
-        pod_conditions(status, ready)
+        new = with_status(pod, run.ip, run.containers)
         if new != pod:
             self.store.put(self.pods_rt, new, "MODIFIED", old=pod)
-
-
-def pod_conditions(status: Obj, ready: bool) -> None:
-    stamp = now_iso()
-    value = "True" if ready else "False"
-    previous = {c["type"]: c for c in status.get("conditions") or []}
-    wanted = {"PodScheduled": "True", "Initialized": "True", "ContainersReady": value, "Ready": value}
-    conditions = []
-    for kind, state in wanted.items():
-        old = previous.get(kind)
-        changed = old is None or old.get("status") != state
-        stamp_kept = stamp if changed else old.get("lastTransitionTime", stamp)  # type: ignore[union-attr]
-        conditions.append({"type": kind, "status": state, "lastTransitionTime": stamp_kept})
-    status["conditions"] = conditions
-
-
-def verify_run_as_non_root(pod: Obj, container: Obj, image: ImageConfig) -> None:
-    """The kubelet's check of `runAsNonRoot` against the user the container would run as."""
-    pod_context = pod["spec"].get("securityContext") or {}
-    context = container.get("securityContext") or {}
-    if not context.get("runAsNonRoot", pod_context.get("runAsNonRoot")):
-        return
-    meta = pod["metadata"]
-    where = f'(pod: "{meta["name"]}_{meta["namespace"]}({meta["uid"]})", container: {container["name"]})'
-    user = context.get("runAsUser", pod_context.get("runAsUser"))
-    if user is not None:
-        if int(user) == 0:
-            raise ConfigError(f"container's runAsUser breaks non-root policy {where}")
-        return
-    if not image.user.isdigit():
-        raise ConfigError(
-            f"container has runAsNonRoot and image has non-numeric user ({image.user}), cannot verify user is"
-            f" non-root {where}"
-        )
-    if int(image.user) == 0:
-        raise ConfigError(f"container has runAsNonRoot and image will run as root {where}")
 
 
 def _python_env() -> dict[str, str]:
     """The environment of kubesim's own helper (the sandbox), before it execs the container: the path only."""
     return {"PATH": os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin")}
-
-
-def _restarts(pod: Obj, exit_code: int) -> bool:
-    policy = pod["spec"].get("restartPolicy") or "Always"
-    return policy == "Always" or (policy == "OnFailure" and exit_code != 0)
-
-
-def _start_error(code: int, log_file: Path) -> str:
-    """The runtime's message when the container never started (the sandbox's last word), else ""."""
-    if code == sandbox.START_ERROR:
-        with contextlib.suppress(OSError, IndexError):
-            last = log_file.read_text(errors="replace").rstrip().splitlines()[-1]
-            if last.startswith("kubesim: "):
-                return last.removeprefix("kubesim: ")
-    return ""
 
 
 async def _cancelled(task: asyncio.Task[Any]) -> None:

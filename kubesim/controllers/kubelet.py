@@ -16,7 +16,8 @@ import time
 from kubesim.controllers.base import Controller
 from kubesim.controllers.scheduler import node_ready, record_event
 from kubesim.options import SimOptions
-from kubesim.runtime import ProcessRuntime, pod_conditions
+from kubesim.pod_status import pod_conditions
+from kubesim.runtime import ProcessRuntime
 from kubesim.store import Event, Obj, Store, now_iso, parse_iso
 
 FORCED_GRACE = 2.0

@@ -11,9 +11,17 @@ from typing import Any
 import pytest
 
 from kubesim.options import ImageConfig, SimOptions, podherd_image
-from kubesim.pod_env import ConfigError, container_env, expand, field_value
+from kubesim.pod_env import (
+    ConfigError,
+    command_line,
+    container_env,
+    expand,
+    field_value,
+    verify_run_as_non_root,
+)
 from kubesim.pod_files import MountError, atomic_write, hosts_file, service_names, volume_files
-from kubesim.runtime import repository, verify_run_as_non_root
+from kubesim.pod_status import restart_delay
+from kubesim.runtime import repository
 from shared.config import nats_servers
 
 POD: dict[str, Any] = {
@@ -167,3 +175,17 @@ def test_image_references_and_service_options() -> None:
     assert options.service_backends() == [("podherd", "nats", 4222)]
     assert options.backends("podherd", "nats", 4222) == [("127.0.0.1", 1), ("127.0.0.1", 2)]
     assert nats_servers("nats://a:1, nats://b:2,") == ["nats://a:1", "nats://b:2"]
+
+
+def test_crash_back_off_doubles_to_five_minutes() -> None:
+    assert [restart_delay(n) for n in range(1, 9)] == [0, 10, 20, 40, 80, 160, 300, 300]
+
+
+def test_command_and_args_replace_the_images_entrypoint_and_cmd() -> None:
+    image = ImageConfig(("podherd",), ("--help",))
+    env = {"NAME": "watcher"}
+    assert command_line({}, image, env) == ["podherd", "--help"]
+    assert command_line({"args": ["run", "$(NAME)"]}, image, env) == ["podherd", "run", "watcher"]
+    assert command_line({"args": []}, image, env) == ["podherd"]
+    assert command_line({"command": ["sh"], "args": ["-c", "$$(x)"]}, image, env) == ["sh", "-c", "$(x)"]
+    assert command_line({"command": ["sh"]}, image, env) == ["sh"]
