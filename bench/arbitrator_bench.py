@@ -33,8 +33,9 @@ import nats
 import redis.asyncio as aioredis
 
 from bench.results_io import emit
+from podherd.servers import nats_server, redis_server
 from services.arbitrator.engine import Engine
-from services.arbitrator.facts import FactStore
+from services.arbitrator.fact_store import FactStore
 from services.arbitrator.rules import filters, order
 from services.arbitrator.rules.facts import JobFacts
 from shared import bus
@@ -44,7 +45,6 @@ from shared.api.meta import ObjectMeta, ObjectReference
 from shared.api.pmj import PodMigrationJob, PodMigrationJobSpec
 from shared.config import PodherdConfig, config_from_dict
 from shared.ledger import Ledger
-from shared.servers import nats_server, redis_server
 from shared.slots import Slot
 from shared.waits import wait_event
 

@@ -36,6 +36,7 @@ import tempfile
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +53,7 @@ from podherd.client import audit_records
 from podherd.history import room_checks
 from podherd.invariants import Watchdog
 from podherd.processes import ServiceProcesses
+from podherd.servers import Server, nats_server, redis_server
 from podherd.timeouts import UNKNOWN, timed_out, why_timed_out
 from services.tracker.intake import CONSUMER as INTENTS_CONSUMER
 from services.tracker.intents import job_name
@@ -61,7 +63,6 @@ from shared.api.messages import IntentReply, MigrationIntent, PodKey
 from shared.api.pmj import GROUP, PLURAL, TERMINAL_PHASES
 from shared.api.reservation import LABEL_CONTROLLER, LABEL_JOB, is_untaken_room
 from shared.kube import KubeClient, KubeError
-from shared.servers import Server, nats_server, redis_server
 from shared.waits import wait_event
 
 JOBS = f"/apis/{GROUP}/v1alpha1/{PLURAL}"
@@ -119,6 +120,10 @@ class Run:
     ended_at: dict[str, float] = field(default_factory=dict)
     disturbed: dict[str, set[str]] = field(default_factory=dict)  # namespace/workload: what befell it
     idle_since: dict[str | None, float] = field(default_factory=dict)  # controller: no job in flight since
+    timeline: list[str] = field(default_factory=list)  # "<UTC time> <what the harness did>"
+
+    def happened(self, what: str) -> None:
+        self.timeline.append(f"{datetime.now(UTC).isoformat(timespec='milliseconds')} {what}")
 
     def excused(self) -> set[str]:
         now = time.monotonic()
@@ -287,8 +292,10 @@ async def inject_faults(run: Run, stop: asyncio.Event, span: float) -> None:
         victim = run.rng.choice(run.processes.running)
         run.processes.kill(victim)
         run.faults[f"kill_{victim.service}"] += 1
+        run.happened(f"SIGKILL {victim.replica}")
         await asyncio.sleep(run.rng.uniform(0.3, 1.5))
         run.processes.start(victim.service, victim.replica + "b")
+        run.happened(f"started {victim.replica}b")
         elapsed = (time.monotonic() - started) / span
         for fault, at in list(planned.items()):
             if elapsed >= at:
@@ -312,6 +319,7 @@ def _server_fault(run: Run, fault: str) -> None:
     else:
         return
     run.faults[fault] += 1
+    run.happened(fault)
 
 
 async def disturb(run: Run, stop: asyncio.Event) -> None:
@@ -344,6 +352,8 @@ async def disturb(run: Run, stop: asyncio.Event) -> None:
             else:
                 await _node_not_ready(run, stop)
             run.disturbances[action] += 1
+            if action != "notready":
+                run.happened(f"{action} {namespace}/{name}")
 
 
 async def _node_not_ready(run: Run, stop: asyncio.Event) -> None:
@@ -356,6 +366,7 @@ async def _node_not_ready(run: Run, stop: asyncio.Event) -> None:
                 f"{pod['metadata']['namespace']}/{owner}", 6.0 + EXCUSE_TAIL, "on a node made NotReady"
             )
     await _set_ready(run.kube, node, False)
+    run.happened(f"{node} NotReady")
     await _wait(stop, 4.0)
     await _set_ready(run.kube, node, True)
 
@@ -646,6 +657,7 @@ async def fault_run(opts: ChaosOptions, nats_srv: Server, redis_srv: Server, wor
             },
             "faults": dict(run.faults),
             "disturbances": dict(run.disturbances),
+            "timeline": run.timeline,
             "watchdog": {
                 "samples": findings.samples,
                 "peak_slots_in_use": findings.peak_slots,

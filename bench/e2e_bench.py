@@ -25,9 +25,9 @@ import msgspec
 from bench.results_io import emit
 from bench.stack import deployment, nodes, stack
 from podherd.processes import ServiceProcesses
+from podherd.servers import Server, nats_server, redis_server
 from shared.api.pmj import GROUP, PLURAL, TERMINAL_PHASES
 from shared.kube import KubeClient
-from shared.servers import Server, nats_server, redis_server
 
 JOBS = f"/apis/{GROUP}/v1alpha1/{PLURAL}"
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")

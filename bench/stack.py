@@ -14,9 +14,9 @@ from kubesim.options import SimOptions
 from kubesim.sim import SimHandle, start_in_thread
 from podherd.install import install, service_kubeconfig
 from podherd.processes import SERVICES, ServiceProcesses
+from podherd.servers import Server
 from shared.config import KubernetesConfig, PodherdConfig, config_from_dict
 from shared.kube import KubeClient
-from shared.servers import Server
 
 Parts = tuple[SimHandle, KubeClient, ServiceProcesses, PodherdConfig]
 

@@ -32,6 +32,7 @@ import nats
 
 from bench.results_io import emit
 from kubesim.sim import kubeconfig_ca, kubeconfig_token, start_subprocess
+from podherd.servers import nats_server
 from services.watcher.checkpoints import Checkpoints
 from services.watcher.decode import RawMeta, RawPod, WorkloadResolver, pod_info
 from services.watcher.kinds import KINDS, Decoded, KindSpec
@@ -39,7 +40,6 @@ from services.watcher.loop import KindWatcher
 from shared import bus
 from shared.config import config_from_dict
 from shared.kube import KubeClient
-from shared.servers import nats_server
 
 
 def _cpu() -> float:

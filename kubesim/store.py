@@ -99,7 +99,7 @@ class Watch:
 
 
 @dataclass
-class Bucket:
+class ResourceObjects:
     """The objects of one resource, with a sorted key list for paginated lists (rebuilt lazily)."""
 
     objects: dict[Key, Stored] = field(default_factory=dict)
@@ -127,7 +127,7 @@ class Store:
         # Pod uid -> evictions that went through (201): a test's witness that no pod is evicted twice.
         self.evictions: dict[str, int] = {}
         self.compacted_rv = 1  # a watch may resume from any rv >= this
-        self.buckets: dict[tuple[str, str], Bucket] = {}
+        self.buckets: dict[tuple[str, str], ResourceObjects] = {}
         self.history: deque[Event] = deque(maxlen=history)
         self.watches: set[Watch] = set()
         self.observers: list[Callable[[Event], None]] = []
@@ -137,10 +137,10 @@ class Store:
     # ----------------------------------------------------------------------------------------------------
     # Reads
 
-    def bucket(self, rt: ResourceType) -> Bucket:
+    def bucket(self, rt: ResourceType) -> ResourceObjects:
         bucket = self.buckets.get(rt.key)
         if bucket is None:
-            bucket = self.buckets[rt.key] = Bucket()
+            bucket = self.buckets[rt.key] = ResourceObjects()
         return bucket
 
     def get(self, rt: ResourceType, namespace: str, name: str) -> Obj:
@@ -218,7 +218,7 @@ class Store:
         return items, str(list_rv), token, remaining
 
     def _snapshot(
-        self, rt: ResourceType, bucket: Bucket, rv: int
+        self, rt: ResourceType, bucket: ResourceObjects, rv: int
     ) -> tuple[list[Key], Callable[[Key], Stored | None]]:
         """The resource's keys and objects as they were at `rv`: today's, with every later change undone."""
         then: dict[Key, Stored | None] = {}

@@ -14,10 +14,10 @@ import msgspec
 
 from podherd import __version__
 from podherd.errors import CliError
+from podherd.servers import ServerUnavailable
 from podherd.signals import stop_on_signals
 from shared.bus import StreamRefused
 from shared.config import ConfigError, load_config
-from shared.servers import ServerUnavailable
 
 if TYPE_CHECKING:
     from shared.runtime import ServiceMain

@@ -21,14 +21,11 @@ from kubernetes.config import ConfigException
 from podherd.errors import CliError
 from podherd.planner import NoPlan, Plan, node_room, plan, pod_load
 from shared import bus
-from shared.api import codec
+from shared.api import codec, paths
 from shared.api.messages import AuditRecord, IntentReply, MigrationIntent, PodKey
-from shared.api.pmj import GROUP, PLURAL, TERMINAL_PHASES
+from shared.api.pmj import TERMINAL_PHASES
 from shared.config import PodherdConfig, nats_servers
 from shared.kube import KubeClient, KubeError
-
-JOBS_PATH = f"/apis/{GROUP}/v1alpha1/{PLURAL}"
-
 
 # ---------------------------------------------------------------------------------------------------------
 # Connections
@@ -183,7 +180,7 @@ def table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 
 def list_jobs(config: PodherdConfig) -> list[dict[str, Any]]:
     with kube_client(config) as kube:
-        items: list[dict[str, Any]] = kube_get(kube, JOBS_PATH).get("items") or []
+        items: list[dict[str, Any]] = kube_get(kube, paths.JOBS).get("items") or []
         return items
 
 
@@ -228,8 +225,8 @@ async def audit_records(
 
 def plan_cluster(config: PodherdConfig, pending: str | None) -> Plan:
     with kube_client(config) as kube:
-        nodes = [node_room(n) for n in kube_get(kube, "/api/v1/nodes").get("items") or []]
-        pods = [pod_load(p) for p in kube_get(kube, "/api/v1/pods").get("items") or []]
+        nodes = [node_room(n) for n in kube_get(kube, paths.NODES).get("items") or []]
+        pods = [pod_load(p) for p in kube_get(kube, paths.PODS).get("items") or []]
     target = None
     if pending:
         target = next((p for p in pods if p.key == pending), None)

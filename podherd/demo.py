@@ -39,12 +39,13 @@ from podherd.install import install, service_account, service_token
 from podherd.invariants import Findings, Watchdog
 from podherd.planner import Plan
 from podherd.processes import SERVICES, ServiceFailed, ServiceProcesses
+from podherd.servers import nats_server, redis_server
 from shared import bus
-from shared.api.pmj import GROUP, TERMINAL_PHASES
+from shared.api import paths
+from shared.api.pmj import TERMINAL_PHASES
 from shared.config import PodherdConfig, config_from_dict
 from shared.kube import KubeClient
 from shared.quantity import milli
-from shared.servers import nats_server, redis_server
 
 IN_CLUSTER_STOP = 60.0  # seconds: deploy/ gives each pod 45 s to stop
 
@@ -272,12 +273,12 @@ async def _follow(
 async def _state(kube: KubeClient, chosen: Plan, jobs: list[str]) -> dict[str, Any]:
     phases: Counter[str] = Counter()
     for name in jobs:
-        job = await kube.get_json(f"{client.JOBS_PATH}/{name}") or {}
+        job = await kube.get_json(paths.job(name)) or {}
         phases[(job.get("status") or {}).get("phase") or "Pending"] += 1
     namespace, _, name = chosen.pending.key.partition("/")
-    pending = await kube.get_json(f"/api/v1/namespaces/{namespace}/pods/{name}") or {}
-    pods = msgspec.json.decode(await kube.arequest("GET", "/api/v1/pods")).get("items") or []
-    nodes = msgspec.json.decode(await kube.arequest("GET", "/api/v1/nodes")).get("items") or []
+    pending = await kube.get_json(paths.pod(namespace, name)) or {}
+    pods = msgspec.json.decode(await kube.arequest("GET", paths.PODS)).get("items") or []
+    nodes = msgspec.json.decode(await kube.arequest("GET", paths.NODES)).get("items") or []
     fill = {}
     for node in nodes:
         capacity = milli((node.get("status") or {}).get("allocatable", {}).get("cpu", "0"))
@@ -314,20 +315,20 @@ def _progress_line(state: dict[str, Any], findings: Findings) -> str:
 async def _facts(kube: KubeClient, chosen: Plan, jobs: list[str], findings: Findings) -> dict[str, Any]:
     phases: dict[str, str] = {}
     for name in jobs:
-        job = await kube.get_json(f"{client.JOBS_PATH}/{name}") or {}
+        job = await kube.get_json(paths.job(name)) or {}
         status = job.get("status") or {}
         phases[name] = f"{status.get('phase') or 'Pending'} {status.get('reason') or ''}".strip()
         if status.get("phase") == "Failed":
             phases[name] += f": {status.get('message') or ''}"
     namespace, _, name = chosen.pending.key.partition("/")
-    pending = await kube.get_json(f"/api/v1/namespaces/{namespace}/pods/{name}") or {}
-    pods = msgspec.json.decode(await kube.arequest("GET", "/api/v1/pods")).get("items") or []
+    pending = await kube.get_json(paths.pod(namespace, name)) or {}
+    pods = msgspec.json.decode(await kube.arequest("GET", paths.PODS)).get("items") or []
     on_node = sorted(
         f"{p['metadata']['namespace']}/{p['metadata']['name']}"
         for p in pods
         if (p.get("spec") or {}).get("nodeName") == chosen.node
     )
-    reservations = await kube.get_json(f"/apis/{GROUP}/v1alpha1/reservations") or {}
+    reservations = await kube.get_json(paths.RESERVATIONS) or {}
     return {
         "jobs": phases,
         "jobs_succeeded": sum(1 for p in phases.values() if p.startswith("Succeeded")),

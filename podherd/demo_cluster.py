@@ -23,9 +23,9 @@ from kubesim.scenario import fragmented
 from kubesim.sim import SimHandle, start_in_thread
 from podherd.errors import CliError
 from podherd.install import DEPLOY, NAMESPACE
+from podherd.servers import find_nats_binary, redis_server, start_nats_cluster
 from shared.config import KubernetesConfig
 from shared.kube import KubeClient
-from shared.servers import find_nats_binary, redis_server, start_nats_cluster
 
 NATS_REPLICAS = 3
 SYSTEM_NODE = "system-1"

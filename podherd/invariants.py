@@ -20,7 +20,7 @@ import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
 from podherd.history import JOB, POD, RESERVATION, History, HistoryFindings, RoomCheck, replay
-from shared.api.pmj import GROUP, PLURAL, VERSION
+from shared.api import paths
 from shared.config import MigrationControllerArgs
 from shared.intstr import max_unavailable
 from shared.kube import KubeClient, KubeError
@@ -116,9 +116,9 @@ def pdb_breach(obj: dict[str, Any]) -> str | None:
 
 
 WATCHED = {
-    POD: "/api/v1/pods",
-    RESERVATION: f"/apis/{GROUP}/{VERSION}/reservations",
-    JOB: f"/apis/{GROUP}/{VERSION}/{PLURAL}",
+    POD: paths.PODS,
+    RESERVATION: paths.RESERVATIONS,
+    JOB: paths.JOBS,
 }
 
 

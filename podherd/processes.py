@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from shared.servers import spawn_logged
+from podherd.servers import spawn_logged
 
 SERVICES = ("watcher", "arbitrator", "executor", "tracker")
 

@@ -1,7 +1,7 @@
 """Real servers for the whole test session, isolated per test by prefix.
 
-NATS and Redis come from `shared.servers` (the same code `make demo` uses): `$NATS_URL` / `$REDIS_URL`, else a
-binary from PATH or the `embedded` extra, else testcontainers. Each test gets its own subject prefix, stream
+NATS and Redis come from `podherd.servers` (the same code `make demo` uses): `$NATS_URL` / `$REDIS_URL`, else
+a binary from PATH or the `embedded` extra, else testcontainers. Each test gets its own subject prefix, stream
 names and Redis key prefix, and what it created is deleted afterwards, so tests never see each other's data.
 """
 
@@ -27,8 +27,8 @@ from nats.js import JetStreamContext
 
 from kubesim.options import SimOptions
 from kubesim.sim import SimHandle, start_in_thread
+from podherd.servers import Server, nats_server, redis_server
 from shared.config import PodherdConfig, config_from_dict
-from shared.servers import Server, nats_server, redis_server
 from tests.fuzz import sizes
 from tests.kube import Kube, client_for, with_crds
 

@@ -20,7 +20,7 @@ from typing import Any, Protocol
 
 from prometheus_client import Counter, Gauge, Histogram
 
-from services.arbitrator.facts import FactStore
+from services.arbitrator.fact_store import FactStore
 from services.arbitrator.rules import filters, limits, order
 from services.arbitrator.rules.facts import JobFacts, PdbFacts, PodInfo, WorkloadFacts, workload_key
 from shared.api import annotations as known

@@ -23,10 +23,10 @@ import redis.asyncio as aioredis
 from prometheus_client import Gauge
 
 from services.arbitrator.engine import Engine
-from services.arbitrator.facts import FactStore
+from services.arbitrator.fact_store import FactStore
 from services.arbitrator.rules.facts import available, workload_key
 from shared import bus
-from shared.api import codec
+from shared.api import codec, paths
 from shared.api.messages import EventHead, ObjectEvent, PdbInfo, PodInfo, WorkloadInfo
 from shared.api.pmj import PHASE_RUNNING, PodMigrationJob
 from shared.config import PodherdConfig
@@ -179,7 +179,7 @@ class Arbitrator:
     async def _running_jobs(self) -> list[HeldJob]:
         if self.kube is None:
             return []
-        body = await self.kube.arequest("GET", "/apis/scheduling.koordinator.sh/v1alpha1/podmigrationjobs")
+        body = await self.kube.arequest("GET", paths.JOBS)
         held = []
         for item in msgspec.json.decode(body)["items"]:
             job = msgspec.convert(item, PodMigrationJob)

@@ -27,13 +27,11 @@ from services.executor.reservations import reservation_for, to_delete
 from services.executor.room import no_room
 from shared import bus
 from shared.api import annotations as known
-from shared.api import codec
+from shared.api import codec, paths
 from shared.api.messages import AuditRecord, Command, JobRef, Report
 from shared.api.pmj import (
     ANNOTATION_ABORT,
-    GROUP,
     MODE_EVICT_DIRECTLY,
-    PLURAL,
     TERMINAL_PHASES,
     PodMigrationJob,
 )
@@ -71,8 +69,6 @@ def _count_eviction(policy: str, outcome: str) -> None:
 
 
 CONSUMER = "executor"
-JOBS = f"/apis/{GROUP}/v1alpha1/{PLURAL}"
-RESERVATIONS = f"/apis/{GROUP}/v1alpha1/reservations"
 BACKOFF_BASE, BACKOFF_MAX = 0.5, 10.0
 
 
@@ -124,24 +120,24 @@ class Executor:
 
     async def reserve(self, job: PodMigrationJob, attempt: int) -> None:
         if name := job.user_reservation:
-            found = await self._get(f"{RESERVATIONS}/{name}")
+            found = await self._get(paths.reservation(name))
             if found is None:
                 await self._report(
                     job, "reserve", "failed", f"Reservation {name} named by the job does not exist"
                 )
             return
         name = reservation_name(job.metadata.name or "", attempt)
-        if await self._get(f"{RESERVATIONS}/{name}") is not None:
+        if await self._get(paths.reservation(name)) is not None:
             return  # created before (a redelivery): never two Reservations for one attempt
         ref = job.spec.pod_ref
         assert ref is not None
-        pod = await self._get(f"/api/v1/namespaces/{ref.namespace}/pods/{ref.name}")
+        pod = await self._get(paths.pod(str(ref.namespace), str(ref.name)))
         if pod is None:
             await self._report(job, "reserve", "gone", f"pod {ref.namespace}/{ref.name} no longer exists")
             return
         body = reservation_for(job, pod, self.args.default_job_ttl, attempt)
         try:
-            await self.kube.arequest("POST", RESERVATIONS, body=body)
+            await self.kube.arequest("POST", paths.RESERVATIONS, body=body)
         except KubeError as exc:
             if exc.status == 409:
                 return
@@ -156,12 +152,12 @@ class Executor:
         if now is None or now.metadata.uid != job.metadata.uid or now.phase in TERMINAL_PHASES:
             # The job ended (and was cleaned up) between our read and the create: take it back.
             with contextlib.suppress(KubeError):
-                await self.kube.arequest("DELETE", f"{RESERVATIONS}/{name}")
+                await self.kube.arequest("DELETE", paths.reservation(name))
 
     async def evict(self, job: PodMigrationJob, pod_uid: str | None, attempt: int) -> None:
         ref = job.spec.pod_ref
         assert ref is not None
-        path = f"/api/v1/namespaces/{ref.namespace}/pods/{ref.name}"
+        path = paths.pod(str(ref.namespace), str(ref.name))
         pod = await self._get(path)
         meta = (pod or {}).get("metadata") or {}
         if pod is None or (pod_uid and meta.get("uid") != pod_uid):
@@ -233,16 +229,18 @@ class Executor:
             items = await self._list_reservations(selector)
             for reservation in to_delete(items, keep_untaken and name == job_name):
                 with contextlib.suppress(KubeError):
-                    await self.kube.arequest("DELETE", f"{RESERVATIONS}/{reservation}")
+                    await self.kube.arequest("DELETE", paths.reservation(reservation))
                 ACTIONS.labels("cleanup", "", "done").inc()
 
     async def _list_reservations(self, selector: str) -> list[dict[str, Any]]:
-        return await read_or_retry(self.kube.list_items(RESERVATIONS, selector), "listing", BACKOFF_BASE)
+        return await read_or_retry(
+            self.kube.list_items(paths.RESERVATIONS, selector), "listing", BACKOFF_BASE
+        )
 
     # ----------------------------------------------------------------------------------------------------
 
     async def _job(self, name: str) -> PodMigrationJob | None:
-        found = await self._get(f"{JOBS}/{name}")
+        found = await self._get(paths.job(name))
         return msgspec.convert(found, PodMigrationJob) if found is not None else None
 
     async def _get(self, path: str) -> dict[str, Any] | None:
@@ -252,14 +250,16 @@ class Executor:
         """The Reservation the job's replacement is to take: the one the user named, else its latest attempt
         (listed, not read through its reservationRef, which the tracker may not have pointed at it yet)."""
         if name := job.user_reservation:
-            return await self._get(f"{RESERVATIONS}/{name}")
+            return await self._get(paths.reservation(name))
         selector = f"{LABEL_CREATED_BY}=podherd,{LABEL_JOB}={job.metadata.name}"
-        items = await read_or_retry(self.kube.list_items(RESERVATIONS, selector), "listing", BACKOFF_BASE)
+        items = await read_or_retry(
+            self.kube.list_items(paths.RESERVATIONS, selector), "listing", BACKOFF_BASE
+        )
         attempts = [(int((r["metadata"].get("labels") or {}).get(LABEL_ATTEMPT) or 1), r) for r in items]
         if attempts:
             return max(attempts, key=lambda a: a[0])[1]
         if ref := job.spec.reservation_ref_name:  # named as Podherd names them, yet not made by Podherd?
-            found = await self._get(f"{RESERVATIONS}/{ref}")
+            found = await self._get(paths.reservation(ref))
             if found is not None and not made_for(found, job.metadata.name or ""):
                 return found
         return None

@@ -24,8 +24,8 @@ from prometheus_client import Counter
 
 from services.tracker.collect import collectable
 from shared import bus
+from shared.api import paths
 from shared.api.messages import AuditRecord
-from shared.api.pmj import GROUP, PLURAL
 from shared.config import PodherdConfig
 from shared.durations import parse_duration
 from shared.kube import KubeClient, KubeError
@@ -33,7 +33,6 @@ from shared.waits import wait_event
 
 log = logging.getLogger(__name__)
 COLLECTED = Counter("podherd_jobs_collected_total", "Finished PodMigrationJobs deleted after their retention")
-JOBS = f"/apis/{GROUP}/v1alpha1/{PLURAL}"
 
 
 async def collected_names(js: Any, subjects: bus.Subjects, config: PodherdConfig) -> KeyValue:
@@ -81,7 +80,7 @@ class Collector:
             return 0
         now = datetime.now(UTC)
         collected = 0
-        for job in await self.kube.list_items(JOBS, ""):
+        for job in await self.kube.list_items(paths.JOBS, ""):
             if collectable(job, now, self.retention) and await self._collect(names, job):
                 collected += 1
         return collected
@@ -106,7 +105,7 @@ class Collector:
         await self.publisher.flush()
         preconditions = {"uid": uid, "resourceVersion": meta.get("resourceVersion")}
         try:
-            await self.kube.arequest("DELETE", f"{JOBS}/{name}", body={"preconditions": preconditions})
+            await self.kube.arequest("DELETE", paths.job(name), body={"preconditions": preconditions})
         except KubeError as exc:
             if exc.status in (404, 409):  # gone already, or changed since the list: the next pass decides
                 return False

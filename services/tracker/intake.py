@@ -26,17 +26,16 @@ from prometheus_client import Counter
 
 from services.tracker.intents import conflict, job_for
 from shared import bus
-from shared.api import codec
+from shared.api import codec, paths
 from shared.api.codec import SchemaError
 from shared.api.messages import AuditRecord, IntentError, IntentReply, MigrationIntent
-from shared.api.pmj import GROUP, PLURAL, PodMigrationJob
+from shared.api.pmj import PodMigrationJob
 from shared.config import NatsConfig
 from shared.consume import durable, one_by_one, run_consumer
 from shared.kube import KubeClient, KubeError
 
 log = logging.getLogger(__name__)
 INTENTS = Counter("podherd_tracker_intents_total", "Migration intents received", ["path", "outcome"])
-JOBS_PATH = f"/apis/{GROUP}/v1alpha1/{PLURAL}"
 CONSUMER = "tracker-intents"
 QUEUE_GROUP = "podherd-tracker"
 
@@ -65,7 +64,7 @@ class IntentIntake:
         """Create the intent's job (or find it). Returns (job name, created); raises Refused."""
         job = job_for(intent)
         name = job.metadata.name or ""
-        existing = await self._get(f"{JOBS_PATH}/{name}")
+        existing = await self._get(paths.job(name))
         if existing is not None:
             return name, self._same(existing, intent)
         collected = await self._collected(name)
@@ -73,7 +72,7 @@ class IntentIntake:
             if collected.get("pod") != f"{intent.pod.namespace}/{intent.pod.name}":
                 raise Refused("Conflict", f"job {name} (collected) was for pod {collected.get('pod')}", "pod")
             return name, False
-        pod = await self._get(f"/api/v1/namespaces/{intent.pod.namespace}/pods/{intent.pod.name}")
+        pod = await self._get(paths.pod(intent.pod.namespace, intent.pod.name))
         if pod is None:
             raise Refused("MissingPod", f"pod {intent.pod.namespace}/{intent.pod.name} not found", "pod")
         uid = pod.get("metadata", {}).get("uid")
@@ -84,12 +83,12 @@ class IntentIntake:
                 "pod.uid",
             )
         try:
-            await self.kube.arequest("POST", JOBS_PATH, body=msgspec.to_builtins(job))
+            await self.kube.arequest("POST", paths.JOBS, body=msgspec.to_builtins(job))
         except KubeError as exc:
             if exc.status != 409:
                 raise self._outage(exc) from exc
             # Another replica created it a moment ago: the same job, if it is this intent's.
-            found = await self._get(f"{JOBS_PATH}/{name}")
+            found = await self._get(paths.job(name))
             if found is None:
                 raise Refused("Unavailable", f"job {name} was created and deleted meanwhile; retry") from exc
             return name, self._same(found, intent)

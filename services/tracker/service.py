@@ -41,7 +41,7 @@ from services.tracker.observe import node_ready, pod_view, reservation_view
 from services.tracker.progress import PodView, ReservationView
 from shared import bus, ledger
 from shared.api import annotations as known
-from shared.api import codec
+from shared.api import codec, paths
 from shared.api.messages import (
     AuditRecord,
     Command,
@@ -60,7 +60,6 @@ from shared.api.pmj import (
     PHASE_PENDING,
     PHASE_RUNNING,
     PHASE_SUCCEEDED,
-    PLURAL,
     REASON_WAIT_FOR_POD_BIND_RESERVATION,
     TERMINAL_PHASES,
     PodMigrationJob,
@@ -91,8 +90,6 @@ RESYNC_SECONDS = 30.0
 # How often a replica looks for room an ended job kept after Redis lost why (see `sweep_room`).
 ROOM_SWEEP_SECONDS = 10.0
 RELEASES = Counter("podherd_ledger_releases_total", "Ledger slots released when jobs ended")
-JOBS = f"/apis/{GROUP}/v1alpha1/{PLURAL}"
-RESERVATIONS = f"/apis/{GROUP}/v1alpha1/reservations"
 LOCK_MS = 15_000
 CommandStep = Literal["reserve", "evict", "cleanup"]
 UNLOCK = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0"
@@ -260,7 +257,7 @@ class Tracker:
         """Redis can lose what drives a job (a flush: its deadline, its decision): every open job whose
         deadline is not tracked is tracked again and reconciled, so none waits for an event that will not
         come. Costs one list of the PMJs per RESYNC_SECONDS."""
-        items = await read_or_retry(self.kube.list_items(JOBS, ""), "listing jobs", 0.5)
+        items = await read_or_retry(self.kube.list_items(paths.JOBS, ""), "listing jobs", 0.5)
         for raw in items:
             if ((raw.get("status") or {}).get("phase") or PHASE_PENDING) in TERMINAL_PHASES:
                 continue
@@ -274,14 +271,14 @@ class Tracker:
         """Room an ended job kept for its siblings is deleted by the last of them to end, as Redis records;
         Redis can lose that record (a flush). From the cluster alone: a Reservation Podherd made for a job
         that has ended goes, unless it is untaken room of a workload with a job still in flight."""
-        items = await self._list(RESERVATIONS, f"{LABEL_CREATED_BY}=podherd")
+        items = await self._list(paths.RESERVATIONS, f"{LABEL_CREATED_BY}=podherd")
         owners = sorted({(r["metadata"].get("labels") or {}).get(LABEL_JOB) or "" for r in items} - {""})
         # The phases the trackers wrote; a job Redis does not know (a flush) is read from the API server.
         written = await self.client.hmget(f"{self.key}:phases", owners) if owners else []
         open_jobs = set()
         for owner, recorded in zip(owners, written, strict=True):
             phase = as_text(recorded) if recorded is not None else None
-            if phase is None and (found := await self._get(f"{JOBS}/{owner}")) is not None:
+            if phase is None and (found := await self._get(paths.job(owner))) is not None:
                 phase = (found.get("status") or {}).get("phase") or PHASE_PENDING
             if phase is not None and phase not in TERMINAL_PHASES:  # None: the job is gone
                 open_jobs.add(owner)
@@ -329,7 +326,7 @@ class Tracker:
             await self._unlock(keys=[lock], args=[self.me])
 
     async def _reconcile_once(self, name: str) -> bool:
-        raw = await self._get(f"{JOBS}/{name}")
+        raw = await self._get(paths.job(name))
         if raw is None:
             return True
         job = msgspec.convert(raw, PodMigrationJob)
@@ -339,7 +336,7 @@ class Tracker:
         if step.status != before:
             body = {**raw, "status": msgspec.to_builtins(step.status)}
             try:
-                await self.kube.arequest("PUT", f"{JOBS}/{name}/status", body=body)
+                await self.kube.arequest("PUT", paths.job_status(name), body=body)
             except KubeError as exc:
                 if exc.status == 409:
                     return False  # changed meanwhile: read it again and decide again
@@ -416,7 +413,7 @@ class Tracker:
         reservations, attempt = await self._reservations(job)
         pod = None
         if ref is not None and ref.namespace and ref.name:
-            found = await self._get(f"/api/v1/namespaces/{ref.namespace}/pods/{ref.name}")
+            found = await self._get(paths.pod(ref.namespace, ref.name))
             if found is not None:
                 view = pod_view(found)
                 # The pod the job was made for: a new pod by the same name (a StatefulSet's) is not it.
@@ -429,7 +426,7 @@ class Tracker:
                 expected = as_text(first_seen) if first_seen is not None else ref.uid or view.uid
                 pod = view if view.uid == expected else None
                 if pod is not None and pod.deleted_at is not None and pod.node:
-                    node = await self._get(f"/api/v1/nodes/{pod.node}")  # why it may not go: NotReady
+                    node = await self._get(paths.node(pod.node))  # why it may not go: NotReady
                     pod = replace(pod, node_ready=node_ready(node) if node is not None else None)
         current = reservations[-1] if reservations else None
         await self._pool(reservations)
@@ -476,12 +473,12 @@ class Tracker:
         user named, else those Podherd made for it (its reservationRef then names the latest)."""
         name, ref = job.metadata.name or "", job.spec.reservation_ref_name
         if named := job.user_reservation:
-            found = await self._get(f"{RESERVATIONS}/{named}")
+            found = await self._get(paths.reservation(named))
             return ([reservation_view(found)], 1) if found is not None else ([], 0)
-        items = await self._list(RESERVATIONS, f"{LABEL_JOB}={name}")
+        items = await self._list(paths.RESERVATIONS, f"{LABEL_JOB}={name}")
         if ref is not None and not items and job.phase not in TERMINAL_PHASES:
             # Named as Podherd names them, yet none of Podherd's is there: a Reservation of the user's?
-            found = await self._get(f"{RESERVATIONS}/{ref}")
+            found = await self._get(paths.reservation(ref))
             if found is not None and not made_for(found, name):
                 return [reservation_view(found)], 1
         items.sort(key=lambda r: int(((r.get("metadata") or {}).get("labels") or {}).get(LABEL_ATTEMPT) or 1))
@@ -503,7 +500,7 @@ class Tracker:
         workload: list[ReservationView] = []
         if controller:
             pooled = [tuple(json.loads(member)) for member in await self.client.smembers(pool)]
-            listed = await self._list(RESERVATIONS, f"{LABEL_CONTROLLER}={controller}")
+            listed = await self._list(paths.RESERVATIONS, f"{LABEL_CONTROLLER}={controller}")
             workload = [reservation_view(item) for item in listed]
         for namespace, name, pod_uid in claims.candidates(own, pooled, workload):
             raw = await self.client.hget(f"{self.key}:claims", pod_uid)
@@ -536,7 +533,7 @@ class Tracker:
 
     async def _pod(self, ident: tuple[str, str, str]) -> PodView | None:
         namespace, name, uid = ident
-        found = await self._get(f"/api/v1/namespaces/{namespace}/pods/{name}")
+        found = await self._get(paths.pod(namespace, name))
         view = pod_view(found) if found is not None else None
         return view if view is not None and view.uid == uid else None
 
@@ -628,7 +625,7 @@ class Tracker:
         with contextlib.suppress(KubeError):
             await self.kube.arequest(
                 "PATCH",
-                f"{JOBS}/{job.metadata.name}",
+                paths.job(str(job.metadata.name)),
                 body=patch,
                 content_type="application/merge-patch+json",
             )
@@ -641,7 +638,7 @@ class Tracker:
         with contextlib.suppress(KubeError):  # written again on the job's next look
             await self.kube.arequest(
                 "PATCH",
-                f"{JOBS}/{job.metadata.name}",
+                paths.job(str(job.metadata.name)),
                 body=patch,
                 content_type="application/merge-patch+json",
             )
@@ -711,7 +708,7 @@ class Tracker:
             "count": 1,
         }
         with contextlib.suppress(Exception):
-            await self.kube.arequest("POST", "/api/v1/namespaces/default/events", body=event)
+            await self.kube.arequest("POST", paths.events("default"), body=event)
 
     async def _track(self, job: PodMigrationJob) -> None:
         name = job.metadata.name or ""

@@ -18,6 +18,7 @@ import redis.asyncio as aioredis
 
 from kubesim.sim import SimHandle
 from podherd.install import install, service_kubeconfig
+from podherd.servers import Server
 from services.arbitrator.service import Arbitrator
 from services.executor.service import Executor
 from services.tracker.service import Tracker
@@ -25,7 +26,6 @@ from services.watcher.service import Watcher
 from shared import bus
 from shared.config import KubernetesConfig, PodherdConfig, config_from_dict
 from shared.kube import KubeClient
-from shared.servers import Server
 from tests.kube import Kube, watch_until
 
 GROUP, VERSION, PLURAL = "scheduling.koordinator.sh", "v1alpha1", "podmigrationjobs"

@@ -16,9 +16,9 @@ from prometheus_client import REGISTRY
 
 from kubesim.sim import SimHandle
 from podherd.client import audit_records
+from podherd.servers import Server
 from shared import bus
 from shared.ledger import Ledger
-from shared.servers import Server
 from tests.e2e.pipeline import (
     GROUP,
     PLURAL,

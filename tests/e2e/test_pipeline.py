@@ -15,6 +15,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from kubesim.sim import SimHandle
+from podherd.servers import Server
 from services.executor.service import Executor
 from services.tracker.service import Tracker
 from shared import bus
@@ -22,7 +23,6 @@ from shared.api import codec
 from shared.api.messages import IntentReply, MigrationIntent, PodKey
 from shared.config import CollectorConfig
 from shared.ledger import Ledger
-from shared.servers import Server
 from tests.e2e.pipeline import GROUP, PLURAL, VERSION, create_job, ended, pipeline, pipeline_config, until_job
 from tests.e2e.test_lifecycle import (
     BLIND_TO_BUDGETS,

@@ -25,11 +25,11 @@ from podherd.history import room_checks
 from podherd.install import install, manifests, service_token
 from podherd.invariants import Watchdog
 from podherd.processes import SERVICES, ServiceProcess, ServiceProcesses
+from podherd.servers import Server
 from shared import bus
 from shared.api import codec
 from shared.api.messages import MigrationIntent, PodKey
 from shared.kube import KubeClient
-from shared.servers import Server
 from tests.e2e.pipeline import pipeline_config, podherd
 from tests.e2e.test_lifecycle import cluster, start, until_no_reservations, web_pods
 from tests.e2e.test_pipeline import until_all_ended

@@ -18,9 +18,9 @@ import yaml
 from kubesim.sim import SimHandle
 from podherd.install import install
 from podherd.processes import ops_port
+from podherd.servers import Server, spawn_logged
 from shared.config import KubernetesConfig
 from shared.kube import KubeClient
-from shared.servers import Server, spawn_logged
 from tests.e2e.pipeline import GROUP, PLURAL, VERSION, ended, pipeline_config, podherd
 from tests.kube import Kube, client_for, watch_until
 

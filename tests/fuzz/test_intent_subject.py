@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 from nats.aio.client import Client as NatsClient
 
 from kubesim.sim import SimHandle
+from podherd.servers import Server
 from services.tracker.intake import IntentIntake
 from services.tracker.intents import job_name
 from shared import bus
@@ -30,7 +31,6 @@ from shared.api import codec
 from shared.api.messages import IntentReply, MigrationIntent
 from shared.config import KubernetesConfig, NatsConfig
 from shared.kube import KubeClient
-from shared.servers import Server
 from tests.fuzz import sizes
 from tests.fuzz.test_decoders import intents, json_values
 from tests.kube import client_for, with_crds

@@ -19,6 +19,7 @@ import nats
 import pytest
 import redis.asyncio as aioredis
 
+from podherd.servers import Server
 from services.arbitrator import engine as engine_module
 from services.arbitrator.service import Arbitrator
 from shared import bus
@@ -27,7 +28,6 @@ from shared.api.messages import ObjectEvent, PdbInfo, PodInfo, WorkloadInfo, Wor
 from shared.api.meta import ObjectMeta, ObjectReference
 from shared.api.pmj import PodMigrationJob, PodMigrationJobSpec
 from shared.config import PodherdConfig, config_from_dict
-from shared.servers import Server
 
 pytestmark = pytest.mark.integration
 EPOCH = datetime(2026, 11, 1, tzinfo=UTC)

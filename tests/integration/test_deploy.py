@@ -17,9 +17,9 @@ import pytest
 from kubesim import SERVICE_MONITOR_CRD
 from kubesim.sim import SimHandle
 from podherd.install import DEPLOY, install, service_token
+from podherd.servers import find_nats_binary, free_port
 from shared.config import KubernetesConfig
 from shared.kube import KubeClient, KubeError
-from shared.servers import find_nats_binary, free_port
 from tests.integration.test_kubesim_kubectl import KUBECTL, kubectl
 
 pytestmark = pytest.mark.integration

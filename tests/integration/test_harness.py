@@ -9,9 +9,7 @@ import pytest
 import redis.asyncio as aioredis
 from nats.js.api import StreamConfig
 
-from shared.bus import StreamRefused, Subjects, ensure_events_stream
-from shared.config import NatsConfig
-from shared.servers import (
+from podherd.servers import (
     Server,
     find_nats_binary,
     find_redis_binary,
@@ -19,6 +17,8 @@ from shared.servers import (
     redis_server,
     start_nats_binary,
 )
+from shared.bus import StreamRefused, Subjects, ensure_events_stream
+from shared.config import NatsConfig
 from tests.conftest import NatsScope, RedisScope
 
 pytestmark = pytest.mark.integration

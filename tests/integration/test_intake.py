@@ -11,13 +11,13 @@ from typing import Any
 
 import pytest
 
+from podherd.servers import Server
 from services.tracker.intake import CONSUMER, IntentIntake
 from shared import bus
 from shared.api import codec
 from shared.api.messages import IntentReply, MigrationIntent, PodKey
 from shared.config import KubernetesConfig, config_from_dict
 from shared.kube import KubeClient
-from shared.servers import Server
 from tests.conftest import NatsScope
 from tests.kube import Kube
 

@@ -12,9 +12,9 @@ import redis.asyncio as aioredis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from podherd.servers import Server
 from services.arbitrator.rules import limits
 from shared.ledger import Candidate, HeldJob, Ledger
-from shared.servers import Server
 from shared.slots import Bucket, Slot
 from tests.conftest import RedisScope
 

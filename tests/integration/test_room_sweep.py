@@ -12,13 +12,13 @@ import pytest
 import redis.asyncio as aioredis
 
 from kubesim.sim import SimHandle
+from podherd.servers import Server
 from services.executor.reservations import reservation_for
 from services.tracker.service import Tracker
 from shared import bus
 from shared.api.pmj import PodMigrationJob
 from shared.api.reservation import LABEL_CONTROLLER, LABEL_CREATED_BY, LABEL_JOB
 from shared.kube import KubeClient
-from shared.servers import Server
 from tests.e2e.pipeline import GROUP, PLURAL, VERSION, pipeline_config
 from tests.e2e.test_lifecycle import cluster, start, web_pods
 from tests.kube import watch_until

@@ -23,11 +23,11 @@ import pytest
 from nats.js.api import ConsumerConfig, DeliverPolicy
 
 from kubesim.sim import SimHandle
+from podherd.servers import Server
 from services.watcher.service import Watcher
 from shared.bus import Subjects
 from shared.config import PodherdConfig, config_from_dict
 from shared.kube import KubeClient
-from shared.servers import Server
 from tests.kube import Kube, client_for, with_crds
 
 pytestmark = pytest.mark.integration

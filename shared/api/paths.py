@@ -1,0 +1,36 @@
+"""The API server paths Podherd reads and writes, each spelled once."""
+
+from __future__ import annotations
+
+from typing import Final
+
+from shared.api.pmj import GROUP, PLURAL, VERSION
+
+JOBS: Final = f"/apis/{GROUP}/{VERSION}/{PLURAL}"
+RESERVATIONS: Final = f"/apis/{GROUP}/{VERSION}/reservations"
+PODS: Final = "/api/v1/pods"
+NODES: Final = "/api/v1/nodes"
+
+
+def job(name: str) -> str:
+    return f"{JOBS}/{name}"
+
+
+def job_status(name: str) -> str:
+    return f"{JOBS}/{name}/status"
+
+
+def reservation(name: str) -> str:
+    return f"{RESERVATIONS}/{name}"
+
+
+def pod(namespace: str, name: str) -> str:
+    return f"/api/v1/namespaces/{namespace}/pods/{name}"
+
+
+def node(name: str) -> str:
+    return f"{NODES}/{name}"
+
+
+def events(namespace: str) -> str:
+    return f"/api/v1/namespaces/{namespace}/events"
