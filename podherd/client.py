@@ -193,7 +193,7 @@ async def audit_records(
 ) -> AsyncIterator[bytes]:
     """The audit stream from its start (one job's, or all), then new records while `follow`."""
     js = nc.jetstream()
-    subject = subjects.audit(job) if job else f"{subjects.prefix}.audit.>"
+    subject = subjects.audit(job) if job else subjects.all_audit
     try:
         info = await js.stream_info(subjects.audit_stream)
     except nats.js.errors.NotFoundError as exc:

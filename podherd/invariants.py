@@ -25,6 +25,7 @@ from shared.config import MigrationControllerArgs
 from shared.intstr import max_unavailable
 from shared.kube import KubeClient, KubeError
 from shared.ledger import Ledger
+from shared.slots import limit_of
 from shared.waits import cancel_and_wait, wait_event
 
 log = logging.getLogger(__name__)
@@ -71,7 +72,7 @@ class Findings:
 
 
 def slot_limit(key: str, args: MigrationControllerArgs) -> int | None:
-    kind = key.partition(":")[0]
+    kind = limit_of(key)
     limit = {
         "node": args.max_migrating_per_node,
         "namespace": args.max_migrating_per_namespace,
@@ -212,7 +213,7 @@ class Watchdog:
     async def _sample_ledger(self) -> None:
         used, _ = await self.ledger.usage()
         for key, members in used.items():
-            kind = key.partition(":")[0]
+            kind = limit_of(key)
             self.findings.peak_slots[kind] = max(self.findings.peak_slots.get(kind, 0), len(members))
             limit = slot_limit(key, self.args)
             if limit is not None and len(members) > limit:

@@ -104,12 +104,24 @@ class Subjects:
     def job(self, step: str, job: str) -> str:
         return f"{self.prefix}.jobs.{step}.{token(job)}"
 
+    def jobs_at(self, step: str) -> str:
+        """Every job's messages of one step (a consumer's filter)."""
+        return f"{self.prefix}.jobs.{step}.>"
+
+    def step_of(self, subject: str) -> str:
+        """The step a job message's subject names (`<prefix>.jobs.<step>.<job>`)."""
+        return subject[len(self.prefix) + len(".jobs.") :].split(".", 1)[0]
+
     @property
     def audit_stream(self) -> str:
         return f"{self.stream_prefix}_AUDIT"
 
     def audit(self, job: str) -> str:
         return f"{self.prefix}.audit.{token(job)}"
+
+    @property
+    def all_audit(self) -> str:
+        return f"{self.prefix}.audit.>"
 
     @property
     def dlq_stream(self) -> str:

@@ -22,7 +22,7 @@ from typing import Any, Final
 import msgspec
 import redis.asyncio as aioredis
 
-from shared.slots import Bucket, Slot
+from shared.slots import Bucket, Slot, workload_of
 
 ADMITTED = "admitted"
 DEFERRED = "deferred"
@@ -91,7 +91,7 @@ class HeldJob:
     @property
     def workload(self) -> str | None:
         """The workload (`Kind/namespace/name`) whose slot the job holds, if any."""
-        return next((key.partition(":")[2] for key in self.slot_keys if key.startswith("workload:")), None)
+        return next((w for key in self.slot_keys if (w := workload_of(key)) is not None), None)
 
     def annotation(self) -> str:
         return json.dumps({"pod": self.pod_uid, "slots": list(self.slot_keys)})
@@ -298,7 +298,7 @@ class Ledger:
         await pipe.execute()
         # Which of them stand for a replica that is not Ready (the Ready sets were refilled before this).
         held = [
-            [j.job_uid, j.pod_uid, key] for j in jobs for key in j.slot_keys if key.startswith("workload:")
+            [j.job_uid, j.pod_uid, key] for j in jobs for key in j.slot_keys if workload_of(key) is not None
         ]
         if held:
             await self._track_gone(keys=[self.prefix], args=[json.dumps(held)])

@@ -4,6 +4,37 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+# Slot keys (`<limit>:<scope>`), spelled here only; lua/admit.lua knows the workload prefix too.
+GLOBAL = "global"
+WORKLOAD_PREFIX = "workload:"
+
+
+def node_slot(node: str) -> str:
+    return f"node:{node}"
+
+
+def namespace_slot(namespace: str) -> str:
+    return f"namespace:{namespace}"
+
+
+def workload_slot(workload: str) -> str:
+    """The slot of a workload, by its key (`Kind/namespace/name`)."""
+    return f"{WORKLOAD_PREFIX}{workload}"
+
+
+def pdb_slot(pdb: str) -> str:
+    return f"pdb:{pdb}"
+
+
+def limit_of(slot_key: str) -> str:
+    """Which limit a slot key belongs to: node, namespace, workload, pdb or global."""
+    return slot_key.partition(":")[0]
+
+
+def workload_of(slot_key: str) -> str | None:
+    """The workload key a workload slot names; None for other slots."""
+    return slot_key.removeprefix(WORKLOAD_PREFIX) if slot_key.startswith(WORKLOAD_PREFIX) else None
+
 
 @dataclass(frozen=True)
 class Slot:

@@ -37,7 +37,7 @@ from shared.api.pmj import (
 from shared.api.validation import validate_pmj
 from shared.config import PodherdConfig
 from shared.ledger import ADMITTED, DEFERRED, FORBIDDEN, REJECTED, Candidate, Ledger, Verdict, as_text
-from shared.slots import Slot
+from shared.slots import GLOBAL, Slot, namespace_slot, node_slot, workload_slot
 
 log = logging.getLogger(__name__)
 
@@ -285,11 +285,11 @@ class Engine:
         in_progress = known.EVICTION_IN_PROGRESS in pod.annotations and (
             pod.deletion_timestamp is None and deleted_uid is None
         )
-        keys = ["global", f"namespace:{pod.namespace}"]
+        keys = [GLOBAL, namespace_slot(pod.namespace)]
         if pod.node_name:
-            keys.append(f"node:{pod.node_name}")
+            keys.append(node_slot(pod.node_name))
         if pod.workload is not None:
-            keys.append(f"workload:{workload_key(pod.workload)}")
+            keys.append(workload_slot(workload_key(pod.workload)))
         await self.ledger.set_evicting(pod.uid, in_progress, keys)
 
     # ----------------------------------------------------------------------------------------------------
@@ -449,19 +449,12 @@ class Engine:
         rejection = filters.evaluate(facts, pod, workload, self.args, self._threshold())
         if rejection is not None:
             return _rejected(uid, pod.uid, rejection)
-        plan = limits.plan(facts, pod, workload, None, self.args)
-        slots = list(plan.slots)
-        for pdb in item.pdbs:
-            budget = PdbFacts(key=f"{pdb.namespace}/{pdb.name}", disruptions_allowed=pdb.disruptions_allowed)
-            slots.append(
-                Slot(
-                    "PodDisruptionBudget",
-                    f"pdb:{budget.key}",
-                    budget.disruptions_allowed,
-                    f"PodDisruptionBudget {budget.key}",
-                )
-            )
-        return Candidate(uid, pod.uid, tuple(slots), plan.buckets)
+        budgets = [
+            PdbFacts(key=f"{pdb.namespace}/{pdb.name}", disruptions_allowed=pdb.disruptions_allowed)
+            for pdb in item.pdbs
+        ]
+        plan = limits.plan(facts, pod, workload, budgets, self.args)
+        return Candidate(uid, pod.uid, plan.slots, plan.buckets)
 
     def _threshold(self) -> int | None:
         threshold = self.args.priority_threshold

@@ -36,6 +36,7 @@ from shared.kube import KubeClient
 from shared.ledger import HeldJob, Ledger, recorded
 from shared.ops import OpsServer
 from shared.runtime import close_nats, nats_check
+from shared.slots import limit_of, workload_slot
 from shared.waits import wait_event
 
 log = logging.getLogger(__name__)
@@ -123,7 +124,7 @@ class Arbitrator:
             if pod.workload is None:
                 changed = await put
             else:  # maxUnavailablePerWorkload counts the workload's Ready pods: both writes in one round trip
-                slot = f"workload:{workload_key(pod.workload)}"
+                slot = workload_slot(workload_key(pod.workload))
                 ready = self.ledger.pod_ready(
                     ident, head.resource_version, pod.uid, available(pod), slot, deleted
                 )
@@ -236,7 +237,7 @@ class Arbitrator:
             else:
                 by_limit: dict[str, int] = dict.fromkeys(LIMIT_KINDS, 0)
                 for key, members in used.items():
-                    kind = key.partition(":")[0]
+                    kind = limit_of(key)
                     by_limit[kind] = by_limit.get(kind, 0) + len(members)
                 for kind, count in by_limit.items():
                     SLOTS_IN_USE.labels(kind).set(count)

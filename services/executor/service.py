@@ -85,7 +85,7 @@ class Executor:
     async def setup(self) -> Any:
         await bus.ensure_work_streams(self.js, self.subjects, self.config.nats)
         steps = ("reserve", "evict", "cleanup")
-        filters = [f"{self.subjects.prefix}.jobs.{step}.>" for step in steps]
+        filters = [self.subjects.jobs_at(step) for step in steps]
         # Unbounded redelivery: a blocked eviction is retried until its job ends (the job's TTL bounds it).
         return await durable(
             self.js, self.subjects.jobs_stream, CONSUMER, filters, self.config.nats, max_deliver=-1

@@ -142,7 +142,7 @@ class Tracker:
             self.js,
             self.subjects.jobs_stream,
             "tracker-jobs",
-            [f"{self.subjects.prefix}.jobs.{s}.>" for s in steps],
+            [self.subjects.jobs_at(s) for s in steps],
             self.config.nats,
             max_deliver=-1,
         )
@@ -207,7 +207,7 @@ class Tracker:
                 await self.reconcile(as_text(claimant))
 
     async def on_job_message(self, msg: Any) -> None:
-        step = msg.subject.split(".")[-2]
+        step = self.subjects.step_of(msg.subject)
         if step == "kick":
             await self.reconcile(codec.decode(msg.data, JobRef).name)
         elif step == "report":

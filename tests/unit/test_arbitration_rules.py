@@ -187,8 +187,8 @@ def test_seed_001_three_replicas_admit_one_of_two() -> None:
     config = args(evictBurst=10, evictQPS=100)
     ledger = empty_ledger(ready=3)
     (j1, p1), (j2, p2) = job_pod(1, "node-1"), job_pod(2, "node-2")
-    assert admit(ledger, limits.plan(j1, p1, workload, None, config)).admitted
-    second = admit(ledger, limits.plan(j2, p2, workload, None, config))
+    assert admit(ledger, limits.plan(j1, p1, workload, (), config)).admitted
+    second = admit(ledger, limits.plan(j2, p2, workload, (), config))
     assert not second.admitted and second.rule == "maxMigratingPerWorkload"
     assert second.message == "deferred: maxMigratingPerWorkload 1/1 on workload Deployment/default/web"
 
@@ -201,13 +201,13 @@ def test_node_limit_and_the_evict_annotation_bypass() -> None:
     ledger = empty_ledger(ready=40)
     for i in range(2):
         j, p = job_pod(i)
-        assert admit(ledger, limits.plan(j, p, workload, None, config)).admitted
+        assert admit(ledger, limits.plan(j, p, workload, (), config)).admitted
     j, p = job_pod(3)
-    third = admit(ledger, limits.plan(j, p, workload, None, config))
+    third = admit(ledger, limits.plan(j, p, workload, (), config))
     assert not third.admitted and third.message == "deferred: maxMigratingPerNode 2/2 on node node-1"
     j, p = job_pod(4, annotations={"descheduler.alpha.kubernetes.io/evict": ""})
     assert admit(
-        ledger, limits.plan(j, p, workload, None, config)
+        ledger, limits.plan(j, p, workload, (), config)
     ).admitted  # seed 001: the annotation lifts it
 
 
@@ -216,7 +216,7 @@ def test_eviction_in_progress_counts_as_migrating() -> None:
     ledger = empty_ledger()
     ledger.evicting["node:node-1"] = {"pod-x", "pod-y"}  # type: ignore[index]
     j, p = job_pod(1)
-    outcome = admit(ledger, limits.plan(j, p, None, None, config))
+    outcome = admit(ledger, limits.plan(j, p, None, (), config))
     assert not outcome.admitted and outcome.rule == "maxMigratingPerNode" and "2/2" in outcome.message
 
 
@@ -226,7 +226,7 @@ def test_waiting_jobs_count_nowhere() -> None:
     ledger = empty_ledger()
     for i in range(5):
         j, p = job_pod(i)
-        limits.evaluate(limits.plan(j, p, None, None, config), ledger, 1000.0)
+        limits.evaluate(limits.plan(j, p, None, (), config), ledger, 1000.0)
     assert not ledger.slots and not ledger.claims
 
 
@@ -235,9 +235,9 @@ def test_max_unavailable_counts_unavailable_replicas() -> None:
     workload = WorkloadFacts(key="Deployment/default/web", replicas=8)  # default limit 2
     ledger = empty_ledger(ready=7)  # one replica down
     j, p = job_pod(1)
-    assert admit(ledger, limits.plan(j, p, workload, None, config)).admitted
+    assert admit(ledger, limits.plan(j, p, workload, (), config)).admitted
     j, p = job_pod(2, "node-2")
-    outcome = admit(ledger, limits.plan(j, p, workload, None, config))
+    outcome = admit(ledger, limits.plan(j, p, workload, (), config))
     assert not outcome.admitted and outcome.rule == "maxUnavailablePerWorkload"
     assert outcome.message == (
         "deferred: maxUnavailablePerWorkload 2/2 on workload Deployment/default/web (1 more unavailable)"
@@ -259,7 +259,7 @@ def six_replicas() -> tuple[limits.LedgerView, Callable[[int, str], limits.Outco
     ledger = empty_ledger(ready=6)
 
     def move(i: int, node: str) -> limits.Outcome:
-        return admit(ledger, limits.plan(*job_pod(i, node), workload, None, config))
+        return admit(ledger, limits.plan(*job_pod(i, node), workload, (), config))
 
     return ledger, move
 
@@ -302,11 +302,11 @@ def test_pdb_and_global_limits() -> None:
     ledger = empty_ledger()
     j, p = job_pod(1)
     pdb = PdbFacts(key="default/web", disruptions_allowed=0)
-    blocked = admit(ledger, limits.plan(j, p, None, pdb, config))
+    blocked = admit(ledger, limits.plan(j, p, None, [pdb], config))
     assert not blocked.admitted and blocked.rule == "PodDisruptionBudget"
-    assert admit(ledger, limits.plan(j, p, None, replace(pdb, disruptions_allowed=1), config)).admitted
+    assert admit(ledger, limits.plan(j, p, None, [replace(pdb, disruptions_allowed=1)], config)).admitted
     j2, p2 = job_pod(2, "node-2", annotations={"descheduler.alpha.kubernetes.io/evict": ""})
-    outcome = admit(ledger, limits.plan(j2, p2, None, None, config))
+    outcome = admit(ledger, limits.plan(j2, p2, None, (), config))
     assert not outcome.admitted and outcome.rule == "maxMigratingGlobally"  # not lifted by the annotation
 
 
@@ -315,10 +315,10 @@ def test_token_bucket_uses_the_ledger_clock() -> None:
     ledger = empty_ledger()
     j1, p1 = job_pod(1)
     j2, p2 = job_pod(2)
-    assert admit(ledger, limits.plan(j1, p1, None, None, config), now=10.0).admitted
-    early = admit(ledger, limits.plan(j2, p2, None, None, config), now=10.2)
+    assert admit(ledger, limits.plan(j1, p1, None, (), config), now=10.0).admitted
+    early = admit(ledger, limits.plan(j2, p2, None, (), config), now=10.2)
     assert not early.admitted and early.rule == "evictQPS" and "next token in 0.30s" in early.message
-    assert admit(ledger, limits.plan(j2, p2, None, None, config), now=10.5).admitted
+    assert admit(ledger, limits.plan(j2, p2, None, (), config), now=10.5).admitted
 
 
 def test_object_limiter_charged_at_admission() -> None:
@@ -333,7 +333,7 @@ def test_object_limiter_charged_at_admission() -> None:
     )
     workload = WorkloadFacts(key="Deployment/default/web", replicas=100)
     ledger = empty_ledger(ready=100)
-    outcomes = [admit(ledger, limits.plan(*job_pod(i), workload, None, config)) for i in range(3)]
+    outcomes = [admit(ledger, limits.plan(*job_pod(i), workload, (), config)) for i in range(3)]
     assert [o.admitted for o in outcomes] == [True, True, False]
     assert outcomes[2].rule == "objectLimiters.workload"
 
@@ -342,11 +342,11 @@ def test_a_pod_claimed_by_another_job_is_forbidden() -> None:
     config = args(evictBurst=10, evictQPS=100)
     ledger = empty_ledger()
     j1, p = job_pod(1)
-    assert admit(ledger, limits.plan(j1, p, None, None, config)).admitted
+    assert admit(ledger, limits.plan(j1, p, None, (), config)).admitted
     other = replace(j1, name="other", uid="job-other")
-    outcome = admit(ledger, limits.plan(other, p, None, None, config))
+    outcome = admit(ledger, limits.plan(other, p, None, (), config))
     assert outcome.forbidden and outcome.rule == "ActiveJob" and "job-1" in outcome.message
-    again = admit(ledger, limits.plan(j1, p, None, None, config))
+    again = admit(ledger, limits.plan(j1, p, None, (), config))
     assert again.admitted and again.message == "already admitted"  # a retried decision takes nothing twice
 
 

@@ -22,7 +22,7 @@ admission counts nowhere (Koordinator #1150: counting waiting jobs deadlocked a 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from services.arbitrator.rules.facts import JobFacts, PdbFacts, PodInfo, WorkloadFacts
@@ -30,7 +30,7 @@ from shared.api import annotations as known
 from shared.config import MigrationControllerArgs, ObjectLimiter
 from shared.durations import parse_duration
 from shared.intstr import max_migrating, max_unavailable, scaled_value
-from shared.slots import Bucket, Slot
+from shared.slots import GLOBAL, Bucket, Slot, namespace_slot, node_slot, pdb_slot, workload_slot
 
 __all__ = ["AdmissionPlan", "Bucket", "LedgerView", "Outcome", "Slot", "evaluate", "plan"]
 
@@ -49,15 +49,15 @@ def plan(
     job: JobFacts,
     pod: PodInfo,
     workload: WorkloadFacts | None,
-    pdb: PdbFacts | None,
+    pdbs: Sequence[PdbFacts],
     args: MigrationControllerArgs,
 ) -> AdmissionPlan:
+    """What admitting the job takes: the slots of every limit that applies to its pod (one per budget
+    covering it) and the token buckets of the eviction rate and the object limiters."""
     slots: list[Slot] = []
-    buckets = [
-        Bucket("evictQPS", "global", args.evict_qps_value, args.evict_burst, "the global eviction rate")
-    ]
+    buckets = [Bucket("evictQPS", GLOBAL, args.evict_qps_value, args.evict_burst, "the global eviction rate")]
     if args.max_migrating_globally > 0:
-        slots.append(Slot("maxMigratingGlobally", "global", args.max_migrating_globally, "the cluster"))
+        slots.append(Slot("maxMigratingGlobally", GLOBAL, args.max_migrating_globally, "the cluster"))
     if EVICT_ANNOTATION not in pod.annotations:
         limiters = args.object_limiters
         if limiters.workload is not None and workload is not None:
@@ -70,7 +70,7 @@ def plan(
             buckets.extend(
                 _limiter(
                     "workload",
-                    f"workload:{workload.key}",
+                    workload_slot(workload.key),
                     f"workload {workload.key}",
                     limiters.workload,
                     count,
@@ -80,7 +80,7 @@ def plan(
             buckets.extend(
                 _limiter(
                     "namespace",
-                    f"namespace:{pod.namespace}",
+                    namespace_slot(pod.namespace),
                     f"namespace {pod.namespace}",
                     limiters.namespace,
                     limiters.namespace.max_migrating,
@@ -90,7 +90,7 @@ def plan(
             slots.append(
                 Slot(
                     "maxMigratingPerNode",
-                    f"node:{pod.node_name}",
+                    node_slot(pod.node_name),
                     args.max_migrating_per_node,
                     f"node {pod.node_name}",
                 )
@@ -99,7 +99,7 @@ def plan(
             slots.append(
                 Slot(
                     "maxMigratingPerNamespace",
-                    f"namespace:{pod.namespace}",
+                    namespace_slot(pod.namespace),
                     args.max_migrating_per_namespace,
                     f"namespace {pod.namespace}",
                 )
@@ -108,7 +108,7 @@ def plan(
             slots.append(
                 Slot(
                     "maxMigratingPerWorkload",
-                    f"workload:{workload.key}",
+                    workload_slot(workload.key),
                     max_migrating(workload.replicas, args.max_migrating_per_workload),
                     f"workload {workload.key}",
                 )
@@ -117,17 +117,17 @@ def plan(
             slots.append(
                 Slot(
                     "maxUnavailablePerWorkload",
-                    f"workload:{workload.key}",
+                    workload_slot(workload.key),
                     max_unavailable(workload.replicas, args.max_unavailable_per_workload),
                     f"workload {workload.key}",
                     replicas=workload.replicas,
                 )
             )
-    if pdb is not None:
+    for pdb in pdbs:
         slots.append(
             Slot(
                 "PodDisruptionBudget",
-                f"pdb:{pdb.key}",
+                pdb_slot(pdb.key),
                 pdb.disruptions_allowed,
                 f"PodDisruptionBudget {pdb.key}",
             )
