@@ -20,6 +20,7 @@ lint: $(STAMP)
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 	$(VENV)/bin/lint-imports
+	$(PY) scripts/check_sizes.py
 
 typecheck: $(STAMP)
 	$(PY) -m mypy

@@ -23,20 +23,24 @@ import shutil
 import signal
 import sys
 import tempfile
-import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from kubesim import pod_files
+from kubesim.containers import (
+    RETRY_MAX,
+    RETRY_START,
+    PodRun,
+    cancelled,
+    helper_env,
+    run_container,
+    stop_container,
+)
 from kubesim.options import ImageConfig, SimOptions
-from kubesim.pod_env import ConfigError, Lookup, command_line, container_env, verify_run_as_non_root
-from kubesim.pod_status import BACKOFF_RESET, Container, restart_delay, restarts, terminated, with_status
-from kubesim.probes import Prober
+from kubesim.pod_env import Lookup
+from kubesim.pod_status import Container, with_status
 from kubesim.proxy import Address, Forward
-from kubesim.service_links import service_env
-from kubesim.store import Obj, Store, now_iso
+from kubesim.store import Obj, Store
 from kubesim.tls import KUBERNETES_SERVICE_IP
 
 log = logging.getLogger("kubesim.runtime")
@@ -44,7 +48,6 @@ Key = tuple[str, str]
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 POD_NET, SERVICE_NET = "127.244", "127.96"
 _SANDBOX_TIMEOUT = 10.0
-RETRY_START, RETRY_MAX = 1.0, 30.0
 
 
 def _pod_ips() -> Iterator[str]:
@@ -67,22 +70,6 @@ def repository(image: str) -> str:
     return image[:colon] if colon > slash else image
 
 
-@dataclass
-class PodRun:
-    key: Key
-    uid: str
-    ip: str
-    directory: Path
-    containers: list[Container]
-    grace: float = 30.0
-    stopping: bool = False
-    pause: asyncio.subprocess.Process | None = None
-    netns: int | None = None
-    forwards: list[Forward] = field(default_factory=list)
-    tasks: list[asyncio.Task[None]] = field(default_factory=list)
-    done: asyncio.Event = field(default_factory=asyncio.Event)
-
-
 class ProcessRuntime:
     def __init__(
         self,
@@ -92,7 +79,7 @@ class ProcessRuntime:
         event: Callable[[Obj, str, str, str], None],
     ) -> None:
         self.store, self.options = store, options
-        self._token, self._event = token, event
+        self._token, self.event = token, event
         self.changed: Callable[[Key], None] = lambda key: None  # the kubelet's: a pod's processes ended
         self.pods_rt = store.registry.get("", "v1", "pods")
         self.services_rt = store.registry.get("", "v1", "services")
@@ -158,12 +145,12 @@ class ProcessRuntime:
     # ----------------------------------------------------------------------------------------------------
     # A pod's life
 
-    def _pod(self, run: PodRun) -> Obj | None:
+    def pod_of(self, run: PodRun) -> Obj | None:
         assert self.pods_rt is not None
         pod = self.store.find(self.pods_rt, *run.key)
         return pod if pod is not None and pod["metadata"]["uid"] == run.uid else None
 
-    def _lookup(self) -> Lookup:
+    def lookup(self) -> Lookup:
         def lookup(plural: str, namespace: str, name: str) -> Obj | None:
             rt = self.store.registry.get("", "v1", plural)
             return self.store.find(rt, namespace, name) if rt is not None else None
@@ -172,34 +159,36 @@ class ProcessRuntime:
 
     async def _run(self, run: PodRun) -> None:
         try:
-            pod = self._pod(run)
+            pod = self.pod_of(run)
             if pod is None:
                 return
             retry = RETRY_START
             while not await self._mount(run, pod):
                 await asyncio.sleep(retry)
                 retry = min(retry * 2, RETRY_MAX)  # the kubelet backs off its retries too
-                pod = self._pod(run)
+                pod = self.pod_of(run)
                 if pod is None or run.stopping:
                     return
             await self._sandbox(run, pod)
-            self._write_status(run)
+            self.write_status(run)
             run.tasks += [
-                asyncio.get_running_loop().create_task(self._container(run, c), name=f"{run.key} {c.name}")
+                asyncio.get_running_loop().create_task(
+                    run_container(self, run, c), name=f"{run.key} {c.name}"
+                )
                 for c in run.containers
             ]
         except Exception as exc:
             log.exception("pod %s/%s could not start", *run.key)
-            pod = self._pod(run)
+            pod = self.pod_of(run)
             if pod is not None:
-                self._event(pod, "Warning", "FailedCreatePodSandBox", f"Failed to create pod sandbox: {exc}")
+                self.event(pod, "Warning", "FailedCreatePodSandBox", f"Failed to create pod sandbox: {exc}")
 
     async def _mount(self, run: PodRun, pod: Obj) -> bool:
         """The pod's volumes and the kubelet's files written; False (with a FailedMount event) if not yet."""
         try:
-            pod_files.write_volumes(run.directory / "volumes", pod, self._lookup(), self._token_for(pod))
+            pod_files.write_volumes(run.directory / "volumes", pod, self.lookup(), self._token_for(pod))
         except pod_files.VolumeError as exc:
-            self._event(pod, "Warning", "FailedMount", str(exc))
+            self.event(pod, "Warning", "FailedMount", str(exc))
             return False
         services = {
             self.service_ips[(ns, name)]: pod_files.service_names(ns, name, run.key[0])
@@ -220,7 +209,7 @@ class ProcessRuntime:
         run.pause = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "kubesim.sandbox", "pause", str(spec),
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-            stdin=asyncio.subprocess.DEVNULL, start_new_session=True, env=_python_env(),
+            stdin=asyncio.subprocess.DEVNULL, start_new_session=True, env=helper_env(),
         )  # fmt: skip
         assert run.pause.stdout is not None
         async with asyncio.timeout(_SANDBOX_TIMEOUT):
@@ -245,154 +234,23 @@ class ProcessRuntime:
         for forward in run.forwards:
             await forward.start()
 
-    def _mounts(self, run: PodRun, pod: Obj, container: Container) -> list[dict[str, Any]]:
-        volumes = {v["name"]: v for v in pod["spec"].get("volumes") or []}
-        etc = run.directory / "etc"
-        mounts: list[dict[str, Any]] = [
-            {"source": str(etc / name), "target": f"/etc/{name}"}
-            for name in ("hosts", "hostname", "resolv.conf")
-        ]
-        for mount in container.spec.get("volumeMounts") or []:
-            volume = volumes[mount["name"]]
-            source = run.directory / "volumes" / mount["name"]
-            if "hostPath" in volume:
-                source = Path(volume["hostPath"]["path"])
-            if mount.get("subPath"):
-                source = source / mount["subPath"]
-            mounts.append(
-                {"source": str(source), "target": mount["mountPath"], "readOnly": bool(mount.get("readOnly"))}
-            )
-        return mounts
-
-    async def _container(self, run: PodRun, container: Container) -> None:
-        index = run.containers.index(container)
-        images = None
-        streak, retry = 0, RETRY_START  # crashes in a row, for the back-off
-        while not run.stopping:
-            pod = self._pod(run)
-            images = self.image(pod) if pod is not None else None
-            if pod is None or images is None:
-                return
-            try:
-                env = self._env(run, pod, container, images[index])
-            except ConfigError as exc:
-                container.state = {"waiting": {"reason": "CreateContainerConfigError", "message": str(exc)}}
-                self._write_status(run)
-                self._event(pod, "Warning", "Failed", f"Error: {exc}")
-                await asyncio.sleep(retry)
-                retry = min(retry * 2, RETRY_MAX)
-                continue
-            spec_path = run.directory / f"{container.name}.json"
-            spec_path.write_text(
-                json.dumps(
-                    {
-                        "netns": f"/proc/{run.pause.pid if run.pause else 0}/ns/net",
-                        "utsns": f"/proc/{run.pause.pid if run.pause else 0}/ns/uts",
-                        "scratch": str(run.directory / f"{container.name}.scratch"),
-                        "mounts": self._mounts(run, pod, container),
-                        "argv": command_line(container.spec, images[index], env),
-                        "env": env,
-                        "workingDir": container.spec.get("workingDir") or images[index].working_dir,
-                    }
-                )
-            )
-            (run.directory / f"{container.name}.scratch").mkdir(exist_ok=True)
-            started = time.monotonic()
-            current = run.directory / f"{container.name}.log"
-            if current.exists():
-                current.replace(run.directory / f"{container.name}.previous.log")
-            with current.open("ab") as output:
-                container.process = await asyncio.create_subprocess_exec(
-                    sys.executable, "-m", "kubesim.sandbox", "container", str(spec_path),
-                    stdout=output, stderr=output, stdin=asyncio.subprocess.DEVNULL,
-                    start_new_session=True, env=_python_env(),
-                )  # fmt: skip
-            container.state = {"running": {"startedAt": now_iso()}}
-            container.started = "startupProbe" not in container.spec
-            container.ready = False
-            self._write_status(run)
-            self._event(pod, "Normal", "Started", f"Started container {container.name}")
-            prober = Prober(
-                container,
-                run.netns,
-                run.ip,
-                changed=lambda: self._write_status(run),
-                unhealthy=lambda message: self._unhealthy(run, message),
-                kill=lambda why: self._kill_for(run, container, why),
-            )
-            probes = asyncio.get_running_loop().create_task(prober.run())
-            code = await container.process.wait()
-            await _cancelled(probes)
-            self.exits.setdefault(f"{run.key[0]}/{run.key[1]}/{container.name}", []).append(code)
-            started_at = container.state.get("running", {}).get("startedAt", now_iso())
-            ended = terminated(code, started_at, current)
-            container.ready = False
-            if run.stopping or not restarts(pod, ended["exitCode"]):
-                container.state = {"terminated": ended}
-                self._write_status(run)
-                return
-            container.last_state = {"terminated": ended}
-            container.restarts += 1
-            streak = 1 if time.monotonic() - started > BACKOFF_RESET else streak + 1
-            delay = restart_delay(streak)
-            pod_ref = f"{run.key[1]}_{run.key[0]}({run.uid})"
-            message = f"back-off {delay:.0f}s restarting failed container={container.name} pod={pod_ref}"
-            container.state = {"waiting": {"reason": "CrashLoopBackOff", "message": message}}
-            self._write_status(run)
-            self._event(pod, "Warning", "BackOff", "Back-off restarting failed container " + container.name)
-            await asyncio.sleep(delay)
-
-    def _env(self, run: PodRun, pod: Obj, container: Container, image: ImageConfig) -> dict[str, str]:
-        verify_run_as_non_root(pod, container.spec, image)
-        pod = copy.deepcopy(pod)
-        status = pod.setdefault("status", {})
-        status.setdefault("podIP", run.ip)
-        status.setdefault("hostIP", "127.0.0.1")
+    def services(self) -> Iterator[Obj]:
         assert self.services_rt is not None
-        links = service_env(pod, self.store.objects(self.services_rt))
-        built = container_env(pod, container.spec, links, self._lookup())
-        return {**image.env, "HOSTNAME": pod_files.hostname(pod), "HOME": "/root", **built}
-
-    def _unhealthy(self, run: PodRun, message: str) -> None:
-        pod = self._pod(run)
-        if pod is not None:
-            self._event(pod, "Warning", "Unhealthy", message)
-
-    async def _kill_for(self, run: PodRun, container: Container, why: str) -> None:
-        """A failed liveness or startup probe: the container is stopped, to be restarted by its loop."""
-        self._unhealthy(run, why)
-        pod = self._pod(run)
-        if pod is not None:
-            what = why.split(":", maxsplit=1)[0].lower()
-            self._event(pod, "Normal", "Killing", f"Container {container.name} {what}, will be restarted")
-        await self._stop_container(container, run.grace)
+        return self.store.objects(self.services_rt)
 
     # ----------------------------------------------------------------------------------------------------
     # Stopping
 
-    async def _stop_container(self, container: Container, grace: float) -> None:
-        process = container.process
-        if process is None or process.returncode is not None:
-            return
-        with contextlib.suppress(ProcessLookupError):
-            process.send_signal(signal.SIGTERM)
-        try:
-            async with asyncio.timeout(grace):
-                await process.wait()
-        except TimeoutError:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGKILL)
-
     async def _stop(self, run: PodRun) -> None:
         try:
-            await asyncio.gather(*(self._stop_container(c, run.grace) for c in run.containers))
+            await asyncio.gather(*(stop_container(c, run.grace) for c in run.containers))
             for container in run.containers:
                 if container.process is not None:
                     with contextlib.suppress(ProcessLookupError):
                         os.killpg(container.process.pid, signal.SIGKILL)
                     await container.process.wait()
             for task in run.tasks:
-                await _cancelled(task)
+                await cancelled(task)
             for forward in run.forwards:
                 await forward.stop()
             if run.pause is not None:
@@ -410,24 +268,11 @@ class ProcessRuntime:
     # ----------------------------------------------------------------------------------------------------
     # Status
 
-    def _write_status(self, run: PodRun) -> None:
-        pod = self._pod(run)
+    def write_status(self, run: PodRun) -> None:
+        pod = self.pod_of(run)
         if pod is None:
             return
         assert self.pods_rt is not None
         new = with_status(pod, run.ip, run.containers)
         if new != pod:
             self.store.put(self.pods_rt, new, "MODIFIED", old=pod)
-
-
-def _python_env() -> dict[str, str]:
-    """The environment of kubesim's own helper (the sandbox), before it execs the container: the path only."""
-    return {"PATH": os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin")}
-
-
-async def _cancelled(task: asyncio.Task[Any]) -> None:
-    if task is asyncio.current_task():
-        return
-    task.cancel()
-    with contextlib.suppress(asyncio.CancelledError, Exception):
-        await task

@@ -30,6 +30,7 @@ from typing import Any
 import msgspec
 import nats
 from nats.aio.client import Client as NatsClient
+from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 from nats.js.api import (
     ConsumerConfig,
@@ -335,7 +336,7 @@ class Publisher:
             self._prefix = self.nc.new_inbox()
             self._sub = await self.nc.subscribe(f"{self._prefix}.*", cb=self._on_ack)
 
-    async def _on_ack(self, msg: Any) -> None:
+    async def _on_ack(self, msg: Msg) -> None:
         future = self._futures.pop(msg.subject[len(self._prefix) + 1 :], None)
         if future is None or future.done():
             return

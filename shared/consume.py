@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
+from nats.aio.msg import Msg
 from nats.errors import ConnectionClosedError
 from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js import JetStreamContext
@@ -32,8 +33,8 @@ from shared.kube import KubeError
 log = logging.getLogger(__name__)
 DEAD_LETTERS = Counter("podherd_dead_letters_total", "Messages that could not be decoded", ["consumer"])
 T = TypeVar("T")
-Handler = Callable[[Any], Awaitable[None]]
-BatchHandler = Callable[[list[Any]], Awaitable[list[BaseException | None]]]
+Handler = Callable[[Msg], Awaitable[None]]
+BatchHandler = Callable[[list[Msg]], Awaitable[list[BaseException | None]]]
 
 
 class Retry(Exception):
@@ -89,7 +90,7 @@ async def durable(
 
 
 async def dead_letter(
-    js: JetStreamContext, subjects: Subjects, consumer: str, msg: Any, error: SchemaError
+    js: JetStreamContext, subjects: Subjects, consumer: str, msg: Msg, error: SchemaError
 ) -> None:
     DEAD_LETTERS.labels(consumer).inc()
     letter = DeadLetter(

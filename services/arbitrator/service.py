@@ -20,6 +20,7 @@ from typing import Any
 
 import msgspec
 import redis.asyncio as aioredis
+from nats.aio.msg import Msg
 from prometheus_client import Gauge
 
 from services.arbitrator.engine import Engine
@@ -115,7 +116,7 @@ class Arbitrator:
         self.wake.set()
         return outcomes
 
-    async def _handle_fact(self, msg: Any, head: EventHead) -> None:
+    async def _handle_fact(self, msg: Msg, head: EventHead) -> None:
         deleted = head.type == "DELETED"
         ident = head.ident
         if head.kind == "Pod":

@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import msgspec
+from nats.aio.msg import Msg
 from prometheus_client import Counter
 
 from services.executor.refusals import refusal
@@ -97,12 +98,12 @@ class Executor:
 
     # ----------------------------------------------------------------------------------------------------
 
-    async def handle(self, msg: Any) -> None:
+    async def handle(self, msg: Msg) -> None:
         command = codec.decode(msg.data, Command)
         with about_job(command.job.name):
             await self._act(command, msg)
 
-    async def _act(self, command: Command, msg: Any) -> None:
+    async def _act(self, command: Command, msg: Msg) -> None:
         if command.step == "cleanup":
             await self.cleanup(command.job.name, command.keep_untaken, command.also)  # also for a deleted job
             return

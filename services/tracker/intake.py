@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import msgspec
+from nats.aio.msg import Msg
 from nats.js.errors import KeyNotFoundError, NotFoundError
 from nats.js.kv import KeyValue
 from prometheus_client import Counter
@@ -173,7 +174,7 @@ class IntentIntake:
     async def serve(self, nc: Any, config: NatsConfig, stop: asyncio.Event) -> None:
         """Answer intent requests and consume fire-and-forget intents until `stop`."""
 
-        async def on_request(msg: Any) -> None:
+        async def on_request(msg: Msg) -> None:
             try:
                 reply = await self.answer(codec.decode(msg.data, MigrationIntent), "request")
             except SchemaError as exc:
@@ -183,7 +184,7 @@ class IntentIntake:
             if msg.reply:
                 await msg.respond(codec.encode(reply))
 
-        async def on_intent(msg: Any) -> None:
+        async def on_intent(msg: Msg) -> None:
             intent = codec.decode(msg.data, MigrationIntent)  # undecodable: dead-lettered by the loop
             reply = await self.answer(intent, "stream")
             if reply.error is not None and reply.error.code in ("Unavailable", "Internal"):

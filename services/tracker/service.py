@@ -30,6 +30,7 @@ from typing import Any, Literal, cast
 
 import msgspec
 import redis.asyncio as aioredis
+from nats.aio.msg import Msg
 from prometheus_client import Counter, Gauge
 
 from services.tracker import claims
@@ -164,7 +165,7 @@ class Tracker:
     # ----------------------------------------------------------------------------------------------------
     # Triggers
 
-    async def on_event(self, msg: Any) -> None:
+    async def on_event(self, msg: Msg) -> None:
         head = codec.decode(msg.data, EventHead)
         if head.kind == "PodMigrationJob":
             if head.type == "DELETED":
@@ -206,7 +207,7 @@ class Tracker:
             if claimant is not None and claimant != job:
                 await self.reconcile(as_text(claimant))
 
-    async def on_job_message(self, msg: Any) -> None:
+    async def on_job_message(self, msg: Msg) -> None:
         step = self.subjects.step_of(msg.subject)
         if step == "kick":
             await self.reconcile(codec.decode(msg.data, JobRef).name)

@@ -55,6 +55,36 @@ class _Status(msgspec.Struct):
     message: str = ""
 
 
+class Selection:
+    """Which objects of a kind the watcher follows: `namespaces` (include/exclude) and, for pods, the
+    label selector; what the API server can filter, it filters."""
+
+    def __init__(self, spec: KindSpec, config: WatcherConfig) -> None:
+        self.spec, self.config = spec, config
+        namespaces = config.namespaces
+        self.include = set(namespaces.include) if namespaces and namespaces.include else None
+
+    def namespace_path(self) -> str | None:
+        """The one namespace to list in, when only one is included."""
+        if self.spec.namespaced and self.include and len(self.include) == 1:
+            return next(iter(self.include))
+        return None
+
+    def query(self) -> list[tuple[str, str]]:
+        query: list[tuple[str, str]] = []
+        namespaces = self.config.namespaces
+        if self.spec.namespaced and namespaces and namespaces.exclude:
+            query.append(
+                ("fieldSelector", ",".join(f"metadata.namespace!={ns}" for ns in namespaces.exclude))
+            )
+        if self.spec.plural == "pods" and self.config.label_selector:
+            query.append(("labelSelector", self.config.label_selector))
+        return query
+
+    def wanted(self, namespace: str | None) -> bool:
+        return not (self.spec.namespaced and self.include and (namespace or "") not in self.include)
+
+
 class KindWatcher:
     def __init__(
         self,
@@ -83,32 +113,12 @@ class KindWatcher:
         self.saved_rv: str | None = None  # resourceVersion of the last checkpoint
         self._arrivals: list[float] = []
         self.ready = ready or asyncio.Event()  # set once the first list or watch is established
+        # Set when a checkpoint's flush found a publish unacknowledged: the watch stops and resumes from the
+        # last checkpoint, so the lost event is published again (a later flush, with nothing pending, would
+        # otherwise succeed and checkpoint past it).
+        self._unacknowledged = asyncio.Event()
         self._counters = {t: metrics.EVENTS.labels(spec.plural, t) for t in EVENT_TYPES}
-        self._include = (
-            set(config.namespaces.include) if config.namespaces and config.namespaces.include else None
-        )
-
-    # ----------------------------------------------------------------------------------------------------
-    # Selection
-
-    def _namespace_path(self) -> str | None:
-        if self.spec.namespaced and self._include and len(self._include) == 1:
-            return next(iter(self._include))
-        return None
-
-    def _selectors(self) -> list[tuple[str, str]]:
-        query: list[tuple[str, str]] = []
-        namespaces = self.config.namespaces
-        if self.spec.namespaced and namespaces and namespaces.exclude:
-            query.append(
-                ("fieldSelector", ",".join(f"metadata.namespace!={ns}" for ns in namespaces.exclude))
-            )
-        if self.spec.plural == "pods" and self.config.label_selector:
-            query.append(("labelSelector", self.config.label_selector))
-        return query
-
-    def _wanted(self, namespace: str | None) -> bool:
-        return not (self.spec.namespaced and self._include and (namespace or "") not in self._include)
+        self.selection = Selection(spec, config)
 
     # ----------------------------------------------------------------------------------------------------
     # The loop
@@ -126,7 +136,7 @@ class KindWatcher:
                 try:
                     if self.rv is None:
                         await self.relist()
-                    await _until(stop, self.watch())
+                    await _until(stop, self._watch_while_acknowledged())
                     backoff = 0.25
                     continue
                 except KubeError as exc:
@@ -159,15 +169,21 @@ class KindWatcher:
         finally:
             await cancel_and_wait(ticker, resolver)
 
+    async def _watch_while_acknowledged(self) -> None:
+        self._unacknowledged.clear()
+        await _until(self._unacknowledged, self.watch())
+        if self._unacknowledged.is_set():
+            raise PublishFailed("a publish since the last checkpoint was not acknowledged")
+
     async def relist(self) -> None:
         metrics.RELISTS.labels(self.spec.plural).inc()
         known = self.known if self.known_complete else await self.known_from_stream()
         seen: Known = {}
         token: str | None = None
         list_rv = ""
-        path = self.spec.path(self._namespace_path())
+        path = self.spec.path(self.selection.namespace_path())
         while True:
-            query = [("limit", str(self.config.page_size)), *self._selectors()]
+            query = [("limit", str(self.config.page_size)), *self.selection.query()]
             if token:
                 query.append(("continue", token))
             body = await self.kube.arequest("GET", path, query, request_timeout=120)
@@ -179,7 +195,7 @@ class KindWatcher:
                 if decoded is None:
                     continue
                 meta = decoded.meta
-                if not self._wanted(meta.namespace):
+                if not self.selection.wanted(meta.namespace):
                     continue
                 seen[meta.uid] = (meta.namespace or "", meta.name, meta.resourceVersion)
                 previous = known.get(meta.uid)
@@ -215,10 +231,10 @@ class KindWatcher:
             ("resourceVersion", self.rv or ""),
             ("allowWatchBookmarks", "true"),
             ("timeoutSeconds", str(int(parse_duration(self.config.watch_timeout)))),
-            *self._selectors(),
+            *self.selection.query(),
         ]
         stream = self.kube.stream(
-            self.spec.path(self._namespace_path()),
+            self.spec.path(self.selection.namespace_path()),
             query,
             read_timeout=parse_duration(self.config.inactivity_timeout),
         )
@@ -240,7 +256,7 @@ class KindWatcher:
             decoded = self._decode(event.object)
             if decoded is None:
                 continue
-            if self._wanted(decoded.meta.namespace):
+            if self.selection.wanted(decoded.meta.namespace):
                 await self._emit(event.type, decoded, arrived)  # type: ignore[arg-type]
             self.rv = decoded.meta.resourceVersion or self.rv
 
@@ -323,6 +339,7 @@ class KindWatcher:
                 await self.checkpoint()
             except PublishFailed as exc:
                 log.warning("%s: checkpoint skipped, publishing failed: %s", self.spec.plural, exc)
+                self._unacknowledged.set()
             except Exception:
                 log.exception("%s: checkpoint failed", self.spec.plural)
 

@@ -21,10 +21,12 @@ import msgspec
 import nats
 import pytest
 from nats.js.api import ConsumerConfig, DeliverPolicy
+from prometheus_client import REGISTRY
 
 from kubesim.sim import SimHandle
 from podherd.servers import Server
 from services.watcher.service import Watcher
+from shared import bus
 from shared.bus import Subjects
 from shared.config import PodherdConfig, config_from_dict
 from shared.kube import KubeClient
@@ -402,6 +404,50 @@ def assert_exactly_the_truth(events: list[dict[str, Any]], handle: SimHandle) ->
     assert len(streamed) == len(set(streamed)), "an event was published twice"
     expected = truth(handle, "pods")
     assert streamed == expected, f"{len(streamed)} streamed vs {len(expected)} emitted by the API server"
+
+
+def publish_restarts() -> float:
+    """How often a PMJ watch resumed from its checkpoint after a publish failed (in-process watchers)."""
+    labels = {"kind": "podmigrationjobs", "reason": "publish"}
+    return REGISTRY.get_sample_value("podherd_watcher_watch_restarts_total", labels) or 0.0
+
+
+async def publish_restarts_above(count: float, within: float) -> None:
+    deadline = time.monotonic() + within
+    while publish_restarts() <= count:
+        if time.monotonic() > deadline:
+            raise TimeoutError("the watch never resumed from its checkpoint after the failed publish")
+        await asyncio.sleep(0.02)
+
+
+async def test_a_publish_jetstream_never_acknowledged_is_published_again(
+    kubesim_factory: Callable[..., SimHandle], nats_srv: Server, test_id: str
+) -> None:
+    """A publish that fails only at the checkpoint's flush (JetStream away as the event came, as in a NATS
+    restart) is not skipped: the watch resumes from the last checkpoint and publishes it again."""
+    handle = kubesim_factory(scheduler=False)
+    kube = crds(handle)
+    config = watcher_config(nats_srv.url, handle, test_id)
+    subjects = Subjects(test_id)
+    nc = await nats.connect(nats_srv.url)
+    try:
+        js = nc.jetstream()
+        async with running(config):
+            await wait_checkpoint(nats_srv.url, test_id, "podmigrationjobs")
+            before = publish_restarts()
+            await js.delete_stream(subjects.events_stream)  # no stream: the publish gets no acknowledgement
+            await create_pmj(kube, "lost-1", {"podRef": {"namespace": "default", "name": "x"}})
+            await publish_restarts_above(before, within=20.0)  # the flush found it unacknowledged
+            await bus.ensure_events_stream(js, subjects, config.nats)
+            events = await wait_events(
+                nats_srv.url,
+                test_id,
+                lambda ev: any(e["name"] == "lost-1" for e in ev),
+                kind="podmigrationjobs",
+            )
+            assert [e["type"] for e in events if e["name"] == "lost-1"] == ["ADDED"]
+    finally:
+        await nc.close()
 
 
 async def test_killed_watcher_resumes_without_loss_or_duplicates(
