@@ -125,6 +125,20 @@ class Ledger:
 
     # ----------------------------------------------------------------------------------------------------
 
+    # The ledger's keys, for those who read it (the arbitrator's engine, the watchdog): spelled here only.
+    def slot_set(self, slot_key: str) -> str:
+        """The set of jobs (and pods evicting in the background) holding slot `slot_key`."""
+        return f"{self.prefix}:slots:{slot_key}"
+
+    @property
+    def queued(self) -> str:
+        """The hash of queued jobs (job uid -> its plan)."""
+        return f"{self.prefix}:queued"
+
+    @property
+    def rebuild_lock(self) -> str:
+        return f"{self.prefix}:rebuilding"
+
     async def admit(
         self,
         job_uid: str,
@@ -244,7 +258,7 @@ class Ledger:
 
     async def queue_length(self) -> int:
         """Pending jobs: ready or parked."""
-        return int(await self.client.hlen(f"{self.prefix}:queued"))
+        return int(await self.client.hlen(self.queued))
 
     async def release(self, job_uid: str) -> bool:
         """Free what `job_uid` holds. True only the first time (so callers can count releases exactly)."""
@@ -287,7 +301,7 @@ class Ledger:
         jobs = list(running)
         for job in jobs:
             for key in job.slot_keys:
-                pipe.sadd(f"{self.prefix}:slots:{key}", job.job_uid)
+                pipe.sadd(self.slot_set(key), job.job_uid)
             pipe.hset(f"{self.prefix}:claims", job.pod_uid, job.job_uid)
             pipe.hset(
                 f"{self.prefix}:job:{job.job_uid}",
@@ -332,7 +346,7 @@ class Ledger:
     async def snapshot(self) -> dict[str, Any]:
         """Slots and claims as plain data (for checks, metrics and tests)."""
         slots: dict[str, list[str]] = {}
-        async for key in self.client.scan_iter(match=f"{self.prefix}:slots:*", count=1000):
+        async for key in self.client.scan_iter(match=self.slot_set("*"), count=1000):
             name = as_text(key)[len(self.prefix) + len(":slots:") :]
             slots[name] = sorted(as_text(m) for m in await self.client.smembers(key))
         raw_claims = await self.client.hgetall(f"{self.prefix}:claims")

@@ -21,14 +21,14 @@ from typing import Any, Protocol
 from prometheus_client import Counter, Gauge, Histogram
 
 from services.arbitrator.fact_store import FactStore
+from services.arbitrator.gather import Gatherer, Loaded
 from services.arbitrator.rules import filters, limits, order
-from services.arbitrator.rules.facts import JobFacts, PdbFacts, PodInfo, WorkloadFacts, workload_key
+from services.arbitrator.rules.facts import PdbFacts, PodInfo, workload_key
 from shared.api import annotations as known
 from shared.api import codec
-from shared.api.messages import AuditRecord, Decision, JobRef, PdbInfo, WorkloadInfo
+from shared.api.messages import AuditRecord, Decision, JobRef
 from shared.api.pmj import (
     ANNOTATION_ABORT,
-    ANNOTATION_MIGRATION_PRIORITY,
     PHASE_PENDING,
     REASON_FORBIDDEN_MIGRATE_POD,
     REASON_INVALID_SPEC,
@@ -38,6 +38,7 @@ from shared.api.validation import validate_pmj
 from shared.config import PodherdConfig
 from shared.ledger import ADMITTED, DEFERRED, FORBIDDEN, REJECTED, Candidate, Ledger, Verdict, as_text
 from shared.slots import GLOBAL, Slot, namespace_slot, node_slot, workload_slot
+from shared.stats import MigrationStats
 
 log = logging.getLogger(__name__)
 
@@ -64,16 +65,6 @@ FACTS_WAIT = 1.0
 ANNOUNCE_AFTER = 5.0
 # How often a busy replica fires the ledger's timers at least (token buckets refilled, facts awaited).
 TICK = 0.05
-
-
-@dataclass(frozen=True)
-class Loaded:
-    job: PodMigrationJob
-    facts: JobFacts
-    pod: PodInfo | None
-    workload: WorkloadFacts | None
-    pdbs: list[PdbInfo]
-    migrating: int = 0  # replicas of its workload holding a slot now (when asked for)
 
 
 @dataclass(frozen=True)
@@ -112,6 +103,9 @@ class Engine:
         self.audit_subject = audit_subject
         self.redis = ledger.client
         self.meta = f"{config.redis.key_prefix}:arbitrator"
+        self.gather = Gatherer(
+            facts, MigrationStats(ledger.client, config.redis.key_prefix), ledger, self.args.default_job_mode
+        )
         # The ledger's generation: part of every decision's Msg-Id, so a job decided again after a ledger
         # rebuild is published again, while replicas repeating a decision within one generation are not.
         self.generation = ""
@@ -181,7 +175,7 @@ class Engine:
         pipe = self.redis.pipeline(transaction=False)
         now = repr(time.time())
         entries = []
-        for loaded in await self._load(jobs, with_migrating=True):
+        for loaded in await self.gather.load(jobs, with_migrating=True):
             facts, pod, workload = loaded.facts, loaded.pod, loaded.workload
             # Until its pod is known (its event may come after the job's), rank the job by what it says
             # itself; the pod's arrival re-ranks it (`on_pod`).
@@ -196,81 +190,6 @@ class Engine:
         await self.ledger.enqueue_many(entries, pipe)
         await pipe.execute()
 
-    async def _load(self, jobs: list[PodMigrationJob], with_migrating: bool = False) -> list[Loaded]:
-        """Everything the rules need about `jobs`, in three round trips of a few commands each, however
-        many jobs there are."""
-        prefix = self.config.redis.key_prefix
-        refs = [
-            (j.spec.pod_ref.namespace or "", j.spec.pod_ref.name or "") if j.spec.pod_ref else ("", "")
-            for j in jobs
-        ]
-        idents = [f"{namespace}/{name}" for namespace, name in refs]
-        pipe = self.redis.pipeline(transaction=False)
-        pipe.mget([self.facts.key("pod", i) for i in idents])
-        pipe.hmget(f"{prefix}:stats:pod-failures", idents)
-        raw_pods, raw_failures = await pipe.execute()
-        pods = self.facts.decode_many(raw_pods, PodInfo)
-        failures = [int(r or 0) for r in raw_failures]
-        workload_keys = [workload_key(p.workload) if p and p.workload else "-" for p in pods]
-        namespaces = sorted({p.namespace for p in pods if p is not None})
-        pipe = self.redis.pipeline(transaction=False)
-        pipe.mget([self.facts.key("workload", k) for k in workload_keys])
-        pipe.hmget(f"{prefix}:stats:workload-migrations", workload_keys)
-        for namespace in namespaces:
-            pipe.smembers(self.facts.pdb_index(namespace))
-        if with_migrating:
-            for key in workload_keys:
-                pipe.scard(f"{self.ledger.prefix}:slots:workload:{key}")
-        replies = await pipe.execute()
-        workloads_info = self.facts.decode_many(replies[0], WorkloadInfo)
-        pasts = replies[1]
-        pdb_names = {
-            ns: sorted(as_text(n) for n in names)
-            for ns, names in zip(namespaces, replies[2 : 2 + len(namespaces)], strict=True)
-        }
-        migrating = [int(n) for n in replies[2 + len(namespaces) :]] or [0] * len(jobs)
-        pdb_idents = [ident for names in pdb_names.values() for ident in names]
-        pdb_facts = dict(zip(pdb_idents, await self.facts.get_many("pdb", pdb_idents, PdbInfo), strict=True))
-        loaded = []
-        for job, (namespace, name), pod, failed, info, past, moving in zip(
-            jobs, refs, pods, failures, workloads_info, pasts, migrating, strict=True
-        ):
-            annotations = job.metadata.annotations or {}
-            try:
-                migration_priority = int(annotations.get(ANNOTATION_MIGRATION_PRIORITY, "0"))
-            except ValueError:
-                migration_priority = 0
-            created = job.metadata.creation_timestamp
-            facts = JobFacts(
-                name=job.metadata.name or "",
-                uid=job.metadata.uid or "",
-                pod_namespace=namespace,
-                pod_name=name,
-                mode=job.spec.mode or self.args.default_job_mode,
-                created_at=created.timestamp() if created else 0.0,
-                migration_priority=migration_priority,
-                failed_attempts=failed,
-            )
-            workload = None
-            if info is not None:
-                workload = WorkloadFacts(
-                    key=workload_key(info),
-                    replicas=info.replicas,
-                    past_migrations=int(past or 0),
-                )
-            budgets = []
-            for ident in pdb_names.get(pod.namespace, []) if pod is not None else []:
-                pdb = pdb_facts.get(ident)
-                if (
-                    pdb is not None
-                    and pod is not None
-                    and pdb.selector
-                    and _selects(pdb.selector, pod.labels)
-                ):
-                    budgets.append(pdb)
-            loaded.append(Loaded(job, facts, pod, workload, budgets, moving))
-        return loaded
-
     async def on_pod(self, pod: PodInfo | None, deleted_uid: str | None = None) -> None:
         """Keep the background-eviction sets current (seed 003): such pods count as migrating; re-rank a
         queued job of this pod, now that its facts are known."""
@@ -280,7 +199,7 @@ class Engine:
         if uid is not None:
             job_uid = as_text(uid)
             job = await self._job(job_uid)
-            if job is not None and await self.redis.hexists(f"{self.ledger.prefix}:queued", job_uid):
+            if job is not None and await self.redis.hexists(self.ledger.queued, job_uid):
                 await self.on_job(job, False, None)
         in_progress = known.EVICTION_IN_PROGRESS in pod.annotations and (
             pod.deletion_timestamp is None and deleted_uid is None
@@ -413,7 +332,9 @@ class Engine:
         pipe.hmget(f"{self.meta}:since", uids)
         raw_jobs, since = await pipe.execute()
         present = [(i, _decode_job(r)) for i, r in enumerate(raw_jobs) if r]
-        loaded = dict(zip((i for i, _ in present), await self._load([j for _, j in present]), strict=True))
+        loaded = dict(
+            zip((i for i, _ in present), await self.gather.load([j for _, j in present]), strict=True)
+        )
         out = []
         now = time.time()
         for i, uid in enumerate(uids):
@@ -557,11 +478,6 @@ class Engine:
                 decision.message,
                 extra={"job": decision.job.name, "rule": decision.rule},
             )
-
-
-def _selects(selector: dict[str, str], labels: dict[str, str]) -> bool:
-    """A budget's selector (matchLabels; an empty one selects nothing, as policy/v1 reads it) and labels."""
-    return bool(selector) and all(labels.get(k) == v for k, v in selector.items())
 
 
 def _rejection(outcome: str, rule: str, message: str, reason: str) -> filters.Rejection:

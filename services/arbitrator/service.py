@@ -148,7 +148,7 @@ class Arbitrator:
         if generation is not None:
             self.engine.generation = generation
             return True
-        lock = f"{self.ledger.prefix}:rebuilding"
+        lock = self.ledger.rebuild_lock
         if not await self.client.set(lock, self.config.replica, nx=True, ex=30):
             return False
         try:

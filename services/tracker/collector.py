@@ -23,6 +23,7 @@ from nats.js.kv import KeyValue
 from prometheus_client import Counter
 
 from services.tracker.collect import collectable
+from services.tracker.keys import TrackerKeys
 from shared import bus
 from shared.api import paths
 from shared.api.messages import AuditRecord
@@ -58,7 +59,7 @@ class Collector:
         self.subjects = bus.Subjects(config.nats.subject_prefix)
         self.retention = parse_duration(config.collector.retention)
         self.interval = parse_duration(config.collector.interval)
-        self.pass_key = f"{config.redis.key_prefix}:tracker:collector"
+        self.pass_key = TrackerKeys(config.redis.key_prefix).collector_pass
 
     async def run(self, stop: asyncio.Event) -> None:
         if not self.config.collector.enabled:

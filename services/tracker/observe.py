@@ -5,9 +5,30 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
+
 from services.tracker.progress import PodView, ReservationView
 from shared.api.meta import parse_time
+from shared.api.pmj import PodMigrationJob
 from shared.api.reservation import LABEL_CREATED_BY
+
+
+class _Labels(msgspec.Struct):
+    labels: dict[str, str] | None = None
+
+
+class _Labelled(msgspec.Struct):
+    metadata: _Labels = msgspec.field(default_factory=_Labels)
+
+
+class LabelledEvent(msgspec.Struct):
+    """An event of the stream read for its object's labels only (which job a Reservation or pod is for)."""
+
+    object: _Labelled
+
+
+class JobEvent(msgspec.Struct):
+    object: PodMigrationJob
 
 
 def pod_view(pod: dict[str, Any]) -> PodView:

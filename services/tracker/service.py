@@ -19,33 +19,33 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import json
 import logging
 import time
 import uuid
 from dataclasses import replace
 from datetime import UTC, datetime
-from typing import Any, Literal, cast
+from typing import Any, cast
 
 import msgspec
 import redis.asyncio as aioredis
 from nats.aio.msg import Msg
-from prometheus_client import Counter, Gauge
+from prometheus_client import Gauge
 
 from services.tracker import claims
 from services.tracker import progress as machine
 from services.tracker.claims import Ident
 from services.tracker.collector import Collector
+from services.tracker.effects import CommandStep, Effects
 from services.tracker.intake import IntentIntake
-from services.tracker.observe import node_ready, pod_view, reservation_view
+from services.tracker.keys import TrackerKeys
+from services.tracker.observe import JobEvent, LabelledEvent, node_ready, pod_view, reservation_view
 from services.tracker.progress import PodView, ReservationView
+from services.tracker.state import JobState
 from shared import bus, ledger
 from shared.api import annotations as known
 from shared.api import codec, paths
 from shared.api.messages import (
-    AuditRecord,
-    Command,
     Decision,
     EventHead,
     JobRef,
@@ -55,8 +55,6 @@ from shared.api.messages import (
 )
 from shared.api.meta import ObjectMeta
 from shared.api.pmj import (
-    API_VERSION,
-    GROUP,
     PHASE_FAILED,
     PHASE_PENDING,
     PHASE_RUNNING,
@@ -81,31 +79,17 @@ from shared.ledger import Ledger, as_text, lua_script
 from shared.logs import about_job
 from shared.ops import OpsServer
 from shared.runtime import close_nats, nats_check
+from shared.stats import MigrationStats
 from shared.waits import wait_event
 
 log = logging.getLogger(__name__)
-TRANSITIONS = Counter("podherd_tracker_transitions_total", "Job phase changes", ["phase", "reason"])
 JOBS_BY_PHASE = Gauge("podherd_jobs", "PodMigrationJobs by phase", ["phase"])
 PHASES = ("Pending", "Running", "Succeeded", "Failed", "Aborted")
 RESYNC_SECONDS = 30.0
 # How often a replica looks for room an ended job kept after Redis lost why (see `sweep_room`).
 ROOM_SWEEP_SECONDS = 10.0
-RELEASES = Counter("podherd_ledger_releases_total", "Ledger slots released when jobs ended")
 LOCK_MS = 15_000
-CommandStep = Literal["reserve", "evict", "cleanup"]
 UNLOCK = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0"
-
-
-class _Labelled(msgspec.Struct):
-    labels: dict[str, str] | None = None
-
-
-class _Obj(msgspec.Struct):
-    metadata: _Labelled = msgspec.field(default_factory=_Labelled)
-
-
-class _LabelledEvent(msgspec.Struct):
-    object: _Obj
 
 
 class Tracker:
@@ -119,10 +103,13 @@ class Tracker:
         self.subjects = bus.Subjects(config.nats.subject_prefix)
         self.publisher = bus.Publisher(nc)
         self.ledger = Ledger(client, config.redis.key_prefix, parse_duration(config.arbitrator.slot_ttl))
-        self.key = f"{config.redis.key_prefix}:tracker"
+        self.keys = TrackerKeys(config.redis.key_prefix)
+        self.stats = MigrationStats(client, config.redis.key_prefix)
         self.me = f"{config.replica}-{uuid.uuid4().hex[:8]}"
         self._unlock = client.register_script(UNLOCK)
         self._room_ends = client.register_script(lua_script("room.lua"))
+        self.state = JobState(client, self.keys, self.args.default_job_ttl)
+        self.effects = Effects(config, nc, kube, self.publisher, self.subjects)
         self.intake = IntentIntake(kube, self.publisher, self.subjects, config.replica)
         self.collector = Collector(config, client, kube, self.publisher, self.js)
 
@@ -169,15 +156,15 @@ class Tracker:
         head = codec.decode(msg.data, EventHead)
         if head.kind == "PodMigrationJob":
             if head.type == "DELETED":
-                await self.forget(codec.decode(msg.data, _JobEvent).object)
+                await self.forget(codec.decode(msg.data, JobEvent).object)
             else:
                 await self.reconcile(head.name)
         elif head.kind == "Reservation":
-            labels = codec.decode(msg.data, _LabelledEvent).object.metadata.labels or {}
+            labels = codec.decode(msg.data, LabelledEvent).object.metadata.labels or {}
             await self._kick_waiting(labels.get(LABEL_CONTROLLER))
             # One Podherd made (labelled with its job), or one a job names (it expires, it is taken, ...).
             owner = labels.get(LABEL_JOB) or as_text(
-                await self.client.hget(f"{self.key}:named", head.name) or b""
+                await self.client.hget(self.keys.named, head.name) or b""
             )
             if owner:
                 await self.reconcile(owner)
@@ -190,17 +177,17 @@ class Tracker:
                 entry = json.dumps([pod.namespace, pod.name, pod.uid])
                 if head.type == "DELETED":
                     pipe = self.client.pipeline(transaction=False)
-                    pipe.srem(f"{self.key}:pool:{controller}", entry)
-                    pipe.hdel(f"{self.key}:claims", pod.uid)
+                    pipe.srem(self.keys.pool(controller), entry)
+                    pipe.hdel(self.keys.claims, pod.uid)
                     await pipe.execute()
                 else:
-                    await self.client.sadd(f"{self.key}:pool:{controller}", entry)
+                    await self.client.sadd(self.keys.pool(controller), entry)
             await self._kick_waiting(controller)
             key = f"{head.namespace}/{head.name}"
             pipe = self.client.pipeline(transaction=False)
-            pipe.hget(f"{self.key}:pod-jobs", key)
+            pipe.hget(self.keys.pod_jobs, key)
             # The job that claimed this pod as its replacement waits for it to be Ready.
-            pipe.hget(f"{self.key}:replacement-jobs", key)
+            pipe.hget(self.keys.replacement_jobs, key)
             job, claimant = await pipe.execute()  # one round trip per pod event
             if job is not None:
                 await self.reconcile(as_text(job))
@@ -213,11 +200,11 @@ class Tracker:
             await self.reconcile(codec.decode(msg.data, JobRef).name)
         elif step == "report":
             report = codec.decode(msg.data, Report)
-            await self.client.hset(f"{self.key}:reports:{report.job.uid}", report.step, codec.encode(report))
+            await self.client.hset(self.keys.reports(report.job.uid), report.step, codec.encode(report))
             await self.reconcile(report.job.name)
         else:
             decision = codec.decode(msg.data, Decision)
-            await self.client.hset(f"{self.key}:decisions", decision.job.uid, codec.encode(decision))
+            await self.client.hset(self.keys.decisions, decision.job.uid, codec.encode(decision))
             await self.reconcile(decision.job.name)
 
     async def deadlines(self, stop: asyncio.Event) -> None:
@@ -235,7 +222,7 @@ class Tracker:
                     except Exception:
                         log.exception("%s failed", task.__name__)
             try:
-                due = await self.client.zrangebyscore(f"{self.key}:deadlines", "-inf", time.time())
+                due = await self.client.zrangebyscore(self.keys.deadlines, "-inf", time.time())
                 for name in due:
                     with contextlib.suppress(Retry):
                         await self.reconcile(as_text(name))  # type: ignore[arg-type]
@@ -246,7 +233,7 @@ class Tracker:
         """`podherd_jobs{phase}` from the phases the trackers wrote (every replica reports the same count)."""
         while not stop.is_set():
             try:
-                written = [as_text(p) for p in await self.client.hvals(f"{self.key}:phases")]
+                written = [as_text(p) for p in await self.client.hvals(self.keys.phases)]
             except Exception as exc:
                 log.debug("job phases unavailable: %s", exc)
             else:
@@ -263,8 +250,8 @@ class Tracker:
             if ((raw.get("status") or {}).get("phase") or PHASE_PENDING) in TERMINAL_PHASES:
                 continue
             name = raw["metadata"]["name"]
-            if await self.client.zscore(f"{self.key}:deadlines", name) is None:
-                await self._track(msgspec.convert(raw, PodMigrationJob))
+            if await self.client.zscore(self.keys.deadlines, name) is None:
+                await self.state.track(msgspec.convert(raw, PodMigrationJob))
                 with contextlib.suppress(Retry):
                     await self.reconcile(name)
 
@@ -275,7 +262,7 @@ class Tracker:
         items = await self._list(paths.RESERVATIONS, f"{LABEL_CREATED_BY}=podherd")
         owners = sorted({(r["metadata"].get("labels") or {}).get(LABEL_JOB) or "" for r in items} - {""})
         # The phases the trackers wrote; a job Redis does not know (a flush) is read from the API server.
-        written = await self.client.hmget(f"{self.key}:phases", owners) if owners else []
+        written = await self.client.hmget(self.keys.phases, owners) if owners else []
         open_jobs = set()
         for owner, recorded in zip(owners, written, strict=True):
             phase = as_text(recorded) if recorded is not None else None
@@ -290,21 +277,21 @@ class Tracker:
             if not owner or owner in open_jobs or (is_untaken_room(r) and lab.get(LABEL_CONTROLLER) in busy):
                 continue
             gone = PodMigrationJob(metadata=ObjectMeta(name=owner, uid=f"swept-{r['metadata'].get('uid')}"))
-            await self._command(gone, "cleanup", None, seen=f"{r['metadata'].get('resourceVersion')}")
+            await self.effects.command(gone, "cleanup", None, seen=f"{r['metadata'].get('resourceVersion')}")
 
     async def forget(self, job: PodMigrationJob) -> None:
         """The PMJ was deleted: whatever it held goes (its Reservation, its ledger slots)."""
         uid = job.metadata.uid or ""
         await self._cleanup(job, None)
-        await self.client.hdel(f"{self.key}:workload-uid-of", job.metadata.name or "")
+        await self.client.hdel(self.keys.workload_uid_of, job.metadata.name or "")
         if await self.ledger.release(uid):
-            await self._released(uid)
-        await self._untrack(job)
+            await self.effects.released(uid)
+        await self.state.untrack(job)
         pipe = self.client.pipeline(transaction=False)  # what the tracker kept for it, to the last field
-        pipe.hdel(f"{self.key}:phases", job.metadata.name or "")
-        for per_job in ("decisions", "pod-uids", "replacement"):
-            pipe.hdel(f"{self.key}:{per_job}", uid)
-        pipe.delete(f"{self.key}:reports:{uid}")
+        pipe.hdel(self.keys.phases, job.metadata.name or "")
+        for per_job in (self.keys.decisions, self.keys.pod_uids, self.keys.replacement):
+            pipe.hdel(per_job, uid)
+        pipe.delete(self.keys.reports(uid))
         await pipe.execute()
 
     # ----------------------------------------------------------------------------------------------------
@@ -315,7 +302,7 @@ class Tracker:
             await self._reconcile(name)
 
     async def _reconcile(self, name: str) -> None:
-        lock = f"{self.key}:lock:{name}"
+        lock = self.keys.lock(name)
         if not await self.client.set(lock, self.me, nx=True, px=LOCK_MS):
             raise Retry(f"job {name} is being handled by another replica", 0.2)
         try:
@@ -352,13 +339,13 @@ class Tracker:
         workload = observed.reservation.owner_controller_uid if observed.reservation else None
         for action in step.actions:
             if action == machine.EVICT and workload:
-                await self._in_flight(name, workload)
+                await self.state.in_flight(name, workload)
             if action in (machine.RESERVE, machine.EVICT):
-                await self._command(job, cast(CommandStep, action), pod_uid, step.attempt)
+                await self.effects.command(job, cast(CommandStep, action), pod_uid, step.attempt)
             elif action == machine.CLEANUP:
                 await self._cleanup(job, workload, observed.reservation)
             elif action == machine.RELEASE:
-                if machine.CLEANUP not in step.actions and await self._was_in_flight(name):
+                if machine.CLEANUP not in step.actions and await self.state.was_in_flight(name):
                     await self._cleanup(job, None)  # its Reservation is gone, yet it must leave the set
                 await self._release(job, phase)
         current = observed.reservation
@@ -368,14 +355,14 @@ class Tracker:
             and current.ours
             and current.name != job.spec.reservation_ref_name
         ):
-            await self._point_at(job, current)  # after the commands: the migration does not wait
+            await self.effects.point_at(job, current)  # after the commands: the migration does not wait
         if phase in TERMINAL_PHASES:
-            await self._untrack(job)
+            await self.state.untrack(job)
         else:
-            await self._track(job)
+            await self.state.track(job)
         controller = observed.reservation.owner_controller_uid if observed.reservation else None
         if controller:
-            waiting = f"{self.key}:waiting:{controller}"
+            waiting = self.keys.waiting(controller)
             if phase == PHASE_RUNNING and step.status.reason == REASON_WAIT_FOR_POD_BIND_RESERVATION:
                 if await self.client.sadd(waiting, name):
                     # Registered after looking: a replacement that bound in between kicked no one. Look
@@ -390,7 +377,7 @@ class Tracker:
         replacement (through the jobs stream, so a job another replica holds is retried, not skipped)."""
         if not controller:
             return
-        for member in await self.client.smembers(f"{self.key}:waiting:{controller}"):
+        for member in await self.client.smembers(self.keys.waiting(controller)):
             name = as_text(member)
             ref = JobRef(name=name, uid="")
             await self.publisher.publish(
@@ -402,9 +389,9 @@ class Tracker:
         uid = job.metadata.uid or ""
         ref = job.spec.pod_ref
         pipe = self.client.pipeline(transaction=False)
-        pipe.hget(f"{self.key}:decisions", uid)
-        pipe.hgetall(f"{self.key}:reports:{uid}")
-        pipe.hexists(f"{self.key}:workload-uid-of", job.metadata.name or "")  # an eviction was sent
+        pipe.hget(self.keys.decisions, uid)
+        pipe.hgetall(self.keys.reports(uid))
+        pipe.hexists(self.keys.workload_uid_of, job.metadata.name or "")  # an eviction was sent
         raw_decision, raw_reports, evicting = await pipe.execute()
         decision = codec.decode(raw_decision, Decision) if raw_decision else None
         reports = {as_text(k): codec.decode(v, Report) for k, v in raw_reports.items()}
@@ -421,8 +408,8 @@ class Tracker:
                 # In one transaction: a Redis restart between the write and the read must not read back
                 # nothing and take the job's own pod for another (and its job for Succeeded).
                 pipe = self.client.pipeline(transaction=True)
-                pipe.hsetnx(f"{self.key}:pod-uids", uid, ref.uid or view.uid)
-                pipe.hget(f"{self.key}:pod-uids", uid)
+                pipe.hsetnx(self.keys.pod_uids, uid, ref.uid or view.uid)
+                pipe.hget(self.keys.pod_uids, uid)
                 _, first_seen = await pipe.execute()
                 expected = as_text(first_seen) if first_seen is not None else ref.uid or view.uid
                 pod = view if view.uid == expected else None
@@ -491,12 +478,12 @@ class Tracker:
         the workload, claimed by one job only (Reservations are per workload, so a replacement may have
         taken another job's room, and that job then reserves again)."""
         uid = job.metadata.uid or ""
-        mine = await self.client.hget(f"{self.key}:replacement", uid)
+        mine = await self.client.hget(self.keys.replacement, uid)
         if mine is not None:
             namespace, name, pod_uid = json.loads(mine)
             return namespace, name, pod_uid
         controller = own[-1].owner_controller_uid
-        pool = f"{self.key}:pool:{controller}"
+        pool = self.keys.pool(controller or "")
         pooled: list[Ident] = []
         workload: list[ReservationView] = []
         if controller:
@@ -504,18 +491,18 @@ class Tracker:
             listed = await self._list(paths.RESERVATIONS, f"{LABEL_CONTROLLER}={controller}")
             workload = [reservation_view(item) for item in listed]
         for namespace, name, pod_uid in claims.candidates(own, pooled, workload):
-            raw = await self.client.hget(f"{self.key}:claims", pod_uid)
+            raw = await self.client.hget(self.keys.claims, pod_uid)
             holder = as_text(raw) if raw is not None else None
             view = None if holder not in (None, uid) else await self._pod((namespace, name, pod_uid))
             if view is None or not claims.may_claim(uid, holder, controller, view.controller_uid):
                 await self.client.srem(pool, json.dumps([namespace, name, pod_uid]))  # taken, gone, not ours
                 continue
-            if holder is not None or await self.client.hsetnx(f"{self.key}:claims", pod_uid, uid):
+            if holder is not None or await self.client.hsetnx(self.keys.claims, pod_uid, uid):
                 entry = json.dumps([namespace, name, pod_uid])
                 pipe = self.client.pipeline(transaction=False)
-                pipe.hset(f"{self.key}:replacement", uid, entry)
+                pipe.hset(self.keys.replacement, uid, entry)
                 # Before the caller reads the replacement: its readiness, from now on, reconciles this job.
-                pipe.hset(f"{self.key}:replacement-jobs", f"{namespace}/{name}", job.metadata.name or "")
+                pipe.hset(self.keys.replacement_jobs, f"{namespace}/{name}", job.metadata.name or "")
                 pipe.srem(pool, entry)
                 await pipe.execute()
                 return namespace, name, pod_uid
@@ -528,7 +515,7 @@ class Tracker:
         for r in reservations:
             for bound in r.bound:
                 if r.owner_controller_uid:
-                    pipe.sadd(f"{self.key}:pool:{r.owner_controller_uid}", json.dumps(list(bound)))
+                    pipe.sadd(self.keys.pool(r.owner_controller_uid), json.dumps(list(bound)))
         if pipe:
             await pipe.execute()
 
@@ -544,37 +531,6 @@ class Tracker:
     # ----------------------------------------------------------------------------------------------------
     # Effects
 
-    async def _command(
-        self,
-        job: PodMigrationJob,
-        step: CommandStep,
-        pod_uid: str | None,
-        attempt: int = 1,
-        seen: str = "",
-        **more: Any,
-    ) -> None:
-        """`seen`: the state the command answers; a command for a changed state is not a duplicate."""
-        ref = JobRef(name=job.metadata.name or "", uid=job.metadata.uid or "")
-        now = datetime.now(UTC)
-        command = Command(job=ref, step=step, pod_uid=pod_uid, attempt=attempt, issued_at=now, **more)
-        msg_id = f"{ref.uid}/{step}/{pod_uid or ''}/{attempt}"
-        if more:  # a cleanup that keeps or sweeps differs from one that did not
-            msg_id += "/" + ",".join(f"{k}={v}" for k, v in sorted(more.items()))
-        if seen:
-            msg_id += f"/{seen}"
-        await self.publisher.publish(self.subjects.job(step, ref.name), codec.encode(command), msg_id)
-        await self.publisher.flush()
-
-    async def _in_flight(self, name: str, workload: str) -> None:
-        """The job evicts: until it ends, the room its workload's ended jobs did not use stays."""
-        pipe = self.client.pipeline(transaction=False)
-        pipe.sadd(f"{self.key}:in-flight:{workload}", name)
-        pipe.hset(f"{self.key}:workload-uid-of", name, workload)
-        await pipe.execute()
-
-    async def _was_in_flight(self, name: str) -> bool:
-        return bool(await self.client.hexists(f"{self.key}:workload-uid-of", name))
-
     async def _cleanup(
         self, job: PodMigrationJob, workload: str | None, room: ReservationView | None = None
     ) -> None:
@@ -584,38 +540,33 @@ class Tracker:
         is asked for again (the command names the room's state, so it is not a duplicate of the first)."""
         name = job.metadata.name or ""
         seen = f"{room.name}:{room.phase}:{len(room.bound)}" if room is not None else ""
-        workload = workload or as_text(await self.client.hget(f"{self.key}:workload-uid-of", name) or b"")
+        workload = workload or as_text(await self.client.hget(self.keys.workload_uid_of, name) or b"")
         if not workload:
-            await self._command(job, "cleanup", None, seen=seen)
+            await self.effects.command(job, "cleanup", None, seen=seen)
             return
-        keys = [f"{self.key}:in-flight:{workload}", f"{self.key}:room-kept:{workload}"]
+        keys = [self.keys.in_flight(workload), self.keys.room_kept(workload)]
         answer = await self._room_ends(keys=keys, args=[name])
         code, kept = int(answer[0]), [as_text(v) for v in answer[1:]]
         if code == 0:
-            await self._command(job, "cleanup", None, seen=seen, keep_untaken=True)
+            await self.effects.command(job, "cleanup", None, seen=seen, keep_untaken=True)
         elif code == 1 and kept:
-            await self._command(job, "cleanup", None, seen=seen, also=sorted(kept))
+            await self.effects.command(job, "cleanup", None, seen=seen, also=sorted(kept))
         else:
-            await self._command(job, "cleanup", None, seen=seen)
+            await self.effects.command(job, "cleanup", None, seen=seen)
 
     async def _release(self, job: PodMigrationJob, phase: str) -> None:
         uid = job.metadata.uid or ""
         if not await self.ledger.release(uid):
             return
         ref = job.spec.pod_ref
-        stats = f"{self.config.redis.key_prefix}:stats"
         if phase == PHASE_FAILED and ref is not None:
-            await self.client.hincrby(f"{stats}:pod-failures", f"{ref.namespace}/{ref.name}", 1)
+            await self.stats.pod_failed(ref.namespace or "", ref.name or "")
         # The workload whose slot the job held, as its PMJ recorded it when it started running.
         held = ledger.recorded(uid, job.metadata.annotations or {})
         if phase == PHASE_SUCCEEDED and held is not None and held.workload is not None:
-            await self.client.hincrby(f"{stats}:workload-migrations", held.workload, 1)
+            await self.stats.workload_migrated(held.workload)
         # Last: whoever hears of the release (the arbitrator's next pass) reads the statistics it updated.
-        await self._released(uid)
-
-    async def _released(self, uid: str) -> None:
-        RELEASES.inc()
-        await self.nc.publish(self.subjects.ledger_released, uid.encode())
+        await self.effects.released(uid)
 
     async def _record_ledger(self, job: PodMigrationJob) -> None:
         """What the job holds in the ledger, on the PMJ: the ledger is rebuilt from it after a Redis loss."""
@@ -631,119 +582,12 @@ class Tracker:
                 content_type="application/merge-patch+json",
             )
 
-    async def _point_at(self, job: PodMigrationJob, reservation: ReservationView) -> None:
-        """Name the Reservation Podherd made for the job's current attempt in its reservationRef, as
-        Koordinator's controller does, so `kubectl get pmj -o yaml` shows which room the job holds."""
-        ref = {"apiVersion": API_VERSION, "kind": "Reservation", "name": reservation.name}
-        patch = {"spec": {"reservationOptions": {"reservationRef": {**ref, "uid": reservation.uid or None}}}}
-        with contextlib.suppress(KubeError):  # written again on the job's next look
-            await self.kube.arequest(
-                "PATCH",
-                paths.job(str(job.metadata.name)),
-                body=patch,
-                content_type="application/merge-patch+json",
-            )
-
     async def _transitioned(self, job: PodMigrationJob, previous: str | None, step: machine.Step) -> None:
-        status = step.status
-        name, uid = job.metadata.name or "", job.metadata.uid or ""
-        if status.phase != (previous or PHASE_PENDING):
-            TRANSITIONS.labels(status.phase or "", status.reason or "").inc()
-        conditions: dict[str, str] = {
-            str(c.type): f"{c.status}/{c.reason or ''}" for c in status.conditions or []
-        }
-        if previous is None and status.phase != PHASE_PENDING:
-            # Admitted before any status was written: the job was Pending from its creation until now, and
-            # its history on the audit stream starts there, as every other job's does.
-            created = AuditRecord(
-                id=f"{uid}/status/created",
-                time=job.metadata.creation_timestamp or datetime.now(UTC),
-                action="transition",
-                actor=f"tracker/{self.config.replica}",
-                job=name,
-                job_uid=uid,
-                phase=PHASE_PENDING,
-                message="created",
-            )
-            await self.publisher.publish_audit(self.subjects.audit(name), created)
-        digest = hashlib.sha1(json.dumps([status.phase, status.reason, status.message, conditions]).encode())
-        record = AuditRecord(
-            id=f"{uid}/status/{digest.hexdigest()[:16]}",
-            time=datetime.now(UTC),
-            action="transition",
-            actor=f"tracker/{self.config.replica}",
-            job=name,
-            job_uid=uid,
-            phase=status.phase,
-            previous_phase=previous or PHASE_PENDING,  # type: ignore[arg-type]
-            reason=status.reason,
-            message=status.message,
-            details={"status": status.status or "", **conditions},
-        )
-        await self.publisher.publish_audit(self.subjects.audit(name), record)
-        await self.publisher.flush()
-        await self.client.hset(f"{self.key}:phases", name, status.phase or PHASE_PENDING)
-        log.info("%s: %s %s", name, status.phase, status.message, extra={"job": name, "phase": status.phase})
-        for kind, reason, message in step.events:
-            await self._event(job, kind, reason, message)
-
-    async def _event(self, job: PodMigrationJob, kind: str, reason: str, message: str) -> None:
-        name = job.metadata.name or ""
-        now = datetime.now(UTC).isoformat().replace("+00:00", "Z")
-        event = {
-            "apiVersion": "v1",
-            "kind": "Event",
-            "metadata": {"name": f"{name}.{uuid.uuid4().hex[:12]}", "namespace": "default"},
-            "involvedObject": {
-                "apiVersion": f"{GROUP}/v1alpha1",
-                "kind": "PodMigrationJob",
-                "name": name,
-                "uid": job.metadata.uid,
-            },
-            "type": kind,
-            "reason": reason,
-            "message": message,
-            "source": {"component": "podherd-tracker"},
-            "firstTimestamp": now,
-            "lastTimestamp": now,
-            "count": 1,
-        }
-        with contextlib.suppress(Exception):
-            await self.kube.arequest("POST", paths.events("default"), body=event)
-
-    async def _track(self, job: PodMigrationJob) -> None:
-        name = job.metadata.name or ""
-        ttl = parse_duration(job.spec.ttl or self.args.default_job_ttl)
-        created = job.metadata.creation_timestamp
-        deadline = (created.timestamp() if created else time.time()) + ttl + 0.05
-        pipe = self.client.pipeline(transaction=False)
-        pipe.zadd(f"{self.key}:deadlines", {name: deadline})
-        if job.spec.pod_ref is not None:
-            pipe.hset(f"{self.key}:pod-jobs", f"{job.spec.pod_ref.namespace}/{job.spec.pod_ref.name}", name)
-        if named := job.user_reservation:  # its events carry no job label: find the job by the name
-            pipe.hset(f"{self.key}:named", named, name)
-        await pipe.execute()
-
-    async def _untrack(self, job: PodMigrationJob) -> None:
-        name = job.metadata.name or ""
-        mine = await self.client.hget(f"{self.key}:replacement", job.metadata.uid or "")
-        pipe = self.client.pipeline(transaction=False)
-        if mine is not None:
-            namespace, pod, _ = json.loads(mine)
-            pipe.hdel(f"{self.key}:replacement-jobs", f"{namespace}/{pod}")
-        pipe.zrem(f"{self.key}:deadlines", name)
-        if job.spec.pod_ref is not None:
-            pipe.hdel(f"{self.key}:pod-jobs", f"{job.spec.pod_ref.namespace}/{job.spec.pod_ref.name}")
-        if named := job.user_reservation:
-            pipe.hdel(f"{self.key}:named", named)
-        await pipe.execute()
+        await self.effects.transitioned(job, previous, step)
+        await self.state.phase_written(job.metadata.name or "", step.status.phase or PHASE_PENDING)
 
     async def _get(self, path: str) -> dict[str, Any] | None:
         return await read_or_retry(self.kube.get_json(path), f"reading {path}", 0.5)
-
-
-class _JobEvent(msgspec.Struct):
-    object: PodMigrationJob
 
 
 async def main(config: PodherdConfig, stop: asyncio.Event, ops: OpsServer) -> None:

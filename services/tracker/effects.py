@@ -1,0 +1,144 @@
+"""What the tracker does to the world beside Redis: commands to the executor, audit records, the job's
+Kubernetes Events, its reservationRef, and the word that a job's slots were released."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import uuid
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from prometheus_client import Counter
+
+from services.tracker import progress as machine
+from services.tracker.progress import ReservationView
+from shared import bus
+from shared.api import codec, paths
+from shared.api.messages import AuditRecord, Command, JobRef
+from shared.api.pmj import API_VERSION, GROUP, PHASE_PENDING, PodMigrationJob
+from shared.config import PodherdConfig
+from shared.kube import KubeClient, KubeError
+
+log = logging.getLogger("services.tracker")
+CommandStep = Literal["reserve", "evict", "cleanup"]
+TRANSITIONS = Counter("podherd_tracker_transitions_total", "Job phase changes", ["phase", "reason"])
+RELEASES = Counter("podherd_ledger_releases_total", "Ledger slots released when jobs ended")
+
+
+class Effects:
+    def __init__(
+        self,
+        config: PodherdConfig,
+        nc: Any,
+        kube: KubeClient,
+        publisher: bus.Publisher,
+        subjects: bus.Subjects,
+    ) -> None:
+        self.config, self.nc, self.kube, self.publisher, self.subjects = config, nc, kube, publisher, subjects
+
+    async def command(
+        self,
+        job: PodMigrationJob,
+        step: CommandStep,
+        pod_uid: str | None,
+        attempt: int = 1,
+        seen: str = "",
+        **more: Any,
+    ) -> None:
+        """`seen`: the state the command answers; a command for a changed state is not a duplicate."""
+        ref = JobRef(name=job.metadata.name or "", uid=job.metadata.uid or "")
+        now = datetime.now(UTC)
+        command = Command(job=ref, step=step, pod_uid=pod_uid, attempt=attempt, issued_at=now, **more)
+        msg_id = f"{ref.uid}/{step}/{pod_uid or ''}/{attempt}"
+        if more:  # a cleanup that keeps or sweeps differs from one that did not
+            msg_id += "/" + ",".join(f"{k}={v}" for k, v in sorted(more.items()))
+        if seen:
+            msg_id += f"/{seen}"
+        await self.publisher.publish(self.subjects.job(step, ref.name), codec.encode(command), msg_id)
+        await self.publisher.flush()
+
+    async def released(self, uid: str) -> None:
+        RELEASES.inc()
+        await self.nc.publish(self.subjects.ledger_released, uid.encode())
+
+    async def point_at(self, job: PodMigrationJob, reservation: ReservationView) -> None:
+        """Name the Reservation Podherd made for the job's current attempt in its reservationRef, as
+        Koordinator's controller does, so `kubectl get pmj -o yaml` shows which room the job holds."""
+        ref = {"apiVersion": API_VERSION, "kind": "Reservation", "name": reservation.name}
+        patch = {"spec": {"reservationOptions": {"reservationRef": {**ref, "uid": reservation.uid or None}}}}
+        with contextlib.suppress(KubeError):  # written again on the job's next look
+            await self.kube.arequest(
+                "PATCH",
+                paths.job(str(job.metadata.name)),
+                body=patch,
+                content_type="application/merge-patch+json",
+            )
+
+    async def transitioned(self, job: PodMigrationJob, previous: str | None, step: machine.Step) -> None:
+        status = step.status
+        name, uid = job.metadata.name or "", job.metadata.uid or ""
+        if status.phase != (previous or PHASE_PENDING):
+            TRANSITIONS.labels(status.phase or "", status.reason or "").inc()
+        conditions: dict[str, str] = {
+            str(c.type): f"{c.status}/{c.reason or ''}" for c in status.conditions or []
+        }
+        if previous is None and status.phase != PHASE_PENDING:
+            # Admitted before any status was written: the job was Pending from its creation until now, and
+            # its history on the audit stream starts there, as every other job's does.
+            created = AuditRecord(
+                id=f"{uid}/status/created",
+                time=job.metadata.creation_timestamp or datetime.now(UTC),
+                action="transition",
+                actor=f"tracker/{self.config.replica}",
+                job=name,
+                job_uid=uid,
+                phase=PHASE_PENDING,
+                message="created",
+            )
+            await self.publisher.publish_audit(self.subjects.audit(name), created)
+        digest = hashlib.sha1(json.dumps([status.phase, status.reason, status.message, conditions]).encode())
+        record = AuditRecord(
+            id=f"{uid}/status/{digest.hexdigest()[:16]}",
+            time=datetime.now(UTC),
+            action="transition",
+            actor=f"tracker/{self.config.replica}",
+            job=name,
+            job_uid=uid,
+            phase=status.phase,
+            previous_phase=previous or PHASE_PENDING,  # type: ignore[arg-type]
+            reason=status.reason,
+            message=status.message,
+            details={"status": status.status or "", **conditions},
+        )
+        await self.publisher.publish_audit(self.subjects.audit(name), record)
+        await self.publisher.flush()
+        log.info("%s: %s %s", name, status.phase, status.message, extra={"job": name, "phase": status.phase})
+        for kind, reason, message in step.events:
+            await self.event(job, kind, reason, message)
+
+    async def event(self, job: PodMigrationJob, kind: str, reason: str, message: str) -> None:
+        name = job.metadata.name or ""
+        now = datetime.now(UTC).isoformat().replace("+00:00", "Z")
+        event = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"name": f"{name}.{uuid.uuid4().hex[:12]}", "namespace": "default"},
+            "involvedObject": {
+                "apiVersion": f"{GROUP}/v1alpha1",
+                "kind": "PodMigrationJob",
+                "name": name,
+                "uid": job.metadata.uid,
+            },
+            "type": kind,
+            "reason": reason,
+            "message": message,
+            "source": {"component": "podherd-tracker"},
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "count": 1,
+        }
+        with contextlib.suppress(Exception):
+            await self.kube.arequest("POST", paths.events("default"), body=event)

@@ -1,0 +1,87 @@
+"""The tracker's Redis keys (`<keyPrefix>:tracker:…`), spelled here only. Every replica reads and writes
+them; nothing outside the tracker does (the statistics other services read are shared.stats')."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class TrackerKeys:
+    key_prefix: str
+
+    @property
+    def base(self) -> str:
+        return f"{self.key_prefix}:tracker"
+
+    # Per job, by uid (hashes): the arbitrator's decision, the pod the job was made for, its replacement.
+    @property
+    def decisions(self) -> str:
+        return f"{self.base}:decisions"
+
+    @property
+    def pod_uids(self) -> str:
+        return f"{self.base}:pod-uids"
+
+    @property
+    def replacement(self) -> str:
+        return f"{self.base}:replacement"
+
+    def reports(self, job_uid: str) -> str:
+        """The executor's reports on a job, by step (hash)."""
+        return f"{self.base}:reports:{job_uid}"
+
+    # Per job, by name: its phase as last written, the workload it is in flight for, its lock, its deadline.
+    @property
+    def phases(self) -> str:
+        return f"{self.base}:phases"
+
+    @property
+    def workload_uid_of(self) -> str:
+        return f"{self.base}:workload-uid-of"
+
+    def lock(self, job: str) -> str:
+        return f"{self.base}:lock:{job}"
+
+    @property
+    def deadlines(self) -> str:
+        """Jobs by the time their ttl ends (sorted set)."""
+        return f"{self.base}:deadlines"
+
+    # Which job a pod or a name points at.
+    @property
+    def pod_jobs(self) -> str:
+        """namespace/pod -> the job made for that pod."""
+        return f"{self.base}:pod-jobs"
+
+    @property
+    def replacement_jobs(self) -> str:
+        """namespace/pod -> the job that claimed that pod as its replacement."""
+        return f"{self.base}:replacement-jobs"
+
+    @property
+    def named(self) -> str:
+        """A Reservation named by a job's reservationRef -> the job."""
+        return f"{self.base}:named"
+
+    @property
+    def claims(self) -> str:
+        """A replacement pod's uid -> the job that claimed it."""
+        return f"{self.base}:claims"
+
+    # Per workload (controller uid): replacements bound in its room, jobs waiting for one, jobs in flight.
+    def pool(self, controller: str) -> str:
+        return f"{self.base}:pool:{controller}"
+
+    def waiting(self, controller: str) -> str:
+        return f"{self.base}:waiting:{controller}"
+
+    def in_flight(self, workload: str) -> str:
+        return f"{self.base}:in-flight:{workload}"
+
+    def room_kept(self, workload: str) -> str:
+        return f"{self.base}:room-kept:{workload}"
+
+    @property
+    def collector_pass(self) -> str:
+        return f"{self.base}:collector"

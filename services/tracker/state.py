@@ -1,0 +1,59 @@
+"""What the tracker keeps in Redis for each job it follows (services.tracker.keys), beside the ledger: its
+deadline, which pod and Reservation name point at it, its replacement, the workload it is in flight for,
+and the phase it last wrote."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import redis.asyncio as aioredis
+
+from services.tracker.keys import TrackerKeys
+from shared.api.pmj import PodMigrationJob
+from shared.durations import parse_duration
+
+
+class JobState:
+    def __init__(self, client: aioredis.Redis, keys: TrackerKeys, default_ttl: str) -> None:
+        self.client, self.keys, self.default_ttl = client, keys, default_ttl
+
+    async def phase_written(self, name: str, phase: str) -> None:
+        await self.client.hset(self.keys.phases, name, phase)
+
+    async def in_flight(self, name: str, workload: str) -> None:
+        """The job evicts: until it ends, the room its workload's ended jobs did not use stays."""
+        pipe = self.client.pipeline(transaction=False)
+        pipe.sadd(self.keys.in_flight(workload), name)
+        pipe.hset(self.keys.workload_uid_of, name, workload)
+        await pipe.execute()
+
+    async def was_in_flight(self, name: str) -> bool:
+        return bool(await self.client.hexists(self.keys.workload_uid_of, name))
+
+    async def track(self, job: PodMigrationJob) -> None:
+        name = job.metadata.name or ""
+        ttl = parse_duration(job.spec.ttl or self.default_ttl)
+        created = job.metadata.creation_timestamp
+        deadline = (created.timestamp() if created else time.time()) + ttl + 0.05
+        pipe = self.client.pipeline(transaction=False)
+        pipe.zadd(self.keys.deadlines, {name: deadline})
+        if job.spec.pod_ref is not None:
+            pipe.hset(self.keys.pod_jobs, f"{job.spec.pod_ref.namespace}/{job.spec.pod_ref.name}", name)
+        if named := job.user_reservation:  # its events carry no job label: find the job by the name
+            pipe.hset(self.keys.named, named, name)
+        await pipe.execute()
+
+    async def untrack(self, job: PodMigrationJob) -> None:
+        name = job.metadata.name or ""
+        mine = await self.client.hget(self.keys.replacement, job.metadata.uid or "")
+        pipe = self.client.pipeline(transaction=False)
+        if mine is not None:
+            namespace, pod, _ = json.loads(mine)
+            pipe.hdel(self.keys.replacement_jobs, f"{namespace}/{pod}")
+        pipe.zrem(self.keys.deadlines, name)
+        if job.spec.pod_ref is not None:
+            pipe.hdel(self.keys.pod_jobs, f"{job.spec.pod_ref.namespace}/{job.spec.pod_ref.name}")
+        if named := job.user_reservation:
+            pipe.hdel(self.keys.named, named)
+        await pipe.execute()
