@@ -68,8 +68,13 @@ class Effects:
         """Name the Reservation Podherd made for the job's current attempt in its reservationRef, as
         Koordinator's controller does, so `kubectl get pmj -o yaml` shows which room the job holds."""
         ref = {"apiVersion": API_VERSION, "kind": "Reservation", "name": reservation.name}
-        patch = {"spec": {"reservationOptions": {"reservationRef": {**ref, "uid": reservation.uid or None}}}}
-        with contextlib.suppress(KubeError):  # written again on the job's next look
+        await self.patch_job(
+            job, {"spec": {"reservationOptions": {"reservationRef": {**ref, "uid": reservation.uid or None}}}}
+        )
+
+    async def patch_job(self, job: PodMigrationJob, patch: dict[str, Any]) -> None:
+        """A merge patch of the PMJ; one that fails is written again on the job's next look."""
+        with contextlib.suppress(KubeError):
             await self.kube.arequest(
                 "PATCH",
                 paths.job(str(job.metadata.name)),

@@ -573,14 +573,9 @@ class Tracker:
         held = await self.ledger.held(job.metadata.uid or "")
         if held is None:
             return
-        patch = {"metadata": {"annotations": {ledger.ANNOTATION: held.annotation()}}}
-        with contextlib.suppress(KubeError):
-            await self.kube.arequest(
-                "PATCH",
-                paths.job(str(job.metadata.name)),
-                body=patch,
-                content_type="application/merge-patch+json",
-            )
+        await self.effects.patch_job(
+            job, {"metadata": {"annotations": {ledger.ANNOTATION: held.annotation()}}}
+        )
 
     async def _transitioned(self, job: PodMigrationJob, previous: str | None, step: machine.Step) -> None:
         await self.effects.transitioned(job, previous, step)
