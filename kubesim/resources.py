@@ -352,6 +352,10 @@ class Registry:
     def get(self, group: str, version: str, plural: str) -> ResourceType | None:
         return self._by_path.get((group, version, plural))
 
+    def core(self, plural: str) -> ResourceType:
+        """A built-in resource of the core group (`namespaces`, `pods`, ...): always registered."""
+        return self._by_path[("", "v1", plural)]
+
     def by_kind(self, api_version: str, kind: str) -> ResourceType | None:
         group, _, version = api_version.rpartition("/")
         for rt in self._by_path.values():

@@ -264,7 +264,7 @@ class Store:
                     "the namespace of the provided object does not match the namespace sent on the request"
                 )
             meta["namespace"] = namespace
-            found = self.find(self.registry.get("", "v1", "namespaces"), "", namespace)  # type: ignore[arg-type]
+            found = self.find(self.registry.core("namespaces"), "", namespace)
             if found is None:
                 raise not_found("namespaces", namespace)
             if (found.get("status") or {}).get("phase") == "Terminating":  # the NamespaceLifecycle plugin

@@ -543,9 +543,9 @@ def _expr_matches(expr: Obj, value: str | None, present: bool) -> bool:
         return present
     if op == "DoesNotExist":
         return not present
-    if op in ("Gt", "Lt") and present and values:
+    if op in ("Gt", "Lt") and value is not None and values:
         try:
-            return int(value) > int(values[0]) if op == "Gt" else int(value) < int(values[0])  # type: ignore[arg-type]
+            return int(value) > int(values[0]) if op == "Gt" else int(value) < int(values[0])
         except ValueError:
             return False
     return False

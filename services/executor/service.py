@@ -29,7 +29,7 @@ from services.executor.room import no_room
 from shared import bus
 from shared.api import annotations as known
 from shared.api import codec, paths
-from shared.api.messages import AuditRecord, Command, JobRef, Report
+from shared.api.messages import AuditRecord, Command, JobRef, Outcome, Report, Step
 from shared.api.pmj import (
     ANNOTATION_ABORT,
     MODE_EVICT_DIRECTLY,
@@ -295,9 +295,9 @@ class Executor:
         await self.publisher.publish_audit(self.subjects.audit(job.metadata.name or ""), record)
         await self.publisher.flush()
 
-    async def _report(self, job: PodMigrationJob, step: str, outcome: str, message: str) -> None:
+    async def _report(self, job: PodMigrationJob, step: Step, outcome: Outcome, message: str) -> None:
         ref = JobRef(name=job.metadata.name or "", uid=job.metadata.uid or "")
-        report = Report(job=ref, step=step, outcome=outcome, message=message, reported_at=datetime.now(UTC))  # type: ignore[arg-type]
+        report = Report(job=ref, step=step, outcome=outcome, message=message, reported_at=datetime.now(UTC))
         digest = hashlib.sha1(message.encode()).hexdigest()[:10]
         await self.publisher.publish(
             self.subjects.job("report", ref.name),

@@ -9,7 +9,7 @@ import json
 import logging
 import uuid
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any
 
 from prometheus_client import Counter
 
@@ -17,13 +17,13 @@ from services.tracker import progress as machine
 from services.tracker.progress import ReservationView
 from shared import bus
 from shared.api import codec, paths
-from shared.api.messages import AuditRecord, Command, JobRef
-from shared.api.pmj import API_VERSION, GROUP, PHASE_PENDING, PodMigrationJob
+from shared.api.messages import AuditRecord, Command, JobRef, Step
+from shared.api.pmj import API_VERSION, GROUP, PHASE_PENDING, Phase, PodMigrationJob
 from shared.config import PodherdConfig
 from shared.kube import KubeClient, KubeError
 
 log = logging.getLogger("services.tracker")
-CommandStep = Literal["reserve", "evict", "cleanup"]
+CommandStep = Step
 TRANSITIONS = Counter("podherd_tracker_transitions_total", "Job phase changes", ["phase", "reason"])
 RELEASES = Counter("podherd_ledger_releases_total", "Ledger slots released when jobs ended")
 
@@ -82,7 +82,7 @@ class Effects:
                 content_type="application/merge-patch+json",
             )
 
-    async def transitioned(self, job: PodMigrationJob, previous: str | None, step: machine.Step) -> None:
+    async def transitioned(self, job: PodMigrationJob, previous: Phase | None, step: machine.Step) -> None:
         status = step.status
         name, uid = job.metadata.name or "", job.metadata.uid or ""
         if status.phase != (previous or PHASE_PENDING):
@@ -113,7 +113,7 @@ class Effects:
             job=name,
             job_uid=uid,
             phase=status.phase,
-            previous_phase=previous or PHASE_PENDING,  # type: ignore[arg-type]
+            previous_phase=previous or PHASE_PENDING,
             reason=status.reason,
             message=status.message,
             details={"status": status.status or "", **conditions},

@@ -29,7 +29,7 @@ from services.tracker.intents import conflict, job_for
 from shared import bus
 from shared.api import codec, paths
 from shared.api.codec import SchemaError
-from shared.api.messages import AuditRecord, IntentError, IntentReply, MigrationIntent
+from shared.api.messages import AuditRecord, IntentError, IntentErrorCode, IntentReply, MigrationIntent
 from shared.api.pmj import PodMigrationJob
 from shared.config import NatsConfig
 from shared.consume import durable, one_by_one, run_consumer
@@ -44,9 +44,9 @@ QUEUE_GROUP = "podherd-tracker"
 class Refused(Exception):
     """An intent that cannot become a job; retrying it as is will not help (unless `code` is Unavailable)."""
 
-    def __init__(self, code: str, message: str, field: str | None = None) -> None:
+    def __init__(self, code: IntentErrorCode, message: str, field: str | None = None) -> None:
         super().__init__(message)
-        self.error = IntentError(code=code, message=message, field=field)  # type: ignore[arg-type]
+        self.error = IntentError(code=code, message=message, field=field)
 
 
 class IntentIntake:
@@ -129,7 +129,7 @@ class IntentIntake:
 
     @staticmethod
     def _outage(exc: KubeError) -> Refused:
-        code = "Unavailable" if exc.retryable else "Internal"
+        code: IntentErrorCode = "Unavailable" if exc.retryable else "Internal"
         return Refused(code, f"the Kubernetes API server answered {exc}")
 
     # ----------------------------------------------------------------------------------------------------

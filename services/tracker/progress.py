@@ -50,6 +50,9 @@ from shared.api.pmj import (
     STATUS_TRUE,
     STATUS_UNKNOWN,
     TERMINAL_PHASES,
+    ConditionStatus,
+    ConditionType,
+    Phase,
     PodMigrationJob,
     PodMigrationJobCondition,
     PodMigrationJobStatus,
@@ -328,21 +331,21 @@ class _Progress:
     def _endings(self) -> tuple[str, ...]:
         return (CLEANUP, RELEASE) if self.o.reservation is not None else (RELEASE,)
 
-    def end(self, phase: str, reason: str, message: str) -> Step:
+    def end(self, phase: Phase, reason: str, message: str) -> Step:
         status = self._status(phase, reason, message)
         status.status = STATUS_COMPLETE
         kind = "Normal" if phase == PHASE_SUCCEEDED else "Warning"
         self.events.append((kind, reason or phase, message))
         return Step(status, self._endings(), self.events)
 
-    def stay(self, phase: str, reason: str, message: str, actions: tuple[str, ...] = ()) -> Step:
+    def stay(self, phase: Phase, reason: str, message: str, actions: tuple[str, ...] = ()) -> Step:
         return Step(self._status(phase, reason, message), actions, self.events)
 
-    def _status(self, phase: str, reason: str, message: str) -> PodMigrationJobStatus:
+    def _status(self, phase: Phase, reason: str, message: str) -> PodMigrationJobStatus:
         if phase != (self.old.phase or PHASE_PENDING) and phase == PHASE_RUNNING:
             self.events.append(("Normal", "Running", "the job is running"))
         return PodMigrationJobStatus(
-            phase=phase,  # type: ignore[arg-type]
+            phase=phase,
             status=self.last_changed,
             reason=reason or None,
             message=message,
@@ -353,15 +356,15 @@ class _Progress:
             preempted_pods_reservations=self.old.preempted_pods_reservations,
         )
 
-    def set(self, kind: str, status: str, reason: str, message: str) -> None:
+    def set(self, kind: ConditionType, status: ConditionStatus, reason: str, message: str) -> None:
         """Set a condition; its lastTransitionTime moves only when its status changes."""
         old = self._condition(kind)
         if old is not None and (old.status, old.reason or "", old.message or "") == (status, reason, message):
             return
         moved = old is None or old.status != status
         condition = PodMigrationJobCondition(
-            type=kind,  # type: ignore[arg-type]
-            status=status,  # type: ignore[arg-type]
+            type=kind,
+            status=status,
             reason=reason or None,
             message=message,
             last_transition_time=self.o.now if moved else old.last_transition_time if old else self.o.now,

@@ -61,6 +61,7 @@ from shared.api.pmj import (
     PHASE_SUCCEEDED,
     REASON_WAIT_FOR_POD_BIND_RESERVATION,
     TERMINAL_PHASES,
+    Phase,
     PodMigrationJob,
 )
 from shared.api.reservation import (
@@ -223,9 +224,9 @@ class Tracker:
                         log.exception("%s failed", task.__name__)
             try:
                 due = await self.client.zrangebyscore(self.keys.deadlines, "-inf", time.time())
-                for name in due:
+                for name in cast(list[bytes], due):  # members only: no scores asked for
                     with contextlib.suppress(Retry):
-                        await self.reconcile(as_text(name))  # type: ignore[arg-type]
+                        await self.reconcile(as_text(name))
             except Exception:
                 log.exception("deadline sweep failed")
 
@@ -577,7 +578,7 @@ class Tracker:
             job, {"metadata": {"annotations": {ledger.ANNOTATION: held.annotation()}}}
         )
 
-    async def _transitioned(self, job: PodMigrationJob, previous: str | None, step: machine.Step) -> None:
+    async def _transitioned(self, job: PodMigrationJob, previous: Phase | None, step: machine.Step) -> None:
         await self.effects.transitioned(job, previous, step)
         await self.state.phase_written(job.metadata.name or "", step.status.phase or PHASE_PENDING)
 

@@ -8,7 +8,7 @@ models).
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Literal, TypeVar
 
 import msgspec
 
@@ -157,7 +157,7 @@ class RawNode(msgspec.Struct):
 
 
 class WatchLine(msgspec.Struct):
-    type: str
+    type: Literal["ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR"]
     object: msgspec.Raw
 
 

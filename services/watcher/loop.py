@@ -257,7 +257,7 @@ class KindWatcher:
             if decoded is None:
                 continue
             if self.selection.wanted(decoded.meta.namespace):
-                await self._emit(event.type, decoded, arrived)  # type: ignore[arg-type]
+                await self._emit(event.type, decoded, arrived)
             self.rv = decoded.meta.resourceVersion or self.rv
 
     # ----------------------------------------------------------------------------------------------------

@@ -64,8 +64,11 @@ class MigrationIntent(Message, kw_only=True, forbid_unknown_fields=True):
     paused: bool = False
 
 
+IntentErrorCode: TypeAlias = Literal["InvalidIntent", "MissingPod", "Conflict", "Unavailable", "Internal"]
+
+
 class IntentError(msgspec.Struct, rename="camel", kw_only=True):
-    code: Literal["InvalidIntent", "MissingPod", "Conflict", "Unavailable", "Internal"]
+    code: IntentErrorCode
     message: str
     field: str | None = None
 
@@ -202,6 +205,8 @@ class ObjectEvent(Message, Generic[Payload], kw_only=True):
 # Decisions: the arbitrator's verdict on one pending job.
 
 DecisionKind: TypeAlias = Literal["admitted", "rejected", "deferred"]
+Step: TypeAlias = Literal["reserve", "evict", "cleanup"]  # what the tracker asks the executor to do
+Outcome: TypeAlias = Literal["done", "gone", "blocked", "background", "failed", "checked"]
 
 
 class JobRef(msgspec.Struct, rename="camel", kw_only=True):
@@ -226,7 +231,7 @@ class Command(Message, kw_only=True):
     Reservation). `pod_uid` is the pod the job moves: the executor never evicts another one."""
 
     job: JobRef
-    step: Literal["reserve", "evict", "cleanup"]
+    step: Step
     pod_uid: str | None = None
     attempt: int = 1  # reserve: which of the job's Reservations to create
     issued_at: datetime
@@ -241,8 +246,8 @@ class Report(Message, kw_only=True):
     Available and the eviction is on its way), for the tracker."""
 
     job: JobRef
-    step: Literal["reserve", "evict", "cleanup"]
-    outcome: Literal["done", "gone", "blocked", "background", "failed", "checked"]
+    step: Step
+    outcome: Outcome
     message: str
     reported_at: datetime
 
