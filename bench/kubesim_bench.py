@@ -84,7 +84,7 @@ def bench(nodes: int, pods: int, watchers: int, events: int) -> dict[str, Any]:
         "rss_mb_before": round(before, 1),
     }
     try:
-        api = kubernetes.config.new_client_from_config(config_file=str(handle.kubeconfig))
+        api = kubernetes.config.new_client_from_config(config_file=str(handle.kubeconfig))  # type: ignore[no-untyped-call]
         core = kubernetes.client.CoreV1Api(api)
 
         started = time.perf_counter()
@@ -102,7 +102,7 @@ def bench(nodes: int, pods: int, watchers: int, events: int) -> dict[str, Any]:
         while True:
             page = core.list_pod_for_all_namespaces(limit=500, _continue=token, _request_timeout=600)
             paged += len(page.items)
-            token = page.metadata._continue
+            token = page.metadata._continue if page.metadata else None
             if not token:
                 break
         paginated = time.perf_counter() - started
@@ -117,7 +117,8 @@ def bench(nodes: int, pods: int, watchers: int, events: int) -> dict[str, Any]:
         }
         del raw
 
-        rv = core.list_namespace().metadata.resource_version
+        namespaces_meta = core.list_namespace().metadata
+        rv = namespaces_meta.resource_version if namespaces_meta else None
         ctx = multiprocessing.get_context("spawn")
         queue = ctx.Queue()
         readies = [ctx.Event() for _ in range(watchers)]
@@ -135,7 +136,7 @@ def bench(nodes: int, pods: int, watchers: int, events: int) -> dict[str, Any]:
         names = handle.call(
             lambda sim: [
                 (o["metadata"]["namespace"], o["metadata"]["name"])
-                for o in list(sim.store.objects(sim.store.registry.get("", "v1", "pods")))[:events]
+                for o in list(sim.store.objects(sim.store.registry.core("pods")))[:events]
             ]
         )
         written: dict[str, float] = {}

@@ -89,13 +89,14 @@ def measure(tree: Path, rounds: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="kubesim-cpu-") as directory:
         process, kubeconfig = _start(tree, Path(directory))
         try:
-            api = kubernetes.config.new_client_from_config(config_file=str(kubeconfig))
+            api = kubernetes.config.new_client_from_config(config_file=str(kubeconfig))  # type: ignore[no-untyped-call]
             core, custom = kubernetes.client.CoreV1Api(api), kubernetes.client.CustomObjectsApi(api)
             extensions = kubernetes.client.ApiextensionsV1Api(api)
             for path in sorted((tree / "deploy" / "crds").glob("*.scheduling.*.yaml")):
                 extensions.create_custom_resource_definition(yaml.safe_load(path.read_text()))
             _until_served(custom)
             pod = core.list_pod_for_all_namespaces(limit=1).items[0]
+            assert pod.metadata is not None and pod.metadata.namespace and pod.metadata.name
             namespace, name = pod.metadata.namespace, pod.metadata.name
             for seq in range(50):  # warm-up: connections, caches
                 _round(core, custom, namespace, name, seq)

@@ -50,7 +50,9 @@ def _cpu() -> float:
 def model_decode(raw: bytes, resolver: WorkloadResolver) -> Decoded:
     """The baseline: build the client's V1Pod model, then read the payload's fields from it."""
     pod = kubernetes.client.V1Pod.from_dict(json.loads(bytes(raw)))
+    assert pod is not None and pod.metadata is not None and pod.spec is not None
     meta = pod.metadata
+    assert meta.name is not None and meta.uid is not None and meta.resource_version is not None
     raw_pod = RawPod(
         metadata=RawMeta(
             name=meta.name,
