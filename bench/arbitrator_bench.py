@@ -43,7 +43,8 @@ from shared.api import codec
 from shared.api.messages import PodInfo, WorkloadInfo, WorkloadRef
 from shared.api.meta import ObjectMeta, ObjectReference
 from shared.api.pmj import PodMigrationJob, PodMigrationJobSpec
-from shared.config import PodherdConfig, config_from_dict
+from shared.config import PodherdConfig
+from shared.config_loader import config_from_dict
 from shared.ledger import Ledger
 from shared.slots import Slot
 from shared.waits import wait_event

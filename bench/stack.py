@@ -15,7 +15,8 @@ from kubesim.sim import SimHandle, start_in_thread
 from podherd.install import install, service_kubeconfig
 from podherd.processes import SERVICES, ServiceProcesses
 from podherd.servers import Server
-from shared.config import KubernetesConfig, PodherdConfig, config_from_dict
+from shared.config import KubernetesConfig, PodherdConfig
+from shared.config_loader import config_from_dict
 from shared.kube import KubeClient
 
 Parts = tuple[SimHandle, KubeClient, ServiceProcesses, PodherdConfig]

@@ -38,7 +38,7 @@ from services.watcher.decode import RawMeta, RawPod, WorkloadResolver, pod_info
 from services.watcher.kinds import KINDS, Decoded, KindSpec
 from services.watcher.loop import KindWatcher
 from shared import bus
-from shared.config import config_from_dict
+from shared.config_loader import config_from_dict
 from shared.kube import KubeClient
 
 

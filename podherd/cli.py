@@ -17,7 +17,8 @@ from podherd.errors import CliError
 from podherd.servers import ServerUnavailable
 from podherd.signals import stop_on_signals
 from shared.bus import StreamRefused
-from shared.config import ConfigError, load_config
+from shared.config import ConfigError
+from shared.config_loader import load_config
 
 if TYPE_CHECKING:
     from shared.runtime import ServiceMain

@@ -43,7 +43,8 @@ from podherd.servers import nats_server, redis_server
 from shared import bus
 from shared.api import paths
 from shared.api.pmj import TERMINAL_PHASES
-from shared.config import PodherdConfig, config_from_dict
+from shared.config import PodherdConfig
+from shared.config_loader import config_from_dict
 from shared.kube import KubeClient
 from shared.quantity import milli
 

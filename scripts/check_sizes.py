@@ -26,7 +26,6 @@ STILL_OVER: dict[str, int] = {
     "kubesim/server.py:ApiServer": 599,
     "kubesim/controllers/scheduler.py": 574,
     "kubesim/store.py:Store": 572,
-    "shared/config.py": 533,
     "services/arbitrator/engine.py": 499,
     "kubesim/scenario.py": 497,
     "services/arbitrator/engine.py:Engine": 394,

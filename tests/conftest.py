@@ -28,7 +28,8 @@ from nats.js import JetStreamContext
 from kubesim.options import SimOptions
 from kubesim.sim import SimHandle, start_in_thread
 from podherd.servers import Server, nats_server, redis_server
-from shared.config import PodherdConfig, config_from_dict
+from shared.config import PodherdConfig
+from shared.config_loader import config_from_dict
 from tests.fuzz import sizes
 from tests.kube import Kube, client_for, with_crds
 

@@ -24,7 +24,8 @@ from services.executor.service import Executor
 from services.tracker.service import Tracker
 from services.watcher.service import Watcher
 from shared import bus
-from shared.config import KubernetesConfig, PodherdConfig, config_from_dict
+from shared.config import KubernetesConfig, PodherdConfig
+from shared.config_loader import config_from_dict
 from shared.kube import KubeClient
 from tests.kube import Kube, watch_until
 

@@ -27,7 +27,8 @@ from shared.api import codec
 from shared.api.messages import ObjectEvent, PdbInfo, PodInfo, WorkloadInfo, WorkloadRef
 from shared.api.meta import ObjectMeta, ObjectReference
 from shared.api.pmj import PodMigrationJob, PodMigrationJobSpec
-from shared.config import PodherdConfig, config_from_dict
+from shared.config import PodherdConfig
+from shared.config_loader import config_from_dict
 
 pytestmark = pytest.mark.integration
 EPOCH = datetime(2026, 11, 1, tzinfo=UTC)

@@ -16,7 +16,8 @@ from services.tracker.intake import CONSUMER, IntentIntake
 from shared import bus
 from shared.api import codec
 from shared.api.messages import IntentReply, MigrationIntent, PodKey
-from shared.config import KubernetesConfig, config_from_dict
+from shared.config import KubernetesConfig
+from shared.config_loader import config_from_dict
 from shared.kube import KubeClient
 from tests.conftest import NatsScope
 from tests.kube import Kube

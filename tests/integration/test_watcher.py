@@ -28,7 +28,8 @@ from podherd.servers import Server
 from services.watcher.service import Watcher
 from shared import bus
 from shared.bus import Subjects
-from shared.config import PodherdConfig, config_from_dict
+from shared.config import PodherdConfig
+from shared.config_loader import config_from_dict
 from shared.kube import KubeClient
 from tests.kube import Kube, client_for, with_crds
 

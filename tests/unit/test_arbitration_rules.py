@@ -13,7 +13,8 @@ from services.arbitrator.rules import filters, limits, order
 from services.arbitrator.rules.facts import JobFacts, PdbFacts, WorkloadFacts
 from shared.api.messages import PodInfo, WorkloadRef
 from shared.api.meta import LabelSelector, LabelSelectorRequirement, ObjectReference
-from shared.config import MigrationControllerArgs, config_from_dict
+from shared.config import MigrationControllerArgs
+from shared.config_loader import config_from_dict
 
 JOB = JobFacts(name="j1", uid="job-1", pod_namespace="default", pod_name="web-0", created_at=100.0)
 RS = ObjectReference(api_version="apps/v1", kind="ReplicaSet", name="web-5d", uid="rs-1", namespace="default")

@@ -6,14 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from shared.config import (
-    EVICTION_GATES,
-    ConfigError,
-    PodherdConfig,
-    config_from_dict,
-    load_config,
-    parse_config_text,
-)
+from shared.config import EVICTION_GATES, ConfigError, PodherdConfig
+from shared.config_loader import config_from_dict, load_config, parse_config_text
 
 
 def test_seed_001_defaults() -> None:

@@ -12,7 +12,8 @@ import pytest
 import yaml
 
 from kubesim.service_links import from_services, service_env
-from shared.config import ConfigError, PodherdConfig, is_service_link, load_config
+from shared.config import ConfigError, PodherdConfig
+from shared.config_loader import is_service_link, load_config
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 

@@ -1,0 +1,275 @@
+"""Loading Podherd's configuration (the schema is shared.config): defaults <- a YAML file (Podherd's own,
+Koordinator's MigrationControllerArgs, or a descheduler profile) <- the environment
+(`PODHERD_<SECTION>__<KEY>`, and the standard KUBECONFIG, NATS_URL, REDIS_URL); then what types alone
+cannot say is validated."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import yaml
+
+from shared.api.codec import error_location
+from shared.config import (
+    DESCHEDULER_KINDS,
+    EVICTION_GATES,
+    KOORDINATOR_KINDS,
+    WATCHABLE_KINDS,
+    ConfigError,
+    PodherdConfig,
+    default_object_limiters,
+    nats_servers,
+)
+from shared.durations import parse_duration
+
+# ---------------------------------------------------------------------------------------------------------
+# Loading
+
+
+def load_config(
+    path: str | os.PathLike[str] | None = None,
+    env: Mapping[str, str] | None = None,
+) -> PodherdConfig:
+    """Load defaults <- YAML file (`path`, else `$PODHERD_CONFIG`) <- environment; validate everything."""
+    env = os.environ if env is None else env
+    path = path if path is not None else env.get("PODHERD_CONFIG")
+    document: dict[str, Any] = {}
+    if path:
+        document = _read_yaml(Path(path))
+    document = _normalise(document)
+    _apply_env(document, env)
+    return config_from_dict(document)
+
+
+def config_from_dict(document: Mapping[str, Any]) -> PodherdConfig:
+    """Build and validate a config from a parsed document in Podherd's shape."""
+    try:
+        config = msgspec.convert(dict(document), type=PodherdConfig, str_keys=True)
+    except msgspec.ValidationError as exc:
+        key, reason = error_location(str(exc))
+        raise ConfigError(key, reason) from exc
+    validate(config)
+    return config
+
+
+def parse_config_text(text: str, env: Mapping[str, str] | None = None) -> PodherdConfig:
+    """Load from YAML text (Podherd's shape, a bare MigrationControllerArgs, or a descheduler config)."""
+    document = _normalise(_parse_yaml(text, "<text>"))
+    _apply_env(document, {} if env is None else env)
+    return config_from_dict(document)
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ConfigError("", f"cannot read config file {path}: {exc.strerror}") from exc
+    return _parse_yaml(text, str(path))
+
+
+def _parse_yaml(text: str, origin: str) -> dict[str, Any]:
+    try:
+        document = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError("", f"{origin} is not valid YAML: {exc}") from exc
+    if document is None:
+        return {}
+    if not isinstance(document, dict):
+        raise ConfigError("", f"{origin} must hold a mapping, got {type(document).__name__}")
+    return document
+
+
+def _normalise(document: dict[str, Any]) -> dict[str, Any]:
+    """Accept a Koordinator MigrationControllerArgs or DeschedulerConfiguration as they are."""
+    kind = document.get("kind")
+    if kind in KOORDINATOR_KINDS:
+        return {"migrationController": document}
+    if kind in DESCHEDULER_KINDS or ("profiles" in document and "migrationController" not in document):
+        args = _migration_args_from_profiles(document.get("profiles"))
+        return {"migrationController": args}
+    return document
+
+
+def _migration_args_from_profiles(profiles: Any) -> dict[str, Any]:
+    if not isinstance(profiles, list):
+        raise ConfigError("profiles", "expected a list of descheduler profiles")
+    for i, profile in enumerate(profiles):
+        for j, plugin in enumerate((profile or {}).get("pluginConfig") or []):
+            if isinstance(plugin, dict) and plugin.get("name") == "MigrationController":
+                args = plugin.get("args") or {}
+                if not isinstance(args, dict):
+                    raise ConfigError(f"profiles[{i}].pluginConfig[{j}].args", "expected a mapping")
+                return args
+    raise ConfigError("profiles", "no pluginConfig named MigrationController in any profile")
+
+
+def _field_names(struct_type: type[msgspec.Struct]) -> dict[str, tuple[str, Any]]:
+    """lower-cased JSON name -> (JSON name, field type), for matching environment variable names."""
+    info = msgspec.inspect.type_info(struct_type)
+    assert isinstance(info, msgspec.inspect.StructType)
+    return {f.encode_name.lower(): (f.encode_name, f.type) for f in info.fields}
+
+
+# What a kubelet gives every container for each Service of its namespace (pkg/kubelet/envvars): a Service
+# named `podherd-watcher` yields PODHERD_WATCHER_SERVICE_HOST, PODHERD_WATCHER_PORT_8080_TCP_ADDR and so on.
+# They are not configuration and are left alone; any other unknown PODHERD_ name is still refused. (A Service
+# name is a DNS-1035 label and a port name an IANA service name: neither ends in "-", so no configuration
+# name, whose parts are joined by "__", has this shape.)
+_SVC = r"[A-Z]([A-Z0-9_]*[A-Z0-9])?"
+_PORT_NAME = r"[A-Z0-9]([A-Z0-9_]*[A-Z0-9])?"
+SERVICE_LINK = re.compile(
+    rf"{_SVC}_(SERVICE_HOST|SERVICE_PORT(_{_PORT_NAME})?|PORT|PORT_[0-9]+_(TCP|UDP|SCTP)(_PROTO|_PORT|_ADDR)?)"
+)
+
+
+def is_service_link(name: str) -> bool:
+    return SERVICE_LINK.fullmatch(name) is not None
+
+
+def _apply_env(document: dict[str, Any], env: Mapping[str, str]) -> None:
+    for name, raw in env.items():
+        if not name.startswith("PODHERD_") or name in ("PODHERD_CONFIG",) or is_service_link(name):
+            continue
+        parts = [p for p in name[len("PODHERD_") :].split("__") if p]
+        _set_path(document, parts, raw, name)
+    standard = {
+        "KUBECONFIG": ("kubernetes", "kubeconfig"),
+        "NATS_URL": ("nats", "url"),
+        "REDIS_URL": ("redis", "url"),
+    }
+    for var, (section, key) in standard.items():
+        if env.get(var):
+            value = env[var]
+            if var == "KUBECONFIG":  # a list, as kubectl takes it: the first file that exists
+                paths = [p for p in value.split(os.pathsep) if p]
+                value = next((p for p in paths if os.path.exists(p)), paths[0] if paths else value)
+            document.setdefault(section, {})
+            if not isinstance(document[section], dict):
+                raise ConfigError(section, "expected a mapping")
+            document[section][key] = value
+
+
+def _set_path(document: dict[str, Any], parts: list[str], raw: str, var: str) -> None:
+    struct_type: Any = PodherdConfig
+    node = document
+    path: list[str] = []
+    for i, part in enumerate(parts):
+        match = _field_names(struct_type).get(part.lower())
+        if match is None:
+            raise ConfigError(
+                ".".join([*path, part.lower()]), f"environment variable {var} names no such key"
+            )
+        json_name, ftype = match
+        path.append(json_name)
+        if i == len(parts) - 1:
+            node[json_name] = _env_value(raw)
+            return
+        child = node.setdefault(json_name, {})
+        if not isinstance(child, dict):
+            raise ConfigError(".".join(path), "expected a mapping")
+        node = child
+        struct_type = _struct_of(ftype)
+        if struct_type is None:
+            raise ConfigError(
+                ".".join(path), f"environment variable {var} goes below a value that has no keys"
+            )
+
+
+def _struct_of(ftype: msgspec.inspect.Type) -> type[msgspec.Struct] | None:
+    if isinstance(ftype, msgspec.inspect.StructType):
+        return ftype.cls
+    if isinstance(ftype, msgspec.inspect.UnionType):
+        for t in ftype.types:
+            if isinstance(t, msgspec.inspect.StructType):
+                return t.cls
+    return None
+
+
+def _env_value(raw: str) -> Any:
+    """An environment value is read as a YAML scalar or flow collection: '3' -> 3, 'true' -> True."""
+    try:
+        return yaml.safe_load(raw) if raw.strip() else raw
+    except yaml.YAMLError:
+        return raw
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Validation of what types alone cannot say
+
+
+def validate(config: PodherdConfig) -> None:
+    args = config.migration_controller
+    prefix = "migrationController."
+    if isinstance(args.evict_qps, str):
+        try:
+            qps = float(args.evict_qps)
+        except ValueError:
+            raise ConfigError(prefix + "evictQPS", f"expected a number, got {args.evict_qps!r}") from None
+        args.evict_qps = qps
+    if args.evict_qps_value <= 0:
+        raise ConfigError(prefix + "evictQPS", f"must be > 0, got {args.evict_qps}")
+    if args.flow_control_qps is not None:
+        try:
+            float(args.flow_control_qps)
+        except ValueError:
+            raise ConfigError(
+                prefix + "flowControlQPS", f"expected a number, got {args.flow_control_qps!r}"
+            ) from None
+    if args.namespaces and args.namespaces.include and args.namespaces.exclude:
+        raise ConfigError(prefix + "namespaces", "only one of include and exclude can be set")
+    _positive_duration(prefix + "defaultJobTTL", args.default_job_ttl)
+    _positive_duration(prefix + "arbitrationArgs.interval", args.arbitration_args.interval)
+    if not args.object_limiters.items():
+        args.object_limiters = default_object_limiters()
+    for name, limiter in args.object_limiters.items():
+        _positive_duration(f"{prefix}objectLimiters.{name}.duration", limiter.duration)
+    for i, gate in enumerate(args.skip_eviction_gates):
+        if gate not in EVICTION_GATES:
+            known = ", ".join(sorted(EVICTION_GATES))
+            raise ConfigError(f"{prefix}skipEvictionGates[{i}]", f"unknown gate {gate!r}; known: {known}")
+    if not args.scheduler_names:
+        raise ConfigError(prefix + "schedulerNames", "must name at least one scheduler")
+    if args.priority_threshold and args.priority_threshold.value is not None and args.priority_threshold.name:
+        raise ConfigError(prefix + "priorityThreshold", "only one of value and name can be set")
+    for key, urls, schemes in (
+        ("nats.url", nats_servers(config.nats.url) or [""], ("nats://", "tls://", "ws://", "wss://")),
+        ("redis.url", [config.redis.url], ("redis://", "rediss://", "unix://")),
+    ):
+        for url in urls:
+            if not url.startswith(schemes):
+                raise ConfigError(
+                    key, f"expected a URL starting with one of {', '.join(schemes)}, got {url!r}"
+                )
+    for i, kind in enumerate(config.watcher.kinds):
+        if kind not in WATCHABLE_KINDS:
+            raise ConfigError(
+                f"watcher.kinds[{i}]", f"unknown kind {kind!r}; known: {', '.join(WATCHABLE_KINDS)}"
+            )
+    namespaces = config.watcher.namespaces
+    if namespaces and namespaces.include and namespaces.exclude:
+        raise ConfigError("watcher.namespaces", "only one of include and exclude can be set")
+    for key, value in (
+        ("watcher.leaseTTL", config.watcher.lease_ttl),
+        ("watcher.checkpointInterval", config.watcher.checkpoint_interval),
+        ("watcher.watchTimeout", config.watcher.watch_timeout),
+        ("watcher.inactivityTimeout", config.watcher.inactivity_timeout),
+        ("watcher.backoffMax", config.watcher.backoff_max),
+        ("nats.streamMaxAge", config.nats.stream_max_age),
+        ("nats.auditMaxAge", config.nats.audit_max_age),
+        ("nats.duplicateWindow", config.nats.duplicate_window),
+        ("nats.ackWait", config.nats.ack_wait),
+        ("collector.retention", config.collector.retention),
+        ("collector.interval", config.collector.interval),
+        ("collector.dedupWindow", config.collector.dedup_window),
+    ):
+        _positive_duration(key, value)
+
+
+def _positive_duration(key: str, value: str) -> None:
+    if parse_duration(value) <= 0:
+        raise ConfigError(key, f"must be a positive duration, got {value!r}")
