@@ -28,7 +28,7 @@ import kubernetes
 
 from bench.results_io import emit
 from kubesim.options import SimOptions
-from kubesim.scenario import generate
+from kubesim.scenarios import generate
 from kubesim.sim import start_in_thread
 
 

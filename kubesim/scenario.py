@@ -29,7 +29,6 @@ control loops find nothing to do until something changes.
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -37,16 +36,9 @@ import yaml
 
 from kubesim.admission import NODE_INFO, POD_SPEC_DEFAULTS, qos_class
 from kubesim.controllers.workloads import owner_ref, template_hash
+from kubesim.scenarios import BUILTIN, builtin, generate
 from kubesim.store import now_iso
 from shared.quantity import milli, pod_requests
-
-BUILTIN: dict[str, dict[str, Any]] = {}
-
-
-def builtin(name: str) -> dict[str, Any]:
-    if name not in BUILTIN:
-        raise KeyError(f"unknown scenario {name!r}; built-in: {', '.join(sorted(BUILTIN))}")
-    return copy.deepcopy(BUILTIN[name])
 
 
 def resolve(scenario: str | dict[str, Any]) -> dict[str, Any]:
@@ -395,103 +387,3 @@ def load_scenario(sim: Any, scenario: str | dict[str, Any]) -> dict[str, Any]:
     for item in document.get("pods") or []:
         loader.bare_pod(item)
     return document
-
-
-# ---------------------------------------------------------------------------------------------------------
-# Built-in and generated scenarios
-
-
-def fragmented(nodes: int = 6, node_cpu: int = 4) -> dict[str, Any]:
-    """Seed 002's picture: every node half used by small pods, a pod as large as a node pending.
-
-    Each node runs one `web` and one `api` replica of 1 CPU (web through koord-scheduler, with a PDB of
-    maxUnavailable 1), so every node has 2 of 4 CPUs free: 2*N CPUs free in all, yet the 4-CPU `big` pod
-    fits nowhere until some node is emptied.
-    """
-    names = [f"node-{i}" for i in range(1, nodes + 1)]
-    return {
-        "name": "fragmented",
-        "nodes": [
-            {
-                "name": "node-{i}",
-                "count": nodes,
-                "capacity": {"cpu": str(node_cpu), "memory": "16Gi", "pods": "110"},
-            }
-        ],
-        "workloads": [
-            {
-                "kind": "Deployment",
-                "name": "web",
-                "namespace": "default",
-                "replicas": nodes,
-                "requests": {"cpu": "1", "memory": "1Gi"},
-                "schedulerName": "koord-scheduler",
-                "pdb": {"maxUnavailable": 1},
-                "placement": names,
-            },
-            {
-                "kind": "Deployment",
-                "name": "api",
-                "namespace": "default",
-                "replicas": nodes,
-                "requests": {"cpu": "1", "memory": "1Gi"},
-                "schedulerName": "koord-scheduler",
-                "placement": names,
-            },
-        ],
-        "pods": [
-            {
-                "name": "big",
-                "namespace": "default",
-                "requests": {"cpu": str(node_cpu), "memory": "2Gi"},
-                "schedulerName": "koord-scheduler",
-                "labels": {"app": "big"},
-            }
-        ],
-    }
-
-
-def generate(
-    nodes: int, pods: int, replicas_per_workload: int = 50, node_cpu: int = 64, namespaces: int = 10
-) -> dict[str, Any]:
-    """A large cluster: `nodes` nodes and `pods` pods in Deployments of `replicas_per_workload`."""
-    workloads: Iterator[dict[str, Any]] = (
-        {
-            "kind": "Deployment",
-            "name": f"app-{i}",
-            "namespace": f"ns-{i % namespaces}",
-            "replicas": min(replicas_per_workload, pods - i * replicas_per_workload),
-            "requests": {"cpu": "100m", "memory": "128Mi"},
-            "schedulerName": "koord-scheduler",
-        }
-        for i in range((pods + replicas_per_workload - 1) // replicas_per_workload)
-    )
-    return {
-        "name": f"generated-{nodes}x{pods}",
-        "namespaces": [f"ns-{i}" for i in range(namespaces)],
-        "nodes": [
-            {
-                "name": "node-{i}",
-                "count": nodes,
-                "capacity": {"cpu": str(node_cpu), "memory": "256Gi", "pods": "250"},
-            }
-        ],
-        "workloads": list(workloads),
-    }
-
-
-BUILTIN["fragmented"] = fragmented()
-BUILTIN["small"] = {
-    "name": "small",
-    "nodes": [{"name": "node-{i}", "count": 3, "capacity": {"cpu": "4", "memory": "16Gi", "pods": "110"}}],
-    "workloads": [
-        {
-            "kind": "Deployment",
-            "name": "web",
-            "replicas": 3,
-            "requests": {"cpu": "500m"},
-            "schedulerName": "koord-scheduler",
-            "pdb": {"minAvailable": 2},
-        }
-    ],
-}

@@ -19,7 +19,7 @@ import yaml
 
 from kubesim import SERVICE_MONITOR_CRD
 from kubesim.options import PODHERD_IMAGE, SimOptions, podherd_image
-from kubesim.scenario import fragmented
+from kubesim.scenarios import fragmented
 from kubesim.sim import SimHandle, start_in_thread
 from podherd.errors import CliError
 from podherd.install import DEPLOY, NAMESPACE

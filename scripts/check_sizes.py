@@ -27,7 +27,6 @@ STILL_OVER: dict[str, int] = {
     "kubesim/controllers/scheduler.py": 574,
     "kubesim/store.py:Store": 572,
     "services/arbitrator/engine.py": 499,
-    "kubesim/scenario.py": 497,
     "services/arbitrator/engine.py:Engine": 394,
     "kubesim/controllers/scheduler.py:Scheduler": 393,
     "kubesim/controllers/workloads.py:Workloads": 321,
