@@ -128,13 +128,45 @@ def progress(o: Observed) -> Step:
     return _Progress(o).run()
 
 
+@dataclass
+class Conditions:
+    """A job's status conditions as a step changes them, and which changed last (`status.status`)."""
+
+    items: list[PodMigrationJobCondition]
+    last_changed: str | None
+
+    def get(self, kind: str) -> PodMigrationJobCondition | None:
+        return next((c for c in self.items if c.type == kind), None)
+
+    def true(self, kind: str) -> bool:
+        found = self.get(kind)
+        return found is not None and found.status == STATUS_TRUE
+
+    def set(
+        self, kind: ConditionType, status: ConditionStatus, reason: str, message: str, now: datetime
+    ) -> bool:
+        """Set a condition; its lastTransitionTime moves only when its status changes (then True)."""
+        old = self.get(kind)
+        if old is not None and (old.status, old.reason or "", old.message or "") == (status, reason, message):
+            return False
+        moved = old is None or old.status != status
+        since = now if moved or old is None else old.last_transition_time
+        condition = PodMigrationJobCondition(
+            type=kind, status=status, reason=reason or None, message=message, last_transition_time=since
+        )
+        self.items = [c for c in self.items if c.type != kind] + [condition]
+        self.last_changed = kind
+        return moved
+
+
 class _Progress:
     def __init__(self, o: Observed) -> None:
         self.o = o
         old = o.job.status or PodMigrationJobStatus()
         self.old = old
-        self.conditions = list(old.conditions or [])
-        self.last_changed: str | None = old.status if old.status != STATUS_COMPLETE else None
+        self.marks = Conditions(
+            list(old.conditions or []), old.status if old.status != STATUS_COMPLETE else None
+        )
         self.node = old.node_name
         self.pod_ref = old.pod_ref
         self.events: list[tuple[str, str, str]] = []
@@ -346,10 +378,10 @@ class _Progress:
             self.events.append(("Normal", "Running", "the job is running"))
         return PodMigrationJobStatus(
             phase=phase,
-            status=self.last_changed,
+            status=self.marks.last_changed,
             reason=reason or None,
             message=message,
-            conditions=self.conditions or None,
+            conditions=self.marks.items or None,
             node_name=self.node,
             pod_ref=self.pod_ref,
             preempted_pods_ref=self.old.preempted_pods_ref,
@@ -357,26 +389,11 @@ class _Progress:
         )
 
     def set(self, kind: ConditionType, status: ConditionStatus, reason: str, message: str) -> None:
-        """Set a condition; its lastTransitionTime moves only when its status changes."""
-        old = self._condition(kind)
-        if old is not None and (old.status, old.reason or "", old.message or "") == (status, reason, message):
-            return
-        moved = old is None or old.status != status
-        condition = PodMigrationJobCondition(
-            type=kind,
-            status=status,
-            reason=reason or None,
-            message=message,
-            last_transition_time=self.o.now if moved else old.last_transition_time if old else self.o.now,
-        )
-        self.conditions = [c for c in self.conditions if c.type != kind] + [condition]
-        self.last_changed = kind
-        if moved:
+        if self.marks.set(kind, status, reason, message, self.o.now):
             self.events.append(("Normal", reason or kind, message))
 
     def _condition(self, kind: str) -> PodMigrationJobCondition | None:
-        return next((c for c in self.conditions if c.type == kind), None)
+        return self.marks.get(kind)
 
     def _true(self, kind: str) -> bool:
-        found = self._condition(kind)
-        return found is not None and found.status == STATUS_TRUE
+        return self.marks.true(kind)
