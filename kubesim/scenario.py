@@ -35,7 +35,7 @@ from typing import Any
 import yaml
 
 from kubesim.admission import NODE_INFO, POD_SPEC_DEFAULTS, qos_class
-from kubesim.controllers.workloads import owner_ref, template_hash
+from kubesim.controllers.owned import owner_ref, template_hash
 from kubesim.scenarios import BUILTIN, builtin, generate
 from kubesim.store import now_iso
 from shared.quantity import milli, pod_requests

@@ -29,7 +29,6 @@ STILL_OVER: dict[str, int] = {
     "services/arbitrator/engine.py": 499,
     "services/arbitrator/engine.py:Engine": 394,
     "kubesim/controllers/scheduler.py:Scheduler": 393,
-    "kubesim/controllers/workloads.py:Workloads": 321,
     "services/watcher/loop.py:KindWatcher": 304,
     "kubesim/scenario.py:_Loader": 291,
 }

@@ -13,7 +13,8 @@ import copy
 import time
 
 from kubesim.controllers.base import Controller
-from kubesim.controllers.workloads import is_ready, selects
+from kubesim.controllers.owned import is_ready
+from kubesim.controllers.workloads import selects
 from kubesim.options import SimOptions
 from kubesim.store import Event, Obj, Store, now_iso, parse_iso
 from shared.intstr import scaled_value

@@ -8,12 +8,12 @@ StatefulSet's replacement keeps its name, so it is created only once the old pod
 from __future__ import annotations
 
 import copy
-import hashlib
-import json
 from collections import defaultdict
 from typing import Any
 
 from kubesim.controllers.base import Controller
+from kubesim.controllers.owned import is_active, is_ready, owner_ref, template_hash
+from kubesim.controllers.statefulsets import reconcile_statefulset
 from kubesim.options import SimOptions
 from kubesim.selectors import match_label_selector
 from kubesim.store import Event, Obj, Store
@@ -22,49 +22,6 @@ from shared.intstr import scaled_value
 REVISION = "deployment.kubernetes.io/revision"
 REVISION_HISTORY = "deployment.kubernetes.io/revision-history"
 CHANGE_CAUSE = "kubernetes.io/change-cause"
-
-TERMINAL = ("Succeeded", "Failed")
-
-
-def template_hash(template: Obj) -> str:
-    """The pod template's hash, blind to empty values as the API server's (over Go structs, where an empty
-    `resources: {}` and none are the same): kubectl's rollback sends them, the original did not."""
-    digest = hashlib.sha256(json.dumps(_without_empty(template), sort_keys=True).encode()).hexdigest()
-    return digest[:10]
-
-
-def _without_empty(value: Any) -> Any:
-    if isinstance(value, dict):
-        kept = {k: _without_empty(v) for k, v in value.items()}
-        return {k: v for k, v in kept.items() if v not in (None, {}, [], "")}
-    if isinstance(value, list):
-        return [_without_empty(v) for v in value]
-    return value
-
-
-def is_ready(pod: Obj) -> bool:
-    return any(
-        c.get("type") == "Ready" and c.get("status") == "True"
-        for c in (pod.get("status") or {}).get("conditions") or []
-    )
-
-
-def is_active(pod: Obj) -> bool:
-    return (
-        not pod["metadata"].get("deletionTimestamp")
-        and (pod.get("status") or {}).get("phase") not in TERMINAL
-    )
-
-
-def owner_ref(owner: Obj) -> Obj:
-    return {
-        "apiVersion": owner["apiVersion"],
-        "kind": owner["kind"],
-        "name": owner["metadata"]["name"],
-        "uid": owner["metadata"]["uid"],
-        "controller": True,
-        "blockOwnerDeletion": True,
-    }
 
 
 class Workloads(Controller[tuple[str, str, str]]):
@@ -113,7 +70,7 @@ class Workloads(Controller[tuple[str, str, str]]):
         elif plural == "deployments":
             self._deployment(namespace, name)
         elif plural == "statefulsets":
-            self._statefulset(namespace, name)
+            reconcile_statefulset(self, namespace, name)
 
     def _children(self, owner: Obj, rt: Any) -> list[Obj]:
         namespace = owner["metadata"]["namespace"]
@@ -123,8 +80,6 @@ class Workloads(Controller[tuple[str, str, str]]):
             if obj is not None:
                 out.append(obj)
         return out
-
-    # ----------------------------------------------------------------------------------------------------
 
     def _replicaset(self, namespace: str, name: str) -> None:
         rs = self.store.find(self.replicasets, namespace, name)
@@ -191,8 +146,6 @@ class Workloads(Controller[tuple[str, str, str]]):
         new = copy.deepcopy(obj)
         new["status"] = {**status, **values}
         self.store.put(rt, new, "MODIFIED", old=obj)
-
-    # ----------------------------------------------------------------------------------------------------
 
     def _deployment(self, namespace: str, name: str) -> None:
         deploy = self.store.find(self.deployments, namespace, name)
@@ -318,81 +271,6 @@ class Workloads(Controller[tuple[str, str, str]]):
         new["spec"]["replicas"] = replicas
         new["metadata"]["generation"] = rs["metadata"].get("generation", 1) + 1
         self.store.put(self.replicasets, new, "MODIFIED", old=rs)
-
-    # ----------------------------------------------------------------------------------------------------
-
-    def _statefulset(self, namespace: str, name: str) -> None:
-        sts = self.store.find(self.statefulsets, namespace, name)
-        if sts is None or sts["metadata"].get("deletionTimestamp"):
-            return
-        spec = sts.get("spec") or {}
-        replicas = int(spec.get("replicas", 1))
-        template = spec.get("template") or {}
-        revision = f"{name}-{template_hash(template)}"
-        ordered = spec.get("podManagementPolicy", "OrderedReady") == "OrderedReady"
-        pods = {p["metadata"]["name"]: p for p in self._children(sts, self.pods)}
-        for ordinal in range(replicas):
-            pod_name = f"{name}-{ordinal}"
-            pod = pods.get(pod_name)
-            if pod is None:
-                if self.store.find(self.pods, namespace, pod_name) is not None:
-                    continue  # a pod of that name not owned by us: leave it alone
-                self._create_pod(
-                    sts,
-                    template,
-                    name=pod_name,
-                    extra_labels={
-                        "statefulset.kubernetes.io/pod-name": pod_name,
-                        "controller-revision-hash": revision,
-                    },
-                )
-                if ordered:
-                    break
-            elif ordered and not (is_ready(pod) and is_active(pod)):
-                break
-        extra = sorted(
-            (p for n, p in pods.items() if _ordinal(n, name) >= replicas),
-            key=lambda p: -_ordinal(p["metadata"]["name"], name),
-        )
-        for pod in extra[:1] if ordered else extra:
-            if not pod["metadata"].get("deletionTimestamp"):
-                self.store.delete(self.pods, namespace, pod["metadata"]["name"])
-        current = [p for n, p in pods.items() if _ordinal(n, name) < replicas]
-        if len(current) == replicas and all(is_ready(p) and is_active(p) for p in current):
-            stale = [
-                p
-                for p in current
-                if (p["metadata"].get("labels") or {}).get("controller-revision-hash") != revision
-            ]
-            if stale:
-                victim = max(stale, key=lambda p: _ordinal(p["metadata"]["name"], name))
-                self.store.delete(self.pods, namespace, victim["metadata"]["name"])
-        active = [p for p in self._children(sts, self.pods) if is_active(p)]
-        ready = sum(1 for p in active if is_ready(p))
-        updated = sum(
-            1
-            for p in active
-            if (p["metadata"].get("labels") or {}).get("controller-revision-hash") == revision
-        )
-        self._status(
-            self.statefulsets,
-            sts,
-            {
-                "replicas": len(active),
-                "readyReplicas": ready,
-                "availableReplicas": ready,
-                "currentReplicas": updated,
-                "updatedReplicas": updated,
-                "currentRevision": revision,
-                "updateRevision": revision,
-                "observedGeneration": sts["metadata"].get("generation", 1),
-            },
-        )
-
-
-def _ordinal(pod_name: str, sts_name: str) -> int:
-    suffix = pod_name[len(sts_name) + 1 :]
-    return int(suffix) if suffix.isdigit() else -1
 
 
 def _created_order(obj: Obj) -> tuple[str, int]:

@@ -1,0 +1,84 @@
+"""The StatefulSet controller's pass over one StatefulSet (for kubesim.controllers.workloads): pods by
+ordinal (one at a time under OrderedReady), scale-down from the highest ordinal, a rolling update that
+replaces the highest stale pod once all are Ready, and the status counts."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from kubesim.controllers.owned import is_active, is_ready, template_hash
+
+if TYPE_CHECKING:
+    from kubesim.controllers.workloads import Workloads
+
+
+def reconcile_statefulset(w: Workloads, namespace: str, name: str) -> None:
+    sts = w.store.find(w.statefulsets, namespace, name)
+    if sts is None or sts["metadata"].get("deletionTimestamp"):
+        return
+    spec = sts.get("spec") or {}
+    replicas = int(spec.get("replicas", 1))
+    template = spec.get("template") or {}
+    revision = f"{name}-{template_hash(template)}"
+    ordered = spec.get("podManagementPolicy", "OrderedReady") == "OrderedReady"
+    pods = {p["metadata"]["name"]: p for p in w._children(sts, w.pods)}
+    for ordinal in range(replicas):
+        pod_name = f"{name}-{ordinal}"
+        pod = pods.get(pod_name)
+        if pod is None:
+            if w.store.find(w.pods, namespace, pod_name) is not None:
+                continue  # a pod of that name not owned by us: leave it alone
+            w._create_pod(
+                sts,
+                template,
+                name=pod_name,
+                extra_labels={
+                    "statefulset.kubernetes.io/pod-name": pod_name,
+                    "controller-revision-hash": revision,
+                },
+            )
+            if ordered:
+                break
+        elif ordered and not (is_ready(pod) and is_active(pod)):
+            break
+    extra = sorted(
+        (p for n, p in pods.items() if _ordinal(n, name) >= replicas),
+        key=lambda p: -_ordinal(p["metadata"]["name"], name),
+    )
+    for pod in extra[:1] if ordered else extra:
+        if not pod["metadata"].get("deletionTimestamp"):
+            w.store.delete(w.pods, namespace, pod["metadata"]["name"])
+    current = [p for n, p in pods.items() if _ordinal(n, name) < replicas]
+    if len(current) == replicas and all(is_ready(p) and is_active(p) for p in current):
+        stale = [
+            p
+            for p in current
+            if (p["metadata"].get("labels") or {}).get("controller-revision-hash") != revision
+        ]
+        if stale:
+            victim = max(stale, key=lambda p: _ordinal(p["metadata"]["name"], name))
+            w.store.delete(w.pods, namespace, victim["metadata"]["name"])
+    active = [p for p in w._children(sts, w.pods) if is_active(p)]
+    ready = sum(1 for p in active if is_ready(p))
+    updated = sum(
+        1 for p in active if (p["metadata"].get("labels") or {}).get("controller-revision-hash") == revision
+    )
+    w._status(
+        w.statefulsets,
+        sts,
+        {
+            "replicas": len(active),
+            "readyReplicas": ready,
+            "availableReplicas": ready,
+            "currentReplicas": updated,
+            "updatedReplicas": updated,
+            "currentRevision": revision,
+            "updateRevision": revision,
+            "observedGeneration": sts["metadata"].get("generation", 1),
+        },
+    )
+
+
+def _ordinal(pod_name: str, sts_name: str) -> int:
+    suffix = pod_name[len(sts_name) + 1 :]
+    return int(suffix) if suffix.isdigit() else -1
