@@ -29,6 +29,7 @@ control loops find nothing to do until something changes.
 from __future__ import annotations
 
 import copy
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +38,7 @@ import yaml
 from kubesim.admission import NODE_INFO, POD_SPEC_DEFAULTS, qos_class
 from kubesim.controllers.owned import owner_ref, template_hash
 from kubesim.scenarios import BUILTIN, builtin, generate
-from kubesim.store import now_iso
+from kubesim.store import Obj, now_iso
 from shared.quantity import milli, pod_requests
 
 
@@ -222,51 +223,16 @@ class _Loader:
         )
 
     def workload(self, item: dict[str, Any]) -> None:
-        kind = item.get("kind", "Deployment")
-        namespace = item.get("namespace", "default")
-        name = item["name"]
+        name, namespace = item["name"], item.get("namespace", "default")
         self.namespace(namespace)
-        replicas = int(item.get("replicas", 1))
         labels = dict(item.get("labels") or {"app": name})
-        template = {
-            "metadata": {
-                "labels": dict(labels),
-                **({"annotations": dict(item["annotations"])} if item.get("annotations") else {}),
-            },
-            "spec": self.pod_spec(item),
-        }
-        placement = list(item.get("placement") or [])
-        stamp = now_iso()
-        base_meta = {"namespace": namespace, "creationTimestamp": stamp, "generation": 1}
-        spec_replicas = {"replicas": replicas, "selector": {"matchLabels": dict(labels)}}
-        ready = {
-            "replicas": replicas,
-            "readyReplicas": replicas,
-            "availableReplicas": replicas,
-            "observedGeneration": 1,
-        }
-        if kind == "StatefulSet":
+        annotations = {"annotations": dict(item["annotations"])} if item.get("annotations") else {}
+        template = {"metadata": {"labels": dict(labels), **annotations}, "spec": self.pod_spec(item)}
+        shape = _Shape(name, namespace, int(item.get("replicas", 1)), labels, now_iso())
+        if item.get("kind", "Deployment") == "StatefulSet":
             revision = f"{name}-{template_hash(template)}"
             owner = self.store.put(
-                self.rts["statefulsets"],
-                {
-                    "metadata": {**base_meta, "name": name, "uid": f"sts-{namespace}-{name}"},
-                    "spec": {
-                        **spec_replicas,
-                        "template": template,
-                        "podManagementPolicy": item.get("podManagementPolicy", "OrderedReady"),
-                        "updateStrategy": {"type": "RollingUpdate"},
-                        "serviceName": name,
-                    },
-                    "status": {
-                        **ready,
-                        "currentReplicas": replicas,
-                        "updatedReplicas": replicas,
-                        "currentRevision": revision,
-                        "updateRevision": revision,
-                    },
-                },
-                "ADDED",
+                self.rts["statefulsets"], _statefulset(shape, item, template, revision), "ADDED"
             )
             names = [
                 (
@@ -276,77 +242,27 @@ class _Loader:
                         "controller-revision-hash": revision,
                     },
                 )
-                for i in range(replicas)
+                for i in range(shape.replicas)
             ]
         else:
+            deploy = self.store.put(self.rts["deployments"], _deployment(shape, item, template), "ADDED")
             tmpl_hash = template_hash(template)
-            deploy = self.store.put(
-                self.rts["deployments"],
-                {
-                    "metadata": {**base_meta, "name": name, "uid": f"deploy-{namespace}-{name}"},
-                    "spec": {
-                        **spec_replicas,
-                        "template": template,
-                        "revisionHistoryLimit": 10,
-                        "strategy": {
-                            "type": "RollingUpdate",
-                            "rollingUpdate": {
-                                "maxSurge": item.get("maxSurge", "25%"),
-                                "maxUnavailable": item.get("maxUnavailable", "25%"),
-                            },
-                        },
-                    },
-                    "status": {**ready, "updatedReplicas": replicas, "unavailableReplicas": 0},
-                },
-                "ADDED",
-            )
-            rs_template = copy.deepcopy(template)
-            rs_template["metadata"]["labels"]["pod-template-hash"] = tmpl_hash
+            template = copy.deepcopy(template)
+            template["metadata"]["labels"]["pod-template-hash"] = tmpl_hash
             owner = self.store.put(
-                self.rts["replicasets"],
-                {
-                    "metadata": {
-                        **base_meta,
-                        "name": f"{name}-{tmpl_hash}",
-                        "uid": f"rs-{namespace}-{name}",
-                        "labels": dict(rs_template["metadata"]["labels"]),
-                        "ownerReferences": [owner_ref(deploy)],
-                    },
-                    "spec": {
-                        "replicas": replicas,
-                        "template": rs_template,
-                        "selector": {"matchLabels": {**labels, "pod-template-hash": tmpl_hash}},
-                    },
-                    "status": {**ready, "fullyLabeledReplicas": replicas},
-                },
-                "ADDED",
+                self.rts["replicasets"], _replicaset(shape, deploy, template, tmpl_hash), "ADDED"
             )
-            template = rs_template
-            names = [(f"{name}-{tmpl_hash}-{i:05d}", {}) for i in range(replicas)]
+            names = [(f"{name}-{tmpl_hash}-{i:05d}", {}) for i in range(shape.replicas)]
+        placement = list(item.get("placement") or [])
         requests = pod_requests(template["spec"])
         for index, (pod_name, extra_labels) in enumerate(names):
-            wanted = placement[index % len(placement)] if placement else None
-            node = self.place(requests, wanted)
+            node = self.place(requests, placement[index % len(placement)] if placement else None)
             meta = copy.deepcopy(template["metadata"])
             meta["labels"] = {**meta.get("labels", {}), **extra_labels}
             meta["ownerReferences"] = [owner_ref(owner)]
             self.pod(namespace, pod_name, meta, copy.deepcopy(template["spec"]), node)
         if item.get("pdb"):
-            self.store.put(
-                self.rts["poddisruptionbudgets"],
-                {
-                    "metadata": {
-                        **base_meta,
-                        "name": item["pdb"].get("name", name),
-                        "uid": f"pdb-{namespace}-{name}",
-                    },
-                    "spec": {
-                        "selector": {"matchLabels": dict(labels)},
-                        **{k: v for k, v in item["pdb"].items() if k in ("minAvailable", "maxUnavailable")},
-                    },
-                },
-                "ADDED",
-            )
+            self.store.put(self.rts["poddisruptionbudgets"], _pdb(shape, item["pdb"]), "ADDED")
 
     def bare_pod(self, item: dict[str, Any]) -> None:
         namespace = item.get("namespace", "default")
@@ -387,3 +303,86 @@ def load_scenario(sim: Any, scenario: str | dict[str, Any]) -> dict[str, Any]:
     for item in document.get("pods") or []:
         loader.bare_pod(item)
     return document
+
+
+# ---------------------------------------------------------------------------------------------------------
+# A workload's objects, as the API server and its controllers would have left them
+
+
+@dataclass(frozen=True)
+class _Shape:
+    name: str
+    namespace: str
+    replicas: int
+    labels: dict[str, str]
+    stamp: str
+
+    def meta(self, name: str, uid: str, **more: Any) -> dict[str, Any]:
+        base = {"namespace": self.namespace, "creationTimestamp": self.stamp, "generation": 1}
+        return {**base, "name": name, "uid": uid, **more}
+
+    def spec(self, template: Obj) -> dict[str, Any]:
+        return {
+            "replicas": self.replicas,
+            "selector": {"matchLabels": dict(self.labels)},
+            "template": template,
+        }
+
+    def ready(self) -> dict[str, Any]:
+        n = self.replicas
+        return {"replicas": n, "readyReplicas": n, "availableReplicas": n, "observedGeneration": 1}
+
+
+def _statefulset(shape: _Shape, item: dict[str, Any], template: Obj, revision: str) -> Obj:
+    spec = {
+        **shape.spec(template),
+        "podManagementPolicy": item.get("podManagementPolicy", "OrderedReady"),
+        "updateStrategy": {"type": "RollingUpdate"},
+        "serviceName": shape.name,
+    }
+    revisions = {"currentRevision": revision, "updateRevision": revision}
+    counts = {"currentReplicas": shape.replicas, "updatedReplicas": shape.replicas}
+    return {
+        "metadata": shape.meta(shape.name, f"sts-{shape.namespace}-{shape.name}"),
+        "spec": spec,
+        "status": {**shape.ready(), **counts, **revisions},
+    }
+
+
+def _deployment(shape: _Shape, item: dict[str, Any], template: Obj) -> Obj:
+    rolling = {"maxSurge": item.get("maxSurge", "25%"), "maxUnavailable": item.get("maxUnavailable", "25%")}
+    spec = {
+        **shape.spec(template),
+        "revisionHistoryLimit": 10,
+        "strategy": {"type": "RollingUpdate", "rollingUpdate": rolling},
+    }
+    status = {**shape.ready(), "updatedReplicas": shape.replicas, "unavailableReplicas": 0}
+    return {
+        "metadata": shape.meta(shape.name, f"deploy-{shape.namespace}-{shape.name}"),
+        "spec": spec,
+        "status": status,
+    }
+
+
+def _replicaset(shape: _Shape, deploy: Obj, template: Obj, tmpl_hash: str) -> Obj:
+    meta = shape.meta(
+        f"{shape.name}-{tmpl_hash}",
+        f"rs-{shape.namespace}-{shape.name}",
+        labels=dict(template["metadata"]["labels"]),
+        ownerReferences=[owner_ref(deploy)],
+    )
+    selector = {"matchLabels": {**shape.labels, "pod-template-hash": tmpl_hash}}
+    spec = {"replicas": shape.replicas, "template": template, "selector": selector}
+    return {
+        "metadata": meta,
+        "spec": spec,
+        "status": {**shape.ready(), "fullyLabeledReplicas": shape.replicas},
+    }
+
+
+def _pdb(shape: _Shape, pdb: dict[str, Any]) -> Obj:
+    limits = {k: v for k, v in pdb.items() if k in ("minAvailable", "maxUnavailable")}
+    return {
+        "metadata": shape.meta(pdb.get("name", shape.name), f"pdb-{shape.namespace}-{shape.name}"),
+        "spec": {"selector": {"matchLabels": dict(shape.labels)}, **limits},
+    }
