@@ -4,8 +4,10 @@ summary's facts from the cluster the demo leaves up (`--keep`), not from what th
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -132,3 +134,43 @@ def test_sigterm_mid_demo_stops_every_server_and_service_it_started(tmp_path: Pa
         rest, left = stop_demo(demo, signal.SIGTERM)
     assert left == [], "".join(seen) + rest
     assert demo.returncode != 0  # stopped before it finished: not a success
+
+
+@pytest.mark.kubectl
+@pytest.mark.skipif(os.geteuid() != 0, reason="pods run as processes in their own namespaces: needs root")
+@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not on PATH")
+def test_demo_in_cluster_runs_podherd_from_deploy_and_defragments(tmp_path: Path) -> None:
+    """`podherd demo --in-cluster`: deploy/ applied with kubectl, its pods run by kubesim's kubelet, the
+    defragmentation through them; every pod ends on SIGTERM with 0 and nothing it started outlives it."""
+    env = {k: v for k, v in os.environ.items() if k not in ("NATS_URL", "REDIS_URL", "KUBECONFIG")}
+    summary = tmp_path / "summary.json"
+    argv = [sys.executable, "-m", "podherd", "demo", "--in-cluster", "--workdir", str(tmp_path / "work")]
+    demo = subprocess.Popen(
+        [*argv, "--summary-json", str(summary)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+    )
+    out, _ = demo.communicate(timeout=300)
+    assert demo.returncode == 0, out[-3000:]
+    facts = json.loads(summary.read_text())
+    assert facts["jobs_succeeded"] == len(facts["jobs"]) > 0 and facts["pending_pod_phase"] == "Running"
+    services = {
+        f"system:serviceaccount:podherd:podherd-{s}" for s in ("watcher", "arbitrator", "executor", "tracker")
+    }
+    assert services <= set(facts["rbac_identities"]) and not facts["rbac_denials"]
+    assert len(facts["services_exit_codes"]) == 10 and set(facts["services_exit_codes"].values()) == {0}
+    assert "kubectl apply -k deploy/" in out and "[ok] every service within its ClusterRole" in out
+    assert not left_running(str(tmp_path)) and not left_running("kubesim.sandbox")
+
+
+def left_running(marker: str) -> list[str]:
+    """Processes whose command line names `marker` (the demo's servers, kubesim's pods)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        with contextlib.suppress(OSError):
+            if entry.name.isdigit() and marker in (entry / "cmdline").read_bytes().decode(errors="replace"):
+                found.append(entry.name)
+    return found
