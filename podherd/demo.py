@@ -49,6 +49,7 @@ from shared.kube import KubeClient
 from shared.quantity import milli
 
 IN_CLUSTER_STOP = 60.0  # seconds: deploy/ gives each pod 45 s to stop
+CLEANUP_WAIT = 15.0  # seconds an ended job's Reservation may take to be deleted before the summary counts it
 
 
 @dataclass
@@ -240,6 +241,7 @@ async def _defragment(
         jobs = sorted({r.job for r in replies if r.job})
         print(f"published {len(intents)} intents -> jobs {', '.join(jobs)}\n", file=out)
         await _follow(kube, chosen, jobs, watchdog, opts.timeout, out)
+        await _cleaned_up(kube, CLEANUP_WAIT)
     finally:
         stop.set()
         findings = await watching
@@ -269,6 +271,16 @@ async def _follow(
         await asyncio.sleep(0.25)
     if live:
         out.write("\n")
+
+
+async def _cleaned_up(kube: KubeClient, within: float) -> None:
+    """Wait (up to `within` seconds) for the ended jobs' Reservations to go: the tracker asks the executor
+    to delete them as each job ends, so they outlive their jobs by a moment."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        if not ((await kube.get_json(paths.RESERVATIONS) or {}).get("items")):
+            return
+        await asyncio.sleep(0.1)
 
 
 async def _state(kube: KubeClient, chosen: Plan, jobs: list[str]) -> dict[str, Any]:
