@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import datetime
 import os
+import shutil
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -67,13 +68,7 @@ def atomic_write(directory: Path, files: Mapping[str, tuple[bytes, int]]) -> Non
         if not (directory / top).is_symlink():
             (directory / top).symlink_to(f"..data/{top}")
     if old:
-        _remove_tree(directory / old)
-
-
-def _remove_tree(path: Path) -> None:
-    for child in sorted(path.rglob("*"), reverse=True):
-        child.rmdir() if child.is_dir() and not child.is_symlink() else child.unlink()
-    path.rmdir()
+        shutil.rmtree(directory / old, ignore_errors=True)
 
 
 def _keyed(

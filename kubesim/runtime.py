@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import functools
 import itertools
 import json
 import logging
@@ -81,8 +82,8 @@ class ProcessRuntime:
         self.store, self.options = store, options
         self._token, self.event = token, event
         self.changed: Callable[[Key], None] = lambda key: None  # the kubelet's: a pod's processes ended
-        self.pods_rt = store.registry.get("", "v1", "pods")
-        self.services_rt = store.registry.get("", "v1", "services")
+        self.pods_rt = store.registry.core("pods")
+        self.services_rt = store.registry.core("services")
         self.root = Path(tempfile.mkdtemp(prefix="kubesim-pods-"))
         self.runs: dict[Key, PodRun] = {}
         self.closing = False  # kubesim is stopping: no pod starts again
@@ -146,7 +147,6 @@ class ProcessRuntime:
     # A pod's life
 
     def pod_of(self, run: PodRun) -> Obj | None:
-        assert self.pods_rt is not None
         pod = self.store.find(self.pods_rt, *run.key)
         return pod if pod is not None and pod["metadata"]["uid"] == run.uid else None
 
@@ -186,7 +186,9 @@ class ProcessRuntime:
     async def _mount(self, run: PodRun, pod: Obj) -> bool:
         """The pod's volumes and the kubelet's files written; False (with a FailedMount event) if not yet."""
         try:
-            pod_files.write_volumes(run.directory / "volumes", pod, self.lookup(), self._token_for(pod))
+            pod_files.write_volumes(
+                run.directory / "volumes", pod, self.lookup(), functools.partial(self._token, pod)
+            )
         except pod_files.VolumeError as exc:
             self.event(pod, "Warning", "FailedMount", str(exc))
             return False
@@ -196,12 +198,6 @@ class ProcessRuntime:
         }
         pod_files.write_etc(run.directory / "etc", pod, run.ip, services)
         return True
-
-    def _token_for(self, pod: Obj) -> pod_files.Token:
-        def token(account: str, seconds: int, audience: str) -> str:
-            return self._token(pod, account, seconds, audience)
-
-        return token
 
     async def _sandbox(self, run: PodRun, pod: Obj) -> None:
         spec = run.directory / "sandbox.json"
@@ -235,7 +231,6 @@ class ProcessRuntime:
             await forward.start()
 
     def services(self) -> Iterator[Obj]:
-        assert self.services_rt is not None
         return self.store.objects(self.services_rt)
 
     # ----------------------------------------------------------------------------------------------------
@@ -272,7 +267,6 @@ class ProcessRuntime:
         pod = self.pod_of(run)
         if pod is None:
             return
-        assert self.pods_rt is not None
         new = with_status(pod, run.ip, run.containers)
         if new != pod:
             self.store.put(self.pods_rt, new, "MODIFIED", old=pod)

@@ -65,12 +65,9 @@ class Simulator:
         self.runtime: ProcessRuntime | None = None
         self._runner: web.AppRunner | None = None
         self.port = 0
-        namespaces = self.store.registry.get("", "v1", "namespaces")
-        services = self.store.registry.get("", "v1", "services")
-        assert namespaces is not None and services is not None
         for name in DEFAULT_NAMESPACES:
-            self.store.create(namespaces, "", {"metadata": {"name": name}})
-        self.store.create(services, "default", _master_service())
+            self.store.create(self.store.registry.core("namespaces"), "", {"metadata": {"name": name}})
+        self.store.create(self.store.registry.core("services"), "default", _master_service())
 
     async def start(self, host: str = "127.0.0.1", port: int = 0) -> None:
         opts = self.options
@@ -124,8 +121,9 @@ class Simulator:
 
     def _kubelet_event(self, pod: dict[str, Any], kind: str, reason: str, message: str) -> None:
         if self.options.record_events:
-            events = self.store.registry.get("", "v1", "events")
-            record_event(self.store, events, pod, kind, reason, message, "kubelet")
+            record_event(
+                self.store, self.store.registry.core("events"), pod, kind, reason, message, "kubelet"
+            )
 
     async def stop(self) -> None:
         if self.runtime is not None:

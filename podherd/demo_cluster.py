@@ -7,7 +7,6 @@ pods by the Service names the configuration uses."""
 from __future__ import annotations
 
 import contextlib
-import json
 import shutil
 import subprocess
 import time
@@ -21,6 +20,7 @@ from kubesim import SERVICE_MONITOR_CRD
 from kubesim.options import PODHERD_IMAGE, SimOptions, podherd_image
 from kubesim.scenarios import fragmented
 from kubesim.sim import SimHandle, start_in_thread
+from podherd.client import kube_get
 from podherd.errors import CliError
 from podherd.install import DEPLOY, NAMESPACE
 from podherd.servers import find_nats_binary, redis_server, start_nats_cluster
@@ -104,7 +104,7 @@ def client_config(cluster: InCluster) -> dict[str, Any]:
 
 
 def _items(kube: KubeClient, path: str) -> list[dict[str, Any]]:
-    return list(json.loads(kube.request("GET", path)).get("items") or [])
+    return list(kube_get(kube, path).get("items") or [])
 
 
 def _deployments(kube: KubeClient) -> list[dict[str, Any]]:

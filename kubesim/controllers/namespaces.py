@@ -10,6 +10,7 @@ from kubesim.options import SimOptions
 from kubesim.store import Event, Obj, Store
 
 ROOT_CA = "kube-root-ca.crt"
+KEPT = {"ConfigMap": ROOT_CA, "ServiceAccount": "default"}  # kind -> the object kept in every namespace
 ROOT_CA_DESCRIPTION = (
     "Contains a CA bundle that can be used to verify the kube-apiserver when using internal endpoints such as"
     " the internal service IP or kubernetes.default.svc. No other usage is guaranteed across distributions of"
@@ -36,8 +37,7 @@ class NamespaceController(Controller[str]):
                 self.dirty.add(name)
                 return True
             return False
-        name = event.obj["metadata"]["name"]
-        kept = (event.rt.kind, name) in (("ConfigMap", ROOT_CA), ("ServiceAccount", "default"))
+        kept = event.rt.kind in KEPT and event.obj["metadata"]["name"] == KEPT[event.rt.kind]
         if kept and self.ca_pem and event.namespace not in self.terminating:
             self.dirty.add(event.namespace)  # changed or deleted by someone: made again
             return True
