@@ -36,6 +36,7 @@ from bench.results_io import emit
 from podherd.servers import nats_server, redis_server
 from services.arbitrator.engine import Engine
 from services.arbitrator.fact_store import FactStore
+from services.arbitrator.keys import ArbitratorKeys
 from services.arbitrator.rules import filters, order
 from services.arbitrator.rules.facts import JobFacts
 from shared import bus
@@ -88,7 +89,14 @@ class Bench:
         self.ledger = Ledger(client, config.redis.key_prefix, 600)
         self.publisher = TimedPublisher(bus.Publisher(nc))
         subjects = bus.Subjects(config.nats.subject_prefix)
-        self.engine = Engine(config, self.facts, self.ledger, self.publisher, subjects.job, subjects.audit)
+        self.engine = Engine(
+            config,
+            self.facts,
+            self.ledger,
+            self.publisher,
+            subject=subjects.job,
+            audit_subject=subjects.audit,
+        )
         self.next = 0
 
     def job(self, i: int) -> PodMigrationJob:
@@ -123,14 +131,14 @@ class Bench:
 
     async def queue_directly(self, indices: list[int]) -> None:
         """Jobs in the queue as `on_job` leaves them, written in bulk (setup, not measured)."""
-        meta = f"{self.config.redis.key_prefix}:arbitrator"
+        keys = ArbitratorKeys(self.config.redis.key_prefix)
         for start in range(0, len(indices), 5000):
             chunk = indices[start : start + 5000]
             pipe = self.client.pipeline(transaction=False)
             now = repr(time.time())
             for i in chunk:
-                pipe.hset(f"{meta}:jobs", f"u{i}", codec.encode(self.job(i)))
-                pipe.hset(f"{meta}:since", f"u{i}", now)
+                pipe.hset(keys.jobs, f"u{i}", codec.encode(self.job(i)))
+                pipe.hset(keys.since, f"u{i}", now)
             await pipe.execute()
             await self.ledger.enqueue_many((f"u{i}", f"{i:09d}") for i in chunk)
 

@@ -8,8 +8,9 @@ import json
 import secrets
 
 from kubesim.errors import FieldError, invalid, invalid_fields
+from kubesim.records import Obj
 from kubesim.resources import ResourceType
-from kubesim.store import Obj, Store
+from kubesim.store import Store
 
 NODE_INFO = {
     "architecture": "amd64",

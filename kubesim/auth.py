@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from kubesim.errors import ApiError, FieldError, invalid_fields
-from kubesim.store import now_iso
+from kubesim.records import now_iso
 
 if TYPE_CHECKING:
     from collections.abc import Mapping

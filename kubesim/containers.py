@@ -23,8 +23,8 @@ from kubesim.pod_env import ConfigError, Lookup, command_line, container_env, ve
 from kubesim.pod_status import HOST_IP, Container, restart_delay, restarts, terminated
 from kubesim.probes import Prober
 from kubesim.proxy import Forward
+from kubesim.records import Obj, now_iso
 from kubesim.service_links import service_env
-from kubesim.store import Obj, now_iso
 
 Key = tuple[str, str]
 BACKOFF_RESET = 600.0  # a start that ran this long ends a crash streak (the kubelet's back-off resets)

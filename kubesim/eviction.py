@@ -24,8 +24,9 @@ from typing import Any
 
 from kubesim.errors import ApiError, too_many_requests, webhook_denied
 from kubesim.options import SimOptions
+from kubesim.records import Obj, now_iso
 from kubesim.selectors import match_label_selector
-from kubesim.store import Obj, Store, now_iso
+from kubesim.store import Store
 from shared.api import annotations as known
 
 REQUEST_EVICT_ONLY = known.REQUEST_EVICT_ONLY

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from kubesim import sandbox
-from kubesim.store import Obj, now_iso
+from kubesim.records import Obj, now_iso
 
 HOST_IP = "127.0.0.1"
 # The kubelet's crash back-off: a container that crashed `streak` times in a row (counting again once one

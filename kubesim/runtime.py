@@ -41,7 +41,8 @@ from kubesim.options import ImageConfig, SimOptions
 from kubesim.pod_env import Lookup
 from kubesim.pod_status import Container, with_status
 from kubesim.proxy import Address, Forward
-from kubesim.store import Obj, Store
+from kubesim.records import Obj
+from kubesim.store import Store
 from kubesim.tls import KUBERNETES_SERVICE_IP
 
 log = logging.getLogger("kubesim.runtime")

@@ -37,8 +37,8 @@ import yaml
 
 from kubesim.admission import NODE_INFO, POD_SPEC_DEFAULTS, qos_class
 from kubesim.controllers.owned import owner_ref, template_hash
+from kubesim.records import Obj, now_iso
 from kubesim.scenarios import BUILTIN, builtin, generate
-from kubesim.store import Obj, now_iso
 from shared.quantity import milli, pod_requests
 
 

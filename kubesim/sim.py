@@ -38,7 +38,8 @@ from kubesim.controllers.evacuation import Evacuator
 from kubesim.controllers.kubelet import Kubelet
 from kubesim.controllers.namespaces import NamespaceController
 from kubesim.controllers.pdb import PdbController
-from kubesim.controllers.scheduler import Scheduler, record_event
+from kubesim.controllers.recorder import record_event
+from kubesim.controllers.scheduler import Scheduler
 from kubesim.controllers.workloads import Workloads
 from kubesim.errors import ApiError
 from kubesim.options import SimOptions

@@ -6,8 +6,8 @@ import re
 import time
 from typing import Any
 
+from kubesim.records import Obj, parse_iso
 from kubesim.resources import AGE, Column, ResourceType
-from kubesim.store import Obj, parse_iso
 
 _INDEX = re.compile(r"^([^\[]+)\[(\d+)\]$")
 

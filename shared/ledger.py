@@ -212,6 +212,10 @@ class Ledger:
             return 0
         return int(await self._queue(keys=[self.prefix], args=["wake", *gates]))
 
+    async def wake_slots(self, slot_keys: Sequence[str]) -> int:
+        """The limits of these slots (shared.slots keys) may have grown: look at their waiters."""
+        return await self.wake([f"slot:{key}" for key in slot_keys])
+
     async def sweep(self, cursor: int, count: int) -> int:
         """Wake the best waiter of up to `count` gates; returns the cursor to continue from (0: wrapped)."""
         return int(as_text(await self._queue(keys=[self.prefix], args=["sweep", cursor, count])))

@@ -9,8 +9,9 @@ from typing import Generic, TypeVar
 
 from kubesim.errors import ApiError
 from kubesim.options import SimOptions
+from kubesim.records import Event
 from kubesim.resources import ResourceType
-from kubesim.store import Event, Store
+from kubesim.store import Store
 from shared.waits import cancel_and_wait, wait_event
 
 log = logging.getLogger("kubesim.controllers")
@@ -26,7 +27,7 @@ class Controller(Generic[K]):
         self.dirty: set[K] = set()
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
-        store.observers.append(self._observe)
+        store.log.observers.append(self._observe)
 
     def rt(self, group: str, version: str, plural: str) -> ResourceType:
         rt = self.store.registry.get(group, version, plural)

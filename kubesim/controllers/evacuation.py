@@ -11,7 +11,8 @@ import time
 from kubesim.controllers.base import Controller
 from kubesim.eviction import EVICTION_IN_PROGRESS, REQUEST_EVICT_ONLY
 from kubesim.options import SimOptions
-from kubesim.store import Event, Store, parse_iso
+from kubesim.records import Event, parse_iso
+from kubesim.store import Store
 
 
 class Evacuator(Controller[tuple[str, str]]):

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from kubesim.controllers.base import Controller
 from kubesim.options import SimOptions
-from kubesim.store import Event, Obj, Store
+from kubesim.records import Event, Obj
+from kubesim.store import Store
 
 ROOT_CA = "kube-root-ca.crt"
 KEPT = {"ConfigMap": ROOT_CA, "ServiceAccount": "default"}  # kind -> the object kept in every namespace
@@ -61,7 +62,7 @@ class NamespaceController(Controller[str]):
                     self.store.delete(rt, key, obj["metadata"]["name"], {"propagationPolicy": "Background"})
         if any(next(self.store.objects(rt, key), None) for rt in self.store.registry.all() if rt.namespaced):
             return  # content still terminating (pods until their kubelet confirms): its deletion wakes us
-        self.store.finish_namespace(namespace)
+        self.store.cascade.finish_namespace(namespace)
 
     def _populate(self, namespace: str) -> None:
         if not self.ca_pem:

@@ -7,7 +7,7 @@ import hashlib
 import json
 from typing import Any
 
-from kubesim.store import Obj
+from kubesim.records import Obj
 
 TERMINAL = ("Succeeded", "Failed")
 

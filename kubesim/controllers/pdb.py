@@ -16,7 +16,8 @@ from kubesim.controllers.base import Controller
 from kubesim.controllers.owned import is_ready
 from kubesim.controllers.workloads import selects
 from kubesim.options import SimOptions
-from kubesim.store import Event, Obj, Store, now_iso, parse_iso
+from kubesim.records import Event, Obj, now_iso, parse_iso
+from kubesim.store import Store
 from shared.intstr import scaled_value
 
 DISRUPTION_TIMEOUT = 120.0

@@ -15,8 +15,9 @@ from kubesim.controllers.base import Controller
 from kubesim.controllers.owned import is_active, is_ready, owner_ref, template_hash
 from kubesim.controllers.statefulsets import reconcile_statefulset
 from kubesim.options import SimOptions
+from kubesim.records import Event, Obj
 from kubesim.selectors import match_label_selector
-from kubesim.store import Event, Obj, Store
+from kubesim.store import Store
 from shared.intstr import scaled_value
 
 REVISION = "deployment.kubernetes.io/revision"

@@ -10,44 +10,30 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from datetime import UTC, datetime
-from typing import Any, Protocol
 
-from prometheus_client import Counter, Gauge, Histogram
+from prometheus_client import Gauge, Histogram
 
+from services.arbitrator.candidates import Prepared, candidate, rejection_of
+from services.arbitrator.decisions import Decisions, Publisher
 from services.arbitrator.fact_store import FactStore
-from services.arbitrator.gather import Gatherer, Loaded
-from services.arbitrator.rules import filters, limits, order
-from services.arbitrator.rules.facts import PdbFacts, PodInfo, workload_key
+from services.arbitrator.gather import Gatherer
+from services.arbitrator.keys import ArbitratorKeys
+from services.arbitrator.rules import filters, order
+from services.arbitrator.rules.facts import PodInfo, workload_key
 from shared.api import annotations as known
 from shared.api import codec
-from shared.api.messages import AuditRecord, Decision, JobRef
-from shared.api.pmj import (
-    ANNOTATION_ABORT,
-    PHASE_PENDING,
-    REASON_FORBIDDEN_MIGRATE_POD,
-    REASON_INVALID_SPEC,
-    PodMigrationJob,
-)
+from shared.api.pmj import ANNOTATION_ABORT, PHASE_PENDING, REASON_INVALID_SPEC, PodMigrationJob
 from shared.api.validation import validate_pmj
 from shared.config import PodherdConfig
 from shared.ledger import ADMITTED, DEFERRED, FORBIDDEN, REJECTED, Candidate, Ledger, Verdict, as_text
-from shared.slots import GLOBAL, Slot, namespace_slot, node_slot, workload_slot
+from shared.slots import GLOBAL, namespace_slot, node_slot, pdb_slot, workload_slot
 from shared.stats import MigrationStats
 
 log = logging.getLogger(__name__)
 
-DECISIONS = Counter("podherd_arbitrator_decisions_total", "Arbitration decisions", ["decision", "rule"])
-ADMISSION_SECONDS = Histogram(
-    "podherd_arbitrator_admission_seconds",
-    "From a job entering the queue to its admission",
-    buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300),
-)
 QUEUE = Gauge("podherd_arbitrator_queue_jobs", "Jobs waiting for admission")
 PASS_SECONDS = Histogram(
     "podherd_arbitrator_pass_seconds",
@@ -55,33 +41,11 @@ PASS_SECONDS = Histogram(
     buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1),
 )
 
-# A job whose pod (or workload) the facts do not know yet is looked at again after this long (sooner when
-# the fact arrives). Facts lag (a watcher restarting, Redis restored): an absent fact never fails a job; the
-# tracker, which reads the pod itself, fails it MissingPod when the pod is gone.
-FACTS_WAIT = 1.0
-
 # Outcomes taken off the queue are published by the replica that took them; another replica re-publishes
 # them only when they are older than this (the first one probably died).
 ANNOUNCE_AFTER = 5.0
 # How often a busy replica fires the ledger's timers at least (token buckets refilled, facts awaited).
 TICK = 0.05
-
-
-@dataclass(frozen=True)
-class Prepared:
-    """A queued job made ready for the ledger."""
-
-    candidate: Candidate
-    name: str
-    since: float  # when it entered the queue
-
-
-class Publisher(Protocol):
-    """Pipelined publishing (shared.bus.Publisher): `publish` does not wait; `flush` waits for every ack."""
-
-    async def publish(self, subject: str, data: bytes, msg_id: str) -> None: ...
-
-    async def flush(self) -> int: ...
 
 
 class Engine:
@@ -91,6 +55,7 @@ class Engine:
         facts: FactStore,
         ledger: Ledger,
         publisher: Publisher,
+        *,
         subject: Callable[[str, str], str],
         audit_subject: Callable[[str], str],
     ) -> None:
@@ -99,16 +64,19 @@ class Engine:
         self.facts = facts
         self.ledger = ledger
         self.publisher = publisher
-        self.subject = subject
-        self.audit_subject = audit_subject
         self.redis = ledger.client
-        self.meta = f"{config.redis.key_prefix}:arbitrator"
+        self.keys = ArbitratorKeys(config.redis.key_prefix)
         self.gather = Gatherer(
             facts, MigrationStats(ledger.client, config.redis.key_prefix), ledger, self.args.default_job_mode
         )
-        # The ledger's generation: part of every decision's Msg-Id, so a job decided again after a ledger
-        # rebuild is published again, while replicas repeating a decision within one generation are not.
-        self.generation = ""
+        self.decisions = Decisions(
+            ledger,
+            self.keys,
+            publisher,
+            replica=config.replica,
+            subject=subject,
+            audit_subject=audit_subject,
+        )
         self.next_timer: float | None = None  # seconds until the ledger's next timer, as of the last pass
         self._sweep_cursor = 0
         self._last_announce_check = 0.0
@@ -142,8 +110,8 @@ class Engine:
     async def _leave(self, job: PodMigrationJob, deleted: bool, error: str | None) -> None:
         uid, name = job.metadata.uid or "", job.metadata.name or ""
         if error is not None:
-            if not await self.redis.hexists(f"{self.meta}:decided", uid):
-                await self._reject_now(
+            if not await self.redis.hexists(self.keys.decided, uid):
+                await self.decisions.reject_now(
                     name, uid, filters.Rejection("InvalidSpec", REASON_INVALID_SPEC, error)
                 )
             return
@@ -151,14 +119,14 @@ class Engine:
         # the queue at once (a paused one comes back when unpaused).
         await self.ledger.dequeue(uid)
         if deleted:
-            await self.redis.hdel(f"{self.meta}:decided", uid)
+            await self.redis.hdel(self.keys.decided, uid)
             await self.ledger.forget(uid)
 
     async def _queue(self, incoming: dict[str, PodMigrationJob]) -> None:
         if not incoming:
             return
         uids = list(incoming)
-        decided = await self.redis.hmget(f"{self.meta}:decided", uids)
+        decided = await self.redis.hmget(self.keys.decided, uids)
         jobs = []
         for uid, seen in zip(uids, decided, strict=True):
             if seen is not None:
@@ -167,7 +135,7 @@ class Engine:
             invalid = validate_pmj(job)
             if invalid is not None:
                 rejection = filters.Rejection(invalid.reason, invalid.reason, invalid.message)
-                await self._reject_now(job.metadata.name or uid, uid, rejection)
+                await self.decisions.reject_now(job.metadata.name or uid, uid, rejection)
             else:
                 jobs.append(job)
         if not jobs:
@@ -183,9 +151,9 @@ class Engine:
             key = order.sort_key(
                 facts, subject, workload, loaded.migrating, self.config.arbitrator.sort_order
             )
-            pipe.hset(f"{self.meta}:jobs", facts.uid, _encode_job(loaded.job))
-            pipe.hsetnx(f"{self.meta}:since", facts.uid, now)
-            pipe.hset(f"{self.meta}:pod-jobs", f"{facts.pod_namespace}/{facts.pod_name}", facts.uid)
+            pipe.hset(self.keys.jobs, facts.uid, _encode_job(loaded.job))
+            pipe.hsetnx(self.keys.since, facts.uid, now)
+            pipe.hset(self.keys.pod_jobs, f"{facts.pod_namespace}/{facts.pod_name}", facts.uid)
             entries.append((facts.uid, order.lex_key(key)))
         await self.ledger.enqueue_many(entries, pipe)
         await pipe.execute()
@@ -195,7 +163,7 @@ class Engine:
         queued job of this pod, now that its facts are known."""
         if pod is None:
             return
-        uid = await self.redis.hget(f"{self.meta}:pod-jobs", f"{pod.namespace}/{pod.name}")
+        uid = await self.redis.hget(self.keys.pod_jobs, f"{pod.namespace}/{pod.name}")
         if uid is not None:
             job_uid = as_text(uid)
             job = await self._job(job_uid)
@@ -224,7 +192,7 @@ class Engine:
         started = time.perf_counter()
         if time.monotonic() - self._last_announce_check > 1.0:
             self._last_announce_check = time.monotonic()
-            await self._announce_pending()
+            await self.decisions.announce_pending(older_than=ANNOUNCE_AFTER)
         clock = time.monotonic()
         # Timers (tokens due, facts awaited) are fired at most every TICK, or when the next one is due.
         due = self.next_timer is not None and clock - self._last_tick >= self.next_timer
@@ -271,9 +239,9 @@ class Engine:
     async def on_facts(self, kind: str, ident: str) -> None:
         """A workload or budget changed: limits derived from it may have grown."""
         if kind == "pdb":
-            await self.ledger.wake([f"slot:pdb:{ident}"])
+            await self.ledger.wake_slots([pdb_slot(ident)])
         elif kind == "workload":
-            await self.ledger.wake([f"slot:workload:{ident}"])
+            await self.ledger.wake_slots([workload_slot(ident)])
 
     async def _tell(self, batch: list[Prepared], verdicts: list[Verdict]) -> int:
         """Publish a round's outcomes (pipelined, acknowledged together), then mark them told."""
@@ -284,52 +252,28 @@ class Engine:
             uid = item.candidate.job_uid
             if verdict.outcome == ADMITTED:
                 admitted += 1
-                await self._admitted(item.name, item.candidate, item.since)
+                await self.decisions.admitted(item.name, item.candidate, item.since)
                 told.append(uid)
             elif verdict.outcome == FORBIDDEN:
-                await self._reject(item.name, uid, _rejection(FORBIDDEN, verdict.rule, verdict.message, ""))
+                await self.decisions.reject(
+                    item.name, uid, rejection_of(FORBIDDEN, verdict.rule, verdict.message, "")
+                )
                 told.append(uid)
             elif verdict.outcome == REJECTED:
                 assert item.candidate.reject is not None
                 rule, reason, message = item.candidate.reject
-                await self._reject(item.name, uid, _rejection(REJECTED, rule, message, reason))
+                await self.decisions.reject(item.name, uid, rejection_of(REJECTED, rule, message, reason))
                 told.append(uid)
             elif verdict.outcome == DEFERRED:
                 deferred.append((item, verdict))
-        await self._deferred(deferred)
-        await self._told(told)
+        await self.decisions.deferred(deferred)
+        await self.decisions.told(told)
         return admitted
-
-    async def _told(self, uids: list[str]) -> None:
-        """Once what was published is acknowledged: these jobs are decided, and their outcomes told."""
-        await self.publisher.flush()
-        if uids:
-            pipe = self.redis.pipeline(transaction=False)
-            pipe.hset(f"{self.meta}:decided", mapping=dict.fromkeys(uids, "1"))
-            pipe.hdel(f"{self.meta}:deferred", *uids)
-            self.ledger.announced(pipe, uids)
-            await pipe.execute()
-
-    async def _announce_pending(self) -> None:
-        """Publish outcomes a replica took off the queue but may have died before telling (idempotent:
-        the decision's Nats-Msg-Id is the same whoever publishes it)."""
-        pending = await self.ledger.unannounced(older_than=ANNOUNCE_AFTER)
-        for uid, a in pending.items():
-            job = await self._job(uid)
-            name = (job.metadata.name if job else None) or uid
-            if a.outcome == ADMITTED:
-                keys = await self.ledger.held_slots(uid)
-                candidate = Candidate(uid, a.pod_uid, tuple(Slot("", k, 0, "") for k in keys), ())
-                await self._admitted(name, candidate, None)
-            else:
-                await self._reject(name, uid, _rejection(a.outcome, a.rule, a.message, a.reason))
-        if pending:
-            await self._told(list(pending))
 
     async def _prepare_all(self, uids: list[str]) -> list[Prepared]:
         pipe = self.redis.pipeline(transaction=False)
-        pipe.hmget(f"{self.meta}:jobs", uids)
-        pipe.hmget(f"{self.meta}:since", uids)
+        pipe.hmget(self.keys.jobs, uids)
+        pipe.hmget(self.keys.since, uids)
         raw_jobs, since = await pipe.execute()
         present = [(i, _decode_job(r)) for i, r in enumerate(raw_jobs) if r]
         loaded = dict(
@@ -344,151 +288,12 @@ class Engine:
             if item is None:
                 out.append(Prepared(Candidate(uid, "", (), (), drop=True), uid, entered))
             else:
-                out.append(Prepared(self._prepare(uid, item), item.facts.name or uid, entered))
+                out.append(Prepared(candidate(uid, item, self.args), item.facts.name or uid, entered))
         return out
 
-    def _prepare(self, uid: str, item: Loaded) -> Candidate:
-        facts, pod, workload = item.facts, item.pod, item.workload
-        missing = None
-        if pod is None:
-            missing = f"pod {facts.pod_namespace}/{facts.pod_name}"
-        elif (
-            pod.workload is not None
-            and workload is None
-            and pod.workload.kind in ("Deployment", "StatefulSet", "ReplicaSet")
-        ):
-            missing = f"workload {workload_key(pod.workload)}"
-        if missing is not None:
-            return Candidate(
-                uid,
-                pod.uid if pod else "",
-                (),
-                (),
-                wait=(FACTS_WAIT, "WaitingForFacts", f"waiting for {missing}"),
-            )
-        assert pod is not None
-        rejection = filters.evaluate(facts, pod, workload, self.args, self._threshold())
-        if rejection is not None:
-            return _rejected(uid, pod.uid, rejection)
-        budgets = [
-            PdbFacts(key=f"{pdb.namespace}/{pdb.name}", disruptions_allowed=pdb.disruptions_allowed)
-            for pdb in item.pdbs
-        ]
-        plan = limits.plan(facts, pod, workload, budgets, self.args)
-        return Candidate(uid, pod.uid, plan.slots, plan.buckets)
-
-    def _threshold(self) -> int | None:
-        threshold = self.args.priority_threshold
-        return threshold.value if threshold is not None else None
-
     async def _job(self, uid: str) -> PodMigrationJob | None:
-        data = await self.redis.hget(f"{self.meta}:jobs", uid)
+        data = await self.redis.hget(self.keys.jobs, uid)
         return _decode_job(data) if data else None
-
-    # ----------------------------------------------------------------------------------------------------
-    # Decisions out (published without waiting; the caller flushes the publisher)
-
-    async def _admitted(self, name: str, candidate: Candidate, since: float | None) -> None:
-        if since is not None:
-            ADMISSION_SECONDS.observe(max(0.0, time.time() - since))
-        decision = Decision(
-            job=JobRef(name=name, uid=candidate.job_uid),
-            decision="admitted",
-            rule="admitted",
-            message="admitted: every limit holds",
-            decided_at=datetime.now(UTC),
-            replica=self.config.replica,
-            slots=[s.key for s in candidate.slots],
-        )
-        await self._send(decision)
-
-    async def _reject(self, name: str, uid: str, rejection: filters.Rejection) -> None:
-        decision = Decision(
-            job=JobRef(name=name, uid=uid),
-            decision="rejected",
-            rule=rejection.rule,
-            message=rejection.message,
-            reason=rejection.reason,
-            decided_at=datetime.now(UTC),
-            replica=self.config.replica,
-        )
-        await self._send(decision)
-
-    async def _reject_now(self, name: str, uid: str, rejection: filters.Rejection) -> None:
-        """Reject a job that never entered the queue (invalid), and remember it as decided."""
-        await self._reject(name, uid, rejection)
-        await self._told([uid])
-
-    async def _deferred(self, items: list[tuple[Prepared, Verdict]]) -> None:
-        """Audit a deferral when its reason changes, not every time a job is looked at again."""
-        if not items:
-            return
-        uids = [item.candidate.job_uid for item, _ in items]
-        previous = await self.redis.hmget(f"{self.meta}:deferred", uids)
-        changed: dict[Any, Any] = {}
-        for (item, verdict), before in zip(items, previous, strict=True):
-            uid = item.candidate.job_uid
-            if before is not None and as_text(before) == verdict.message:
-                continue
-            changed[uid] = verdict.message
-            DECISIONS.labels("deferred", verdict.rule).inc()
-            digest = hashlib.sha1(verdict.message.encode()).hexdigest()[:12]
-            record = AuditRecord(
-                id=f"{uid}/deferred/{digest}",
-                time=datetime.now(UTC),
-                action="decision",
-                actor=f"arbitrator/{self.config.replica}",
-                job=item.name,
-                job_uid=uid,
-                rule=verdict.rule,
-                message=verdict.message,
-                details={"decision": "deferred"},
-            )
-            await self.publisher.publish(self.audit_subject(item.name), codec.encode(record), record.id)
-        if changed:
-            await self.redis.hset(f"{self.meta}:deferred", mapping=changed)
-
-    async def _send(self, decision: Decision) -> None:
-        """Publish a decision and its audit record. The caller remembers the job as decided once they are
-        acknowledged (a crash in between re-decides it; the same Nats-Msg-Id makes the repeat a no-op)."""
-        DECISIONS.labels(decision.decision, decision.rule).inc()
-        await self.publisher.publish(
-            self.subject(decision.decision, decision.job.name),
-            codec.encode(decision),
-            f"{decision.job.uid}/{decision.decision}/{self.generation}",
-        )
-        record = AuditRecord(
-            id=f"{decision.job.uid}/decision/{decision.decision}",
-            time=decision.decided_at,
-            action="decision",
-            actor=f"arbitrator/{self.config.replica}",
-            job=decision.job.name,
-            job_uid=decision.job.uid,
-            rule=decision.rule,
-            reason=decision.reason,
-            message=decision.message,
-            details={"decision": decision.decision},
-        )
-        await self.publisher.publish(self.audit_subject(decision.job.name), codec.encode(record), record.id)
-        if log.isEnabledFor(logging.INFO):
-            log.info(
-                "%s %s: %s",
-                decision.decision,
-                decision.job.name,
-                decision.message,
-                extra={"job": decision.job.name, "rule": decision.rule},
-            )
-
-
-def _rejection(outcome: str, rule: str, message: str, reason: str) -> filters.Rejection:
-    """A ledger refusal (another job holds the pod) or a filter's rejection, as its decision tells it."""
-    if outcome == FORBIDDEN:
-        return filters.Rejection(rule, REASON_FORBIDDEN_MIGRATE_POD, f"{rule}: {message}")
-    return filters.Rejection(rule, reason or REASON_FORBIDDEN_MIGRATE_POD, message)
-
-
-def _rejected(uid: str, pod_uid: str, rejection: filters.Rejection) -> Candidate:
-    return Candidate(uid, pod_uid, (), (), reject=(rejection.rule, rejection.reason, rejection.message))
 
 
 def _encode_job(job: PodMigrationJob) -> bytes:

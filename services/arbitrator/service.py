@@ -68,7 +68,12 @@ class Arbitrator:
         self.facts = FactStore(client, config.redis.key_prefix)
         self.ledger = Ledger(client, config.redis.key_prefix, parse_duration(config.arbitrator.slot_ttl))
         self.engine = Engine(
-            config, self.facts, self.ledger, bus.Publisher(nc), self.subjects.job, self.subjects.audit
+            config,
+            self.facts,
+            self.ledger,
+            bus.Publisher(nc),
+            subject=self.subjects.job,
+            audit_subject=self.subjects.audit,
         )
         self.wake = asyncio.Event()
 
@@ -146,7 +151,7 @@ class Arbitrator:
         """True once the ledger is complete; rebuilds it (one replica at a time) when it is not."""
         generation = await self.ledger.generation()
         if generation is not None:
-            self.engine.generation = generation
+            self.engine.decisions.generation = generation
             return True
         lock = self.ledger.rebuild_lock
         if not await self.client.set(lock, self.config.replica, nx=True, ex=30):
@@ -155,7 +160,7 @@ class Arbitrator:
             running = await self._running_jobs()
             refilled = await self.refill_from_stream()
             count = await self.ledger.rebuild(running)
-            self.engine.generation = await self.ledger.generation() or ""
+            self.engine.decisions.generation = await self.ledger.generation() or ""
             log.warning("ledger rebuilt from %d running jobs (%d events replayed)", count, refilled)
             return True
         except Exception:

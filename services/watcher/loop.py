@@ -34,11 +34,12 @@ from nats.js import JetStreamContext
 
 from services.watcher import metrics
 from services.watcher.checkpoints import Checkpoints
-from services.watcher.decode import MetaOnly, RawList, RawWorkload, WatchLine, WorkloadResolver
-from services.watcher.kinds import KINDS, Decoded, KindSpec
+from services.watcher.decode import MetaOnly, RawList, WatchLine, WorkloadResolver
+from services.watcher.kinds import Decoded, KindSpec
+from services.watcher.sources import Known, decode_or_skip, follow_replicasets, known_from_stream
 from shared.api import codec
-from shared.api.messages import EventHead, EventType, ObjectEvent
-from shared.bus import Publisher, Subjects, last_per_subject
+from shared.api.messages import EventType, ObjectEvent
+from shared.bus import Publisher, Subjects
 from shared.config import WatcherConfig
 from shared.durations import parse_duration
 from shared.kube import KubeClient, KubeError, error_from
@@ -46,7 +47,6 @@ from shared.waits import cancel_and_wait, wait_event
 
 log = logging.getLogger(__name__)
 EVENT_TYPES = ("ADDED", "MODIFIED", "DELETED")
-Known = dict[str, tuple[str, str, str]]  # uid -> (namespace, name, resourceVersion)
 
 
 class _Status(msgspec.Struct):
@@ -94,17 +94,13 @@ class KindWatcher:
         subjects: Subjects,
         checkpoints: Checkpoints,
         config: WatcherConfig,
+        *,
         term: Callable[[], int | None],
         publisher: Publisher | None = None,
         ready: asyncio.Event | None = None,
     ) -> None:
-        self.spec = spec
-        self.kube = kube
-        self.js = js
-        self.subjects = subjects
-        self.checkpoints = checkpoints
-        self.config = config
-        self.term = term
+        self.spec, self.kube, self.js, self.subjects = spec, kube, js, subjects
+        self.checkpoints, self.config, self.term = checkpoints, config, term
         self.publisher = publisher or Publisher(js._nc)
         self.resolver = WorkloadResolver()
         self.known: Known = {}
@@ -131,7 +127,9 @@ class KindWatcher:
         resolver = None
         try:
             if self.spec.plural == "pods":
-                resolver = asyncio.create_task(self._follow_replicasets(stop), name="replicasets-for-pods")
+                resolver = asyncio.create_task(
+                    follow_replicasets(self.kube, self.resolver, stop), name="replicasets-for-pods"
+                )
             while not stop.is_set():
                 try:
                     if self.rv is None:
@@ -177,7 +175,11 @@ class KindWatcher:
 
     async def relist(self) -> None:
         metrics.RELISTS.labels(self.spec.plural).inc()
-        known = self.known if self.known_complete else await self.known_from_stream()
+        known = (
+            self.known
+            if self.known_complete
+            else await known_from_stream(self.js, self.subjects, self.spec.plural)
+        )
         seen: Known = {}
         token: str | None = None
         list_rv = ""
@@ -191,7 +193,7 @@ class KindWatcher:
             list_rv = list_rv or page.metadata.resourceVersion
             arrived = time.monotonic()
             for raw in page.items:
-                decoded = self._decode(raw)
+                decoded = decode_or_skip(self.spec, raw, self.resolver)
                 if decoded is None:
                     continue
                 meta = decoded.meta
@@ -253,7 +255,7 @@ class KindWatcher:
             if event.type == "BOOKMARK":
                 self.rv = msgspec.json.decode(event.object, type=MetaOnly).metadata.resourceVersion or self.rv
                 continue
-            decoded = self._decode(event.object)
+            decoded = decode_or_skip(self.spec, event.object, self.resolver)
             if decoded is None:
                 continue
             if self.selection.wanted(decoded.meta.namespace):
@@ -262,17 +264,6 @@ class KindWatcher:
 
     # ----------------------------------------------------------------------------------------------------
     # Publishing and checkpoints
-
-    def _decode(self, raw: bytes) -> Decoded | None:
-        try:
-            decoded = self.spec.decode(raw, self.resolver)
-        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-            metrics.DECODE_ERRORS.labels(self.spec.plural).inc()
-            log.error("%s: object skipped, it does not decode: %s", self.spec.plural, exc)
-            return None
-        if decoded.error:
-            metrics.DECODE_ERRORS.labels(self.spec.plural).inc()
-        return decoded
 
     async def _emit(self, event_type: EventType, decoded: Decoded, arrived: float) -> None:
         meta = decoded.meta
@@ -345,50 +336,6 @@ class KindWatcher:
 
     # ----------------------------------------------------------------------------------------------------
     # What the stream already holds, and the ReplicaSets that name pods' workloads
-
-    async def known_from_stream(self) -> Known:
-        """The last event of every object's subject: what consumers believe exists."""
-        known: Known = {}
-        stream = self.subjects.events_stream
-        async for chunk in last_per_subject(self.js, stream, self.subjects.events_of(self.spec.plural)):
-            for msg in chunk:
-                head = msgspec.json.decode(msg.data, type=EventHead)
-                if head.type == "DELETED":
-                    known.pop(head.uid, None)
-                else:
-                    known[head.uid] = (head.namespace or "", head.name, head.resource_version)
-        return known
-
-    async def _follow_replicasets(self, stop: asyncio.Event) -> None:
-        spec = KINDS["replicasets"]
-        rv = ""
-        while not stop.is_set():
-            try:
-                if not rv:
-                    body = await self.kube.arequest("GET", spec.path(), [], request_timeout=120)
-                    listing = msgspec.json.decode(body, type=RawList[RawWorkload])
-                    for rs in listing.items:
-                        self.resolver.observe("ADDED", rs)
-                    rv = listing.metadata.resourceVersion
-                query = [
-                    ("watch", "true"),
-                    ("resourceVersion", rv),
-                    ("allowWatchBookmarks", "true"),
-                    ("timeoutSeconds", "300"),
-                ]
-                async for line in self.kube.stream(spec.path(), query, read_timeout=300):
-                    event = msgspec.json.decode(line, type=WatchLine)
-                    if event.type == "ERROR":
-                        rv = ""
-                        break
-                    obj = msgspec.json.decode(event.object, type=RawWorkload)
-                    if event.type != "BOOKMARK":
-                        self.resolver.observe(event.type, obj)
-                    rv = obj.metadata.resourceVersion or rv
-            except Exception as exc:
-                log.warning("replicaset follower restarting: %s", exc)
-                rv = ""
-                await _sleep_or_stop(stop, 1.0)
 
 
 class PublishFailed(Exception):

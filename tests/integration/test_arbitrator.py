@@ -290,7 +290,7 @@ async def test_an_admission_taken_by_a_replica_that_died_before_telling_it_is_to
 
     doomed_nc, doomed_redis = await nats.connect(nats_srv.url), aioredis.from_url(redis_srv.url)
     doomed = Arbitrator(config, doomed_nc, doomed_redis, kube=None)
-    doomed.engine._admitted = dies_before_telling  # type: ignore[method-assign]
+    doomed.engine.decisions.admitted = dies_before_telling  # type: ignore[method-assign]
     dying = asyncio.create_task(doomed.run(asyncio.Event()))
     await cluster.job("j0", "web-0", created=0)
     async with asyncio.timeout(15):

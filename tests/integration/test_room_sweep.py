@@ -78,13 +78,13 @@ async def test_room_of_ended_jobs_is_swept_unless_a_sibling_is_in_flight(
     sub = await nc.subscribe(f"{subjects.prefix}.jobs.cleanup.>")
     try:
         tracker = Tracker(config, nc, client, api)
-        await tracker.sweep_room()
+        await tracker.periodic.sweep_room()
         first = await drain(sub)
         # The open sibling ends: the room kept for it goes on the next sweep.
         kube.custom.patch_cluster_custom_object_status(
             GROUP, VERSION, PLURAL, "sibling", {"status": {"phase": "Aborted", "reason": "Aborted"}}
         )
-        await tracker.sweep_room()
+        await tracker.periodic.sweep_room()
         second = await drain(sub)
     finally:
         await sub.unsubscribe()

@@ -139,7 +139,7 @@ def truth(handle: SimHandle, plural: str, group: str = "") -> list[tuple[str, st
     def collect(sim: Any) -> list[tuple[str, str, str]]:
         return [
             (e.type, e.obj["metadata"]["uid"], str(e.rv))
-            for e in sim.store.history
+            for e in sim.store.log.history
             if e.rt.plural == plural and e.rt.group == group
         ]
 

@@ -1,0 +1,60 @@
+"""Who a request is from and what they may do: authentication, impersonation (itself authorized), and the
+access reviews (`kubectl auth can-i`) answered from RBAC.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiohttp import web
+
+from kubesim.auth import Authenticator, User, impersonated, user_named
+from kubesim.http_common import Target
+from kubesim.rbac import Attributes, Authorizer, review_attributes
+
+
+class Access:
+    def __init__(self, auth: Authenticator, authorizer: Authorizer) -> None:
+        self.auth = auth
+        self.authorizer = authorizer
+
+    def user(self, request: web.Request) -> User:
+        """Who is asking: authenticated, then (if asked and allowed) impersonated."""
+        user = self.auth.authenticate(request.headers)
+        as_user = impersonated(request.headers, request.headers.getall("Impersonate-Group", []))
+        if as_user is None:
+            return user
+        account = as_user.service_account
+        if account is not None:
+            self.authorizer.check(
+                user, Attributes("impersonate", "", "serviceaccounts", "", account[0], account[1])
+            )
+        else:
+            self.authorizer.check(user, Attributes("impersonate", "", "users", "", None, as_user.name))
+        for group in request.headers.getall("Impersonate-Group", []):
+            self.authorizer.check(user, Attributes("impersonate", "", "groups", "", None, group))
+        return as_user
+
+    def review(self, user: User, target: Target, body: dict[str, Any]) -> dict[str, Any]:
+        """SelfSubjectAccessReview, SubjectAccessReview and SelfSubjectRulesReview, answered from RBAC."""
+        spec = dict(body.get("spec") or {})
+        kind = target.rt.kind
+        if kind == "SelfSubjectRulesReview":
+            namespace = str(spec.get("namespace") or "")
+            rules = self.authorizer.rules(user, namespace)
+            status: dict[str, Any] = {"resourceRules": rules, "nonResourceRules": [], "incomplete": False}
+        else:
+            subject = user
+            if kind in ("SubjectAccessReview", "LocalSubjectAccessReview"):
+                subject = user_named(
+                    str(spec.get("user") or ""), list(spec.get("groups") or ()), str(spec.get("uid") or "")
+                )
+            allowed, reason = self.authorizer.decide(subject, review_attributes(spec))
+            status = {"allowed": allowed, **({"reason": reason} if reason else {})}
+        return {
+            "kind": kind,
+            "apiVersion": "authorization.k8s.io/v1",
+            "metadata": {"creationTimestamp": None},
+            "spec": spec,
+            "status": status,
+        }

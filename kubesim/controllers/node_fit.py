@@ -1,0 +1,135 @@
+"""Whether a pod (or a Reservation's template) fits a node, and how well: the scheduler's filters and
+score, pure over the node object, its usage and the pod spec.
+
+Filters: resource requests against allocatable minus what is in use; nodeSelector; required node affinity
+(matchExpressions and matchFields); taints and tolerations, with cordoned and NotReady nodes tainted as the
+node lifecycle controller taints them. Score: least- or most-allocated (lower is better).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from kubesim.records import Obj
+from shared.quantity import milli
+
+Usage = dict[str, int]
+
+AFFINITY_MISMATCH = "node(s) didn't match Pod's node affinity/selector"
+
+
+def add_usage(target: Usage, delta: Mapping[str, int], sign: int) -> None:
+    for name, value in delta.items():
+        target[name] = target.get(name, 0) + sign * value
+
+
+def allocatable(node: Obj) -> Usage:
+    status = node.get("status") or {}
+    values = status.get("allocatable") or status.get("capacity") or {}
+    return {k: milli(v) for k, v in values.items()}
+
+
+def insufficient(node: Obj, used: Usage, requests: Usage, bonus: Usage | None = None) -> str | None:
+    """The first resource the node lacks for `requests` (with `bonus` room of a Reservation), if any."""
+    free_of = allocatable(node)
+    for name, value in requests.items():
+        if value <= 0:
+            continue
+        free = free_of.get(name, 0) - used.get(name, 0) + (bonus or {}).get(name, 0)
+        if value > free:
+            return "Too many pods" if name == "pods" else f"Insufficient {name}"
+    return None
+
+
+def score(node: Obj, used: Usage, requests: Usage, policy: str) -> float:
+    """Lower is better: least-allocated prefers empty nodes, most-allocated full ones."""
+    free_of = allocatable(node)
+    fractions = [
+        (used.get(r, 0) + requests.get(r, 0)) / free_of[r] for r in ("cpu", "memory") if free_of.get(r)
+    ]
+    fill = sum(fractions) / len(fractions) if fractions else 0.0
+    return fill if policy == "least-allocated" else -fill
+
+
+def reject(spec: Obj, node: Obj) -> str | None:
+    """Why the node is not for this pod spec, apart from room: selector, affinity or an untolerated taint."""
+    labels = node["metadata"].get("labels") or {}
+    if any(labels.get(key) != value for key, value in (spec.get("nodeSelector") or {}).items()):
+        return AFFINITY_MISMATCH
+    affinity = (spec.get("affinity") or {}).get("nodeAffinity") or {}
+    required = (affinity.get("requiredDuringSchedulingIgnoredDuringExecution") or {}).get("nodeSelectorTerms")
+    if required and not any(_term_matches(term, node) for term in required):
+        return AFFINITY_MISMATCH
+    tolerations = spec.get("tolerations") or []
+    for taint in node_taints(node):
+        if taint.get("effect") in ("NoSchedule", "NoExecute") and not any(
+            _tolerates(t, taint) for t in tolerations
+        ):
+            if taint["key"] == "node.kubernetes.io/unschedulable":
+                return "node(s) were unschedulable"
+            if taint["key"] == "node.kubernetes.io/not-ready":
+                return "node(s) had untolerated taint {node.kubernetes.io/not-ready: }"
+            return f"node(s) had untolerated taint {{{taint['key']}: {taint.get('value', '')}}}"
+    return None
+
+
+def node_taints(node: Obj) -> list[Obj]:
+    """The node's taints, with those the node lifecycle controller adds for cordoned and NotReady nodes."""
+    taints = list((node.get("spec") or {}).get("taints") or [])
+    if (node.get("spec") or {}).get("unschedulable"):
+        taints.append({"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"})
+    if not node_ready(node):
+        taints.append({"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"})
+    return taints
+
+
+def node_ready(node: Obj) -> bool:
+    for condition in (node.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == "Ready":
+            return bool(condition.get("status") == "True")
+    return True
+
+
+def unavailable_message(reasons: Mapping[str, int], total: int) -> str:
+    parts = ", ".join(f"{count} {reason}" for reason, count in sorted(reasons.items()))
+    return f"0/{total} nodes are available: {parts}." if parts else f"0/{total} nodes are available."
+
+
+def _term_matches(term: Obj, node: Obj) -> bool:
+    labels = node["metadata"].get("labels") or {}
+    for expr in term.get("matchExpressions") or []:
+        if not _expr_matches(expr, labels.get(expr["key"]), expr["key"] in labels):
+            return False
+    for expr in term.get("matchFields") or []:
+        value = node["metadata"]["name"] if expr["key"] == "metadata.name" else None
+        if not _expr_matches(expr, value, value is not None):
+            return False
+    return bool(term.get("matchExpressions") or term.get("matchFields"))
+
+
+def _expr_matches(expr: Obj, value: str | None, present: bool) -> bool:
+    op, values = expr.get("operator"), expr.get("values") or []
+    if op == "In":
+        return present and value in values
+    if op == "NotIn":
+        return not present or value not in values
+    if op == "Exists":
+        return present
+    if op == "DoesNotExist":
+        return not present
+    if op in ("Gt", "Lt") and value is not None and values:
+        try:
+            return int(value) > int(values[0]) if op == "Gt" else int(value) < int(values[0])
+        except ValueError:
+            return False
+    return False
+
+
+def _tolerates(toleration: Obj, taint: Obj) -> bool:
+    if toleration.get("effect") and toleration["effect"] != taint.get("effect"):
+        return False
+    if toleration.get("operator") == "Exists":
+        return not toleration.get("key") or toleration["key"] == taint["key"]
+    return bool(
+        toleration.get("key") == taint["key"] and toleration.get("value", "") == taint.get("value", "")
+    )

@@ -1,0 +1,142 @@
+"""Koordinator Reservations as koord-scheduler treats them, pure over the objects: which pods a
+Reservation's `owners` admit (entries OR-ed; `object`, `controller` and `labelSelector` within one entry
+AND-ed), the room it still holds, what allocating a pod and expiring write into its status.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+
+from kubesim.controllers.node_fit import Usage, add_usage
+from kubesim.records import Obj, now_iso, parse_iso
+from kubesim.selectors import match_label_selector
+from shared.durations import parse_duration
+from shared.quantity import format_milli, milli, pod_requests
+
+DEFAULT_RESERVATION_TTL = 24 * 3600.0
+HOLDING_PHASES = frozenset({"Available", "Waiting"})
+
+
+def template_spec(reservation: Obj) -> Obj:
+    return ((reservation.get("spec") or {}).get("template") or {}).get("spec") or {}
+
+
+def held(reservation: Obj) -> Usage:
+    """Room a Reservation still holds: what it reserves minus what its owners already took."""
+    status = reservation.get("status") or {}
+    reserved = {k: milli(v) for k, v in (status.get("allocatable") or {}).items()}
+    if not reserved:
+        reserved = pod_requests(template_spec(reservation))
+    allocated = {k: milli(v) for k, v in (status.get("allocated") or {}).items()}
+    return {k: max(0, v - allocated.get(k, 0)) for k, v in reserved.items()}
+
+
+def owners_match(owners: list[Obj], pod: Obj) -> bool:
+    meta = pod["metadata"]
+    controller = next((r for r in meta.get("ownerReferences") or [] if r.get("controller")), None)
+    return any(owner and _owner_matches(owner, meta, controller) for owner in owners)
+
+
+def _owner_matches(owner: Obj, meta: Obj, controller: Obj | None) -> bool:
+    namespace = meta.get("namespace")
+    obj_ref = owner.get("object")
+    if obj_ref and not (
+        obj_ref.get("name") == meta["name"]
+        and obj_ref.get("namespace", namespace) == namespace
+        and (not obj_ref.get("uid") or obj_ref["uid"] == meta.get("uid"))
+    ):
+        return False
+    ctrl = owner.get("controller")
+    if ctrl:
+        if controller is None or ctrl.get("namespace", namespace) != namespace:
+            return False
+        same_uid = bool(ctrl.get("uid")) and ctrl["uid"] == controller.get("uid")
+        same_name = (
+            not ctrl.get("uid")
+            and ctrl.get("name") == controller.get("name")
+            and ctrl.get("kind") == controller.get("kind")
+        )
+        if not (same_uid or same_name):
+            return False
+    selector = owner.get("labelSelector")
+    return selector is None or match_label_selector(selector, meta.get("labels") or {})
+
+
+def scheduled(reservation: Obj, node: str, requests: Usage) -> Obj:
+    new = copy.deepcopy(reservation)
+    status = new.setdefault("status", {})
+    status["phase"] = "Available"
+    status["nodeName"] = node
+    status["allocatable"] = {k: format_milli(v, k) for k, v in requests.items()}
+    set_condition(status, {"type": "Scheduled", "status": "True", "reason": "Scheduled"})
+    set_condition(status, {"type": "Ready", "status": "True", "reason": "Available"})
+    return new
+
+
+def unschedulable(reservation: Obj, message: str) -> Obj | None:
+    """The Reservation marked unschedulable, or None where it already says so."""
+    condition = {"type": "Scheduled", "status": "False", "reason": "Unschedulable", "message": message}
+    if condition_of(reservation.get("status") or {}, "Scheduled") == condition:
+        return None
+    new = copy.deepcopy(reservation)
+    status = new.setdefault("status", {})
+    status["phase"] = "Pending"
+    set_condition(status, condition)
+    return new
+
+
+def allocated(reservation: Obj, pod: Obj) -> Obj:
+    """The Reservation with `pod` among its owners and its requests allocated; Succeeded if allocateOnce."""
+    updated = copy.deepcopy(reservation)
+    status = updated.setdefault("status", {})
+    meta = pod["metadata"]
+    owners = list(status.get("currentOwners") or [])
+    owners.append({"namespace": meta["namespace"], "name": meta["name"], "uid": meta["uid"]})
+    status["currentOwners"] = owners
+    taken = {k: milli(v) for k, v in (status.get("allocated") or {}).items()}
+    add_usage(taken, {k: v for k, v in pod_requests(pod["spec"]).items() if k != "pods"}, +1)
+    status["allocated"] = {k: format_milli(v, k) for k, v in taken.items()}
+    allocate_once = (updated.get("spec") or {}).get("allocateOnce")
+    if allocate_once is None or allocate_once:
+        status["phase"] = "Succeeded"
+        message = "the reservation has been allocated once"
+        set_condition(status, {"type": "Ready", "status": "False", "reason": "Succeeded", "message": message})
+    return updated
+
+
+def expired(reservation: Obj, now: float | None = None) -> Obj | None:
+    """The Reservation turned Failed (reason Expired) once past its `expires` or `ttl`; None before."""
+    if (reservation.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+        return None
+    spec = reservation.get("spec") or {}
+    if spec.get("expires"):
+        deadline = parse_iso(spec["expires"])
+    else:
+        ttl = parse_duration(spec["ttl"]) if spec.get("ttl") else DEFAULT_RESERVATION_TTL
+        if ttl == 0:
+            return None
+        deadline = parse_iso(reservation["metadata"]["creationTimestamp"]) + ttl
+    if (time.time() if now is None else now) < deadline:
+        return None
+    new = copy.deepcopy(reservation)
+    status = new.setdefault("status", {})
+    status["phase"] = "Failed"
+    condition = {
+        "type": "Ready",
+        "status": "False",
+        "reason": "Expired",
+        "message": "the reservation is expired",
+    }
+    set_condition(status, {**condition, "lastTransitionTime": now_iso()})
+    return new
+
+
+def condition_of(status: Obj, kind: str) -> Obj | None:
+    return next((c for c in status.get("conditions") or [] if c.get("type") == kind), None)
+
+
+def set_condition(status: Obj, condition: Obj) -> None:
+    conditions = [c for c in status.get("conditions") or [] if c.get("type") != condition["type"]]
+    conditions.append(condition)
+    status["conditions"] = conditions

@@ -1,0 +1,64 @@
+"""A queued job made ready for the ledger: waiting for facts, rejected by a filter, or planned into the
+slots and token buckets the limits ask for (services.arbitrator.rules)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from services.arbitrator.gather import Loaded
+from services.arbitrator.rules import filters, limits
+from services.arbitrator.rules.facts import PdbFacts, workload_key
+from shared.api.pmj import REASON_FORBIDDEN_MIGRATE_POD
+from shared.config import MigrationControllerArgs
+from shared.ledger import FORBIDDEN, Candidate
+
+# A job whose pod (or workload) the facts do not know yet is looked at again after this long (sooner when
+# the fact arrives). Facts lag (a watcher restarting, Redis restored): an absent fact never fails a job; the
+# tracker, which reads the pod itself, fails it MissingPod when the pod is gone.
+FACTS_WAIT = 1.0
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A queued job made ready for the ledger."""
+
+    candidate: Candidate
+    name: str
+    since: float  # when it entered the queue
+
+
+def candidate(uid: str, item: Loaded, args: MigrationControllerArgs) -> Candidate:
+    facts, pod, workload = item.facts, item.pod, item.workload
+    missing = None
+    if pod is None:
+        missing = f"pod {facts.pod_namespace}/{facts.pod_name}"
+    elif (
+        pod.workload is not None
+        and workload is None
+        and pod.workload.kind in ("Deployment", "StatefulSet", "ReplicaSet")
+    ):
+        missing = f"workload {workload_key(pod.workload)}"
+    if missing is not None or pod is None:
+        waiting = (FACTS_WAIT, "WaitingForFacts", f"waiting for {missing}")
+        return Candidate(uid, pod.uid if pod else "", (), (), wait=waiting)
+    threshold = args.priority_threshold.value if args.priority_threshold is not None else None
+    rejection = filters.evaluate(facts, pod, workload, args, threshold)
+    if rejection is not None:
+        return rejected(uid, pod.uid, rejection)
+    budgets = [
+        PdbFacts(key=f"{pdb.namespace}/{pdb.name}", disruptions_allowed=pdb.disruptions_allowed)
+        for pdb in item.pdbs
+    ]
+    plan = limits.plan(facts, pod, workload, budgets, args)
+    return Candidate(uid, pod.uid, plan.slots, plan.buckets)
+
+
+def rejection_of(outcome: str, rule: str, message: str, reason: str) -> filters.Rejection:
+    """A ledger refusal (another job holds the pod) or a filter's rejection, as its decision tells it."""
+    if outcome == FORBIDDEN:
+        return filters.Rejection(rule, REASON_FORBIDDEN_MIGRATE_POD, f"{rule}: {message}")
+    return filters.Rejection(rule, reason or REASON_FORBIDDEN_MIGRATE_POD, message)
+
+
+def rejected(uid: str, pod_uid: str, rejection: filters.Rejection) -> Candidate:
+    return Candidate(uid, pod_uid, (), (), reject=(rejection.rule, rejection.reason, rejection.message))

@@ -1,0 +1,94 @@
+"""How a job's holdings end: its Reservations cleaned up (room a sibling may still use kept until the
+workload's last job ends), its ledger slots released exactly once with the statistics they feed, what it
+holds recorded on the PMJ while it runs, and everything forgotten when the PMJ is deleted.
+"""
+
+from __future__ import annotations
+
+import redis.asyncio as aioredis
+
+from services.tracker.effects import Effects
+from services.tracker.keys import TrackerKeys
+from services.tracker.progress import ReservationView
+from services.tracker.state import JobState
+from shared import ledger
+from shared.api.pmj import PHASE_FAILED, PHASE_SUCCEEDED, PodMigrationJob
+from shared.ledger import Ledger, as_text, lua_script
+from shared.stats import MigrationStats
+
+
+class Endings:
+    def __init__(
+        self,
+        client: aioredis.Redis,
+        keys: TrackerKeys,
+        ledger: Ledger,
+        stats: MigrationStats,
+        *,
+        effects: Effects,
+        state: JobState,
+    ) -> None:
+        self.client, self.keys, self.ledger, self.stats = client, keys, ledger, stats
+        self.effects, self.state = effects, state
+        self._room_ends = client.register_script(lua_script("room.lua"))
+
+    async def forget(self, job: PodMigrationJob) -> None:
+        """The PMJ was deleted: whatever it held goes (its Reservation, its ledger slots)."""
+        uid = job.metadata.uid or ""
+        await self.cleanup(job, None)
+        await self.client.hdel(self.keys.workload_uid_of, job.metadata.name or "")
+        if await self.ledger.release(uid):
+            await self.effects.released(uid)
+        await self.state.untrack(job)
+        pipe = self.client.pipeline(transaction=False)  # what the tracker kept for it, to the last field
+        pipe.hdel(self.keys.phases, job.metadata.name or "")
+        for per_job in (self.keys.decisions, self.keys.pod_uids, self.keys.replacement):
+            pipe.hdel(per_job, uid)
+        pipe.delete(self.keys.reports(uid))
+        await pipe.execute()
+
+    async def cleanup(
+        self, job: PodMigrationJob, workload: str | None, room: ReservationView | None = None
+    ) -> None:
+        """Ask the executor to delete the job's Reservations. A replacement of the workload may take any
+        job's room, so room a job did not use is kept while a sibling is in flight; the last job of the
+        workload to end takes the kept room with it (room.lua). Kept room that a replacement takes later
+        is asked for again (the command names the room's state, so it is not a duplicate of the first)."""
+        name = job.metadata.name or ""
+        seen = f"{room.name}:{room.phase}:{len(room.bound)}" if room is not None else ""
+        workload = workload or as_text(await self.client.hget(self.keys.workload_uid_of, name) or b"")
+        if not workload:
+            await self.effects.command(job, "cleanup", None, seen=seen)
+            return
+        keys = [self.keys.in_flight(workload), self.keys.room_kept(workload)]
+        answer = await self._room_ends(keys=keys, args=[name])
+        code, kept = int(answer[0]), [as_text(v) for v in answer[1:]]
+        if code == 0:
+            await self.effects.command(job, "cleanup", None, seen=seen, keep_untaken=True)
+        elif code == 1 and kept:
+            await self.effects.command(job, "cleanup", None, seen=seen, also=sorted(kept))
+        else:
+            await self.effects.command(job, "cleanup", None, seen=seen)
+
+    async def release(self, job: PodMigrationJob, phase: str) -> None:
+        uid = job.metadata.uid or ""
+        if not await self.ledger.release(uid):
+            return
+        ref = job.spec.pod_ref
+        if phase == PHASE_FAILED and ref is not None:
+            await self.stats.pod_failed(ref.namespace or "", ref.name or "")
+        # The workload whose slot the job held, as its PMJ recorded it when it started running.
+        held = ledger.recorded(uid, job.metadata.annotations or {})
+        if phase == PHASE_SUCCEEDED and held is not None and held.workload is not None:
+            await self.stats.workload_migrated(held.workload)
+        # Last: whoever hears of the release (the arbitrator's next pass) reads the statistics it updated.
+        await self.effects.released(uid)
+
+    async def record_ledger(self, job: PodMigrationJob) -> None:
+        """What the job holds in the ledger, on the PMJ: the ledger is rebuilt from it after a Redis loss."""
+        held = await self.ledger.held(job.metadata.uid or "")
+        if held is None:
+            return
+        await self.effects.patch_job(
+            job, {"metadata": {"annotations": {ledger.ANNOTATION: held.annotation()}}}
+        )

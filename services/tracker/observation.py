@@ -1,0 +1,192 @@
+"""What the tracker reads to decide a job: its PMJ, pod, Reservations, the arbitrator's decision and the
+executor's reports, and which replacement pod stands for it (claimed in Redis, one job per pod).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from datetime import UTC, datetime
+from typing import Any
+
+import redis.asyncio as aioredis
+
+from services.tracker import claims
+from services.tracker import progress as machine
+from services.tracker.claims import Ident
+from services.tracker.keys import TrackerKeys
+from services.tracker.observe import node_ready, pod_view, reservation_view
+from services.tracker.progress import PodView, ReservationView
+from shared.api import codec, paths
+from shared.api.messages import Decision, PodInfo, Report
+from shared.api.pmj import PHASE_FAILED, PHASE_RUNNING, TERMINAL_PHASES, PodMigrationJob
+from shared.api.reservation import LABEL_ATTEMPT, LABEL_CONTROLLER, LABEL_JOB, made_for
+from shared.config import MigrationControllerArgs
+from shared.consume import read_or_retry
+from shared.kube import KubeClient
+from shared.ledger import as_text
+
+
+class Observer:
+    def __init__(
+        self, client: aioredis.Redis, keys: TrackerKeys, kube: KubeClient, args: MigrationControllerArgs
+    ) -> None:
+        self.client, self.keys, self.kube, self.args = client, keys, kube, args
+
+    async def replacement_seen(self, pod: PodInfo, controller: str, deleted: bool) -> None:
+        """A pod in reserved room: the replacement some job of its workload stands for. Once it is gone,
+        so is its claim: no job can take it for its replacement any more."""
+        entry = json.dumps([pod.namespace, pod.name, pod.uid])
+        if deleted:
+            pipe = self.client.pipeline(transaction=False)
+            pipe.srem(self.keys.pool(controller), entry)
+            pipe.hdel(self.keys.claims, pod.uid)
+            await pipe.execute()
+        else:
+            await self.client.sadd(self.keys.pool(controller), entry)
+
+    async def observe(self, job: PodMigrationJob) -> machine.Observed:
+        uid = job.metadata.uid or ""
+        ref = job.spec.pod_ref
+        pipe = self.client.pipeline(transaction=False)
+        pipe.hget(self.keys.decisions, uid)
+        pipe.hgetall(self.keys.reports(uid))
+        pipe.hexists(self.keys.workload_uid_of, job.metadata.name or "")  # an eviction was sent
+        raw_decision, raw_reports, evicting = await pipe.execute()
+        decision = codec.decode(raw_decision, Decision) if raw_decision else None
+        reports = {as_text(k): codec.decode(v, Report) for k, v in raw_reports.items()}
+        # The Reservations first, the pod after: a pod still there when read after its Reservation was seen
+        # taken has not been evicted, so whoever took the room is not its replacement (read the other way
+        # round, an eviction and the rebinding in between would look like a sibling taking it).
+        reservations, attempt = await self._reservations(job)
+        pod = None
+        if ref is not None and ref.namespace and ref.name:
+            found = await self.get(paths.pod(ref.namespace, ref.name))
+            if found is not None:
+                view = pod_view(found)
+                # The pod the job was made for: a new pod by the same name (a StatefulSet's) is not it.
+                # In one transaction: a Redis restart between the write and the read must not read back
+                # nothing and take the job's own pod for another (and its job for Succeeded).
+                pipe = self.client.pipeline(transaction=True)
+                pipe.hsetnx(self.keys.pod_uids, uid, ref.uid or view.uid)
+                pipe.hget(self.keys.pod_uids, uid)
+                _, first_seen = await pipe.execute()
+                expected = as_text(first_seen) if first_seen is not None else ref.uid or view.uid
+                pod = view if view.uid == expected else None
+                if pod is not None and pod.deleted_at is not None and pod.node:
+                    node = await self.get(paths.node(pod.node))  # why it may not go: NotReady
+                    pod = replace(pod, node_ready=node_ready(node) if node is not None else None)
+        current = reservations[-1] if reservations else None
+        await self._pool(reservations)
+        bound_pod = None
+        if current is not None and current.bound:
+            bound_pod = await self._pod(current.bound[0])
+        started = any(c.type == "Eviction" for c in (job.status.conditions if job.status else None) or [])
+        claimed = None
+        if started and (pod is None or pod.terminating) and current is not None:
+            claimed = await self._claim(job, reservations)
+        replacement = await self._pod(claimed) if claimed else None
+        evict_report = reports.get("evict")
+        reserve_report = reports.get("reserve")
+        return machine.Observed(
+            job=job,
+            now=datetime.now(UTC),
+            # A Running job was admitted: its PMJ says so even when Redis lost the decision (a flush).
+            admitted=(decision is not None and decision.decision == "admitted")
+            or (job.status is not None and job.status.phase == PHASE_RUNNING),
+            rejection=(decision.reason or PHASE_FAILED, decision.message)
+            if decision is not None and decision.decision == "rejected"
+            else None,
+            pod=pod,
+            reservation=current,
+            bound_pod=bound_pod,
+            replacement=replacement,
+            claimed=claimed,
+            attempt=attempt,
+            eviction_note=evict_report.message
+            if evict_report and evict_report.outcome == "blocked"
+            else None,
+            # Sent, and not refused or done yet: the executor may have found the room and be evicting.
+            eviction_sent=bool(evicting) and (evict_report is None or evict_report.outcome == "checked"),
+            reserve_failed=reserve_report.message
+            if reserve_report and reserve_report.outcome == "failed" and not current
+            else None,
+            default_mode=self.args.default_job_mode,
+            default_ttl=self.args.default_job_ttl,
+            dry_run=self.args.dry_run,
+        )
+
+    async def _reservations(self, job: PodMigrationJob) -> tuple[list[ReservationView], int]:
+        """The job's Reservations, oldest attempt first, and the current attempt (0: none yet): the one the
+        user named, else those Podherd made for it (its reservationRef then names the latest)."""
+        name, ref = job.metadata.name or "", job.spec.reservation_ref_name
+        if named := job.user_reservation:
+            found = await self.get(paths.reservation(named))
+            return ([reservation_view(found)], 1) if found is not None else ([], 0)
+        items = await self.list(paths.RESERVATIONS, f"{LABEL_JOB}={name}")
+        if ref is not None and not items and job.phase not in TERMINAL_PHASES:
+            # Named as Podherd names them, yet none of Podherd's is there: a Reservation of the user's?
+            found = await self.get(paths.reservation(ref))
+            if found is not None and not made_for(found, name):
+                return [reservation_view(found)], 1
+        items.sort(key=lambda r: int(((r.get("metadata") or {}).get("labels") or {}).get(LABEL_ATTEMPT) or 1))
+        attempt = int((items[-1]["metadata"].get("labels") or {}).get(LABEL_ATTEMPT) or 1) if items else 0
+        return [reservation_view(r) for r in items], attempt
+
+    async def _claim(self, job: PodMigrationJob, own: list[ReservationView]) -> tuple[str, str, str] | None:
+        """The replacement this job stands for, once its pod is evicted: one pod that took a Reservation of
+        the workload, claimed by one job only (Reservations are per workload, so a replacement may have
+        taken another job's room, and that job then reserves again)."""
+        uid = job.metadata.uid or ""
+        mine = await self.client.hget(self.keys.replacement, uid)
+        if mine is not None:
+            namespace, name, pod_uid = json.loads(mine)
+            return namespace, name, pod_uid
+        controller = own[-1].owner_controller_uid
+        pool = self.keys.pool(controller or "")
+        pooled: list[Ident] = []
+        workload: list[ReservationView] = []
+        if controller:
+            pooled = [tuple(json.loads(member)) for member in await self.client.smembers(pool)]
+            listed = await self.list(paths.RESERVATIONS, f"{LABEL_CONTROLLER}={controller}")
+            workload = [reservation_view(item) for item in listed]
+        for namespace, name, pod_uid in claims.candidates(own, pooled, workload):
+            raw = await self.client.hget(self.keys.claims, pod_uid)
+            holder = as_text(raw) if raw is not None else None
+            view = None if holder not in (None, uid) else await self._pod((namespace, name, pod_uid))
+            if view is None or not claims.may_claim(uid, holder, controller, view.controller_uid):
+                await self.client.srem(pool, json.dumps([namespace, name, pod_uid]))  # taken, gone, not ours
+                continue
+            if holder is not None or await self.client.hsetnx(self.keys.claims, pod_uid, uid):
+                entry = json.dumps([namespace, name, pod_uid])
+                pipe = self.client.pipeline(transaction=False)
+                pipe.hset(self.keys.replacement, uid, entry)
+                # Before the caller reads the replacement: its readiness, from now on, reconciles this job.
+                pipe.hset(self.keys.replacement_jobs, f"{namespace}/{name}", job.metadata.name or "")
+                pipe.srem(pool, entry)
+                await pipe.execute()
+                return namespace, name, pod_uid
+        return None
+
+    async def _pool(self, reservations: list[ReservationView]) -> None:
+        """Remember every replacement seen in a Reservation of the workload until a job claims it: the
+        Reservation may be cleaned up (its job ended) before the job that replacement stands for looks."""
+        pipe = self.client.pipeline(transaction=False)
+        for r in reservations:
+            for bound in r.bound:
+                if r.owner_controller_uid:
+                    pipe.sadd(self.keys.pool(r.owner_controller_uid), json.dumps(list(bound)))
+        if pipe:
+            await pipe.execute()
+
+    async def _pod(self, ident: tuple[str, str, str]) -> PodView | None:
+        namespace, name, uid = ident
+        found = await self.get(paths.pod(namespace, name))
+        view = pod_view(found) if found is not None else None
+        return view if view is not None and view.uid == uid else None
+
+    async def list(self, path: str, selector: str) -> list[dict[str, Any]]:
+        return await read_or_retry(self.kube.list_items(path, selector), f"listing {path}", 0.5)
+
+    async def get(self, path: str) -> dict[str, Any] | None:
+        return await read_or_retry(self.kube.get_json(path), f"reading {path}", 0.5)
