@@ -21,6 +21,7 @@ lint: $(STAMP)
 	$(PY) -m ruff format --check .
 	$(VENV)/bin/lint-imports
 	$(PY) scripts/check_sizes.py
+	$(PY) scripts/check_signatures.py
 	$(PY) -m pylint --disable=all --enable=duplicate-code --min-similarity-lines=6 --score=n services shared kubesim podherd
 
 typecheck: $(STAMP)

@@ -93,7 +93,7 @@ class Bench:
             config,
             self.facts,
             self.ledger,
-            self.publisher,
+            publisher=self.publisher,
             subject=subjects.job,
             audit_subject=subjects.audit,
         )
@@ -188,9 +188,9 @@ async def run_depth(
         replicas=replicas,
         available_replicas=replicas,
     )
-    await bench.facts.put("workload", "Deployment/default/big", "1", workload)
+    await bench.facts.put("workload", "Deployment/default/big", "1", fact=workload)
     await bench.ledger.admit(
-        "blocker", "blocker-pod", [Slot("maxMigratingPerNode", "node:full", 1, "full")], []
+        "blocker", "blocker-pod", [Slot("maxMigratingPerNode", "node:full", 1, "full")], buckets=[]
     )
 
     # The backlog: P jobs on the full node, each looked at once and parked.
@@ -302,9 +302,11 @@ def koordinator_model(pending: int, interval: float = 0.5) -> dict[str, Any]:
         for i in range(pending)
     ]
     started = time.perf_counter()
-    ranked = sorted(range(len(jobs)), key=lambda i: order.sort_key(jobs[i], pods[i], None, 0))
+    ranked = sorted(
+        range(len(jobs)), key=lambda i: order.sort_key(jobs[i], pods[i], None, migrating_in_workload=0)
+    )
     for i in ranked:
-        filters.evaluate(jobs[i], pods[i], None, args)
+        filters.evaluate(jobs[i], pods[i], None, args=args)
     pass_seconds = time.perf_counter() - started
     # A job arriving uniformly in time waits on average half an interval, at worst a whole one, plus a pass.
     return {

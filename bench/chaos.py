@@ -475,7 +475,9 @@ async def audit_of(run: Run, subject: str) -> list[dict[str, Any]]:
     """The records on one subject of the audit stream (a job's, or a pod's intents'), from its start."""
     nc = await nats.connect(run.nats_srv.url)
     try:
-        return [json.loads(d) async for d in audit_records(nc, bus.Subjects(run.prefix), subject, False)]
+        return [
+            json.loads(d) async for d in audit_records(nc, bus.Subjects(run.prefix), subject, follow=False)
+        ]
     finally:
         await nc.close()
 
@@ -509,7 +511,7 @@ async def explain_timeouts(
     ended = {s.job: jobs[s.job] for s in run.submitted if s.job in jobs and timed_out(jobs[s.job])}
     deferrals = await last_deferrals(run, list(ended))
     causes = {
-        name: why_timed_out(job, deferrals.get(name), default_mode, default_ttl)
+        name: why_timed_out(job, deferrals.get(name), default_mode, default_ttl=default_ttl)
         for name, job in ended.items()
     }
     for s in run.submitted:  # what the harness did to the job's workload, beside what its status says
@@ -556,7 +558,7 @@ async def fault_run(opts: ChaosOptions, nats_srv: Server, redis_srv: Server, wor
             kube,
             client,
             prefix,
-            config.migration_controller,
+            args=config.migration_controller,
             interval=0.1,
             excused=run.excused,
             checks=lambda: room_checks(nats_srv.url, prefix),
@@ -693,7 +695,7 @@ async def _strand(
     handle, kube, processes, config = parts
     run = Run(opts, handle, kube, processes, prefix, nats_srv, redis_srv, random.Random(opts.seed))
     client = aioredis.from_url(redis_srv.url)
-    watchdog = Watchdog(kube, client, prefix, config.migration_controller, interval=0.2)
+    watchdog = Watchdog(kube, client, prefix, args=config.migration_controller, interval=0.2)
     stop = asyncio.Event()
     watching = asyncio.create_task(watchdog.run(stop))
     try:

@@ -78,7 +78,8 @@ def stack(
     path = work / f"{prefix}.yaml"
     path.write_text(yaml.safe_dump(document))
     kubeconfigs = {
-        s: service_kubeconfig(kube, handle.kubeconfig, s, work / f"kubeconfig-{prefix}-{s}") for s in SERVICES
+        s: service_kubeconfig(kube, handle.kubeconfig, s, path=work / f"kubeconfig-{prefix}-{s}")
+        for s in SERVICES
     }
     processes = ServiceProcesses(path, work / f"logs-{prefix}", kubeconfigs)
     try:

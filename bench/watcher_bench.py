@@ -101,7 +101,9 @@ async def run_variant(
     result: dict[str, Any] = {"variant": variant}
 
     # (1) initial sync
-    watcher = KindWatcher(spec, kube, js, subjects, checkpoints, config.watcher, term=lambda: 1)
+    watcher = KindWatcher(
+        spec, kube, js, subjects=subjects, checkpoints=checkpoints, config=config.watcher, term=lambda: 1
+    )
     started = time.perf_counter()
     await watcher.relist()
     result["initial_sync_seconds"] = round(time.perf_counter() - started, 2)
@@ -120,7 +122,9 @@ async def run_variant(
             return str(json.loads(response.read())["resourceVersion"])
 
     target = await asyncio.to_thread(touch)
-    watcher = KindWatcher(spec, kube, js, subjects, checkpoints, config.watcher, term=lambda: 1)
+    watcher = KindWatcher(
+        spec, kube, js, subjects=subjects, checkpoints=checkpoints, config=config.watcher, term=lambda: 1
+    )
     watcher.rv = watcher.saved_rv = await checkpoints.load("pods")
     stop = asyncio.Event()
     cpu_before = _cpu()

@@ -102,7 +102,7 @@ class Admission:
                 "matchExpressions"
             ):
                 raise invalid(
-                    rt.kind, obj["metadata"]["name"], "spec.selector: Required value", "spec.selector"
+                    rt.kind, obj["metadata"]["name"], "spec.selector: Required value", field="spec.selector"
                 )
             if rt.plural == "deployments":
                 strategy = spec.setdefault("strategy", {})
@@ -125,10 +125,12 @@ class Admission:
         spec = pod.setdefault("spec", {})
         name = pod["metadata"]["name"]
         if not spec.get("containers"):
-            raise invalid("Pod", name, "spec.containers: Required value", "spec.containers")
+            raise invalid("Pod", name, "spec.containers: Required value", field="spec.containers")
         for container in spec["containers"]:
             if not container.get("name"):
-                raise invalid("Pod", name, "spec.containers[].name: Required value", "spec.containers[].name")
+                raise invalid(
+                    "Pod", name, "spec.containers[].name: Required value", field="spec.containers[].name"
+                )
         for field, default in POD_SPEC_DEFAULTS.items():  # defaulting: on every write, before validation
             spec.setdefault(field, default)
         if operation != "CREATE":
@@ -173,7 +175,7 @@ class Admission:
                 "Pod",
                 "",
                 f"spec.priorityClassName: no PriorityClass with name {class_name} was found",
-                "spec.priorityClassName",
+                field="spec.priorityClassName",
             )
         return int(found.get("value", 0))
 
@@ -218,7 +220,7 @@ def _pod_spec_update(old: Obj, new: Obj) -> None:
     )
     detail = f"pod updates may not change fields other than {UPDATABLE_POD_SPEC_FIELDS}\n{diff}"
     raise invalid_fields(
-        "Pod", "", new["metadata"]["name"], [FieldError("FieldValueForbidden", "spec", None, detail)]
+        "Pod", "", new["metadata"]["name"], errors=[FieldError("FieldValueForbidden", "spec", None, detail)]
     )
 
 

@@ -111,7 +111,7 @@ class Authenticator:
                 seconds,
                 "may not specify a duration less than 10 minutes",
             )
-            raise invalid_fields("TokenRequest", "authentication.k8s.io", name, [error])
+            raise invalid_fields("TokenRequest", "authentication.k8s.io", name, errors=[error])
         spec.update(expirationSeconds=seconds, audiences=spec.get("audiences") or [DEFAULT_AUDIENCE])
         spec.setdefault("boundObjectRef", None)
         token = secrets.token_urlsafe(32)

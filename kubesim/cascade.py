@@ -26,7 +26,7 @@ class Objects(Protocol):
 
     def objects(self, rt: ResourceType, namespace: str | None = None) -> Iterator[Obj]: ...
 
-    def put(self, rt: ResourceType, obj: Obj, event_type: str, old: Obj | None = None) -> Obj: ...
+    def put(self, rt: ResourceType, obj: Obj, event_type: str, *, old: Obj | None = None) -> Obj: ...
 
     def remove(self, rt: ResourceType, obj: Obj) -> Obj: ...
 
@@ -35,8 +35,8 @@ class Objects(Protocol):
         rt: ResourceType,
         namespace: str,
         name: str,
-        options: Mapping[str, Any] | None = None,
         *,
+        options: Mapping[str, Any] | None = None,
         dry_run: bool = False,
     ) -> Obj: ...
 
@@ -49,7 +49,7 @@ class OwnerIndex:
     def __init__(self) -> None:
         self._owned: dict[str, set[tuple[tuple[str, str], Key]]] = {}
 
-    def update(self, rt: ResourceType, key: Key, before: Obj | None, after: Obj | None) -> None:
+    def update(self, rt: ResourceType, key: Key, before: Obj | None, *, after: Obj | None) -> None:
         was, now = _owner_uids(before), _owner_uids(after)
         for uid in was - now:
             dependents = self._owned.get(uid)
@@ -83,7 +83,10 @@ class Cascade:
             meta = obj["metadata"]
             if self.store.find(dependent_rt, meta.get("namespace", ""), meta["name"]) is not None:
                 self.store.delete(
-                    dependent_rt, meta.get("namespace", ""), meta["name"], {"propagationPolicy": "Background"}
+                    dependent_rt,
+                    meta.get("namespace", ""),
+                    meta["name"],
+                    options={"propagationPolicy": "Background"},
                 )
 
     def orphan(self, owner_uid: str) -> None:
@@ -98,7 +101,7 @@ class Cascade:
         """A deleted namespace turns Terminating; the namespace controller deletes its content, then it."""
         name = namespace["metadata"]["name"]
         if name in IMMORTAL_NAMESPACES:
-            raise forbidden_resource(rt.plural, rt.group, name, "this namespace may not be deleted")
+            raise forbidden_resource(rt.plural, rt.group, name, why="this namespace may not be deleted")
         if namespace["metadata"].get("deletionTimestamp") or dry_run:
             return namespace
         new = copy.deepcopy(namespace)

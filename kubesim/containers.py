@@ -72,16 +72,16 @@ async def run_container(host: Host, run: PodRun, container: Container) -> None:
         if pod is None or images is None:
             return
         try:
-            env = environment(host, run, pod, container, images[index])
+            env = environment(host, run, pod, container=container, image=images[index])
         except ConfigError as exc:
             container.state = {"waiting": {"reason": "CreateContainerConfigError", "message": str(exc)}}
             host.write_status(run)
-            host.event(pod, "Warning", "Failed", f"Error: {exc}")
+            host.event(pod, "Warning", "Failed", message=f"Error: {exc}")
             await asyncio.sleep(retry)
             retry = min(retry * 2, RETRY_MAX)
             continue
         started = time.monotonic()
-        log = await _start(host, run, pod, container, images[index], env)
+        log = await _start(host, run, pod, container=container, image=images[index], env=env)
         probes = asyncio.get_running_loop().create_task(_prober(host, run, container).run())
         assert container.process is not None
         code = await container.process.wait()
@@ -101,12 +101,14 @@ async def run_container(host: Host, run: PodRun, container: Container) -> None:
         message = f"back-off {delay:.0f}s restarting failed container={container.name} pod={pod_ref}"
         container.state = {"waiting": {"reason": "CrashLoopBackOff", "message": message}}
         host.write_status(run)
-        host.event(pod, "Warning", "BackOff", "Back-off restarting failed container " + container.name)
+        host.event(
+            pod, "Warning", "BackOff", message="Back-off restarting failed container " + container.name
+        )
         await asyncio.sleep(delay)
 
 
 async def _start(
-    host: Host, run: PodRun, pod: Obj, container: Container, image: ImageConfig, env: dict[str, str]
+    host: Host, run: PodRun, pod: Obj, *, container: Container, image: ImageConfig, env: dict[str, str]
 ) -> Path:
     """One start: the sandbox process that joins the pod's namespaces and execs the command. Returns the
     log it writes to (the previous start's is kept for `kubectl logs --previous`)."""
@@ -136,7 +138,7 @@ async def _start(
     container.started = "startupProbe" not in container.spec
     container.ready = False
     host.write_status(run)
-    host.event(pod, "Normal", "Started", f"Started container {container.name}")
+    host.event(pod, "Normal", "Started", message=f"Started container {container.name}")
     return log
 
 
@@ -144,7 +146,7 @@ def _prober(host: Host, run: PodRun, container: Container) -> Prober:
     def unhealthy(message: str) -> None:
         pod = host.pod_of(run)
         if pod is not None:
-            host.event(pod, "Warning", "Unhealthy", message)
+            host.event(pod, "Warning", "Unhealthy", message=message)
 
     async def kill(why: str) -> None:
         """A failed liveness or startup probe: the container stops, and its loop starts it again."""
@@ -152,14 +154,16 @@ def _prober(host: Host, run: PodRun, container: Container) -> Prober:
         pod = host.pod_of(run)
         if pod is not None:
             what = why.split(":", maxsplit=1)[0].lower()
-            host.event(pod, "Normal", "Killing", f"Container {container.name} {what}, will be restarted")
+            host.event(
+                pod, "Normal", "Killing", message=f"Container {container.name} {what}, will be restarted"
+            )
         await stop_container(container, run.grace)
 
     return Prober(container, run.netns, run.ip, lambda: host.write_status(run), unhealthy, kill)
 
 
 def environment(
-    host: Host, run: PodRun, pod: Obj, container: Container, image: ImageConfig
+    host: Host, run: PodRun, pod: Obj, *, container: Container, image: ImageConfig
 ) -> dict[str, str]:
     """The image's ENV, what the runtime sets (HOSTNAME, HOME), then what the kubelet builds."""
     verify_run_as_non_root(pod, container.spec, image)
@@ -167,7 +171,7 @@ def environment(
     status = pod.setdefault("status", {})
     status.setdefault("podIP", run.ip)
     status.setdefault("hostIP", HOST_IP)
-    built = container_env(pod, container.spec, service_env(pod, host.services()), host.lookup())
+    built = container_env(pod, container.spec, service_env(pod, host.services()), lookup=host.lookup())
     return {**image.env, "HOSTNAME": pod_files.hostname(pod), "HOME": "/root", **built}
 
 

@@ -13,6 +13,7 @@ class ApiError(Exception):
         code: int,
         reason: str,
         message: str,
+        *,
         details: dict[str, Any] | None = None,
         list_meta: dict[str, Any] | None = None,
     ) -> None:
@@ -46,23 +47,25 @@ def _details(kind: str | None, name: str | None, group: str | None) -> dict[str,
 
 def not_found(resource: str, name: str, group: str = "") -> ApiError:
     qualified = f"{resource}.{group}" if group else resource
-    return ApiError(404, "NotFound", f'{qualified} "{name}" not found', _details(resource, name, group))
+    return ApiError(
+        404, "NotFound", f'{qualified} "{name}" not found', details=_details(resource, name, group)
+    )
 
 
 def already_exists(resource: str, name: str, group: str = "") -> ApiError:
     qualified = f"{resource}.{group}" if group else resource
     return ApiError(
-        409, "AlreadyExists", f'{qualified} "{name}" already exists', _details(resource, name, group)
+        409, "AlreadyExists", f'{qualified} "{name}" already exists', details=_details(resource, name, group)
     )
 
 
-def conflict(resource: str, name: str, why: str, group: str = "") -> ApiError:
+def conflict(resource: str, name: str, why: str, *, group: str = "") -> ApiError:
     qualified = f"{resource}.{group}" if group else resource
     return ApiError(
         409,
         "Conflict",
         f'Operation cannot be fulfilled on {qualified} "{name}": {why}',
-        _details(resource, name, group),
+        details=_details(resource, name, group),
     )
 
 
@@ -70,11 +73,11 @@ def bad_request(message: str) -> ApiError:
     return ApiError(400, "BadRequest", message)
 
 
-def invalid(kind: str, name: str, message: str, field: str | None = None) -> ApiError:
+def invalid(kind: str, name: str, message: str, *, field: str | None = None) -> ApiError:
     details: dict[str, Any] = {"name": name, "kind": kind}
     if field:
         details["causes"] = [{"reason": "FieldValueInvalid", "message": message, "field": field}]
-    return ApiError(422, "Invalid", f'{kind} "{name}" is invalid: {message}', details)
+    return ApiError(422, "Invalid", f'{kind} "{name}" is invalid: {message}', details=details)
 
 
 def gone(message: str, continue_token: str | None = None) -> ApiError:
@@ -85,7 +88,7 @@ def gone(message: str, continue_token: str | None = None) -> ApiError:
 
 def too_many_requests(message: str, causes: list[dict[str, str]] | None = None) -> ApiError:
     details: dict[str, Any] | None = {"causes": causes} if causes else None
-    return ApiError(429, "TooManyRequests", message, details)
+    return ApiError(429, "TooManyRequests", message, details=details)
 
 
 def webhook_denied(webhook: str, code: int, message: str) -> ApiError:
@@ -109,7 +112,7 @@ def forbidden(message: str) -> ApiError:
 
 
 def forbidden_resource(
-    resource: str, group: str, name: str, why: str, cause: dict[str, str] | None = None
+    resource: str, group: str, name: str, *, why: str, cause: dict[str, str] | None = None
 ) -> ApiError:
     """`errors.NewForbidden` for a resource (what admission plugins refuse with)."""
     qualified = f"{resource}.{group}" if group else resource
@@ -117,7 +120,7 @@ def forbidden_resource(
     details: dict[str, Any] = {k: v for k, v in (("name", name), ("group", group), ("kind", resource)) if v}
     if cause:
         details["causes"] = [cause]
-    return ApiError(403, "Forbidden", message, details)
+    return ApiError(403, "Forbidden", message, details=details)
 
 
 @dataclass(frozen=True)
@@ -168,7 +171,7 @@ def go_value(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), sort_keys=True)
 
 
-def invalid_fields(kind: str, group: str, name: str, errors: list[FieldError]) -> ApiError:
+def invalid_fields(kind: str, group: str, name: str, *, errors: list[FieldError]) -> ApiError:
     """The 422 `Invalid` Status the API server builds from field errors (`errors.NewInvalid`)."""
     messages: list[str] = []
     for error in errors:
@@ -180,4 +183,4 @@ def invalid_fields(kind: str, group: str, name: str, errors: list[FieldError]) -
     if group:
         details["group"] = group
     details["causes"] = [{"reason": e.type, "message": e.body(), "field": e.field} for e in errors]
-    return ApiError(422, "Invalid", f'{qualified} "{name}" is invalid: {aggregate}', details)
+    return ApiError(422, "Invalid", f'{qualified} "{name}" is invalid: {aggregate}', details=details)

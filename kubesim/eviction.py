@@ -34,7 +34,7 @@ EVICTION_IN_PROGRESS = known.EVICTION_IN_PROGRESS
 EVACUATION_WEBHOOK = "virt-launcher-eviction-interceptor.kubevirt.io"
 
 
-def evict(store: Store, options: SimOptions, namespace: str, name: str, body: dict[str, Any]) -> Obj:
+def evict(store: Store, options: SimOptions, namespace: str, *, name: str, body: dict[str, Any]) -> Obj:
     pods = store.registry.get("", "v1", "pods")
     pdbs = store.registry.get("policy", "v1", "poddisruptionbudgets")
     assert pods is not None and pdbs is not None
@@ -53,7 +53,7 @@ def evict(store: Store, options: SimOptions, namespace: str, name: str, body: di
                 obj["metadata"].setdefault("annotations", {})[EVICTION_IN_PROGRESS] = now_iso()
                 return obj
 
-            store.patch(pods, namespace, name, mark)
+            store.patch(pods, namespace, name, apply=mark)
         raise webhook_denied(EVACUATION_WEBHOOK, 429, triggered)
 
     phase = (pod.get("status") or {}).get("phase")
@@ -75,12 +75,12 @@ def evict(store: Store, options: SimOptions, namespace: str, name: str, body: di
                 "subresource does not support.",
             )
         if matching:
-            _take_disruption(store, pdbs, matching[0], pod, dry_run)
+            _take_disruption(store, pdbs, matching[0], pod=pod, dry_run=dry_run)
     if not dry_run:
         # As the eviction handler does (addConditionAndDeletePod): the pod is marked as a disruption target
         # in one write, then deleted in another, so a watch sees who ended it.
-        store.patch(pods, namespace, name, _disruption_target, subresource="status")
-        store.delete(pods, namespace, name, delete_options)
+        store.patch(pods, namespace, name, apply=_disruption_target, subresource="status")
+        store.delete(pods, namespace, name, options=delete_options)
         uid = pod["metadata"]["uid"]
         store.evictions[uid] = store.evictions.get(uid, 0) + 1
     return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
@@ -102,7 +102,7 @@ def _disruption_target(obj: Obj) -> Obj:
     return obj
 
 
-def _take_disruption(store: Store, pdbs: Any, pdb: Obj, pod: Obj, dry_run: bool) -> None:
+def _take_disruption(store: Store, pdbs: Any, pdb: Obj, *, pod: Obj, dry_run: bool) -> None:
     status = pdb.get("status") or {}
     pdb_name = pdb["metadata"]["name"]
     if (
@@ -139,4 +139,4 @@ def _take_disruption(store: Store, pdbs: Any, pdb: Obj, pod: Obj, dry_run: bool)
         obj["status"] = new_status
         return obj
 
-    store.patch(pdbs, pdb["metadata"]["namespace"], pdb_name, spend, subresource="status")
+    store.patch(pdbs, pdb["metadata"]["namespace"], pdb_name, apply=spend, subresource="status")

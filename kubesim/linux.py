@@ -52,7 +52,7 @@ def setns(fd: int, nstype: int) -> None:
     _check(_libc().setns(fd, nstype), "setns")
 
 
-def mount(source: str, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
+def mount(source: str, target: str, fstype: str | None, *, flags: int, data: str | None = None) -> None:
     result = _libc().mount(
         source.encode(),
         target.encode(),
@@ -64,9 +64,9 @@ def mount(source: str, target: str, fstype: str | None, flags: int, data: str | 
 
 
 def bind(source: str, target: str, read_only: bool) -> None:
-    mount(source, target, None, MS_BIND | MS_REC)
+    mount(source, target, None, flags=MS_BIND | MS_REC)
     if read_only:
-        mount(source, target, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
+        mount(source, target, None, flags=MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
 
 
 def sethostname(name: str) -> None:

@@ -43,7 +43,9 @@ class Revisions:
     history: Sequence[Event]
 
 
-def list_page(rt: ResourceType, bucket: ResourceObjects, revisions: Revisions, query: ListQuery) -> ListPage:
+def list_page(
+    rt: ResourceType, bucket: ResourceObjects, revisions: Revisions, *, query: ListQuery
+) -> ListPage:
     labels = parse_label_selector(query.label_selector)
     fields = parse_field_selector(query.field_selector, rt.fields)
     namespace, limit = query.namespace, query.limit
@@ -59,7 +61,7 @@ def list_page(rt: ResourceType, bucket: ResourceObjects, revisions: Revisions, q
         if token_rv >= 0:
             # Later pages show the first page's snapshot, as etcd serves them at its revision.
             list_rv = token_rv
-            keys, at = _snapshot(rt, bucket, revisions.history, token_rv)
+            keys, at = _snapshot(rt, bucket, revisions.history, rv=token_rv)
         start = bisect.bisect_right(keys, after)
     items: list[bytes] = []
     last: Key | None = None
@@ -91,7 +93,7 @@ def list_page(rt: ResourceType, bucket: ResourceObjects, revisions: Revisions, q
 
 
 def _snapshot(
-    rt: ResourceType, bucket: ResourceObjects, history: Sequence[Event], rv: int
+    rt: ResourceType, bucket: ResourceObjects, history: Sequence[Event], *, rv: int
 ) -> tuple[list[Key], Callable[[Key], Stored | None]]:
     """The resource's keys and objects as they were at `rv`: today's, with every later change undone."""
     then: dict[Key, Stored | None] = {}

@@ -148,7 +148,7 @@ def _get(doc: Any, path: str) -> Any:
     return node
 
 
-def _set(doc: Any, path: str, value: Any, insert: bool) -> Any:
+def _set(doc: Any, path: str, value: Any, *, insert: bool) -> Any:
     tokens = _tokens(path)
     if not tokens:
         return value

@@ -79,7 +79,9 @@ def _data(plural: str, obj: Mapping[str, Any]) -> dict[str, str]:
     return {**(obj.get("binaryData") or {}), **(obj.get("data") or {})}
 
 
-def _source(lookup: Lookup, plural: str, namespace: str, name: str, optional: bool) -> dict[str, str] | None:
+def _source(
+    lookup: Lookup, plural: str, namespace: str, *, name: str, optional: bool
+) -> dict[str, str] | None:
     obj = lookup(plural, namespace, name)
     if obj is None:
         if optional:
@@ -88,9 +90,9 @@ def _source(lookup: Lookup, plural: str, namespace: str, name: str, optional: bo
     return _data(plural, obj)
 
 
-def _key_ref(lookup: Lookup, plural: str, namespace: str, ref: Mapping[str, Any]) -> str | None:
+def _key_ref(lookup: Lookup, plural: str, namespace: str, *, ref: Mapping[str, Any]) -> str | None:
     optional = bool(ref.get("optional"))
-    data = _source(lookup, plural, namespace, ref.get("name", ""), optional)
+    data = _source(lookup, plural, namespace, name=ref.get("name", ""), optional=optional)
     if data is None:
         return None
     if ref["key"] not in data:
@@ -102,7 +104,7 @@ def _key_ref(lookup: Lookup, plural: str, namespace: str, ref: Mapping[str, Any]
 
 
 def container_env(
-    pod: Mapping[str, Any], container: Mapping[str, Any], service_env: Mapping[str, str], lookup: Lookup
+    pod: Mapping[str, Any], container: Mapping[str, Any], service_env: Mapping[str, str], *, lookup: Lookup
 ) -> dict[str, str]:
     namespace = pod["metadata"]["namespace"]
     env: dict[str, str] = {}
@@ -112,7 +114,9 @@ def container_env(
             ref = source.get(key)
             if ref is None:
                 continue
-            data = _source(lookup, plural, namespace, ref.get("name", ""), bool(ref.get("optional")))
+            data = _source(
+                lookup, plural, namespace, name=ref.get("name", ""), optional=bool(ref.get("optional"))
+            )
             for key_name, key_value in (data or {}).items():
                 if _C_IDENTIFIER.match(prefix + key_name):
                     env[prefix + key_name] = key_value
@@ -125,9 +129,9 @@ def container_env(
         if "fieldRef" in value_from:
             value = field_value(pod, value_from["fieldRef"]["fieldPath"])
         elif "configMapKeyRef" in value_from:
-            value = _key_ref(lookup, "configmaps", namespace, value_from["configMapKeyRef"])
+            value = _key_ref(lookup, "configmaps", namespace, ref=value_from["configMapKeyRef"])
         elif "secretKeyRef" in value_from:
-            value = _key_ref(lookup, "secrets", namespace, value_from["secretKeyRef"])
+            value = _key_ref(lookup, "secrets", namespace, ref=value_from["secretKeyRef"])
         else:
             raise ConfigError(f"kubesim does not resolve {', '.join(value_from)} for {name}")
         if value is not None:

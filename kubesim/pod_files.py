@@ -27,7 +27,7 @@ class VolumeError(Exception):
     """A volume of the pod failed to mount: the kubelet's `FailedMount` event message."""
 
 
-def write_volumes(directory: Path, pod: Mapping[str, Any], lookup: Lookup, token: Token) -> None:
+def write_volumes(directory: Path, pod: Mapping[str, Any], lookup: Lookup, *, token: Token) -> None:
     """Each volume of the pod under `directory/<name>` (hostPath ones are the host's own)."""
     for volume in (pod.get("spec") or {}).get("volumes") or []:
         target = directory / volume["name"]
@@ -35,12 +35,12 @@ def write_volumes(directory: Path, pod: Mapping[str, Any], lookup: Lookup, token
             if "emptyDir" in volume:
                 target.mkdir(parents=True, exist_ok=True)
             elif "hostPath" not in volume:
-                atomic_write(target, volume_files(pod, volume, lookup, token))
+                atomic_write(target, volume_files(pod, volume, lookup, token=token))
         except (MountError, ConfigError) as exc:
             raise VolumeError(f'MountVolume.SetUp failed for volume "{volume["name"]}" : {exc}') from exc
 
 
-def write_etc(directory: Path, pod: Mapping[str, Any], pod_ip: str, services: Mapping[str, str]) -> None:
+def write_etc(directory: Path, pod: Mapping[str, Any], pod_ip: str, *, services: Mapping[str, str]) -> None:
     """The kubelet-managed hosts, hostname and resolv.conf files of the pod."""
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "hosts").write_text(hosts_file(pod, pod_ip, services))
@@ -72,7 +72,7 @@ def atomic_write(directory: Path, files: Mapping[str, tuple[bytes, int]]) -> Non
 
 
 def _keyed(
-    plural: str, source: Mapping[str, Any], namespace: str, lookup: Lookup, default_mode: int
+    plural: str, source: Mapping[str, Any], namespace: str, *, lookup: Lookup, default_mode: int
 ) -> dict[str, tuple[bytes, int]]:
     name = source.get("name") or source.get("secretName") or ""
     obj = lookup(plural, namespace, name)
@@ -114,14 +114,20 @@ def _downward(
 
 
 def volume_files(
-    pod: Mapping[str, Any], volume: Mapping[str, Any], lookup: Lookup, token: Token
+    pod: Mapping[str, Any], volume: Mapping[str, Any], lookup: Lookup, *, token: Token
 ) -> dict[str, tuple[bytes, int]]:
     """The files of a configMap, secret, downwardAPI or projected volume."""
     namespace = pod["metadata"]["namespace"]
     for plural, key in (("configmaps", "configMap"), ("secrets", "secret")):
         if key in volume:
             source = volume[key]
-            return _keyed(plural, source, namespace, lookup, int(source.get("defaultMode") or DEFAULT_MODE))
+            return _keyed(
+                plural,
+                source,
+                namespace,
+                lookup=lookup,
+                default_mode=int(source.get("defaultMode") or DEFAULT_MODE),
+            )
     if "downwardAPI" in volume:
         source = volume["downwardAPI"]
         return _downward(pod, source.get("items") or [], int(source.get("defaultMode") or DEFAULT_MODE))
@@ -138,9 +144,11 @@ def volume_files(
             value = token(account, int(ref.get("expirationSeconds") or 3600), ref.get("audience") or "")
             files[ref["path"]] = (value.encode(), int(ref.get("mode") or mode))
         elif "configMap" in source:
-            files.update(_keyed("configmaps", source["configMap"], namespace, lookup, mode))
+            files.update(
+                _keyed("configmaps", source["configMap"], namespace, lookup=lookup, default_mode=mode)
+            )
         elif "secret" in source:
-            files.update(_keyed("secrets", source["secret"], namespace, lookup, mode))
+            files.update(_keyed("secrets", source["secret"], namespace, lookup=lookup, default_mode=mode))
         elif "downwardAPI" in source:
             files.update(_downward(pod, source["downwardAPI"].get("items") or [], mode))
         else:

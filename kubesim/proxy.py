@@ -58,7 +58,7 @@ class Forward:
     `target_ns`); None is kubesim's own namespace."""
 
     def __init__(
-        self, listen_ns: int | None, listen: Address, target_ns: int | None, targets: list[Address]
+        self, listen_ns: int | None, listen: Address, target_ns: int | None, *, targets: list[Address]
     ) -> None:
         self.listen_ns, self.listen, self.target_ns = listen_ns, listen, target_ns
         self._targets = itertools.cycle(targets)

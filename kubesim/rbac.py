@@ -211,7 +211,10 @@ def review_attributes(spec: dict[str, Any]) -> Attributes:
 def forbidden(user: User, attrs: Attributes) -> ApiError:
     if not attrs.resource_request:
         return ApiError(
-            403, "Forbidden", f'forbidden: User "{user.name}" cannot {attrs.verb} path "{attrs.path}"', {}
+            403,
+            "Forbidden",
+            f'forbidden: User "{user.name}" cannot {attrs.verb} path "{attrs.path}"',
+            details={},
         )
     qualified = f"{attrs.resource}.{attrs.group}" if attrs.group else attrs.resource
     named = f' "{attrs.name}"' if attrs.name else ""
@@ -221,7 +224,11 @@ def forbidden(user: User, attrs: Attributes) -> ApiError:
         "Forbidden",
         f'{qualified}{named} is forbidden: User "{user.name}" cannot {attrs.verb} resource'
         f' "{attrs.full_resource}" in API group "{attrs.group}"{where}',
-        {"group": attrs.group, "kind": attrs.resource, **({"name": attrs.name} if attrs.name else {})},
+        details={
+            "group": attrs.group,
+            "kind": attrs.resource,
+            **({"name": attrs.name} if attrs.name else {}),
+        },
     )
 
 

@@ -78,6 +78,7 @@ class ProcessRuntime:
         store: Store,
         options: SimOptions,
         token: Callable[[Obj, str, int, str], str],
+        *,
         event: Callable[[Obj, str, str, str], None],
     ) -> None:
         self.store, self.options = store, options
@@ -188,7 +189,7 @@ class ProcessRuntime:
         """The pod's volumes and the kubelet's files written; False (with a FailedMount event) if not yet."""
         try:
             pod_files.write_volumes(
-                run.directory / "volumes", pod, self.lookup(), functools.partial(self._token, pod)
+                run.directory / "volumes", pod, self.lookup(), token=functools.partial(self._token, pod)
             )
         except pod_files.VolumeError as exc:
             self.event(pod, "Warning", "FailedMount", str(exc))
@@ -197,7 +198,7 @@ class ProcessRuntime:
             self.service_ips[(ns, name)]: pod_files.service_names(ns, name, run.key[0])
             for ns, name in self.service_ips
         }
-        pod_files.write_etc(run.directory / "etc", pod, run.ip, services)
+        pod_files.write_etc(run.directory / "etc", pod, run.ip, services=services)
         return True
 
     async def _sandbox(self, run: PodRun, pod: Obj) -> None:
@@ -218,16 +219,16 @@ class ProcessRuntime:
         for container in run.containers:
             for port in container.spec.get("ports") or []:
                 number = int(port["containerPort"])
-                run.forwards.append(Forward(None, (run.ip, number), run.netns, [(run.ip, number)]))
+                run.forwards.append(Forward(None, (run.ip, number), run.netns, targets=[(run.ip, number)]))
         backends = self.options.service_backends()
         for (namespace, name), ip in self.service_ips.items():
             if (namespace, name) == ("default", "kubernetes"):
-                run.forwards.append(Forward(run.netns, (ip, 443), None, [self.api_address]))
+                run.forwards.append(Forward(run.netns, (ip, 443), None, targets=[self.api_address]))
                 continue
             for ns, svc, port in backends:
                 if (ns, svc) == (namespace, name):
                     targets = self.options.backends(ns, svc, port)
-                    run.forwards.append(Forward(run.netns, (ip, port), None, targets))
+                    run.forwards.append(Forward(run.netns, (ip, port), None, targets=targets))
         for forward in run.forwards:
             await forward.start()
 

@@ -46,12 +46,14 @@ def _overlay(directory: str, scratch: Path, index: int) -> None:
     upper, work = scratch / f"{index}" / "upper", scratch / f"{index}" / "work"
     upper.mkdir(parents=True)
     work.mkdir(parents=True)
-    linux.mount("overlay", directory, "overlay", 0, f"lowerdir={directory},upperdir={upper},workdir={work}")
+    linux.mount(
+        "overlay", directory, "overlay", flags=0, data=f"lowerdir={directory},upperdir={upper},workdir={work}"
+    )
 
 
 def mount_all(mounts: list[dict[str, Any]], scratch: Path) -> None:
-    linux.mount("none", "/", None, linux.MS_REC | linux.MS_PRIVATE)
-    linux.mount("tmpfs", str(scratch), "tmpfs", linux.MS_NOSUID | linux.MS_NODEV, "mode=0700")
+    linux.mount("none", "/", None, flags=linux.MS_REC | linux.MS_PRIVATE)
+    linux.mount("tmpfs", str(scratch), "tmpfs", flags=linux.MS_NOSUID | linux.MS_NODEV, data="mode=0700")
     overlaid: list[str] = []
     for item in mounts:
         if os.path.lexists(item["target"]):

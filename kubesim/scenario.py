@@ -176,7 +176,7 @@ class _Loader:
         return spec
 
     def pod(
-        self, namespace: str, name: str, meta: dict[str, Any], spec: dict[str, Any], node: str | None
+        self, namespace: str, name: str, meta: dict[str, Any], *, spec: dict[str, Any], node: str | None
     ) -> None:
         stamp = now_iso()
         status: dict[str, Any] = {"phase": "Pending", "qosClass": qos_class(spec)}
@@ -232,7 +232,7 @@ class _Loader:
         if item.get("kind", "Deployment") == "StatefulSet":
             revision = f"{name}-{template_hash(template)}"
             owner = self.store.put(
-                self.rts["statefulsets"], _statefulset(shape, item, template, revision), "ADDED"
+                self.rts["statefulsets"], _statefulset(shape, item, template, revision=revision), "ADDED"
             )
             names = [
                 (
@@ -250,7 +250,7 @@ class _Loader:
             template = copy.deepcopy(template)
             template["metadata"]["labels"]["pod-template-hash"] = tmpl_hash
             owner = self.store.put(
-                self.rts["replicasets"], _replicaset(shape, deploy, template, tmpl_hash), "ADDED"
+                self.rts["replicasets"], _replicaset(shape, deploy, template, tmpl_hash=tmpl_hash), "ADDED"
             )
             names = [(f"{name}-{tmpl_hash}-{i:05d}", {}) for i in range(shape.replicas)]
         placement = list(item.get("placement") or [])
@@ -260,7 +260,7 @@ class _Loader:
             meta = copy.deepcopy(template["metadata"])
             meta["labels"] = {**meta.get("labels", {}), **extra_labels}
             meta["ownerReferences"] = [owner_ref(owner)]
-            self.pod(namespace, pod_name, meta, copy.deepcopy(template["spec"]), node)
+            self.pod(namespace, pod_name, meta, spec=copy.deepcopy(template["spec"]), node=node)
         if item.get("pdb"):
             self.store.put(self.rts["poddisruptionbudgets"], _pdb(shape, item["pdb"]), "ADDED")
 
@@ -274,7 +274,7 @@ class _Loader:
             if placed is None:
                 raise ValueError(f"pod {item['name']} does not fit on node {node}")
         meta = {"labels": dict(item.get("labels") or {}), "annotations": dict(item.get("annotations") or {})}
-        self.pod(namespace, item["name"], meta, spec, node)
+        self.pod(namespace, item["name"], meta, spec=spec, node=node)
 
 
 def load_scenario(sim: Any, scenario: str | dict[str, Any]) -> dict[str, Any]:
@@ -333,7 +333,7 @@ class _Shape:
         return {"replicas": n, "readyReplicas": n, "availableReplicas": n, "observedGeneration": 1}
 
 
-def _statefulset(shape: _Shape, item: dict[str, Any], template: Obj, revision: str) -> Obj:
+def _statefulset(shape: _Shape, item: dict[str, Any], template: Obj, *, revision: str) -> Obj:
     spec = {
         **shape.spec(template),
         "podManagementPolicy": item.get("podManagementPolicy", "OrderedReady"),
@@ -364,7 +364,7 @@ def _deployment(shape: _Shape, item: dict[str, Any], template: Obj) -> Obj:
     }
 
 
-def _replicaset(shape: _Shape, deploy: Obj, template: Obj, tmpl_hash: str) -> Obj:
+def _replicaset(shape: _Shape, deploy: Obj, template: Obj, *, tmpl_hash: str) -> Obj:
     meta = shape.meta(
         f"{shape.name}-{tmpl_hash}",
         f"rs-{shape.namespace}-{shape.name}",

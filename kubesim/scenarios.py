@@ -67,7 +67,7 @@ def fragmented(nodes: int = 6, node_cpu: int = 4) -> dict[str, Any]:
 
 
 def generate(
-    nodes: int, pods: int, replicas_per_workload: int = 50, node_cpu: int = 64, namespaces: int = 10
+    nodes: int, pods: int, replicas_per_workload: int = 50, *, node_cpu: int = 64, namespaces: int = 10
 ) -> dict[str, Any]:
     """A large cluster: `nodes` nodes and `pods` pods in Deployments of `replicas_per_workload`."""
     workloads: Iterator[dict[str, Any]] = (

@@ -138,7 +138,7 @@ class CrdSchema:
             for key in [k for k in meta if k not in OBJECT_META]:
                 unknown.append(f"metadata.{key}")
                 del meta[key]
-        _prune(obj, self.schema, "", unknown, root=True)
+        _prune(obj, self.schema, "", unknown=unknown, root=True)
         _drop_nulls(obj, self.schema)
         return sorted(unknown)
 
@@ -189,7 +189,7 @@ def _field_errors(error: ValidationError, path: str) -> list[FieldError]:
     if keyword == "maxLength":
         unit = "byte" if wanted == 1 else "bytes"
         return [FieldError("FieldValueTooLong", path, "", f"may not be more than {wanted} {unit}")]
-    detail = _kube_openapi_message(keyword, wanted, value, path, schema)
+    detail = _kube_openapi_message(keyword, wanted, value, path=path, schema=schema)
     bad = len(value) if keyword in ("minItems", "minProperties") else value
     return [FieldError("FieldValueInvalid", path, bad, detail)]
 
@@ -211,7 +211,9 @@ _MESSAGES = {
 }
 
 
-def _kube_openapi_message(keyword: str, wanted: Any, value: Any, path: str, schema: Mapping[str, Any]) -> str:
+def _kube_openapi_message(
+    keyword: str, wanted: Any, value: Any, *, path: str, schema: Mapping[str, Any]
+) -> str:
     where = f"{path} in body"
     if keyword in _MESSAGES:
         return _MESSAGES[keyword].format(where=where, wanted=wanted, number=go_value(wanted))
@@ -231,6 +233,7 @@ def _prune(
     value: Any,
     schema: Mapping[str, Any] | None,
     path: str,
+    *,
     unknown: list[str],
     root: bool = False,
     preserve: bool = False,
@@ -246,7 +249,7 @@ def _prune(
             child = f"{path}.{key}" if path else key
             child_schema = _child_schema(schema, key) if schema is not None else None
             if child_schema is not None:
-                _prune(value[key], child_schema, child, unknown)
+                _prune(value[key], child_schema, child, unknown=unknown)
             elif not preserve:
                 unknown.append(child)
                 del value[key]
@@ -255,7 +258,7 @@ def _prune(
         for index, item in enumerate(value):
             items_schema = items if isinstance(items, dict) else None
             if items_schema is not None or not preserve:
-                _prune(item, items_schema, f"{path}[{index}]", unknown, preserve=preserve)
+                _prune(item, items_schema, f"{path}[{index}]", unknown=unknown, preserve=preserve)
 
 
 def _child_schema(schema: Mapping[str, Any], key: str) -> Mapping[str, Any] | None:
@@ -316,4 +319,4 @@ def field_validation(query: Mapping[str, str], options_kind: str) -> FieldValida
     error = FieldError(
         "FieldValueNotSupported", "fieldValidation", directive, f"supported values: {supported}"
     )
-    raise invalid_fields(options_kind, "meta.k8s.io", "", [error])
+    raise invalid_fields(options_kind, "meta.k8s.io", "", errors=[error])

@@ -170,7 +170,7 @@ class ApiServer:
                     field_validation=field_validation(query, "CreateOptions"),
                     warnings=warnings,
                 )
-                return warned(self._object_response(request, t.rt, created, 201), warnings)
+                return warned(self._object_response(request, t.rt, created, status=201), warnings)
             if method == "DELETE":
                 return self._delete_collection(request, t)
             raise method_not_allowed(f"{method} is not supported on a collection")
@@ -182,7 +182,7 @@ class ApiServer:
             hold = self.eviction_holds.get(f"{ns}/{name}")
             if hold is not None:
                 await hold.wait()
-            result = evict(store, self.options, ns, name, body)
+            result = evict(store, self.options, ns, name=name, body=body)
             return json_response(result, 201)
         if t.subresource == "token" and t.rt.plural == "serviceaccounts":
             if method != "POST":
@@ -209,7 +209,7 @@ class ApiServer:
                 t.rt,
                 ns,
                 name,
-                await read_body(request),
+                obj=await read_body(request),
                 subresource=t.subresource,
                 dry_run=dry_run,
                 field_validation=field_validation(query, "UpdateOptions"),
@@ -223,7 +223,7 @@ class ApiServer:
                 t.rt,
                 ns,
                 name,
-                apply,
+                apply=apply,
                 subresource=t.subresource,
                 dry_run=dry_run,
                 field_validation=field_validation(query, "PatchOptions"),
@@ -237,13 +237,13 @@ class ApiServer:
             if "propagationPolicy" in query:
                 options["propagationPolicy"] = query["propagationPolicy"]
             result = store.delete(
-                t.rt, ns, name, options, dry_run=dry_run or "All" in (options.get("dryRun") or [])
+                t.rt, ns, name, options=options, dry_run=dry_run or "All" in (options.get("dryRun") or [])
             )
             return self._object_response(request, t.rt, result)
         raise method_not_allowed(f"{method} is not supported")
 
     def _object_response(
-        self, request: web.Request, rt: ResourceType, obj: Obj, status: int = 200
+        self, request: web.Request, rt: ResourceType, obj: Obj, *, status: int = 200
     ) -> web.Response:
         if wants_table(request):
             return json_response(tables.table(rt, [obj], obj["metadata"].get("resourceVersion", "")), status)

@@ -80,7 +80,7 @@ class Simulator:
             self.controllers.append(Workloads(self.store, opts))
         if opts.kubelet:
             if opts.images:
-                self.runtime = ProcessRuntime(self.store, opts, self._pod_token, self._kubelet_event)
+                self.runtime = ProcessRuntime(self.store, opts, self._pod_token, event=self._kubelet_event)
             kubelet = Kubelet(self.store, opts, self.runtime)
             if self.runtime is not None:
                 self.runtime.changed = kubelet.mark
@@ -123,7 +123,13 @@ class Simulator:
     def _kubelet_event(self, pod: dict[str, Any], kind: str, reason: str, message: str) -> None:
         if self.options.record_events:
             record_event(
-                self.store, self.store.registry.core("events"), pod, kind, reason, message, "kubelet"
+                self.store,
+                self.store.registry.core("events"),
+                pod,
+                kind=kind,
+                reason=reason,
+                message=message,
+                component="kubelet",
             )
 
     async def stop(self) -> None:
@@ -170,7 +176,7 @@ def kubeconfig_token(path: Path) -> str:
 
 
 def write_kubeconfig(
-    url: str, path: Path, token: str, ca_pem: bytes | None = None, name: str = "kubesim"
+    url: str, path: Path, token: str, *, ca_pem: bytes | None = None, name: str = "kubesim"
 ) -> Path:
     """A kubeconfig for `url` (trusting `ca_pem`) whose user presents `token`: kubesim's administrator
     token, or a ServiceAccount's from a TokenRequest (`podherd.install.service_token`)."""
@@ -224,7 +230,7 @@ class SimHandle:
 
     def kubeconfig_for(self, path: Path, token: str) -> Path:
         """A kubeconfig for this kubesim presenting `token` (a ServiceAccount's)."""
-        return write_kubeconfig(self.url, path, token, self.ca_pem)
+        return write_kubeconfig(self.url, path, token, ca_pem=self.ca_pem)
 
     def call(self, fn: Callable[[Simulator], T], timeout: float = 30.0) -> T:
         """Run `fn(sim)` on the simulator's loop (in-process handles only) and return its result."""
@@ -297,7 +303,7 @@ def start_in_thread(
         directory = Path(tempfile.mkdtemp(prefix="kubesim-"))
         kubeconfig = directory / "kubeconfig"
         handle._cleanup.append(lambda: _rmtree(directory))
-    handle.kubeconfig = write_kubeconfig(sim.url, kubeconfig, sim.api.auth.admin_token, sim.tls.ca_pem)
+    handle.kubeconfig = write_kubeconfig(sim.url, kubeconfig, sim.api.auth.admin_token, ca_pem=sim.tls.ca_pem)
     return handle
 
 
@@ -305,6 +311,7 @@ def start_subprocess(
     scenario: str | None = None,
     kubeconfig: Path | None = None,
     extra_args: list[str] | None = None,
+    *,
     timeout: float = 120.0,
 ) -> SimHandle:
     directory = Path(tempfile.mkdtemp(prefix="kubesim-"))
@@ -344,6 +351,7 @@ async def serve_forever(
     options: SimOptions,
     scenario: str | dict[str, Any] | None,
     port: int,
+    *,
     kubeconfig: Path | None,
     host: str = "127.0.0.1",
     advertise_url: str | None = None,
@@ -359,7 +367,7 @@ async def serve_forever(
     await sim.start(host=host, port=port)
     if kubeconfig is not None:
         tmp = kubeconfig.with_suffix(".tmp")
-        write_kubeconfig(advertise_url or sim.url, tmp, sim.api.auth.admin_token, sim.tls.ca_pem)
+        write_kubeconfig(advertise_url or sim.url, tmp, sim.api.auth.admin_token, ca_pem=sim.tls.ca_pem)
         if ready is not None:
             await asyncio.to_thread(ready, tmp)  # requests to this very server: not on its loop
         tmp.replace(kubeconfig)

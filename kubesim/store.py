@@ -75,7 +75,7 @@ class Store:
 
     def list_raw(self, rt: ResourceType, query: ListQuery) -> ListPage:
         revisions = Revisions(self.rv, self.log.compacted_rv, self.log.history)
-        return list_page(rt, self.bucket(rt), revisions, query)
+        return list_page(rt, self.bucket(rt), revisions, query=query)
 
     # ----------------------------------------------------------------------------------------------------
     # Writes
@@ -94,10 +94,10 @@ class Store:
         meta = obj.setdefault("metadata", {})
         rules.metadata_of(obj)
         rules.check_kind(rt, obj)
-        rules.decode(rt, obj, field_validation, warnings)
+        rules.decode(rt, obj, field_validation, warnings=warnings)
         if rt.namespaced:
             found = self.find(self.registry.core("namespaces"), "", namespace)
-            rules.place_in_namespace(rt, meta, namespace, found)
+            rules.place_in_namespace(rt, meta, namespace, found=found)
         else:
             meta.pop("namespace", None)
         name = rules.name_new(rt, meta)
@@ -116,8 +116,8 @@ class Store:
         rt: ResourceType,
         namespace: str,
         name: str,
-        obj: Obj,
         *,
+        obj: Obj,
         subresource: str | None = None,
         dry_run: bool = False,
         field_validation: FieldValidation = "Warn",
@@ -131,18 +131,18 @@ class Store:
                 f"the name of the object ({meta.get('name')}) does not match the name on the URL ({name})"
             )
         rules.check_kind(rt, obj)
-        rules.decode(rt, obj, field_validation, warnings)
+        rules.decode(rt, obj, field_validation, warnings=warnings)
         rules.require_resource_version(rt, name, meta)
-        rules.check_fresh(rt, name, current, meta.get("resourceVersion"))
-        return self._replace(rt, current, obj, subresource, dry_run)
+        rules.check_fresh(rt, name, current, wanted_rv=meta.get("resourceVersion"))
+        return self._replace(rt, current, obj, subresource=subresource, dry_run=dry_run)
 
     def patch(
         self,
         rt: ResourceType,
         namespace: str,
         name: str,
-        apply: Callable[[Obj], Obj],
         *,
+        apply: Callable[[Obj], Obj],
         subresource: str | None = None,
         dry_run: bool = False,
         field_validation: FieldValidation = "Warn",
@@ -152,14 +152,14 @@ class Store:
         patched = apply(copy.deepcopy(current))
         if not isinstance(patched, dict) or not isinstance(patched.get("metadata"), dict):
             raise bad_request("the patch produced an object without metadata")
-        rules.decode(rt, patched, field_validation, warnings)
-        rules.check_fresh(rt, name, current, patched["metadata"].get("resourceVersion"))
-        return self._replace(rt, current, patched, subresource, dry_run)
+        rules.decode(rt, patched, field_validation, warnings=warnings)
+        rules.check_fresh(rt, name, current, wanted_rv=patched["metadata"].get("resourceVersion"))
+        return self._replace(rt, current, patched, subresource=subresource, dry_run=dry_run)
 
     def _replace(
-        self, rt: ResourceType, current: Obj, new: Obj, subresource: str | None, dry_run: bool
+        self, rt: ResourceType, current: Obj, new: Obj, *, subresource: str | None, dry_run: bool
     ) -> Obj:
-        new = rules.replacement(rt, current, new, subresource)
+        new = rules.replacement(rt, current, new, subresource=subresource)
         if rules.unchanged(current, new):
             return current
         rules.validate(rt, new)
@@ -181,14 +181,14 @@ class Store:
         rt: ResourceType,
         namespace: str,
         name: str,
-        options: Mapping[str, Any] | None = None,
         *,
+        options: Mapping[str, Any] | None = None,
         dry_run: bool = False,
     ) -> Obj:
         options = options or {}
         current = self.get(rt, namespace, name)
         meta = current["metadata"]
-        rules.check_preconditions(rt, name, meta, options)
+        rules.check_preconditions(rt, name, meta, options=options)
         if rt.kind == "Namespace" and rt.group == "":
             return self.cascade.terminate_namespace(rt, current, dry_run)
         grace = rules.grace_period(rt, current, options)
@@ -205,19 +205,19 @@ class Store:
                     return self._mark_deleted(rt, current, 0)
             return current
         if grace > 0 or finalizers:
-            return self._mark_deleted(rt, current, grace, next_generation=True)
+            return self._mark_deleted(rt, current, grace, bump=True)
         return self.remove(rt, current)
 
-    def _mark_deleted(self, rt: ResourceType, current: Obj, grace: int, next_generation: bool = False) -> Obj:
+    def _mark_deleted(self, rt: ResourceType, current: Obj, grace: int, *, bump: bool = False) -> Obj:
         new = copy.deepcopy(current)
         meta = new["metadata"]
         meta["deletionTimestamp"] = now_iso(time.time() + grace)
         meta["deletionGracePeriodSeconds"] = grace
-        if next_generation:
+        if bump:  # the generation, as a graceful deletion's first step does
             meta["generation"] = current["metadata"].get("generation", 1) + 1
         return self.put(rt, new, "MODIFIED", old=current)
 
-    def put(self, rt: ResourceType, obj: Obj, event_type: str, old: Obj | None = None) -> Obj:
+    def put(self, rt: ResourceType, obj: Obj, event_type: str, *, old: Obj | None = None) -> Obj:
         """Store `obj` as it is (new resourceVersion, no admission): the control loops' and loader's path."""
         self.rv += 1
         obj.setdefault("apiVersion", rt.api_version)
@@ -231,7 +231,7 @@ class Store:
         before = bucket.objects.get(key)
         if old is None and event_type == "MODIFIED" and before is not None:
             old = before.obj  # what a paged list's snapshot shows for a version before this one
-        self.owners.update(rt, key, before.obj if before is not None else None, obj)
+        self.owners.update(rt, key, before.obj if before is not None else None, after=obj)
         bucket.put(key, Stored(obj, raw))
         self.log.emit(Event(self.rv, event_type, rt, namespace, obj, raw, old))
         if event_type == "ADDED":
@@ -243,7 +243,9 @@ class Store:
         meta = obj["metadata"]
         namespace = meta.get("namespace", "") if rt.namespaced else ""
         removed = self.bucket(rt).pop((namespace, meta["name"]))
-        self.owners.update(rt, (namespace, meta["name"]), removed.obj if removed is not None else None, None)
+        self.owners.update(
+            rt, (namespace, meta["name"]), removed.obj if removed is not None else None, after=None
+        )
         self.rv += 1
         final = copy.deepcopy(obj)
         final["metadata"]["resourceVersion"] = str(self.rv)

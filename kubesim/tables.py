@@ -173,7 +173,7 @@ def cells_for(rt: ResourceType, obj: Obj) -> list[Any]:
 
 
 def table(
-    rt: ResourceType, objects: list[Obj], resource_version: str, with_definitions: bool = True
+    rt: ResourceType, objects: list[Obj], resource_version: str, *, with_definitions: bool = True
 ) -> dict[str, Any]:
     rows = [
         {

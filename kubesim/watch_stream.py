@@ -61,7 +61,9 @@ class WatchStream:
         def line(event_type: str, obj: Obj, raw: bytes) -> bytes:
             if not as_table:
                 return encode_event(event_type, raw)
-            body = tables.table(t.rt, [obj], obj["metadata"].get("resourceVersion", ""), first_table[0])
+            body = tables.table(
+                t.rt, [obj], obj["metadata"].get("resourceVersion", ""), with_definitions=first_table[0]
+            )
             first_table[0] = False
             return encode({"type": event_type, "object": body}) + b"\n"
 

@@ -55,17 +55,19 @@ def metadata_of(obj: Obj) -> Obj:
     return meta
 
 
-def decode(rt: ResourceType, obj: Obj, field_validation: FieldValidation, warnings: list[str] | None) -> None:
+def decode(
+    rt: ResourceType, obj: Obj, field_validation: FieldValidation, *, warnings: list[str] | None
+) -> None:
     if rt.schema is not None:
         rt.schema.decode(obj, field_validation, [] if warnings is None else warnings)
 
 
 def validate(rt: ResourceType, obj: Obj) -> None:
     if rt.schema is not None and (errors := rt.schema.validate(obj)):
-        raise invalid_fields(rt.kind, rt.group, obj["metadata"].get("name", ""), errors)
+        raise invalid_fields(rt.kind, rt.group, obj["metadata"].get("name", ""), errors=errors)
 
 
-def place_in_namespace(rt: ResourceType, meta: Obj, namespace: str, found: Obj | None) -> None:
+def place_in_namespace(rt: ResourceType, meta: Obj, namespace: str, *, found: Obj | None) -> None:
     """A namespaced object goes into the request's namespace (`found`), which exists and is not being
     terminated; the body may name no other."""
     body_ns = meta.get("namespace")
@@ -81,7 +83,7 @@ def place_in_namespace(rt: ResourceType, meta: Obj, namespace: str, found: Obj |
             rt.plural,
             rt.group,
             meta.get("name") or "",
-            f"unable to create new content in namespace {namespace} because it is being terminated",
+            why=f"unable to create new content in namespace {namespace} because it is being terminated",
             cause={
                 "reason": "NamespaceTerminating",
                 "message": f"namespace {namespace} is being terminated",
@@ -99,7 +101,7 @@ def name_new(rt: ResourceType, meta: Obj) -> str:
                 rt.kind,
                 "",
                 "metadata.name: Required value: name or generateName is required",
-                "metadata.name",
+                field="metadata.name",
             )
         meta["name"] = prefix + "".join(random.choices(_NAME_CHARS, k=5))
     name: str = meta["name"]
@@ -109,7 +111,7 @@ def name_new(rt: ResourceType, meta: Obj) -> str:
             name,
             f'metadata.name: Invalid value: "{name}": a lowercase RFC 1123 subdomain must consist '
             "of lower case alphanumeric characters, '-' or '.'",
-            "metadata.name",
+            field="metadata.name",
         )
     return name
 
@@ -136,21 +138,21 @@ def require_resource_version(rt: ResourceType, name: str, meta: Obj) -> None:
             GoLiteral("0x0"),
             "must be specified for an update",
         )
-        raise invalid_fields(rt.kind, rt.group, name, [error])
+        raise invalid_fields(rt.kind, rt.group, name, errors=[error])
 
 
-def check_fresh(rt: ResourceType, name: str, current: Obj, wanted_rv: str | None) -> None:
+def check_fresh(rt: ResourceType, name: str, current: Obj, *, wanted_rv: str | None) -> None:
     """Optimistic concurrency: a write naming a resourceVersion must name the current one (409 otherwise)."""
     if wanted_rv and wanted_rv != current["metadata"]["resourceVersion"]:
         raise conflict(
             rt.plural,
             name,
             "the object has been modified; please apply your changes to the latest version and try again",
-            rt.group,
+            group=rt.group,
         )
 
 
-def replacement(rt: ResourceType, current: Obj, new: Obj, subresource: str | None) -> Obj:
+def replacement(rt: ResourceType, current: Obj, new: Obj, *, subresource: str | None) -> Obj:
     """`new` as stored over `current`: a /status write changes the status only; a write of the main
     resource keeps the server-owned metadata (and the status, where it is a subresource), and bumps the
     generation when the spec changes."""
@@ -190,14 +192,14 @@ def unchanged(before: Obj, after: Obj) -> bool:
     return _without_rv(before) == _without_rv(after)
 
 
-def check_preconditions(rt: ResourceType, name: str, meta: Obj, options: Mapping[str, Any]) -> None:
+def check_preconditions(rt: ResourceType, name: str, meta: Obj, *, options: Mapping[str, Any]) -> None:
     pre = options.get("preconditions") or {}
     if pre.get("uid") and pre["uid"] != meta["uid"]:
         raise conflict(
             rt.plural,
             name,
             f"Precondition failed: UID in precondition: {pre['uid']}, UID in object meta: {meta['uid']}",
-            rt.group,
+            group=rt.group,
         )
     if pre.get("resourceVersion") and pre["resourceVersion"] != meta["resourceVersion"]:
         raise conflict(
@@ -205,7 +207,7 @@ def check_preconditions(rt: ResourceType, name: str, meta: Obj, options: Mapping
             name,
             f"Precondition failed: ResourceVersion in precondition: "
             f"{pre['resourceVersion']}, ResourceVersion in object meta: {meta['resourceVersion']}",
-            rt.group,
+            group=rt.group,
         )
 
 

@@ -104,7 +104,7 @@ def _cmd_sim(args: argparse.Namespace) -> int:
                 options,
                 scenario,
                 args.port,
-                kubeconfig,
+                kubeconfig=kubeconfig,
                 host=args.host,
                 advertise_url=args.advertise_url,
                 ready=ready,
@@ -161,7 +161,7 @@ def _cmd_submit(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     namespace, name = _pod_key(args.pod)
     intent = MigrationIntent(
-        idempotency_key=args.key or client.intent_key(namespace, name, args.target_node, args.mode),
+        idempotency_key=args.key or client.intent_key(namespace, name, args.target_node, mode=args.mode),
         pod=PodKey(namespace=namespace, name=name),
         requester=args.requester,
         target_node=args.target_node,
@@ -177,12 +177,14 @@ def _cmd_submit(args: argparse.Namespace) -> int:
 
     async def submit() -> int:
         async with client.nats_client(config) as nc:
-            reply = await client.request_intent(nc, subjects, intent, args.timeout)
+            reply = await client.request_intent(nc, subjects, intent, within=args.timeout)
             print(f"job {reply.job} {'created' if reply.created else 'exists'}")
             if not args.wait:
                 return 0
             assert reply.job is not None
-            last = await client.follow_job(nc, subjects, reply.job, args.wait_timeout, _show_record)
+            last = await client.follow_job(
+                nc, subjects, reply.job, within=args.wait_timeout, show=_show_record
+            )
             return 0 if last.phase == "Succeeded" else EXIT_FAILED
 
     return asyncio.run(submit())
@@ -219,7 +221,7 @@ def _cmd_audit(args: argparse.Namespace) -> int:
 
     async def tail() -> int:
         async with client.nats_client(config) as nc:
-            async for data in client.audit_records(nc, subjects, args.job, args.follow):
+            async for data in client.audit_records(nc, subjects, args.job, follow=args.follow):
                 sys.stdout.write(data.decode() + "\n")
                 sys.stdout.flush()
         return 0
@@ -248,7 +250,7 @@ def _cmd_plan(args: argparse.Namespace) -> int:
 
     async def publish() -> int:
         async with client.nats_client(config) as nc:
-            replies = await client.gather_replies(nc, subjects, intents, args.timeout)
+            replies = await client.gather_replies(nc, subjects, intents, within=args.timeout)
         for intent, reply in zip(intents, replies, strict=True):
             print(f"{intent.pod.namespace}/{intent.pod.name} -> job {reply.job}")
         return 0

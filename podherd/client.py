@@ -87,14 +87,14 @@ async def nats_client(config: PodherdConfig) -> AsyncIterator[Any]:
 # submit
 
 
-def intent_key(namespace: str, name: str, target_node: str | None, mode: str | None) -> str:
+def intent_key(namespace: str, name: str, target_node: str | None, *, mode: str | None) -> str:
     """One key per distinct request made from the CLI within a minute: a re-run does not double the job."""
     minute = int(time.time() // 60)
     return hashlib.sha256(f"{namespace}/{name}|{target_node}|{mode}|{minute}".encode()).hexdigest()[:32]
 
 
 async def request_intent(
-    nc: Any, subjects: bus.Subjects, intent: MigrationIntent, within: float
+    nc: Any, subjects: bus.Subjects, intent: MigrationIntent, *, within: float
 ) -> IntentReply:
     try:
         msg = await nc.request(subjects.intent_request, codec.encode(intent), timeout=within)
@@ -113,7 +113,7 @@ async def request_intent(
 
 
 async def follow_job(
-    nc: Any, subjects: bus.Subjects, job: str, within: float, show: Callable[[AuditRecord], None]
+    nc: Any, subjects: bus.Subjects, job: str, *, within: float, show: Callable[[AuditRecord], None]
 ) -> AuditRecord:
     """Print the job's audit records as they arrive (from its first) until one shows a terminal phase."""
     sub = await nc.jetstream().subscribe(subjects.audit(job), ordered_consumer=True)
@@ -189,7 +189,7 @@ def list_jobs(config: PodherdConfig) -> list[dict[str, Any]]:
 
 
 async def audit_records(
-    nc: Any, subjects: bus.Subjects, job: str | None, follow: bool
+    nc: Any, subjects: bus.Subjects, job: str | None, *, follow: bool
 ) -> AsyncIterator[bytes]:
     """The audit stream from its start (one job's, or all), then new records while `follow`."""
     js = nc.jetstream()
@@ -235,7 +235,7 @@ def plan_cluster(config: PodherdConfig, pending: str | None) -> Plan:
     args = config.migration_controller
     schedulers = args.scheduler_names if args.default_job_mode == "ReservationFirst" else None
     try:
-        return plan(nodes, pods, target, schedulers)
+        return plan(nodes, pods, target, schedulers=schedulers)
     except NoPlan as exc:
         raise CliError(str(exc)) from exc
 
@@ -270,6 +270,6 @@ def now_utc() -> datetime:
 
 
 async def gather_replies(
-    nc: Any, subjects: bus.Subjects, intents: list[MigrationIntent], within: float
+    nc: Any, subjects: bus.Subjects, intents: list[MigrationIntent], *, within: float
 ) -> list[IntentReply]:
-    return list(await asyncio.gather(*(request_intent(nc, subjects, i, within) for i in intents)))
+    return list(await asyncio.gather(*(request_intent(nc, subjects, i, within=within) for i in intents)))

@@ -87,7 +87,7 @@ def run_demo(opts: DemoOptions, out: TextIO = sys.stdout) -> int:
         for line in services.start(kube):
             print(f"  {line}", file=out)
         out.flush()
-        summary = asyncio.run(_defragment(config, kube, opts, out))
+        summary = asyncio.run(_defragment(config, kube, opts, out=out))
         authorizer = services.authorizer
         if authorizer is not None:
             summary["rbac_denials"] = [str(d) for d in authorizer.denials]
@@ -146,7 +146,7 @@ def _processes(opts: DemoOptions, stack: contextlib.ExitStack, workdir: Path) ->
         handle = start_in_thread(SimOptions(), scenario="fragmented")
         stack.callback(handle.stop)
         kubeconfig = handle.kubeconfig
-    document = _config_document(opts.prefix, nats_url, redis_url, kubeconfig)
+    document = _config_document(opts.prefix, nats_url, redis_url, kubeconfig=kubeconfig)
     kubeconfigs: dict[str, Path] = {}
     processes = ServiceProcesses(workdir / "podherd.yaml", workdir / "logs", kubeconfigs)
     stack.callback(processes.stop_all)
@@ -203,7 +203,7 @@ def _roles_held(summary: dict[str, Any]) -> bool | str:
     return not summary.get("rbac_denials") and set(summary["rbac_identities"]) == wanted
 
 
-def _config_document(prefix: str, nats_url: str, redis_url: str, kubeconfig: Path) -> dict[str, Any]:
+def _config_document(prefix: str, nats_url: str, redis_url: str, *, kubeconfig: Path) -> dict[str, Any]:
     return {
         "nats": {"url": nats_url, "subjectPrefix": prefix},
         "redis": {"url": redis_url, "keyPrefix": prefix},
@@ -216,7 +216,7 @@ def _config_document(prefix: str, nats_url: str, redis_url: str, kubeconfig: Pat
 
 
 async def _defragment(
-    config: PodherdConfig, kube: KubeClient, opts: DemoOptions, out: TextIO
+    config: PodherdConfig, kube: KubeClient, opts: DemoOptions, *, out: TextIO
 ) -> dict[str, Any]:
     chosen = await asyncio.to_thread(client.plan_cluster, config, None)
     print(f"\nplan: empty {chosen.node} so that {chosen.pending.key} can schedule", file=out)
@@ -227,7 +227,7 @@ async def _defragment(
         kube,
         redis_client,
         config.redis.key_prefix,
-        config.migration_controller,
+        args=config.migration_controller,
         ignore_pods=frozenset({chosen.pending.key}),
         checks=lambda: room_checks(config.nats.url, config.nats.subject_prefix),
     )
@@ -237,22 +237,22 @@ async def _defragment(
     try:
         intents = client.plan_intents(chosen, "podherd-demo", f"make room for {chosen.pending.key}")
         async with client.nats_client(config) as nc:
-            replies = await client.gather_replies(nc, subjects, intents, 30)
+            replies = await client.gather_replies(nc, subjects, intents, within=30)
         jobs = sorted({r.job for r in replies if r.job})
         print(f"published {len(intents)} intents -> jobs {', '.join(jobs)}\n", file=out)
-        await _follow(kube, chosen, jobs, watchdog, opts.timeout, out)
+        await _follow(kube, chosen, jobs, watchdog=watchdog, within=opts.timeout, out=out)
         await _cleaned_up(kube, CLEANUP_WAIT)
     finally:
         stop.set()
         findings = await watching
         await redis_client.aclose()
-    facts = await _facts(kube, chosen, jobs, findings)
+    facts = await _facts(kube, chosen, jobs, findings=findings)
     facts["_stream"] = subjects.audit_stream
     return facts
 
 
 async def _follow(
-    kube: KubeClient, chosen: Plan, jobs: list[str], watchdog: Watchdog, within: float, out: TextIO
+    kube: KubeClient, chosen: Plan, jobs: list[str], *, watchdog: Watchdog, within: float, out: TextIO
 ) -> None:
     live = out.isatty()
     deadline = time.monotonic() + within
@@ -325,7 +325,7 @@ def _progress_line(state: dict[str, Any], findings: Findings) -> str:
     return f"jobs {phases} | peak slots {slots} | big: {where} | nodes {nodes}"
 
 
-async def _facts(kube: KubeClient, chosen: Plan, jobs: list[str], findings: Findings) -> dict[str, Any]:
+async def _facts(kube: KubeClient, chosen: Plan, jobs: list[str], *, findings: Findings) -> dict[str, Any]:
     phases: dict[str, str] = {}
     for name in jobs:
         job = await kube.get_json(paths.job(name)) or {}

@@ -108,9 +108,19 @@ def replay(history: History, checks: Iterable[RoomCheck], default_mode: str) -> 
             pods[key], alive[uid] = uid, node
             if uid not in marked and _evicted(obj):
                 marked.add(uid)
-                _held_against_rooms(found, uid, key, node, version, jobs, by_job, rooms, default_mode)
+                _held_against_rooms(
+                    found,
+                    uid,
+                    key,
+                    node=node,
+                    version=version,
+                    jobs=jobs,
+                    by_job=by_job,
+                    rooms=rooms,
+                    default_mode=default_mode,
+                )
         elif kind == JOB:
-            _job_seen(found, obj, event_type, jobs, pods, alive, default_mode)
+            _job_seen(found, obj, event_type, jobs=jobs, pods=pods, alive=alive, default_mode=default_mode)
     return found
 
 
@@ -135,6 +145,7 @@ def _held_against_rooms(
     found: HistoryFindings,
     uid: str,
     key: str,
+    *,
     node: str,
     version: int,
     jobs: Mapping[str, _Job],
@@ -168,6 +179,7 @@ def _job_seen(
     found: HistoryFindings,
     obj: dict[str, Any],
     event_type: str,
+    *,
     jobs: dict[str, _Job],
     pods: Mapping[str, str],
     alive: Mapping[str, str],

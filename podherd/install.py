@@ -87,7 +87,7 @@ def service_token(kube: KubeClient, service: str, seconds: int = 86_400) -> str:
 
 
 def service_kubeconfig(
-    kube: KubeClient, admin_kubeconfig: Path, service: str, path: Path, seconds: int = 86_400
+    kube: KubeClient, admin_kubeconfig: Path, service: str, *, path: Path, seconds: int = 86_400
 ) -> Path:
     """A copy of `admin_kubeconfig` (same cluster, same trust) whose user is the service's ServiceAccount."""
     config = yaml.safe_load(admin_kubeconfig.read_text())
@@ -113,7 +113,7 @@ def service_kubeconfig(
 
 
 def install_with_accounts(
-    admin_kubeconfig: Path, directory: Path, services: tuple[str, ...], seconds: int
+    admin_kubeconfig: Path, directory: Path, services: tuple[str, ...], *, seconds: int
 ) -> None:
     """Podherd's CRDs, namespace and roles installed with `admin_kubeconfig`, then `kubeconfig-<service>` in
     `directory` for each service, its ServiceAccount's (what compose's services use on kubesim)."""
@@ -123,7 +123,7 @@ def install_with_accounts(
         for service in services:
             target = directory / f"kubeconfig-{service}"
             temporary = service_kubeconfig(
-                kube, admin_kubeconfig, service, target.with_suffix(".tmp"), seconds
+                kube, admin_kubeconfig, service, path=target.with_suffix(".tmp"), seconds=seconds
             )
             temporary.replace(target)
     finally:

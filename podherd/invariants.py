@@ -133,6 +133,7 @@ class Watchdog:
         kube: KubeClient,
         redis_client: aioredis.Redis,
         key_prefix: str,
+        *,
         args: MigrationControllerArgs,
         interval: float = 0.1,
         ignore_pods: frozenset[str] = frozenset(),

@@ -132,6 +132,7 @@ def plan(
     nodes: Sequence[NodeRoom],
     pods: Sequence[PodLoad],
     pending: PodLoad | None = None,
+    *,
     schedulers: Collection[str] | None = None,
 ) -> Plan:
     """The cheapest plan to make room for `pending` (default: the largest unschedulable pod). With

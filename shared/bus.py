@@ -250,7 +250,7 @@ async def ensure_work_streams(js: JetStreamContext, subjects: Subjects, config: 
 
 
 async def ensure_kv(
-    js: JetStreamContext, bucket: str, config: NatsConfig, history: int = 1, ttl: float | None = None
+    js: JetStreamContext, bucket: str, config: NatsConfig, *, history: int = 1, ttl: float | None = None
 ) -> KeyValue:
     try:
         return await js.key_value(bucket)
@@ -274,7 +274,7 @@ class _Ack(msgspec.Struct):
 
 
 async def last_per_subject(
-    js: JetStreamContext, stream: str, subject: str, batch: int = 512
+    js: JetStreamContext, stream: str, subject: str, *, batch: int = 512
 ) -> AsyncIterator[list[Any]]:
     """The last message of every subject matching `subject` in `stream` (what consumers of an event stream
     believe exists), in chunks of up to `batch`."""
@@ -351,7 +351,7 @@ class Publisher:
             future.set_result(ack)
 
     async def publish(
-        self, subject: str, data: bytes, msg_id: str, headers: dict[str, str] | None = None
+        self, subject: str, data: bytes, msg_id: str, *, headers: dict[str, str] | None = None
     ) -> None:
         await self._ensure_inbox()
         self._next += 1

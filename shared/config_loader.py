@@ -136,7 +136,7 @@ def _apply_env(document: dict[str, Any], env: Mapping[str, str]) -> None:
         if not name.startswith("PODHERD_") or name in ("PODHERD_CONFIG",) or is_service_link(name):
             continue
         parts = [p for p in name[len("PODHERD_") :].split("__") if p]
-        _set_path(document, parts, raw, name)
+        _set_path(document, parts, raw, var=name)
     standard = {
         "KUBECONFIG": ("kubernetes", "kubeconfig"),
         "NATS_URL": ("nats", "url"),
@@ -154,7 +154,7 @@ def _apply_env(document: dict[str, Any], env: Mapping[str, str]) -> None:
             document[section][key] = value
 
 
-def _set_path(document: dict[str, Any], parts: list[str], raw: str, var: str) -> None:
+def _set_path(document: dict[str, Any], parts: list[str], raw: str, *, var: str) -> None:
     struct_type: Any = PodherdConfig
     node = document
     path: list[str] = []

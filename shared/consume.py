@@ -70,6 +70,7 @@ async def durable(
     js: JetStreamContext,
     stream: str,
     name: str,
+    *,
     filters: Sequence[str],
     config: NatsConfig,
     deliver: DeliverPolicy = DeliverPolicy.ALL,
@@ -90,7 +91,7 @@ async def durable(
 
 
 async def dead_letter(
-    js: JetStreamContext, subjects: Subjects, consumer: str, msg: Msg, error: SchemaError
+    js: JetStreamContext, subjects: Subjects, consumer: str, *, msg: Msg, error: SchemaError
 ) -> None:
     DEAD_LETTERS.labels(consumer).inc()
     letter = DeadLetter(
@@ -132,6 +133,7 @@ async def run_consumer(
     consumer: Durable,
     js: JetStreamContext,
     subjects: Subjects,
+    *,
     name: str,
     handle: BatchHandler,
     stop: asyncio.Event,
@@ -173,7 +175,7 @@ async def run_consumer(
             if outcome is None:
                 await msg.ack()
             elif isinstance(outcome, SchemaError):
-                await dead_letter(js, subjects, name, msg, outcome)
+                await dead_letter(js, subjects, name, msg=msg, error=outcome)
                 await msg.term()
             elif isinstance(outcome, Retry):
                 log.debug("%s: %s: again in %.1fs", name, outcome, outcome.delay)

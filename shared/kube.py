@@ -29,7 +29,7 @@ Query = Sequence[tuple[str, str]]
 class KubeError(Exception):
     """A non-2xx answer from the API server, with its Status reason and message."""
 
-    def __init__(self, status: int, reason: str, message: str, causes: tuple[str, ...] = ()) -> None:
+    def __init__(self, status: int, reason: str, message: str, *, causes: tuple[str, ...] = ()) -> None:
         super().__init__(f"{status} {reason}: {message}")
         self.status = status
         self.reason = reason
@@ -69,7 +69,7 @@ def error_from(status: int, body: bytes) -> KubeError:
         causes = decoded.details.causes if decoded.details else []
         messages = [c.message for c in causes if c.message]
         reasons = tuple(c.reason for c in causes if c.reason)
-        return KubeError(status, decoded.reason, "; ".join([decoded.message, *messages]), reasons)
+        return KubeError(status, decoded.reason, "; ".join([decoded.message, *messages]), causes=reasons)
     except (msgspec.DecodeError, msgspec.ValidationError):
         return KubeError(status, "", body[:200].decode(errors="replace"))
 
@@ -102,6 +102,7 @@ class KubeClient:
         method: str,
         path: str,
         query: Query = (),
+        *,
         body: Any = None,
         timeout: float | tuple[float, float] | None = 30.0,
         content_type: str | None = None,
@@ -125,12 +126,13 @@ class KubeClient:
         method: str,
         path: str,
         query: Query = (),
+        *,
         body: Any = None,
         timeout: float = 30.0,
         content_type: str | None = None,
     ) -> bytes:
         """A blocking request; the raw body on 2xx, else KubeError."""
-        response = self._open(method, path, query, body, timeout, content_type)
+        response = self._open(method, path, query, body=body, timeout=timeout, content_type=content_type)
         data = response.data
         if response.status >= 300:
             raise error_from(response.status, data)
@@ -141,11 +143,14 @@ class KubeClient:
         method: str,
         path: str,
         query: Query = (),
+        *,
         body: Any = None,
         request_timeout: float = 30.0,
         content_type: str | None = None,
     ) -> bytes:
-        return await asyncio.to_thread(self.request, method, path, query, body, request_timeout, content_type)
+        return await asyncio.to_thread(
+            self.request, method, path, query, body=body, timeout=request_timeout, content_type=content_type
+        )
 
     async def get_json(self, path: str, request_timeout: float = 10.0) -> dict[str, Any] | None:
         """GET one object as plain JSON; None when it does not exist (404), KubeError for other answers."""
@@ -169,7 +174,7 @@ class KubeClient:
         return items
 
     async def stream(
-        self, path: str, query: Query, read_timeout: float, max_chunks_in_flight: int = 64
+        self, path: str, query: Query, read_timeout: float, *, max_chunks_in_flight: int = 64
     ) -> AsyncIterator[bytes]:
         """Yield complete lines of a watch stream. Ends when the server ends the stream; raises KubeError
         for an error status, and urllib3's ReadTimeoutError when nothing arrived for `read_timeout`."""

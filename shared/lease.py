@@ -35,7 +35,7 @@ class LeaseState:
 
 
 class Lease:
-    def __init__(self, kv: KeyValue, key: str, holder: str, ttl: float) -> None:
+    def __init__(self, kv: KeyValue, key: str, holder: str, *, ttl: float) -> None:
         self.kv = kv
         self.key = key
         self.holder = holder

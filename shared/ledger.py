@@ -144,6 +144,7 @@ class Ledger:
         job_uid: str,
         pod_uid: str,
         slots: Sequence[Slot],
+        *,
         buckets: Sequence[Bucket],
         now: float | None = None,
     ) -> Verdict:
@@ -280,7 +281,7 @@ class Ledger:
         return f"{self.prefix}:ready:{workload_key}"
 
     async def pod_ready(
-        self, ident: str, resource_version: str, uid: str, ready: bool, workload_key: str, deleted: bool
+        self, ident: str, resource_version: str, uid: str, *, ready: bool, workload_key: str, deleted: bool
     ) -> bool:
         """Apply one pod event to its workload's Ready set (`workload_key` is the workload's slot key, "" for
         a pod of none). False if a newer event of the pod was applied already."""

@@ -50,7 +50,7 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(entry, default=str)
 
 
-def setup_logging(service: str, replica: str, level: str = "INFO", fmt: str = "json") -> None:
+def setup_logging(service: str, replica: str, level: str = "INFO", *, fmt: str = "json") -> None:
     handler = logging.StreamHandler(sys.stderr)
     if fmt == "json":
         handler.setFormatter(JsonFormatter(service, replica))

@@ -50,7 +50,7 @@ async def close_nats(nc: Any) -> None:
 
 
 def run(name: str, config: PodherdConfig, main: ServiceMain) -> int:
-    setup_logging(name, config.replica, config.logging.level, config.logging.format)
+    setup_logging(name, config.replica, config.logging.level, fmt=config.logging.format)
     asyncio.run(serve(name, config, main))
     return 0
 
@@ -63,7 +63,7 @@ def run_together(config: PodherdConfig, mains: dict[str, ServiceMain]) -> int:
             for name, main in mains.items():
                 group.create_task(_awaited(main(config, stop, ops.scoped(name))), name=name)
 
-    setup_logging("all", config.replica, config.logging.level, config.logging.format)
+    setup_logging("all", config.replica, config.logging.level, fmt=config.logging.format)
     asyncio.run(serve("+".join(mains), config, together))
     return 0
 

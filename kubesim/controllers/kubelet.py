@@ -63,7 +63,7 @@ class Kubelet(Controller[tuple[str, str]]):
         node = self.store.find(self.nodes, "", pod["spec"]["nodeName"])
         alive = node is not None and node_ready(node)
         if self.runtime is not None and self.runtime.image(pod) is not None:
-            self._run_processes(key, pod, alive, self.runtime)
+            self._run_processes(key, pod, alive, runtime=self.runtime)
             return
         status = pod.get("status") or {}
         now = time.monotonic()
@@ -104,9 +104,9 @@ class Kubelet(Controller[tuple[str, str]]):
         server removes it unless finalizers remain, which then hold it until they are removed."""
         meta = pod["metadata"]
         final = {"gracePeriodSeconds": 0, "preconditions": {"uid": meta["uid"]}}
-        self.store.delete(self.pods, meta["namespace"], meta["name"], final)
+        self.store.delete(self.pods, meta["namespace"], meta["name"], options=final)
 
-    def _run_processes(self, key: tuple[str, str], pod: Obj, alive: bool, runtime: ProcessRuntime) -> None:
+    def _run_processes(self, key: tuple[str, str], pod: Obj, alive: bool, *, runtime: ProcessRuntime) -> None:
         meta = pod["metadata"]
         if not alive:
             return
@@ -150,7 +150,15 @@ class Kubelet(Controller[tuple[str, str]]):
         pod_conditions(status, ready=False)
         self.store.put(self.pods, new, "MODIFIED", old=pod)
         if self.options.record_events:
-            record_event(self.store, self.events_rt, pod, "Normal", "Started", "Started container", "kubelet")
+            record_event(
+                self.store,
+                self.events_rt,
+                pod,
+                kind="Normal",
+                reason="Started",
+                message="Started container",
+                component="kubelet",
+            )
 
     def _write(self, pod: Obj, ready: bool) -> None:
         new = copy.deepcopy(pod)

@@ -59,7 +59,9 @@ class NamespaceController(Controller[str]):
                 continue
             for obj in list(self.store.objects(rt, key)):
                 if not obj["metadata"].get("deletionTimestamp"):
-                    self.store.delete(rt, key, obj["metadata"]["name"], {"propagationPolicy": "Background"})
+                    self.store.delete(
+                        rt, key, obj["metadata"]["name"], options={"propagationPolicy": "Background"}
+                    )
         if any(next(self.store.objects(rt, key), None) for rt in self.store.registry.all() if rt.namespaced):
             return  # content still terminating (pods until their kubelet confirms): its deletion wakes us
         self.store.cascade.finish_namespace(namespace)
@@ -83,4 +85,4 @@ class NamespaceController(Controller[str]):
         if current is None:
             self.store.create(rt, namespace, wanted)
         elif current.get("data") != wanted["data"]:
-            self.store.update(rt, namespace, ROOT_CA, {**current, "data": wanted["data"]})
+            self.store.update(rt, namespace, ROOT_CA, obj={**current, "data": wanted["data"]})

@@ -29,7 +29,7 @@ def allocatable(node: Obj) -> Usage:
     return {k: milli(v) for k, v in values.items()}
 
 
-def insufficient(node: Obj, used: Usage, requests: Usage, bonus: Usage | None = None) -> str | None:
+def insufficient(node: Obj, used: Usage, requests: Usage, *, bonus: Usage | None = None) -> str | None:
     """The first resource the node lacks for `requests` (with `bonus` room of a Reservation), if any."""
     free_of = allocatable(node)
     for name, value in requests.items():
@@ -41,7 +41,7 @@ def insufficient(node: Obj, used: Usage, requests: Usage, bonus: Usage | None = 
     return None
 
 
-def score(node: Obj, used: Usage, requests: Usage, policy: str) -> float:
+def score(node: Obj, used: Usage, requests: Usage, *, policy: str) -> float:
     """Lower is better: least-allocated prefers empty nodes, most-allocated full ones."""
     free_of = allocatable(node)
     fractions = [

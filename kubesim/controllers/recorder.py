@@ -9,7 +9,7 @@ from kubesim.store import Store
 
 
 def record_event(
-    store: Store, events_rt: Any, obj: Obj, kind: str, reason: str, message: str, component: str
+    store: Store, events_rt: Any, obj: Obj, *, kind: str, reason: str, message: str, component: str
 ) -> None:
     meta = obj["metadata"]
     namespace = meta.get("namespace") or "default"

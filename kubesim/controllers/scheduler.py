@@ -179,7 +179,7 @@ class Scheduler(Controller[tuple[str, str]]):
                 if node is None or node_fit.reject(spec, node) is not None:
                     continue
                 bonus = reservations.held(reservation)
-                if node_fit.insufficient(node, self.usage.on(node_name), requests, bonus) is None:
+                if node_fit.insufficient(node, self.usage.on(node_name), requests, bonus=bonus) is None:
                     self._bind(pod, node_name, reservation)
                     return
         best, reasons = self._pick(spec, requests, nodes)
@@ -218,7 +218,7 @@ class Scheduler(Controller[tuple[str, str]]):
             if rejected is not None:
                 reasons[rejected] += 1
                 continue
-            score = node_fit.score(node, used, requests, self.options.score)
+            score = node_fit.score(node, used, requests, policy=self.options.score)
             if best is None or (score, name) < best:
                 best = (score, name)
         return (best[1] if best else None), reasons
@@ -255,7 +255,10 @@ class Scheduler(Controller[tuple[str, str]]):
         self.store.put(self.pods, new, "MODIFIED", old=pod)
         meta = pod["metadata"]
         self._record(
-            pod, "Normal", "Scheduled", f"Successfully assigned {meta['namespace']}/{meta['name']} to {node}"
+            pod,
+            "Normal",
+            "Scheduled",
+            message=f"Successfully assigned {meta['namespace']}/{meta['name']} to {node}",
         )
 
     def _expire_reservations(self) -> None:
@@ -281,11 +284,19 @@ class Scheduler(Controller[tuple[str, str]]):
             new.setdefault("status", {}), {**condition, "lastTransitionTime": now_iso()}
         )
         self.store.put(self.pods, new, "MODIFIED", old=pod)
-        self._record(pod, "Warning", "FailedScheduling", message)
+        self._record(pod, "Warning", "FailedScheduling", message=message)
 
-    def _record(self, obj: Obj, kind: str, reason: str, message: str) -> None:
+    def _record(self, obj: Obj, kind: str, reason: str, *, message: str) -> None:
         if self.options.record_events:
-            record_event(self.store, self.events_rt, obj, kind, reason, message, "default-scheduler")
+            record_event(
+                self.store,
+                self.events_rt,
+                obj,
+                kind=kind,
+                reason=reason,
+                message=message,
+                component="default-scheduler",
+            )
 
 
 def _keep(members: set[str], name: str, member: bool) -> None:

@@ -118,6 +118,7 @@ class Workloads(Controller[tuple[str, str, str]]):
         owner: Obj,
         template: Obj,
         generate: str | None = None,
+        *,
         name: str | None = None,
         extra_labels: dict[str, str] | None = None,
     ) -> None:
@@ -164,7 +165,7 @@ class Workloads(Controller[tuple[str, str, str]]):
         old_sets = sorted((r for r in sets if r is not new_rs), key=_created_order)
         if new_rs is None:
             first = not any(int((r.get("spec") or {}).get("replicas", 0)) for r in old_sets)
-            new_rs = self._create_rs(deploy, template, tmpl_hash, replicas if first else 0)
+            new_rs = self._create_rs(deploy, template, tmpl_hash, replicas=replicas if first else 0)
         new_rs = self._revise(deploy, new_rs, old_sets)
         strategy = spec.get("strategy") or {}
         if strategy.get("type") == "Recreate":
@@ -246,7 +247,7 @@ class Workloads(Controller[tuple[str, str, str]]):
     def _rs_pods(self, rs: Obj) -> int:
         return len([p for p in self._children(rs, self.pods) if not p["metadata"].get("deletionTimestamp")])
 
-    def _create_rs(self, deploy: Obj, template: Obj, tmpl_hash: str, replicas: int) -> Obj:
+    def _create_rs(self, deploy: Obj, template: Obj, tmpl_hash: str, *, replicas: int) -> Obj:
         tmpl = copy.deepcopy(template)
         tmpl.setdefault("metadata", {}).setdefault("labels", {})["pod-template-hash"] = tmpl_hash
         selector = copy.deepcopy(deploy["spec"].get("selector") or {})

@@ -42,18 +42,18 @@ def candidate(uid: str, item: Loaded, args: MigrationControllerArgs) -> Candidat
         waiting = (FACTS_WAIT, "WaitingForFacts", f"waiting for {missing}")
         return Candidate(uid, pod.uid if pod else "", (), (), wait=waiting)
     threshold = args.priority_threshold.value if args.priority_threshold is not None else None
-    rejection = filters.evaluate(facts, pod, workload, args, threshold)
+    rejection = filters.evaluate(facts, pod, workload, args=args, priority_threshold=threshold)
     if rejection is not None:
         return rejected(uid, pod.uid, rejection)
     budgets = [
         PdbFacts(key=f"{pdb.namespace}/{pdb.name}", disruptions_allowed=pdb.disruptions_allowed)
         for pdb in item.pdbs
     ]
-    plan = limits.plan(facts, pod, workload, budgets, args)
+    plan = limits.plan(facts, pod, workload, pdbs=budgets, args=args)
     return Candidate(uid, pod.uid, plan.slots, plan.buckets)
 
 
-def rejection_of(outcome: str, rule: str, message: str, reason: str) -> filters.Rejection:
+def rejection_of(outcome: str, rule: str, message: str, *, reason: str) -> filters.Rejection:
     """A ledger refusal (another job holds the pod) or a filter's rejection, as its decision tells it."""
     if outcome == FORBIDDEN:
         return filters.Rejection(rule, REASON_FORBIDDEN_MIGRATE_POD, f"{rule}: {message}")

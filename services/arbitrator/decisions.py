@@ -173,6 +173,6 @@ class Decisions:
                 candidate = Candidate(uid, a.pod_uid, tuple(Slot("", k, 0, "") for k in keys), ())
                 await self.admitted(name, candidate, None)
             else:
-                await self.reject(name, uid, rejection_of(a.outcome, a.rule, a.message, a.reason))
+                await self.reject(name, uid, rejection_of(a.outcome, a.rule, a.message, reason=a.reason))
         if pending:
             await self.told(list(pending))

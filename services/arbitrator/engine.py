@@ -54,8 +54,8 @@ class Engine:
         config: PodherdConfig,
         facts: FactStore,
         ledger: Ledger,
-        publisher: Publisher,
         *,
+        publisher: Publisher,
         subject: Callable[[str, str], str],
         audit_subject: Callable[[str], str],
     ) -> None:
@@ -66,9 +66,8 @@ class Engine:
         self.publisher = publisher
         self.redis = ledger.client
         self.keys = ArbitratorKeys(config.redis.key_prefix)
-        self.gather = Gatherer(
-            facts, MigrationStats(ledger.client, config.redis.key_prefix), ledger, self.args.default_job_mode
-        )
+        stats = MigrationStats(ledger.client, config.redis.key_prefix)
+        self.gather = Gatherer(facts, stats, ledger, default_mode=self.args.default_job_mode)
         self.decisions = Decisions(
             ledger,
             self.keys,
@@ -148,8 +147,9 @@ class Engine:
             # Until its pod is known (its event may come after the job's), rank the job by what it says
             # itself; the pod's arrival re-ranks it (`on_pod`).
             subject = pod or PodInfo(uid="", namespace=facts.pod_namespace, name=facts.pod_name)
+            sort_order = self.config.arbitrator.sort_order
             key = order.sort_key(
-                facts, subject, workload, loaded.migrating, self.config.arbitrator.sort_order
+                facts, subject, workload, migrating_in_workload=loaded.migrating, order=sort_order
             )
             pipe.hset(self.keys.jobs, facts.uid, _encode_job(loaded.job))
             pipe.hsetnx(self.keys.since, facts.uid, now)
@@ -256,13 +256,15 @@ class Engine:
                 told.append(uid)
             elif verdict.outcome == FORBIDDEN:
                 await self.decisions.reject(
-                    item.name, uid, rejection_of(FORBIDDEN, verdict.rule, verdict.message, "")
+                    item.name, uid, rejection_of(FORBIDDEN, verdict.rule, verdict.message, reason="")
                 )
                 told.append(uid)
             elif verdict.outcome == REJECTED:
                 assert item.candidate.reject is not None
                 rule, reason, message = item.candidate.reject
-                await self.decisions.reject(item.name, uid, rejection_of(REJECTED, rule, message, reason))
+                await self.decisions.reject(
+                    item.name, uid, rejection_of(REJECTED, rule, message, reason=reason)
+                )
                 told.append(uid)
             elif verdict.outcome == DEFERRED:
                 deferred.append((item, verdict))

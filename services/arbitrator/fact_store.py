@@ -32,7 +32,7 @@ class FactStore:
     def pdb_index(self, namespace: str) -> str:
         return f"{self.prefix}:pdbs:{namespace}"
 
-    async def put(self, kind: str, ident: str, resource_version: str, fact: Any | None) -> bool:
+    async def put(self, kind: str, ident: str, resource_version: str, *, fact: Any | None) -> bool:
         data = b"" if fact is None else codec.encode(fact)
         changed = bool(await self._put(keys=[self.key(kind, ident)], args=[resource_version, data]))
         if changed and kind == "pdb":

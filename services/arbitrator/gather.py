@@ -38,7 +38,7 @@ class _Workloads:
 
 
 class Gatherer:
-    def __init__(self, facts: FactStore, stats: MigrationStats, ledger: Ledger, default_mode: str) -> None:
+    def __init__(self, facts: FactStore, stats: MigrationStats, ledger: Ledger, *, default_mode: str) -> None:
         self.facts, self.stats, self.ledger, self.default_mode = facts, stats, ledger, default_mode
 
     async def load(self, jobs: Sequence[PodMigrationJob], with_migrating: bool = False) -> list[Loaded]:
@@ -54,7 +54,7 @@ class Gatherer:
         pods = self.facts.decode_many(raw_pods, PodInfo)
         keys = [workload_key(p.workload) if p and p.workload else "-" for p in pods]
         namespaces = sorted({p.namespace for p in pods if p is not None})
-        workloads = await self._workloads(keys, namespaces, with_migrating, len(jobs))
+        workloads = await self._workloads(keys, namespaces, with_migrating, jobs=len(jobs))
         pdb_idents = [ident for names in workloads.pdb_names.values() for ident in names]
         pdbs = dict(zip(pdb_idents, await self.facts.get_many("pdb", pdb_idents, PdbInfo), strict=True))
         loaded = []
@@ -79,7 +79,7 @@ class Gatherer:
         return loaded
 
     async def _workloads(
-        self, keys: list[str], namespaces: list[str], with_migrating: bool, jobs: int
+        self, keys: list[str], namespaces: list[str], with_migrating: bool, *, jobs: int
     ) -> _Workloads:
         pipe = self.ledger.client.pipeline(transaction=False)
         pipe.mget([self.facts.key("workload", k) for k in keys])

@@ -57,7 +57,7 @@ EVACUATIONS_IN_PROGRESS = Gauge(
 
 class Arbitrator:
     def __init__(
-        self, config: PodherdConfig, nc: Any, client: aioredis.Redis, kube: KubeClient | None
+        self, config: PodherdConfig, nc: Any, client: aioredis.Redis, *, kube: KubeClient | None
     ) -> None:
         self.config = config
         self.nc = nc
@@ -71,7 +71,7 @@ class Arbitrator:
             config,
             self.facts,
             self.ledger,
-            bus.Publisher(nc),
+            publisher=bus.Publisher(nc),
             subject=self.subjects.job,
             audit_subject=self.subjects.audit,
         )
@@ -85,8 +85,8 @@ class Arbitrator:
             self.js,
             self.subjects.events_stream,
             CONSUMER,
-            [self.subjects.events_of(k) for k in kinds],
-            self.config.nats,
+            filters=[self.subjects.events_of(k) for k in kinds],
+            config=self.config.nats,
         )
 
     # ----------------------------------------------------------------------------------------------------
@@ -126,25 +126,32 @@ class Arbitrator:
         ident = head.ident
         if head.kind == "Pod":
             pod = codec.decode(msg.data, ObjectEvent[PodInfo]).object
-            put = self.facts.put("pod", ident, head.resource_version, None if deleted else pod)
+            put = self.facts.put("pod", ident, head.resource_version, fact=None if deleted else pod)
             if pod.workload is None:
                 changed = await put
             else:  # maxUnavailablePerWorkload counts the workload's Ready pods: both writes in one round trip
                 slot = workload_slot(workload_key(pod.workload))
                 ready = self.ledger.pod_ready(
-                    ident, head.resource_version, pod.uid, available(pod), slot, deleted
+                    ident,
+                    head.resource_version,
+                    pod.uid,
+                    ready=available(pod),
+                    workload_key=slot,
+                    deleted=deleted,
                 )
                 changed, _ = await asyncio.gather(put, ready)
             if changed:
                 await self.engine.on_pod(pod, pod.uid if deleted else None)
         elif head.kind == "PodDisruptionBudget":
             pdb = codec.decode(msg.data, ObjectEvent[PdbInfo]).object
-            if await self.facts.put("pdb", ident, head.resource_version, None if deleted else pdb):
+            if await self.facts.put("pdb", ident, head.resource_version, fact=None if deleted else pdb):
                 await self.engine.on_facts("pdb", ident)
         elif head.kind in ("Deployment", "StatefulSet", "ReplicaSet"):
             workload = codec.decode(msg.data, ObjectEvent[WorkloadInfo]).object
             key = f"{head.kind}/{ident}"
-            if await self.facts.put("workload", key, head.resource_version, None if deleted else workload):
+            if await self.facts.put(
+                "workload", key, head.resource_version, fact=None if deleted else workload
+            ):
                 await self.engine.on_facts("workload", key)
 
     async def ensure_ledger(self) -> bool:
@@ -226,7 +233,9 @@ class Arbitrator:
             # One part failing takes the others down: the process exits and is restarted whole.
             async with asyncio.TaskGroup() as group:
                 group.create_task(
-                    run_consumer(sub, self.js, self.subjects, CONSUMER, self.handle_batch, stop)
+                    run_consumer(
+                        sub, self.js, self.subjects, name=CONSUMER, handle=self.handle_batch, stop=stop
+                    )
                 )
                 group.create_task(self.admission_loop(stop))
                 group.create_task(self.report_usage(stop))
@@ -260,7 +269,7 @@ async def main(config: PodherdConfig, stop: asyncio.Event, ops: OpsServer) -> No
     kube = None
     with contextlib.suppress(Exception):
         kube = KubeClient.from_config(config.kubernetes)
-    arbitrator = Arbitrator(config, nc, client, kube)
+    arbitrator = Arbitrator(config, nc, client, kube=kube)
 
     async def ledger_ready() -> str | None:
         try:

@@ -21,7 +21,7 @@ DISRUPTION_BUDGET_CAUSE = "DisruptionBudget"
 Refusal = Literal["background", "blocked", "failed"]
 
 
-def refusal(status: int, message: str, causes: Collection[str], annotations: Mapping[str, str]) -> Refusal:
+def refusal(status: int, message: str, causes: Collection[str], *, annotations: Mapping[str, str]) -> Refusal:
     if status != 429:
         return "failed"
     if DISRUPTION_BUDGET_CAUSE in causes:

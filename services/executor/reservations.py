@@ -28,7 +28,7 @@ API_VERSION = "scheduling.koordinator.sh/v1alpha1"
 
 
 def reservation_for(
-    job: PodMigrationJob, pod: dict[str, Any], default_ttl: str, attempt: int = 1
+    job: PodMigrationJob, pod: dict[str, Any], default_ttl: str, *, attempt: int = 1
 ) -> dict[str, Any]:
     job_name = job.metadata.name or ""
     meta = pod.get("metadata") or {}

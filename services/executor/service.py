@@ -89,12 +89,19 @@ class Executor:
         filters = [self.subjects.jobs_at(step) for step in steps]
         # Unbounded redelivery: a blocked eviction is retried until its job ends (the job's TTL bounds it).
         return await durable(
-            self.js, self.subjects.jobs_stream, CONSUMER, filters, self.config.nats, max_deliver=-1
+            self.js,
+            self.subjects.jobs_stream,
+            CONSUMER,
+            filters=filters,
+            config=self.config.nats,
+            max_deliver=-1,
         )
 
     async def run(self, stop: asyncio.Event) -> None:
         sub = await self.setup()
-        await run_consumer(sub, self.js, self.subjects, CONSUMER, one_by_one(self.handle), stop)
+        await run_consumer(
+            sub, self.js, self.subjects, name=CONSUMER, handle=one_by_one(self.handle), stop=stop
+        )
 
     # ----------------------------------------------------------------------------------------------------
 
@@ -124,7 +131,7 @@ class Executor:
             found = await self._get(paths.reservation(name))
             if found is None:
                 await self._report(
-                    job, "reserve", "failed", f"Reservation {name} named by the job does not exist"
+                    job, "reserve", "failed", message=f"Reservation {name} named by the job does not exist"
                 )
             return
         name = reservation_name(job.metadata.name or "", attempt)
@@ -134,16 +141,18 @@ class Executor:
         assert ref is not None
         pod = await self._get(paths.pod(str(ref.namespace), str(ref.name)))
         if pod is None:
-            await self._report(job, "reserve", "gone", f"pod {ref.namespace}/{ref.name} no longer exists")
+            await self._report(
+                job, "reserve", "gone", message=f"pod {ref.namespace}/{ref.name} no longer exists"
+            )
             return
-        body = reservation_for(job, pod, self.args.default_job_ttl, attempt)
+        body = reservation_for(job, pod, self.args.default_job_ttl, attempt=attempt)
         try:
             await self.kube.arequest("POST", paths.RESERVATIONS, body=body)
         except KubeError as exc:
             if exc.status == 409:
                 return
             ACTIONS.labels("reserve", "", "failed").inc()
-            await self._report(job, "reserve", "failed", f"creating Reservation {name}: {exc}")
+            await self._report(job, "reserve", "failed", message=f"creating Reservation {name}: {exc}")
             if exc.retryable:
                 raise Retry(str(exc), BACKOFF_BASE) from exc
             return
@@ -162,7 +171,9 @@ class Executor:
         pod = await self._get(path)
         meta = (pod or {}).get("metadata") or {}
         if pod is None or (pod_uid and meta.get("uid") != pod_uid):
-            await self._report(job, "evict", "gone", f"pod {ref.namespace}/{ref.name} is already gone")
+            await self._report(
+                job, "evict", "gone", message=f"pod {ref.namespace}/{ref.name} is already gone"
+            )
             return
         if meta.get("deletionTimestamp"):
             return  # already going: never evicted twice
@@ -171,7 +182,7 @@ class Executor:
             reservation = await self._current_reservation(job)
             problem = no_room(reservation, (pod.get("spec") or {}).get("nodeName"))
             if problem is not None:
-                await self._report(job, "evict", "blocked", f"not evicting: {problem.why}")
+                await self._report(job, "evict", "blocked", message=f"not evicting: {problem.why}")
                 if problem.later:
                     raise Retry(problem.why, BACKOFF_BASE)
                 return
@@ -181,7 +192,7 @@ class Executor:
             await self._room_checked(job, reservation or {}, meta)
             # Told before the eviction: should the room be taken in between, the tracker waits for this
             # eviction's outcome instead of reserving again.
-            await self._report(job, "evict", "checked", f"evicting{room}")
+            await self._report(job, "evict", "checked", message=f"evicting{room}")
         policy = self.args.eviction_policy
         options = job.spec.delete_options or self.args.default_delete_options
         delete_options = msgspec.to_builtins(options) if options is not None else {}
@@ -206,20 +217,22 @@ class Executor:
                 await self.kube.arequest("POST", f"{path}/eviction", body=eviction)
         except KubeError as exc:
             if exc.status == 404:
-                await self._report(job, "evict", "gone", f"pod {ref.namespace}/{ref.name} is already gone")
+                await self._report(
+                    job, "evict", "gone", message=f"pod {ref.namespace}/{ref.name} is already gone"
+                )
                 return
-            outcome = refusal(exc.status, exc.message, exc.causes, meta.get("annotations") or {})
+            outcome = refusal(exc.status, exc.message, exc.causes, annotations=meta.get("annotations") or {})
             if outcome == "background":
                 _count_eviction(policy, "background")
-                await self._report(job, "evict", "background", exc.message)
+                await self._report(job, "evict", "background", message=exc.message)
                 return
             _count_eviction(policy, outcome)
-            await self._report(job, "evict", outcome, exc.message or str(exc))
+            await self._report(job, "evict", outcome, message=exc.message or str(exc))
             if exc.status == 429 or exc.retryable:
                 raise Retry(exc.message, min(BACKOFF_MAX, BACKOFF_BASE * 2 ** (attempt - 1))) from exc
             return
         _count_eviction(policy, "done")
-        await self._report(job, "evict", "done", f"{policy}: pod {ref.namespace}/{ref.name}{room}")
+        await self._report(job, "evict", "done", message=f"{policy}: pod {ref.namespace}/{ref.name}{room}")
         log.info("evicted %s/%s (%s)", ref.namespace, ref.name, policy, extra={"job": job.metadata.name})
 
     async def cleanup(self, job_name: str, keep_untaken: bool = False, also: Sequence[str] = ()) -> None:
@@ -295,7 +308,7 @@ class Executor:
         await self.publisher.publish_audit(self.subjects.audit(job.metadata.name or ""), record)
         await self.publisher.flush()
 
-    async def _report(self, job: PodMigrationJob, step: Step, outcome: Outcome, message: str) -> None:
+    async def _report(self, job: PodMigrationJob, step: Step, outcome: Outcome, *, message: str) -> None:
         ref = JobRef(name=job.metadata.name or "", uid=job.metadata.uid or "")
         report = Report(job=ref, step=step, outcome=outcome, message=message, reported_at=datetime.now(UTC))
         digest = hashlib.sha1(message.encode()).hexdigest()[:10]

@@ -25,7 +25,9 @@ def candidates(
     return list(dict.fromkeys(ordered))
 
 
-def may_claim(job_uid: str, holder: str | None, controller: str | None, pod_controller: str | None) -> bool:
+def may_claim(
+    job_uid: str, holder: str | None, controller: str | None, *, pod_controller: str | None
+) -> bool:
     """A replacement (that exists) is this job's to claim when no other job holds it and it is of the
     job's workload. Held by this job already: a claim whose bookkeeping a crash cut short."""
     if holder is not None and holder != job_uid:

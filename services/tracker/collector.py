@@ -48,6 +48,7 @@ class Collector:
         config: PodherdConfig,
         client: aioredis.Redis,
         kube: KubeClient,
+        *,
         publisher: bus.Publisher,
         js: Any,
     ) -> None:

@@ -34,6 +34,7 @@ class Effects:
         config: PodherdConfig,
         nc: Any,
         kube: KubeClient,
+        *,
         publisher: bus.Publisher,
         subjects: bus.Subjects,
     ) -> None:
@@ -44,6 +45,7 @@ class Effects:
         job: PodMigrationJob,
         step: CommandStep,
         pod_uid: str | None,
+        *,
         attempt: int = 1,
         seen: str = "",
         **more: Any,
@@ -122,9 +124,9 @@ class Effects:
         await self.publisher.flush()
         log.info("%s: %s %s", name, status.phase, status.message, extra={"job": name, "phase": status.phase})
         for kind, reason, message in step.events:
-            await self.event(job, kind, reason, message)
+            await self.event(job, kind, reason, message=message)
 
-    async def event(self, job: PodMigrationJob, kind: str, reason: str, message: str) -> None:
+    async def event(self, job: PodMigrationJob, kind: str, reason: str, *, message: str) -> None:
         name = job.metadata.name or ""
         now = datetime.now(UTC).isoformat().replace("+00:00", "Z")
         event = {

@@ -23,8 +23,8 @@ class Endings:
         client: aioredis.Redis,
         keys: TrackerKeys,
         ledger: Ledger,
-        stats: MigrationStats,
         *,
+        stats: MigrationStats,
         effects: Effects,
         state: JobState,
     ) -> None:

@@ -51,7 +51,7 @@ class Refused(Exception):
 
 class IntentIntake:
     def __init__(
-        self, kube: KubeClient, publisher: bus.Publisher, subjects: bus.Subjects, replica: str
+        self, kube: KubeClient, publisher: bus.Publisher, subjects: bus.Subjects, *, replica: str
     ) -> None:
         self.kube = kube
         self.publisher = publisher
@@ -141,14 +141,18 @@ class IntentIntake:
         except Refused as refused:
             INTENTS.labels(path, refused.error.code).inc()
             if refused.error.code not in ("Unavailable", "Internal"):
-                await self._audit(intent, None, "refused", refused.error.message, refused.error.code)
+                await self._audit(
+                    intent, None, "refused", message=refused.error.message, reason=refused.error.code
+                )
             return IntentReply(ok=False, error=refused.error)
         INTENTS.labels(path, "created" if created else "existing").inc()
-        await self._audit(intent, name, "created" if created else "repeated", f"job {name}", None)
+        await self._audit(
+            intent, name, "created" if created else "repeated", message=f"job {name}", reason=None
+        )
         return IntentReply(ok=True, job=name, created=created)
 
     async def _audit(
-        self, intent: MigrationIntent, job: str | None, outcome: str, message: str, reason: str | None
+        self, intent: MigrationIntent, job: str | None, outcome: str, *, message: str, reason: str | None
     ) -> None:
         record = AuditRecord(
             id=f"intent/{intent.idempotency_key}/{outcome}",
@@ -194,13 +198,18 @@ class IntentIntake:
         await bus.ensure_work_streams(js, self.subjects, config)
         # Redelivered until handled (an API outage is waited out): an intent is never dropped after N tries.
         sub = await durable(
-            js, self.subjects.intents_stream, CONSUMER, [self.subjects.all_intents], config, max_deliver=-1
+            js,
+            self.subjects.intents_stream,
+            CONSUMER,
+            filters=[self.subjects.all_intents],
+            config=config,
+            max_deliver=-1,
         )
         requests = await nc.subscribe(self.subjects.intent_request, queue=QUEUE_GROUP, cb=on_request)
         await nc.flush()  # the server has the subscription: a request now finds this replica
         self.answering.set()
         try:
-            await run_consumer(sub, js, self.subjects, CONSUMER, one_by_one(on_intent), stop)
+            await run_consumer(sub, js, self.subjects, name=CONSUMER, handle=one_by_one(on_intent), stop=stop)
         finally:
             self.answering.clear()
             await requests.unsubscribe()

@@ -29,7 +29,7 @@ from shared.ledger import as_text
 
 class Observer:
     def __init__(
-        self, client: aioredis.Redis, keys: TrackerKeys, kube: KubeClient, args: MigrationControllerArgs
+        self, client: aioredis.Redis, keys: TrackerKeys, kube: KubeClient, *, args: MigrationControllerArgs
     ) -> None:
         self.client, self.keys, self.kube, self.args = client, keys, kube, args
 
@@ -154,7 +154,9 @@ class Observer:
             raw = await self.client.hget(self.keys.claims, pod_uid)
             holder = as_text(raw) if raw is not None else None
             view = None if holder not in (None, uid) else await self._pod((namespace, name, pod_uid))
-            if view is None or not claims.may_claim(uid, holder, controller, view.controller_uid):
+            if view is None or not claims.may_claim(
+                uid, holder, controller, pod_controller=view.controller_uid
+            ):
                 await self.client.srem(pool, json.dumps([namespace, name, pod_uid]))  # taken, gone, not ours
                 continue
             if holder is not None or await self.client.hsetnx(self.keys.claims, pod_uid, uid):

@@ -143,7 +143,7 @@ class Conditions:
         return found is not None and found.status == STATUS_TRUE
 
     def set(
-        self, kind: ConditionType, status: ConditionStatus, reason: str, message: str, now: datetime
+        self, kind: ConditionType, status: ConditionStatus, reason: str, *, message: str, now: datetime
     ) -> bool:
         """Set a condition; its lastTransitionTime moves only when its status changes (then True)."""
         old = self.get(kind)
@@ -215,7 +215,7 @@ class _Progress:
     def evict_directly(self, started: bool) -> Step:
         pod = self.o.pod
         if started and (pod is None or pod.terminating):
-            self.set(COND_EVICTION, STATUS_TRUE, REASON_EVICT_COMPLETE, "the pod was evicted")
+            self.set(COND_EVICTION, STATUS_TRUE, REASON_EVICT_COMPLETE, message="the pod was evicted")
             if pod is not None:  # gone means gone: not while the pod object (with its uid) still exists
                 return self.stay(PHASE_RUNNING, "", f"evicted; waiting until it is gone: {pod.going()}")
             return self.end(PHASE_SUCCEEDED, "", "the pod was evicted")
@@ -227,30 +227,37 @@ class _Progress:
         if r is None:
             if o.reserve_failed:
                 self.set(
-                    COND_RESERVATION_CREATED, STATUS_FALSE, REASON_FAILED_CREATE_RESERVATION, o.reserve_failed
+                    COND_RESERVATION_CREATED,
+                    STATUS_FALSE,
+                    REASON_FAILED_CREATE_RESERVATION,
+                    message=o.reserve_failed,
                 )
                 return self.end(PHASE_FAILED, REASON_FAILED_CREATE_RESERVATION, o.reserve_failed)
             if self._true(COND_RESERVATION_CREATED):
                 return self.end(PHASE_FAILED, REASON_MISSING_RESERVATION, "the job's Reservation is gone")
-            self.set(COND_RESERVATION_CREATED, STATUS_UNKNOWN, "", "creating the Reservation")
-            step = self.stay(PHASE_RUNNING, "", "creating the Reservation", (RESERVE,))
+            self.set(COND_RESERVATION_CREATED, STATUS_UNKNOWN, "", message="creating the Reservation")
+            step = self.stay(PHASE_RUNNING, "", "creating the Reservation", actions=(RESERVE,))
             step.attempt = max(1, o.attempt)
             return step
         evicted = started and (o.pod is None or o.pod.terminating)
         if r.phase == "Succeeded" and not evicted:  # taken while the pod is still there (a budget's wait)
             return self.taken_early(r)
-        self.set(COND_RESERVATION_CREATED, STATUS_TRUE, "", f"Reservation {r.name} created")
+        self.set(COND_RESERVATION_CREATED, STATUS_TRUE, "", message=f"Reservation {r.name} created")
         if r.phase == "Failed":
             why = r.failed_reason or "failed"
             return self.end(PHASE_FAILED, REASON_RESERVATION_EXPIRED, f"Reservation {r.name} {why.lower()}")
         if r.phase in ("Pending", "Waiting") or not r.node:
             if r.unschedulable:
-                self.set(COND_RESERVATION_SCHEDULED, STATUS_FALSE, REASON_UNSCHEDULABLE, r.unschedulable)
+                self.set(
+                    COND_RESERVATION_SCHEDULED, STATUS_FALSE, REASON_UNSCHEDULABLE, message=r.unschedulable
+                )
                 return self.end(
                     PHASE_FAILED, REASON_UNSCHEDULABLE, f"Reservation {r.name}: {r.unschedulable}"
                 )
             return self.stay(PHASE_RUNNING, "", f"waiting for Reservation {r.name} to be scheduled")
-        self.set(COND_RESERVATION_SCHEDULED, STATUS_TRUE, "", f"Reservation {r.name} scheduled on {r.node}")
+        self.set(
+            COND_RESERVATION_SCHEDULED, STATUS_TRUE, "", message=f"Reservation {r.name} scheduled on {r.node}"
+        )
         self.node = self.node or r.node
         pod = o.pod
         if pod is not None and pod.node == r.node and not started:
@@ -268,13 +275,13 @@ class _Progress:
             )
         if pod is not None and not pod.terminating:
             return self.evicting()
-        self.set(COND_EVICTION, STATUS_TRUE, REASON_EVICT_COMPLETE, "the pod was evicted")
+        self.set(COND_EVICTION, STATUS_TRUE, REASON_EVICT_COMPLETE, message="the pod was evicted")
         if o.claimed is None:
             self.set(
                 COND_POD_BOUND_RESERVATION,
                 STATUS_FALSE,
                 REASON_WAIT_FOR_POD_BIND_RESERVATION,
-                f"waiting for a replacement to take Reservation {r.name}",
+                message=f"waiting for a replacement to take Reservation {r.name}",
             )
             return self.stay(
                 PHASE_RUNNING, REASON_WAIT_FOR_POD_BIND_RESERVATION, "waiting for the replacement pod"
@@ -286,7 +293,7 @@ class _Progress:
             COND_POD_BOUND_RESERVATION,
             STATUS_TRUE,
             "",
-            f"{namespace}/{name} took a Reservation of the workload",
+            message=f"{namespace}/{name} took a Reservation of the workload",
         )
         if replacement is None or not replacement.ready:
             why = "is gone" if replacement is None else "is not Ready yet"
@@ -294,18 +301,18 @@ class _Progress:
                 COND_BOUND_POD_READY,
                 STATUS_FALSE,
                 REASON_WAIT_FOR_BOUND_POD_READY,
-                f"{namespace}/{name} {why}",
+                message=f"{namespace}/{name} {why}",
             )
             return self.stay(
                 PHASE_RUNNING, REASON_WAIT_FOR_BOUND_POD_READY, f"the replacement {namespace}/{name} {why}"
             )
         self.node = replacement.node or self.node
-        self.set(COND_BOUND_POD_READY, STATUS_TRUE, "", f"{namespace}/{name} is Ready")
+        self.set(COND_BOUND_POD_READY, STATUS_TRUE, "", message=f"{namespace}/{name} is Ready")
         self.set(
             COND_RESERVATION_BOUND,
             STATUS_TRUE,
             "",
-            f"{namespace}/{name} runs in reserved room on {self.node}",
+            message=f"{namespace}/{name} runs in reserved room on {self.node}",
         )
         if pod is not None:  # the old pod still exists (a finalizer, a NotReady node): not moved yet
             return self.stay(PHASE_RUNNING, "", f"{namespace}/{name} is Ready; waiting: {pod.going()}")
@@ -325,7 +332,7 @@ class _Progress:
                 COND_POD_BOUND_RESERVATION,
                 STATUS_TRUE,
                 "",
-                f"{pod.namespace}/{pod.name} took Reservation {r.name}",
+                message=f"{pod.namespace}/{pod.name} took Reservation {r.name}",
             )
             return self.end(PHASE_SUCCEEDED, "", f"the pending pod scheduled into Reservation {r.name}")
         same_workload = taker is not None and taker.controller_uid == r.owner_controller_uid
@@ -333,13 +340,13 @@ class _Progress:
             # Taken after the executor found it Available and sent the eviction: a replica of the workload
             # went and left its place. The eviction's outcome decides (evicted: it claims a replacement).
             message = f"Reservation {r.name} was taken after the room check; the eviction is on its way"
-            self.set(COND_EVICTION, STATUS_UNKNOWN, REASON_EVICTING, message)
-            return self.stay(PHASE_RUNNING, REASON_EVICTING, message, ())
+            self.set(COND_EVICTION, STATUS_UNKNOWN, REASON_EVICTING, message=message)
+            return self.stay(PHASE_RUNNING, REASON_EVICTING, message, actions=())
         if taker is not None and r.ours and r.owner_controller_uid and same_workload:
             who = f"{taker.namespace}/{taker.name}"
             message = f"Reservation {r.name} was taken by {who} of the same workload; reserving again"
-            self.set(COND_RESERVATION_CREATED, STATUS_UNKNOWN, "", message)
-            step = self.stay(PHASE_RUNNING, "", message, (RESERVE,))
+            self.set(COND_RESERVATION_CREATED, STATUS_UNKNOWN, "", message=message)
+            step = self.stay(PHASE_RUNNING, "", message, actions=(RESERVE,))
             step.attempt = self.o.attempt + 1
             return step
         who = f"{taker.namespace}/{taker.name}" if taker else "another pod"
@@ -352,8 +359,8 @@ class _Progress:
     def evicting(self) -> Step:
         note = self.o.eviction_note
         message = f"evicting: {note}" if note else "evicting the pod"
-        self.set(COND_EVICTION, STATUS_UNKNOWN, REASON_EVICTING, message)
-        step = self.stay(PHASE_RUNNING, REASON_EVICTING, message, (EVICT,))
+        self.set(COND_EVICTION, STATUS_UNKNOWN, REASON_EVICTING, message=message)
+        step = self.stay(PHASE_RUNNING, REASON_EVICTING, message, actions=(EVICT,))
         # One eviction command per Reservation: after reserving again, the new one is not a duplicate.
         step.attempt = max(1, self.o.attempt)
         return step
@@ -370,7 +377,7 @@ class _Progress:
         self.events.append((kind, reason or phase, message))
         return Step(status, self._endings(), self.events)
 
-    def stay(self, phase: Phase, reason: str, message: str, actions: tuple[str, ...] = ()) -> Step:
+    def stay(self, phase: Phase, reason: str, message: str, *, actions: tuple[str, ...] = ()) -> Step:
         return Step(self._status(phase, reason, message), actions, self.events)
 
     def _status(self, phase: Phase, reason: str, message: str) -> PodMigrationJobStatus:
@@ -388,8 +395,8 @@ class _Progress:
             preempted_pods_reservations=self.old.preempted_pods_reservations,
         )
 
-    def set(self, kind: ConditionType, status: ConditionStatus, reason: str, message: str) -> None:
-        if self.marks.set(kind, status, reason, message, self.o.now):
+    def set(self, kind: ConditionType, status: ConditionStatus, reason: str, *, message: str) -> None:
+        if self.marks.set(kind, status, reason, message=message, now=self.o.now):
             self.events.append(("Normal", reason or kind, message))
 
     def _condition(self, kind: str) -> PodMigrationJobCondition | None:

@@ -75,7 +75,7 @@ UNLOCK = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL',
 
 
 class Tracker:
-    def __init__(self, config: PodherdConfig, nc: Any, client: aioredis.Redis, kube: KubeClient) -> None:
+    def __init__(self, config: PodherdConfig, nc: Any, client: aioredis.Redis, *, kube: KubeClient) -> None:
         self.config = config
         self.args = config.migration_controller
         self.nc = nc
@@ -90,22 +90,22 @@ class Tracker:
         self.me = f"{config.replica}-{uuid.uuid4().hex[:8]}"
         self._unlock = client.register_script(UNLOCK)
         self.state = JobState(client, self.keys, self.args.default_job_ttl)
-        self.effects = Effects(config, nc, kube, self.publisher, self.subjects)
-        self.observer = Observer(client, self.keys, kube, self.args)
+        self.effects = Effects(config, nc, kube, publisher=self.publisher, subjects=self.subjects)
+        self.observer = Observer(client, self.keys, kube, args=self.args)
         self.endings = Endings(
-            client, self.keys, self.ledger, self.stats, effects=self.effects, state=self.state
+            client, self.keys, self.ledger, stats=self.stats, effects=self.effects, state=self.state
         )
         self.periodic = Periodic(
             client,
             self.keys,
             kube,
-            self.reconcile,
+            reconcile=self.reconcile,
             observer=self.observer,
             state=self.state,
             effects=self.effects,
         )
-        self.intake = IntentIntake(kube, self.publisher, self.subjects, config.replica)
-        self.collector = Collector(config, client, kube, self.publisher, self.js)
+        self.intake = IntentIntake(kube, self.publisher, self.subjects, replica=config.replica)
+        self.collector = Collector(config, client, kube, publisher=self.publisher, js=self.js)
 
     async def run(self, stop: asyncio.Event) -> None:
         await bus.ensure_events_stream(self.js, self.subjects, self.config.nats)
@@ -115,8 +115,8 @@ class Tracker:
             self.js,
             self.subjects.events_stream,
             "tracker",
-            [self.subjects.events_of(k) for k in kinds],
-            self.config.nats,
+            filters=[self.subjects.events_of(k) for k in kinds],
+            config=self.config.nats,
             max_deliver=-1,
         )
         steps = ("admitted", "rejected", "report", "kick")
@@ -124,18 +124,30 @@ class Tracker:
             self.js,
             self.subjects.jobs_stream,
             "tracker-jobs",
-            [self.subjects.jobs_at(s) for s in steps],
-            self.config.nats,
+            filters=[self.subjects.jobs_at(s) for s in steps],
+            config=self.config.nats,
             max_deliver=-1,
         )
         # One part failing takes the others down: the process exits and is restarted whole.
         async with asyncio.TaskGroup() as group:
             group.create_task(
-                run_consumer(events, self.js, self.subjects, "tracker", one_by_one(self.on_event), stop)
+                run_consumer(
+                    events,
+                    self.js,
+                    self.subjects,
+                    name="tracker",
+                    handle=one_by_one(self.on_event),
+                    stop=stop,
+                )
             )
             group.create_task(
                 run_consumer(
-                    decisions, self.js, self.subjects, "tracker-jobs", one_by_one(self.on_job_message), stop
+                    decisions,
+                    self.js,
+                    self.subjects,
+                    name="tracker-jobs",
+                    handle=one_by_one(self.on_job_message),
+                    stop=stop,
                 )
             )
             group.create_task(self.intake.serve(self.nc, self.config.nats, stop))
@@ -239,7 +251,7 @@ class Tracker:
             if action == machine.EVICT and workload:
                 await self.state.in_flight(name, workload)
             if action in (machine.RESERVE, machine.EVICT):
-                await self.effects.command(job, cast(CommandStep, action), pod_uid, step.attempt)
+                await self.effects.command(job, cast(CommandStep, action), pod_uid, attempt=step.attempt)
             elif action == machine.CLEANUP:
                 await self.endings.cleanup(job, workload, observed.reservation)
             elif action == machine.RELEASE:
@@ -295,7 +307,7 @@ async def main(config: PodherdConfig, stop: asyncio.Event, ops: OpsServer) -> No
     client = aioredis.from_url(config.redis.url)
     kube = KubeClient.from_config(config.kubernetes)
     ops.add_check("nats", nats_check(nc))
-    tracker = Tracker(config, nc, client, kube)
+    tracker = Tracker(config, nc, client, kube=kube)
 
     async def answering() -> str | None:  # ready means a request for a migration finds this replica
         return None if tracker.intake.answering.is_set() else "not answering intents yet"

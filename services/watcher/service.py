@@ -37,7 +37,7 @@ log = logging.getLogger(__name__)
 
 
 class Watcher:
-    def __init__(self, config: PodherdConfig, nc: NatsClient, kube: KubeClient, scope: str = "") -> None:
+    def __init__(self, config: PodherdConfig, nc: NatsClient, kube: KubeClient, *, scope: str = "") -> None:
         self.config = config
         self.nc = nc
         self.js: JetStreamContext = nc.jetstream()
@@ -59,13 +59,13 @@ class Watcher:
         checkpoint_kv, lease_kv = await self.setup()
         checkpoints = Checkpoints(checkpoint_kv, self.scope)
         kinds = [KINDS[name] for name in self.config.watcher.kinds]
-        await asyncio.gather(*(self._supervise(spec, checkpoints, lease_kv, stop) for spec in kinds))
+        await asyncio.gather(*(self._supervise(spec, checkpoints, lease_kv, stop=stop) for spec in kinds))
 
     async def _supervise(
-        self, spec: KindSpec, checkpoints: Checkpoints, lease_kv: KeyValue, stop: asyncio.Event
+        self, spec: KindSpec, checkpoints: Checkpoints, lease_kv: KeyValue, *, stop: asyncio.Event
     ) -> None:
         key = f"watcher.{spec.plural}{'.' + self.scope if self.scope else ''}"
-        lease = Lease(lease_kv, key, self.config.replica, parse_duration(self.config.watcher.lease_ttl))
+        lease = Lease(lease_kv, key, self.config.replica, ttl=parse_duration(self.config.watcher.lease_ttl))
         self.leases[spec.plural] = lease
         while not stop.is_set():
             try:
@@ -81,9 +81,9 @@ class Watcher:
                 spec,
                 self.kube,
                 self.js,
-                self.subjects,
-                checkpoints,
-                self.config.watcher,
+                subjects=self.subjects,
+                checkpoints=checkpoints,
+                config=self.config.watcher,
                 term=_term_of(lease),
                 ready=self.synced[spec.plural],
             )

@@ -83,7 +83,7 @@ class Pipeline:
                 if not self.kubeconfigs:  # once per pipeline
                     install(admin, rbac=True)
                 path = service_kubeconfig(
-                    admin, admin_path, service, admin_path.with_name(f"kubeconfig-{service}")
+                    admin, admin_path, service, path=admin_path.with_name(f"kubeconfig-{service}")
                 )
             finally:
                 admin.close()
@@ -106,11 +106,11 @@ class Pipeline:
         elif service == "watcher":
             runner = Watcher(config, nc, kube)
         elif service == "arbitrator":
-            runner = Arbitrator(config, nc, client, kube)
+            runner = Arbitrator(config, nc, client, kube=kube)
         elif service == "executor":
             runner = Executor(config, nc, kube)
         else:
-            runner = Tracker(config, nc, client, kube)
+            runner = Tracker(config, nc, client, kube=kube)
         task = asyncio.create_task(runner.run(stop), name=f"{service}-{replica}")
         running = Running(f"{service}-{replica}", task, stop, [nc.close, client.aclose, kube.close])
         self.running.append(running)

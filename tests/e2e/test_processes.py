@@ -135,7 +135,7 @@ async def test_four_service_processes_with_their_own_roles_carry_a_storm_of_inte
         admin,
         redis_client,
         test_id,
-        config.migration_controller,
+        args=config.migration_controller,
         interval=0.05,
         checks=lambda: room_checks(nats_srv.url, test_id),
     )

@@ -138,7 +138,7 @@ async def serve_intake(handle: SimHandle, nats_url: str, prefix: str) -> Intake:
     nc = await nats.connect(nats_url)
     kube = KubeClient.from_config(KubernetesConfig(kubeconfig=str(handle.kubeconfig)))
     subjects = bus.Subjects(prefix)
-    intake = IntentIntake(kube, bus.Publisher(nc), subjects, "fuzz")
+    intake = IntentIntake(kube, bus.Publisher(nc), subjects, replica="fuzz")
     stop = asyncio.Event()
     serving = asyncio.create_task(intake.serve(nc, NatsConfig(url=nats_url, subject_prefix=prefix), stop))
     for _ in range(100):  # the intake subscribing

@@ -470,7 +470,9 @@ async def test_four_replicas_admit_in_global_order_within_limits(
     blockers = [f"blocker-{i}" for i in range(10)]
     for blocker in blockers:  # the room is full while the queue fills, so every job waits together
         assert (
-            await ledger.admit(blocker, blocker, [Slot("maxMigratingGlobally", "global", 10, "c")], [])
+            await ledger.admit(
+                blocker, blocker, [Slot("maxMigratingGlobally", "global", 10, "c")], buckets=[]
+            )
         ).admitted
     async with arbitrators(configs):
         for i, priority in enumerate(priorities):

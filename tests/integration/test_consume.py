@@ -38,16 +38,16 @@ async def test_a_handler_slower_than_the_ack_wait_is_not_redelivered_to_another_
     async def idle(msg: Any) -> None:
         deliveries.append(("other", msg.metadata.num_delivered))
 
-    first = await durable(busy.jetstream(), stream, "workers", [subject], config)
+    first = await durable(busy.jetstream(), stream, "workers", filters=[subject], config=config)
     working = asyncio.create_task(
-        run_consumer(first, busy.jetstream(), subjects, "workers", one_by_one(slow), stop)
+        run_consumer(first, busy.jetstream(), subjects, name="workers", handle=one_by_one(slow), stop=stop)
     )
     await nats_scope.js.publish(subject, b"job")
     async with asyncio.timeout(10):
         await started.wait()
-    second = await durable(other.jetstream(), stream, "workers", [subject], config)
+    second = await durable(other.jetstream(), stream, "workers", filters=[subject], config=config)
     watching = asyncio.create_task(
-        run_consumer(second, other.jetstream(), subjects, "workers", one_by_one(idle), stop)
+        run_consumer(second, other.jetstream(), subjects, name="workers", handle=one_by_one(idle), stop=stop)
     )
     async with asyncio.timeout(30):
         await finished.wait()

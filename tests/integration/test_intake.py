@@ -49,7 +49,7 @@ async def intake(
     tasks, handlers = [], []
     for i in range(replicas):
         client = KubeClient.from_config(config.kubernetes)
-        handler = IntentIntake(client, bus.Publisher(nats_scope.nc), subjects, f"t{i}")
+        handler = IntentIntake(client, bus.Publisher(nats_scope.nc), subjects, replica=f"t{i}")
         handlers.append(handler)
         tasks.append(asyncio.create_task(handler.serve(nats_scope.nc, config.nats, stop)))
     # Ready when every replica says it answers (its durable consumer exists by then).
@@ -197,7 +197,7 @@ async def test_an_intake_that_says_it_answers_does_answer(
     config = config_from_dict({"nats": {"url": nats_srv.url, "subjectPrefix": nats_scope.prefix}})
     subjects = bus.Subjects(nats_scope.prefix)
     client = KubeClient.from_config(KubernetesConfig(kubeconfig=str(kube.handle.kubeconfig)))
-    handler = IntentIntake(client, bus.Publisher(nats_scope.nc), subjects, "t0")
+    handler = IntentIntake(client, bus.Publisher(nats_scope.nc), subjects, replica="t0")
     assert not handler.answering.is_set()
     stop = asyncio.Event()
     serving = asyncio.create_task(handler.serve(nats_scope.nc, config.nats, stop))

@@ -79,7 +79,12 @@ async def test_lua_matches_the_reference(redis_scope: RedisScope, ops: list[tupl
         if kind == "ready":
             pod, ready = arg  # type: ignore[misc]
             assert await ledger.pod_ready(
-                f"ns/pod-{pod}", str(version), f"pod-{pod}", ready, "workload:w", False
+                f"ns/pod-{pod}",
+                str(version),
+                f"pod-{pod}",
+                ready=ready,
+                workload_key="workload:w",
+                deleted=False,
             )
             members = reference.ready["workload:w"]
             (members.add if ready else members.discard)(f"pod-{pod}")  # type: ignore[attr-defined]
@@ -105,7 +110,7 @@ async def test_lua_matches_the_reference(redis_scope: RedisScope, ops: list[tupl
         )
         expected = limits.evaluate(plan, reference, now)
         slots, buckets = to_specs(plan)
-        verdict = await ledger.admit(plan.job_uid, plan.pod_uid, slots, buckets, now=now)
+        verdict = await ledger.admit(plan.job_uid, plan.pod_uid, slots, buckets=buckets, now=now)
         assert (verdict.admitted, verdict.rule, verdict.message) == (
             expected.admitted,
             expected.rule,
@@ -154,7 +159,7 @@ async def test_concurrent_admissions_never_exceed_a_limit(redis_srv: Server, red
                 Slot("maxMigratingPerWorkload", "workload:w", 4, "w"),
                 Slot("maxMigratingGlobally", "global", 6, "cluster"),
             ]
-            verdict = await replicas[index].admit(job, f"pod-{index}-{n}", slots, [])
+            verdict = await replicas[index].admit(job, f"pod-{index}-{n}", slots, buckets=[])
             if verdict.admitted:
                 admitted.append(job)
                 snapshot = await ledger.snapshot()
@@ -174,42 +179,42 @@ async def test_concurrent_admissions_never_exceed_a_limit(redis_srv: Server, red
 async def test_release_exactly_once_and_retries_take_nothing_twice(redis_scope: RedisScope) -> None:
     ledger = await ready_ledger(redis_scope)
     slots = [Slot("maxMigratingPerNode", "node:a", 2, "node a")]
-    assert (await ledger.admit("j1", "p1", slots, [])).admitted
-    again = await ledger.admit("j1", "p1", slots, [])
+    assert (await ledger.admit("j1", "p1", slots, buckets=[])).admitted
+    again = await ledger.admit("j1", "p1", slots, buckets=[])
     assert again.admitted and again.message == "already admitted"
     assert (await ledger.snapshot())["slots"] == {"node:a": ["j1"]}
-    forbidden = await ledger.admit("j2", "p1", slots, [])
+    forbidden = await ledger.admit("j2", "p1", slots, buckets=[])
     assert (forbidden.outcome, forbidden.rule) == ("forbidden", "ActiveJob")
     assert [await ledger.release("j1") for _ in range(3)] == [True, False, False]
     assert await ledger.snapshot() == {"slots": {}, "claims": {}}
     # Released is finished: a replayed admission of the same job takes nothing again...
-    replay = await ledger.admit("j1", "p1", slots, [])
+    replay = await ledger.admit("j1", "p1", slots, buckets=[])
     assert (replay.outcome, replay.rule) == ("done", "done")
     assert await ledger.snapshot() == {"slots": {}, "claims": {}}
     # ...until its PMJ is gone and forgotten.
     await ledger.forget("j1")
-    assert (await ledger.admit("j1", "p1", slots, [])).admitted
+    assert (await ledger.admit("j1", "p1", slots, buckets=[])).admitted
 
 
 async def test_fail_closed_until_rebuilt_and_rebuild_restores_the_ledger(redis_scope: RedisScope) -> None:
     ledger = Ledger(redis_scope.client, redis_scope.prefix, 600.0)
-    closed = await ledger.admit("j1", "p1", [], [])
+    closed = await ledger.admit("j1", "p1", [], buckets=[])
     assert closed.outcome == "closed"
     await ledger.rebuild([])
     for i, node in enumerate(["a", "a", "b"]):
         keys = [Slot("maxMigratingPerNode", f"node:{node}", 2, node), Slot("g", "global", 10, "c")]
-        assert (await ledger.admit(f"j{i}", f"p{i}", keys, [])).admitted
+        assert (await ledger.admit(f"j{i}", f"p{i}", keys, buckets=[])).admitted
     before = await ledger.snapshot()
     # Redis loses everything (restart or FLUSHALL): admissions stop...
     keys_to_drop = [k async for k in redis_scope.client.scan_iter(match=f"{{{redis_scope.prefix}}}*")]
     await redis_scope.client.delete(*keys_to_drop)
     assert not await ledger.is_complete()
-    assert (await ledger.admit("j9", "p9", [], [])).outcome == "closed"
+    assert (await ledger.admit("j9", "p9", [], buckets=[])).outcome == "closed"
     # ...until the ledger is rebuilt from the running jobs, and then it is what it was.
     running = [HeldJob(f"j{i}", f"p{i}", (f"node:{n}", "global")) for i, n in enumerate(["a", "a", "b"])]
     assert await ledger.rebuild(running) == 3
     assert await ledger.snapshot() == before
-    blocked = await ledger.admit("j3", "p3", [Slot("maxMigratingPerNode", "node:a", 2, "node a")], [])
+    blocked = await ledger.admit("j3", "p3", [Slot("maxMigratingPerNode", "node:a", 2, "node a")], buckets=[])
     assert blocked.outcome == "deferred" and blocked.message == "deferred: maxMigratingPerNode 2/2 on node a"
 
 
@@ -219,25 +224,25 @@ async def test_evictions_in_progress_count_and_own_pods_are_not_counted_twice(
     ledger = await ready_ledger(redis_scope)
     node = [Slot("maxMigratingPerNode", "node:a", 2, "node a")]
     assert await ledger.set_evicting("pod-x", True, ["node:a"]) == 1
-    assert (await ledger.admit("j1", "p1", node, [])).admitted
-    deferred = await ledger.admit("j2", "p2", node, [])
+    assert (await ledger.admit("j1", "p1", node, buckets=[])).admitted
+    deferred = await ledger.admit("j2", "p2", node, buckets=[])
     assert deferred.outcome == "deferred" and "2/2" in deferred.message
     assert await ledger.set_evicting("p1", True, ["node:a"]) == 0  # p1 is j1's: already counted
     assert await ledger.set_evicting("pod-x", False, ["node:a"]) == 1
-    assert (await ledger.admit("j2", "p2", node, [])).admitted
+    assert (await ledger.admit("j2", "p2", node, buckets=[])).admitted
 
 
 async def test_buckets_use_redis_time_and_abandoned_slots_expire(redis_scope: RedisScope) -> None:
     ledger = Ledger(redis_scope.client, redis_scope.prefix, slot_ttl=0.3)
     await ledger.rebuild([])
     bucket = [Bucket("evictQPS", "global", 1.0, 1, "the cluster")]
-    assert (await ledger.admit("j1", "p1", [Slot("n", "node:a", 1, "a")], bucket)).admitted
-    second = await ledger.admit("j2", "p2", [], bucket)
+    assert (await ledger.admit("j1", "p1", [Slot("n", "node:a", 1, "a")], buckets=bucket)).admitted
+    second = await ledger.admit("j2", "p2", [], buckets=bucket)
     assert second.outcome == "deferred" and second.rule == "evictQPS"
     # j1 is never released (its PMJ vanished): after the slot TTL the next admission reclaims its slot.
     seconds, micros = await redis_scope.client.time()
     later = seconds + micros / 1e6 + 1.5
-    third = await ledger.admit("j3", "p3", [Slot("n", "node:a", 1, "a")], bucket, now=later)
+    third = await ledger.admit("j3", "p3", [Slot("n", "node:a", 1, "a")], buckets=bucket, now=later)
     assert third.admitted
     assert (await ledger.snapshot())["slots"] == {"node:a": ["j3"]}
 
@@ -287,8 +292,8 @@ async def test_queue_admits_in_order_and_refuses_a_stale_head(redis_scope: Redis
 async def test_a_release_wakes_the_best_waiter_and_room_is_passed_on(redis_scope: RedisScope) -> None:
     ledger = await ready_ledger(redis_scope)
     node_b = (Slot("maxMigratingPerNode", "node:b", 1, "node b"),)
-    assert (await ledger.admit("holder-a", "pod-ha", NODE_A, [])).admitted
-    assert (await ledger.admit("holder-b", "pod-hb", node_b, [])).admitted
+    assert (await ledger.admit("holder-a", "pod-ha", NODE_A, buckets=[])).admitted
+    assert (await ledger.admit("holder-b", "pod-hb", node_b, buckets=[])).admitted
     plans = {"j1": NODE_A + node_b, "j2": NODE_A, "j3": NODE_A}
     await queue_jobs(ledger, ("j3", "3"), ("j1", "1"), ("j2", "2"))
     assert await run_head(ledger, plans) == {"j1": "deferred", "j2": "deferred", "j3": "deferred"}
@@ -341,7 +346,7 @@ async def test_thousands_blocked_do_not_starve_one_that_fits(redis_scope: RedisS
     """The defect a 256-deep scan had: with more blocked jobs than one pass looks at, a job behind them
     that fits was never admitted."""
     ledger = await ready_ledger(redis_scope)
-    assert (await ledger.admit("holder", "pod-h", NODE_A, [])).admitted
+    assert (await ledger.admit("holder", "pod-h", NODE_A, buckets=[])).admitted
     blocked = [(f"b{i:05d}", f"0{i:05d}") for i in range(3000)]
     await queue_jobs(ledger, *blocked, ("fits", "1"))
     plans = {job: NODE_A for job, _ in blocked} | {"fits": ()}
@@ -365,22 +370,30 @@ async def ready_pods(ledger: Ledger, key: str) -> set[str]:
 async def test_a_workloads_ready_pods_follow_the_newest_event_of_each_pod(redis_scope: RedisScope) -> None:
     ledger = await ready_ledger(redis_scope)
     w = "workload:StatefulSet/ns/db"
-    assert await ledger.pod_ready("ns/db-0", "5", "u1", True, w, False)
+    assert await ledger.pod_ready("ns/db-0", "5", "u1", ready=True, workload_key=w, deleted=False)
     assert await ready_pods(ledger, w) == {"u1"}
-    assert not await ledger.pod_ready("ns/db-0", "4", "u1", False, w, False)  # older: changes nothing
+    assert not await ledger.pod_ready(
+        "ns/db-0", "4", "u1", ready=False, workload_key=w, deleted=False
+    )  # older: changes nothing
     assert await ready_pods(ledger, w) == {"u1"}
     # The same name holds another pod now (a StatefulSet's replacement): the old one leaves the set.
-    assert await ledger.pod_ready("ns/db-0", "6", "u2", False, w, False)
+    assert await ledger.pod_ready("ns/db-0", "6", "u2", ready=False, workload_key=w, deleted=False)
     assert await ready_pods(ledger, w) == set()
-    assert await ledger.pod_ready("ns/db-0", "7", "u2", True, w, False)
+    assert await ledger.pod_ready("ns/db-0", "7", "u2", ready=True, workload_key=w, deleted=False)
     assert await ready_pods(ledger, w) == {"u2"}
-    assert await ledger.pod_ready("ns/db-0", "8", "u2", True, w, True)  # deleted, whatever it last said
+    assert await ledger.pod_ready(
+        "ns/db-0", "8", "u2", ready=True, workload_key=w, deleted=True
+    )  # deleted, whatever it last said
     assert await ready_pods(ledger, w) == set()
-    assert not await ledger.pod_ready("ns/db-0", "7", "u2", True, w, False)  # a late event: still gone
+    assert not await ledger.pod_ready(
+        "ns/db-0", "7", "u2", ready=True, workload_key=w, deleted=False
+    )  # a late event: still gone
     assert await ready_pods(ledger, w) == set()
     await redis_scope.client.delete(ledger.ready_key(w))  # Redis lost the set ...
-    assert await ledger.pod_ready("ns/db-1", "9", "u3", True, w, False)
-    assert await ledger.pod_ready("ns/db-1", "9", "u3", True, w, False)  # ... a replay refills it
+    assert await ledger.pod_ready("ns/db-1", "9", "u3", ready=True, workload_key=w, deleted=False)
+    assert await ledger.pod_ready(
+        "ns/db-1", "9", "u3", ready=True, workload_key=w, deleted=False
+    )  # ... a replay refills it
     assert await ready_pods(ledger, w) == {"u3"}
 
 
@@ -390,7 +403,9 @@ async def test_a_pod_becoming_ready_wakes_a_job_waiting_on_its_workloads_unavail
     ledger = await ready_ledger(redis_scope)
     w = "workload:Deployment/ns/web"
     for i in range(3):  # 4 replicas, 3 Ready: with maxUnavailable 1, nothing may go
-        assert await ledger.pod_ready(f"ns/web-{i}", "1", f"pod-web-{i}", True, w, False)
+        assert await ledger.pod_ready(
+            f"ns/web-{i}", "1", f"pod-web-{i}", ready=True, workload_key=w, deleted=False
+        )
     unavailable = (Slot("maxUnavailablePerWorkload", w, 1, "workload web", replicas=4),)
     await queue_jobs(ledger, ("j1", "1"))
     candidates = [Candidate("j1", "pod-web-0", unavailable, ())]
@@ -400,9 +415,13 @@ async def test_a_pod_becoming_ready_wakes_a_job_waiting_on_its_workloads_unavail
         verdicts[0].message == "deferred: maxUnavailablePerWorkload 1/1 on workload web (1 more unavailable)"
     )
     assert await ledger.parked() == {"j1": f"slot:{w}"}
-    assert await ledger.pod_ready("ns/web-3", "2", "pod-web-3", False, w, False)  # not Ready yet: no room
+    assert await ledger.pod_ready(
+        "ns/web-3", "2", "pod-web-3", ready=False, workload_key=w, deleted=False
+    )  # not Ready yet: no room
     assert await ledger.head(10) == []
-    assert await ledger.pod_ready("ns/web-3", "3", "pod-web-3", True, w, False)  # Ready: j1 is looked at
+    assert await ledger.pod_ready(
+        "ns/web-3", "3", "pod-web-3", ready=True, workload_key=w, deleted=False
+    )  # Ready: j1 is looked at
     assert await ledger.head(10) == ["j1"]
     verdicts = await ledger.admit_batch(candidates, from_queue=True)
     assert verdicts is not None and verdicts[0].outcome == "admitted"
@@ -412,18 +431,24 @@ async def test_a_job_whose_pod_went_counts_once_for_the_missing_replica(redis_sc
     ledger = await ready_ledger(redis_scope)
     w = "workload:Deployment/ns/web"
     for i in range(4):
-        assert await ledger.pod_ready(f"ns/web-{i}", "1", f"pod-web-{i}", True, w, False)
+        assert await ledger.pod_ready(
+            f"ns/web-{i}", "1", f"pod-web-{i}", ready=True, workload_key=w, deleted=False
+        )
     unavailable = [Slot("maxUnavailablePerWorkload", w, 2, "workload web", replicas=4)]
-    assert (await ledger.admit("j0", "pod-web-0", unavailable, [])).admitted
-    assert await ledger.pod_ready("ns/web-0", "2", "pod-web-0", False, w, True)  # evicted and gone
-    assert await ledger.pod_ready("ns/web-9", "3", "pod-web-9", False, w, False)  # its replacement, not Ready
+    assert (await ledger.admit("j0", "pod-web-0", unavailable, buckets=[])).admitted
+    assert await ledger.pod_ready(
+        "ns/web-0", "2", "pod-web-0", ready=False, workload_key=w, deleted=True
+    )  # evicted and gone
+    assert await ledger.pod_ready(
+        "ns/web-9", "3", "pod-web-9", ready=False, workload_key=w, deleted=False
+    )  # its replacement, not Ready
     # One replica missing, one job in flight for it: one unavailable, so one more may go ...
-    assert (await ledger.admit("j1", "pod-web-1", unavailable, [])).admitted
+    assert (await ledger.admit("j1", "pod-web-1", unavailable, buckets=[])).admitted
     # ... and then none: two in flight.
-    third = await ledger.admit("j2", "pod-web-2", unavailable, [])
+    third = await ledger.admit("j2", "pod-web-2", unavailable, buckets=[])
     assert third.message == "deferred: maxUnavailablePerWorkload 2/2 on workload web (0 more unavailable)"
     # The replacement is Ready but j0 has not ended: it still counts, once.
-    assert await ledger.pod_ready("ns/web-9", "4", "pod-web-9", True, w, False)
-    assert not (await ledger.admit("j2", "pod-web-2", unavailable, [])).admitted
+    assert await ledger.pod_ready("ns/web-9", "4", "pod-web-9", ready=True, workload_key=w, deleted=False)
+    assert not (await ledger.admit("j2", "pod-web-2", unavailable, buckets=[])).admitted
     assert await ledger.release("j0")
-    assert (await ledger.admit("j2", "pod-web-2", unavailable, [])).admitted
+    assert (await ledger.admit("j2", "pod-web-2", unavailable, buckets=[])).admitted

@@ -77,7 +77,7 @@ async def test_room_of_ended_jobs_is_swept_unless_a_sibling_is_in_flight(
     api = KubeClient.from_config(config.kubernetes)
     sub = await nc.subscribe(f"{subjects.prefix}.jobs.cleanup.>")
     try:
-        tracker = Tracker(config, nc, client, api)
+        tracker = Tracker(config, nc, client, kube=api)
         await tracker.periodic.sweep_room()
         first = await drain(sub)
         # The open sibling ends: the room kept for it goes on the next sweep.

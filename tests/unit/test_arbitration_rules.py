@@ -75,18 +75,24 @@ def test_each_filter_forbids_and_its_gate_can_be_skipped(
     gate: str, changes: dict[str, Any], config: dict[str, Any]
 ) -> None:
     threshold = (config.get("priorityThreshold") or {}).get("value")
-    rejection = filters.evaluate(JOB, pod(**changes), WORKLOAD, args(**config), threshold)
+    rejection = filters.evaluate(
+        JOB, pod(**changes), WORKLOAD, args=args(**config), priority_threshold=threshold
+    )
     assert rejection is not None
     assert rejection.rule == gate and rejection.reason == "ForbiddenMigratePod"
     assert rejection.message.startswith(gate + ":")
     skipped = filters.evaluate(
-        JOB, pod(**changes), WORKLOAD, args(**config, skipEvictionGates=[gate]), threshold
+        JOB,
+        pod(**changes),
+        WORKLOAD,
+        args=args(**config, skipEvictionGates=[gate]),
+        priority_threshold=threshold,
     )
     assert skipped is None or skipped.rule != gate
 
 
 def test_a_plain_pod_passes() -> None:
-    assert filters.evaluate(JOB, POD, WORKLOAD, args()) is None
+    assert filters.evaluate(JOB, POD, WORKLOAD, args=args()) is None
 
 
 @pytest.mark.parametrize(
@@ -110,12 +116,15 @@ def test_a_plain_pod_passes() -> None:
 )
 def test_options_that_allow(changes: dict[str, Any], config: dict[str, Any], passes: bool) -> None:
     threshold = (config.get("priorityThreshold") or {}).get("value")
-    assert (filters.evaluate(JOB, pod(**changes), WORKLOAD, args(**config), threshold) is None) is passes
+    assert (
+        filters.evaluate(JOB, pod(**changes), WORKLOAD, args=args(**config), priority_threshold=threshold)
+        is None
+    ) is passes
 
 
 def test_evict_directly_ignores_the_scheduler_name() -> None:
     job = replace(JOB, mode="EvictDirectly")
-    assert filters.evaluate(job, pod(scheduler_name="default-scheduler"), WORKLOAD, args()) is None
+    assert filters.evaluate(job, pod(scheduler_name="default-scheduler"), WORKLOAD, args=args()) is None
 
 
 def test_label_selector_expressions() -> None:
@@ -124,9 +133,9 @@ def test_label_selector_expressions() -> None:
     )
     config = args()
     config.label_selector = selector
-    assert filters.evaluate(JOB, POD, WORKLOAD, config) is None
+    assert filters.evaluate(JOB, POD, WORKLOAD, args=config) is None
     config.label_selector = LabelSelector(match_labels={"app": "db"})
-    assert filters.evaluate(JOB, POD, WORKLOAD, config) is not None
+    assert filters.evaluate(JOB, POD, WORKLOAD, args=config) is not None
 
 
 @pytest.mark.parametrize(
@@ -142,7 +151,7 @@ def test_label_selector_expressions() -> None:
 )
 def test_expected_replicas(replicas: int, config: dict[str, Any], forbidden: bool) -> None:
     workload = WorkloadFacts(key="Deployment/default/web", replicas=replicas)
-    rejection = filters.evaluate(JOB, POD, workload, args(**config))
+    rejection = filters.evaluate(JOB, POD, workload, args=args(**config))
     assert (rejection is not None and rejection.rule == "ExpectedReplicas") is forbidden
 
 
@@ -188,8 +197,8 @@ def test_seed_001_three_replicas_admit_one_of_two() -> None:
     config = args(evictBurst=10, evictQPS=100)
     ledger = empty_ledger(ready=3)
     (j1, p1), (j2, p2) = job_pod(1, "node-1"), job_pod(2, "node-2")
-    assert admit(ledger, limits.plan(j1, p1, workload, (), config)).admitted
-    second = admit(ledger, limits.plan(j2, p2, workload, (), config))
+    assert admit(ledger, limits.plan(j1, p1, workload, pdbs=(), args=config)).admitted
+    second = admit(ledger, limits.plan(j2, p2, workload, pdbs=(), args=config))
     assert not second.admitted and second.rule == "maxMigratingPerWorkload"
     assert second.message == "deferred: maxMigratingPerWorkload 1/1 on workload Deployment/default/web"
 
@@ -202,13 +211,13 @@ def test_node_limit_and_the_evict_annotation_bypass() -> None:
     ledger = empty_ledger(ready=40)
     for i in range(2):
         j, p = job_pod(i)
-        assert admit(ledger, limits.plan(j, p, workload, (), config)).admitted
+        assert admit(ledger, limits.plan(j, p, workload, pdbs=(), args=config)).admitted
     j, p = job_pod(3)
-    third = admit(ledger, limits.plan(j, p, workload, (), config))
+    third = admit(ledger, limits.plan(j, p, workload, pdbs=(), args=config))
     assert not third.admitted and third.message == "deferred: maxMigratingPerNode 2/2 on node node-1"
     j, p = job_pod(4, annotations={"descheduler.alpha.kubernetes.io/evict": ""})
     assert admit(
-        ledger, limits.plan(j, p, workload, (), config)
+        ledger, limits.plan(j, p, workload, pdbs=(), args=config)
     ).admitted  # seed 001: the annotation lifts it
 
 
@@ -217,7 +226,7 @@ def test_eviction_in_progress_counts_as_migrating() -> None:
     ledger = empty_ledger()
     ledger.evicting["node:node-1"] = {"pod-x", "pod-y"}  # type: ignore[index]
     j, p = job_pod(1)
-    outcome = admit(ledger, limits.plan(j, p, None, (), config))
+    outcome = admit(ledger, limits.plan(j, p, None, pdbs=(), args=config))
     assert not outcome.admitted and outcome.rule == "maxMigratingPerNode" and "2/2" in outcome.message
 
 
@@ -227,7 +236,7 @@ def test_waiting_jobs_count_nowhere() -> None:
     ledger = empty_ledger()
     for i in range(5):
         j, p = job_pod(i)
-        limits.evaluate(limits.plan(j, p, None, (), config), ledger, 1000.0)
+        limits.evaluate(limits.plan(j, p, None, pdbs=(), args=config), ledger, 1000.0)
     assert not ledger.slots and not ledger.claims
 
 
@@ -236,9 +245,9 @@ def test_max_unavailable_counts_unavailable_replicas() -> None:
     workload = WorkloadFacts(key="Deployment/default/web", replicas=8)  # default limit 2
     ledger = empty_ledger(ready=7)  # one replica down
     j, p = job_pod(1)
-    assert admit(ledger, limits.plan(j, p, workload, (), config)).admitted
+    assert admit(ledger, limits.plan(j, p, workload, pdbs=(), args=config)).admitted
     j, p = job_pod(2, "node-2")
-    outcome = admit(ledger, limits.plan(j, p, workload, (), config))
+    outcome = admit(ledger, limits.plan(j, p, workload, pdbs=(), args=config))
     assert not outcome.admitted and outcome.rule == "maxUnavailablePerWorkload"
     assert outcome.message == (
         "deferred: maxUnavailablePerWorkload 2/2 on workload Deployment/default/web (1 more unavailable)"
@@ -260,7 +269,7 @@ def six_replicas() -> tuple[limits.LedgerView, Callable[[int, str], limits.Outco
     ledger = empty_ledger(ready=6)
 
     def move(i: int, node: str) -> limits.Outcome:
-        return admit(ledger, limits.plan(*job_pod(i, node), workload, (), config))
+        return admit(ledger, limits.plan(*job_pod(i, node), workload, pdbs=(), args=config))
 
     return ledger, move
 
@@ -303,11 +312,13 @@ def test_pdb_and_global_limits() -> None:
     ledger = empty_ledger()
     j, p = job_pod(1)
     pdb = PdbFacts(key="default/web", disruptions_allowed=0)
-    blocked = admit(ledger, limits.plan(j, p, None, [pdb], config))
+    blocked = admit(ledger, limits.plan(j, p, None, pdbs=[pdb], args=config))
     assert not blocked.admitted and blocked.rule == "PodDisruptionBudget"
-    assert admit(ledger, limits.plan(j, p, None, [replace(pdb, disruptions_allowed=1)], config)).admitted
+    assert admit(
+        ledger, limits.plan(j, p, None, pdbs=[replace(pdb, disruptions_allowed=1)], args=config)
+    ).admitted
     j2, p2 = job_pod(2, "node-2", annotations={"descheduler.alpha.kubernetes.io/evict": ""})
-    outcome = admit(ledger, limits.plan(j2, p2, None, (), config))
+    outcome = admit(ledger, limits.plan(j2, p2, None, pdbs=(), args=config))
     assert not outcome.admitted and outcome.rule == "maxMigratingGlobally"  # not lifted by the annotation
 
 
@@ -316,10 +327,10 @@ def test_token_bucket_uses_the_ledger_clock() -> None:
     ledger = empty_ledger()
     j1, p1 = job_pod(1)
     j2, p2 = job_pod(2)
-    assert admit(ledger, limits.plan(j1, p1, None, (), config), now=10.0).admitted
-    early = admit(ledger, limits.plan(j2, p2, None, (), config), now=10.2)
+    assert admit(ledger, limits.plan(j1, p1, None, pdbs=(), args=config), now=10.0).admitted
+    early = admit(ledger, limits.plan(j2, p2, None, pdbs=(), args=config), now=10.2)
     assert not early.admitted and early.rule == "evictQPS" and "next token in 0.30s" in early.message
-    assert admit(ledger, limits.plan(j2, p2, None, (), config), now=10.5).admitted
+    assert admit(ledger, limits.plan(j2, p2, None, pdbs=(), args=config), now=10.5).admitted
 
 
 def test_object_limiter_charged_at_admission() -> None:
@@ -334,7 +345,7 @@ def test_object_limiter_charged_at_admission() -> None:
     )
     workload = WorkloadFacts(key="Deployment/default/web", replicas=100)
     ledger = empty_ledger(ready=100)
-    outcomes = [admit(ledger, limits.plan(*job_pod(i), workload, (), config)) for i in range(3)]
+    outcomes = [admit(ledger, limits.plan(*job_pod(i), workload, pdbs=(), args=config)) for i in range(3)]
     assert [o.admitted for o in outcomes] == [True, True, False]
     assert outcomes[2].rule == "objectLimiters.workload"
 
@@ -343,11 +354,11 @@ def test_a_pod_claimed_by_another_job_is_forbidden() -> None:
     config = args(evictBurst=10, evictQPS=100)
     ledger = empty_ledger()
     j1, p = job_pod(1)
-    assert admit(ledger, limits.plan(j1, p, None, (), config)).admitted
+    assert admit(ledger, limits.plan(j1, p, None, pdbs=(), args=config)).admitted
     other = replace(j1, name="other", uid="job-other")
-    outcome = admit(ledger, limits.plan(other, p, None, (), config))
+    outcome = admit(ledger, limits.plan(other, p, None, pdbs=(), args=config))
     assert outcome.forbidden and outcome.rule == "ActiveJob" and "job-1" in outcome.message
-    again = admit(ledger, limits.plan(j1, p, None, (), config))
+    again = admit(ledger, limits.plan(j1, p, None, pdbs=(), args=config))
     assert again.admitted and again.message == "already admitted"  # a retried decision takes nothing twice
 
 
@@ -363,7 +374,11 @@ def key_for(
     direction: str = "seed",
 ) -> order.SortKey:
     return order.sort_key(
-        replace(JOB, **(job_changes or {})), pod(**(pod_changes or {})), workload, migrating, direction
+        replace(JOB, **(job_changes or {})),
+        pod(**(pod_changes or {})),
+        workload,
+        migrating_in_workload=migrating,
+        order=direction,
     )
 
 

@@ -178,7 +178,9 @@ class World:
         for ident in claims.candidates(own, sorted(self.pool), workload):
             holder = self.claims.get(ident[2])
             found = self.pod_view(ident[2]) if holder in (None, uid) else None
-            if found is None or not claims.may_claim(uid, holder, WORKLOAD, found.controller_uid):
+            if found is None or not claims.may_claim(
+                uid, holder, WORKLOAD, pod_controller=found.controller_uid
+            ):
                 self.pool.discard(ident)
                 continue
             self.claims[ident[2]] = uid

@@ -37,4 +37,4 @@ BUDGET = (
 def test_refusals(
     status: int, message: str, causes: tuple[str, ...], annotations: dict[str, str], meant: str
 ) -> None:
-    assert refusal(status, message, causes, annotations) == meant
+    assert refusal(status, message, causes, annotations=annotations) == meant

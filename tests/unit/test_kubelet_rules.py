@@ -77,7 +77,7 @@ def test_env_order_precedence_and_service_links() -> None:
         ],
     }
     links = {"SVC_SERVICE_HOST": "10.0.0.1", "SVC_SERVICE_PORT": "80"}
-    env = container_env(POD, container, links, lookup)
+    env = container_env(POD, container, links, lookup=lookup)
     assert env == {
         "k": "own",
         "x": "1",
@@ -99,7 +99,7 @@ def test_env_order_precedence_and_service_links() -> None:
 )
 def test_a_missing_reference_is_a_config_error(value_from: dict[str, Any], message: str) -> None:
     with pytest.raises(ConfigError) as caught:
-        container_env(POD, {"env": [{"name": "V", "valueFrom": value_from}]}, {}, lookup)
+        container_env(POD, {"env": [{"name": "V", "valueFrom": value_from}]}, {}, lookup=lookup)
     assert str(caught.value) == message
 
 
@@ -135,16 +135,18 @@ def test_projected_volume_files() -> None:
         asked.append((account, seconds, audience))
         return "tok"
 
-    files = volume_files(POD, volume, lookup, token)
+    files = volume_files(POD, volume, lookup, token=token)
     assert files == {"token": (b"tok", 0o644), "ca.crt": (b"v", 0o644), "namespace": (b"ns", 0o644)}
     assert asked == [("sa", 3607, "")]
     with pytest.raises(MountError, match="configmap references non-existent config key: nope"):
         volume_files(
-            POD, {"configMap": {"name": "cm", "items": [{"key": "nope", "path": "x"}]}}, lookup, token
+            POD, {"configMap": {"name": "cm", "items": [{"key": "nope", "path": "x"}]}}, lookup, token=token
         )
     with pytest.raises(MountError, match='secret "absent" not found'):
-        volume_files(POD, {"secret": {"secretName": "absent"}}, lookup, token)
-    assert volume_files(POD, {"secret": {"secretName": "absent", "optional": True}}, lookup, token) == {}
+        volume_files(POD, {"secret": {"secretName": "absent"}}, lookup, token=token)
+    assert (
+        volume_files(POD, {"secret": {"secretName": "absent", "optional": True}}, lookup, token=token) == {}
+    )
 
 
 def test_hosts_file_is_the_kubelets_then_the_cluster_dns_names() -> None:

@@ -37,10 +37,22 @@ def _forbid(rule: str, message: str) -> Rejection:
     return Rejection(rule, REASON_FORBIDDEN_MIGRATE_POD, f"{rule}: {message}")
 
 
+@dataclass(frozen=True, slots=True)
+class Subject:
+    """What a gate looks at: the job, its pod and workload, the configuration, the priority threshold."""
+
+    job: JobFacts
+    pod: PodInfo
+    workload: WorkloadFacts | None
+    args: MigrationControllerArgs
+    threshold: int | None
+
+
 def evaluate(
     job: JobFacts,
     pod: PodInfo,
     workload: WorkloadFacts | None,
+    *,
     args: MigrationControllerArgs,
     priority_threshold: int | None = None,
 ) -> Rejection | None:
@@ -49,92 +61,80 @@ def evaluate(
     `priority_threshold` is `priorityThreshold` resolved to a number (by value, or its PriorityClass's).
     """
     skip = set(args.skip_eviction_gates)
+    subject = Subject(job, pod, workload, args, priority_threshold)
     for gate, check in _GATES:
         if gate in skip:
             continue
-        message = check(job, pod, workload, args, priority_threshold)
+        message = check(subject)
         if message is not None:
             return _forbid(gate, message)
     return None
 
 
-def _eviction_cost(job: JobFacts, pod: PodInfo, *_: object) -> str | None:
-    cost = pod.annotations.get(EVICTION_COST)
+def _eviction_cost(s: Subject) -> str | None:
+    cost = s.pod.annotations.get(EVICTION_COST)
     if cost is not None and cost.strip() == str(MAX_INT32):
         return f"the pod is annotated {EVICTION_COST}={MAX_INT32} (never evict)"
     return None
 
 
-def _scheduler_name(
-    job: JobFacts, pod: PodInfo, _: object, args: MigrationControllerArgs, *__: object
-) -> str | None:
-    if (
-        job.mode == "ReservationFirst"
-        and (pod.scheduler_name or "default-scheduler") not in args.scheduler_names
-    ):
-        schedulers = ", ".join(args.scheduler_names)
+def _scheduler_name(s: Subject) -> str | None:
+    pod, schedulers = s.pod, s.args.scheduler_names
+    if s.job.mode == "ReservationFirst" and (pod.scheduler_name or "default-scheduler") not in schedulers:
         return (
-            f"ReservationFirst needs a scheduler that honours Reservations ({schedulers}); "
+            f"ReservationFirst needs a scheduler that honours Reservations ({', '.join(schedulers)}); "
             f"the pod uses {pod.scheduler_name or 'default-scheduler'}"
         )
     return None
 
 
-def _namespace(
-    job: JobFacts, pod: PodInfo, _: object, args: MigrationControllerArgs, *__: object
-) -> str | None:
-    namespaces = args.namespaces
-    if namespaces and namespaces.include and pod.namespace not in namespaces.include:
-        return f"namespace {pod.namespace} is not in namespaces.include"
-    if namespaces and namespaces.exclude and pod.namespace in namespaces.exclude:
-        return f"namespace {pod.namespace} is in namespaces.exclude"
+def _namespace(s: Subject) -> str | None:
+    namespaces, namespace = s.args.namespaces, s.pod.namespace
+    if namespaces and namespaces.include and namespace not in namespaces.include:
+        return f"namespace {namespace} is not in namespaces.include"
+    if namespaces and namespaces.exclude and namespace in namespaces.exclude:
+        return f"namespace {namespace} is in namespaces.exclude"
     return None
 
 
-def _label_selector(
-    job: JobFacts, pod: PodInfo, _: object, args: MigrationControllerArgs, *__: object
-) -> str | None:
-    if args.label_selector is not None and not matches_label_selector(args.label_selector, pod.labels):
+def _label_selector(s: Subject) -> str | None:
+    selector = s.args.label_selector
+    if selector is not None and not matches_label_selector(selector, s.pod.labels):
         return "the pod's labels do not match labelSelector"
     return None
 
 
-def _priority_threshold(
-    job: JobFacts, pod: PodInfo, _: object, __: MigrationControllerArgs, threshold: int | None
-) -> str | None:
-    if threshold is not None and (pod.priority or 0) >= threshold:
-        return f"pod priority {pod.priority or 0} is at or above priorityThreshold {threshold}"
+def _priority_threshold(s: Subject) -> str | None:
+    priority = s.pod.priority or 0
+    if s.threshold is not None and priority >= s.threshold:
+        return f"pod priority {priority} is at or above priorityThreshold {s.threshold}"
     return None
 
 
-def _system_critical(
-    job: JobFacts, pod: PodInfo, _: object, args: MigrationControllerArgs, *__: object
-) -> str | None:
-    if args.evict_system_critical_pods:
+def _system_critical(s: Subject) -> str | None:
+    if s.args.evict_system_critical_pods:
         return None
+    pod = s.pod
     if (pod.priority or 0) >= SYSTEM_CRITICAL_PRIORITY or pod.priority_class_name in SYSTEM_CRITICAL_CLASSES:
         return "the pod is system-critical (evictSystemCriticalPods is off)"
     return None
 
 
-def _local_storage(
-    job: JobFacts, pod: PodInfo, _: object, args: MigrationControllerArgs, *__: object
-) -> str | None:
-    kinds = LOCAL_STORAGE_VOLUMES.intersection(pod.volume_kinds)
-    if kinds and not args.evict_local_storage_pods:
+def _local_storage(s: Subject) -> str | None:
+    kinds = LOCAL_STORAGE_VOLUMES.intersection(s.pod.volume_kinds)
+    if kinds and not s.args.evict_local_storage_pods:
         return f"the pod uses local storage ({', '.join(sorted(kinds))}; evictLocalStoragePods is off)"
     return None
 
 
-def _pvc(job: JobFacts, pod: PodInfo, _: object, args: MigrationControllerArgs, *__: object) -> str | None:
-    if args.ignore_pvc_pods and "persistentVolumeClaim" in pod.volume_kinds:
+def _pvc(s: Subject) -> str | None:
+    if s.args.ignore_pvc_pods and "persistentVolumeClaim" in s.pod.volume_kinds:
         return "the pod has a PersistentVolumeClaim (ignorePvcPods is on)"
     return None
 
 
-def _bare_pod(
-    job: JobFacts, pod: PodInfo, _: object, args: MigrationControllerArgs, *__: object
-) -> str | None:
+def _bare_pod(s: Subject) -> str | None:
+    pod, args = s.pod, s.args
     if pod.owner is not None or args.evict_all_bare_pods:
         return None
     if pod.phase == "Failed" and args.evict_failed_bare_pods:
@@ -142,30 +142,29 @@ def _bare_pod(
     return "the pod has no controller, nothing would replace it (evictAllBarePods is off)"
 
 
-def _daemonset(job: JobFacts, pod: PodInfo, *_: object) -> str | None:
-    if pod.owner is not None and pod.owner.kind == "DaemonSet":
+def _daemonset(s: Subject) -> str | None:
+    if s.pod.owner is not None and s.pod.owner.kind == "DaemonSet":
         return "the pod belongs to a DaemonSet"
     return None
 
 
-def _mirror(job: JobFacts, pod: PodInfo, *_: object) -> str | None:
-    return "the pod is a mirror pod" if pod.mirror or MIRROR in pod.annotations else None
+def _mirror(s: Subject) -> str | None:
+    return "the pod is a mirror pod" if s.pod.mirror or MIRROR in s.pod.annotations else None
 
 
-def _static(job: JobFacts, pod: PodInfo, *_: object) -> str | None:
-    source = pod.annotations.get(CONFIG_SOURCE)
+def _static(s: Subject) -> str | None:
+    source = s.pod.annotations.get(CONFIG_SOURCE)
     if source is not None and source != "api":
         return f"the pod is a static pod (config.source {source})"
     return None
 
 
-def _terminating(job: JobFacts, pod: PodInfo, *_: object) -> str | None:
-    return "the pod is already terminating" if pod.deletion_timestamp is not None else None
+def _terminating(s: Subject) -> str | None:
+    return "the pod is already terminating" if s.pod.deletion_timestamp is not None else None
 
 
-def _expected_replicas(
-    job: JobFacts, pod: PodInfo, workload: WorkloadFacts | None, args: MigrationControllerArgs, *_: object
-) -> str | None:
+def _expected_replicas(s: Subject) -> str | None:
+    workload, args = s.workload, s.args
     if args.skip_check_expected_replicas or workload is None:
         return None
     replicas = workload.replicas

@@ -49,6 +49,7 @@ def plan(
     job: JobFacts,
     pod: PodInfo,
     workload: WorkloadFacts | None,
+    *,
     pdbs: Sequence[PdbFacts],
     args: MigrationControllerArgs,
 ) -> AdmissionPlan:
@@ -72,8 +73,8 @@ def plan(
                     "workload",
                     workload_slot(workload.key),
                     f"workload {workload.key}",
-                    limiters.workload,
-                    count,
+                    limiter=limiters.workload,
+                    count=count,
                 )
             )
         if limiters.namespace is not None and isinstance(limiters.namespace.max_migrating, int):
@@ -82,8 +83,8 @@ def plan(
                     "namespace",
                     namespace_slot(pod.namespace),
                     f"namespace {pod.namespace}",
-                    limiters.namespace,
-                    limiters.namespace.max_migrating,
+                    limiter=limiters.namespace,
+                    count=limiters.namespace.max_migrating,
                 )
             )
         if args.max_migrating_per_node > 0 and pod.node_name:
@@ -135,7 +136,7 @@ def plan(
     return AdmissionPlan(job.uid, pod.uid, tuple(slots), tuple(buckets))
 
 
-def _limiter(kind: str, key: str, what: str, limiter: ObjectLimiter, count: int) -> list[Bucket]:
+def _limiter(kind: str, key: str, what: str, *, limiter: ObjectLimiter, count: int) -> list[Bucket]:
     """An object limiter as a token bucket: `count` migrations per `duration`, bursting to `burst`."""
     if count <= 0:
         return []

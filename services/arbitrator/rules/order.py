@@ -41,6 +41,7 @@ def sort_key(
     job: JobFacts,
     pod: PodInfo,
     workload: WorkloadFacts | None,
+    *,
     migrating_in_workload: int,
     order: str = "seed",
 ) -> SortKey:
