@@ -84,7 +84,7 @@ def bench(nodes: int, pods: int, watchers: int, events: int) -> dict[str, Any]:
         "rss_mb_before": round(before, 1),
     }
     try:
-        api = kubernetes.config.new_client_from_config(config_file=str(handle.kubeconfig))  # type: ignore[no-untyped-call]
+        api = kubernetes.config.new_client_from_config(config_file=str(handle.kubeconfig))
         core = kubernetes.client.CoreV1Api(api)
 
         started = time.perf_counter()

@@ -89,7 +89,7 @@ def measure(tree: Path, rounds: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="kubesim-cpu-") as directory:
         process, kubeconfig = _start(tree, Path(directory))
         try:
-            api = kubernetes.config.new_client_from_config(config_file=str(kubeconfig))  # type: ignore[no-untyped-call]
+            api = kubernetes.config.new_client_from_config(config_file=str(kubeconfig))
             core, custom = kubernetes.client.CoreV1Api(api), kubernetes.client.CustomObjectsApi(api)
             extensions = kubernetes.client.ApiextensionsV1Api(api)
             for path in sorted((tree / "deploy" / "crds").glob("*.scheduling.*.yaml")):

@@ -77,9 +77,9 @@ def error_from(status: int, body: bytes) -> KubeError:
 def load_configuration(config: KubernetesConfig) -> Configuration:
     configuration = Configuration()
     if config.in_cluster:
-        kubernetes.config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+        kubernetes.config.load_incluster_config(client_configuration=configuration)
     else:
-        kubernetes.config.load_kube_config(  # type: ignore[no-untyped-call]
+        kubernetes.config.load_kube_config(
             config_file=config.kubeconfig, context=config.context, client_configuration=configuration
         )
     return configuration
@@ -95,7 +95,7 @@ class KubeClient:
 
     def close(self) -> None:
         with contextlib.suppress(Exception):
-            self.api.close()  # type: ignore[no-untyped-call]
+            self.api.close()
 
     def _open(
         self,

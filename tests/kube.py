@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -44,6 +45,10 @@ class Kube:
     def custom(self) -> Any:
         return kubernetes.client.CustomObjectsApi(self.api)
 
+    def client(self, name: str) -> Any:
+        """Another of the client's APIs, by its class name (e.g. "CoordinationV1Api")."""
+        return getattr(kubernetes.client, name)(self.api)
+
 
 def client_for(handle: SimHandle) -> Kube:
     return Kube(handle, kubernetes.config.new_client_from_config(config_file=str(handle.kubeconfig)))
@@ -51,7 +56,7 @@ def client_for(handle: SimHandle) -> Kube:
 
 def watch_until(
     list_fn: Callable[..., Any],
-    predicate: Callable[[State], bool],
+    predicate: Callable[[State], object],
     timeout: float = 15.0,
     *,
     idle: bool = False,
@@ -104,7 +109,7 @@ def _summary(state: State) -> str:
     return f"{len(state)} objects, by phase {dict(phases)}: {sorted(state)[:20]}"
 
 
-def _holds(predicate: Callable[[State], bool], state: State) -> bool:
+def _holds(predicate: Callable[[State], object], state: State) -> bool:
     """A predicate that reads an object not seen yet (KeyError) simply does not hold yet."""
     try:
         return bool(predicate(state))
@@ -114,7 +119,7 @@ def _holds(predicate: Callable[[State], bool], state: State) -> bool:
 
 def with_crds(kube: Kube) -> Kube:
     """Apply Podherd's CRDs (deploy/crds) to the cluster behind `kube`."""
-    api = kubernetes.client.ApiextensionsV1Api(kube.api)
+    api = kube.client("ApiextensionsV1Api")
     for crd in manifests("crds"):
         api.create_custom_resource_definition(crd)
     return kube
@@ -122,3 +127,10 @@ def with_crds(kube: Kube) -> Kube:
 
 def pod_ready(pod: Any) -> bool:
     return any(c.type == "Ready" and c.status == "True" for c in (pod.status.conditions or []))
+
+
+def refusal(error: kubernetes.client.ApiException) -> dict[str, Any]:
+    """The Status an API error carries: the server's own words for why it said no."""
+    assert error.body, f"no Status in {error}"
+    status: dict[str, Any] = json.loads(error.body)
+    return status

@@ -99,7 +99,7 @@ class Pipeline:
         runner: Any
         if cls is not None:  # a service with a fault injected (tests)
             runner = (
-                cls(config, nc, client, kube)
+                cls(config, nc, client, kube=kube)
                 if service in ("arbitrator", "tracker")
                 else cls(config, nc, kube)
             )

@@ -7,7 +7,7 @@ import asyncio
 import json
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import msgspec
 import nats
@@ -22,7 +22,7 @@ from shared import bus
 from shared.api import codec
 from shared.api.messages import IntentReply, MigrationIntent, PodKey
 from shared.config import CollectorConfig
-from shared.ledger import Ledger
+from shared.ledger import Ledger, as_text
 from tests.e2e.pipeline import GROUP, PLURAL, VERSION, create_job, ended, pipeline, pipeline_config, until_job
 from tests.e2e.test_lifecycle import (
     BLIND_TO_BUDGETS,
@@ -132,6 +132,7 @@ async def test_finished_jobs_are_collected_and_an_intent_sent_again_moves_nothin
         # The tracker lets go of everything it kept for the job once its PMJ is gone (the deletion reaches
         # it through the watcher: no event of its own to await).
         client = aioredis.from_url(redis_srv.url)
+        kept: object = None
         try:
             async with asyncio.timeout(15):
                 while kept := await tracker_state_of(client, test_id, reply.job, job["metadata"]["uid"]):  # noqa: ASYNC110
@@ -166,22 +167,23 @@ async def tracker_state_of(client: aioredis.Redis, prefix: str, name: str, uid: 
     lasts while that pod runs (no other job may take it), so claims are not looked at."""
     found = []
     async for raw in client.scan_iter(match=f"{prefix}:tracker:*", count=1000):
-        key = raw.decode()
+        key = as_text(raw)
         if key.endswith(":claims"):
             continue
         if name in key or uid in key:
             found.append(key)
             continue
-        kind = (await client.type(key)).decode()
-        members: list[bytes] = []
+        kind = as_text(await client.type(key))
+        members: list[bytes | str] = []
         if kind == "hash":
             pairs = await client.hgetall(key)
             members = [*pairs.keys(), *pairs.values()]
         elif kind == "set":
             members = list(await client.smembers(key))
         elif kind == "zset":
-            members = list(await client.zrange(key, 0, -1))
-        found += [f"{key}: {m.decode()[:80]}" for m in members if name.encode() in m or uid.encode() in m]
+            members = cast(list[bytes | str], await client.zrange(key, 0, -1))  # members only, no scores
+        texts = [as_text(m) for m in members]
+        found += [f"{key}: {text[:80]}" for text in texts if name in text or uid in text]
     return found
 
 

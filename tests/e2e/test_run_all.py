@@ -10,6 +10,7 @@ import time
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import pytest
@@ -27,7 +28,7 @@ from tests.kube import Kube, client_for, watch_until
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 
 
-def all_ended(kube: Kube, count: int, within: float) -> dict[str, dict[str, object]]:
+def all_ended(kube: Kube, count: int, within: float) -> dict[str, dict[str, Any]]:
     state = watch_until(
         kube.custom.list_cluster_custom_object,
         lambda st: len(st) >= count and all(ended(j) for j in st.values()),

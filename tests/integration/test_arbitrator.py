@@ -24,7 +24,15 @@ from services.arbitrator import engine as engine_module
 from services.arbitrator.service import Arbitrator
 from shared import bus
 from shared.api import codec
-from shared.api.messages import ObjectEvent, PdbInfo, PodInfo, WorkloadInfo, WorkloadRef
+from shared.api.messages import (
+    EventType,
+    ObjectEvent,
+    PdbInfo,
+    PodInfo,
+    WatchedKind,
+    WorkloadInfo,
+    WorkloadRef,
+)
 from shared.api.meta import ObjectMeta, ObjectReference
 from shared.api.pmj import PodMigrationJob, PodMigrationJobSpec
 from shared.config import PodherdConfig
@@ -72,13 +80,13 @@ class Cluster:
 
     async def _event(
         self,
-        kind: str,
+        kind: WatchedKind,
         plural: str,
         namespace: str | None,
         name: str,
         uid: str,
         obj: Any,
-        event_type: str = "ADDED",
+        event_type: EventType = "ADDED",
     ) -> None:
         self.rv += 1
         event = ObjectEvent(
@@ -86,7 +94,7 @@ class Cluster:
             type=event_type,
             name=name,
             uid=uid,
-            resource_version=str(self.rv),  # type: ignore[arg-type]
+            resource_version=str(self.rv),
             namespace=namespace,
             observed_at=datetime.now(UTC),
             object=obj,
@@ -151,7 +159,7 @@ class Cluster:
         pod: str,
         priority: int = 0,
         created: int = 0,
-        event_type: str = "ADDED",
+        event_type: EventType = "ADDED",
         uid: str | None = None,
         **spec: Any,
     ) -> None:
@@ -462,7 +470,8 @@ async def test_four_replicas_admit_in_global_order_within_limits(
     import random
 
     random.Random(7).shuffle(priorities)
-    from shared.ledger import Ledger, Slot
+    from shared.ledger import Ledger
+    from shared.slots import Slot
 
     client = aioredis.from_url(configs[0].redis.url)
     ledger = Ledger(client, test_id, 600)
@@ -488,7 +497,11 @@ async def test_four_replicas_admit_in_global_order_within_limits(
         waiting = {f"j{i}": p for i, p in enumerate(priorities)}
         seen = 0
         for _wave in range(8):
-            ds = await decisions(nc, subjects, lambda ds, n=seen: len(admitted(ds)) >= n + 10, within=30)
+
+            def ten_more(ds: list[dict[str, Any]], n: int = seen + 10) -> bool:
+                return len(admitted(ds)) >= n
+
+            ds = await decisions(nc, subjects, ten_more, within=30)
             wave = admitted(ds)[seen : seen + 10]
             best = sorted(waiting, key=lambda j: -waiting[j])[:10]
             assert sorted(wave) == sorted(best)

@@ -24,6 +24,7 @@ async def test_a_handler_slower_than_the_ack_wait_is_not_redelivered_to_another_
     await nats_scope.js.add_stream(name=stream, subjects=[nats_scope.subject("work", ">")])
     config = NatsConfig(url="unused", subject_prefix=nats_scope.prefix, ack_wait="1s")
     subjects = Subjects(nats_scope.prefix)
+    assert nats_scope.nc.connected_url is not None
     url = nats_scope.nc.connected_url.geturl()
     busy, other = await nats.connect(url), await nats.connect(url)
     started, finished, stop = asyncio.Event(), asyncio.Event(), asyncio.Event()

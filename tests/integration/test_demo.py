@@ -12,7 +12,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import pytest
 from kubernetes import client, config
@@ -83,7 +83,8 @@ def test_demo_defragments_the_cluster_and_the_cluster_shows_it(tmp_path: Path) -
         emptied, namespace, pending = plan.groups()
 
         api = config.new_client_from_config(config_file=kubeconfig.group(1))
-        core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
+        core: Any = client.CoreV1Api(api)  # models' fields all optional: the asserts read them
+        custom: Any = client.CustomObjectsApi(api)
         jobs = custom.list_cluster_custom_object("scheduling.koordinator.sh", "v1alpha1", "podmigrationjobs")
         phases = [(j.get("status") or {}).get("phase") for j in jobs["items"]]
         assert phases and all(p == "Succeeded" for p in phases), phases

@@ -13,6 +13,7 @@ from pathlib import Path
 import nats
 import nats.errors
 import pytest
+from nats.aio.client import Client as NATS
 
 from kubesim import SERVICE_MONITOR_CRD
 from kubesim.sim import SimHandle
@@ -137,7 +138,7 @@ class Errors(list[str]):
         return [e for e in self if "permissions violation" in e.lower()]
 
 
-async def connect_as(address: str, user: str, password: str, errors: Errors) -> nats.NATS:
+async def connect_as(address: str, user: str, password: str, errors: Errors) -> NATS:
     async def on_error(exc: Exception) -> None:
         errors.append(str(exc))
         errors.arrived.set()

@@ -4,13 +4,11 @@ plugin's projected `kube-api-access-*` volume mounted in every container."""
 
 from __future__ import annotations
 
-import json
-
 import kubernetes
 import pytest
 
 from kubesim.tls import KUBERNETES_SERVICE_IP
-from tests.kube import Kube
+from tests.kube import Kube, refusal
 
 pytestmark = pytest.mark.integration
 SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
@@ -52,9 +50,9 @@ def test_a_simulated_pod_has_no_log_and_says_why(kube: Kube) -> None:
     kube.core.create_namespaced_pod("default", bare_pod("quiet"))
     with pytest.raises(kubernetes.client.ApiException) as caught:
         kube.core.read_namespaced_pod_log("quiet", "default")
-    status = json.loads(caught.value.body)
+    status = refusal(caught.value)
     assert (status["code"], status["reason"]) == (400, "BadRequest")
     assert status["message"] == 'container "c" in pod "quiet" is waiting to start: ContainerCreating'
     with pytest.raises(kubernetes.client.ApiException) as caught:
         kube.core.read_namespaced_pod_log("quiet", "default", container="other")
-    assert json.loads(caught.value.body)["message"] == "container other is not valid for pod quiet"
+    assert refusal(caught.value)["message"] == "container other is not valid for pod quiet"

@@ -12,7 +12,7 @@ import pytest
 from kubernetes.client import ApiException
 
 from kubesim.sim import SimHandle
-from tests.kube import Kube, client_for, watch_until
+from tests.kube import Kube, client_for, refusal, watch_until
 
 pytestmark = pytest.mark.integration
 
@@ -118,7 +118,7 @@ def test_apps_policy_coordination_crud(kube: Kube) -> None:
         "default", {"metadata": {"name": "w"}, "spec": {"selector": selector, "minAvailable": 1}}
     )
     assert pdb.spec.min_available == 1
-    coordination = kubernetes.client.CoordinationV1Api(kube.api)
+    coordination = kube.client("CoordinationV1Api")
     coordination.create_namespaced_lease(
         "default", {"metadata": {"name": "leader"}, "spec": {"holderIdentity": "a"}}
     )
@@ -210,14 +210,14 @@ def test_strategic_merge_and_json_patch(kube: Kube) -> None:
             "spec": {"podRef": {"namespace": "default", "name": "p"}},
         },
     )
-    status = _raw(
+    answer = _raw(
         kube,
         "PATCH",
         f"/apis/{GROUP}/{VERSION}/podmigrationjobs/j",
         {"spec": {"paused": True}},
         "application/strategic-merge-patch+json",
     )
-    assert status[0] == 415
+    assert answer[0] == 415
 
 
 def _raw(
@@ -252,13 +252,13 @@ def _raw(
 def test_conflicts(kube: Kube) -> None:
     kube.core.create_namespaced_pod("default", pod_body("p"))
     again = error_of(lambda: kube.core.create_namespaced_pod("default", pod_body("p")))
-    assert again.status == 409 and json.loads(again.body)["reason"] == "AlreadyExists"
+    assert again.status == 409 and refusal(again)["reason"] == "AlreadyExists"
     stale = kube.core.read_namespaced_pod("p", "default")
     kube.core.patch_namespaced_pod("p", "default", {"metadata": {"labels": {"a": "1"}}})
     stale.metadata.labels = {"b": "2"}
     conflict = error_of(lambda: kube.core.replace_namespaced_pod("p", "default", stale))
-    assert conflict.status == 409 and json.loads(conflict.body)["reason"] == "Conflict"
-    assert "the object has been modified" in json.loads(conflict.body)["message"]
+    assert conflict.status == 409 and refusal(conflict)["reason"] == "Conflict"
+    assert "the object has been modified" in refusal(conflict)["message"]
     missing_ns = error_of(lambda: kube.core.create_namespaced_pod("nowhere", pod_body("q")))
     assert missing_ns.status == 404
     invalid = error_of(
@@ -266,7 +266,7 @@ def test_conflicts(kube: Kube) -> None:
             "default", {"metadata": {"name": "Bad_Name"}, "spec": {"containers": [{"name": "c"}]}}
         )
     )
-    assert invalid.status == 422 and json.loads(invalid.body)["reason"] == "Invalid"
+    assert invalid.status == 422 and refusal(invalid)["reason"] == "Invalid"
 
 
 def test_selectors_and_pagination(kube: Kube) -> None:
@@ -381,7 +381,7 @@ def test_delete_with_grace_finalizers_and_preconditions(kube: Kube) -> None:
             "p", "default", body={"preconditions": {"uid": "not-the-uid"}}
         )
     )
-    assert wrong.status == 409 and "Precondition failed" in json.loads(wrong.body)["message"]
+    assert wrong.status == 409 and "Precondition failed" in refusal(wrong)["message"]
     deleting = kube.core.delete_namespaced_pod(
         "p", "default", body={"preconditions": {"uid": pod.metadata.uid}, "gracePeriodSeconds": 30}
     )
@@ -469,7 +469,7 @@ def test_eviction_201_429_404(kubesim_factory: Callable[..., SimHandle]) -> None
     assert marks == [("True", "EvictionByEvictionAPI", "Eviction API: evicting")]
     refused = error_of(lambda: evict(pods[1]))
     assert refused.status == 429
-    body = json.loads(refused.body)
+    body = refusal(refused)
     assert body["reason"] == "TooManyRequests"
     assert body["details"]["causes"][0]["reason"] == "DisruptionBudget"
     assert "The disruption budget web needs 2 healthy pods" in body["details"]["causes"][0]["message"]
@@ -501,7 +501,7 @@ def test_request_evict_only_eviction_in_background(kubesim_factory: Callable[...
     triggered = 'Eviction triggered evacuation of VMI "default/vm"'
     for again, expected in ((False, triggered), (True, f"Evacuation in progress: {triggered}")):
         refused = error_of(lambda: kube.core.create_namespaced_pod_eviction("vm", "default", eviction))
-        status = json.loads(refused.body)
+        status = refusal(refused)
         assert refused.status == 429 and status["code"] == 429 and "reason" not in status, (again, status)
         assert status["message"] == denied + expected, status
     pod = kube.core.read_namespaced_pod("vm", "default")
@@ -611,7 +611,7 @@ def test_a_pods_spec_is_fixed_but_for_what_the_api_server_lets_change(
     kube.core.create_node(node_body("n2"))
     kube.core.create_namespaced_pod("default", pod_body("p", cpu="1", node="n1"))
     refused = error_of(lambda: kube.core.patch_namespaced_pod("p", "default", patch))
-    status = json.loads(refused.body)
+    status = refusal(refused)
     assert (refused.status, status["reason"]) == (422, "Invalid")
     assert status["message"].startswith(f'Pod "p" is invalid: spec: Forbidden: {UPDATABLE}\n')
     assert status["details"]["causes"][0]["reason"] == "FieldValueForbidden"

@@ -146,7 +146,7 @@ def test_administrators_impersonate_and_others_may_not(cluster: tuple[SimHandle,
 
 def test_access_reviews_answer_from_rbac(cluster: tuple[SimHandle, KubeClient]) -> None:
     handle, admin = cluster
-    review = {
+    review: dict[str, Any] = {
         "apiVersion": "authorization.k8s.io/v1",
         "kind": "SubjectAccessReview",
         "spec": {

@@ -10,7 +10,7 @@ import kubernetes
 import pytest
 
 from kubesim.sim import SimHandle
-from tests.kube import Kube, client_for, pod_ready, watch_until, with_crds
+from tests.kube import Kube, client_for, pod_ready, refusal, watch_until, with_crds
 
 pytestmark = pytest.mark.integration
 
@@ -435,7 +435,7 @@ def test_a_deleted_namespace_terminates_its_content_then_goes(
     assert terminating.status.phase == "Terminating" and terminating.metadata.deletion_timestamp is not None
     with pytest.raises(kubernetes.client.ApiException) as refused:
         kube.core.create_namespaced_config_map("shop", {"metadata": {"name": "late"}})
-    status = json.loads(refused.value.body)
+    status = refusal(refused.value)
     assert (refused.value.status, status["reason"], status["message"]) == (
         403,
         "Forbidden",
@@ -460,7 +460,7 @@ def test_a_deleted_namespace_terminates_its_content_then_goes(
     assert kube.core.list_namespaced_config_map("shop").items == []
     with pytest.raises(kubernetes.client.ApiException) as immortal:
         kube.core.delete_namespace("default")
-    assert (immortal.value.status, json.loads(immortal.value.body)["message"]) == (
+    assert (immortal.value.status, refusal(immortal.value)["message"]) == (
         403,
         'namespaces "default" is forbidden: this namespace may not be deleted',
     )

@@ -6,6 +6,7 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import kubernetes
 import pytest
@@ -87,7 +88,7 @@ def test_sim_installs_podherd_and_writes_each_service_its_own_kubeconfig(tmp_pat
     try:
         for service in SERVICES:
             path = accounts / f"kubeconfig-{service}"  # written before the admin's kubeconfig appears
-            review = kubernetes.client.AuthenticationV1Api(
+            review: Any = kubernetes.client.AuthenticationV1Api(
                 kubernetes.config.new_client_from_config(str(path))
             )
             who = review.create_self_subject_review({"apiVersion": "authentication.k8s.io/v1"})

@@ -83,7 +83,7 @@ def test_a_pod_gets_what_a_kubelet_gives_it(kube: Kube, tmp_path: Path) -> None:
         "default",
         {"metadata": {"name": "backend"}, "spec": {"clusterIP": "10.0.0.7", "ports": [{"port": 81}]}},
     )
-    env = [
+    env: list[dict[str, Any]] = [
         {"name": "MODE", "value": "serve"},
         {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
         {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},

@@ -16,7 +16,7 @@ import pytest
 
 from kubesim.sim import SimHandle
 from tests.integration.test_kubesim_kubectl import CRDS, KUBECTL, kubectl
-from tests.kube import Kube
+from tests.kube import Kube, refusal
 
 pytestmark = pytest.mark.integration
 GROUP, VERSION = "scheduling.koordinator.sh", "v1alpha1"
@@ -67,7 +67,7 @@ def request(
 def refused(call: Callable[[], object]) -> tuple[int, dict[str, Any]]:
     with pytest.raises(kubernetes.client.ApiException) as caught:
         call()
-    return caught.value.status, json.loads(caught.value.body)
+    return caught.value.status, refusal(caught.value)
 
 
 def create(kube: Kube, plural: str, body: dict[str, Any]) -> Callable[[], object]:

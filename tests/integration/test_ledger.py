@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import random
 import uuid
+from typing import cast
 
 import pytest
 import redis.asyncio as aioredis
@@ -14,7 +15,7 @@ from hypothesis import strategies as st
 
 from podherd.servers import Server
 from services.arbitrator.rules import limits
-from shared.ledger import Candidate, HeldJob, Ledger
+from shared.ledger import Candidate, HeldJob, Ledger, as_text
 from shared.slots import Bucket, Slot
 from tests.conftest import RedisScope
 
@@ -74,10 +75,10 @@ async def test_lua_matches_the_reference(redis_scope: RedisScope, ops: list[tupl
             if pods.get(j) not in reference.ready["workload:w"]
         }
         assert {
-            m.decode() for m in await redis_scope.client.smembers(f"{ledger.prefix}:gone:workload:w")
+            as_text(m) for m in await redis_scope.client.smembers(f"{ledger.prefix}:gone:workload:w")
         } == gone
         if kind == "ready":
-            pod, ready = arg  # type: ignore[misc]
+            pod, ready = cast(tuple[int, bool], arg)
             assert await ledger.pod_ready(
                 f"ns/pod-{pod}",
                 str(version),
@@ -87,7 +88,7 @@ async def test_lua_matches_the_reference(redis_scope: RedisScope, ops: list[tupl
                 deleted=False,
             )
             members = reference.ready["workload:w"]
-            (members.add if ready else members.discard)(f"pod-{pod}")  # type: ignore[attr-defined]
+            (members.add if ready else members.discard)(f"pod-{pod}")
             continue
         if kind == "release":
             job = f"job-{arg}"
@@ -96,10 +97,10 @@ async def test_lua_matches_the_reference(redis_scope: RedisScope, ops: list[tupl
             if job in held:
                 plan = held.pop(job)
                 for slot in plan.slots:
-                    reference.slots[slot.key].discard(job)  # type: ignore[union-attr]
+                    reference.slots[slot.key].discard(job)
                 reference.claims.pop(plan.pod_uid, None)  # type: ignore[attr-defined]
             continue
-        j, pod, slot_defs, with_bucket = arg  # type: ignore[misc]
+        j, pod, slot_defs, with_bucket = cast(tuple[int, int, list[tuple[str, int, int | None]], bool], arg)
         plan = limits.AdmissionPlan(
             job_uid=f"job-{j}",
             pod_uid=f"pod-{pod}",
@@ -364,7 +365,7 @@ async def test_thousands_blocked_do_not_starve_one_that_fits(redis_scope: RedisS
 
 
 async def ready_pods(ledger: Ledger, key: str) -> set[str]:
-    return {m.decode() for m in await ledger.client.smembers(ledger.ready_key(key))}
+    return {as_text(m) for m in await ledger.client.smembers(ledger.ready_key(key))}
 
 
 async def test_a_workloads_ready_pods_follow_the_newest_event_of_each_pod(redis_scope: RedisScope) -> None:

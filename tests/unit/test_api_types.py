@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import msgspec
 import pytest
@@ -42,7 +43,7 @@ spec:
 SEED_001_EVICT_DIRECTLY = SEED_001_RESERVATION_FIRST.replace("ReservationFirst", "EvictDirectly")
 
 # Every field of seed 000's spec and status, as a job looks after a successful migration.
-SEED_000_FULL = {
+SEED_000_FULL: dict[str, Any] = {
     "apiVersion": "scheduling.koordinator.sh/v1alpha1",
     "kind": "PodMigrationJob",
     "metadata": {
@@ -110,7 +111,7 @@ SEED_000_FULL = {
 }
 
 # Drop the one field (reason: "") that Go's omitempty would also drop, so equality is exact.
-SEED_000_FULL["status"].pop("reason")  # type: ignore[attr-defined]
+SEED_000_FULL["status"].pop("reason")
 
 
 def _roundtrip(document: dict[str, object]) -> dict[str, object]:

@@ -255,11 +255,11 @@ def test_max_unavailable_counts_unavailable_replicas() -> None:
 
 
 def _gone(ledger: limits.LedgerView, *pods: str) -> None:
-    ledger.ready[WEB].difference_update(pods)  # type: ignore[attr-defined]
+    ledger.ready[WEB].difference_update(pods)
 
 
 def _ready(ledger: limits.LedgerView, *pods: str) -> None:
-    ledger.ready[WEB].update(pods)  # type: ignore[attr-defined]
+    ledger.ready[WEB].update(pods)
 
 
 def six_replicas() -> tuple[limits.LedgerView, Callable[[int, str], limits.Outcome]]:
@@ -291,7 +291,7 @@ def test_a_job_in_flight_counts_once_by_its_old_pod_or_its_replacement() -> None
     assert not move(3, "node-3").admitted
     # Job 1 ends (its slots released): room for the third.
     for members in ledger.slots.values():
-        members.discard("job-1")  # type: ignore[attr-defined]
+        members.discard("job-1")
     ledger.claims.pop("pod-1")  # type: ignore[attr-defined]
     assert move(3, "node-3").admitted
 

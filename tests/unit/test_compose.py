@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 import yaml
-from compose_spec import ComposeSpecification, PyCompose
+from compose_spec import PyCompose
+from compose_spec.models import ComposeSpecification
 
 from podherd.cli import build_parser
 from podherd.processes import SERVICES

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import pytest
 
@@ -13,10 +14,10 @@ from shared.api.messages import MigrationIntent, PodKey
 DNS_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 
-def intent(key: str = "defrag-1", pod: str = "web-0", **extra: object) -> MigrationIntent:
+def intent(key: str = "defrag-1", pod: str = "web-0", **extra: Any) -> MigrationIntent:
     return MigrationIntent(
         idempotency_key=key, pod=PodKey(namespace="default", name=pod), requester="defragmenter", **extra
-    )  # type: ignore[arg-type]
+    )
 
 
 def test_the_name_depends_on_the_key_only_and_is_a_valid_object_name() -> None:

@@ -188,7 +188,7 @@ def test_terminal_jobs_only_clean_up() -> None:
 
 
 def test_the_reservation_is_built_as_koordinator_builds_it() -> None:
-    pod = {
+    pod: dict[str, Any] = {
         "metadata": {
             "name": "web-0",
             "namespace": "default",
@@ -213,7 +213,7 @@ def test_the_reservation_is_built_as_koordinator_builds_it() -> None:
     assert spec["allocateOnce"] is True and spec["ttl"] == "10m"
     assert spec["owners"] == [
         {"controller": {**pod["metadata"]["ownerReferences"][0], "namespace": "default"}}
-    ]  # type: ignore[index]
+    ]
     template = spec["template"]
     assert "nodeName" not in template["spec"] and template["metadata"]["labels"] == {"app": "web"}
     [term] = template["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][

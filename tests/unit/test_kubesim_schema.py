@@ -48,7 +48,7 @@ SCHEMA: dict[str, Any] = {
 
 
 def test_pruning_reports_every_unknown_path_sorted_and_keeps_what_is_preserved() -> None:
-    obj = {
+    obj: dict[str, Any] = {
         "apiVersion": "x/v1",
         "kind": "X",
         "metadata": {"name": "a", "bogus": 1},

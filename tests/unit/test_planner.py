@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import pytest
 
@@ -94,7 +95,7 @@ def test_unschedulable_nodes_are_neither_emptied_nor_targets() -> None:
 
 
 def test_objects_from_the_api_are_read_as_the_scheduler_would() -> None:
-    obj = {
+    obj: dict[str, Any] = {
         "metadata": {
             "namespace": "ns",
             "name": "p",

@@ -6,6 +6,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
 
 import check_signatures
@@ -29,7 +31,7 @@ def test_functions_past_three_positional_parameters_are_found() -> None:
     assert found == {"m.py:four": 4, "m.py:C.heavy": 4, "m.py:outer.inner": 5}
 
 
-def test_only_listed_caller_fixed_signatures_pass(monkeypatch) -> None:
+def test_only_listed_caller_fixed_signatures_pass(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(check_signatures, "CALLER_FIXED", {"m.py:four": "a callback", "m.py:gone": "x"})
     found = check_signatures.positional_heavy("m.py", SOURCE)
     assert check_signatures.problems(found) == [
