@@ -14,7 +14,11 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import msgspec
+
+from shared.api.meta import controller_of
 from shared.api.pmj import ANNOTATION_TARGET_NODE, PodMigrationJob
+from shared.api.pod import Pod
 from shared.api.reservation import (
     LABEL_ATTEMPT,
     LABEL_CONTROLLER,
@@ -27,18 +31,13 @@ from shared.api.reservation import (
 API_VERSION = "scheduling.koordinator.sh/v1alpha1"
 
 
-def reservation_for(
-    job: PodMigrationJob, pod: dict[str, Any], default_ttl: str, *, attempt: int = 1
-) -> dict[str, Any]:
+def reservation_for(job: PodMigrationJob, pod: Pod, default_ttl: str, *, attempt: int = 1) -> dict[str, Any]:
     job_name = job.metadata.name or ""
-    meta = pod.get("metadata") or {}
-    spec = copy.deepcopy(pod.get("spec") or {})
+    meta = pod.metadata
+    spec = copy.deepcopy(pod.spec)
     node = spec.pop("nodeName", None)
     template: dict[str, Any] = {
-        "metadata": {
-            "labels": dict(meta.get("labels") or {}),
-            "annotations": dict(meta.get("annotations") or {}),
-        },
+        "metadata": {"labels": dict(meta.labels or {}), "annotations": dict(meta.annotations or {})},
         "spec": spec,
     }
     options = job.spec.reservation_options
@@ -76,29 +75,17 @@ def reservation_for(
     }
 
 
-def _owner(pod: dict[str, Any]) -> dict[str, Any]:
-    meta = pod.get("metadata") or {}
-    unscheduled = not (pod.get("spec") or {}).get("nodeName") and (pod.get("status") or {}).get("phase") in (
-        None,
-        "Pending",
-    )
-    controller = next((o for o in meta.get("ownerReferences") or [] if o.get("controller")), None)
-    if controller is None or unscheduled:
-        return {
-            "object": {
-                "kind": "Pod",
-                "namespace": meta.get("namespace"),
-                "name": meta.get("name"),
-                "uid": meta.get("uid"),
-            }
-        }
-    return {"controller": {**controller, "namespace": meta.get("namespace")}}
+def _owner(pod: Pod) -> dict[str, Any]:
+    meta = pod.metadata
+    controller = controller_of(meta)
+    if controller is None or pod.unscheduled:
+        return {"object": {"kind": "Pod", "namespace": meta.namespace, "name": meta.name, "uid": meta.uid}}
+    return {"controller": {**msgspec.to_builtins(controller), "namespace": meta.namespace}}
 
 
-def _controller_uid(pod: dict[str, Any]) -> str:
-    meta = pod.get("metadata") or {}
-    controller = next((o for o in meta.get("ownerReferences") or [] if o.get("controller")), None)
-    return str((controller or {}).get("uid") or meta.get("uid") or "")
+def _controller_uid(pod: Pod) -> str:
+    controller = controller_of(pod.metadata)
+    return (controller.uid if controller is not None else None) or pod.metadata.uid or ""
 
 
 def _exclude_node(spec: dict[str, Any], node: str) -> None:

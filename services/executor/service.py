@@ -36,6 +36,7 @@ from shared.api.pmj import (
     TERMINAL_PHASES,
     PodMigrationJob,
 )
+from shared.api.pod import Pod, pod_from
 from shared.api.reservation import (
     LABEL_ATTEMPT,
     LABEL_CREATED_BY,
@@ -139,7 +140,7 @@ class Executor:
             return  # created before (a redelivery): never two Reservations for one attempt
         ref = job.spec.pod_ref
         assert ref is not None
-        pod = await self._get(paths.pod(str(ref.namespace), str(ref.name)))
+        pod = await self._pod(str(ref.namespace), str(ref.name))
         if pod is None:
             await self._report(
                 job, "reserve", "gone", message=f"pod {ref.namespace}/{ref.name} no longer exists"
@@ -168,19 +169,18 @@ class Executor:
         ref = job.spec.pod_ref
         assert ref is not None
         path = paths.pod(str(ref.namespace), str(ref.name))
-        pod = await self._get(path)
-        meta = (pod or {}).get("metadata") or {}
-        if pod is None or (pod_uid and meta.get("uid") != pod_uid):
+        pod = await self._pod(str(ref.namespace), str(ref.name))
+        if pod is None or (pod_uid and pod.metadata.uid != pod_uid):
             await self._report(
                 job, "evict", "gone", message=f"pod {ref.namespace}/{ref.name} is already gone"
             )
             return
-        if meta.get("deletionTimestamp"):
+        if pod.metadata.deletion_timestamp is not None:
             return  # already going: never evicted twice
         room = ""
         if (job.spec.mode or self.args.default_job_mode) != MODE_EVICT_DIRECTLY:
             reservation = await self._current_reservation(job)
-            problem = no_room(reservation, (pod.get("spec") or {}).get("nodeName"))
+            problem = no_room(reservation, pod.node_name)
             if problem is not None:
                 await self._report(job, "evict", "blocked", message=f"not evicting: {problem.why}")
                 if problem.later:
@@ -189,7 +189,7 @@ class Executor:
             held = (reservation or {}).get("metadata") or {}
             version = held.get("resourceVersion")
             room = f" (Reservation {held.get('name')} Available at resourceVersion {version})"
-            await self._room_checked(job, reservation or {}, meta)
+            await self._room_checked(job, reservation or {}, pod)
             # Told before the eviction: should the room be taken in between, the tracker waits for this
             # eviction's outcome instead of reserving again.
             await self._report(job, "evict", "checked", message=f"evicting{room}")
@@ -198,7 +198,7 @@ class Executor:
         delete_options = msgspec.to_builtins(options) if options is not None else {}
         try:
             if policy == "Delete":
-                body = {**delete_options, "preconditions": {"uid": meta.get("uid")}}
+                body = {**delete_options, "preconditions": {"uid": pod.metadata.uid}}
                 await self.kube.arequest("DELETE", path, body=body)
             elif policy == "SoftEviction":
                 why = f"migration job {job.metadata.name}"
@@ -221,7 +221,7 @@ class Executor:
                     job, "evict", "gone", message=f"pod {ref.namespace}/{ref.name} is already gone"
                 )
                 return
-            outcome = refusal(exc.status, exc.message, exc.causes, annotations=meta.get("annotations") or {})
+            outcome = refusal(exc.status, exc.message, exc.causes, annotations=pod.metadata.annotations or {})
             if outcome == "background":
                 _count_eviction(policy, "background")
                 await self._report(job, "evict", "background", message=exc.message)
@@ -257,6 +257,10 @@ class Executor:
         found = await self._get(paths.job(name))
         return msgspec.convert(found, PodMigrationJob) if found is not None else None
 
+    async def _pod(self, namespace: str, name: str) -> Pod | None:
+        raw = await self._get(paths.pod(namespace, name))
+        return pod_from(raw) if raw is not None else None
+
     async def _get(self, path: str) -> dict[str, Any] | None:
         return await read_or_retry(self.kube.get_json(path), f"reading {path}", BACKOFF_BASE)
 
@@ -278,9 +282,7 @@ class Executor:
                 return found
         return None
 
-    async def _room_checked(
-        self, job: PodMigrationJob, reservation: dict[str, Any], pod: dict[str, Any]
-    ) -> None:
+    async def _room_checked(self, job: PodMigrationJob, reservation: dict[str, Any], pod: Pod) -> None:
         """On the audit stream before the eviction: the room the replacement goes to, as read (its name,
         resourceVersion and node), so an auditor can hold every eviction against the Reservation's history.
         The check and the eviction are two requests: a sibling's replacement may still take this room in
@@ -302,7 +304,7 @@ class Executor:
                 "reservation": name,
                 "resourceVersion": version,
                 "node": node,
-                "podUid": pod.get("uid") or "",
+                "podUid": pod.metadata.uid or "",
             },
         )
         await self.publisher.publish_audit(self.subjects.audit(job.metadata.name or ""), record)

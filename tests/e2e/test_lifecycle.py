@@ -18,6 +18,7 @@ from kubesim.sim import SimHandle
 from podherd.client import audit_records
 from podherd.servers import Server
 from shared import bus
+from shared.api.pod import pod_from
 from shared.ledger import Ledger
 from tests.e2e.pipeline import (
     GROUP,
@@ -631,7 +632,7 @@ async def test_a_named_reservation_is_used_and_left_to_its_owner(
     kube = start(kubesim_factory, cluster())
     name = sorted(web_pods(kube))[0]
     pod = kube.api.sanitize_for_serialization(kube.core.read_namespaced_pod(name, "default"))
-    mine = reservation_for(PodMigrationJob(), pod, "5m")
+    mine = reservation_for(PodMigrationJob(), pod_from(pod), "5m")
     mine["metadata"] = {"name": room}
     kube.custom.create_cluster_custom_object(GROUP, VERSION, "reservations", mine)
     config = pipeline_config(kube.handle, nats_srv, redis_srv, test_id)
@@ -658,7 +659,7 @@ async def test_a_named_reservation_that_expires_before_it_is_used_fails_the_job_
     tight_budget(kube, 3)  # the eviction waits, so the Reservation expires unused
     name = sorted(web_pods(kube))[0]
     pod = kube.api.sanitize_for_serialization(kube.core.read_namespaced_pod(name, "default"))
-    brief = reservation_for(PodMigrationJob(), pod, "3s")
+    brief = reservation_for(PodMigrationJob(), pod_from(pod), "3s")
     brief["metadata"] = {"name": "brief-room"}
     kube.custom.create_cluster_custom_object(GROUP, VERSION, "reservations", brief)
     config = pipeline_config(kube.handle, nats_srv, redis_srv, test_id, watch=BLIND_TO_BUDGETS)

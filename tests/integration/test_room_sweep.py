@@ -17,6 +17,7 @@ from services.executor.reservations import reservation_for
 from services.tracker.service import Tracker
 from shared import bus
 from shared.api.pmj import PodMigrationJob
+from shared.api.pod import pod_from
 from shared.api.reservation import LABEL_CONTROLLER, LABEL_CREATED_BY, LABEL_JOB
 from shared.kube import KubeClient
 from tests.e2e.pipeline import GROUP, PLURAL, VERSION, pipeline_config
@@ -40,7 +41,7 @@ def job(kube: Any, name: str, pod: str, phase: str | None) -> None:
 
 
 def room(kube: Any, pod: dict[str, Any], owner: str, controller: str) -> None:
-    body = reservation_for(PodMigrationJob(), pod, "5m")
+    body = reservation_for(PodMigrationJob(), pod_from(pod), "5m")
     body["metadata"] = {
         "name": owner,
         "labels": {LABEL_CREATED_BY: "podherd", LABEL_JOB: owner, LABEL_CONTROLLER: controller},

@@ -16,6 +16,7 @@ from kubesim.schema import CrdSchema
 from services.executor.reservations import reservation_for
 from shared.api import codec
 from shared.api.pmj import PodMigrationJob
+from shared.api.pod import pod_from
 from tests.unit.test_api_types import RESERVATION, SEED_000_FULL
 
 CRDS = Path(__file__).resolve().parents[2] / "deploy" / "crds"
@@ -88,7 +89,7 @@ def test_schemas_keep_every_field_podherd_writes() -> None:
     for crd, document in (
         ("podmigrationjobs", SEED_000_FULL),
         ("reservations", RESERVATION),
-        ("reservations", reservation_for(job, pod, "5m")),
+        ("reservations", reservation_for(job, pod_from(pod), "5m")),
     ):
         schema, kept = CrdSchema(_schema(_crd(crd))), copy.deepcopy(document)
         assert schema.prune(kept) == [] and kept == document

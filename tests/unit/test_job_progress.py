@@ -23,6 +23,7 @@ from services.tracker.progress import (
 from shared.api.codec import to_builtins
 from shared.api.meta import ObjectMeta, ObjectReference
 from shared.api.pmj import PodMigrationJob, PodMigrationJobSpec, PodMigrationJobStatus
+from shared.api.pod import pod_from
 
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 POD = PodView("default", "web-0", "pod-uid", "node-1", terminating=False, ready=True, controller_uid="rs-1")
@@ -207,7 +208,7 @@ def test_the_reservation_is_built_as_koordinator_builds_it() -> None:
         "spec": {"nodeName": "node-1", "containers": [{"name": "c", "image": "nginx"}]},
         "status": {"phase": "Running"},
     }
-    body = reservation_for(job(ttl="10m"), pod, "5m")
+    body = reservation_for(job(ttl="10m"), pod_from(pod), "5m")
     spec = body["spec"]
     assert body["metadata"]["name"] == "j" and body["metadata"]["labels"]["podherd.io/job"] == "j"
     assert spec["allocateOnce"] is True and spec["ttl"] == "10m"
@@ -220,11 +221,11 @@ def test_the_reservation_is_built_as_koordinator_builds_it() -> None:
         "nodeSelectorTerms"
     ]
     assert term["matchFields"] == [{"key": "metadata.name", "operator": "NotIn", "values": ["node-1"]}]
-    pinned = reservation_for(job(annotations={"podherd.io/target-node": "node-7"}), pod, "5m")
+    pinned = reservation_for(job(annotations={"podherd.io/target-node": "node-7"}), pod_from(pod), "5m")
     assert pinned["spec"]["template"]["spec"]["nodeName"] == "node-7"
     assert "affinity" not in pinned["spec"]["template"]["spec"]
     pending = {**pod, "spec": {"containers": []}, "status": {"phase": "Pending"}}
-    assert reservation_for(job(), pending, "5m")["spec"]["owners"][0]["object"]["uid"] == "pod-uid"
+    assert reservation_for(job(), pod_from(pending), "5m")["spec"]["owners"][0]["object"]["uid"] == "pod-uid"
 
 
 def test_a_pending_pod_is_not_evicted_it_schedules_into_the_room() -> None:
