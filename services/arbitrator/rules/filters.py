@@ -37,7 +37,7 @@ def _forbid(rule: str, message: str) -> Rejection:
     return Rejection(rule, REASON_FORBIDDEN_MIGRATE_POD, f"{rule}: {message}")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Subject:
     """What a gate looks at: the job, its pod and workload, the configuration, the priority threshold."""
 
