@@ -21,6 +21,7 @@ from typing import Any, Final
 
 import msgspec
 import redis.asyncio as aioredis
+from redis.asyncio.client import Pipeline
 
 from shared.slots import Bucket, Slot, workload_of
 
@@ -183,17 +184,16 @@ class Ledger:
         """Queue (or re-rank) a job at `sort_key`; a parked job returns to the ready queue."""
         await self._queue(keys=[self.prefix], args=["enqueue", job_uid, f"{sort_key}|{job_uid}"])
 
-    async def enqueue_many(self, jobs: Iterable[tuple[str, str]], pipe: Any = None) -> None:
+    async def enqueue_many(self, jobs: Iterable[tuple[str, str]], pipe: Pipeline | None = None) -> None:
         """`enqueue` for many (job uid, sort key) pairs in one round trip; with `pipe`, only added to that
         pipeline (the caller executes it)."""
-        own = pipe is None
-        pipe = self.client.pipeline(transaction=False) if own else pipe
+        batch = self.client.pipeline(transaction=False) if pipe is None else pipe
         for job_uid, sort_key in jobs:
             await self._queue(
-                keys=[self.prefix], args=["enqueue", job_uid, f"{sort_key}|{job_uid}"], client=pipe
+                keys=[self.prefix], args=["enqueue", job_uid, f"{sort_key}|{job_uid}"], client=batch
             )
-        if own:
-            await pipe.execute()
+        if pipe is None:
+            await batch.execute()
 
     async def dequeue(self, job_uid: str) -> bool:
         """The job is no longer pending (gone, aborted, paused). True if it was."""
@@ -257,7 +257,7 @@ class Ledger:
         record = await self.client.hget(f"{self.prefix}:job:{job_uid}", "slots")
         return list(json.loads(record)) if record else []
 
-    def announced(self, pipe: Any, job_uids: Sequence[str]) -> None:
+    def announced(self, pipe: Pipeline, job_uids: Sequence[str]) -> None:
         """Add to `pipe`: the outcomes of `job_uids` have been published."""
         pipe.hdel(f"{self.prefix}:announce", *job_uids)
 

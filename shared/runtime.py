@@ -7,7 +7,8 @@ import contextlib
 import logging
 import signal
 from collections.abc import Awaitable, Callable
-from typing import Any
+
+from nats.aio.client import Client as NatsClient
 
 from shared.config import PodherdConfig
 from shared.logs import setup_logging
@@ -32,7 +33,7 @@ async def serve(name: str, config: PodherdConfig, main: ServiceMain) -> None:
         log.info("%s stopped", name)
 
 
-def nats_check(nc: Any) -> Callable[[], Awaitable[str | None]]:
+def nats_check(nc: NatsClient) -> Callable[[], Awaitable[str | None]]:
     """A readiness check: the service is not ready while its NATS connection is down."""
 
     async def check() -> str | None:
@@ -41,7 +42,7 @@ def nats_check(nc: Any) -> Callable[[], Awaitable[str | None]]:
     return check
 
 
-async def close_nats(nc: Any) -> None:
+async def close_nats(nc: NatsClient) -> None:
     """Flush what is written and close; never waits out a drain of pull subscriptions (30 s by default)."""
     with contextlib.suppress(Exception):
         await nc.flush(timeout=2)

@@ -7,9 +7,9 @@ least go first). Hashes `<keyPrefix>:stats:pod-failures` (namespace/name -> coun
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import redis.asyncio as aioredis
+from redis.asyncio.client import Pipeline
 
 
 class MigrationStats:
@@ -24,11 +24,11 @@ class MigrationStats:
     async def workload_migrated(self, workload: str) -> None:
         await self.client.hincrby(self.workload_migrations, workload, 1)
 
-    def queue_pod_failures(self, pipe: Any, pods: Sequence[str]) -> None:
+    def queue_pod_failures(self, pipe: Pipeline, pods: Sequence[str]) -> None:
         """Queue the read of `pods`' failure counts (namespace/name) on a pipeline: one reply, a list."""
         pipe.hmget(self.pod_failures, list(pods))
 
-    def queue_workload_migrations(self, pipe: Any, workloads: Sequence[str]) -> None:
+    def queue_workload_migrations(self, pipe: Pipeline, workloads: Sequence[str]) -> None:
         pipe.hmget(self.workload_migrations, list(workloads))
 
 

@@ -20,6 +20,7 @@ from typing import Any
 
 import msgspec
 import redis.asyncio as aioredis
+from nats.aio.client import Client as NatsClient
 from nats.aio.msg import Msg
 from prometheus_client import Gauge
 
@@ -57,7 +58,7 @@ EVACUATIONS_IN_PROGRESS = Gauge(
 
 class Arbitrator:
     def __init__(
-        self, config: PodherdConfig, nc: Any, client: aioredis.Redis, *, kube: KubeClient | None
+        self, config: PodherdConfig, nc: NatsClient, client: aioredis.Redis, *, kube: KubeClient | None
     ) -> None:
         self.config = config
         self.nc = nc

@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import msgspec
+from nats.aio.client import Client as NatsClient
 from nats.aio.msg import Msg
 from prometheus_client import Counter
 
@@ -75,7 +76,7 @@ BACKOFF_BASE, BACKOFF_MAX = 0.5, 10.0
 
 
 class Executor:
-    def __init__(self, config: PodherdConfig, nc: Any, kube: KubeClient) -> None:
+    def __init__(self, config: PodherdConfig, nc: NatsClient, kube: KubeClient) -> None:
         self.config = config
         self.args = config.migration_controller
         self.nc = nc

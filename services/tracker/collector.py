@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import redis.asyncio as aioredis
+from nats.js import JetStreamContext
 from nats.js.kv import KeyValue
 from prometheus_client import Counter
 
@@ -36,7 +37,7 @@ log = logging.getLogger(__name__)
 COLLECTED = Counter("podherd_jobs_collected_total", "Finished PodMigrationJobs deleted after their retention")
 
 
-async def collected_names(js: Any, subjects: bus.Subjects, config: PodherdConfig) -> KeyValue:
+async def collected_names(js: JetStreamContext, subjects: bus.Subjects, config: PodherdConfig) -> KeyValue:
     """The bucket of collected jobs' names (created on first use, entries expiring after the window)."""
     window = parse_duration(config.collector.dedup_window)
     return await bus.ensure_kv(js, subjects.collected_bucket, config.nats, ttl=window)
@@ -50,7 +51,7 @@ class Collector:
         kube: KubeClient,
         *,
         publisher: bus.Publisher,
-        js: Any,
+        js: JetStreamContext,
     ) -> None:
         self.config = config
         self.client = client

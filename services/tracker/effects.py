@@ -11,6 +11,7 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any
 
+from nats.aio.client import Client as NatsClient
 from prometheus_client import Counter
 
 from services.tracker import progress as machine
@@ -32,7 +33,7 @@ class Effects:
     def __init__(
         self,
         config: PodherdConfig,
-        nc: Any,
+        nc: NatsClient,
         kube: KubeClient,
         *,
         publisher: bus.Publisher,

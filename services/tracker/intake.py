@@ -20,7 +20,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 import msgspec
+from nats.aio.client import Client as NatsClient
 from nats.aio.msg import Msg
+from nats.js import JetStreamContext
 from nats.js.errors import KeyNotFoundError, NotFoundError
 from nats.js.kv import KeyValue
 from prometheus_client import Counter
@@ -57,7 +59,8 @@ class IntentIntake:
         self.publisher = publisher
         self.subjects = subjects
         self.replica = replica
-        self._js: Any = None  # set when serving: collected jobs are looked up in JetStream's KV
+        # Set when serving: collected jobs are looked up in JetStream's KV.
+        self._js: JetStreamContext | None = None
         self.answering = asyncio.Event()  # requests on the intent subject reach this replica
         self._names: KeyValue | None = None
 
@@ -175,7 +178,7 @@ class IntentIntake:
 
     # ----------------------------------------------------------------------------------------------------
 
-    async def serve(self, nc: Any, config: NatsConfig, stop: asyncio.Event) -> None:
+    async def serve(self, nc: NatsClient, config: NatsConfig, stop: asyncio.Event) -> None:
         """Answer intent requests and consume fire-and-forget intents until `stop`."""
 
         async def on_request(msg: Msg) -> None:

@@ -20,10 +20,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from typing import Any, cast
+from typing import cast
 
 import msgspec
 import redis.asyncio as aioredis
+from nats.aio.client import Client as NatsClient
 from nats.aio.msg import Msg
 
 from services.tracker import progress as machine
@@ -75,7 +76,9 @@ UNLOCK = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL',
 
 
 class Tracker:
-    def __init__(self, config: PodherdConfig, nc: Any, client: aioredis.Redis, *, kube: KubeClient) -> None:
+    def __init__(
+        self, config: PodherdConfig, nc: NatsClient, client: aioredis.Redis, *, kube: KubeClient
+    ) -> None:
         self.config = config
         self.args = config.migration_controller
         self.nc = nc
