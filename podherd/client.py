@@ -112,12 +112,30 @@ async def request_intent(
     return reply
 
 
+class Waits:
+    """A job's deferrals as a person following it wants them: a wait is shown when it starts, not again
+    while the same rule and the same object (a slot, a token bucket) hold the job."""
+
+    def __init__(self) -> None:
+        self.last: tuple[str, str] | None = None
+
+    def news(self, record: AuditRecord) -> bool:
+        """Whether `record` is worth showing: anything but a repeat of the wait shown last."""
+        if record.action != "decision" or record.details.get("decision") != "deferred":
+            return True
+        wait = (record.rule or "", record.details.get("waitingOn", ""))
+        repeated = wait == self.last
+        self.last = wait
+        return not repeated
+
+
 async def follow_job(
     nc: Any, subjects: bus.Subjects, job: str, *, within: float, show: Callable[[AuditRecord], None]
 ) -> AuditRecord:
     """Print the job's audit records as they arrive (from its first) until one shows a terminal phase."""
     sub = await nc.jetstream().subscribe(subjects.audit(job), ordered_consumer=True)
     deadline = time.monotonic() + within
+    waits = Waits()
     try:
         while True:
             left = deadline - time.monotonic()
@@ -128,7 +146,8 @@ async def follow_job(
             except (TimeoutError, nats.errors.TimeoutError):
                 continue
             record = codec.decode(msg.data, AuditRecord)
-            show(record)
+            if waits.news(record):
+                show(record)
             if record.phase in TERMINAL_PHASES and record.action == "transition":
                 return record
     finally:

@@ -48,6 +48,13 @@ class Verdict:
     outcome: str  # admitted | deferred | forbidden | closed
     rule: str
     message: str
+    # What a deferred job waits on: "slot:<key>", "bucket:<key>" or "timer" (its facts); "" otherwise.
+    gate: str = ""
+
+    @property
+    def holder(self) -> str:
+        """The rule and the object holding a deferred job: it is audited again only when this changes."""
+        return f"{self.rule}|{self.gate}"
 
     @property
     def admitted(self) -> bool:
@@ -174,7 +181,7 @@ class Ledger:
         reply = [as_text(part) for part in await self._admit(keys=[self.prefix], args=args)]
         if reply == ["retry"]:
             return None
-        return [Verdict(reply[i], reply[i + 1], reply[i + 2]) for i in range(0, len(reply), 3)]
+        return [Verdict(*reply[i : i + 4]) for i in range(0, len(reply), 4)]
 
     # ----------------------------------------------------------------------------------------------------
     # Pending jobs: the ready queue (one sorted set, read in lexicographic order, see

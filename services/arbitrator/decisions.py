@@ -102,7 +102,9 @@ class Decisions:
         await self.told([uid])
 
     async def deferred(self, items: list[tuple[Prepared, Verdict]]) -> None:
-        """Audit a deferral when its reason changes, not every time a job is looked at again."""
+        """Audit a deferral when its rule or the object holding the job changes (a slot, a token bucket,
+        missing facts), not each time the job is looked at again: a countdown or a count in the message
+        is no change."""
         if not items:
             return
         uids = [item.candidate.job_uid for item, _ in items]
@@ -110,11 +112,12 @@ class Decisions:
         changed: dict[Any, Any] = {}
         for (item, verdict), before in zip(items, previous, strict=True):
             uid = item.candidate.job_uid
-            if before is not None and as_text(before) == verdict.message:
+            previously = as_text(before) if before is not None else ""
+            if previously == verdict.holder:
                 continue
-            changed[uid] = verdict.message
+            changed[uid] = verdict.holder
             DECISIONS.labels("deferred", verdict.rule).inc()
-            digest = hashlib.sha1(verdict.message.encode()).hexdigest()[:12]
+            digest = hashlib.sha1(f"{previously}>{verdict.holder}".encode()).hexdigest()[:12]
             record = AuditRecord(
                 id=f"{uid}/deferred/{digest}",
                 time=datetime.now(UTC),
@@ -124,7 +127,7 @@ class Decisions:
                 job_uid=uid,
                 rule=verdict.rule,
                 message=verdict.message,
-                details={"decision": "deferred"},
+                details={"decision": "deferred", "waitingOn": verdict.gate},
             )
             await self.publisher.publish(self.audit_subject(item.name), codec.encode(record), record.id)
         if changed:

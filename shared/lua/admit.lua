@@ -176,6 +176,6 @@ for i = 1, count do
       end
     end
   end
-  table.insert(out, outcome); table.insert(out, rule); table.insert(out, message)
+  table.insert(out, outcome); table.insert(out, rule); table.insert(out, message); table.insert(out, gate or '')
 end
 return out

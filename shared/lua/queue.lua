@@ -7,7 +7,8 @@
 --   "wake" gate...:       the facts behind these gates' limits changed: wake each one's best waiter,
 --                         room or not (its evaluation records the new limit; pass-on does the rest).
 --   "sweep" cursor max:   the same for up to `max` gates with waiters (the safety net at the arbitration
---                         interval, for room no event announced); returns the next cursor.
+--                         interval, for room no event announced), but a token bucket's waiter only when a
+--                         token is there (else its timer is set); returns the next cursor.
 local p, op = KEYS[1], ARGV[1]
 if op == 'enqueue' then
   local job, member = ARGV[2], ARGV[3]
@@ -36,7 +37,11 @@ elseif op == 'wake' then
   return woken
 elseif op == 'sweep' then
   local scan = redis.call('SSCAN', p .. ':gates', ARGV[2], 'COUNT', ARGV[3])
-  for _, gate in ipairs(scan[2]) do wake(p, gate) end
+  local now = clock(nil)
+  for _, gate in ipairs(scan[2]) do
+    -- A token bucket's room comes with time alone, and its timer wakes the waiter when it does.
+    if string.sub(gate, 1, 7) == 'bucket:' then pass_on(p, gate, now) else wake(p, gate) end
+  end
   return scan[1]
 end
 return redis.error_reply('unknown queue operation ' .. tostring(op))

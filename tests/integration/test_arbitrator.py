@@ -21,6 +21,9 @@ import redis.asyncio as aioredis
 
 from podherd.servers import Server
 from services.arbitrator import engine as engine_module
+from services.arbitrator.candidates import Prepared
+from services.arbitrator.decisions import Decisions
+from services.arbitrator.keys import ArbitratorKeys
 from services.arbitrator.service import Arbitrator
 from shared import bus
 from shared.api import codec
@@ -37,6 +40,7 @@ from shared.api.meta import ObjectMeta, ObjectReference
 from shared.api.pmj import PodMigrationJob, PodMigrationJobSpec
 from shared.config import PodherdConfig
 from shared.config_loader import config_from_dict
+from shared.ledger import Candidate, Ledger, Verdict
 
 pytestmark = pytest.mark.integration
 EPOCH = datetime(2026, 11, 1, tzinfo=UTC)
@@ -334,6 +338,49 @@ async def test_default_workload_limiter_spaces_migrations(
         )
     deferral = next(r for r in audit if r.get("rule") == "objectLimiters.workload")
     assert deferral["job"] == "j1" and "exhausted for workload Deployment/default/web" in deferral["message"]
+    await nc.close()
+
+
+async def test_a_deferral_is_audited_once_per_rule_and_holder(
+    nats_srv: Server, redis_srv: Server, test_id: str
+) -> None:
+    config = arbitrator_config(nats_srv, redis_srv, test_id)
+    nc, subjects, _cluster = await setup_cluster(config)
+    client = aioredis.from_url(config.redis.url)
+    ledger = Ledger(client, config.redis.key_prefix, 600)
+    publisher = bus.Publisher(nc)
+    told = Decisions(
+        ledger,
+        ArbitratorKeys(config.redis.key_prefix),
+        publisher,
+        replica="a1",
+        subject=subjects.job,
+        audit_subject=subjects.audit,
+    )
+    waiting = Prepared(Candidate("u-j1", "p-1", (), ()), "j1", 0.0)
+    limiter, bucket = "objectLimiters.workload", "bucket:workload-limiter:web"
+    exhausted = "deferred: objectLimiters.workload exhausted for workload web (next token in {:.2f}s)"
+    node_full = Verdict(
+        "deferred", "maxMigratingPerNode", "deferred: maxMigratingPerNode 1/1 on node a", "slot:node:a"
+    )
+    for seconds in (599.5, 599.0, 598.5):  # looked at again and again: only the countdown changed
+        await told.deferred([(waiting, Verdict("deferred", limiter, exhausted.format(seconds), bucket))])
+    await told.deferred([(waiting, node_full)])  # held by something else now
+    await told.deferred([(waiting, node_full)])
+    await told.deferred(
+        [(waiting, Verdict("deferred", limiter, exhausted.format(10.0), bucket))]
+    )  # back again
+    await publisher.flush()  # every record published so far is in the stream
+    stream = await nc.jetstream().stream_info(subjects.audit_stream)
+    assert stream.state.messages == 3
+    records = await _audit_until(nc, subjects, lambda rs: len(rs) == 3)
+    assert [(r["rule"], r["details"]["waitingOn"]) for r in records] == [
+        (limiter, bucket),
+        ("maxMigratingPerNode", "slot:node:a"),
+        (limiter, bucket),
+    ]
+    assert records[0]["message"] == exhausted.format(599.5)
+    await client.aclose()
     await nc.close()
 
 

@@ -290,6 +290,54 @@ async def test_queue_admits_in_order_and_refuses_a_stale_head(redis_scope: Redis
     assert await ledger.queue_length() == 0
 
 
+async def test_a_deferral_names_what_holds_the_job(redis_scope: RedisScope) -> None:
+    ledger = await ready_ledger(redis_scope)
+    bucket = (Bucket("objectLimiters.workload", "workload-limiter:w", 1 / 600, 1, "workload w"),)
+    assert (await ledger.admit("holder", "pod-h", NODE_A, buckets=[])).admitted
+    assert (await ledger.admit("first", "pod-f", (), buckets=bucket)).admitted
+    await queue_jobs(ledger, ("on-node", "1"), ("on-bucket", "2"), ("no-facts", "3"))
+    candidates = [
+        Candidate("on-node", "pod-n", NODE_A, ()),
+        Candidate("on-bucket", "pod-b", (), bucket),
+        Candidate("no-facts", "", (), (), wait=(1.0, "WaitingForFacts", "waiting for pod default/x")),
+    ]
+    verdicts = await ledger.admit_batch(candidates, from_queue=True)
+    assert verdicts is not None
+    assert [(v.outcome, v.gate) for v in verdicts] == [
+        ("deferred", "slot:node:a"),
+        ("deferred", "bucket:workload-limiter:w"),
+        ("deferred", "timer"),
+    ]
+    # The countdown in a bucket's message changes from one look to the next; what holds the job does not.
+    assert "next token in" in verdicts[1].message
+    assert verdicts[1].holder == "objectLimiters.workload|bucket:workload-limiter:w"
+
+
+async def test_the_sweep_wakes_a_slot_waiter_but_not_a_bucket_waiter_without_a_token(
+    redis_scope: RedisScope,
+) -> None:
+    ledger = await ready_ledger(redis_scope)
+    bucket = (Bucket("objectLimiters.workload", "workload-limiter:w", 1 / 600, 1, "workload w"),)
+    assert (await ledger.admit("holder", "pod-h", NODE_A, buckets=[])).admitted
+    assert (await ledger.admit("first", "pod-f", (), buckets=bucket)).admitted
+    await queue_jobs(ledger, ("on-node", "1"), ("on-bucket", "2"))
+    candidates = [Candidate("on-node", "pod-n", NODE_A, ()), Candidate("on-bucket", "pod-b", (), bucket)]
+    assert await ledger.admit_batch(candidates, from_queue=True) is not None
+    parked = await ledger.parked()
+    assert parked == {"on-node": "slot:node:a", "on-bucket": "bucket:workload-limiter:w"}
+    cursor = 0
+    for _ in range(5):  # sweeps at the arbitration interval, with nothing else happening
+        cursor = await ledger.sweep(cursor, 100)
+        woken = await ledger.head(10)
+        # The slot's waiter is looked at again (its limit may have grown unannounced); the bucket's is not:
+        # its token is ten minutes away, and the ledger's timer brings it back then.
+        assert woken == ["on-node"]
+        assert await run_head(ledger, {"on-node": NODE_A}) == {"on-node": "deferred"}
+    assert (await ledger.parked())["on-bucket"] == "bucket:workload-limiter:w"
+    wait = await ledger.tick()
+    assert wait is not None and 0 < wait <= 600
+
+
 async def test_a_release_wakes_the_best_waiter_and_room_is_passed_on(redis_scope: RedisScope) -> None:
     ledger = await ready_ledger(redis_scope)
     node_b = (Slot("maxMigratingPerNode", "node:b", 1, "node b"),)
