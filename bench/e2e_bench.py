@@ -24,7 +24,7 @@ import msgspec
 
 from bench.results_io import emit
 from bench.stack import deployment, nodes, stack
-from podherd.processes import ServiceProcesses
+from podherd.processes import SERVICES, ServiceProcesses
 from podherd.servers import Server, nats_server, redis_server
 from shared.api.pmj import GROUP, PLURAL, TERMINAL_PHASES
 from shared.kube import KubeClient
@@ -59,6 +59,16 @@ def process_usage(processes: ServiceProcesses) -> dict[str, dict[str, float]]:
     return out
 
 
+def requests_per_job(before: dict[str, int], after: dict[str, int], jobs: int) -> dict[str, float]:
+    """API requests each service made during the run (all its replicas), per job."""
+    per_service: dict[str, int] = {}
+    for user, count in after.items():
+        service = next((s for s in SERVICES if user.endswith(f"podherd-{s}")), None)
+        if service is not None:
+            per_service[service] = per_service.get(service, 0) + count - before.get(user, 0)
+    return {service: round(count / jobs, 1) for service, count in sorted(per_service.items())}
+
+
 async def follow(kube: KubeClient, count: int, ended: dict[str, float], version: str) -> None:
     query = [("watch", "true"), ("resourceVersion", version)]
     async for line in kube.stream(JOBS, query, read_timeout=600):
@@ -87,6 +97,7 @@ async def run_mode(
         maxUnavailablePerWorkload=10,
     ) as parts:
         handle, kube, processes, _ = parts
+        asked_before = handle.call(lambda sim: dict(sim.api.requests_by_user))
         pods = msgspec.json.decode(await kube.arequest("GET", "/api/v1/pods"))["items"]
         version = msgspec.json.decode(await kube.arequest("GET", JOBS))["metadata"]["resourceVersion"]
         ended: dict[str, float] = {}
@@ -114,7 +125,7 @@ async def run_mode(
             phases[phase] = phases.get(phase, 0) + 1
         latencies = [ended[n] - created[n] for n in created if n in ended]
         usage = process_usage(processes)
-        _ = handle
+        asked = handle.call(lambda sim: dict(sim.api.requests_by_user))
     return {
         "mode": mode,
         "jobs": jobs,
@@ -128,6 +139,7 @@ async def run_mode(
         "services": usage,
         "peak_rss_mb_max": max((u["peak_rss_mb"] for u in usage.values()), default=0),
         "cpu_seconds_total": round(sum(u["cpu_seconds"] for u in usage.values()), 1),
+        "api_requests_per_job": requests_per_job(asked_before, asked, jobs),
     }
 
 

@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import json
 import logging
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
@@ -53,6 +54,7 @@ class ApiServer:
         self.store = store
         self.options = options
         self.requests = 0
+        self.requests_by_user: Counter[str] = Counter()  # by the user (impersonated, if so) who asked
         self._touches = 0
         self.auth = Authenticator(store)
         self.authorizer = Authorizer(store)
@@ -91,6 +93,7 @@ class ApiServer:
         path = request.path.rstrip("/") or "/"
         parts = [p for p in path.split("/") if p]
         user = self.access.user(request)
+        self.requests_by_user[user.name] += 1
         resource_path = (parts[:1] == ["api"] and len(parts) >= 3) or (
             parts[:1] == ["apis"] and len(parts) >= 4
         )

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypeVar
@@ -124,6 +124,44 @@ def one_by_one(handle: Handler) -> BatchHandler:
                 outcomes.append(exc)
             else:
                 outcomes.append(None)
+        return outcomes
+
+    return handle_batch
+
+
+def coalesced(
+    note: Callable[[Msg], Awaitable[Iterable[str]]], act: Callable[[str], Awaitable[None]]
+) -> BatchHandler:
+    """A batch handler for level-triggered work: `note` takes each message in (bookkeeping) and names the
+    keys it concerns; then `act` runs once per key the fetch named, in first-named order, however many
+    messages named it. A message's outcome is its own note's, else the first failed act of its keys (so
+    a message is redelivered when the work it asked for failed)."""
+
+    async def handle_batch(messages: list[Msg]) -> list[BaseException | None]:
+        outcomes: list[BaseException | None] = []
+        named: list[list[str]] = []
+        for msg in messages:
+            try:
+                keys = list(await note(msg))
+            except Exception as exc:
+                outcomes.append(exc)
+                named.append([])
+            else:
+                outcomes.append(None)
+                named.append(keys)
+        acted: dict[str, BaseException | None] = {}
+        for keys in named:
+            for key in keys:
+                if key not in acted:
+                    try:
+                        await act(key)
+                    except Exception as exc:
+                        acted[key] = exc
+                    else:
+                        acted[key] = None
+        for i, keys in enumerate(named):
+            if outcomes[i] is None:
+                outcomes[i] = next((acted[k] for k in keys if acted[k] is not None), None)
         return outcomes
 
     return handle_batch

@@ -37,6 +37,12 @@ class TrackerKeys:
         return f"{self.base}:phases"
 
     @property
+    def written(self) -> str:
+        """The resourceVersion of the tracker's last status write that left the job settled: that write's
+        own PMJ event is not reconciled again."""
+        return f"{self.base}:written"
+
+    @property
     def workload_uid_of(self) -> str:
         return f"{self.base}:workload-uid-of"
 

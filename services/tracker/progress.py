@@ -16,7 +16,7 @@ releases the ledger's slots.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from shared.api.meta import ObjectReference
@@ -122,6 +122,18 @@ class Step:
     actions: tuple[str, ...] = ()
     events: list[tuple[str, str, str]] = field(default_factory=list)  # (type, reason, message) to record
     attempt: int = 1  # for RESERVE: the attempt to create
+
+
+def settled(observed: Observed, step: Step, written: PodMigrationJob) -> bool:
+    """Whether `step`, once written as `written`, is where the job rests until something else changes:
+    deciding again from the same observation with the written status changes nothing and asks for no
+    action `step` did not take. Then the PMJ event of that write brings nothing to decide."""
+    again = progress(replace(observed, job=written))
+    return (
+        again.status == step.status
+        and set(again.actions) <= set(step.actions)
+        and again.attempt == step.attempt
+    )
 
 
 def progress(o: Observed) -> Step:

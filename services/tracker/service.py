@@ -61,7 +61,7 @@ from shared.api.reservation import (
     LABEL_JOB,
 )
 from shared.config import PodherdConfig
-from shared.consume import Retry, durable, one_by_one, run_consumer
+from shared.consume import Retry, coalesced, durable, run_consumer
 from shared.durations import parse_duration
 from shared.kube import KubeClient, KubeError
 from shared.ledger import Ledger, as_text
@@ -139,7 +139,7 @@ class Tracker:
                     self.js,
                     self.subjects,
                     name="tracker",
-                    handle=one_by_one(self.on_event),
+                    handle=coalesced(self.on_event, self.reconcile),
                     stop=stop,
                 )
             )
@@ -149,7 +149,7 @@ class Tracker:
                     self.js,
                     self.subjects,
                     name="tracker-jobs",
-                    handle=one_by_one(self.on_job_message),
+                    handle=coalesced(self.on_job_message, self.reconcile),
                     stop=stop,
                 )
             )
@@ -161,23 +161,25 @@ class Tracker:
     # ----------------------------------------------------------------------------------------------------
     # Triggers
 
-    async def on_event(self, msg: Msg) -> None:
+    async def on_event(self, msg: Msg) -> list[str]:
+        """Take in an object event; name the jobs it concerns (reconciled once per fetch, see `coalesced`)."""
         head = codec.decode(msg.data, EventHead)
         if head.kind == "PodMigrationJob":
             if head.type == "DELETED":
                 await self.endings.forget(codec.decode(msg.data, JobEvent).object)
-            else:
-                await self.reconcile(head.name)
-        elif head.kind == "Reservation":
+                return []
+            if await self.state.is_own_settled_write(head.name, head.resource_version):
+                return []
+            return [head.name]
+        if head.kind == "Reservation":
             labels = codec.decode(msg.data, LabelledEvent).object.metadata.labels or {}
             await self._kick_waiting(labels.get(LABEL_CONTROLLER))
             # One Podherd made (labelled with its job), or one a job names (it expires, it is taken, ...).
             owner = labels.get(LABEL_JOB) or as_text(
                 await self.client.hget(self.keys.named, head.name) or b""
             )
-            if owner:
-                await self.reconcile(owner)
-        elif head.kind == "Pod":
+            return [owner] if owner else []
+        if head.kind == "Pod":
             pod = codec.decode(msg.data, ObjectEvent[PodInfo]).object
             controller = pod.owner.uid if pod.owner else None
             if controller and known.RESERVATION_ALLOCATED in pod.annotations:
@@ -189,23 +191,21 @@ class Tracker:
             # The job that claimed this pod as its replacement waits for it to be Ready.
             pipe.hget(self.keys.replacement_jobs, key)
             job, claimant = await pipe.execute()  # one round trip per pod event
-            if job is not None:
-                await self.reconcile(as_text(job))
-            if claimant is not None and claimant != job:
-                await self.reconcile(as_text(claimant))
+            return [as_text(name) for name in (job, claimant) if name is not None]
+        return []
 
-    async def on_job_message(self, msg: Msg) -> None:
+    async def on_job_message(self, msg: Msg) -> list[str]:
+        """Take in a decision, a report or a kick; name the job it concerns."""
         step = self.subjects.step_of(msg.subject)
         if step == "kick":
-            await self.reconcile(codec.decode(msg.data, JobRef).name)
-        elif step == "report":
+            return [codec.decode(msg.data, JobRef).name]
+        if step == "report":
             report = codec.decode(msg.data, Report)
             await self.client.hset(self.keys.reports(report.job.uid), report.step, codec.encode(report))
-            await self.reconcile(report.job.name)
-        else:
-            decision = codec.decode(msg.data, Decision)
-            await self.client.hset(self.keys.decisions, decision.job.uid, codec.encode(decision))
-            await self.reconcile(decision.job.name)
+            return [report.job.name]
+        decision = codec.decode(msg.data, Decision)
+        await self.client.hset(self.keys.decisions, decision.job.uid, codec.encode(decision))
+        return [decision.job.name]
 
     # ----------------------------------------------------------------------------------------------------
     # Reconciling one job
@@ -234,16 +234,20 @@ class Tracker:
         observed = await self.observer.observe(job)
         step = machine.progress(observed)
         before = job.status
+        settled_at = None
         if step.status != before:
             body = {**raw, "status": msgspec.to_builtins(step.status)}
             try:
-                await self.kube.arequest("PUT", paths.job_status(name), body=body)
+                answer = await self.kube.arequest("PUT", paths.job_status(name), body=body)
             except KubeError as exc:
                 if exc.status == 409:
                     return False  # changed meanwhile: read it again and decide again
                 if exc.status == 404:
                     return True
                 raise
+            written = codec.decode(answer, PodMigrationJob)
+            if machine.settled(observed, step, written):
+                settled_at = written.metadata.resource_version
             await self._transitioned(job, before.phase if before else None, step)
         phase = step.status.phase or PHASE_PENDING
         if phase == PHASE_RUNNING and ledger.ANNOTATION not in (job.metadata.annotations or {}):
@@ -259,9 +263,8 @@ class Tracker:
                 await self.endings.cleanup(job, workload, observed.reservation)
             elif action == machine.RELEASE:
                 if machine.CLEANUP not in step.actions and await self.state.was_in_flight(name):
-                    await self.endings.cleanup(
-                        job, None
-                    )  # its Reservation is gone, yet it must leave the set
+                    # Its Reservation is gone, yet it must leave the set.
+                    await self.endings.cleanup(job, None)
                 await self.endings.release(job, phase)
         current = observed.reservation
         if (
@@ -275,6 +278,8 @@ class Tracker:
             await self.state.untrack(job)
         else:
             await self.state.track(job)
+        if settled_at:  # after the actions: should this replica die before, the write's event redoes them
+            await self.state.settled_at(name, settled_at)
         controller = observed.reservation.owner_controller_uid if observed.reservation else None
         if controller:
             waiting = self.keys.waiting(controller)

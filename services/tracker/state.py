@@ -12,6 +12,7 @@ import redis.asyncio as aioredis
 from services.tracker.keys import TrackerKeys
 from shared.api.pmj import PodMigrationJob
 from shared.durations import parse_duration
+from shared.ledger import as_text
 
 
 class JobState:
@@ -20,6 +21,13 @@ class JobState:
 
     async def phase_written(self, name: str, phase: str) -> None:
         await self.client.hset(self.keys.phases, name, phase)
+
+    async def settled_at(self, name: str, resource_version: str) -> None:
+        await self.client.hset(self.keys.written, name, resource_version)
+
+    async def is_own_settled_write(self, name: str, resource_version: str) -> bool:
+        written = await self.client.hget(self.keys.written, name)
+        return written is not None and as_text(written) == resource_version
 
     async def in_flight(self, name: str, workload: str) -> None:
         """The job evicts: until it ends, the room its workload's ended jobs did not use stays."""

@@ -1,0 +1,41 @@
+"""Level-triggered consumers act once per key a fetch names; each message keeps the outcome it asked for."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from nats.aio.msg import Msg
+
+from shared.consume import Retry, coalesced
+
+
+def message(data: bytes) -> Msg:
+    unconnected: Any = None  # only the handler reads these messages: nothing is acked here
+    return Msg(unconnected, subject="p.work", data=data)
+
+
+def test_each_key_is_acted_on_once_per_batch_and_failures_reach_the_messages_that_named_them() -> None:
+    acted: list[str] = []
+    bad_note = ValueError("undecodable")
+    busy = Retry("job b is being handled by another replica", 0.2)
+
+    async def note(msg: Msg) -> list[str]:
+        if msg.data == b"garbage":
+            raise bad_note
+        return list(msg.data.decode())
+
+    async def act(key: str) -> None:
+        acted.append(key)
+        if key == "b":
+            raise busy
+
+    handle = coalesced(note, act)
+    batch = [message(data) for data in (b"a", b"ba", b"garbage", b"a", b"", b"c")]
+
+    async def run() -> list[BaseException | None]:
+        return await handle(batch)
+
+    outcomes = asyncio.run(run())
+    assert acted == ["a", "b", "c"]  # in first-named order, once each
+    assert outcomes == [None, busy, bad_note, None, None, None]
