@@ -32,6 +32,7 @@ import asyncio
 import contextlib
 import json
 import random
+import shutil
 import tempfile
 import time
 from collections import Counter
@@ -729,6 +730,8 @@ async def chaos(opts: ChaosOptions) -> dict[str, Any]:
     finally:
         nats_srv.stop()
         redis_srv.stop()
+        if opts.workdir is None:  # a directory the caller named is left for them to read
+            shutil.rmtree(work, ignore_errors=True)
 
 
 def main() -> None:

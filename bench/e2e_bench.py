@@ -15,6 +15,7 @@ import argparse
 import asyncio
 import contextlib
 import os
+import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -33,7 +34,10 @@ JOBS = f"/apis/{GROUP}/v1alpha1/{PLURAL}"
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
-def cluster(workloads: int = 20, pods: int = 30) -> dict[str, Any]:
+PODS_PER_WORKLOAD = 30
+
+
+def cluster(workloads: int = 20, pods: int = PODS_PER_WORKLOAD) -> dict[str, Any]:
     return {
         "name": "e2e",
         "nodes": nodes(40, 16, "64Gi"),
@@ -85,7 +89,7 @@ async def run_mode(
 ) -> dict[str, Any]:
     prefix = f"e2e{mode[0].lower()}"
     with stack(
-        cluster(),
+        cluster(workloads=max(20, -(-jobs // PODS_PER_WORKLOAD))),
         nats_srv,
         redis_srv,
         prefix,
@@ -154,6 +158,7 @@ async def main_async(jobs: int, replicas: int) -> dict[str, Any]:
     finally:
         nats_srv.stop()
         redis_srv.stop()
+        shutil.rmtree(work, ignore_errors=True)
     return {"modes": modes}
 
 

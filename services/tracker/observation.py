@@ -19,7 +19,13 @@ from services.tracker.observe import node_ready, pod_view, reservation_view
 from services.tracker.progress import PodView, ReservationView
 from shared.api import codec, paths
 from shared.api.messages import Decision, PodInfo, Report
-from shared.api.pmj import PHASE_FAILED, PHASE_RUNNING, TERMINAL_PHASES, PodMigrationJob
+from shared.api.pmj import (
+    MODE_EVICT_DIRECTLY,
+    PHASE_FAILED,
+    PHASE_RUNNING,
+    TERMINAL_PHASES,
+    PodMigrationJob,
+)
 from shared.api.reservation import LABEL_ATTEMPT, LABEL_CONTROLLER, LABEL_JOB, made_for
 from shared.config import MigrationControllerArgs
 from shared.consume import read_or_retry
@@ -123,6 +129,8 @@ class Observer:
         if named := job.user_reservation:
             found = await self.get(paths.reservation(named))
             return ([reservation_view(found)], 1) if found is not None else ([], 0)
+        if ref is None and (job.spec.mode or self.args.default_job_mode) == MODE_EVICT_DIRECTLY:
+            return [], 0  # evicted directly: Podherd makes it no Reservation (and names none)
         items = await self.list(paths.RESERVATIONS, f"{LABEL_JOB}={name}")
         if ref is not None and not items and job.phase not in TERMINAL_PHASES:
             # Named as Podherd names them, yet none of Podherd's is there: a Reservation of the user's?
