@@ -6,7 +6,9 @@ For each mode, on a fresh cluster with room (kubesim in this process), `--jobs` 
 at once and followed with a watch until each ends: throughput (jobs per second, first create to last end), the
 latency from a job's creation to its end (p50, p99), and each service's peak memory (VmHWM) and CPU time.
 `ReservationFirst` is Podherd's way; `EvictDirectly` is the baseline without Reservations, so the difference
-is what reserving first costs. Results: JSON on stdout and in bench/results/e2e.json.
+is what reserving first costs. Beside them: each service's API requests per job (as kubesim counted them by
+user) and where each job's time went, phase by phase, Podherd's or the cluster's (`bench.phases`, from
+kubesim's event log). Results: JSON on stdout and in bench/results/e2e.json.
 """
 
 from __future__ import annotations
@@ -23,8 +25,11 @@ from typing import Any
 
 import msgspec
 
+from bench.phases import Change
+from bench.phases import report as phase_report
 from bench.results_io import emit
 from bench.stack import deployment, nodes, stack
+from kubesim.sim import Simulator
 from podherd.processes import SERVICES, ServiceProcesses
 from podherd.servers import Server, nats_server, redis_server
 from shared.api.pmj import GROUP, PLURAL, TERMINAL_PHASES
@@ -61,6 +66,12 @@ def process_usage(processes: ServiceProcesses) -> dict[str, dict[str, float]]:
             cpu = (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
             out[proc.name] = {"peak_rss_mb": round(hwm / 1024, 1), "cpu_seconds": round(cpu, 2)}
     return out
+
+
+def cluster_history(sim: Simulator) -> list[Change]:
+    """The changes of pods, Reservations and jobs in kubesim's event log (read on its own thread)."""
+    kinds = ("pods", "reservations", "podmigrationjobs")
+    return [Change(e.at, e.type, e.rt.plural, e.obj) for e in sim.store.log.history if e.rt.plural in kinds]
 
 
 def requests_per_job(before: dict[str, int], after: dict[str, int], jobs: int) -> dict[str, float]:
@@ -130,6 +141,7 @@ async def run_mode(
         latencies = [ended[n] - created[n] for n in created if n in ended]
         usage = process_usage(processes)
         asked = handle.call(lambda sim: dict(sim.api.requests_by_user))
+        history = handle.call(cluster_history)
     return {
         "mode": mode,
         "jobs": jobs,
@@ -144,6 +156,7 @@ async def run_mode(
         "peak_rss_mb_max": max((u["peak_rss_mb"] for u in usage.values()), default=0),
         "cpu_seconds_total": round(sum(u["cpu_seconds"] for u in usage.values()), 1),
         "api_requests_per_job": requests_per_job(asked_before, asked, jobs),
+        "time_per_job": phase_report(history),
     }
 
 

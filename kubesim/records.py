@@ -45,6 +45,7 @@ class Event:
     obj: Obj
     raw: bytes
     old: Obj | None = None
+    at: float = field(default_factory=time.time)  # when the change was made (wall clock)
 
 
 @dataclass(eq=False)
