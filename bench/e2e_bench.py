@@ -1,6 +1,6 @@
 """End to end: migrations through the four services as deployed (separate processes), real NATS and Redis.
 
-    python -m bench.e2e_bench [--jobs 400] [--replicas 2]
+    python -m bench.e2e_bench [--jobs 400] [--replicas 2] [--limits default|open]
 
 For each mode, on a fresh cluster with room (kubesim in this process), `--jobs` PodMigrationJobs are created
 at once and followed with a watch until each ends: throughput (jobs per second, first create to last end), the
@@ -95,21 +95,27 @@ async def follow(kube: KubeClient, count: int, ended: dict[str, float], version:
                 return
 
 
+# Limits as a careful operator sets them, or open: every limit above the job count and rate (the
+# migration path's own speed, with nothing held back).
+LIMITS: dict[str, dict[str, Any]] = {
+    "default": {"maxMigratingPerNode": 4, "maxMigratingPerWorkload": 10, "maxUnavailablePerWorkload": 10},
+    "open": {
+        "maxMigratingPerNode": 10**6,
+        "maxMigratingPerWorkload": "100%",
+        "maxUnavailablePerWorkload": "100%",
+        "skipCheckExpectedReplicas": True,
+    },
+}
+
+
 async def run_mode(
-    mode: str, jobs: int, replicas: int, nats_srv: Server, redis_srv: Server, work: Path
+    mode: str, jobs: int, replicas: int, servers: tuple[Server, Server], work: Path, limits: str = "default"
 ) -> dict[str, Any]:
     prefix = f"e2e{mode[0].lower()}"
+    nats_srv, redis_srv = servers
+    workloads = max(20, -(-jobs // PODS_PER_WORKLOAD))
     with stack(
-        cluster(workloads=max(20, -(-jobs // PODS_PER_WORKLOAD))),
-        nats_srv,
-        redis_srv,
-        prefix,
-        replicas,
-        "5m",
-        work,
-        maxMigratingPerNode=4,
-        maxMigratingPerWorkload=10,
-        maxUnavailablePerWorkload=10,
+        cluster(workloads), nats_srv, redis_srv, prefix, replicas, "5m", work, **LIMITS[limits]
     ) as parts:
         handle, kube, processes, _ = parts
         asked_before = handle.call(lambda sim: dict(sim.api.requests_by_user))
@@ -144,6 +150,7 @@ async def run_mode(
         history = handle.call(cluster_history)
     return {
         "mode": mode,
+        "limits": limits,
         "jobs": jobs,
         "replicas_per_service": replicas,
         "phases": phases,
@@ -160,12 +167,12 @@ async def run_mode(
     }
 
 
-async def main_async(jobs: int, replicas: int) -> dict[str, Any]:
+async def main_async(jobs: int, replicas: int, limits: str = "default") -> dict[str, Any]:
     work = Path(tempfile.mkdtemp(prefix="podherd-e2e-"))
     nats_srv, redis_srv = nats_server(work / "nats"), redis_server(work / "redis")
     try:
         modes = [
-            await run_mode(m, jobs, replicas, nats_srv, redis_srv, work)
+            await run_mode(m, jobs, replicas, (nats_srv, redis_srv), work, limits)
             for m in ("ReservationFirst", "EvictDirectly")
         ]
     finally:
@@ -181,8 +188,9 @@ def main() -> None:
     )
     parser.add_argument("--jobs", type=int, default=400)
     parser.add_argument("--replicas", type=int, default=2)
+    parser.add_argument("--limits", choices=sorted(LIMITS), default="default")
     args = parser.parse_args()
-    emit("e2e", asyncio.run(main_async(args.jobs, args.replicas)))
+    emit("e2e", asyncio.run(main_async(args.jobs, args.replicas, args.limits)))
 
 
 if __name__ == "__main__":

@@ -130,12 +130,25 @@ def one_by_one(handle: Handler) -> BatchHandler:
 
 
 def coalesced(
-    note: Callable[[Msg], Awaitable[Iterable[str]]], act: Callable[[str], Awaitable[None]]
+    note: Callable[[Msg], Awaitable[Iterable[str]]],
+    act: Callable[[str], Awaitable[None]],
+    *,
+    concurrency: int = 1,
 ) -> BatchHandler:
     """A batch handler for level-triggered work: `note` takes each message in (bookkeeping) and names the
-    keys it concerns; then `act` runs once per key the fetch named, in first-named order, however many
-    messages named it. A message's outcome is its own note's, else the first failed act of its keys (so
-    a message is redelivered when the work it asked for failed)."""
+    keys it concerns; then `act` runs once per key the fetch named, however many messages named it, for up
+    to `concurrency` keys at a time (started in first-named order; keys are independent of each other). A
+    message's outcome is its own note's, else the first failed act of its keys (so a message is
+    redelivered when the work it asked for failed)."""
+    slots = asyncio.Semaphore(concurrency)
+
+    async def act_on(key: str) -> BaseException | None:
+        async with slots:
+            try:
+                await act(key)
+            except Exception as exc:
+                return exc
+            return None
 
     async def handle_batch(messages: list[Msg]) -> list[BaseException | None]:
         outcomes: list[BaseException | None] = []
@@ -149,16 +162,8 @@ def coalesced(
             else:
                 outcomes.append(None)
                 named.append(keys)
-        acted: dict[str, BaseException | None] = {}
-        for keys in named:
-            for key in keys:
-                if key not in acted:
-                    try:
-                        await act(key)
-                    except Exception as exc:
-                        acted[key] = exc
-                    else:
-                        acted[key] = None
+        order = list(dict.fromkeys(key for keys in named for key in keys))
+        acted = dict(zip(order, await asyncio.gather(*(act_on(key) for key in order)), strict=True))
         for i, keys in enumerate(named):
             if outcomes[i] is None:
                 outcomes[i] = next((acted[k] for k in keys if acted[k] is not None), None)

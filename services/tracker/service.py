@@ -72,6 +72,9 @@ from shared.stats import MigrationStats
 
 log = logging.getLogger(__name__)
 LOCK_MS = 15_000
+# Jobs one replica reconciles at once: each waits mostly on the API server and Redis, and jobs are
+# independent of each other (a per-job lock in Redis keeps one replica at a time on a job).
+RECONCILES_AT_ONCE = 8
 UNLOCK = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0"
 
 
@@ -139,7 +142,7 @@ class Tracker:
                     self.js,
                     self.subjects,
                     name="tracker",
-                    handle=coalesced(self.on_event, self.reconcile),
+                    handle=coalesced(self.on_event, self.reconcile, concurrency=RECONCILES_AT_ONCE),
                     stop=stop,
                 )
             )
@@ -149,7 +152,7 @@ class Tracker:
                     self.js,
                     self.subjects,
                     name="tracker-jobs",
-                    handle=coalesced(self.on_job_message, self.reconcile),
+                    handle=coalesced(self.on_job_message, self.reconcile, concurrency=RECONCILES_AT_ONCE),
                     stop=stop,
                 )
             )

@@ -39,3 +39,25 @@ def test_each_key_is_acted_on_once_per_batch_and_failures_reach_the_messages_tha
     outcomes = asyncio.run(run())
     assert acted == ["a", "b", "c"]  # in first-named order, once each
     assert outcomes == [None, busy, bad_note, None, None, None]
+
+
+def test_keys_are_acted_on_together_up_to_the_concurrency() -> None:
+    b_started = asyncio.Event()
+    finished: list[str] = []
+
+    async def note(msg: Msg) -> list[str]:
+        return [msg.data.decode()]
+
+    async def act(key: str) -> None:
+        if key == "a":  # finishes only once b has started: they must run at the same time
+            async with asyncio.timeout(5):
+                await b_started.wait()
+        else:
+            b_started.set()
+        finished.append(key)
+
+    async def run() -> list[BaseException | None]:
+        return await coalesced(note, act, concurrency=2)([message(b"a"), message(b"b")])
+
+    assert asyncio.run(run()) == [None, None]
+    assert finished == ["b", "a"]
