@@ -109,6 +109,10 @@ class Subjects:
         """Every job's messages of one step (a consumer's filter)."""
         return f"{self.prefix}.jobs.{step}.>"
 
+    def job_of(self, msg: Msg) -> str:
+        """The job a job message is about, as its subject names it (`<prefix>.jobs.<step>.<job>`)."""
+        return msg.subject.rsplit(".", 1)[-1]
+
     def step_of(self, subject: str) -> str:
         """The step a job message's subject names (`<prefix>.jobs.<step>.<job>`)."""
         return subject[len(self.prefix) + len(".jobs.") :].split(".", 1)[0]

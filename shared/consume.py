@@ -129,6 +129,31 @@ def one_by_one(handle: Handler) -> BatchHandler:
     return handle_batch
 
 
+def by_key(handle: Handler, key_of: Callable[[Msg], str], *, concurrency: int) -> BatchHandler:
+    """A per-message handler over a fetch: the messages of one key in their order, one after another, and
+    different keys at the same time, up to `concurrency` (each message's outcome is its own)."""
+    slots = asyncio.Semaphore(concurrency)
+
+    async def handle_batch(messages: list[Msg]) -> list[BaseException | None]:
+        outcomes: list[BaseException | None] = [None] * len(messages)
+        groups: dict[str, list[int]] = {}
+        for i, msg in enumerate(messages):
+            groups.setdefault(key_of(msg), []).append(i)
+
+        async def in_order(indices: list[int]) -> None:
+            async with slots:
+                for i in indices:
+                    try:
+                        await handle(messages[i])
+                    except Exception as exc:
+                        outcomes[i] = exc
+
+        await asyncio.gather(*(in_order(indices) for indices in groups.values()))
+        return outcomes
+
+    return handle_batch
+
+
 def coalesced(
     note: Callable[[Msg], Awaitable[Iterable[str]]],
     act: Callable[[str], Awaitable[None]],

@@ -47,7 +47,7 @@ from shared.api.reservation import (
 )
 from shared.api.soft_eviction import soft_eviction
 from shared.config import PodherdConfig
-from shared.consume import Retry, durable, one_by_one, read_or_retry, run_consumer
+from shared.consume import Retry, by_key, durable, read_or_retry, run_consumer
 from shared.kube import KubeClient, KubeError
 from shared.logs import about_job
 from shared.ops import OpsServer
@@ -72,6 +72,7 @@ def _count_eviction(policy: str, outcome: str) -> None:
 
 
 CONSUMER = "executor"
+COMMANDS_AT_ONCE = 8  # jobs one replica acts for at once
 BACKOFF_BASE, BACKOFF_MAX = 0.5, 10.0
 
 
@@ -101,9 +102,9 @@ class Executor:
 
     async def run(self, stop: asyncio.Event) -> None:
         sub = await self.setup()
-        await run_consumer(
-            sub, self.js, self.subjects, name=CONSUMER, handle=one_by_one(self.handle), stop=stop
-        )
+        # A job's commands in their order; different jobs' at the same time (each waits on the API server).
+        handle = by_key(self.handle, self.subjects.job_of, concurrency=COMMANDS_AT_ONCE)
+        await run_consumer(sub, self.js, self.subjects, name=CONSUMER, handle=handle, stop=stop)
 
     # ----------------------------------------------------------------------------------------------------
 

@@ -1,4 +1,4 @@
-"""Level-triggered consumers act once per key a fetch names; each message keeps the outcome it asked for."""
+"""Consumers of level-triggered work act once per key a fetch names; keys run side by side, each in order."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 from nats.aio.msg import Msg
 
-from shared.consume import Retry, coalesced
+from shared.consume import Retry, by_key, coalesced
 
 
 def message(data: bytes) -> Msg:
@@ -61,3 +61,30 @@ def test_keys_are_acted_on_together_up_to_the_concurrency() -> None:
 
     assert asyncio.run(run()) == [None, None]
     assert finished == ["b", "a"]
+
+
+def test_by_key_keeps_one_keys_order_and_runs_different_keys_together() -> None:
+    seen: list[str] = []
+    other_started = asyncio.Event()
+    refused = ValueError("no")
+
+    async def handle(msg: Msg) -> None:
+        data = msg.data.decode()
+        if data == "a1":  # finishes only once b's message has started: keys run at the same time
+            async with asyncio.timeout(5):
+                await other_started.wait()
+        if data == "b1":
+            other_started.set()
+        seen.append(data)
+        if data == "a2":
+            raise refused
+
+    def key_of(msg: Msg) -> str:
+        return msg.data.decode()[0]
+
+    async def run() -> list[BaseException | None]:
+        batch = [message(b"a1"), message(b"b1"), message(b"a2"), message(b"a3")]
+        return await by_key(handle, key_of, concurrency=2)(batch)
+
+    assert asyncio.run(run()) == [None, None, refused, None]
+    assert seen == ["b1", "a1", "a2", "a3"]  # a's in their order, each after the one before
