@@ -136,26 +136,15 @@ class Tracker:
         )
         # One part failing takes the others down: the process exits and is restarted whole.
         async with asyncio.TaskGroup() as group:
-            group.create_task(
-                run_consumer(
-                    events,
-                    self.js,
-                    self.subjects,
-                    name="tracker",
-                    handle=coalesced(self.on_event, self.reconcile, concurrency=RECONCILES_AT_ONCE),
-                    stop=stop,
+            for consumer, name, note in (
+                (events, "tracker", self.on_event),
+                (decisions, "tracker-jobs", self.on_job_message),
+            ):
+                handle = coalesced(note, self.reconcile, concurrency=RECONCILES_AT_ONCE)
+                consuming = run_consumer(
+                    consumer, self.js, self.subjects, name=name, handle=handle, stop=stop
                 )
-            )
-            group.create_task(
-                run_consumer(
-                    decisions,
-                    self.js,
-                    self.subjects,
-                    name="tracker-jobs",
-                    handle=coalesced(self.on_job_message, self.reconcile, concurrency=RECONCILES_AT_ONCE),
-                    stop=stop,
-                )
-            )
+                group.create_task(consuming)
             group.create_task(self.intake.serve(self.nc, self.config.nats, stop))
             group.create_task(self.periodic.deadlines(stop))
             group.create_task(self.collector.run(stop))
