@@ -7,8 +7,10 @@ at once and followed with a watch until each ends: throughput (jobs per second, 
 latency from a job's creation to its end (p50, p99), and each service's peak memory (VmHWM) and CPU time.
 `ReservationFirst` is Podherd's way; `EvictDirectly` is the baseline without Reservations, so the difference
 is what reserving first costs. Beside them: each service's API requests per job (as kubesim counted them by
-user) and where each job's time went, phase by phase, Podherd's or the cluster's (`bench.phases`, from
-kubesim's event log). Results: JSON on stdout and in bench/results/e2e.json.
+user), where each job's time went, phase by phase, Podherd's or the cluster's (`bench.phases`, from
+kubesim's event log), and the same jobs with this run's cluster times through a model of Koordinator's
+controller (`bench.koordinator_model`: 3 s requeues, one worker, 500 ms arbitration; the jobs whose every
+milestone the log shows). Results: JSON on stdout and in bench/results/e2e.json.
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ from typing import Any
 
 import msgspec
 
-from bench.phases import Change
+from bench.koordinator_model import cluster_times, replay
+from bench.phases import Change, milestones
 from bench.phases import report as phase_report
 from bench.results_io import emit
 from bench.stack import deployment, nodes, stack
@@ -164,6 +167,8 @@ async def run_mode(
         "cpu_seconds_total": round(sum(u["cpu_seconds"] for u in usage.values()), 1),
         "api_requests_per_job": requests_per_job(asked_before, asked, jobs),
         "time_per_job": phase_report(history),
+        # The same jobs with the cluster's times of this run, through Koordinator's controller (a model).
+        "koordinator_model": replay(cluster_times(milestones(history).values())),
     }
 
 
