@@ -6,11 +6,12 @@ For each mode, on a fresh cluster with room (kubesim in this process), `--jobs` 
 at once and followed with a watch until each ends: throughput (jobs per second, first create to last end), the
 latency from a job's creation to its end (p50, p99), and each service's peak memory (VmHWM) and CPU time.
 `ReservationFirst` is Podherd's way; `EvictDirectly` is the baseline without Reservations, so the difference
-is what reserving first costs. Beside them: each service's API requests per job (as kubesim counted them by
-user), where each job's time went, phase by phase, Podherd's or the cluster's (`bench.phases`, from
-kubesim's event log), and the same jobs with this run's cluster times through a model of Koordinator's
-controller (`bench.koordinator_model`: 3 s requeues, one worker, 500 ms arbitration; the jobs whose every
-milestone the log shows). Results: JSON on stdout and in bench/results/e2e.json.
+is what reserving first costs. Beside them: kubesim's own CPU per job (its thread's), each service's API
+requests per job (as kubesim counted them by user), where each job's time went, phase by phase, Podherd's or
+the cluster's (`bench.phases`, from kubesim's event log), and the same jobs with this run's cluster times
+through a model of Koordinator's controller (`bench.koordinator_model`: 3 s requeues, one worker, 500 ms
+arbitration; the jobs whose every milestone the log shows). Results: JSON on stdout and in
+bench/results/e2e.json.
 """
 
 from __future__ import annotations
@@ -122,6 +123,7 @@ async def run_mode(
     ) as parts:
         handle, kube, processes, _ = parts
         asked_before = handle.call(lambda sim: dict(sim.api.requests_by_user))
+        sim_cpu_before = handle.cpu_seconds()
         pods = msgspec.json.decode(await kube.arequest("GET", "/api/v1/pods"))["items"]
         version = msgspec.json.decode(await kube.arequest("GET", JOBS))["metadata"]["resourceVersion"]
         ended: dict[str, float] = {}
@@ -150,6 +152,7 @@ async def run_mode(
         latencies = [ended[n] - created[n] for n in created if n in ended]
         usage = process_usage(processes)
         asked = handle.call(lambda sim: dict(sim.api.requests_by_user))
+        sim_cpu = handle.cpu_seconds()
         history = handle.call(cluster_history)
     return {
         "mode": mode,
@@ -165,6 +168,9 @@ async def run_mode(
         "services": usage,
         "peak_rss_mb_max": max((u["peak_rss_mb"] for u in usage.values()), default=0),
         "cpu_seconds_total": round(sum(u["cpu_seconds"] for u in usage.values()), 1),
+        "kubesim_cpu_ms_per_job": round((sim_cpu - sim_cpu_before) / jobs * 1000, 1)
+        if sim_cpu is not None and sim_cpu_before is not None
+        else None,
         "api_requests_per_job": requests_per_job(asked_before, asked, jobs),
         "time_per_job": phase_report(history),
         # The same jobs with the cluster's times of this run, through Koordinator's controller (a model).

@@ -228,6 +228,17 @@ class SimHandle:
         """For requests made without the kubeconfig (raw HTTP in tests and benchmarks)."""
         return ssl.create_default_context(cadata=self.ca_pem.decode())
 
+    def cpu_seconds(self) -> float | None:
+        """CPU time the simulator's thread has used so far (from /proc), for benchmarks; None when kubesim
+        runs in another process or the kernel does not say."""
+        tid = self._thread.native_id if self._thread is not None else None
+        try:
+            stat = Path(f"/proc/self/task/{tid}/stat").read_text() if tid is not None else ""
+        except OSError:
+            return None
+        fields = stat.rsplit(")", 1)[-1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK") if len(fields) > 12 else None
+
     def kubeconfig_for(self, path: Path, token: str) -> Path:
         """A kubeconfig for this kubesim presenting `token` (a ServiceAccount's)."""
         return write_kubeconfig(self.url, path, token, ca_pem=self.ca_pem)
