@@ -91,8 +91,8 @@ class Store:
         warnings: list[str] | None = None,
     ) -> Obj:
         obj = copy.deepcopy(obj)
-        meta = obj.setdefault("metadata", {})
-        rules.metadata_of(obj)
+        obj.setdefault("metadata", {})
+        meta = rules.metadata_of(obj)
         rules.check_kind(rt, obj)
         rules.decode(rt, obj, field_validation, warnings=warnings)
         if rt.namespaced:
