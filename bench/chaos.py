@@ -551,7 +551,9 @@ def check_reasons(
 
 async def fault_run(opts: ChaosOptions, nats_srv: Server, redis_srv: Server, work: Path) -> dict[str, Any]:
     prefix = f"chaos{opts.seed}"
-    with stack(fault_cluster(opts), nats_srv, redis_srv, prefix, opts.replicas, opts.ttl, work) as parts:
+    async with stack(
+        fault_cluster(opts), nats_srv, redis_srv, prefix, opts.replicas, opts.ttl, work
+    ) as parts:
         handle, kube, processes, config = parts
         run = Run(opts, handle, kube, processes, prefix, nats_srv, redis_srv, random.Random(opts.seed))
         client = aioredis.from_url(redis_srv.url)
@@ -677,9 +679,9 @@ async def stranding(opts: ChaosOptions, nats_srv: Server, redis_srv: Server, wor
     """The tight cluster, migrated blind (EvictDirectly) and reserving first, from the same start: two
     clusters side by side, each with its own services and prefix."""
     prefixes = {mode: f"strand{opts.seed}{mode[0].lower()}" for mode in ("EvictDirectly", "ReservationFirst")}
-    with contextlib.ExitStack() as stacks:
+    async with contextlib.AsyncExitStack() as stacks:
         parts = {
-            mode: stacks.enter_context(
+            mode: await stacks.enter_async_context(
                 stack(tight_cluster(), nats_srv, redis_srv, prefix, 1, opts.stranding_ttl, work)
             )
             for mode, prefix in prefixes.items()

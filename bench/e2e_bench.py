@@ -1,17 +1,21 @@
 """End to end: migrations through the four services as deployed (separate processes), real NATS and Redis.
 
-    python -m bench.e2e_bench [--jobs 400] [--replicas 2] [--limits default|open]
+    python -m bench.e2e_bench [--jobs 400] [--replicas 2] [--limits default|open] [--cluster sized|large]
+                              [--rate JOBS_PER_SECOND]
 
 For each mode, on a fresh cluster with room (kubesim in this process), `--jobs` PodMigrationJobs are created
-at once and followed with a watch until each ends: throughput (jobs per second, first create to last end), the
-latency from a job's creation to its end (p50, p99), and each service's peak memory (VmHWM) and CPU time.
-`ReservationFirst` is Podherd's way; `EvictDirectly` is the baseline without Reservations, so the difference
-is what reserving first costs. Beside them: kubesim's own CPU per job (its thread's), each service's API
-requests per job (as kubesim counted them by user), where each job's time went, phase by phase, Podherd's or
-the cluster's (`bench.phases`, from kubesim's event log), and the same jobs with this run's cluster times
-through a model of Koordinator's controller (`bench.koordinator_model`: 3 s requeues, one worker, 500 ms
-arbitration; the jobs whose every milestone the log shows). Results: JSON on stdout and in
-bench/results/e2e.json.
+at once (or `--rate` a second, to see a job's own time without the queue of the others) and followed with a
+watch until each ends: throughput (jobs per second, first create to last end), the latency from a job's
+creation to its end (p50, p99), each service's peak memory (VmHWM), and the CPU the services spent per job
+while the jobs ran (start-up aside). `ReservationFirst` is Podherd's way; `EvictDirectly` is the baseline
+without Reservations, so the difference is what reserving first costs. Beside them: kubesim's own CPU per
+job (its thread's), each service's API requests per job by verb and resource (as kubesim counted them by
+user), where each job's time went, phase by phase, Podherd's or the cluster's (`bench.phases`, from
+kubesim's event log), and the same jobs with this run's cluster times through a model of Koordinator's
+controller (`bench.koordinator_model`: 3 s requeues, one worker, 500 ms arbitration; the jobs whose every
+milestone the log shows). The cluster is sized to the jobs (40 nodes, Deployments of 30 pods) or `large`:
+5,000 nodes and 100,000 pods, where every service also holds or reads through a cluster of production size.
+Results: JSON on stdout and in bench/results/e2e.json.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import os
 import shutil
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +38,7 @@ from bench.phases import Change, milestones
 from bench.phases import report as phase_report
 from bench.results_io import emit
 from bench.stack import deployment, nodes, stack
+from kubesim.scenarios import generate
 from kubesim.sim import Simulator
 from podherd.processes import SERVICES, ServiceProcesses
 from podherd.servers import Server, nats_server, redis_server
@@ -46,11 +52,14 @@ CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 PODS_PER_WORKLOAD = 30
 
 
-def cluster(workloads: int = 20, pods: int = PODS_PER_WORKLOAD) -> dict[str, Any]:
+def cluster(jobs: int, size: str = "sized") -> dict[str, Any]:
+    if size == "large":
+        return generate(5000, 100_000)
+    workloads = max(20, -(-jobs // PODS_PER_WORKLOAD))
     return {
         "name": "e2e",
         "nodes": nodes(40, 16, "64Gi"),
-        "workloads": [deployment(f"app-{i}", pods, "100m", "128Mi") for i in range(workloads)],
+        "workloads": [deployment(f"app-{i}", PODS_PER_WORKLOAD, "100m", "128Mi") for i in range(workloads)],
     }
 
 
@@ -72,20 +81,50 @@ def process_usage(processes: ServiceProcesses) -> dict[str, dict[str, float]]:
     return out
 
 
+def cpu_per_job(
+    start: dict[str, dict[str, float]], end: dict[str, dict[str, float]], jobs: int
+) -> dict[str, float]:
+    """The CPU the services spent from the first job's creation to the last job's end, per job: in all and
+    per service (its replicas together). Start-up (imports, connecting, the initial sync) is not in it."""
+    spent: dict[str, float] = {}
+    for name, usage in end.items():
+        service = name.rsplit("-", 1)[0]
+        used = usage["cpu_seconds"] - start.get(name, {}).get("cpu_seconds", 0.0)
+        spent[service] = spent.get(service, 0.0) + used
+    per_job = {service: round(seconds / jobs * 1000, 1) for service, seconds in sorted(spent.items())}
+    return {"total": round(sum(spent.values()) / jobs * 1000, 1), **per_job}
+
+
 def cluster_history(sim: Simulator) -> list[Change]:
     """The changes of pods, Reservations and jobs in kubesim's event log (read on its own thread)."""
     kinds = ("pods", "reservations", "podmigrationjobs")
     return [Change(e.at, e.type, e.rt.plural, e.obj) for e in sim.store.log.history if e.rt.plural in kinds]
 
 
-def requests_per_job(before: dict[str, int], after: dict[str, int], jobs: int) -> dict[str, float]:
-    """API requests each service made during the run (all its replicas), per job."""
-    per_service: dict[str, int] = {}
-    for user, count in after.items():
+Asked = dict[tuple[str, str, str], int]
+
+
+def asked_so_far(sim: Simulator) -> Asked:
+    return dict(sim.api.requests_by_verb)
+
+
+def requests_per_job(before: Asked, after: Asked, jobs: int) -> dict[str, dict[str, float]]:
+    """API requests each service made during the run (all its replicas), per job: in all and by verb and
+    resource ("get pods")."""
+    per_service: dict[str, dict[str, int]] = {}
+    for (user, verb, resource), count in after.items():
         service = next((s for s in SERVICES if user.endswith(f"podherd-{s}")), None)
-        if service is not None:
-            per_service[service] = per_service.get(service, 0) + count - before.get(user, 0)
-    return {service: round(count / jobs, 1) for service, count in sorted(per_service.items())}
+        if service is not None and count > before.get((user, verb, resource), 0):
+            asked = per_service.setdefault(service, {})
+            what = f"{verb} {resource}"
+            asked[what] = asked.get(what, 0) + count - before.get((user, verb, resource), 0)
+    return {
+        service: {
+            "total": round(sum(asked.values()) / jobs, 1),
+            **{what: round(n / jobs, 2) for what, n in sorted(asked.items(), key=lambda kv: -kv[1])},
+        }
+        for service, asked in sorted(per_service.items())
+    }
 
 
 async def follow(kube: KubeClient, count: int, ended: dict[str, float], version: str) -> None:
@@ -112,18 +151,26 @@ LIMITS: dict[str, dict[str, Any]] = {
 }
 
 
-async def run_mode(
-    mode: str, jobs: int, replicas: int, servers: tuple[Server, Server], work: Path, limits: str = "default"
-) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Run:
+    jobs: int
+    replicas: int
+    limits: str = "default"
+    cluster: str = "sized"
+    rate: float = 0.0  # jobs created per second; 0: all at once
+
+
+async def run_mode(mode: str, run: Run, servers: tuple[Server, Server], work: Path) -> dict[str, Any]:
     prefix = f"e2e{mode[0].lower()}"
     nats_srv, redis_srv = servers
-    workloads = max(20, -(-jobs // PODS_PER_WORKLOAD))
-    with stack(
-        cluster(workloads), nats_srv, redis_srv, prefix, replicas, "5m", work, **LIMITS[limits]
+    jobs, replicas = run.jobs, run.replicas
+    async with stack(
+        cluster(jobs, run.cluster), nats_srv, redis_srv, prefix, replicas, "5m", work, **LIMITS[run.limits]
     ) as parts:
         handle, kube, processes, _ = parts
-        asked_before = handle.call(lambda sim: dict(sim.api.requests_by_user))
+        asked_before = handle.call(asked_so_far)
         sim_cpu_before = handle.cpu_seconds()
+        at_start = process_usage(processes)  # started and ready: what follows is the jobs' cost
         pods = msgspec.json.decode(await kube.arequest("GET", "/api/v1/pods"))["items"]
         version = msgspec.json.decode(await kube.arequest("GET", JOBS))["metadata"]["resourceVersion"]
         ended: dict[str, float] = {}
@@ -131,13 +178,15 @@ async def run_mode(
         created: dict[str, float] = {}
         start = time.monotonic()
         for i, pod in enumerate(pods[:jobs]):
-            name = f"{prefix}-{i}"
+            name, meta = f"{prefix}-{i}", pod["metadata"]
             body = {
                 "apiVersion": f"{GROUP}/v1alpha1",
                 "kind": "PodMigrationJob",
                 "metadata": {"name": name},
-                "spec": {"podRef": {"namespace": "default", "name": pod["metadata"]["name"]}, "mode": mode},
+                "spec": {"podRef": {"namespace": meta["namespace"], "name": meta["name"]}, "mode": mode},
             }
+            if run.rate:  # paced: each job created at its time, so none queues behind the others
+                await asyncio.sleep(max(0.0, start + i / run.rate - time.monotonic()))
             created[name] = time.monotonic()
             await kube.arequest("POST", JOBS, body=body)
         submitted = time.monotonic() - start
@@ -151,12 +200,14 @@ async def run_mode(
             phases[phase] = phases.get(phase, 0) + 1
         latencies = [ended[n] - created[n] for n in created if n in ended]
         usage = process_usage(processes)
-        asked = handle.call(lambda sim: dict(sim.api.requests_by_user))
+        asked = handle.call(asked_so_far)
         sim_cpu = handle.cpu_seconds()
         history = handle.call(cluster_history)
     return {
         "mode": mode,
-        "limits": limits,
+        "limits": run.limits,
+        "cluster": run.cluster,
+        "rate": run.rate or "all at once",
         "jobs": jobs,
         "replicas_per_service": replicas,
         "phases": phases,
@@ -168,6 +219,7 @@ async def run_mode(
         "services": usage,
         "peak_rss_mb_max": max((u["peak_rss_mb"] for u in usage.values()), default=0),
         "cpu_seconds_total": round(sum(u["cpu_seconds"] for u in usage.values()), 1),
+        "service_cpu_ms_per_job": cpu_per_job(at_start, usage, jobs),
         "kubesim_cpu_ms_per_job": round((sim_cpu - sim_cpu_before) / jobs * 1000, 1)
         if sim_cpu is not None and sim_cpu_before is not None
         else None,
@@ -178,13 +230,12 @@ async def run_mode(
     }
 
 
-async def main_async(jobs: int, replicas: int, limits: str = "default") -> dict[str, Any]:
+async def main_async(run: Run) -> dict[str, Any]:
     work = Path(tempfile.mkdtemp(prefix="podherd-e2e-"))
     nats_srv, redis_srv = nats_server(work / "nats"), redis_server(work / "redis")
     try:
         modes = [
-            await run_mode(m, jobs, replicas, (nats_srv, redis_srv), work, limits)
-            for m in ("ReservationFirst", "EvictDirectly")
+            await run_mode(m, run, (nats_srv, redis_srv), work) for m in ("ReservationFirst", "EvictDirectly")
         ]
     finally:
         nats_srv.stop()
@@ -200,8 +251,11 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=400)
     parser.add_argument("--replicas", type=int, default=2)
     parser.add_argument("--limits", choices=sorted(LIMITS), default="default")
+    parser.add_argument("--cluster", choices=("sized", "large"), default="sized")
+    parser.add_argument("--rate", type=float, default=0.0, help="jobs created per second (0: all at once)")
     args = parser.parse_args()
-    emit("e2e", asyncio.run(main_async(args.jobs, args.replicas, args.limits)))
+    run = Run(args.jobs, args.replicas, args.limits, args.cluster, args.rate)
+    emit("e2e", asyncio.run(main_async(run)))
 
 
 if __name__ == "__main__":

@@ -120,7 +120,7 @@ def markdown(results: dict[str, Any]) -> str:
                 "latency p50 / p99 s",
                 "makespan s",
                 "max service RSS MB",
-                "service CPU s",
+                "service CPU ms per job",
             ]
         ),
         _row(["---"] * 7),
@@ -135,7 +135,7 @@ def markdown(results: dict[str, Any]) -> str:
                     f"{m['latency_s_p50']} / {m['latency_s_p99']}",
                     m["makespan_seconds"],
                     m["peak_rss_mb_max"],
-                    m["cpu_seconds_total"],
+                    m["service_cpu_ms_per_job"]["total"],
                 ]
             )
         )

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -59,8 +59,8 @@ def config_document(
     }
 
 
-@contextlib.contextmanager
-def stack(
+@contextlib.asynccontextmanager
+async def stack(
     scenario: dict[str, Any],
     nats_srv: Server,
     redis_srv: Server,
@@ -69,7 +69,7 @@ def stack(
     ttl: str,
     work: Path,
     **migration: Any,
-) -> Iterator[Parts]:
+) -> AsyncIterator[Parts]:
     handle = start_in_thread(SimOptions(), scenario=scenario)
     kube = KubeClient.from_config(KubernetesConfig(kubeconfig=str(handle.kubeconfig)))
     install(kube, rbac=True)  # each service runs as its own ServiceAccount, as deployed
@@ -88,5 +88,5 @@ def stack(
         yield handle, kube, processes, config
     finally:
         processes.stop_all(30)
-        kube.close()
+        await kube.aclose()
         handle.stop()

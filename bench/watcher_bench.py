@@ -147,7 +147,7 @@ async def run_variant(
     result["stream_messages"] = info.state.messages
     await js.delete_stream(subjects.events_stream)
     await nc.close()
-    kube.close()
+    await kube.aclose()
     return result
 
 

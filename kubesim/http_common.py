@@ -25,6 +25,11 @@ class Target:
     name: str | None
     subresource: str | None
 
+    @property
+    def resource(self) -> str:
+        """As the API server's request metrics name it: `pods`, `pods/eviction`."""
+        return f"{self.rt.plural}/{self.subresource}" if self.subresource else self.rt.plural
+
 
 def warned(response: web.Response, warnings: list[str]) -> web.Response:
     """Each warning as its own `Warning` header, in the API server's form (code 299, agent "-")."""

@@ -54,7 +54,8 @@ class ApiServer:
         self.store = store
         self.options = options
         self.requests = 0
-        self.requests_by_user: Counter[str] = Counter()  # by the user (impersonated, if so) who asked
+        # Resource requests by user (impersonated, if so), verb and resource, as apiserver_request_total.
+        self.requests_by_verb: Counter[tuple[str, str, str]] = Counter()
         self._touches = 0
         self.auth = Authenticator(store)
         self.authorizer = Authorizer(store)
@@ -93,7 +94,6 @@ class ApiServer:
         path = request.path.rstrip("/") or "/"
         parts = [p for p in path.split("/") if p]
         user = self.access.user(request)
-        self.requests_by_user[user.name] += 1
         resource_path = (parts[:1] == ["api"] and len(parts) >= 3) or (
             parts[:1] == ["apis"] and len(parts) >= 4
         )
@@ -119,6 +119,7 @@ class ApiServer:
             target.name,
         )
         self.authorizer.check(user, attrs)
+        self.requests_by_verb[(user.name, attrs.verb, target.resource)] += 1
         if rt.group == "authorization.k8s.io":
             return json_response(self.access.review(user, target, await read_body(request)), 201)
         if rt.kind == "SelfSubjectReview":  # kubectl auth whoami

@@ -246,7 +246,10 @@ async def _defragment(
         stop.set()
         findings = await watching
         await redis_client.aclose()
-    facts = await _facts(kube, chosen, jobs, findings=findings)
+    try:
+        facts = await _facts(kube, chosen, jobs, findings=findings)
+    finally:
+        await kube.aclose()  # this loop's connections; the summary reads on through the blocking pool
     facts["_stream"] = subjects.audit_stream
     return facts
 

@@ -286,4 +286,4 @@ async def main(config: PodherdConfig, stop: asyncio.Event, ops: OpsServer) -> No
         await close_nats(nc)
         await client.aclose()
         if kube is not None:
-            kube.close()
+            await kube.aclose()

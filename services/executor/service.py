@@ -332,4 +332,4 @@ async def main(config: PodherdConfig, stop: asyncio.Event, ops: OpsServer) -> No
         await Executor(config, nc, kube).run(stop)
     finally:
         await close_nats(nc)
-        kube.close()
+        await kube.aclose()

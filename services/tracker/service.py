@@ -318,4 +318,4 @@ async def main(config: PodherdConfig, stop: asyncio.Event, ops: OpsServer) -> No
     finally:
         await close_nats(nc)
         await client.aclose()
-        kube.close()
+        await kube.aclose()

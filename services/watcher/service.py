@@ -128,4 +128,4 @@ async def main(config: PodherdConfig, stop: asyncio.Event, ops: OpsServer) -> No
         await watcher.run(stop)
     finally:
         await close_nats(nc)
-        kube.close()
+        await kube.aclose()

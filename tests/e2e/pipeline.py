@@ -112,7 +112,7 @@ class Pipeline:
         else:
             runner = Tracker(config, nc, client, kube=kube)
         task = asyncio.create_task(runner.run(stop), name=f"{service}-{replica}")
-        running = Running(f"{service}-{replica}", task, stop, [nc.close, client.aclose, kube.close])
+        running = Running(f"{service}-{replica}", task, stop, [nc.close, client.aclose, kube.aclose])
         self.running.append(running)
         return running
 

@@ -245,5 +245,5 @@ async def test_four_service_processes_with_their_own_roles_carry_a_storm_of_inte
             await watching
         codes = await asyncio.to_thread(processes.stop_all)
         await redis_client.aclose()
-        admin.close()
+        await admin.aclose()
     assert set(codes.values()) == {0}, codes  # SIGTERM: every replica shut down cleanly

@@ -131,7 +131,7 @@ class Intake:
             with contextlib.suppress(nats.js.errors.NotFoundError):
                 await self.nc.jetstream().delete_stream(stream)
         await self.nc.close()
-        self.kube.close()
+        await self.kube.aclose()
 
 
 async def serve_intake(handle: SimHandle, nats_url: str, prefix: str) -> Intake:

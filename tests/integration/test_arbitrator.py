@@ -620,9 +620,10 @@ async def test_flush_closes_admission_until_rebuilt_from_running_jobs(
         from kubesim.sim import write_kubeconfig
 
         nowhere = write_kubeconfig("http://127.0.0.1:9", tmp_path / "nowhere.kubeconfig", "unused")
-        arbitrator.kube = KubeClient.from_config(
+        unreachable = KubeClient.from_config(
             config_from_dict({"kubernetes": {"kubeconfig": str(nowhere)}}).kubernetes
-        )  # the API server is unreachable: rebuilds fail
+        )
+        arbitrator.kube = unreachable  # the API server is unreachable: rebuilds fail
         await cluster.job("j1", "web-1", created=1)  # same node as j0: waits for j0's slot
         await _audit_until(nc, subjects, lambda rs: any(r["job"] == "j1" for r in rs))
         keys = [k async for k in client.scan_iter(match=f"*{test_id}*")]
@@ -643,6 +644,8 @@ async def test_flush_closes_admission_until_rebuilt_from_running_jobs(
         assert (await ledger.parked()).get("u-j1") == "slot:node:node-1"
         # j0's slots are exactly what they were (j2, admitted since, may share some of the sets).
         assert {k: [uid] for k, v in rebuilt["slots"].items() if uid in v} == before["slots"]
+    for kube in (real, unreachable):
+        await kube.aclose()
     await client.aclose()
     await nc.close()
 

@@ -46,9 +46,10 @@ async def intake(
     )
     subjects = bus.Subjects(nats_scope.prefix)
     stop = asyncio.Event()
-    tasks, handlers = [], []
+    tasks, handlers, clients = [], [], []
     for i in range(replicas):
         client = KubeClient.from_config(config.kubernetes)
+        clients.append(client)
         handler = IntentIntake(client, bus.Publisher(nats_scope.nc), subjects, replica=f"t{i}")
         handlers.append(handler)
         tasks.append(asyncio.create_task(handler.serve(nats_scope.nc, config.nats, stop)))
@@ -60,6 +61,8 @@ async def intake(
     finally:
         stop.set()
         await asyncio.gather(*tasks)
+        for client in clients:
+            await client.aclose()
 
 
 def intent_bytes(key: str, pod: str, **extra: Any) -> bytes:
@@ -208,6 +211,6 @@ async def test_an_intake_that_says_it_answers_does_answer(
     )
     stop.set()
     await serving
-    client.close()
+    await client.aclose()
     assert reply.error is not None and reply.error.code == "InvalidIntent"
     assert not handler.answering.is_set()  # stopped: no longer ready

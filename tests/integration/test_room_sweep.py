@@ -91,7 +91,7 @@ async def test_room_of_ended_jobs_is_swept_unless_a_sibling_is_in_flight(
         await sub.unsubscribe()
         await nc.close()
         await client.aclose()
-        api.close()
+        await api.aclose()
     assert first == {"alone"}  # only the room no sibling needs
     assert second == {"alone", "kept", "sibling"}  # (no executor runs here: "alone" is still there)
 

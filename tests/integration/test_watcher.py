@@ -160,7 +160,7 @@ async def running(config: PodherdConfig) -> AsyncIterator[Watcher]:
         async with asyncio.timeout(20):
             await task
         await nc.close()
-        kube.close()
+        await kube.aclose()
 
 
 async def create_pmj(kube: Kube, name: str, spec: dict[str, Any]) -> None:
