@@ -37,19 +37,26 @@ class Kubelet(Controller[tuple[str, str]]):
         # (namespace, name) -> monotonic time at which the pod's next step is due
         self.due: dict[tuple[str, str], float] = {}
         self.ip = 1 << 15  # above the addresses the scenario loader hands out
+        # node name -> the pods bound to it (a pod's node never changes), so a node's change wakes its pods
+        # without a pass over every pod of the cluster
+        self.on_node: dict[str, set[tuple[str, str]]] = {}
 
     def on_event(self, event: Event) -> bool:
         if event.rt is self.nodes:
-            for pod in self.store.objects(self.pods):
-                if (pod.get("spec") or {}).get("nodeName") == event.obj["metadata"]["name"]:
-                    self.dirty.add((pod["metadata"]["namespace"], pod["metadata"]["name"]))
+            self.dirty.update(self.on_node.get(event.obj["metadata"]["name"], ()))
             return True
-        if event.rt is not self.pods or event.type == "DELETED":
+        if event.rt is not self.pods:
             return False
         pod = event.obj
-        if not (pod.get("spec") or {}).get("nodeName"):
+        node = (pod.get("spec") or {}).get("nodeName")
+        if not node:
             return False
-        self.dirty.add((pod["metadata"]["namespace"], pod["metadata"]["name"]))
+        key = (pod["metadata"]["namespace"], pod["metadata"]["name"])
+        if event.type == "DELETED":
+            self.on_node.get(node, set()).discard(key)
+            return False
+        self.on_node.setdefault(node, set()).add(key)
+        self.dirty.add(key)
         return True
 
     def reconcile(self, key: tuple[str, str]) -> None:
