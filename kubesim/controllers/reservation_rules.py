@@ -6,6 +6,7 @@ AND-ed), the room it still holds, what allocating a pod and expiring write into 
 from __future__ import annotations
 
 import copy
+import functools
 import time
 
 from kubesim.controllers.node_fit import Usage, add_usage
@@ -105,19 +106,23 @@ def allocated(reservation: Obj, pod: Obj) -> Obj:
     return updated
 
 
+@functools.lru_cache(maxsize=1 << 16)
+def _deadline(expires: str | None, ttl: str | None, created: str) -> float | None:
+    """When a Reservation expires (None: never), from its fields as written. Each pass of the scheduler
+    asks for every Reservation; the timestamps are parsed once."""
+    if expires:
+        return parse_iso(expires)
+    seconds = parse_duration(ttl) if ttl else DEFAULT_RESERVATION_TTL
+    return None if seconds == 0 else parse_iso(created) + seconds
+
+
 def expired(reservation: Obj, now: float | None = None) -> Obj | None:
     """The Reservation turned Failed (reason Expired) once past its `expires` or `ttl`; None before."""
     if (reservation.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
         return None
     spec = reservation.get("spec") or {}
-    if spec.get("expires"):
-        deadline = parse_iso(spec["expires"])
-    else:
-        ttl = parse_duration(spec["ttl"]) if spec.get("ttl") else DEFAULT_RESERVATION_TTL
-        if ttl == 0:
-            return None
-        deadline = parse_iso(reservation["metadata"]["creationTimestamp"]) + ttl
-    if (time.time() if now is None else now) < deadline:
+    deadline = _deadline(spec.get("expires"), spec.get("ttl"), reservation["metadata"]["creationTimestamp"])
+    if deadline is None or (time.time() if now is None else now) < deadline:
         return None
     new = copy.deepcopy(reservation)
     status = new.setdefault("status", {})

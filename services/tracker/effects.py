@@ -16,6 +16,7 @@ from prometheus_client import Counter
 
 from services.tracker import progress as machine
 from services.tracker.progress import ReservationView
+from services.tracker.recorder import EventRecorder
 from shared import bus
 from shared.api import codec, paths
 from shared.api.messages import AuditRecord, Command, JobRef, Step
@@ -40,6 +41,7 @@ class Effects:
         subjects: bus.Subjects,
     ) -> None:
         self.config, self.nc, self.kube, self.publisher, self.subjects = config, nc, kube, publisher, subjects
+        self.recorder = EventRecorder(kube)
 
     async def command(
         self,
@@ -125,9 +127,9 @@ class Effects:
         await self.publisher.flush()
         log.info("%s: %s %s", name, status.phase, status.message, extra={"job": name, "phase": status.phase})
         for kind, reason, message in step.events:
-            await self.event(job, kind, reason, message=message)
+            self.event(job, kind, reason, message=message)
 
-    async def event(self, job: PodMigrationJob, kind: str, reason: str, *, message: str) -> None:
+    def event(self, job: PodMigrationJob, kind: str, reason: str, *, message: str) -> None:
         name = job.metadata.name or ""
         now = datetime.now(UTC).isoformat().replace("+00:00", "Z")
         event = {
@@ -148,5 +150,4 @@ class Effects:
             "lastTimestamp": now,
             "count": 1,
         }
-        with contextlib.suppress(Exception):
-            await self.kube.arequest("POST", paths.events("default"), body=event)
+        self.recorder.record(event)

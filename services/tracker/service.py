@@ -149,6 +149,7 @@ class Tracker:
             group.create_task(self.periodic.deadlines(stop))
             group.create_task(self.collector.run(stop))
             group.create_task(self.periodic.report_phases(stop))
+            group.create_task(self.effects.recorder.run(stop))
 
     # ----------------------------------------------------------------------------------------------------
     # Triggers

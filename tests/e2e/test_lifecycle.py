@@ -134,9 +134,15 @@ async def test_reservation_first_moves_the_pod_into_the_reserved_room(
     migrations = await client.hget(f"{test_id}:stats:workload-migrations", "Deployment/default/web")
     await client.aclose()
     assert migrations == b"1"  # counted for the arbitrator's sort
-    events = kube.core.list_namespaced_event("default", field_selector="involvedObject.name=move-1").items
-    reasons = {e.reason for e in events}
-    assert {"Running", "ReservationCreated", "EvictComplete", "Succeeded"} <= reasons, reasons
+    # Events are sent beside the reconciles, as client-go's recorder sends them: wait for them.
+    wanted = {"Running", "ReservationCreated", "EvictComplete", "Succeeded"}
+    await asyncio.to_thread(
+        watch_until,
+        kube.core.list_namespaced_event,
+        lambda s: wanted <= {e.reason for e in s.values()},
+        namespace="default",
+        field_selector="involvedObject.name=move-1",
+    )
 
 
 async def room_taken(kube: Kube, reservation: str) -> None:
