@@ -107,6 +107,16 @@ def _running_loop() -> asyncio.AbstractEventLoop | None:
         return None
 
 
+async def _closed_with_loop(session: aiohttp.ClientSession) -> AsyncIterator[None]:
+    """Closes `session` when its loop shuts down (`asyncio.run` closes the async generators a loop started),
+    should no one have closed it before: a session must not outlive its loop with connections open."""
+    try:
+        yield
+    finally:
+        if not session.closed:
+            await session.close()
+
+
 def ssl_context(configuration: Configuration) -> ssl.SSLContext:
     """TLS as the official client sets it up: the cluster's CA (else the system's), a client certificate if
     the user has one, no verification only when the kubeconfig says insecure-skip-tls-verify."""
@@ -128,6 +138,8 @@ class KubeClient:
     api: ApiClient
     # The event loop's session (and that loop): a session serves the loop it was made on only.
     _http: tuple[aiohttp.ClientSession, asyncio.AbstractEventLoop] | None = field(default=None, repr=False)
+    _closer: AsyncIterator[None] | None = field(default=None, repr=False)
+    _closer_started: asyncio.Future[None] | None = field(default=None, repr=False)
 
     @classmethod
     def from_config(cls, config: KubernetesConfig) -> KubeClient:
@@ -150,11 +162,12 @@ class KubeClient:
         if held is None or held[0].closed:
             return
         session, loop = held
-        if loop.is_closed():
-            session.detach()  # its connections ended with their loop
+        current = _running_loop()
+        if loop.is_closed() or (current is not None and not loop.is_running()):
+            session.detach()  # its connections ended with their loop (or cannot be run from this one)
         elif not loop.is_running():
             loop.run_until_complete(session.close())
-        elif _running_loop() is loop:
+        elif current is loop:
             loop.create_task(session.close())
         else:
             asyncio.run_coroutine_threadsafe(session.close(), loop)
@@ -165,7 +178,10 @@ class KubeClient:
             self._drop_http()
             configuration = self.api.configuration
             connector = aiohttp.TCPConnector(ssl=ssl_context(configuration), limit=CONNECTIONS)
-            self._http = (aiohttp.ClientSession(connector=connector, trust_env=False), loop)
+            session = aiohttp.ClientSession(connector=connector, trust_env=False)
+            self._http = (session, loop)
+            self._closer = _closed_with_loop(session)
+            self._closer_started = loop.create_task(anext(self._closer, None))
         return self._http[0]
 
     def _open(

@@ -78,3 +78,16 @@ async def test_a_get_on_a_connection_the_server_closed_is_sent_again_and_a_post_
         await kube.aclose()
         server.close()
         await server.wait_closed()
+
+
+def test_one_client_serves_one_event_loop_after_another(kubesim_factory: Callable[..., SimHandle]) -> None:
+    """As the CLI does: each `asyncio.run` has a loop of its own; the client's requests follow it."""
+    handle = kubesim_factory("small")
+    kube = KubeClient.from_config(KubernetesConfig(kubeconfig=str(handle.kubeconfig)))
+    nodes = "/api/v1/nodes"
+    try:
+        first = asyncio.run(kube.list_items(nodes, ""))
+        second = asyncio.run(kube.list_items(nodes, ""))  # the first loop is closed by now
+        assert [n["metadata"]["name"] for n in first] == [n["metadata"]["name"] for n in second] != []
+    finally:
+        kube.close()
