@@ -134,12 +134,44 @@ CONNECTIONS = 64
 
 
 @dataclass
+class _LoopSession:
+    """The aiohttp session of one event loop: it serves that loop only, and closes with it should no one
+    close it before (`asyncio.run` closes the async generators its loop started)."""
+
+    session: aiohttp.ClientSession
+    loop: asyncio.AbstractEventLoop
+    closer: AsyncIterator[None]
+    tasks: list[asyncio.Future[Any]]  # held, so that none is collected while it runs
+
+    @classmethod
+    def open(cls, configuration: Configuration, loop: asyncio.AbstractEventLoop) -> _LoopSession:
+        connector = aiohttp.TCPConnector(ssl=ssl_context(configuration), limit=CONNECTIONS)
+        session = aiohttp.ClientSession(connector=connector, trust_env=False)
+        closer = _closed_with_loop(session)
+        return cls(session, loop, closer, [loop.create_task(anext(closer, None))])
+
+    def serves(self, loop: asyncio.AbstractEventLoop) -> bool:
+        return self.loop is loop and not self.session.closed
+
+    def drop(self) -> None:
+        """Close it from wherever this is called: its own loop, another thread's, or none."""
+        session, loop, current = self.session, self.loop, _running_loop()
+        if session.closed:
+            return
+        if loop.is_closed() or (current is not None and not loop.is_running()):
+            session.detach()  # its connections ended with their loop (or cannot be run from this one)
+        elif not loop.is_running():
+            loop.run_until_complete(session.close())
+        elif current is loop:
+            self.tasks.append(loop.create_task(session.close()))
+        else:
+            asyncio.run_coroutine_threadsafe(session.close(), loop)
+
+
+@dataclass
 class KubeClient:
     api: ApiClient
-    # The event loop's session (and that loop): a session serves the loop it was made on only.
-    _http: tuple[aiohttp.ClientSession, asyncio.AbstractEventLoop] | None = field(default=None, repr=False)
-    _closer: AsyncIterator[None] | None = field(default=None, repr=False)
-    _closer_started: asyncio.Future[None] | None = field(default=None, repr=False)
+    _http: _LoopSession | None = field(default=None, repr=False)
 
     @classmethod
     def from_config(cls, config: KubernetesConfig) -> KubeClient:
@@ -147,42 +179,25 @@ class KubeClient:
 
     def close(self) -> None:
         """Close the pools; from a coroutine, `aclose` closes the event loop's connections gracefully."""
-        self._drop_http()
+        if self._http is not None:
+            self._http.drop()
+            self._http = None
         with contextlib.suppress(Exception):
             self.api.close()
 
     async def aclose(self) -> None:
-        if self._http is not None and self._http[1] is asyncio.get_running_loop():
+        if self._http is not None and self._http.serves(asyncio.get_running_loop()):
             with contextlib.suppress(Exception):
-                await self._http[0].close()
+                await self._http.session.close()
         self.close()
-
-    def _drop_http(self) -> None:
-        held, self._http = self._http, None
-        if held is None or held[0].closed:
-            return
-        session, loop = held
-        current = _running_loop()
-        if loop.is_closed() or (current is not None and not loop.is_running()):
-            session.detach()  # its connections ended with their loop (or cannot be run from this one)
-        elif not loop.is_running():
-            loop.run_until_complete(session.close())
-        elif current is loop:
-            loop.create_task(session.close())
-        else:
-            asyncio.run_coroutine_threadsafe(session.close(), loop)
 
     def _session(self) -> aiohttp.ClientSession:
         loop = asyncio.get_running_loop()
-        if self._http is None or self._http[0].closed or self._http[1] is not loop:
-            self._drop_http()
-            configuration = self.api.configuration
-            connector = aiohttp.TCPConnector(ssl=ssl_context(configuration), limit=CONNECTIONS)
-            session = aiohttp.ClientSession(connector=connector, trust_env=False)
-            self._http = (session, loop)
-            self._closer = _closed_with_loop(session)
-            self._closer_started = loop.create_task(anext(self._closer, None))
-        return self._http[0]
+        if self._http is None or not self._http.serves(loop):
+            if self._http is not None:
+                self._http.drop()
+            self._http = _LoopSession.open(self.api.configuration, loop)
+        return self._http.session
 
     def _open(
         self,
