@@ -2,9 +2,10 @@
 responses read as raw bytes so the hot paths decode them with msgspec instead of building the client's
 model objects (which costs about 300 µs a pod; see bench/).
 
-Requests from the event loop (`arequest`) go over aiohttp, with the URL, headers and credentials the
-official client builds (a refreshed token included): a request through urllib3 in a worker thread cost about
-twice the CPU. Blocking requests (`request`, for the CLI) and watch streams use the official client's
+Requests from the event loop (`arequest`) go over aiohttp, with the server, headers and credentials the
+official client hands out (asked again every few seconds, so a refreshed token is used): a request through
+urllib3 in a worker thread cost about twice the CPU, and asking for the credentials on every request a third
+of a request's. Blocking requests (`request`, for the CLI) and watch streams use the official client's
 urllib3 pool; a stream is handed to the event loop chunk by chunk (one chunk holds one or more event
 lines), with a bound on chunks in flight so a slow consumer slows the reader instead of filling memory.
 """
@@ -15,9 +16,11 @@ import asyncio
 import contextlib
 import ssl
 import threading
+import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlencode
 
 import aiohttp
 import kubernetes
@@ -131,6 +134,26 @@ def ssl_context(configuration: Configuration) -> ssl.SSLContext:
 
 # Connections a client keeps open to the API server, as client-go's transport does per host.
 CONNECTIONS = 64
+# How long the credentials the official client hands out (its refresh hook re-reads a kubeconfig's token,
+# an expired exec plugin's, the in-cluster token file once a minute) serve before they are asked for again:
+# asking costs more than the request itself, and a token is never this close to its end when refreshed.
+CREDENTIALS_FOR = 5.0
+
+
+@dataclass(frozen=True)
+class _Credentials:
+    """The server's address and the headers every request carries (User-Agent, Authorization), as the
+    official client builds them, until `until` (monotonic)."""
+
+    host: str
+    headers: dict[str, str]
+    until: float
+
+    @classmethod
+    def ask(cls, api: ApiClient, serve_for: float) -> _Credentials:
+        headers: dict[str, str] = {}
+        api.update_params_for_auth(headers, [], ["BearerToken"], "", "", None)
+        return cls(api.configuration.host, {**api.default_headers, **headers}, time.monotonic() + serve_for)
 
 
 @dataclass
@@ -172,6 +195,8 @@ class _LoopSession:
 class KubeClient:
     api: ApiClient
     _http: _LoopSession | None = field(default=None, repr=False)
+    credentials_for: float = CREDENTIALS_FOR
+    _credentials: _Credentials | None = field(default=None, repr=False)
 
     @classmethod
     def from_config(cls, config: KubernetesConfig) -> KubeClient:
@@ -253,18 +278,15 @@ class KubeClient:
         """A request from the event loop; the raw body on 2xx, else KubeError. A GET whose kept-alive
         connection the server had closed is sent once more, on a new one (aiohttp does, as RFC 9112 allows
         for idempotent requests); a POST is not."""
-        headers = {"Accept": "application/json"}
+        credentials = self._credentials
+        if credentials is None or time.monotonic() >= credentials.until:
+            credentials = self._credentials = _Credentials.ask(self.api, self.credentials_for)
+        headers = {**credentials.headers, "Accept": "application/json"}
         data = None
         if body is not None:
             headers["Content-Type"] = content_type or "application/json"
             data = encode_body(self.api, body)
-        method, url, headers, _, _ = self.api.param_serialize(
-            method=method,
-            resource_path=path,
-            query_params=list(query),
-            header_params=headers,
-            auth_settings=["BearerToken"],
-        )
+        url = credentials.host + path + (f"?{urlencode(query)}" if query else "")
         configuration = self.api.configuration
         options: dict[str, Any] = {"timeout": aiohttp.ClientTimeout(total=request_timeout)}
         if configuration.tls_server_name:

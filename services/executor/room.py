@@ -14,7 +14,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
+
+from shared.api.messages import AuditRecord
+from shared.api.pmj import PodMigrationJob
+from shared.api.pod import Pod
 
 
 @dataclass(frozen=True)
@@ -41,3 +46,31 @@ def no_room(reservation: Mapping[str, Any] | None, pod_node: str | None) -> NoRo
     if node == pod_node:
         return NoRoom(f"Reservation {name} is on the pod's own node {node}", later=False)
     return None
+
+
+def room_checked(
+    job: PodMigrationJob, reservation: Mapping[str, Any], pod: Pod, *, actor: str
+) -> AuditRecord:
+    """The audit record of a room check that passed: the Reservation's name, resourceVersion and node. The
+    check and the eviction are two requests: a sibling's replacement may still take this room in between;
+    Reservations are the workload's (as in Koordinator), so this job's replacement then takes the sibling's,
+    and the claims pair each job with one replacement."""
+    held = reservation.get("metadata") or {}
+    name, version = held.get("name") or "", held.get("resourceVersion") or ""
+    node = (reservation.get("status") or {}).get("nodeName") or ""
+    uid = job.metadata.uid or ""
+    return AuditRecord(
+        id=f"{uid}/room-checked/{name}/{version}",
+        time=datetime.now(UTC),
+        action="room-checked",
+        actor=actor,
+        job=job.metadata.name,
+        job_uid=uid,
+        message=f"Reservation {name} Available, unbound, on {node} at resourceVersion {version}",
+        details={
+            "reservation": name,
+            "resourceVersion": version,
+            "node": node,
+            "podUid": pod.metadata.uid or "",
+        },
+    )

@@ -26,11 +26,11 @@ from prometheus_client import Counter
 
 from services.executor.refusals import refusal
 from services.executor.reservations import reservation_for, to_delete
-from services.executor.room import no_room
+from services.executor.room import no_room, room_checked
 from shared import bus
 from shared.api import annotations as known
 from shared.api import codec, paths
-from shared.api.messages import AuditRecord, Command, JobRef, Outcome, Report, Step
+from shared.api.messages import Command, JobRef, Outcome, Report, Step
 from shared.api.pmj import (
     ANNOTATION_ABORT,
     MODE_EVICT_DIRECTLY,
@@ -126,8 +126,8 @@ class Executor:
         if command.step == "reserve":
             await self.reserve(job, command.attempt)
         else:
-            attempt = getattr(getattr(msg, "metadata", None), "num_delivered", 1) or 1
-            await self.evict(job, command.pod_uid, attempt)
+            delivered = getattr(getattr(msg, "metadata", None), "num_delivered", 1) or 1
+            await self.evict(job, command, delivered)
 
     async def reserve(self, job: PodMigrationJob, attempt: int) -> None:
         if name := job.user_reservation:
@@ -167,7 +167,9 @@ class Executor:
             with contextlib.suppress(KubeError):
                 await self.kube.arequest("DELETE", paths.reservation(name))
 
-    async def evict(self, job: PodMigrationJob, pod_uid: str | None, attempt: int) -> None:
+    async def evict(self, job: PodMigrationJob, command: Command, delivered: int) -> None:
+        """`delivered`: how many times this command came, for the backoff of a refused eviction."""
+        pod_uid = command.pod_uid
         ref = job.spec.pod_ref
         assert ref is not None
         path = paths.pod(str(ref.namespace), str(ref.name))
@@ -181,7 +183,7 @@ class Executor:
             return  # already going: never evicted twice
         room = ""
         if (job.spec.mode or self.args.default_job_mode) != MODE_EVICT_DIRECTLY:
-            reservation = await self._current_reservation(job)
+            reservation = await self._current_reservation(job, command.attempt)
             problem = no_room(reservation, pod.node_name)
             if problem is not None:
                 await self._report(job, "evict", "blocked", message=f"not evicting: {problem.why}")
@@ -231,7 +233,7 @@ class Executor:
             _count_eviction(policy, outcome)
             await self._report(job, "evict", outcome, message=exc.message or str(exc))
             if exc.status == 429 or exc.retryable:
-                raise Retry(exc.message, min(BACKOFF_MAX, BACKOFF_BASE * 2 ** (attempt - 1))) from exc
+                raise Retry(exc.message, min(BACKOFF_MAX, BACKOFF_BASE * 2 ** (delivered - 1))) from exc
             return
         _count_eviction(policy, "done")
         await self._report(job, "evict", "done", message=f"{policy}: pod {ref.namespace}/{ref.name}{room}")
@@ -266,12 +268,18 @@ class Executor:
     async def _get(self, path: str) -> dict[str, Any] | None:
         return await read_or_retry(self.kube.get_json(path), f"reading {path}", BACKOFF_BASE)
 
-    async def _current_reservation(self, job: PodMigrationJob) -> dict[str, Any] | None:
-        """The Reservation the job's replacement is to take: the one the user named, else its latest attempt
-        (listed, not read through its reservationRef, which the tracker may not have pointed at it yet)."""
+    async def _current_reservation(self, job: PodMigrationJob, attempt: int) -> dict[str, Any] | None:
+        """The Reservation the job's replacement is to take: the one the user named, else the attempt the
+        command names (read by its name), else its latest attempt (listed: a command from before the
+        tracker named attempts, or one whose Reservation is gone). Not read through its reservationRef,
+        which the tracker may not have pointed at it yet."""
         if name := job.user_reservation:
             return await self._get(paths.reservation(name))
-        selector = f"{LABEL_CREATED_BY}=podherd,{LABEL_JOB}={job.metadata.name}"
+        job_name = job.metadata.name or ""
+        found = await self._get(paths.reservation(reservation_name(job_name, attempt)))
+        if found is not None and made_for(found, job_name):
+            return found
+        selector = f"{LABEL_CREATED_BY}=podherd,{LABEL_JOB}={job_name}"
         items = await read_or_retry(
             self.kube.list_items(paths.RESERVATIONS, selector), "listing", BACKOFF_BASE
         )
@@ -280,35 +288,14 @@ class Executor:
             return max(attempts, key=lambda a: a[0])[1]
         if ref := job.spec.reservation_ref_name:  # named as Podherd names them, yet not made by Podherd?
             found = await self._get(paths.reservation(ref))
-            if found is not None and not made_for(found, job.metadata.name or ""):
+            if found is not None and not made_for(found, job_name):
                 return found
         return None
 
     async def _room_checked(self, job: PodMigrationJob, reservation: dict[str, Any], pod: Pod) -> None:
-        """On the audit stream before the eviction: the room the replacement goes to, as read (its name,
-        resourceVersion and node), so an auditor can hold every eviction against the Reservation's history.
-        The check and the eviction are two requests: a sibling's replacement may still take this room in
-        between; Reservations are the workload's (as in Koordinator), so this job's replacement then takes
-        the sibling's, and the claims pair each job with one replacement."""
-        held = reservation.get("metadata") or {}
-        name, version = held.get("name") or "", held.get("resourceVersion") or ""
-        node = (reservation.get("status") or {}).get("nodeName") or ""
-        uid = job.metadata.uid or ""
-        record = AuditRecord(
-            id=f"{uid}/room-checked/{name}/{version}",
-            time=datetime.now(UTC),
-            action="room-checked",
-            actor=f"executor/{self.config.replica}",
-            job=job.metadata.name,
-            job_uid=uid,
-            message=f"Reservation {name} Available, unbound, on {node} at resourceVersion {version}",
-            details={
-                "reservation": name,
-                "resourceVersion": version,
-                "node": node,
-                "podUid": pod.metadata.uid or "",
-            },
-        )
+        """On the audit stream before the eviction: the room the replacement goes to, as read, so an auditor
+        can hold every eviction against the Reservation's history (see `room.room_checked`)."""
+        record = room_checked(job, reservation, pod, actor=f"executor/{self.config.replica}")
         await self.publisher.publish_audit(self.subjects.audit(job.metadata.name or ""), record)
         await self.publisher.flush()
 

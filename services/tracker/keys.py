@@ -14,7 +14,7 @@ class TrackerKeys:
     def base(self) -> str:
         return f"{self.key_prefix}:tracker"
 
-    # Per job, by uid (hashes): the arbitrator's decision, the pod the job was made for, its replacement.
+    # Per job, by uid (hashes): the arbitrator's decision, the pod the job was made for, its replacement, ...
     @property
     def decisions(self) -> str:
         return f"{self.base}:decisions"
@@ -26,6 +26,11 @@ class TrackerKeys:
     @property
     def replacement(self) -> str:
         return f"{self.base}:replacement"
+
+    @property
+    def attempts(self) -> str:
+        """The latest Reservation attempt the tracker asked the executor for: which names to read."""
+        return f"{self.base}:attempts"
 
     def reports(self, job_uid: str) -> str:
         """The executor's reports on a job, by step (hash)."""

@@ -4,6 +4,7 @@ executor's reports, and which replacement pod stands for it (claimed in Redis, o
 
 from __future__ import annotations
 
+import asyncio
 import json
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -22,11 +23,12 @@ from shared.api.messages import Decision, PodInfo, Report
 from shared.api.pmj import (
     MODE_EVICT_DIRECTLY,
     PHASE_FAILED,
+    PHASE_PENDING,
     PHASE_RUNNING,
     TERMINAL_PHASES,
     PodMigrationJob,
 )
-from shared.api.reservation import LABEL_ATTEMPT, LABEL_CONTROLLER, LABEL_JOB, made_for
+from shared.api.reservation import LABEL_ATTEMPT, LABEL_CONTROLLER, LABEL_JOB, made_for, reservation_name
 from shared.config import MigrationControllerArgs
 from shared.consume import read_or_retry
 from shared.kube import KubeClient
@@ -58,13 +60,14 @@ class Observer:
         pipe.hget(self.keys.decisions, uid)
         pipe.hgetall(self.keys.reports(uid))
         pipe.hexists(self.keys.workload_uid_of, job.metadata.name or "")  # an eviction was sent
-        raw_decision, raw_reports, evicting = await pipe.execute()
+        pipe.hget(self.keys.attempts, uid)
+        raw_decision, raw_reports, evicting, asked = await pipe.execute()
         decision = codec.decode(raw_decision, Decision) if raw_decision else None
         reports = {as_text(k): codec.decode(v, Report) for k, v in raw_reports.items()}
         # The Reservations first, the pod after: a pod still there when read after its Reservation was seen
         # taken has not been evicted, so whoever took the room is not its replacement (read the other way
         # round, an eviction and the rebinding in between would look like a sibling taking it).
-        reservations, attempt = await self._reservations(job)
+        reservations, attempt = await self._reservations(job, int(asked or 0))
         pod = None
         if ref is not None and ref.namespace and ref.name:
             found = await self.get(paths.pod(ref.namespace, ref.name))
@@ -109,6 +112,7 @@ class Observer:
             replacement=replacement,
             claimed=claimed,
             attempt=attempt,
+            asked=int(asked or 0),
             eviction_note=evict_report.message
             if evict_report and evict_report.outcome == "blocked"
             else None,
@@ -122,16 +126,24 @@ class Observer:
             dry_run=self.args.dry_run,
         )
 
-    async def _reservations(self, job: PodMigrationJob) -> tuple[list[ReservationView], int]:
+    async def _reservations(self, job: PodMigrationJob, asked: int) -> tuple[list[ReservationView], int]:
         """The job's Reservations, oldest attempt first, and the current attempt (0: none yet): the one the
-        user named, else those Podherd made for it (its reservationRef then names the latest)."""
+        user named, else those Podherd made for it (its reservationRef then names the latest). `asked`: the
+        latest attempt the tracker asked for, so each is read by its name; unknown (Redis lost it), they are
+        listed by their label."""
         name, ref = job.metadata.name or "", job.spec.reservation_ref_name
         if named := job.user_reservation:
             found = await self.get(paths.reservation(named))
             return ([reservation_view(found)], 1) if found is not None else ([], 0)
         if ref is None and (job.spec.mode or self.args.default_job_mode) == MODE_EVICT_DIRECTLY:
             return [], 0  # evicted directly: Podherd makes it no Reservation (and names none)
-        items = await self.list(paths.RESERVATIONS, f"{LABEL_JOB}={name}")
+        items: list[dict[str, Any]] = []
+        if asked:
+            names = [reservation_name(name, attempt) for attempt in range(1, asked + 1)]
+            found_each = await asyncio.gather(*(self.get(paths.reservation(n)) for n in names))
+            items = [r for r in found_each if r is not None and made_for(r, name)]
+        elif job.phase != PHASE_PENDING:  # a Pending job was never asked a Reservation for
+            items = await self.list(paths.RESERVATIONS, f"{LABEL_JOB}={name}")
         if ref is not None and not items and job.phase not in TERMINAL_PHASES:
             # Named as Podherd names them, yet none of Podherd's is there: a Reservation of the user's?
             found = await self.get(paths.reservation(ref))

@@ -250,6 +250,8 @@ class Tracker:
         for action in step.actions:
             if action == machine.EVICT and workload:
                 await self.state.in_flight(name, workload)
+            if action == machine.RESERVE and step.attempt > observed.asked:
+                await self.state.asked(job, step.attempt)  # before the command: its name is read from now on
             if action in (machine.RESERVE, machine.EVICT):
                 await self.effects.command(job, cast(CommandStep, action), pod_uid, attempt=step.attempt)
             elif action == machine.CLEANUP:

@@ -29,6 +29,10 @@ class JobState:
         written = await self.client.hget(self.keys.written, name)
         return written is not None and as_text(written) == resource_version
 
+    async def asked(self, job: PodMigrationJob, attempt: int) -> None:
+        """The tracker asks for the job's Reservation `attempt`: the names to read are known up to it."""
+        await self.client.hset(self.keys.attempts, job.metadata.uid or "", attempt)
+
     async def in_flight(self, name: str, workload: str) -> None:
         """The job evicts: until it ends, the room its workload's ended jobs did not use stays."""
         pipe = self.client.pipeline(transaction=False)

@@ -20,7 +20,7 @@ from services.executor.service import Executor
 from services.tracker.service import Tracker
 from shared import bus
 from shared.api import codec
-from shared.api.messages import IntentReply, MigrationIntent, PodKey
+from shared.api.messages import Command, IntentReply, MigrationIntent, PodKey
 from shared.config import CollectorConfig
 from shared.ledger import Ledger, as_text
 from tests.e2e.pipeline import GROUP, PLURAL, VERSION, create_job, ended, pipeline, pipeline_config, until_job
@@ -346,7 +346,7 @@ async def test_work_a_killed_replica_held_moves_again_within_seconds_of_its_succ
     holding = asyncio.Event()
 
     class HangsMidEviction(Executor):
-        async def evict(self, job: Any, pod_uid: str | None, attempt: int) -> None:
+        async def evict(self, job: Any, command: Command, delivered: int) -> None:
             holding.set()
             await asyncio.Event().wait()
 
@@ -377,8 +377,8 @@ class Crash(BaseException):
 class DiesAfterEvicting(Executor):
     """Evicts, then dies before acknowledging the command (as a SIGKILL right after the API call)."""
 
-    async def evict(self, job: Any, pod_uid: str | None, attempt: int) -> None:
-        await super().evict(job, pod_uid, attempt)
+    async def evict(self, job: Any, command: Command, delivered: int) -> None:
+        await super().evict(job, command, delivered)
         raise Crash
 
 

@@ -91,3 +91,42 @@ def test_one_client_serves_one_event_loop_after_another(kubesim_factory: Callabl
         assert [n["metadata"]["name"] for n in first] == [n["metadata"]["name"] for n in second] != []
     finally:
         kube.close()
+
+
+async def test_credentials_are_asked_of_the_official_client_again_once_they_have_served_their_time() -> None:
+    """The token the client's configuration hands out (its refresh hook re-reads a rotated one) is reused for
+    `credentials_for` seconds, then asked for again."""
+    sent: list[str] = []
+
+    async def record(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while not reader.at_eof():
+            try:
+                head = await reader.readuntil(b"\r\n\r\n")
+            except asyncio.IncompleteReadError:
+                break
+            lines = head.decode().split("\r\n")[1:]
+            fields = {k.lower(): v for k, _, v in (line.partition(": ") for line in lines)}
+            sent.append(fields.get("authorization", ""))
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}")
+            await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(record, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    configuration = Configuration(host=f"http://127.0.0.1:{port}")
+    configuration.api_key = {"BearerToken": "first"}
+    configuration.api_key_prefix = {"BearerToken": "Bearer"}
+    held = KubeClient(ApiClient(configuration))  # the default: minutes before a token's end, seconds
+    asks_each_time = KubeClient(ApiClient(configuration), credentials_for=0.0)
+    try:
+        for kube in (held, asks_each_time):
+            await kube.arequest("GET", "/api/v1/nodes/a")
+        configuration.api_key = {"BearerToken": "rotated"}
+        for kube in (held, asks_each_time):
+            await kube.arequest("GET", "/api/v1/nodes/a")
+        assert sent == ["Bearer first", "Bearer first", "Bearer first", "Bearer rotated"]
+    finally:
+        for kube in (held, asks_each_time):
+            await kube.aclose()
+        server.close()
+        await server.wait_closed()
