@@ -3,7 +3,6 @@ Kubernetes Events, its reservationRef, and the word that a job's slots were rele
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import logging
@@ -69,23 +68,27 @@ class Effects:
         RELEASES.inc()
         await self.nc.publish(self.subjects.ledger_released, uid.encode())
 
-    async def point_at(self, job: PodMigrationJob, reservation: ReservationView) -> None:
+    async def point_at(self, job: PodMigrationJob, reservation: ReservationView) -> PodMigrationJob | None:
         """Name the Reservation Podherd made for the job's current attempt in its reservationRef, as
         Koordinator's controller does, so `kubectl get pmj -o yaml` shows which room the job holds."""
         ref = {"apiVersion": API_VERSION, "kind": "Reservation", "name": reservation.name}
-        await self.patch_job(
+        return await self.patch_job(
             job, {"spec": {"reservationOptions": {"reservationRef": {**ref, "uid": reservation.uid or None}}}}
         )
 
-    async def patch_job(self, job: PodMigrationJob, patch: dict[str, Any]) -> None:
-        """A merge patch of the PMJ; one that fails is written again on the job's next look."""
-        with contextlib.suppress(KubeError):
-            await self.kube.arequest(
+    async def patch_job(self, job: PodMigrationJob, patch: dict[str, Any]) -> PodMigrationJob | None:
+        """A merge patch of the PMJ; one that fails is written again on the job's next look. Returns the job
+        as written (None: it was not)."""
+        try:
+            answer = await self.kube.arequest(
                 "PATCH",
                 paths.job(str(job.metadata.name)),
                 body=patch,
                 content_type="application/merge-patch+json",
             )
+        except KubeError:
+            return None
+        return codec.decode(answer, PodMigrationJob)
 
     async def transitioned(self, job: PodMigrationJob, previous: Phase | None, step: machine.Step) -> None:
         status = step.status

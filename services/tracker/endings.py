@@ -42,7 +42,7 @@ class Endings:
         await self.state.untrack(job)
         pipe = self.client.pipeline(transaction=False)  # what the tracker kept for it, to the last field
         pipe.hdel(self.keys.phases, job.metadata.name or "")
-        pipe.hdel(self.keys.written, job.metadata.name or "")
+        pipe.delete(self.keys.written(job.metadata.name or ""))
         for per_job in (self.keys.decisions, self.keys.pod_uids, self.keys.replacement, self.keys.attempts):
             pipe.hdel(per_job, uid)
         pipe.delete(self.keys.reports(uid))
@@ -85,11 +85,12 @@ class Endings:
         # Last: whoever hears of the release (the arbitrator's next pass) reads the statistics it updated.
         await self.effects.released(uid)
 
-    async def record_ledger(self, job: PodMigrationJob) -> None:
-        """What the job holds in the ledger, on the PMJ: the ledger is rebuilt from it after a Redis loss."""
+    async def record_ledger(self, job: PodMigrationJob) -> PodMigrationJob | None:
+        """What the job holds in the ledger, on the PMJ: the ledger is rebuilt from it after a Redis loss.
+        Returns the job as written, if it was."""
         held = await self.ledger.held(job.metadata.uid or "")
         if held is None:
-            return
-        await self.effects.patch_job(
+            return None
+        return await self.effects.patch_job(
             job, {"metadata": {"annotations": {ledger.ANNOTATION: held.annotation()}}}
         )

@@ -41,11 +41,11 @@ class TrackerKeys:
     def phases(self) -> str:
         return f"{self.base}:phases"
 
-    @property
-    def written(self) -> str:
-        """The resourceVersion of the tracker's last status write that left the job settled: that write's
-        own PMJ event is not reconciled again."""
-        return f"{self.base}:written"
+    def written(self, job: str) -> str:
+        """The resourceVersions of the tracker's own writes of the job (its status, its annotations and
+        reservationRef) that left it settled: their PMJ events, however late they come, bring nothing to
+        decide (a set; it expires a while after the job's last such write)."""
+        return f"{self.base}:written:{job}"
 
     @property
     def workload_uid_of(self) -> str:

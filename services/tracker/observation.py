@@ -68,8 +68,11 @@ class Observer:
         # taken has not been evicted, so whoever took the room is not its replacement (read the other way
         # round, an eviction and the rebinding in between would look like a sibling taking it).
         reservations, attempt = await self._reservations(job, int(asked or 0))
+        await self._pool(reservations)
+        # Ended: what it made is all that is left to see (and clean up); its pods are not read again.
+        ended = job.phase in TERMINAL_PHASES
         pod = None
-        if ref is not None and ref.namespace and ref.name:
+        if not ended and ref is not None and ref.namespace and ref.name:
             found = await self.get(paths.pod(ref.namespace, ref.name))
             if found is not None:
                 view = pod_view(found)
@@ -86,13 +89,12 @@ class Observer:
                     node = await self.get(paths.node(pod.node))  # why it may not go: NotReady
                     pod = replace(pod, node_ready=node_ready(node) if node is not None else None)
         current = reservations[-1] if reservations else None
-        await self._pool(reservations)
         bound_pod = None
-        if current is not None and current.bound:
+        if not ended and current is not None and current.bound:
             bound_pod = await self._pod(current.bound[0])
         started = any(c.type == "Eviction" for c in (job.status.conditions if job.status else None) or [])
         claimed = None
-        if started and (pod is None or pod.terminating) and current is not None:
+        if not ended and started and (pod is None or pod.terminating) and current is not None:
             claimed = await self._claim(job, reservations)
         replacement = await self._pod(claimed) if claimed else None
         evict_report = reports.get("evict")

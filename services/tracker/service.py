@@ -227,7 +227,12 @@ class Tracker:
         observed = await self.observer.observe(job)
         step = machine.progress(observed)
         before = job.status
-        settled_at = None
+        settled: list[str] = []  # own writes whose events bring nothing to decide
+
+        def settles(written: PodMigrationJob | None) -> None:
+            if written is not None and machine.settled(observed, step, written):
+                settled.append(written.metadata.resource_version or "")
+
         if step.status != before:
             body = {**raw, "status": msgspec.to_builtins(step.status)}
             try:
@@ -238,13 +243,11 @@ class Tracker:
                 if exc.status == 404:
                     return True
                 raise
-            written = codec.decode(answer, PodMigrationJob)
-            if machine.settled(observed, step, written):
-                settled_at = written.metadata.resource_version
+            settles(codec.decode(answer, PodMigrationJob))
             await self._transitioned(job, before.phase if before else None, step)
         phase = step.status.phase or PHASE_PENDING
         if phase == PHASE_RUNNING and ledger.ANNOTATION not in (job.metadata.annotations or {}):
-            await self.endings.record_ledger(job)
+            settles(await self.endings.record_ledger(job))
         pod_uid = observed.pod.uid if observed.pod else None
         workload = observed.reservation.owner_controller_uid if observed.reservation else None
         for action in step.actions:
@@ -268,13 +271,13 @@ class Tracker:
             and current.ours
             and current.name != job.spec.reservation_ref_name
         ):
-            await self.effects.point_at(job, current)  # after the commands: the migration does not wait
+            settles(await self.effects.point_at(job, current))  # after the commands: the migration goes on
         if phase in TERMINAL_PHASES:
             await self.state.untrack(job)
         else:
             await self.state.track(job)
-        if settled_at:  # after the actions: should this replica die before, the write's event redoes them
-            await self.state.settled_at(name, settled_at)
+        if settled:  # after the actions: should this replica die before, the writes' events redo them
+            await self.state.settled_at(name, settled)
         controller = observed.reservation.owner_controller_uid if observed.reservation else None
         if controller:
             waiting = self.keys.waiting(controller)

@@ -12,7 +12,10 @@ import redis.asyncio as aioredis
 from services.tracker.keys import TrackerKeys
 from shared.api.pmj import PodMigrationJob
 from shared.durations import parse_duration
-from shared.ledger import as_text
+
+# How long the tracker's own writes of a job are known after its last one: longer than any event waits in
+# the stream before it is handled.
+WRITES_REMEMBERED_S = 3600
 
 
 class JobState:
@@ -22,12 +25,14 @@ class JobState:
     async def phase_written(self, name: str, phase: str) -> None:
         await self.client.hset(self.keys.phases, name, phase)
 
-    async def settled_at(self, name: str, resource_version: str) -> None:
-        await self.client.hset(self.keys.written, name, resource_version)
+    async def settled_at(self, name: str, resource_versions: list[str]) -> None:
+        pipe = self.client.pipeline(transaction=False)
+        pipe.sadd(self.keys.written(name), *resource_versions)
+        pipe.expire(self.keys.written(name), WRITES_REMEMBERED_S)
+        await pipe.execute()
 
     async def is_own_settled_write(self, name: str, resource_version: str) -> bool:
-        written = await self.client.hget(self.keys.written, name)
-        return written is not None and as_text(written) == resource_version
+        return bool(await self.client.sismember(self.keys.written(name), resource_version))
 
     async def asked(self, job: PodMigrationJob, attempt: int) -> None:
         """The tracker asks for the job's Reservation `attempt`: the names to read are known up to it."""
