@@ -138,8 +138,6 @@ class Executor:
                 )
             return
         name = reservation_name(job.metadata.name or "", attempt)
-        if await self._get(paths.reservation(name)) is not None:
-            return  # created before (a redelivery): never two Reservations for one attempt
         ref = job.spec.pod_ref
         assert ref is not None
         pod = await self._pod(str(ref.namespace), str(ref.name))
@@ -153,7 +151,7 @@ class Executor:
             await self.kube.arequest("POST", paths.RESERVATIONS, body=body)
         except KubeError as exc:
             if exc.status == 409:
-                return
+                return  # created before (a redelivery): the attempt's one name makes it once
             ACTIONS.labels("reserve", "", "failed").inc()
             await self._report(job, "reserve", "failed", message=f"creating Reservation {name}: {exc}")
             if exc.retryable:

@@ -61,7 +61,8 @@ class Observer:
         pipe.hgetall(self.keys.reports(uid))
         pipe.hexists(self.keys.workload_uid_of, job.metadata.name or "")  # an eviction was sent
         pipe.hget(self.keys.attempts, uid)
-        raw_decision, raw_reports, evicting, asked = await pipe.execute()
+        pipe.hget(self.keys.pod_uids, uid)
+        raw_decision, raw_reports, evicting, asked, first_seen = await pipe.execute()
         decision = codec.decode(raw_decision, Decision) if raw_decision else None
         reports = {as_text(k): codec.decode(v, Report) for k, v in raw_reports.items()}
         # The Reservations first, the pod after: a pod still there when read after its Reservation was seen
@@ -77,12 +78,13 @@ class Observer:
             if found is not None:
                 view = pod_view(found)
                 # The pod the job was made for: a new pod by the same name (a StatefulSet's) is not it.
-                # In one transaction: a Redis restart between the write and the read must not read back
-                # nothing and take the job's own pod for another (and its job for Succeeded).
-                pipe = self.client.pipeline(transaction=True)
-                pipe.hsetnx(self.keys.pod_uids, uid, ref.uid or view.uid)
-                pipe.hget(self.keys.pod_uids, uid)
-                _, first_seen = await pipe.execute()
+                # Noted the first time, in one transaction: a Redis restart between the write and the read
+                # must not read back nothing and take the job's own pod for another (its job for Succeeded).
+                if first_seen is None:
+                    pipe = self.client.pipeline(transaction=True)
+                    pipe.hsetnx(self.keys.pod_uids, uid, ref.uid or view.uid)
+                    pipe.hget(self.keys.pod_uids, uid)
+                    _, first_seen = await pipe.execute()
                 expected = as_text(first_seen) if first_seen is not None else ref.uid or view.uid
                 pod = view if view.uid == expected else None
                 if pod is not None and pod.deleted_at is not None and pod.node:

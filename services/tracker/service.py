@@ -272,23 +272,23 @@ class Tracker:
             and current.name != job.spec.reservation_ref_name
         ):
             settles(await self.effects.point_at(job, current))  # after the commands: the migration goes on
+        # What the tracker keeps of the job, in one round trip.
+        pipe = self.client.pipeline(transaction=False)
         if phase in TERMINAL_PHASES:
             await self.state.untrack(job)
         else:
-            await self.state.track(job)
+            self.state.tracking(job, pipe)
         if settled:  # after the actions: should this replica die before, the writes' events redo them
-            await self.state.settled_at(name, settled)
+            self.state.settled_at(name, settled, pipe)
         controller = observed.reservation.owner_controller_uid if observed.reservation else None
-        if controller:
-            waiting = self.keys.waiting(controller)
-            if phase == PHASE_RUNNING and step.status.reason == REASON_WAIT_FOR_POD_BIND_RESERVATION:
-                if await self.client.sadd(waiting, name):
-                    # Registered after looking: a replacement that bound in between kicked no one. Look
-                    # once more, now that every later bind kicks this job.
-                    return False
-            else:
-                await self.client.srem(waiting, name)
-        return True
+        waits = phase == PHASE_RUNNING and step.status.reason == REASON_WAIT_FOR_POD_BIND_RESERVATION
+        if controller and not waits:
+            pipe.srem(self.keys.waiting(controller), name)
+        if len(pipe):
+            await pipe.execute()
+        # Registered as waiting after looking: a replacement that bound in between kicked no one. Newly
+        # registered, look once more (False), now that every later bind kicks this job.
+        return not (controller and waits and await self.client.sadd(self.keys.waiting(controller), name))
 
     async def _kick_waiting(self, controller: str | None) -> None:
         """Something changed in a workload's Reservations or pods: look again at its jobs waiting for a

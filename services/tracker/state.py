@@ -8,6 +8,7 @@ import json
 import time
 
 import redis.asyncio as aioredis
+from redis.asyncio.client import Pipeline
 
 from services.tracker.keys import TrackerKeys
 from shared.api.pmj import PodMigrationJob
@@ -25,11 +26,10 @@ class JobState:
     async def phase_written(self, name: str, phase: str) -> None:
         await self.client.hset(self.keys.phases, name, phase)
 
-    async def settled_at(self, name: str, resource_versions: list[str]) -> None:
-        pipe = self.client.pipeline(transaction=False)
+    def settled_at(self, name: str, resource_versions: list[str], pipe: Pipeline) -> None:
+        """Remember own writes of the job that left it settled (commands of the caller's pipeline)."""
         pipe.sadd(self.keys.written(name), *resource_versions)
         pipe.expire(self.keys.written(name), WRITES_REMEMBERED_S)
-        await pipe.execute()
 
     async def is_own_settled_write(self, name: str, resource_version: str) -> bool:
         return bool(await self.client.sismember(self.keys.written(name), resource_version))
@@ -49,17 +49,21 @@ class JobState:
         return bool(await self.client.hexists(self.keys.workload_uid_of, name))
 
     async def track(self, job: PodMigrationJob) -> None:
+        pipe = self.client.pipeline(transaction=False)
+        self.tracking(job, pipe)
+        await pipe.execute()
+
+    def tracking(self, job: PodMigrationJob, pipe: Pipeline) -> None:
+        """`track`, as commands of the caller's pipeline."""
         name = job.metadata.name or ""
         ttl = parse_duration(job.spec.ttl or self.default_ttl)
         created = job.metadata.creation_timestamp
         deadline = (created.timestamp() if created else time.time()) + ttl + 0.05
-        pipe = self.client.pipeline(transaction=False)
         pipe.zadd(self.keys.deadlines, {name: deadline})
         if job.spec.pod_ref is not None:
             pipe.hset(self.keys.pod_jobs, f"{job.spec.pod_ref.namespace}/{job.spec.pod_ref.name}", name)
         if named := job.user_reservation:  # its events carry no job label: find the job by the name
             pipe.hset(self.keys.named, named, name)
-        await pipe.execute()
 
     async def untrack(self, job: PodMigrationJob) -> None:
         name = job.metadata.name or ""
