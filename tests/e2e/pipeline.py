@@ -192,6 +192,15 @@ def create_job(kube: Kube, name: str, pod: str, namespace: str = "default", **sp
     return created
 
 
+def paused_job(kube: Kube, name: str, pod: str, status: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A paused job (no service moves it on), with `status` written as a tracker would write it."""
+    created = create_job(kube, name, pod, paused=True)
+    if status is not None:
+        created["status"] = status
+        created = kube.custom.replace_cluster_custom_object_status(GROUP, VERSION, PLURAL, name, created)
+    return created
+
+
 def get_job(kube: Kube, name: str) -> dict[str, Any]:
     found: dict[str, Any] = kube.custom.get_cluster_custom_object(GROUP, VERSION, PLURAL, name)
     return found

@@ -20,7 +20,7 @@ from shared.api.pmj import PodMigrationJob
 from shared.api.pod import pod_from
 from shared.api.reservation import LABEL_CONTROLLER, LABEL_CREATED_BY, LABEL_JOB
 from shared.kube import KubeClient
-from tests.e2e.pipeline import GROUP, PLURAL, VERSION, pipeline_config
+from tests.e2e.pipeline import GROUP, PLURAL, VERSION, paused_job, pipeline_config
 from tests.e2e.test_lifecycle import cluster, start, web_pods
 from tests.kube import watch_until
 
@@ -28,16 +28,7 @@ pytestmark = [pytest.mark.integration]
 
 
 def job(kube: Any, name: str, pod: str, phase: str | None) -> None:
-    body = {
-        "apiVersion": f"{GROUP}/{VERSION}",
-        "kind": "PodMigrationJob",
-        "metadata": {"name": name},
-        "spec": {"podRef": {"namespace": "default", "name": pod}, "paused": True},
-    }
-    created = kube.custom.create_cluster_custom_object(GROUP, VERSION, PLURAL, body)
-    if phase is not None:
-        created["status"] = {"phase": phase, "reason": "Timeout", "message": "ended"}
-        kube.custom.replace_cluster_custom_object_status(GROUP, VERSION, PLURAL, name, created)
+    paused_job(kube, name, pod, {"phase": phase, "reason": "Timeout", "message": "ended"} if phase else None)
 
 
 def room(kube: Any, pod: dict[str, Any], owner: str, controller: str) -> None:

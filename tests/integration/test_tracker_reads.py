@@ -21,24 +21,15 @@ from shared.api.pod import pod_from
 from shared.api.reservation import LABEL_ATTEMPT, LABEL_CREATED_BY, LABEL_JOB, reservation_name
 from shared.config import KubernetesConfig, MigrationControllerArgs
 from shared.kube import KubeClient
-from tests.e2e.pipeline import GROUP, PLURAL, VERSION
+from tests.e2e.pipeline import GROUP, VERSION, paused_job
 from tests.e2e.test_lifecycle import cluster, start, web_pods
 
 pytestmark = [pytest.mark.integration]
 
 
 def make_job(kube: Any, name: str, pod: str, phase: str | None) -> PodMigrationJob:
-    body = {
-        "apiVersion": f"{GROUP}/{VERSION}",
-        "kind": "PodMigrationJob",
-        "metadata": {"name": name},
-        "spec": {"podRef": {"namespace": "default", "name": pod}, "paused": True},
-    }
-    created = kube.custom.create_cluster_custom_object(GROUP, VERSION, PLURAL, body)
-    if phase is not None:
-        created["status"] = {"phase": phase, "message": "reserving"}
-        created = kube.custom.replace_cluster_custom_object_status(GROUP, VERSION, PLURAL, name, created)
-    return msgspec.convert(created, PodMigrationJob)
+    status = {"phase": phase, "message": "reserving"} if phase else None
+    return msgspec.convert(paused_job(kube, name, pod, status), PodMigrationJob)
 
 
 def make_room(kube: Any, pod: dict[str, Any], job: str, attempt: int, *, by: str = "podherd") -> None:
