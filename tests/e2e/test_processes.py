@@ -40,11 +40,10 @@ KUBECTL = shutil.which("kubectl")
 STORM = 60
 
 
-# Grants this run cannot exercise: the Delete and SoftEviction policies, and a job naming its Reservation.
+# Grants this run cannot exercise: the Delete and SoftEviction policies.
 NEEDED_OFF_THIS_PATH = {
     ("executor", "delete", "", "pods"),
     ("executor", "patch", "", "pods"),
-    ("tracker", "get", "scheduling.koordinator.sh", "reservations"),
 }
 
 # The tracker's resync (every 30 s) lists the jobs, and its collector deletes finished ones 30 min after they
