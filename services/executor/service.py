@@ -39,9 +39,9 @@ from shared.api.pmj import (
 )
 from shared.api.pod import Pod, pod_from
 from shared.api.reservation import (
-    LABEL_ATTEMPT,
     LABEL_CREATED_BY,
     LABEL_JOB,
+    attempt_of,
     made_for,
     reservation_name,
 )
@@ -281,9 +281,8 @@ class Executor:
         items = await read_or_retry(
             self.kube.list_items(paths.RESERVATIONS, selector), "listing", BACKOFF_BASE
         )
-        attempts = [(int((r["metadata"].get("labels") or {}).get(LABEL_ATTEMPT) or 1), r) for r in items]
-        if attempts:
-            return max(attempts, key=lambda a: a[0])[1]
+        if items:
+            return max(items, key=attempt_of)
         if ref := job.spec.reservation_ref_name:  # named as Podherd names them, yet not made by Podherd?
             found = await self._get(paths.reservation(ref))
             if found is not None and not made_for(found, job_name):

@@ -14,7 +14,8 @@ class TrackerKeys:
     def base(self) -> str:
         return f"{self.key_prefix}:tracker"
 
-    # Per job, by uid (hashes): the arbitrator's decision, the pod the job was made for, its replacement, ...
+    # Per job, by uid (hashes): the arbitrator's decision, the pod the job was made for, its replacement, the
+    # Reservation attempts asked for.
     @property
     def decisions(self) -> str:
         return f"{self.base}:decisions"

@@ -28,7 +28,7 @@ from shared.api.pmj import (
     TERMINAL_PHASES,
     PodMigrationJob,
 )
-from shared.api.reservation import LABEL_ATTEMPT, LABEL_CONTROLLER, LABEL_JOB, made_for, reservation_name
+from shared.api.reservation import LABEL_CONTROLLER, LABEL_JOB, attempt_of, made_for, reservation_name
 from shared.config import MigrationControllerArgs
 from shared.consume import read_or_retry
 from shared.kube import KubeClient
@@ -62,13 +62,14 @@ class Observer:
         pipe.hexists(self.keys.workload_uid_of, job.metadata.name or "")  # an eviction was sent
         pipe.hget(self.keys.attempts, uid)
         pipe.hget(self.keys.pod_uids, uid)
-        raw_decision, raw_reports, evicting, asked, first_seen = await pipe.execute()
+        raw_decision, raw_reports, evicting, raw_asked, first_seen = await pipe.execute()
+        asked = int(raw_asked or 0)
         decision = codec.decode(raw_decision, Decision) if raw_decision else None
         reports = {as_text(k): codec.decode(v, Report) for k, v in raw_reports.items()}
         # The Reservations first, the pod after: a pod still there when read after its Reservation was seen
         # taken has not been evicted, so whoever took the room is not its replacement (read the other way
         # round, an eviction and the rebinding in between would look like a sibling taking it).
-        reservations, attempt = await self._reservations(job, int(asked or 0))
+        reservations, attempt = await self._reservations(job, asked)
         await self._pool(reservations)
         # Ended: what it made is all that is left to see (and clean up); its pods are not read again.
         ended = job.phase in TERMINAL_PHASES
@@ -116,7 +117,7 @@ class Observer:
             replacement=replacement,
             claimed=claimed,
             attempt=attempt,
-            asked=int(asked or 0),
+            asked=asked,
             eviction_note=evict_report.message
             if evict_report and evict_report.outcome == "blocked"
             else None,
@@ -153,8 +154,8 @@ class Observer:
             found = await self.get(paths.reservation(ref))
             if found is not None and not made_for(found, name):
                 return [reservation_view(found)], 1
-        items.sort(key=lambda r: int(((r.get("metadata") or {}).get("labels") or {}).get(LABEL_ATTEMPT) or 1))
-        attempt = int((items[-1]["metadata"].get("labels") or {}).get(LABEL_ATTEMPT) or 1) if items else 0
+        items.sort(key=attempt_of)
+        attempt = attempt_of(items[-1]) if items else 0
         return [reservation_view(r) for r in items], attempt
 
     async def _claim(self, job: PodMigrationJob, own: list[ReservationView]) -> tuple[str, str, str] | None:

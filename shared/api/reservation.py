@@ -61,6 +61,12 @@ def attempt_named(job_name: str, name: str) -> int | None:
     return int(tail) if head == job_name and tail.isdigit() and tail[0] != "0" and int(tail) >= 2 else None
 
 
+def attempt_of(reservation: dict[str, Any]) -> int:
+    """The attempt a Reservation Podherd made is for (its label; 1 when unlabelled)."""
+    labels = (reservation.get("metadata") or {}).get("labels") or {}
+    return int(labels.get(LABEL_ATTEMPT) or 1)
+
+
 def made_for(reservation: dict[str, Any], job_name: str) -> bool:
     """Podherd made this Reservation for this job (its labels say so): not a user-named one."""
     labels = (reservation.get("metadata") or {}).get("labels") or {}
