@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import Any, TextIO
 
 import msgspec
-import redis.asyncio as aioredis
 import yaml
 
 from kubesim.options import SimOptions
@@ -40,7 +39,7 @@ from podherd.invariants import Findings, Watchdog
 from podherd.planner import Plan
 from podherd.processes import SERVICES, ServiceFailed, ServiceProcesses
 from podherd.servers import nats_server, redis_server
-from shared import bus
+from shared import bus, redis_client
 from shared.api import paths
 from shared.api.pmj import TERMINAL_PHASES
 from shared.config import PodherdConfig
@@ -222,10 +221,10 @@ async def _defragment(
     print(f"\nplan: empty {chosen.node} so that {chosen.pending.key} can schedule", file=out)
     for move in chosen.moves:
         print(f"  move {move.pod.key} from {move.pod.node} to {move.target_node}", file=out)
-    redis_client = aioredis.from_url(config.redis.url)
+    store = redis_client.connect(config.redis)
     watchdog = Watchdog(
         kube,
-        redis_client,
+        store,
         config.redis.key_prefix,
         args=config.migration_controller,
         ignore_pods=frozenset({chosen.pending.key}),
@@ -245,7 +244,7 @@ async def _defragment(
     finally:
         stop.set()
         findings = await watching
-        await redis_client.aclose()
+        await store.aclose()
     try:
         facts = await _facts(kube, chosen, jobs, findings=findings)
     finally:

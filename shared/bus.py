@@ -140,6 +140,12 @@ class Subjects:
         """Core NATS (no stream): a job's slots and its statistics are written; waiting jobs may fit now."""
         return f"{self.prefix}.ledger.released"
 
+    @property
+    def job_unlocked(self) -> str:
+        """Core NATS (no stream): a tracker released a job's lock that another reconcile waits for (the job's
+        name as the payload)."""
+        return f"{self.prefix}.tracker.unlocked"
+
     # KV
     @property
     def watch_bucket(self) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 
@@ -12,12 +13,20 @@ from shared.config import HttpConfig
 
 log = logging.getLogger(__name__)
 ReadyCheck = Callable[[], Awaitable[str | None]]  # None when ready, else why not
+CHECK_DEADLINE = 2.0  # a check that does not answer in time (Redis stopped, say) says not ready
 
 
 class OpsServer:
-    def __init__(self, config: HttpConfig, registry: CollectorRegistry = REGISTRY) -> None:
+    def __init__(
+        self,
+        config: HttpConfig,
+        registry: CollectorRegistry = REGISTRY,
+        *,
+        check_deadline: float = CHECK_DEADLINE,
+    ) -> None:
         self.config = config
         self.registry = registry
+        self.check_deadline = check_deadline
         self.checks: dict[str, ReadyCheck] = {}
         self._runner: web.AppRunner | None = None
         self.port = 0
@@ -58,7 +67,10 @@ class OpsServer:
         problems = {}
         for name, check in self.checks.items():
             try:
-                why = await check()
+                async with asyncio.timeout(self.check_deadline):
+                    why = await check()
+            except TimeoutError:
+                why = f"no answer within {self.check_deadline:g}s"
             except Exception as exc:
                 why = f"check failed: {exc!r}"
             if why:

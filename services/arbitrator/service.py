@@ -27,7 +27,7 @@ from prometheus_client import Gauge
 from services.arbitrator.engine import Engine
 from services.arbitrator.fact_store import FactStore
 from services.arbitrator.rules.facts import available, workload_key
-from shared import bus
+from shared import bus, redis_client
 from shared.api import codec, paths
 from shared.api.messages import EventHead, ObjectEvent, PdbInfo, PodInfo, WorkloadInfo
 from shared.api.pmj import PHASE_RUNNING, PodMigrationJob
@@ -45,6 +45,8 @@ log = logging.getLogger(__name__)
 CONSUMER = "arbitrator"
 FACT_KINDS = ("pods", "poddisruptionbudgets", "deployments", "statefulsets", "replicasets")
 USAGE_INTERVAL = 5.0
+# A pass waiting longer than this on Redis (stopped, not gone) is given up and the next one starts.
+PASS_DEADLINE = 30.0
 LIMIT_KINDS = ("global", "node", "namespace", "workload", "pdb")
 SLOTS_IN_USE = Gauge(
     "podherd_ledger_slots_in_use",
@@ -217,12 +219,13 @@ class Arbitrator:
             if stop.is_set():
                 break
             try:
-                if not await self.ensure_ledger():
-                    continue
-                if time.monotonic() - swept >= interval:
-                    swept = time.monotonic()
-                    await self.engine.sweep()
-                await self.engine.admit_pass()
+                async with asyncio.timeout(PASS_DEADLINE):
+                    if not await self.ensure_ledger():
+                        continue
+                    if time.monotonic() - swept >= interval:
+                        swept = time.monotonic()
+                        await self.engine.sweep()
+                    await self.engine.admit_pass()
             except Exception:
                 log.exception("admission pass failed")
                 await asyncio.sleep(0.2)
@@ -266,7 +269,7 @@ class Arbitrator:
 
 async def main(config: PodherdConfig, stop: asyncio.Event, ops: OpsServer) -> None:
     nc = await bus.connect(config.nats, name=f"podherd-arbitrator-{config.replica}")
-    client = aioredis.from_url(config.redis.url)
+    client = redis_client.connect(config.redis)
     kube = None
     with contextlib.suppress(Exception):
         kube = KubeClient.from_config(config.kubernetes)

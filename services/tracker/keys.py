@@ -55,6 +55,10 @@ class TrackerKeys:
     def lock(self, job: str) -> str:
         return f"{self.base}:lock:{job}"
 
+    def lock_wanted(self, job: str) -> str:
+        """Set while another reconcile waits for the job's lock: its release is announced then."""
+        return f"{self.base}:lock-wanted:{job}"
+
     @property
     def deadlines(self) -> str:
         """Jobs by the time their ttl ends (sorted set)."""

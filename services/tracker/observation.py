@@ -161,7 +161,8 @@ class Observer:
     async def _claim(self, job: PodMigrationJob, own: list[ReservationView]) -> tuple[str, str, str] | None:
         """The replacement this job stands for, once its pod is evicted: one pod that took a Reservation of
         the workload, claimed by one job only (Reservations are per workload, so a replacement may have
-        taken another job's room, and that job then reserves again)."""
+        taken another job's room, and that job then reserves again). The workload's Reservations are
+        listed only when neither the job's own nor the replacements seen so far give one."""
         uid = job.metadata.uid or ""
         mine = await self.client.hget(self.keys.replacement, uid)
         if mine is not None:
@@ -170,12 +171,27 @@ class Observer:
         controller = own[-1].owner_controller_uid
         pool = self.keys.pool(controller or "")
         pooled: list[Ident] = []
-        workload: list[ReservationView] = []
         if controller:
             pooled = [tuple(json.loads(member)) for member in await self.client.smembers(pool)]
+        first = claims.candidates(own, pooled, ())
+        claimed = await self._claim_first(
+            uid, job.metadata.name or "", controller=controller, candidates=first
+        )
+        if claimed is None and controller:  # none seen yet: any the workload's Reservations name
             listed = await self.list(paths.RESERVATIONS, f"{LABEL_CONTROLLER}={controller}")
             workload = [reservation_view(item) for item in listed]
-        for namespace, name, pod_uid in claims.candidates(own, pooled, workload):
+            tried = set(first)
+            rest = [c for c in claims.candidates(own, pooled, workload) if c not in tried]
+            claimed = await self._claim_first(
+                uid, job.metadata.name or "", controller=controller, candidates=rest
+            )
+        return claimed
+
+    async def _claim_first(
+        self, uid: str, job: str, *, controller: str | None, candidates: list[Ident]
+    ) -> tuple[str, str, str] | None:
+        pool = self.keys.pool(controller or "")
+        for namespace, name, pod_uid in candidates:
             raw = await self.client.hget(self.keys.claims, pod_uid)
             holder = as_text(raw) if raw is not None else None
             view = None if holder not in (None, uid) else await self._pod((namespace, name, pod_uid))
@@ -189,7 +205,7 @@ class Observer:
                 pipe = self.client.pipeline(transaction=False)
                 pipe.hset(self.keys.replacement, uid, entry)
                 # Before the caller reads the replacement: its readiness, from now on, reconciles this job.
-                pipe.hset(self.keys.replacement_jobs, f"{namespace}/{name}", job.metadata.name or "")
+                pipe.hset(self.keys.replacement_jobs, f"{namespace}/{name}", job)
                 pipe.srem(pool, entry)
                 await pipe.execute()
                 return namespace, name, pod_uid

@@ -33,11 +33,12 @@ from services.tracker.effects import CommandStep, Effects
 from services.tracker.endings import Endings
 from services.tracker.intake import IntentIntake
 from services.tracker.keys import TrackerKeys
+from services.tracker.locks import JobLocks
 from services.tracker.observation import Observer
 from services.tracker.observe import JobEvent, LabelledEvent
 from services.tracker.periodic import Periodic
 from services.tracker.state import JobState
-from shared import bus, ledger
+from shared import bus, ledger, redis_client
 from shared.api import annotations as known
 from shared.api import codec, paths
 from shared.api.messages import (
@@ -61,7 +62,7 @@ from shared.api.reservation import (
     LABEL_JOB,
 )
 from shared.config import PodherdConfig
-from shared.consume import Retry, coalesced, durable, run_consumer
+from shared.consume import Durable, Retry, coalesced, durable, run_consumer
 from shared.durations import parse_duration
 from shared.kube import KubeClient, KubeError
 from shared.ledger import Ledger, as_text
@@ -72,10 +73,14 @@ from shared.stats import MigrationStats
 
 log = logging.getLogger(__name__)
 LOCK_MS = 15_000
+# Reports that change nothing the job decides now: an eviction on its way ("checked", read when the room is
+# seen taken meanwhile) and one done (the pod's own events follow it, marked for deletion, then gone).
+UNEVENTFUL_REPORTS = frozenset({("evict", "checked"), ("evict", "done")})
+# How long a reconcile waits for another one of the same job to end before handing its message back.
+LOCK_WAIT = 1.0
 # Jobs one replica reconciles at once: each waits mostly on the API server and Redis, and jobs are
 # independent of each other (a per-job lock in Redis keeps one replica at a time on a job).
 RECONCILES_AT_ONCE = 8
-UNLOCK = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0"
 
 
 class Tracker:
@@ -94,7 +99,7 @@ class Tracker:
         self.keys = TrackerKeys(config.redis.key_prefix)
         self.stats = MigrationStats(client, config.redis.key_prefix)
         self.me = f"{config.replica}-{uuid.uuid4().hex[:8]}"
-        self._unlock = client.register_script(UNLOCK)
+        self.locks = JobLocks(client, self.keys, self.me, ttl_ms=LOCK_MS, announce=self._announce_unlocked)
         self.state = JobState(client, self.keys, self.args.default_job_ttl)
         self.effects = Effects(config, nc, kube, publisher=self.publisher, subjects=self.subjects)
         self.observer = Observer(client, self.keys, kube, args=self.args)
@@ -134,6 +139,13 @@ class Tracker:
             config=self.config.nats,
             max_deliver=-1,
         )
+        unlocked = await self.nc.subscribe(self.subjects.job_unlocked, cb=self._on_unlocked)
+        try:
+            await self._serve(events, decisions, stop)
+        finally:
+            await unlocked.unsubscribe()
+
+    async def _serve(self, events: Durable, decisions: Durable, stop: asyncio.Event) -> None:
         # One part failing takes the others down: the process exits and is restarted whole.
         async with asyncio.TaskGroup() as group:
             for consumer, name, note in (
@@ -195,6 +207,8 @@ class Tracker:
         if step == "report":
             report = codec.decode(msg.data, Report)
             await self.client.hset(self.keys.reports(report.job.uid), report.step, codec.encode(report))
+            if (report.step, report.outcome) in UNEVENTFUL_REPORTS:
+                return []  # kept for the job's next reconcile, which the pod's own events bring
             return [report.job.name]
         decision = codec.decode(msg.data, Decision)
         await self.client.hset(self.keys.decisions, decision.job.uid, codec.encode(decision))
@@ -208,8 +222,12 @@ class Tracker:
             await self._reconcile(name)
 
     async def _reconcile(self, name: str) -> None:
-        lock = self.keys.lock(name)
-        if not await self.client.set(lock, self.me, nx=True, px=LOCK_MS):
+        # Within its lock's life: a reconcile still running when another replica may take the job stops.
+        async with asyncio.timeout(LOCK_MS / 1000 - 1):
+            await self._reconcile_locked(name)
+
+    async def _reconcile_locked(self, name: str) -> None:
+        if not await self.locks.acquire(name, LOCK_WAIT):
             raise Retry(f"job {name} is being handled by another replica", 0.2)
         try:
             for _ in range(8):
@@ -217,7 +235,13 @@ class Tracker:
                     return
             raise Retry(f"job {name}: the status kept changing under us", 0.5)
         finally:
-            await self._unlock(keys=[lock], args=[self.me])
+            await self.locks.release(name)
+
+    async def _announce_unlocked(self, name: str) -> None:
+        await self.nc.publish(self.subjects.job_unlocked, name.encode())
+
+    async def _on_unlocked(self, msg: Msg) -> None:
+        self.locks.released(msg.data.decode())
 
     async def _reconcile_once(self, name: str) -> bool:
         raw = await self.observer.get(paths.job(name))
@@ -310,7 +334,7 @@ class Tracker:
 
 async def main(config: PodherdConfig, stop: asyncio.Event, ops: OpsServer) -> None:
     nc = await bus.connect(config.nats, name=f"podherd-tracker-{config.replica}")
-    client = aioredis.from_url(config.redis.url)
+    client = redis_client.connect(config.redis)
     kube = KubeClient.from_config(config.kubernetes)
     ops.add_check("nats", nats_check(nc))
     tracker = Tracker(config, nc, client, kube=kube)

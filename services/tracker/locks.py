@@ -1,0 +1,79 @@
+"""One replica at a time on a job: a lock per job in Redis, and a wait for it that is woken by its release.
+
+A reconcile that finds the job's lock held says so in Redis (`lock-wanted`) and waits; the holder's release
+sees that, in the same atomic step that frees the lock, and announces it on `p.tracker.unlocked` (and to
+this replica's own waiters at once). A waiter registers before it tries, so a release between its try and
+its wait still wakes it; a release announcement lost (core NATS) costs a waiter its `wait`, then the
+message is handed back to be redelivered, as when the holder died (its lock expires after `ttl_ms`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable
+
+import redis.asyncio as aioredis
+
+from services.tracker.keys import TrackerKeys
+
+ACQUIRE = """
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 1 end
+redis.call('SET', KEYS[2], '1', 'PX', ARGV[2])
+return 0
+"""
+RELEASE = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('DEL', KEYS[1])
+return redis.call('DEL', KEYS[2])
+"""
+
+
+class JobLocks:
+    def __init__(
+        self,
+        client: aioredis.Redis,
+        keys: TrackerKeys,
+        me: str,
+        *,
+        ttl_ms: int,
+        announce: Callable[[str], Awaitable[None]],
+    ) -> None:
+        self.keys, self.me, self.ttl_ms, self.announce = keys, me, ttl_ms, announce
+        self._acquire = client.register_script(ACQUIRE)
+        self._release = client.register_script(RELEASE)
+        self._waiters: dict[str, set[asyncio.Future[None]]] = {}
+
+    async def acquire(self, job: str, wait: float) -> bool:
+        """Take the job's lock, waiting up to `wait` seconds for its holder to release it."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + wait
+        keys = [self.keys.lock(job), self.keys.lock_wanted(job)]
+        while True:
+            released = loop.create_future()
+            waiters = self._waiters.setdefault(job, set())
+            waiters.add(released)
+            try:
+                if await self._acquire(keys=keys, args=[self.me, self.ttl_ms]):
+                    return True
+                remaining = deadline - loop.time()
+                if remaining <= 0:
+                    return False
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(remaining):
+                        await released
+            finally:
+                waiters.discard(released)
+                if not waiters:
+                    self._waiters.pop(job, None)
+
+    async def release(self, job: str) -> None:
+        if await self._release(keys=[self.keys.lock(job), self.keys.lock_wanted(job)], args=[self.me]):
+            self.released(job)
+            await self.announce(job)
+
+    def released(self, job: str) -> None:
+        """The job's lock was released (here or by another replica): its waiters try again."""
+        for waiter in self._waiters.get(job, ()):
+            if not waiter.done():
+                waiter.set_result(None)

@@ -1,0 +1,46 @@
+"""The services' Redis connection: no timer per command; the kernel finds a dead peer.
+
+redis-py bounds every command with `socket_timeout` by wrapping its write in `asyncio.wait_for` (on
+Python 3.11 a task per command) and its read in `asyncio.timeout`: a tenth of a busy tracker's or
+arbitrator's CPU. Instead the socket itself gives up: TCP keepalive probes an idle connection, and
+`TCP_USER_TIMEOUT` fails one whose written data goes unacknowledged, both within `DEAD_PEER_S`; a
+Redis that answers nothing while its kernel still acknowledges (a stopped process) is bounded by the
+deadlines of the work that must not outlive one (a reconcile within its lock, an admission pass, a
+readiness check); elsewhere it is waited for as a slow one would be.
+"""
+
+from __future__ import annotations
+
+import socket
+
+import redis.asyncio as aioredis
+
+from shared.config import RedisConfig
+
+DEAD_PEER_S = 15
+CONNECT_TIMEOUT_S = 5.0
+
+
+def keepalive_options() -> dict[int, int]:
+    options = {}
+    for name, value in (
+        ("TCP_KEEPIDLE", 5),
+        ("TCP_KEEPINTVL", 2),
+        ("TCP_KEEPCNT", 5),
+        ("TCP_USER_TIMEOUT", DEAD_PEER_S * 1000),
+    ):
+        if hasattr(socket, name):  # Linux has them all; elsewhere the system's defaults stand
+            options[getattr(socket, name)] = value
+    return options
+
+
+def connect(config: RedisConfig) -> aioredis.Redis:
+    if config.url.startswith("unix://"):  # a local socket: its peer cannot vanish without closing it
+        return aioredis.from_url(config.url, socket_timeout=None, socket_connect_timeout=CONNECT_TIMEOUT_S)
+    return aioredis.from_url(
+        config.url,
+        socket_timeout=None,
+        socket_connect_timeout=CONNECT_TIMEOUT_S,
+        socket_keepalive=True,
+        socket_keepalive_options=keepalive_options(),
+    )
