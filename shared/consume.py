@@ -162,9 +162,10 @@ def coalesced(
 ) -> BatchHandler:
     """A batch handler for level-triggered work: `note` takes each message in (bookkeeping) and names the
     keys it concerns; then `act` runs once per key the fetch named, however many messages named it, for up
-    to `concurrency` keys at a time (started in first-named order; keys are independent of each other). A
-    message's outcome is its own note's, else the first failed act of its keys (so a message is
-    redelivered when the work it asked for failed)."""
+    to `concurrency` keys at a time (started in first-named order; keys are independent of each other).
+    Notes run side by side too, those of one subject (one object, one job) in their order. A message's
+    outcome is its own note's, else the first failed act of its keys (so a message is redelivered when the
+    work it asked for failed)."""
     slots = asyncio.Semaphore(concurrency)
 
     async def act_on(key: str) -> BaseException | None:
@@ -176,17 +177,21 @@ def coalesced(
             return None
 
     async def handle_batch(messages: list[Msg]) -> list[BaseException | None]:
-        outcomes: list[BaseException | None] = []
-        named: list[list[str]] = []
-        for msg in messages:
-            try:
-                keys = list(await note(msg))
-            except Exception as exc:
-                outcomes.append(exc)
-                named.append([])
-            else:
-                outcomes.append(None)
-                named.append(keys)
+        outcomes: list[BaseException | None] = [None] * len(messages)
+        named: list[list[str]] = [[] for _ in messages]
+        subjects: dict[str, list[int]] = {}
+        for i, msg in enumerate(messages):
+            subjects.setdefault(msg.subject, []).append(i)
+
+        async def note_in_order(indices: list[int]) -> None:
+            async with slots:
+                for i in indices:
+                    try:
+                        named[i] = list(await note(messages[i]))
+                    except Exception as exc:
+                        outcomes[i] = exc
+
+        await asyncio.gather(*(note_in_order(indices) for indices in subjects.values()))
         order = list(dict.fromkeys(key for keys in named for key in keys))
         acted = dict(zip(order, await asyncio.gather(*(act_on(key) for key in order)), strict=True))
         for i, keys in enumerate(named):

@@ -12,6 +12,7 @@ readiness check); elsewhere it is waited for as a slow one would be.
 from __future__ import annotations
 
 import socket
+from typing import Any
 
 import redis.asyncio as aioredis
 
@@ -19,6 +20,9 @@ from shared.config import RedisConfig
 
 DEAD_PEER_S = 15
 CONNECT_TIMEOUT_S = 5.0
+# The services bound their own concurrency (reconciles, commands, notes at once: a few hundred Redis calls
+# in flight at most); redis-py's default pool of 100 would fail the calls beyond it instead of queueing them.
+CONNECTIONS = 1024
 
 
 def keepalive_options() -> dict[int, int]:
@@ -35,12 +39,11 @@ def keepalive_options() -> dict[int, int]:
 
 
 def connect(config: RedisConfig) -> aioredis.Redis:
-    if config.url.startswith("unix://"):  # a local socket: its peer cannot vanish without closing it
-        return aioredis.from_url(config.url, socket_timeout=None, socket_connect_timeout=CONNECT_TIMEOUT_S)
-    return aioredis.from_url(
-        config.url,
-        socket_timeout=None,
-        socket_connect_timeout=CONNECT_TIMEOUT_S,
-        socket_keepalive=True,
-        socket_keepalive_options=keepalive_options(),
-    )
+    options: dict[str, Any] = {
+        "max_connections": CONNECTIONS,
+        "socket_timeout": None,
+        "socket_connect_timeout": CONNECT_TIMEOUT_S,
+    }
+    if not config.url.startswith("unix://"):  # a local socket's peer cannot vanish without closing it
+        options.update(socket_keepalive=True, socket_keepalive_options=keepalive_options())
+    return aioredis.from_url(config.url, **options)

@@ -72,7 +72,7 @@ def _count_eviction(policy: str, outcome: str) -> None:
 
 
 CONSUMER = "executor"
-COMMANDS_AT_ONCE = 8  # jobs one replica acts for at once
+COMMANDS_AT_ONCE = 64  # jobs one replica acts for at once
 BACKOFF_BASE, BACKOFF_MAX = 0.5, 10.0
 
 

@@ -80,7 +80,7 @@ UNEVENTFUL_REPORTS = frozenset({("evict", "checked"), ("evict", "done")})
 LOCK_WAIT = 1.0
 # Jobs one replica reconciles at once: each waits mostly on the API server and Redis, and jobs are
 # independent of each other (a per-job lock in Redis keeps one replica at a time on a job).
-RECONCILES_AT_ONCE = 8
+RECONCILES_AT_ONCE = 64
 
 
 class Tracker:

@@ -4,6 +4,7 @@ writes)."""
 
 from __future__ import annotations
 
+import asyncio
 import socket
 
 import pytest
@@ -11,6 +12,7 @@ import pytest
 from podherd.servers import Server
 from shared import redis_client
 from shared.config import RedisConfig
+from tests.conftest import RedisScope
 
 pytestmark = [pytest.mark.integration]
 
@@ -33,5 +35,25 @@ async def test_the_connection_finds_a_dead_peer_without_a_timer_per_command(redi
                 assert idle + interval * probes <= redis_client.DEAD_PEER_S
         finally:
             await client.connection_pool.release(connection)
+    finally:
+        await client.aclose()
+
+
+async def test_calls_beyond_a_hundred_at_once_are_served_not_refused(
+    redis_srv: Server, redis_scope: RedisScope
+) -> None:
+    client = redis_client.connect(RedisConfig(url=redis_srv.url))
+    try:
+        at_once = 300  # each holds its connection until the list has an item
+        queue = redis_scope.key("queue")
+
+        async def pop() -> int:
+            _, value = await client.blpop([queue], timeout=30)  # type: ignore[misc]
+            return int(value)
+
+        # redis-py's own pool of 100 would refuse the 101st
+        popping = asyncio.gather(*(pop() for _ in range(at_once)))
+        await redis_scope.client.rpush(queue, *range(at_once))
+        assert sorted(await popping) == list(range(at_once))
     finally:
         await client.aclose()

@@ -88,3 +88,34 @@ def test_by_key_keeps_one_keys_order_and_runs_different_keys_together() -> None:
 
     assert asyncio.run(run()) == [None, None, refused, None]
     assert seen == ["b1", "a1", "a2", "a3"]  # a's in their order, each after the one before
+
+
+def test_notes_of_different_subjects_run_together_and_one_subjects_in_order() -> None:
+    noted: list[str] = []
+    other_started = asyncio.Event()
+
+    async def note(msg: Msg) -> list[str]:
+        data = msg.data.decode()
+        if data == "pod-1":  # finishes only once the job's note has started: subjects run at the same time
+            async with asyncio.timeout(5):
+                await other_started.wait()
+        if data == "job-1":
+            other_started.set()
+        noted.append(data)
+        return [data.split("-")[0]]
+
+    async def act(key: str) -> None:
+        noted.append(f"act {key}")
+
+    def on(subject: str, data: bytes) -> Msg:
+        unconnected: Any = None
+        return Msg(unconnected, subject=subject, data=data)
+
+    batch = [on("p.pod.x", b"pod-1"), on("p.pod.x", b"pod-2"), on("p.job.y", b"job-1")]
+
+    async def run() -> list[BaseException | None]:
+        return await coalesced(note, act, concurrency=4)(batch)
+
+    assert asyncio.run(run()) == [None, None, None]
+    # every note before any act; acts in first-named order
+    assert noted == ["job-1", "pod-1", "pod-2", "act pod", "act job"]
