@@ -4,7 +4,8 @@
                               [--rate JOBS_PER_SECOND]
 
 For each mode, on a fresh cluster with room (kubesim in this process), `--jobs` PodMigrationJobs are created
-at once (or `--rate` a second, to see a job's own time without the queue of the others) and followed with a
+at once (32 creates in flight, as many clients would send them; or `--rate` a second, to see a job's own
+time without the queue of the others) and followed with a
 watch until each ends: throughput (jobs per second, first create to last end), the latency from a job's
 creation to its end (p50, p99), each service's peak memory (VmHWM), and the CPU the services spent per job
 while the jobs ran (start-up aside). `ReservationFirst` is Podherd's way; `EvictDirectly` is the baseline
@@ -138,6 +139,8 @@ async def follow(kube: KubeClient, count: int, ended: dict[str, float], version:
                 return
 
 
+# "All at once": the creates are sent side by side, as many clients would, not one after another.
+CREATES_AT_ONCE = 32
 # Limits as a careful operator sets them, or open: every limit above the job count and rate (the
 # migration path's own speed, with nothing held back).
 LIMITS: dict[str, dict[str, Any]] = {
@@ -177,7 +180,9 @@ async def run_mode(mode: str, run: Run, servers: tuple[Server, Server], work: Pa
         watching = asyncio.create_task(follow(kube, jobs, ended, version))
         created: dict[str, float] = {}
         start = time.monotonic()
-        for i, pod in enumerate(pods[:jobs]):
+        creating = asyncio.Semaphore(1 if run.rate else CREATES_AT_ONCE)
+
+        async def create(i: int, pod: dict[str, Any]) -> None:
             name, meta = f"{prefix}-{i}", pod["metadata"]
             body = {
                 "apiVersion": f"{GROUP}/v1alpha1",
@@ -187,8 +192,11 @@ async def run_mode(mode: str, run: Run, servers: tuple[Server, Server], work: Pa
             }
             if run.rate:  # paced: each job created at its time, so none queues behind the others
                 await asyncio.sleep(max(0.0, start + i / run.rate - time.monotonic()))
-            created[name] = time.monotonic()
-            await kube.arequest("POST", JOBS, body=body)
+            async with creating:
+                created[name] = time.monotonic()
+                await kube.arequest("POST", JOBS, body=body)
+
+        await asyncio.gather(*(create(i, pod) for i, pod in enumerate(pods[:jobs])))
         submitted = time.monotonic() - start
         async with asyncio.timeout(600):
             await watching

@@ -191,7 +191,9 @@ class KubernetesConfig(Section):
     kubeconfig: str | None = None
     context: str | None = None
     in_cluster: bool = False
-    qps: Annotated[float, msgspec.Meta(gt=0)] = 50.0
+    # Requests a replica sends the API server, as client-go's QPS and Burst (watches aside).
+    qps: Annotated[float, msgspec.Meta(gt=0)] = 1000.0
+    burst: Annotated[int, msgspec.Meta(ge=1)] = 2000
 
 
 WATCHABLE_KINDS: Final = (

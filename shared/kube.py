@@ -29,6 +29,7 @@ import urllib3
 from kubernetes.client import ApiClient, Configuration
 
 from shared.config import KubernetesConfig
+from shared.request_budget import RequestBudget
 
 Query = Sequence[tuple[str, str]]
 
@@ -197,10 +198,11 @@ class KubeClient:
     _http: _LoopSession | None = field(default=None, repr=False)
     credentials_for: float = CREDENTIALS_FOR
     _credentials: _Credentials | None = field(default=None, repr=False)
+    budget: RequestBudget | None = None  # requests from the event loop (`arequest`) wait for their turn
 
     @classmethod
     def from_config(cls, config: KubernetesConfig) -> KubeClient:
-        return cls(ApiClient(load_configuration(config)))
+        return cls(ApiClient(load_configuration(config)), budget=RequestBudget(config.qps, config.burst))
 
     def close(self) -> None:
         """Close the pools; from a coroutine, `aclose` closes the event loop's connections gracefully."""
@@ -277,7 +279,9 @@ class KubeClient:
     ) -> bytes:
         """A request from the event loop; the raw body on 2xx, else KubeError. A GET whose kept-alive
         connection the server had closed is sent once more, on a new one (aiohttp does, as RFC 9112 allows
-        for idempotent requests); a POST is not."""
+        for idempotent requests); a POST is not. Within the client's request budget (`kubernetes.qps`)."""
+        if self.budget is not None:
+            await self.budget.wait()
         credentials = self._credentials
         if credentials is None or time.monotonic() >= credentials.until:
             credentials = self._credentials = _Credentials.ask(self.api, self.credentials_for)

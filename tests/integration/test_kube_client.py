@@ -130,3 +130,20 @@ async def test_credentials_are_asked_of_the_official_client_again_once_they_have
             await kube.aclose()
         server.close()
         await server.wait_closed()
+
+
+async def test_requests_over_the_replicas_budget_wait_their_turn(
+    kubesim_factory: Callable[..., SimHandle],
+) -> None:
+    handle = kubesim_factory("small")
+    config = KubernetesConfig(kubeconfig=str(handle.kubeconfig), qps=20.0, burst=2)
+    kube = KubeClient.from_config(config)
+    loop = asyncio.get_running_loop()
+    try:
+        started = loop.time()
+        found = await asyncio.gather(*(kube.get_json(f"{CONFIGMAPS}/missing-{i}") for i in range(6)))
+        assert found == [None] * 6  # every one answered
+        # Two at once, then the other four a twentieth of a second apart: never sooner.
+        assert loop.time() - started >= 4 / 20
+    finally:
+        await kube.aclose()
