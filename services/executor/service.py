@@ -114,8 +114,9 @@ class Executor:
             await self._act(command, msg)
 
     async def _act(self, command: Command, msg: Msg) -> None:
-        if command.step == "cleanup":
-            await self.cleanup(command.job.name, command.keep_untaken, command.also)  # also for a deleted job
+        if command.step == "cleanup":  # also for a deleted job
+            kept = command.keep_untaken
+            await self.cleanup(command.job.name, kept, command.also, attempts=command.attempts)
             return
         job = await self._job(command.job.name)
         if job is None or job.metadata.uid != command.job.uid:
@@ -237,16 +238,28 @@ class Executor:
         await self._report(job, "evict", "done", message=f"{policy}: pod {ref.namespace}/{ref.name}{room}")
         log.info("evicted %s/%s (%s)", ref.namespace, ref.name, policy, extra={"job": job.metadata.name})
 
-    async def cleanup(self, job_name: str, keep_untaken: bool = False, also: Sequence[str] = ()) -> None:
+    async def cleanup(
+        self, job_name: str, keep_untaken: bool = False, also: Sequence[str] = (), *, attempts: int = 0
+    ) -> None:
         """Delete the Reservations Podherd made for the job (never one the user named), but for the untaken
-        room `keep_untaken` keeps; and all those kept by the ended jobs `also` names."""
-        for name in (job_name, *also):
-            selector = f"{LABEL_CREATED_BY}=podherd,{LABEL_JOB}={name}"
-            items = await self._list_reservations(selector)
-            for reservation in to_delete(items, keep_untaken and name == job_name):
-                with contextlib.suppress(KubeError):
-                    await self.kube.arequest("DELETE", paths.reservation(reservation))
-                ACTIONS.labels("cleanup", "", "done").inc()
+        room `keep_untaken` keeps; and all those kept by the ended jobs `also` names. The job's `attempts`,
+        when the tracker knows them, are read by name; else they are listed, as the others are (at once)."""
+        if attempts:
+            names = [reservation_name(job_name, attempt) for attempt in range(1, attempts + 1)]
+            found = await asyncio.gather(*(self._get(paths.reservation(n)) for n in names))
+            items = [r for r in found if r is not None and made_for(r, job_name)]
+        else:
+            items = await self._list_reservations(f"{LABEL_CREATED_BY}=podherd,{LABEL_JOB}={job_name}")
+        doomed = to_delete(items, keep_untaken)
+        if also:
+            kept = await self._list_reservations(
+                f"{LABEL_CREATED_BY}=podherd,{LABEL_JOB} in ({','.join(also)})"
+            )
+            doomed += to_delete(kept, keep_untaken=False)
+        for reservation in doomed:
+            with contextlib.suppress(KubeError):
+                await self.kube.arequest("DELETE", paths.reservation(reservation))
+            ACTIONS.labels("cleanup", "", "done").inc()
 
     async def _list_reservations(self, selector: str) -> list[dict[str, Any]]:
         return await read_or_retry(

@@ -5,6 +5,8 @@ holds recorded on the PMJ while it runs, and everything forgotten when the PMJ i
 
 from __future__ import annotations
 
+from typing import Any
+
 import redis.asyncio as aioredis
 
 from services.tracker.effects import Effects
@@ -49,27 +51,30 @@ class Endings:
         await pipe.execute()
 
     async def cleanup(
-        self, job: PodMigrationJob, workload: str | None, room: ReservationView | None = None
+        self,
+        job: PodMigrationJob,
+        workload: str | None,
+        room: ReservationView | None = None,
+        *,
+        attempts: int = 0,
     ) -> None:
         """Ask the executor to delete the job's Reservations. A replacement of the workload may take any
         job's room, so room a job did not use is kept while a sibling is in flight; the last job of the
         workload to end takes the kept room with it (room.lua). Kept room that a replacement takes later
         is asked for again (the command names the room's state, so it is not a duplicate of the first)."""
         name = job.metadata.name or ""
+        more: dict[str, Any] = {"attempts": attempts} if attempts else {}  # the executor reads them by name
         seen = f"{room.name}:{room.phase}:{len(room.bound)}" if room is not None else ""
         workload = workload or as_text(await self.client.hget(self.keys.workload_uid_of, name) or b"")
-        if not workload:
-            await self.effects.command(job, "cleanup", None, seen=seen)
-            return
-        keys = [self.keys.in_flight(workload), self.keys.room_kept(workload)]
-        answer = await self._room_ends(keys=keys, args=[name])
-        code, kept = int(answer[0]), [as_text(v) for v in answer[1:]]
-        if code == 0:
-            await self.effects.command(job, "cleanup", None, seen=seen, keep_untaken=True)
-        elif code == 1 and kept:
-            await self.effects.command(job, "cleanup", None, seen=seen, also=sorted(kept))
-        else:
-            await self.effects.command(job, "cleanup", None, seen=seen)
+        if workload:
+            keys = [self.keys.in_flight(workload), self.keys.room_kept(workload)]
+            answer = await self._room_ends(keys=keys, args=[name])
+            code, kept = int(answer[0]), [as_text(v) for v in answer[1:]]
+            if code == 0:
+                more["keep_untaken"] = True
+            elif code == 1 and kept:
+                more["also"] = sorted(kept)
+        await self.effects.command(job, "cleanup", None, seen=seen, **more)
 
     async def release(self, job: PodMigrationJob, phase: str) -> None:
         uid = job.metadata.uid or ""

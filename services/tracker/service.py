@@ -282,7 +282,7 @@ class Tracker:
             if action in (machine.RESERVE, machine.EVICT):
                 await self.effects.command(job, cast(CommandStep, action), pod_uid, attempt=step.attempt)
             elif action == machine.CLEANUP:
-                await self.endings.cleanup(job, workload, observed.reservation)
+                await self.endings.cleanup(job, workload, observed.reservation, attempts=observed.asked)
             elif action == machine.RELEASE:
                 if machine.CLEANUP not in step.actions and await self.state.was_in_flight(name):
                     # Its Reservation is gone, yet it must leave the set.

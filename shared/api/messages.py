@@ -239,6 +239,9 @@ class Command(Message, kw_only=True):
     # delete those other ended jobs of the workload kept
     keep_untaken: bool = False
     also: list[str] = msgspec.field(default_factory=list)
+    # cleanup: the job's Reservation attempts the tracker asked for, each read by its name (0: not known,
+    # listed by the job's label)
+    attempts: int = 0
 
 
 class Report(Message, kw_only=True):
