@@ -14,6 +14,8 @@ import contextlib
 from collections.abc import Awaitable, Callable
 
 import redis.asyncio as aioredis
+from nats.aio.client import Client as NatsClient
+from nats.aio.msg import Msg
 
 from services.tracker.keys import TrackerKeys
 
@@ -72,8 +74,21 @@ class JobLocks:
             self.released(job)
             await self.announce(job)
 
+    async def heard(self, msg: Msg) -> None:
+        """A release announced on the bus (any replica's, this one's too)."""
+        self.released(msg.data.decode())
+
     def released(self, job: str) -> None:
         """The job's lock was released (here or by another replica): its waiters try again."""
         for waiter in self._waiters.get(job, ()):
             if not waiter.done():
                 waiter.set_result(None)
+
+
+def announcer(nc: NatsClient, subject: str) -> Callable[[str], Awaitable[None]]:
+    """Announce a job's release on `subject` (core NATS: a lost one costs a waiter its wait)."""
+
+    async def announce(job: str) -> None:
+        await nc.publish(subject, job.encode())
+
+    return announce

@@ -17,14 +17,19 @@ class _Labels(msgspec.Struct):
     labels: dict[str, str] | None = None
 
 
-class _Labelled(msgspec.Struct):
+class _Phase(msgspec.Struct):
+    phase: str | None = None
+
+
+class _ReservationHead(msgspec.Struct):
     metadata: _Labels = msgspec.field(default_factory=_Labels)
+    status: _Phase | None = None
 
 
-class LabelledEvent(msgspec.Struct):
-    """An event of the stream read for its object's labels only (which job a Reservation or pod is for)."""
+class ReservationEvent(msgspec.Struct):
+    """A Reservation's event read for its labels and phase only."""
 
-    object: _Labelled
+    object: _ReservationHead
 
 
 class JobEvent(msgspec.Struct):

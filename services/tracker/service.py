@@ -33,9 +33,9 @@ from services.tracker.effects import CommandStep, Effects
 from services.tracker.endings import Endings
 from services.tracker.intake import IntentIntake
 from services.tracker.keys import TrackerKeys
-from services.tracker.locks import JobLocks
+from services.tracker.locks import JobLocks, announcer
 from services.tracker.observation import Observer
-from services.tracker.observe import JobEvent, LabelledEvent
+from services.tracker.observe import JobEvent, ReservationEvent
 from services.tracker.periodic import Periodic
 from services.tracker.state import JobState
 from shared import bus, ledger, redis_client
@@ -99,7 +99,8 @@ class Tracker:
         self.keys = TrackerKeys(config.redis.key_prefix)
         self.stats = MigrationStats(client, config.redis.key_prefix)
         self.me = f"{config.replica}-{uuid.uuid4().hex[:8]}"
-        self.locks = JobLocks(client, self.keys, self.me, ttl_ms=LOCK_MS, announce=self._announce_unlocked)
+        announce = announcer(nc, self.subjects.job_unlocked)
+        self.locks = JobLocks(client, self.keys, self.me, ttl_ms=LOCK_MS, announce=announce)
         self.state = JobState(client, self.keys, self.args.default_job_ttl)
         self.effects = Effects(config, nc, kube, publisher=self.publisher, subjects=self.subjects)
         self.observer = Observer(client, self.keys, kube, args=self.args)
@@ -139,7 +140,7 @@ class Tracker:
             config=self.config.nats,
             max_deliver=-1,
         )
-        unlocked = await self.nc.subscribe(self.subjects.job_unlocked, cb=self._on_unlocked)
+        unlocked = await self.nc.subscribe(self.subjects.job_unlocked, cb=self.locks.heard)
         try:
             await self._serve(events, decisions, stop)
         finally:
@@ -177,12 +178,17 @@ class Tracker:
                 return []
             return [head.name]
         if head.kind == "Reservation":
-            labels = codec.decode(msg.data, LabelledEvent).object.metadata.labels or {}
+            held = codec.decode(msg.data, ReservationEvent).object
+            labels = held.metadata.labels or {}
             await self._kick_waiting(labels.get(LABEL_CONTROLLER))
+            if head.type == "ADDED" and labels.get(LABEL_JOB) and not (held.status and held.status.phase):
+                return []  # made for its job, not scheduled yet: nothing to decide till the scheduler acts
             # One Podherd made (labelled with its job), or one a job names (it expires, it is taken, ...).
             owner = labels.get(LABEL_JOB) or as_text(
                 await self.client.hget(self.keys.named, head.name) or b""
             )
+            if owner and head.type == "DELETED" and await self.state.has_ended(owner):
+                return []  # cleaned up after its job ended: nothing is left to do for it
             return [owner] if owner else []
         if head.kind == "Pod":
             pod = codec.decode(msg.data, ObjectEvent[PodInfo]).object
@@ -236,12 +242,6 @@ class Tracker:
             raise Retry(f"job {name}: the status kept changing under us", 0.5)
         finally:
             await self.locks.release(name)
-
-    async def _announce_unlocked(self, name: str) -> None:
-        await self.nc.publish(self.subjects.job_unlocked, name.encode())
-
-    async def _on_unlocked(self, msg: Msg) -> None:
-        self.locks.released(msg.data.decode())
 
     async def _reconcile_once(self, name: str) -> bool:
         raw = await self.observer.get(paths.job(name))

@@ -11,8 +11,9 @@ import redis.asyncio as aioredis
 from redis.asyncio.client import Pipeline
 
 from services.tracker.keys import TrackerKeys
-from shared.api.pmj import PodMigrationJob
+from shared.api.pmj import TERMINAL_PHASES, PodMigrationJob
 from shared.durations import parse_duration
+from shared.ledger import as_text
 
 # How long the tracker's own writes of a job are known after its last one: longer than any event waits in
 # the stream before it is handled.
@@ -25,6 +26,11 @@ class JobState:
 
     async def phase_written(self, name: str, phase: str) -> None:
         await self.client.hset(self.keys.phases, name, phase)
+
+    async def has_ended(self, name: str) -> bool:
+        """The job's last written phase is terminal (False when not known)."""
+        written = await self.client.hget(self.keys.phases, name)
+        return written is not None and as_text(written) in TERMINAL_PHASES
 
     def settled_at(self, name: str, resource_versions: list[str], pipe: Pipeline) -> None:
         """Remember own writes of the job that left it settled (commands of the caller's pipeline)."""

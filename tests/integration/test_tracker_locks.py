@@ -8,10 +8,9 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from nats.aio.msg import Msg
 
 from services.tracker.keys import TrackerKeys
-from services.tracker.locks import JobLocks
+from services.tracker.locks import JobLocks, announcer
 from shared.bus import Subjects
 from tests.conftest import NatsScope, RedisScope
 
@@ -20,11 +19,7 @@ LONG = 60.0  # a waiter not woken by the release would wait this long and then f
 
 
 def replica(scope: RedisScope, nats: NatsScope, me: str) -> JobLocks:
-    subject = Subjects(nats.prefix).job_unlocked
-
-    async def announce(job: str) -> None:
-        await nats.nc.publish(subject, job.encode())
-
+    announce = announcer(nats.nc, Subjects(nats.prefix).job_unlocked)
     return JobLocks(scope.client, TrackerKeys(scope.prefix), me, ttl_ms=15_000, announce=announce)
 
 
@@ -32,11 +27,7 @@ async def test_a_waiter_on_another_replica_takes_the_lock_when_it_is_released(
     redis_scope: RedisScope, nats_scope: NatsScope
 ) -> None:
     a, b = replica(redis_scope, nats_scope, "a"), replica(redis_scope, nats_scope, "b")
-
-    async def hear(msg: Msg) -> None:  # as the tracker listens
-        b.released(msg.data.decode())
-
-    heard = await nats_scope.nc.subscribe(Subjects(nats_scope.prefix).job_unlocked, cb=hear)
+    heard = await nats_scope.nc.subscribe(Subjects(nats_scope.prefix).job_unlocked, cb=b.heard)
     announced = await nats_scope.nc.subscribe(Subjects(nats_scope.prefix).job_unlocked)
     assert await a.acquire("move-1", 0)
     assert not await b.acquire("move-1", 0)  # held: b now wants it

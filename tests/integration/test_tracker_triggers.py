@@ -1,0 +1,91 @@
+"""Which events of a Reservation make the tracker reconcile its job, with real Redis and NATS and the
+events as the watcher encodes them: one Podherd just made (not scheduled yet) decides nothing, nor does
+one going after its job ended; every other change does."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+import nats
+import pytest
+import redis.asyncio as aioredis
+from nats.aio.msg import Msg
+
+from kubesim.sim import SimHandle
+from podherd.servers import Server
+from services.tracker.service import Tracker
+from shared.api import codec
+from shared.api.messages import EventType, ObjectEvent
+from shared.api.meta import ObjectMeta
+from shared.api.reservation import (
+    LABEL_CREATED_BY,
+    LABEL_JOB,
+    Reservation,
+    ReservationPhase,
+    ReservationStatus,
+    reservation_name,
+)
+from shared.kube import KubeClient
+from tests.e2e.pipeline import pipeline_config
+
+pytestmark = [pytest.mark.integration]
+
+
+def event(kind: EventType, job: str, *, phase: ReservationPhase | None = None, labelled: bool = True) -> Msg:
+    name = reservation_name(job, 1)
+    labels = {LABEL_CREATED_BY: "podherd", LABEL_JOB: job} if labelled else {"team": "theirs"}
+    status = ReservationStatus(phase=phase) if phase else None
+    obj = Reservation(metadata=ObjectMeta(name=name, uid=f"uid-{name}", labels=labels), status=status)
+    body: ObjectEvent[Any] = ObjectEvent(
+        kind="Reservation",
+        type=kind,
+        name=name,
+        uid=f"uid-{name}",
+        resource_version="7",
+        observed_at=datetime.now(UTC),
+        object=obj,
+    )
+    unconnected: Any = None
+    return Msg(unconnected, subject=f"p.events.reservations._.{name}", data=codec.encode(body))
+
+
+async def test_only_reservation_changes_that_can_move_a_job_reconcile_it(
+    kubesim_factory: Callable[..., SimHandle], nats_srv: Server, redis_srv: Server, test_id: str
+) -> None:
+    handle = kubesim_factory("small")
+    config = pipeline_config(handle, nats_srv, redis_srv, test_id)
+    nc = await nats.connect(nats_srv.url)
+    client = aioredis.from_url(redis_srv.url)
+    kube = KubeClient.from_config(config.kubernetes)
+    try:
+        tracker = Tracker(config, nc, client, kube=kube)
+        await tracker.state.phase_written("ended", "Succeeded")
+        await tracker.state.phase_written("moving", "Running")
+        named = {
+            "made, not scheduled": await tracker.on_event(event("ADDED", "moving")),
+            "made, already scheduled (a relist)": await tracker.on_event(
+                event("ADDED", "moving", phase="Available")
+            ),
+            "scheduled": await tracker.on_event(event("MODIFIED", "moving", phase="Available")),
+            "gone while its job runs": await tracker.on_event(event("DELETED", "moving")),
+            "taken after its job ended": await tracker.on_event(
+                event("MODIFIED", "ended", phase="Succeeded")
+            ),
+            "gone after its job ended": await tracker.on_event(event("DELETED", "ended")),
+            "the user's, no job of ours": await tracker.on_event(event("MODIFIED", "x", labelled=False)),
+        }
+        assert named == {
+            "made, not scheduled": [],
+            "made, already scheduled (a relist)": ["moving"],
+            "scheduled": ["moving"],
+            "gone while its job runs": ["moving"],
+            "taken after its job ended": ["ended"],
+            "gone after its job ended": [],
+            "the user's, no job of ours": [],
+        }
+    finally:
+        await nc.close()
+        await client.aclose()
+        await kube.aclose()
