@@ -82,6 +82,10 @@ class Authorizer:
         self.denials: list[Denial] = []
         # What each ServiceAccount was allowed: (user, verb, group, resource), for least-privilege checks.
         self.used: set[tuple[str, str, str, str]] = set()
+        # The roles bound to a user in a namespace, as of the RBAC objects' `changes` in `_policy_at` (the
+        # API server's authorizer reads them from informer caches, not on every request either).
+        self._bound: dict[tuple[User, str | None], list[tuple[Any, str]]] = {}
+        self._policy_at: tuple[int, ...] = ()
 
     def check(self, user: User, attrs: Attributes) -> None:
         """Allow, or raise the API server's 403 (and remember the denial)."""
@@ -103,7 +107,7 @@ class Authorizer:
             return _bootstrap_path(user, attrs), ""
         if _basic_user(user, attrs):
             return True, BASIC_USER_REASON
-        for role, reason in self._roles_of(user, attrs.namespace):
+        for role, reason in self._bound_roles(user, attrs.namespace):
             if any(rule_allows(r, attrs) for r in role.get("rules") or []):
                 return True, reason
         return False, ""
@@ -116,9 +120,21 @@ class Authorizer:
         if AUTHENTICATED in user.groups:
             for group, resource in SELF_REVIEWS:
                 found.append({"verbs": ["create"], "apiGroups": [group], "resources": [resource]})
-        for role, _ in self._roles_of(user, namespace):
+        for role, _ in self._bound_roles(user, namespace):
             found.extend(r for r in role.get("rules") or [] if r.get("resources"))
         return found
+
+    def _bound_roles(self, user: User, namespace: str | None) -> list[tuple[Any, str]]:
+        registry = self.store.registry
+        policy_at = tuple(self.store.bucket(_rt(registry, plural)).changes for plural in RBAC_PLURALS)
+        if policy_at != self._policy_at:
+            self._bound.clear()
+            self._policy_at = policy_at
+        key = (user, namespace)
+        bound = self._bound.get(key)
+        if bound is None:
+            bound = self._bound[key] = list(self._roles_of(user, namespace))
+        return bound
 
     def _roles_of(self, user: User, namespace: str | None) -> Iterator[tuple[Any, str]]:
         """Each role bound to `user` (cluster-wide, or in `namespace`), with the RBAC reason naming it."""
@@ -148,6 +164,8 @@ class Authorizer:
                 ),
             )
 
+
+RBAC_PLURALS = ("clusterrolebindings", "rolebindings", "clusterroles", "roles")
 
 BASIC_USER_REASON = (
     'RBAC: allowed by ClusterRoleBinding "system:basic-user" of ClusterRole "system:basic-user"'

@@ -74,6 +74,7 @@ class ResourceObjects:
 
     objects: dict[Key, Stored] = field(default_factory=dict)
     _sorted: list[Key] | None = None
+    changes: int = 0  # bumped on every write: what was derived from these objects is stale when it moves
 
     def sorted_keys(self) -> list[Key]:
         if self._sorted is None:
@@ -84,9 +85,11 @@ class ResourceObjects:
         if key not in self.objects:
             self._sorted = None
         self.objects[key] = stored
+        self.changes += 1
 
     def pop(self, key: Key) -> Stored | None:
         self._sorted = None
+        self.changes += 1
         return self.objects.pop(key, None)
 
 

@@ -181,6 +181,28 @@ def test_access_reviews_answer_from_rbac(cluster: tuple[SimHandle, KubeClient]) 
     assert call(handle, "/apis/authorization.k8s.io/v1/subjectaccessreviews", token, "POST", review)[0] == 403
 
 
+def test_a_binding_removed_or_restored_takes_effect_on_the_next_request(
+    cluster: tuple[SimHandle, KubeClient],
+) -> None:
+    handle, admin = cluster
+    token = service_token(admin, "executor")
+    reservations = "/apis/scheduling.koordinator.sh/v1alpha1/reservations"  # the executor's role lists them
+    binding_path = "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/podherd-executor"
+    assert call(handle, reservations, token)[0] == 200
+    code, binding = call(handle, binding_path, handle.admin_token)
+    assert code == 200
+    assert call(handle, binding_path, handle.admin_token, "DELETE")[0] == 200
+    code, answer = call(handle, reservations, token)
+    assert code == 403 and answer["reason"] == "Forbidden", answer
+    restored = {k: v for k, v in binding.items() if k != "metadata"}
+    restored["metadata"] = {"name": binding["metadata"]["name"]}
+    code, _ = call(
+        handle, "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", handle.admin_token, "POST", restored
+    )
+    assert code == 201
+    assert call(handle, reservations, token)[0] == 200
+
+
 @pytest.mark.kubectl
 @pytest.mark.skipif(KUBECTL is None, reason="kubectl is not on PATH: install kubectl (v1.32)")
 def test_kubectl_auth_can_i_answers_for_a_service_account(
