@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import redis.asyncio as aioredis
+from redis.asyncio.client import Pipeline
 
 from services.tracker import claims
 from services.tracker import progress as machine
@@ -41,17 +42,15 @@ class Observer:
     ) -> None:
         self.client, self.keys, self.kube, self.args = client, keys, kube, args
 
-    async def replacement_seen(self, pod: PodInfo, controller: str, deleted: bool) -> None:
+    def replacement_seen(self, pod: PodInfo, controller: str, *, deleted: bool, pipe: Pipeline) -> None:
         """A pod in reserved room: the replacement some job of its workload stands for. Once it is gone,
-        so is its claim: no job can take it for its replacement any more."""
+        so is its claim: no job can take it for its replacement any more (commands of `pipe`)."""
         entry = json.dumps([pod.namespace, pod.name, pod.uid])
         if deleted:
-            pipe = self.client.pipeline(transaction=False)
             pipe.srem(self.keys.pool(controller), entry)
             pipe.hdel(self.keys.claims, pod.uid)
-            await pipe.execute()
         else:
-            await self.client.sadd(self.keys.pool(controller), entry)
+            pipe.sadd(self.keys.pool(controller), entry)
 
     async def observe(self, job: PodMigrationJob) -> machine.Observed:
         uid = job.metadata.uid or ""

@@ -21,7 +21,7 @@ class _Phase(msgspec.Struct):
     phase: str | None = None
 
 
-class _ReservationHead(msgspec.Struct):
+class ReservationHead(msgspec.Struct):
     metadata: _Labels = msgspec.field(default_factory=_Labels)
     status: _Phase | None = None
 
@@ -29,7 +29,7 @@ class _ReservationHead(msgspec.Struct):
 class ReservationEvent(msgspec.Struct):
     """A Reservation's event read for its labels and phase only."""
 
-    object: _ReservationHead
+    object: ReservationHead
 
 
 class JobEvent(msgspec.Struct):

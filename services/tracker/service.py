@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
+from collections.abc import Iterable
 from typing import cast
 
 import msgspec
@@ -35,9 +36,9 @@ from services.tracker.intake import IntentIntake
 from services.tracker.keys import TrackerKeys
 from services.tracker.locks import JobLocks, announcer
 from services.tracker.observation import Observer
-from services.tracker.observe import JobEvent, ReservationEvent
+from services.tracker.observe import JobEvent, ReservationEvent, ReservationHead
 from services.tracker.periodic import Periodic
-from services.tracker.state import JobState
+from services.tracker.state import JobState, is_terminal
 from shared import bus, ledger, redis_client
 from shared.api import annotations as known
 from shared.api import codec, paths
@@ -178,32 +179,53 @@ class Tracker:
                 return []
             return [head.name]
         if head.kind == "Reservation":
-            held = codec.decode(msg.data, ReservationEvent).object
-            labels = held.metadata.labels or {}
-            await self._kick_waiting(labels.get(LABEL_CONTROLLER))
-            if head.type == "ADDED" and labels.get(LABEL_JOB) and not (held.status and held.status.phase):
-                return []  # made for its job, not scheduled yet: nothing to decide till the scheduler acts
-            # One Podherd made (labelled with its job), or one a job names (it expires, it is taken, ...).
-            owner = labels.get(LABEL_JOB) or as_text(
-                await self.client.hget(self.keys.named, head.name) or b""
-            )
-            if owner and head.type == "DELETED" and await self.state.has_ended(owner):
-                return []  # cleaned up after its job ended: nothing is left to do for it
-            return [owner] if owner else []
+            return await self._on_reservation(codec.decode(msg.data, ReservationEvent).object, head)
         if head.kind == "Pod":
-            pod = codec.decode(msg.data, ObjectEvent[PodInfo]).object
-            controller = pod.owner.uid if pod.owner else None
-            if controller and known.RESERVATION_ALLOCATED in pod.annotations:
-                await self.observer.replacement_seen(pod, controller, deleted=head.type == "DELETED")
-            await self._kick_waiting(controller)
-            key = f"{head.namespace}/{head.name}"
-            pipe = self.client.pipeline(transaction=False)
-            pipe.hget(self.keys.pod_jobs, key)
-            # The job that claimed this pod as its replacement waits for it to be Ready.
-            pipe.hget(self.keys.replacement_jobs, key)
-            job, claimant = await pipe.execute()  # one round trip per pod event
-            return [as_text(name) for name in (job, claimant) if name is not None]
+            return await self._on_pod(codec.decode(msg.data, ObjectEvent[PodInfo]).object, head)
         return []
+
+    async def _on_reservation(self, held: ReservationHead, head: EventHead) -> list[str]:
+        labels = held.metadata.labels or {}
+        controller, labelled = labels.get(LABEL_CONTROLLER), labels.get(LABEL_JOB)
+        deleted = head.type == "DELETED"
+        # What the event needs from Redis, in one round trip: the workload's waiting jobs, and the job the
+        # Reservation is for (its label, else the name a job gave) with, when it is gone, that job's phase.
+        pipe = self.client.pipeline(transaction=False)
+        if controller:
+            pipe.smembers(self.keys.waiting(controller))
+        if not labelled:
+            pipe.hget(self.keys.named, head.name)
+        elif deleted:
+            pipe.hget(self.keys.phases, labelled)
+        replies = list(await pipe.execute()) if len(pipe) else []
+        if controller:
+            await self._kick(replies.pop(0))
+        if head.type == "ADDED" and labelled and not (held.status and held.status.phase):
+            return []  # made for its job, not scheduled yet: nothing to decide till the scheduler acts
+        # One Podherd made (labelled with its job), or one a job names (it expires, it is taken, ...).
+        owner = labelled or as_text(replies.pop(0) or b"")
+        if owner and deleted:
+            phase = replies.pop(0) if labelled else await self.client.hget(self.keys.phases, owner)
+            if is_terminal(phase):
+                return []  # cleaned up after its job ended: nothing is left to do for it
+        return [owner] if owner else []
+
+    async def _on_pod(self, pod: PodInfo, head: EventHead) -> list[str]:
+        controller = pod.owner.uid if pod.owner else None
+        key = f"{head.namespace}/{head.name}"
+        # One round trip per pod event: a replacement noted, the workload's waiting jobs, the job made for
+        # this pod, and the job that claimed it as its replacement (it waits for it to be Ready).
+        pipe = self.client.pipeline(transaction=False)
+        if controller and known.RESERVATION_ALLOCATED in pod.annotations:
+            self.observer.replacement_seen(pod, controller, deleted=head.type == "DELETED", pipe=pipe)
+        if controller:
+            pipe.smembers(self.keys.waiting(controller))
+        pipe.hget(self.keys.pod_jobs, key)
+        pipe.hget(self.keys.replacement_jobs, key)
+        replies = await pipe.execute()
+        if controller:
+            await self._kick(replies[-3])
+        return [as_text(name) for name in replies[-2:] if name is not None]
 
     async def on_job_message(self, msg: Msg) -> list[str]:
         """Take in a decision, a report or a kick; name the job it concerns."""
@@ -314,18 +336,17 @@ class Tracker:
         # registered, look once more (False), now that every later bind kicks this job.
         return not (controller and waits and await self.client.sadd(self.keys.waiting(controller), name))
 
-    async def _kick_waiting(self, controller: str | None) -> None:
+    async def _kick(self, waiting: Iterable[bytes]) -> None:
         """Something changed in a workload's Reservations or pods: look again at its jobs waiting for a
         replacement (through the jobs stream, so a job another replica holds is retried, not skipped)."""
-        if not controller:
-            return
-        for member in await self.client.smembers(self.keys.waiting(controller)):
-            name = as_text(member)
+        names = [as_text(member) for member in waiting]
+        for name in names:
             ref = JobRef(name=name, uid="")
             await self.publisher.publish(
                 self.subjects.job("kick", name), msgspec.json.encode(ref), uuid.uuid4().hex
             )
-        await self.publisher.flush()
+        if names:
+            await self.publisher.flush()
 
     async def _transitioned(self, job: PodMigrationJob, previous: Phase | None, step: machine.Step) -> None:
         await self.effects.transitioned(job, previous, step)

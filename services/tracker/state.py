@@ -27,11 +27,6 @@ class JobState:
     async def phase_written(self, name: str, phase: str) -> None:
         await self.client.hset(self.keys.phases, name, phase)
 
-    async def has_ended(self, name: str) -> bool:
-        """The job's last written phase is terminal (False when not known)."""
-        written = await self.client.hget(self.keys.phases, name)
-        return written is not None and as_text(written) in TERMINAL_PHASES
-
     def settled_at(self, name: str, resource_versions: list[str], pipe: Pipeline) -> None:
         """Remember own writes of the job that left it settled (commands of the caller's pipeline)."""
         pipe.sadd(self.keys.written(name), *resource_versions)
@@ -84,3 +79,8 @@ class JobState:
         if named := job.user_reservation:
             pipe.hdel(self.keys.named, named)
         await pipe.execute()
+
+
+def is_terminal(written: bytes | str | None) -> bool:
+    """A phase as kept in `phases` (None when not known) is a terminal one."""
+    return written is not None and as_text(written) in TERMINAL_PHASES
