@@ -276,24 +276,41 @@ class Ledger:
         """Free what `job_uid` holds. True only the first time (so callers can count releases exactly)."""
         return bool(await self._release(keys=[self.prefix], args=[job_uid]))
 
-    async def set_evicting(self, pod_uid: str, in_progress: bool, slot_keys: Iterable[str]) -> int:
-        return int(
-            await self._evicting(
-                keys=[self.prefix], args=[pod_uid, "1" if in_progress else "0", json.dumps(list(slot_keys))]
-            )
-        )
+    async def set_evicting(
+        self, pod_uid: str, in_progress: bool, slot_keys: Iterable[str], pipe: Pipeline | None = None
+    ) -> int:
+        """Count the pod as evicted in the background (seed 003) in these slots, or not; returns how many
+        sets changed. With `pipe`, only added to that pipeline (its reply is this count)."""
+        args = [pod_uid, "1" if in_progress else "0", json.dumps(list(slot_keys))]
+        if pipe is not None:
+            await self._evicting(keys=[self.prefix], args=args, client=pipe)
+            return 0
+        return int(await self._evicting(keys=[self.prefix], args=args))
 
     def ready_key(self, workload_key: str) -> str:
         """The set of a workload's Ready pods (by its slot key, `workload:Kind/namespace/name`)."""
         return f"{self.prefix}:ready:{workload_key}"
 
     async def pod_ready(
-        self, ident: str, resource_version: str, uid: str, *, ready: bool, workload_key: str, deleted: bool
+        self,
+        ident: str,
+        resource_version: str,
+        uid: str,
+        *,
+        ready: bool,
+        workload_key: str,
+        deleted: bool,
+        pipe: Pipeline | None = None,
     ) -> bool:
         """Apply one pod event to its workload's Ready set (`workload_key` is the workload's slot key, "" for
-        a pod of none). False if a newer event of the pod was applied already."""
+        a pod of none). False if a newer event of the pod was applied already. With `pipe`, only added to
+        that pipeline (its reply is that answer)."""
         args = [ident, resource_version, uid, "1" if ready and not deleted else "0", workload_key]
-        return bool(await self._pod_ready(keys=[self.prefix], args=[*args, "1" if deleted else "0"]))
+        args.append("1" if deleted else "0")
+        if pipe is not None:
+            await self._pod_ready(keys=[self.prefix], args=args, client=pipe)
+            return False
+        return bool(await self._pod_ready(keys=[self.prefix], args=args))
 
     # ----------------------------------------------------------------------------------------------------
     # Completeness: the marker, and rebuilding from the jobs that are running

@@ -158,26 +158,33 @@ class Engine:
         await self.ledger.enqueue_many(entries, pipe)
         await pipe.execute()
 
-    async def on_pod(self, pod: PodInfo | None, deleted_uid: str | None = None) -> None:
-        """Keep the background-eviction sets current (seed 003): such pods count as migrating; re-rank a
-        queued job of this pod, now that its facts are known."""
-        if pod is None:
+    async def on_pods(self, pods: list[tuple[PodInfo, bool]]) -> None:
+        """Pods whose facts changed (and whether each event was a deletion), in order: keep the
+        background-eviction sets current (seed 003: such pods count as migrating), and re-rank a queued job
+        of such a pod, now that its facts are known. One round trip for the lot, and two more per job to
+        re-rank."""
+        if not pods:
             return
-        uid = await self.redis.hget(self.keys.pod_jobs, f"{pod.namespace}/{pod.name}")
-        if uid is not None:
+        pipe = self.redis.pipeline(transaction=False)
+        for pod, deleted in pods:
+            pipe.hget(self.keys.pod_jobs, f"{pod.namespace}/{pod.name}")
+            in_progress = known.EVICTION_IN_PROGRESS in pod.annotations and (
+                pod.deletion_timestamp is None and not deleted
+            )
+            keys = [GLOBAL, namespace_slot(pod.namespace)]
+            if pod.node_name:
+                keys.append(node_slot(pod.node_name))
+            if pod.workload is not None:
+                keys.append(workload_slot(workload_key(pod.workload)))
+            await self.ledger.set_evicting(pod.uid, in_progress, keys, pipe=pipe)
+        replies = await pipe.execute()
+        for uid in replies[::2]:
+            if uid is None:
+                continue
             job_uid = as_text(uid)
             job = await self._job(job_uid)
             if job is not None and await self.redis.hexists(self.ledger.queued, job_uid):
                 await self.on_job(job, False, None)
-        in_progress = known.EVICTION_IN_PROGRESS in pod.annotations and (
-            pod.deletion_timestamp is None and deleted_uid is None
-        )
-        keys = [GLOBAL, namespace_slot(pod.namespace)]
-        if pod.node_name:
-            keys.append(node_slot(pod.node_name))
-        if pod.workload is not None:
-            keys.append(workload_slot(workload_key(pod.workload)))
-        await self.ledger.set_evicting(pod.uid, in_progress, keys)
 
     # ----------------------------------------------------------------------------------------------------
     # Admission passes

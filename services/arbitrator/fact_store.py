@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 
 import msgspec
 import redis.asyncio as aioredis
+from redis.asyncio.client import Pipeline
 
 from shared.api import codec
 from shared.ledger import lua_script
@@ -31,6 +32,11 @@ class FactStore:
 
     def pdb_index(self, namespace: str) -> str:
         return f"{self.prefix}:pdbs:{namespace}"
+
+    async def put_pod(self, ident: str, resource_version: str, *, pod: Any | None, pipe: Pipeline) -> None:
+        """A pod's fact, as a command of `pipe` (its reply: whether it was newer than the stored one)."""
+        data = b"" if pod is None else codec.encode(pod)
+        await self._put(keys=[self.key("pod", ident)], args=[resource_version, data], client=pipe)
 
     async def put(self, kind: str, ident: str, resource_version: str, *, fact: Any | None) -> bool:
         data = b"" if fact is None else codec.encode(fact)

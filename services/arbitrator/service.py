@@ -95,57 +95,83 @@ class Arbitrator:
     # ----------------------------------------------------------------------------------------------------
 
     async def handle_batch(self, messages: list[Any]) -> list[BaseException | None]:
-        """One fetch of events, in order; consecutive job events are queued together (a few round trips
-        for the lot), every other event one by one."""
+        """One fetch of events, in order: consecutive job events are queued together and consecutive pod
+        events applied together (a few round trips for each run of them), every other event one by one."""
         outcomes: list[BaseException | None] = [None] * len(messages)
         jobs: list[tuple[int, ObjectEvent[PodMigrationJob]]] = []
+        pods: list[tuple[int, EventHead, PodInfo]] = []
 
         async def queue_jobs() -> None:
-            if not jobs:
-                return
             try:
-                await self.engine.on_jobs([(e.object, e.type == "DELETED", e.error) for _, e in jobs])
+                if jobs:
+                    await self.engine.on_jobs([(e.object, e.type == "DELETED", e.error) for _, e in jobs])
             except Exception as exc:
                 for index, _ in jobs:
                     outcomes[index] = exc
             jobs.clear()
 
+        async def apply_pods() -> None:
+            try:
+                if pods:
+                    await self._handle_pods([(head, pod) for _, head, pod in pods])
+            except Exception as exc:
+                for index, _, _ in pods:
+                    outcomes[index] = exc
+            pods.clear()
+
         for index, msg in enumerate(messages):
             try:
                 head = codec.decode(msg.data, EventHead)
                 if head.kind == "PodMigrationJob":
+                    await apply_pods()
                     jobs.append((index, codec.decode(msg.data, ObjectEvent[PodMigrationJob])))
                     continue
                 await queue_jobs()
+                if head.kind == "Pod":
+                    pods.append((index, head, codec.decode(msg.data, ObjectEvent[PodInfo]).object))
+                    continue
+                await apply_pods()
                 await self._handle_fact(msg, head)
             except Exception as exc:
                 outcomes[index] = exc
+        await apply_pods()
         await queue_jobs()
         self.wake.set()
         return outcomes
 
-    async def _handle_fact(self, msg: Msg, head: EventHead) -> None:
-        deleted = head.type == "DELETED"
-        ident = head.ident
-        if head.kind == "Pod":
-            pod = codec.decode(msg.data, ObjectEvent[PodInfo]).object
-            put = self.facts.put("pod", ident, head.resource_version, fact=None if deleted else pod)
-            if pod.workload is None:
-                changed = await put
-            else:  # maxUnavailablePerWorkload counts the workload's Ready pods: both writes in one round trip
-                slot = workload_slot(workload_key(pod.workload))
-                ready = self.ledger.pod_ready(
-                    ident,
+    async def _handle_pods(self, events: list[tuple[EventHead, PodInfo]]) -> None:
+        """Pod events, in order: each pod's fact, and its workload's Ready pods (maxUnavailablePerWorkload
+        counts from them), in one round trip for the lot; then what the engine keeps of pods that changed."""
+        pipe = self.client.pipeline(transaction=False)
+        for head, pod in events:
+            deleted = head.type == "DELETED"
+            await self.facts.put_pod(
+                head.ident, head.resource_version, pod=None if deleted else pod, pipe=pipe
+            )
+            if pod.workload is not None:
+                await self.ledger.pod_ready(
+                    head.ident,
                     head.resource_version,
                     pod.uid,
                     ready=available(pod),
-                    workload_key=slot,
+                    workload_key=workload_slot(workload_key(pod.workload)),
                     deleted=deleted,
+                    pipe=pipe,
                 )
-                changed, _ = await asyncio.gather(put, ready)
-            if changed:
-                await self.engine.on_pod(pod, pod.uid if deleted else None)
-        elif head.kind == "PodDisruptionBudget":
+        replies = iter(await pipe.execute())
+        changed = []
+        for head, pod in events:
+            newer = next(replies)
+            if pod.workload is not None:
+                next(replies)  # the Ready set's answer: nothing follows from it here
+            if newer:
+                changed.append((pod, head.type == "DELETED"))
+        await self.engine.on_pods(changed)
+
+    async def _handle_fact(self, msg: Msg, head: EventHead) -> None:
+        deleted = head.type == "DELETED"
+        ident = head.ident
+        if head.kind == "PodDisruptionBudget":
             pdb = codec.decode(msg.data, ObjectEvent[PdbInfo]).object
             if await self.facts.put("pdb", ident, head.resource_version, fact=None if deleted else pdb):
                 await self.engine.on_facts("pdb", ident)

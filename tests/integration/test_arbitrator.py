@@ -390,7 +390,7 @@ async def _audit_until(
     return await follow(nc, f"{subjects.prefix}.audit.>", predicate, within)
 
 
-async def test_filters_reject_and_a_pod_the_facts_do_not_know_waits(
+async def test_filters_reject_and_a_pod_the_facts_do_not_know_waits_until_it_is_known(
     nats_srv: Server, redis_srv: Server, test_id: str
 ) -> None:
     config = arbitrator_config(nats_srv, redis_srv, test_id)
@@ -408,8 +408,12 @@ async def test_filters_reject_and_a_pod_the_facts_do_not_know_waits(
         # A pod the facts do not know (yet: a watcher restarting, Redis restored) never fails the job here;
         # it waits, and says so. The tracker, reading the pod itself, fails it MissingPod if it is gone.
         audit = await _audit_until(nc, subjects, lambda rs: any(r.get("job") == "ghost" for r in rs))
+        assert "ghost" not in {d["job"]["name"] for d in ds}
+        # Its pod's event comes after all: the job is admitted.
+        await cluster.pod("no-such-pod", "node-2", "web")
+        ds = await decisions(nc, subjects, lambda ds: any(d["job"]["name"] == "ghost" for d in ds))
     by_name = {d["job"]["name"]: d for d in ds}
-    assert "ghost" not in by_name
+    assert by_name["ghost"]["decision"] == "admitted", by_name["ghost"]
     waiting = next(r for r in audit if r.get("job") == "ghost")
     assert (waiting["rule"], waiting["message"]) == ("WaitingForFacts", "waiting for pod default/no-such-pod")
     assert (by_name["never"]["decision"], by_name["never"]["reason"], by_name["never"]["rule"]) == (
