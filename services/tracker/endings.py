@@ -45,7 +45,8 @@ class Endings:
         pipe = self.client.pipeline(transaction=False)  # what the tracker kept for it, to the last field
         pipe.hdel(self.keys.phases, job.metadata.name or "")
         pipe.delete(self.keys.written(job.metadata.name or ""))
-        for per_job in (self.keys.decisions, self.keys.pod_uids, self.keys.replacement, self.keys.attempts):
+        kept = (self.keys.decisions, self.keys.pod_uids, self.keys.pods_gone, self.keys.replacement)
+        for per_job in (*kept, self.keys.attempts):
             pipe.hdel(per_job, uid)
         pipe.delete(self.keys.reports(uid))
         await pipe.execute()

@@ -25,6 +25,11 @@ class TrackerKeys:
         return f"{self.base}:pod-uids"
 
     @property
+    def pods_gone(self) -> str:
+        """Jobs whose pod was seen gone: a pod's uid never comes back, so it is not read again."""
+        return f"{self.base}:pods-gone"
+
+    @property
     def replacement(self) -> str:
         return f"{self.base}:replacement"
 

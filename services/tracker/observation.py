@@ -61,7 +61,8 @@ class Observer:
         pipe.hexists(self.keys.workload_uid_of, job.metadata.name or "")  # an eviction was sent
         pipe.hget(self.keys.attempts, uid)
         pipe.hget(self.keys.pod_uids, uid)
-        raw_decision, raw_reports, evicting, raw_asked, first_seen = await pipe.execute()
+        pipe.hexists(self.keys.pods_gone, uid)
+        raw_decision, raw_reports, evicting, raw_asked, first_seen, gone = await pipe.execute()
         asked = int(raw_asked or 0)
         decision = codec.decode(raw_decision, Decision) if raw_decision else None
         reports = {as_text(k): codec.decode(v, Report) for k, v in raw_reports.items()}
@@ -73,8 +74,10 @@ class Observer:
         # Ended: what it made is all that is left to see (and clean up); its pods are not read again.
         ended = job.phase in TERMINAL_PHASES
         pod = None
-        if not ended and ref is not None and ref.namespace and ref.name:
+        if not ended and not gone and ref is not None and ref.namespace and ref.name:
             found = await self.get(paths.pod(ref.namespace, ref.name))
+            if found is None and first_seen is not None:
+                await self.client.hset(self.keys.pods_gone, uid, 1)
             if found is not None:
                 view = pod_view(found)
                 # The pod the job was made for: a new pod by the same name (a StatefulSet's) is not it.
@@ -87,6 +90,8 @@ class Observer:
                     _, first_seen = await pipe.execute()
                 expected = as_text(first_seen) if first_seen is not None else ref.uid or view.uid
                 pod = view if view.uid == expected else None
+                if pod is None:  # the name holds another pod now: the job's is gone for good
+                    await self.client.hset(self.keys.pods_gone, uid, 1)
                 if pod is not None and pod.deleted_at is not None and pod.node:
                     node = await self.get(paths.node(pod.node))  # why it may not go: NotReady
                     pod = replace(pod, node_ready=node_ready(node) if node is not None else None)

@@ -79,3 +79,36 @@ async def test_reservations_are_read_by_the_names_asked_for_and_listed_once_redi
     finally:
         await client.aclose()
         await api.aclose()
+
+
+async def test_a_pod_seen_gone_is_not_read_again_till_redis_forgets(
+    kubesim_factory: Callable[..., SimHandle], redis_srv: Server, test_id: str
+) -> None:
+    kube = start(kubesim_factory, cluster())
+    name = sorted(web_pods(kube))[0]
+    job = make_job(kube, "moving", name, "Running")
+    client = aioredis.from_url(redis_srv.url)
+    api = KubeClient.from_config(KubernetesConfig(kubeconfig=str(kube.handle.kubeconfig)))
+    keys = TrackerKeys(test_id)
+    observer = Observer(client, keys, api, args=MigrationControllerArgs())
+
+    def pod_reads() -> int:
+        counted = kube.handle.call(lambda sim: dict(sim.api.requests_by_verb))
+        return sum(n for (_, verb, resource), n in counted.items() if (verb, resource) == ("get", "pods"))
+
+    async def seen() -> tuple[bool, int]:
+        """Whether the job's pod is there, and the pod GETs it took to say so."""
+        before = pod_reads()
+        observed = await observer.observe(job)
+        return observed.pod is not None, pod_reads() - before
+
+    try:
+        assert await seen() == (True, 1)
+        kube.core.delete_namespaced_pod(name, "default", grace_period_seconds=0)
+        assert await seen() == (False, 1)  # read once more: gone
+        assert await seen() == (False, 0)  # a pod's uid never comes back: not read again
+        await client.delete(keys.pods_gone)
+        assert await seen() == (False, 1)
+    finally:
+        await client.aclose()
+        await api.aclose()
