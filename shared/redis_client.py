@@ -15,6 +15,7 @@ import socket
 from typing import Any
 
 import redis.asyncio as aioredis
+from redis.driver_info import DriverInfo
 
 from shared.config import RedisConfig
 
@@ -23,6 +24,9 @@ CONNECT_TIMEOUT_S = 5.0
 # The services bound their own concurrency (reconciles, commands, notes at once: a few hundred Redis calls
 # in flight at most); redis-py's default pool of 100 would fail the calls beyond it instead of queueing them.
 CONNECTIONS = 1024
+# What each connection tells the server (CLIENT SETINFO), made once: redis-py would read its version from
+# the package metadata for every new connection (1.3 ms each, while a burst grows the pool).
+DRIVER = DriverInfo()
 
 
 def keepalive_options() -> dict[int, int]:
@@ -43,6 +47,7 @@ def connect(config: RedisConfig) -> aioredis.Redis:
         "max_connections": CONNECTIONS,
         "socket_timeout": None,
         "socket_connect_timeout": CONNECT_TIMEOUT_S,
+        "driver_info": DRIVER,
     }
     if not config.url.startswith("unix://"):  # a local socket's peer cannot vanish without closing it
         options.update(socket_keepalive=True, socket_keepalive_options=keepalive_options())

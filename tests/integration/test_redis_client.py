@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+from importlib import metadata
 
 import pytest
 
@@ -24,6 +25,7 @@ async def test_the_connection_finds_a_dead_peer_without_a_timer_per_command(redi
         connection = await client.connection_pool.get_connection()  # type: ignore[no-untyped-call]
         try:
             assert connection.socket_timeout is None
+            assert connection.driver_info is redis_client.DRIVER  # made once, not for every connection
             sock = connection._writer.get_extra_info("socket")
             assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE) == 1
             if hasattr(socket, "TCP_USER_TIMEOUT"):
@@ -35,6 +37,8 @@ async def test_the_connection_finds_a_dead_peer_without_a_timer_per_command(redi
                 assert idle + interval * probes <= redis_client.DEAD_PEER_S
         finally:
             await client.connection_pool.release(connection)
+        info = await client.client_info()  # what the server was told of the client, as redis-py tells it
+        assert (info["lib-name"], info["lib-ver"]) == ("redis-py", metadata.version("redis"))
     finally:
         await client.aclose()
 
