@@ -273,11 +273,13 @@ class Tracker:
         observed = await self.observer.observe(job)
         step = machine.progress(observed)
         before = job.status
-        settled: list[str] = []  # own writes whose events bring nothing to decide
 
-        def settles(written: PodMigrationJob | None) -> None:
+        async def settles(written: PodMigrationJob | None) -> None:
+            """An own write whose event brings nothing to decide, remembered at once: the watcher's event
+            of it often comes back before this reconcile ends. Should this replica die before its commands,
+            the message that started the reconcile is redelivered and the step decided, and acted, again."""
             if written is not None and machine.settled(observed, step, written):
-                settled.append(written.metadata.resource_version or "")
+                await self.state.settled(name, [written.metadata.resource_version or ""])
 
         if step.status != before:
             body = {**raw, "status": msgspec.to_builtins(step.status)}
@@ -289,11 +291,11 @@ class Tracker:
                 if exc.status == 404:
                     return True
                 raise
-            settles(codec.decode(answer, PodMigrationJob))
+            await settles(codec.decode(answer, PodMigrationJob))
             await self._transitioned(job, before.phase if before else None, step)
         phase = step.status.phase or PHASE_PENDING
         if phase == PHASE_RUNNING and ledger.ANNOTATION not in (job.metadata.annotations or {}):
-            settles(await self.endings.record_ledger(job))
+            await settles(await self.endings.record_ledger(job))
         pod_uid = observed.pod.uid if observed.pod else None
         workload = observed.reservation.owner_controller_uid if observed.reservation else None
         for action in step.actions:
@@ -317,15 +319,14 @@ class Tracker:
             and current.ours
             and current.name != job.spec.reservation_ref_name
         ):
-            settles(await self.effects.point_at(job, current))  # after the commands: the migration goes on
+            # After the commands: the migration goes on.
+            await settles(await self.effects.point_at(job, current))
         # What the tracker keeps of the job, in one round trip.
         pipe = self.client.pipeline(transaction=False)
         if phase in TERMINAL_PHASES:
             await self.state.untrack(job)
         else:
             self.state.tracking(job, pipe)
-        if settled:  # after the actions: should this replica die before, the writes' events redo them
-            self.state.settled_at(name, settled, pipe)
         controller = observed.reservation.owner_controller_uid if observed.reservation else None
         waits = phase == PHASE_RUNNING and step.status.reason == REASON_WAIT_FOR_POD_BIND_RESERVATION
         if controller and not waits:

@@ -27,10 +27,12 @@ class JobState:
     async def phase_written(self, name: str, phase: str) -> None:
         await self.client.hset(self.keys.phases, name, phase)
 
-    def settled_at(self, name: str, resource_versions: list[str], pipe: Pipeline) -> None:
-        """Remember own writes of the job that left it settled (commands of the caller's pipeline)."""
+    async def settled(self, name: str, resource_versions: list[str]) -> None:
+        """Remember own writes of the job that left it settled (their events are not reconciled)."""
+        pipe = self.client.pipeline(transaction=False)
         pipe.sadd(self.keys.written(name), *resource_versions)
         pipe.expire(self.keys.written(name), WRITES_REMEMBERED_S)
+        await pipe.execute()
 
     async def is_own_settled_write(self, name: str, resource_version: str) -> bool:
         return bool(await self.client.sismember(self.keys.written(name), resource_version))

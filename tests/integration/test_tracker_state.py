@@ -17,9 +17,7 @@ async def test_every_settled_write_is_known_until_the_job_is_forgotten(redis_sco
     keys = TrackerKeys(redis_scope.prefix)
     state = JobState(redis_scope.client, keys, "5m")
     for job, written in (("move-1", ["101"]), ("move-1", ["105", "106"]), ("move-2", ["104"])):
-        pipe = redis_scope.client.pipeline(transaction=False)  # the reconcile's closing round trip
-        state.settled_at(job, written, pipe)  # a status; a later one and the reservationRef; another job's
-        await pipe.execute()
+        await state.settled(job, written)  # a status; a later one and the reservationRef; another job's
     known = [await state.is_own_settled_write("move-1", rv) for rv in ("101", "104", "105", "106", "107")]
     assert known == [True, False, True, True, False]  # the first, though later ones came after it
     assert 0 < await redis_scope.client.ttl(keys.written("move-1")) <= WRITES_REMEMBERED_S
