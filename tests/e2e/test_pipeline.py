@@ -19,7 +19,7 @@ from podherd.servers import Server
 from services.executor.service import Executor
 from services.tracker.service import Tracker
 from shared import bus
-from shared.api import codec
+from shared.api import codec, paths
 from shared.api.messages import Command, IntentReply, MigrationIntent, PodKey
 from shared.config import CollectorConfig
 from shared.ledger import Ledger, as_text
@@ -387,6 +387,39 @@ class DiesAfterWritingStatus(Tracker):
 
     async def _transitioned(self, job: Any, previous: str | None, step: Any) -> None:
         raise Crash
+
+
+class NotesSettledWrites(Tracker):
+    """Notes, after each status it writes and before it goes on to act, whether that write is already known
+    as one that leaves the job settled (the event of a write often comes back before the reconcile ends)."""
+
+    known: list[bool] = []
+
+    async def _transitioned(self, job: Any, previous: Any, step: Any) -> None:
+        name = job.metadata.name or ""
+        written = await self.observer.get(paths.job(name)) or {}
+        version = written.get("metadata", {}).get("resourceVersion", "")
+        NotesSettledWrites.known.append(await self.state.is_own_settled_write(name, version))
+        await super()._transitioned(job, previous, step)
+
+
+async def test_an_own_write_is_known_settled_before_the_reconcile_acts_on_it(
+    kubesim_factory: Callable[..., SimHandle], nats_srv: Server, redis_srv: Server, test_id: str
+) -> None:
+    kube = start(kubesim_factory, cluster())
+    name = sorted(web_pods(kube))[0]
+    config = pipeline_config(kube.handle, nats_srv, redis_srv, test_id)
+    NotesSettledWrites.known.clear()
+    async with pipeline(config) as p:
+        await p.kill(next(r for r in p.running if r.name.startswith("tracker")))
+        await p.start("tracker", "noting", NotesSettledWrites)
+        create_job(kube, "noted", name)
+        job = await until_job(kube, "noted", ended)
+    assert job["status"]["phase"] == "Succeeded", job["status"]
+    # Pending, Running (reserving, evicting, waiting for the replacement), Succeeded: each status written
+    # that leaves the job where it rests is known as the tracker's own before its commands go out, so its
+    # event starts no second reconcile deciding the same again.
+    assert len(NotesSettledWrites.known) >= 3 and sum(NotesSettledWrites.known) >= 2, NotesSettledWrites.known
 
 
 @pytest.mark.parametrize("crash", ["executor after evicting", "tracker after writing status"])
