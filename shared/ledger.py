@@ -43,6 +43,25 @@ def lua_script(name: str, *prelude: str) -> str:
     return "\n".join([*(lua.joinpath(p).read_text() for p in prelude), lua.joinpath(name).read_text()])
 
 
+# What the ledger counts of pods (background evictions, each workload's Ready pods), kept by two scripts
+# that those applying many pod events at once run in their own pipelines, with these arguments.
+EVICTING_SCRIPT = ("evicting.lua", "gates.lua")
+POD_READY_SCRIPT = ("pod_ready.lua", "gates.lua", "versions.lua")
+
+
+def evicting_args(pod_uid: str, in_progress: bool, slot_keys: Iterable[str]) -> list[str]:
+    """evicting.lua's arguments: the pod counts as evicted in the background in these slots, or not."""
+    return [pod_uid, "1" if in_progress else "0", json.dumps(list(slot_keys))]
+
+
+def ready_args(
+    ident: str, resource_version: str, uid: str, *, ready: bool, workload_key: str, deleted: bool
+) -> list[str]:
+    """pod_ready.lua's arguments for one pod event."""
+    flags = ("1" if ready and not deleted else "0", workload_key, "1" if deleted else "0")
+    return [ident, resource_version, uid, *flags]
+
+
 @dataclass(frozen=True)
 class Verdict:
     outcome: str  # admitted | deferred | forbidden | closed
@@ -126,9 +145,9 @@ class Ledger:
         self.slot_ttl = slot_ttl
         self._admit = client.register_script(lua_script("admit.lua", "gates.lua"))
         self._release = client.register_script(lua_script("release.lua", "gates.lua"))
-        self._evicting = client.register_script(lua_script("evicting.lua", "gates.lua"))
+        self._evicting = client.register_script(lua_script(*EVICTING_SCRIPT))
         self._queue = client.register_script(lua_script("queue.lua", "gates.lua"))
-        self._pod_ready = client.register_script(lua_script("pod_ready.lua", "gates.lua", "versions.lua"))
+        self._pod_ready = client.register_script(lua_script(*POD_READY_SCRIPT))
         self._track_gone = client.register_script(lua_script("track_gone.lua", "gates.lua"))
 
     # ----------------------------------------------------------------------------------------------------
@@ -276,15 +295,8 @@ class Ledger:
         """Free what `job_uid` holds. True only the first time (so callers can count releases exactly)."""
         return bool(await self._release(keys=[self.prefix], args=[job_uid]))
 
-    async def set_evicting(
-        self, pod_uid: str, in_progress: bool, slot_keys: Iterable[str], pipe: Pipeline | None = None
-    ) -> int:
-        """Count the pod as evicted in the background (seed 003) in these slots, or not; returns how many
-        sets changed. With `pipe`, only added to that pipeline (its reply is this count)."""
-        args = [pod_uid, "1" if in_progress else "0", json.dumps(list(slot_keys))]
-        if pipe is not None:
-            await self._evicting(keys=[self.prefix], args=args, client=pipe)
-            return 0
+    async def set_evicting(self, pod_uid: str, in_progress: bool, slot_keys: Iterable[str]) -> int:
+        args = evicting_args(pod_uid, in_progress, slot_keys)
         return int(await self._evicting(keys=[self.prefix], args=args))
 
     def ready_key(self, workload_key: str) -> str:
@@ -292,24 +304,13 @@ class Ledger:
         return f"{self.prefix}:ready:{workload_key}"
 
     async def pod_ready(
-        self,
-        ident: str,
-        resource_version: str,
-        uid: str,
-        *,
-        ready: bool,
-        workload_key: str,
-        deleted: bool,
-        pipe: Pipeline | None = None,
+        self, ident: str, resource_version: str, uid: str, *, ready: bool, workload_key: str, deleted: bool
     ) -> bool:
         """Apply one pod event to its workload's Ready set (`workload_key` is the workload's slot key, "" for
-        a pod of none). False if a newer event of the pod was applied already. With `pipe`, only added to
-        that pipeline (its reply is that answer)."""
-        args = [ident, resource_version, uid, "1" if ready and not deleted else "0", workload_key]
-        args.append("1" if deleted else "0")
-        if pipe is not None:
-            await self._pod_ready(keys=[self.prefix], args=args, client=pipe)
-            return False
+        a pod of none). False if a newer event of the pod was applied already."""
+        args = ready_args(
+            ident, resource_version, uid, ready=ready, workload_key=workload_key, deleted=deleted
+        )
         return bool(await self._pod_ready(keys=[self.prefix], args=args))
 
     # ----------------------------------------------------------------------------------------------------

@@ -21,15 +21,16 @@ from services.arbitrator.decisions import Decisions, Publisher
 from services.arbitrator.fact_store import FactStore
 from services.arbitrator.gather import Gatherer
 from services.arbitrator.keys import ArbitratorKeys
+from services.arbitrator.pod_events import PodEvents
 from services.arbitrator.rules import filters, order
-from services.arbitrator.rules.facts import PodInfo, workload_key
-from shared.api import annotations as known
+from services.arbitrator.rules.facts import PodInfo
 from shared.api import codec
+from shared.api.messages import EventHead
 from shared.api.pmj import ANNOTATION_ABORT, PHASE_PENDING, REASON_INVALID_SPEC, PodMigrationJob
 from shared.api.validation import validate_pmj
 from shared.config import PodherdConfig
 from shared.ledger import ADMITTED, DEFERRED, FORBIDDEN, REJECTED, Candidate, Ledger, Verdict, as_text
-from shared.slots import GLOBAL, namespace_slot, node_slot, pdb_slot, workload_slot
+from shared.slots import pdb_slot, workload_slot
 from shared.stats import MigrationStats
 
 log = logging.getLogger(__name__)
@@ -66,6 +67,7 @@ class Engine:
         self.publisher = publisher
         self.redis = ledger.client
         self.keys = ArbitratorKeys(config.redis.key_prefix)
+        self.pods = PodEvents(ledger.client, facts, ledger_prefix=ledger.prefix, keys=self.keys)
         stats = MigrationStats(ledger.client, config.redis.key_prefix)
         self.gather = Gatherer(facts, stats, ledger, default_mode=self.args.default_job_mode)
         self.decisions = Decisions(
@@ -158,30 +160,11 @@ class Engine:
         await self.ledger.enqueue_many(entries, pipe)
         await pipe.execute()
 
-    async def on_pods(self, pods: list[tuple[PodInfo, bool]]) -> None:
-        """Pods whose facts changed (and whether each event was a deletion), in order: keep the
-        background-eviction sets current (seed 003: such pods count as migrating), and re-rank a queued job
-        of such a pod, now that its facts are known. One round trip for the lot, and two more per job to
-        re-rank."""
-        if not pods:
-            return
-        pipe = self.redis.pipeline(transaction=False)
-        for pod, deleted in pods:
-            pipe.hget(self.keys.pod_jobs, f"{pod.namespace}/{pod.name}")
-            in_progress = known.EVICTION_IN_PROGRESS in pod.annotations and (
-                pod.deletion_timestamp is None and not deleted
-            )
-            keys = [GLOBAL, namespace_slot(pod.namespace)]
-            if pod.node_name:
-                keys.append(node_slot(pod.node_name))
-            if pod.workload is not None:
-                keys.append(workload_slot(workload_key(pod.workload)))
-            await self.ledger.set_evicting(pod.uid, in_progress, keys, pipe=pipe)
-        replies = await pipe.execute()
-        for uid in replies[::2]:
-            if uid is None:
-                continue
-            job_uid = as_text(uid)
+    async def on_pods(self, events: list[tuple[EventHead, PodInfo]]) -> None:
+        """A fetch's pod events, in order (`PodEvents`); a queued job of a pod that changed is ranked again,
+        now that its facts are known."""
+        changed = await self.pods.apply(events)
+        for job_uid in await self.pods.evicting(changed):
             job = await self._job(job_uid)
             if job is not None and await self.redis.hexists(self.ledger.queued, job_uid):
                 await self.on_job(job, False, None)

@@ -26,7 +26,6 @@ from prometheus_client import Gauge
 
 from services.arbitrator.engine import Engine
 from services.arbitrator.fact_store import FactStore
-from services.arbitrator.rules.facts import available, workload_key
 from shared import bus, redis_client
 from shared.api import codec, paths
 from shared.api.messages import EventHead, ObjectEvent, PdbInfo, PodInfo, WorkloadInfo
@@ -38,7 +37,7 @@ from shared.kube import KubeClient
 from shared.ledger import HeldJob, Ledger, recorded
 from shared.ops import OpsServer
 from shared.runtime import close_nats, nats_check
-from shared.slots import limit_of, workload_slot
+from shared.slots import limit_of
 from shared.waits import wait_event
 
 log = logging.getLogger(__name__)
@@ -113,7 +112,7 @@ class Arbitrator:
         async def apply_pods() -> None:
             try:
                 if pods:
-                    await self._handle_pods([(head, pod) for _, head, pod in pods])
+                    await self.engine.on_pods([(head, pod) for _, head, pod in pods])
             except Exception as exc:
                 for index, _, _ in pods:
                     outcomes[index] = exc
@@ -138,35 +137,6 @@ class Arbitrator:
         await queue_jobs()
         self.wake.set()
         return outcomes
-
-    async def _handle_pods(self, events: list[tuple[EventHead, PodInfo]]) -> None:
-        """Pod events, in order: each pod's fact, and its workload's Ready pods (maxUnavailablePerWorkload
-        counts from them), in one round trip for the lot; then what the engine keeps of pods that changed."""
-        pipe = self.client.pipeline(transaction=False)
-        for head, pod in events:
-            deleted = head.type == "DELETED"
-            await self.facts.put_pod(
-                head.ident, head.resource_version, pod=None if deleted else pod, pipe=pipe
-            )
-            if pod.workload is not None:
-                await self.ledger.pod_ready(
-                    head.ident,
-                    head.resource_version,
-                    pod.uid,
-                    ready=available(pod),
-                    workload_key=workload_slot(workload_key(pod.workload)),
-                    deleted=deleted,
-                    pipe=pipe,
-                )
-        replies = iter(await pipe.execute())
-        changed = []
-        for head, pod in events:
-            newer = next(replies)
-            if pod.workload is not None:
-                next(replies)  # the Ready set's answer: nothing follows from it here
-            if newer:
-                changed.append((pod, head.type == "DELETED"))
-        await self.engine.on_pods(changed)
 
     async def _handle_fact(self, msg: Msg, head: EventHead) -> None:
         deleted = head.type == "DELETED"

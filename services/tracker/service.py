@@ -20,13 +20,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Iterable
 from typing import cast
 
 import msgspec
 import redis.asyncio as aioredis
 from nats.aio.client import Client as NatsClient
-from nats.aio.msg import Msg
 
 from services.tracker import progress as machine
 from services.tracker.collector import Collector
@@ -36,20 +34,11 @@ from services.tracker.intake import IntentIntake
 from services.tracker.keys import TrackerKeys
 from services.tracker.locks import JobLocks, announcer
 from services.tracker.observation import Observer
-from services.tracker.observe import JobEvent, ReservationEvent, ReservationHead
 from services.tracker.periodic import Periodic
-from services.tracker.state import JobState, is_terminal
+from services.tracker.state import JobState
+from services.tracker.triggers import Triggers
 from shared import bus, ledger, redis_client
-from shared.api import annotations as known
 from shared.api import codec, paths
-from shared.api.messages import (
-    Decision,
-    EventHead,
-    JobRef,
-    ObjectEvent,
-    PodInfo,
-    Report,
-)
 from shared.api.pmj import (
     PHASE_PENDING,
     PHASE_RUNNING,
@@ -58,15 +47,11 @@ from shared.api.pmj import (
     Phase,
     PodMigrationJob,
 )
-from shared.api.reservation import (
-    LABEL_CONTROLLER,
-    LABEL_JOB,
-)
 from shared.config import PodherdConfig
 from shared.consume import Durable, Retry, coalesced, durable, run_consumer
 from shared.durations import parse_duration
 from shared.kube import KubeClient, KubeError
-from shared.ledger import Ledger, as_text
+from shared.ledger import Ledger
 from shared.logs import about_job
 from shared.ops import OpsServer
 from shared.runtime import close_nats, nats_check
@@ -74,9 +59,6 @@ from shared.stats import MigrationStats
 
 log = logging.getLogger(__name__)
 LOCK_MS = 15_000
-# Reports that change nothing the job decides now: an eviction on its way ("checked", read when the room is
-# seen taken meanwhile) and one done (the pod's own events follow it, marked for deletion, then gone).
-UNEVENTFUL_REPORTS = frozenset({("evict", "checked"), ("evict", "done")})
 # How long a reconcile waits for another one of the same job to end before handing its message back.
 LOCK_WAIT = 1.0
 # Jobs one replica reconciles at once: each waits mostly on the API server and Redis, and jobs are
@@ -107,6 +89,15 @@ class Tracker:
         self.observer = Observer(client, self.keys, kube, args=self.args)
         self.endings = Endings(
             client, self.keys, self.ledger, stats=self.stats, effects=self.effects, state=self.state
+        )
+        self.triggers = Triggers(
+            client,
+            self.keys,
+            state=self.state,
+            endings=self.endings,
+            observer=self.observer,
+            publisher=self.publisher,
+            subjects=self.subjects,
         )
         self.periodic = Periodic(
             client,
@@ -151,8 +142,8 @@ class Tracker:
         # One part failing takes the others down: the process exits and is restarted whole.
         async with asyncio.TaskGroup() as group:
             for consumer, name, note in (
-                (events, "tracker", self.on_event),
-                (decisions, "tracker-jobs", self.on_job_message),
+                (events, "tracker", self.triggers.on_event),
+                (decisions, "tracker-jobs", self.triggers.on_job_message),
             ):
                 handle = coalesced(note, self.reconcile, concurrency=RECONCILES_AT_ONCE)
                 consuming = run_consumer(
@@ -164,83 +155,6 @@ class Tracker:
             group.create_task(self.collector.run(stop))
             group.create_task(self.periodic.report_phases(stop))
             group.create_task(self.effects.recorder.run(stop))
-
-    # ----------------------------------------------------------------------------------------------------
-    # Triggers
-
-    async def on_event(self, msg: Msg) -> list[str]:
-        """Take in an object event; name the jobs it concerns (reconciled once per fetch, see `coalesced`)."""
-        head = codec.decode(msg.data, EventHead)
-        if head.kind == "PodMigrationJob":
-            if head.type == "DELETED":
-                await self.endings.forget(codec.decode(msg.data, JobEvent).object)
-                return []
-            if await self.state.is_own_settled_write(head.name, head.resource_version):
-                return []
-            return [head.name]
-        if head.kind == "Reservation":
-            return await self._on_reservation(codec.decode(msg.data, ReservationEvent).object, head)
-        if head.kind == "Pod":
-            return await self._on_pod(codec.decode(msg.data, ObjectEvent[PodInfo]).object, head)
-        return []
-
-    async def _on_reservation(self, held: ReservationHead, head: EventHead) -> list[str]:
-        labels = held.metadata.labels or {}
-        controller, labelled = labels.get(LABEL_CONTROLLER), labels.get(LABEL_JOB)
-        deleted = head.type == "DELETED"
-        # What the event needs from Redis, in one round trip: the workload's waiting jobs, and the job the
-        # Reservation is for (its label, else the name a job gave) with, when it is gone, that job's phase.
-        pipe = self.client.pipeline(transaction=False)
-        if controller:
-            pipe.smembers(self.keys.waiting(controller))
-        if not labelled:
-            pipe.hget(self.keys.named, head.name)
-        elif deleted:
-            pipe.hget(self.keys.phases, labelled)
-        replies = list(await pipe.execute()) if len(pipe) else []
-        if controller:
-            await self._kick(replies.pop(0))
-        if head.type == "ADDED" and labelled and not (held.status and held.status.phase):
-            return []  # made for its job, not scheduled yet: nothing to decide till the scheduler acts
-        # One Podherd made (labelled with its job), or one a job names (it expires, it is taken, ...).
-        owner = labelled or as_text(replies.pop(0) or b"")
-        if owner and deleted:
-            phase = replies.pop(0) if labelled else await self.client.hget(self.keys.phases, owner)
-            if is_terminal(phase):
-                return []  # cleaned up after its job ended: nothing is left to do for it
-        return [owner] if owner else []
-
-    async def _on_pod(self, pod: PodInfo, head: EventHead) -> list[str]:
-        controller = pod.owner.uid if pod.owner else None
-        key = f"{head.namespace}/{head.name}"
-        # One round trip per pod event: a replacement noted, the workload's waiting jobs, the job made for
-        # this pod, and the job that claimed it as its replacement (it waits for it to be Ready).
-        pipe = self.client.pipeline(transaction=False)
-        if controller and known.RESERVATION_ALLOCATED in pod.annotations:
-            self.observer.replacement_seen(pod, controller, deleted=head.type == "DELETED", pipe=pipe)
-        if controller:
-            pipe.smembers(self.keys.waiting(controller))
-        pipe.hget(self.keys.pod_jobs, key)
-        pipe.hget(self.keys.replacement_jobs, key)
-        replies = await pipe.execute()
-        if controller:
-            await self._kick(replies[-3])
-        return [as_text(name) for name in replies[-2:] if name is not None]
-
-    async def on_job_message(self, msg: Msg) -> list[str]:
-        """Take in a decision, a report or a kick; name the job it concerns."""
-        step = self.subjects.step_of(msg.subject)
-        if step == "kick":
-            return [codec.decode(msg.data, JobRef).name]
-        if step == "report":
-            report = codec.decode(msg.data, Report)
-            await self.client.hset(self.keys.reports(report.job.uid), report.step, codec.encode(report))
-            if (report.step, report.outcome) in UNEVENTFUL_REPORTS:
-                return []  # kept for the job's next reconcile, which the pod's own events bring
-            return [report.job.name]
-        decision = codec.decode(msg.data, Decision)
-        await self.client.hset(self.keys.decisions, decision.job.uid, codec.encode(decision))
-        return [decision.job.name]
 
     # ----------------------------------------------------------------------------------------------------
     # Reconciling one job
@@ -336,18 +250,6 @@ class Tracker:
         # Registered as waiting after looking: a replacement that bound in between kicked no one. Newly
         # registered, look once more (False), now that every later bind kicks this job.
         return not (controller and waits and await self.client.sadd(self.keys.waiting(controller), name))
-
-    async def _kick(self, waiting: Iterable[bytes]) -> None:
-        """Something changed in a workload's Reservations or pods: look again at its jobs waiting for a
-        replacement (through the jobs stream, so a job another replica holds is retried, not skipped)."""
-        names = [as_text(member) for member in waiting]
-        for name in names:
-            ref = JobRef(name=name, uid="")
-            await self.publisher.publish(
-                self.subjects.job("kick", name), msgspec.json.encode(ref), uuid.uuid4().hex
-            )
-        if names:
-            await self.publisher.flush()
 
     async def _transitioned(self, job: PodMigrationJob, previous: Phase | None, step: machine.Step) -> None:
         await self.effects.transitioned(job, previous, step)

@@ -64,17 +64,19 @@ async def test_only_reservation_changes_that_can_move_a_job_reconcile_it(
         await tracker.state.phase_written("ended", "Succeeded")
         await tracker.state.phase_written("moving", "Running")
         named = {
-            "made, not scheduled": await tracker.on_event(event("ADDED", "moving")),
-            "made, already scheduled (a relist)": await tracker.on_event(
+            "made, not scheduled": await tracker.triggers.on_event(event("ADDED", "moving")),
+            "made, already scheduled (a relist)": await tracker.triggers.on_event(
                 event("ADDED", "moving", phase="Available")
             ),
-            "scheduled": await tracker.on_event(event("MODIFIED", "moving", phase="Available")),
-            "gone while its job runs": await tracker.on_event(event("DELETED", "moving")),
-            "taken after its job ended": await tracker.on_event(
+            "scheduled": await tracker.triggers.on_event(event("MODIFIED", "moving", phase="Available")),
+            "gone while its job runs": await tracker.triggers.on_event(event("DELETED", "moving")),
+            "taken after its job ended": await tracker.triggers.on_event(
                 event("MODIFIED", "ended", phase="Succeeded")
             ),
-            "gone after its job ended": await tracker.on_event(event("DELETED", "ended")),
-            "the user's, no job of ours": await tracker.on_event(event("MODIFIED", "x", labelled=False)),
+            "gone after its job ended": await tracker.triggers.on_event(event("DELETED", "ended")),
+            "the user's, no job of ours": await tracker.triggers.on_event(
+                event("MODIFIED", "x", labelled=False)
+            ),
         }
         assert named == {
             "made, not scheduled": [],

@@ -1,0 +1,130 @@
+"""What brings a job to be reconciled: the events that concern it (its PMJ, its pod, its Reservations, the
+replacement in its room) and the messages for it (decisions, reports, kicks). Each is taken in, noted in
+Redis where it must be, and named the jobs it concerns (reconciled once per fetch, see `coalesced`)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable
+
+import msgspec
+import redis.asyncio as aioredis
+from nats.aio.msg import Msg
+
+from services.tracker.endings import Endings
+from services.tracker.keys import TrackerKeys
+from services.tracker.observation import Observer
+from services.tracker.observe import JobEvent, ReservationEvent, ReservationHead
+from services.tracker.state import JobState, is_terminal
+from shared import bus
+from shared.api import annotations as known
+from shared.api import codec
+from shared.api.messages import Decision, EventHead, JobRef, ObjectEvent, PodInfo, Report
+from shared.api.reservation import LABEL_CONTROLLER, LABEL_JOB
+from shared.ledger import as_text
+
+# Reports that change nothing the job decides now: an eviction on its way ("checked", read when the room is
+# seen taken meanwhile) and one done (the pod's own events follow it, marked for deletion, then gone).
+UNEVENTFUL_REPORTS = frozenset({("evict", "checked"), ("evict", "done")})
+
+
+class Triggers:
+    def __init__(
+        self,
+        client: aioredis.Redis,
+        keys: TrackerKeys,
+        *,
+        state: JobState,
+        endings: Endings,
+        observer: Observer,
+        publisher: bus.Publisher,
+        subjects: bus.Subjects,
+    ) -> None:
+        self.client, self.keys, self.state, self.endings = client, keys, state, endings
+        self.observer, self.publisher, self.subjects = observer, publisher, subjects
+
+    async def on_event(self, msg: Msg) -> list[str]:
+        """Take in an object event; name the jobs it concerns (reconciled once per fetch, see `coalesced`)."""
+        head = codec.decode(msg.data, EventHead)
+        if head.kind == "PodMigrationJob":
+            if head.type == "DELETED":
+                await self.endings.forget(codec.decode(msg.data, JobEvent).object)
+                return []
+            if await self.state.is_own_settled_write(head.name, head.resource_version):
+                return []
+            return [head.name]
+        if head.kind == "Reservation":
+            return await self._on_reservation(codec.decode(msg.data, ReservationEvent).object, head)
+        if head.kind == "Pod":
+            return await self._on_pod(codec.decode(msg.data, ObjectEvent[PodInfo]).object, head)
+        return []
+
+    async def _on_reservation(self, held: ReservationHead, head: EventHead) -> list[str]:
+        labels = held.metadata.labels or {}
+        controller, labelled = labels.get(LABEL_CONTROLLER), labels.get(LABEL_JOB)
+        deleted = head.type == "DELETED"
+        # What the event needs from Redis, in one round trip: the workload's waiting jobs, and the job the
+        # Reservation is for (its label, else the name a job gave) with, when it is gone, that job's phase.
+        pipe = self.client.pipeline(transaction=False)
+        if controller:
+            pipe.smembers(self.keys.waiting(controller))
+        if not labelled:
+            pipe.hget(self.keys.named, head.name)
+        elif deleted:
+            pipe.hget(self.keys.phases, labelled)
+        replies = list(await pipe.execute()) if len(pipe) else []
+        if controller:
+            await self._kick(replies.pop(0))
+        if head.type == "ADDED" and labelled and not (held.status and held.status.phase):
+            return []  # made for its job, not scheduled yet: nothing to decide till the scheduler acts
+        # One Podherd made (labelled with its job), or one a job names (it expires, it is taken, ...).
+        owner = labelled or as_text(replies.pop(0) or b"")
+        if owner and deleted:
+            phase = replies.pop(0) if labelled else await self.client.hget(self.keys.phases, owner)
+            if is_terminal(phase):
+                return []  # cleaned up after its job ended: nothing is left to do for it
+        return [owner] if owner else []
+
+    async def _on_pod(self, pod: PodInfo, head: EventHead) -> list[str]:
+        controller = pod.owner.uid if pod.owner else None
+        key = f"{head.namespace}/{head.name}"
+        # One round trip per pod event: a replacement noted, the workload's waiting jobs, the job made for
+        # this pod, and the job that claimed it as its replacement (it waits for it to be Ready).
+        pipe = self.client.pipeline(transaction=False)
+        if controller and known.RESERVATION_ALLOCATED in pod.annotations:
+            self.observer.replacement_seen(pod, controller, deleted=head.type == "DELETED", pipe=pipe)
+        if controller:
+            pipe.smembers(self.keys.waiting(controller))
+        pipe.hget(self.keys.pod_jobs, key)
+        pipe.hget(self.keys.replacement_jobs, key)
+        replies = await pipe.execute()
+        if controller:
+            await self._kick(replies[-3])
+        return [as_text(name) for name in replies[-2:] if name is not None]
+
+    async def on_job_message(self, msg: Msg) -> list[str]:
+        """Take in a decision, a report or a kick; name the job it concerns."""
+        step = self.subjects.step_of(msg.subject)
+        if step == "kick":
+            return [codec.decode(msg.data, JobRef).name]
+        if step == "report":
+            report = codec.decode(msg.data, Report)
+            await self.client.hset(self.keys.reports(report.job.uid), report.step, codec.encode(report))
+            if (report.step, report.outcome) in UNEVENTFUL_REPORTS:
+                return []  # kept for the job's next reconcile, which the pod's own events bring
+            return [report.job.name]
+        decision = codec.decode(msg.data, Decision)
+        await self.client.hset(self.keys.decisions, decision.job.uid, codec.encode(decision))
+        return [decision.job.name]
+
+    async def _kick(self, waiting: Iterable[bytes]) -> None:
+        """Something changed in a workload's Reservations or pods: look again at its jobs waiting for a
+        replacement (through the jobs stream, so a job another replica holds is retried, not skipped)."""
+        names = [as_text(member) for member in waiting]
+        for name in names:
+            ref = JobRef(name=name, uid="")
+            await self.publisher.publish(
+                self.subjects.job("kick", name), msgspec.json.encode(ref), uuid.uuid4().hex
+            )
+        if names:
+            await self.publisher.flush()
