@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from prometheus_client import Gauge, Histogram
 
@@ -160,7 +160,7 @@ class Engine:
         await self.ledger.enqueue_many(entries, pipe)
         await pipe.execute()
 
-    async def on_pods(self, events: list[tuple[EventHead, PodInfo]]) -> None:
+    async def on_pods(self, events: Sequence[tuple[EventHead, PodInfo]]) -> None:
         """A fetch's pod events, in order (`PodEvents`); a queued job of a pod that changed is ranked again,
         now that its facts are known."""
         changed = await self.pods.apply(events)

@@ -16,7 +16,8 @@ import asyncio
 import contextlib
 import logging
 import time
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 import msgspec
 import redis.asyncio as aioredis
@@ -41,6 +42,8 @@ from shared.slots import limit_of
 from shared.waits import wait_event
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
+Outcomes = list[BaseException | None]  # per message of a fetch: None (done) or why not
 CONSUMER = "arbitrator"
 FACT_KINDS = ("pods", "poddisruptionbudgets", "deployments", "statefulsets", "replicasets")
 USAGE_INTERVAL = 5.0
@@ -93,50 +96,35 @@ class Arbitrator:
 
     # ----------------------------------------------------------------------------------------------------
 
-    async def handle_batch(self, messages: list[Any]) -> list[BaseException | None]:
+    async def handle_batch(self, messages: list[Any]) -> Outcomes:
         """One fetch of events, in order: consecutive job events are queued together and consecutive pod
         events applied together (a few round trips for each run of them), every other event one by one."""
-        outcomes: list[BaseException | None] = [None] * len(messages)
+        outcomes: Outcomes = [None] * len(messages)
         jobs: list[tuple[int, ObjectEvent[PodMigrationJob]]] = []
-        pods: list[tuple[int, EventHead, PodInfo]] = []
-
-        async def queue_jobs() -> None:
-            try:
-                if jobs:
-                    await self.engine.on_jobs([(e.object, e.type == "DELETED", e.error) for _, e in jobs])
-            except Exception as exc:
-                for index, _ in jobs:
-                    outcomes[index] = exc
-            jobs.clear()
-
-        async def apply_pods() -> None:
-            try:
-                if pods:
-                    await self.engine.on_pods([(head, pod) for _, head, pod in pods])
-            except Exception as exc:
-                for index, _, _ in pods:
-                    outcomes[index] = exc
-            pods.clear()
+        pods: list[tuple[int, tuple[EventHead, PodInfo]]] = []
 
         for index, msg in enumerate(messages):
             try:
                 head = codec.decode(msg.data, EventHead)
                 if head.kind == "PodMigrationJob":
-                    await apply_pods()
+                    await _apply_run(pods, self.engine.on_pods, outcomes)
                     jobs.append((index, codec.decode(msg.data, ObjectEvent[PodMigrationJob])))
                     continue
-                await queue_jobs()
+                await _apply_run(jobs, self._queue_jobs, outcomes)
                 if head.kind == "Pod":
-                    pods.append((index, head, codec.decode(msg.data, ObjectEvent[PodInfo]).object))
+                    pods.append((index, (head, codec.decode(msg.data, ObjectEvent[PodInfo]).object)))
                     continue
-                await apply_pods()
+                await _apply_run(pods, self.engine.on_pods, outcomes)
                 await self._handle_fact(msg, head)
             except Exception as exc:
                 outcomes[index] = exc
-        await apply_pods()
-        await queue_jobs()
+        await _apply_run(pods, self.engine.on_pods, outcomes)
+        await _apply_run(jobs, self._queue_jobs, outcomes)
         self.wake.set()
         return outcomes
+
+    async def _queue_jobs(self, events: list[ObjectEvent[PodMigrationJob]]) -> None:
+        await self.engine.on_jobs([(e.object, e.type == "DELETED", e.error) for e in events])
 
     async def _handle_fact(self, msg: Msg, head: EventHead) -> None:
         deleted = head.type == "DELETED"
@@ -261,6 +249,19 @@ class Arbitrator:
 
     async def _on_release(self, _: Any) -> None:
         self.wake.set()
+
+
+async def _apply_run(
+    run: list[tuple[int, T]], apply: Callable[[list[T]], Awaitable[None]], outcomes: Outcomes
+) -> None:
+    """Apply a run of consecutive events of one kind together; should that fail, each of them fails."""
+    if run:
+        try:
+            await apply([item for _, item in run])
+        except Exception as exc:
+            for index, _ in run:
+                outcomes[index] = exc
+        run.clear()
 
 
 async def main(config: PodherdConfig, stop: asyncio.Event, ops: OpsServer) -> None:

@@ -76,8 +76,6 @@ class Observer:
         pod = None
         if not ended and not gone and ref is not None and ref.namespace and ref.name:
             found = await self.get(paths.pod(ref.namespace, ref.name))
-            if found is None and first_seen is not None:
-                await self.client.hset(self.keys.pods_gone, uid, 1)
             if found is not None:
                 view = pod_view(found)
                 # The pod the job was made for: a new pod by the same name (a StatefulSet's) is not it.
@@ -90,11 +88,11 @@ class Observer:
                     _, first_seen = await pipe.execute()
                 expected = as_text(first_seen) if first_seen is not None else ref.uid or view.uid
                 pod = view if view.uid == expected else None
-                if pod is None:  # the name holds another pod now: the job's is gone for good
-                    await self.client.hset(self.keys.pods_gone, uid, 1)
                 if pod is not None and pod.deleted_at is not None and pod.node:
                     node = await self.get(paths.node(pod.node))  # why it may not go: NotReady
                     pod = replace(pod, node_ready=node_ready(node) if node is not None else None)
+            if pod is None and first_seen is not None:  # seen once, now gone (or the name holds another)
+                await self.client.hset(self.keys.pods_gone, uid, 1)
         current = reservations[-1] if reservations else None
         bound_pod = None
         if not ended and current is not None and current.bound:
