@@ -94,28 +94,20 @@ class Prober:
             return False, str(exc)
 
     async def _attempt(self, probe: Probe) -> tuple[bool, str]:
-        if "tcpSocket" in probe:
-            check = probe["tcpSocket"]
-            _, writer = await connect_in(self.netns, (check.get("host") or self.ip, self.port(check["port"])))
-            writer.close()
-            return True, ""
-        if "httpGet" not in probe:
+        if "tcpSocket" not in probe and "httpGet" not in probe:
             kinds = ", ".join(k for k in probe if k in ("exec", "grpc"))
             return False, f"kubesim runs no {kinds} probes"
-        check = probe["httpGet"]
+        check = probe.get("tcpSocket") or probe["httpGet"]
         host, port = check.get("host") or self.ip, self.port(check["port"])
         reader, writer = await connect_in(self.netns, (host, port))
-        headers = "".join(f"{h['name']}: {h['value']}\r\n" for h in check.get("httpHeaders") or [])
-        request = (
-            f"GET {check.get('path') or '/'} HTTP/1.1\r\nHost: {host}:{port}\r\n"
-            f"User-Agent: kube-probe/1.32\r\nAccept: */*\r\n{headers}Connection: close\r\n\r\n"
-        )
-        writer.write(request.encode())
-        await writer.drain()
-        status = (await reader.readline()).decode(errors="replace").split()
-        writer.close()
-        code = int(status[1]) if len(status) > 1 and status[1].isdigit() else 0
-        return 200 <= code < 400, f"HTTP probe failed with statuscode: {code}"
+        # Closed however the attempt ends: the probe's timeout cancels it mid-request, and a connection
+        # left open would hold a socket until the collector finds it.
+        try:
+            if "tcpSocket" in probe:
+                return True, ""
+            return await _http_get(reader, writer, check, f"{host}:{port}")
+        finally:
+            writer.close()
 
     def port(self, port: int | str) -> int:
         """A probe's port: a number, or the name of one of the container's ports."""
@@ -125,6 +117,21 @@ class Prober:
             if declared.get("name") == port:
                 return int(declared["containerPort"])
         raise ValueError(f"port {port!r} is not a port of container {self.container.name}")
+
+
+async def _http_get(
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, check: Probe, authority: str
+) -> tuple[bool, str]:
+    headers = "".join(f"{h['name']}: {h['value']}\r\n" for h in check.get("httpHeaders") or [])
+    request = (
+        f"GET {check.get('path') or '/'} HTTP/1.1\r\nHost: {authority}\r\n"
+        f"User-Agent: kube-probe/1.32\r\nAccept: */*\r\n{headers}Connection: close\r\n\r\n"
+    )
+    writer.write(request.encode())
+    await writer.drain()
+    status = (await reader.readline()).decode(errors="replace").split()
+    code = int(status[1]) if len(status) > 1 and status[1].isdigit() else 0
+    return 200 <= code < 400, f"HTTP probe failed with statuscode: {code}"
 
 
 def _seconds(probe: Probe, key: str, default: float) -> float:

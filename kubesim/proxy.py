@@ -47,10 +47,10 @@ async def connect_in(
     sock.setblocking(False)
     try:
         await loop.sock_connect(sock, address)
+        return await asyncio.open_connection(sock=sock)
     except BaseException:
         sock.close()
         raise
-    return await asyncio.open_connection(sock=sock)
 
 
 class Forward:
@@ -81,6 +81,9 @@ class Forward:
             log.debug("proxy %s -> %s: %s", self.listen, target, exc)
             writer.close()
             return
+        except BaseException:  # stopped while connecting: the accepted side is closed too
+            writer.close()
+            raise
         task = asyncio.current_task()
         assert task is not None
         self._tasks.add(task)
