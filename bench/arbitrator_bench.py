@@ -39,7 +39,7 @@ from services.arbitrator.fact_store import FactStore
 from services.arbitrator.keys import ArbitratorKeys
 from services.arbitrator.rules import filters, order
 from services.arbitrator.rules.facts import JobFacts
-from shared import bus
+from shared import bus, redis_client
 from shared.api import codec
 from shared.api.messages import PodInfo, WorkloadInfo, WorkloadRef
 from shared.api.meta import ObjectMeta, ObjectReference
@@ -172,7 +172,7 @@ async def run_depth(
             },
         }
     )
-    client = aioredis.from_url(redis_url)
+    client = redis_client.connect(config.redis)  # as the service connects: no timer per command
     nc = await nats.connect(nats_url)
     js = nc.jetstream()
     subjects = bus.Subjects(prefix)
