@@ -105,7 +105,7 @@ class Prober:
         try:
             if "tcpSocket" in probe:
                 return True, ""
-            return await _http_get(reader, writer, check, f"{host}:{port}")
+            return await _http_get(reader, writer, check=check, authority=f"{host}:{port}")
         finally:
             writer.close()
 
@@ -120,7 +120,7 @@ class Prober:
 
 
 async def _http_get(
-    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, check: Probe, authority: str
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, *, check: Probe, authority: str
 ) -> tuple[bool, str]:
     headers = "".join(f"{h['name']}: {h['value']}\r\n" for h in check.get("httpHeaders") or [])
     request = (

@@ -1,8 +1,9 @@
 """Consuming JetStream the same way in every service: a durable pull consumer shared by the replicas,
 explicit acks, bounded redelivery, and undecodable messages terminated and copied to the dead-letter stream.
 
-Consumers are created (or updated) explicitly before binding: nats-py's `pull_subscribe` binds to an existing
-durable and silently ignores the configuration passed to it.
+Consumers are created (or updated) explicitly before they are read: nats-py's `pull_subscribe` binds to an
+existing durable and silently ignores the configuration passed to it. Messages are read as they arrive
+(`shared.pull`), not fetched batch by batch.
 """
 
 from __future__ import annotations
@@ -15,9 +16,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
+from nats.aio.client import Client as NatsClient
 from nats.aio.msg import Msg
 from nats.errors import ConnectionClosedError
-from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from prometheus_client import Counter
@@ -28,7 +29,9 @@ from shared.api.messages import DeadLetter
 from shared.bus import Subjects
 from shared.config import NatsConfig
 from shared.durations import parse_duration
+from shared.keyed import Coalescing, InOrder
 from shared.kube import KubeError
+from shared.pull import PullConsumer
 
 log = logging.getLogger(__name__)
 DEAD_LETTERS = Counter("podherd_dead_letters_total", "Messages that could not be decoded", ["consumer"])
@@ -55,9 +58,9 @@ async def read_or_retry(read: Awaitable[T], what: str, delay: float) -> T:
 
 @dataclass(frozen=True)
 class Durable:
-    """A bound durable pull consumer, and how long a message it delivers may go unacknowledged."""
+    """A durable pull consumer being read, and how long a message it delivers may go unacknowledged."""
 
-    sub: Any
+    pull: PullConsumer
     ack_wait: float
 
     @property
@@ -67,7 +70,7 @@ class Durable:
 
 
 async def durable(
-    js: JetStreamContext,
+    nc: NatsClient,
     stream: str,
     name: str,
     *,
@@ -85,9 +88,10 @@ async def durable(
         filter_subjects=list(filters),
         max_ack_pending=20_000,
     )
-    await js.add_consumer(stream, consumer)
-    sub = await js.pull_subscribe_bind(durable=name, stream=stream)
-    return Durable(sub, parse_duration(config.ack_wait))
+    await nc.jetstream().add_consumer(stream, consumer)
+    pull = PullConsumer(nc, stream, name)
+    await pull.start()
+    return Durable(pull, parse_duration(config.ack_wait))
 
 
 async def dead_letter(
@@ -130,26 +134,13 @@ def one_by_one(handle: Handler) -> BatchHandler:
 
 
 def by_key(handle: Handler, key_of: Callable[[Msg], str], *, concurrency: int) -> BatchHandler:
-    """A per-message handler over a fetch: the messages of one key in their order, one after another, and
-    different keys at the same time, up to `concurrency` (each message's outcome is its own)."""
-    slots = asyncio.Semaphore(concurrency)
+    """A per-message handler: the messages of one key in their order, one after another (across batches
+    handled at once too), and different keys at the same time, up to `concurrency` (each message's outcome
+    is its own)."""
+    line, slots = InOrder(), asyncio.Semaphore(concurrency)
 
     async def handle_batch(messages: list[Msg]) -> list[BaseException | None]:
-        outcomes: list[BaseException | None] = [None] * len(messages)
-        groups: dict[str, list[int]] = {}
-        for i, msg in enumerate(messages):
-            groups.setdefault(key_of(msg), []).append(i)
-
-        async def in_order(indices: list[int]) -> None:
-            async with slots:
-                for i in indices:
-                    try:
-                        await handle(messages[i])
-                    except Exception as exc:
-                        outcomes[i] = exc
-
-        await asyncio.gather(*(in_order(indices) for indices in groups.values()))
-        return outcomes
+        return await _in_lines(messages, key_of, handle, line=line, slots=slots)
 
     return handle_batch
 
@@ -159,47 +150,70 @@ def coalesced(
     act: Callable[[str], Awaitable[None]],
     *,
     concurrency: int = 1,
+    runs: Coalescing | None = None,
 ) -> BatchHandler:
     """A batch handler for level-triggered work: `note` takes each message in (bookkeeping) and names the
-    keys it concerns; then `act` runs once per key the fetch named, however many messages named it, for up
-    to `concurrency` keys at a time (started in first-named order; keys are independent of each other).
-    Notes run side by side too, those of one subject (one object, one job) in their order. A message's
-    outcome is its own note's, else the first failed act of its keys (so a message is redelivered when the
-    work it asked for failed)."""
-    slots = asyncio.Semaphore(concurrency)
-
-    async def act_on(key: str) -> BaseException | None:
-        async with slots:
-            try:
-                await act(key)
-            except Exception as exc:
-                return exc
-            return None
+    keys it concerns; then `act` runs once per key the batch named, however many messages named it, for up
+    to `concurrency` keys at a time, and never twice at once for one key (`Coalescing`: a key named while
+    its run waits to start shares it). Notes run side by side too, those of one subject (one object, one
+    job) in their order, across batches handled at once as well. A message's outcome is its own note's,
+    else the first failed act of its keys (so a message is redelivered when the work it asked for
+    failed). Consumers whose messages name the same keys share `runs` (made for `act`, else made here)."""
+    line, slots = InOrder(), asyncio.Semaphore(concurrency)
+    runs = runs or Coalescing(act, concurrency=concurrency)
 
     async def handle_batch(messages: list[Msg]) -> list[BaseException | None]:
-        outcomes: list[BaseException | None] = [None] * len(messages)
-        named: list[list[str]] = [[] for _ in messages]
-        subjects: dict[str, list[int]] = {}
+        named: dict[int, list[str]] = {}
+
+        async def take_in(msg: Msg) -> None:
+            named[id(msg)] = list(await note(msg))
+
+        outcomes = await _in_lines(messages, _subject_of, take_in, line=line, slots=slots)
+        keys = list(dict.fromkeys(key for msg in messages for key in named.get(id(msg), ())))
+        shared = runs
+        acted = dict(zip(keys, await asyncio.gather(*(shared.ask(key) for key in keys)), strict=True))
         for i, msg in enumerate(messages):
-            subjects.setdefault(msg.subject, []).append(i)
-
-        async def note_in_order(indices: list[int]) -> None:
-            async with slots:
-                for i in indices:
-                    try:
-                        named[i] = list(await note(messages[i]))
-                    except Exception as exc:
-                        outcomes[i] = exc
-
-        await asyncio.gather(*(note_in_order(indices) for indices in subjects.values()))
-        order = list(dict.fromkeys(key for keys in named for key in keys))
-        acted = dict(zip(order, await asyncio.gather(*(act_on(key) for key in order)), strict=True))
-        for i, keys in enumerate(named):
             if outcomes[i] is None:
-                outcomes[i] = next((acted[k] for k in keys if acted[k] is not None), None)
+                outcomes[i] = next((acted[k] for k in named.get(id(msg), ()) if acted[k] is not None), None)
         return outcomes
 
     return handle_batch
+
+
+def _subject_of(msg: Msg) -> str:
+    return msg.subject
+
+
+async def _in_lines(
+    messages: list[Msg],
+    key_of: Callable[[Msg], str],
+    work: Handler,
+    *,
+    line: InOrder,
+    slots: asyncio.Semaphore,
+) -> list[BaseException | None]:
+    """`work` for each message, those of one key in their order behind the turns earlier batches took,
+    each message's outcome its own."""
+    outcomes: list[BaseException | None] = [None] * len(messages)
+    groups: dict[str, list[int]] = {}
+    for i, msg in enumerate(messages):
+        groups.setdefault(key_of(msg), []).append(i)
+    turns = {key: line.turn(key) for key in groups}  # taken before anything is awaited: batch order holds
+
+    async def in_turn(key: str, indices: list[int]) -> None:
+        async with turns[key], slots:
+            for i in indices:
+                try:
+                    await work(messages[i])
+                except Exception as exc:
+                    outcomes[i] = exc
+
+    try:
+        await asyncio.gather(*(in_turn(key, indices) for key, indices in groups.items()))
+    finally:
+        for turn in turns.values():  # one never entered (cancelled first) must not hold its line
+            turn.abandon()
+    return outcomes
 
 
 async def run_consumer(
@@ -211,65 +225,99 @@ async def run_consumer(
     handle: BatchHandler,
     stop: asyncio.Event,
     batch: int = 256,
+    batches_at_once: int = 1,
+    linger: float = 0.0,
 ) -> None:
-    """Fetch, handle, ack until `stop`. `handle` takes what one fetch returned and says per message how it
-    went: None (ack), a SchemaError (undecodable: dead-lettered and terminated, never redelivered) or another
-    exception (nak: redelivered after a second, up to `maxDeliver` times). A fetch in hand when stopping is
-    handed back (nak) at once.
+    """Take what has arrived, handle it, ack, until `stop`. `handle` takes up to `batch` messages that
+    arrived together and says per message how it went: None (ack), a SchemaError (undecodable:
+    dead-lettered and terminated, never redelivered) or another exception (nak: redelivered after a second,
+    up to `maxDeliver` times). With `batches_at_once` above 1, the next batch is taken while earlier ones
+    are still being handled (the handler keeps what must stay in order in order: `by_key`, `coalesced`),
+    so one slow message holds up no other. `linger`: how long a batch waits, once its first message is
+    in, for more to come with it (for a handler whose cost is mostly per batch). On `stop`, batches being handled are finished and acknowledged;
+    messages that arrived and were not taken are handed back (nak) at once.
 
-    While a fetch is being handled its messages are reported in progress every `heartbeat`, so the ack wait
-    can be short: a message held by a replica that died (SIGKILL, a lost node) goes to another replica within
-    one ack wait, while one that is merely slow to handle is never delivered twice."""
+    Messages in hand are reported in progress every `heartbeat`, so the ack wait can be short: a message
+    held by a replica that died (SIGKILL, a lost node) goes to another replica within one ack wait, while
+    one that is merely slow to handle is never delivered twice."""
     task = asyncio.current_task()
-    while not stop.is_set():
-        try:
-            messages = await consumer.sub.fetch(batch, timeout=1.0)
-        except (TimeoutError, NatsTimeoutError):
-            _raise_if_cancelling(task)  # nats-py can turn a cancellation into a fetch timeout
-            continue
-        except ConnectionClosedError:
-            return  # the connection was closed under us: nothing more will come
-        except Exception as exc:  # NATS reconnecting: wait and try again
-            _raise_if_cancelling(task)
-            log.warning("%s: fetch failed: %s", name, exc)
-            await asyncio.sleep(0.5)
-            continue
-        if stop.is_set():
-            for msg in messages:
-                with contextlib.suppress(Exception):
-                    await msg.nak()
-            return
-        alive = asyncio.create_task(_in_progress(messages, consumer.heartbeat))
+    in_hand: dict[int, Msg] = {}
+    room = asyncio.Semaphore(batches_at_once)
+
+    async def handled(messages: list[Msg]) -> None:
         try:
             outcomes = await handle(messages)
+            for msg, outcome in zip(messages, outcomes, strict=True):
+                await _settle(js, subjects, name, msg=msg, outcome=outcome)
         finally:
-            alive.cancel()
-        for msg, outcome in zip(messages, outcomes, strict=True):
-            if outcome is None:
-                await msg.ack()
-            elif isinstance(outcome, SchemaError):
-                await dead_letter(js, subjects, name, msg=msg, error=outcome)
-                await msg.term()
-            elif isinstance(outcome, Retry):
-                log.debug("%s: %s: again in %.1fs", name, outcome, outcome.delay)
-                with contextlib.suppress(Exception):
-                    await msg.nak(delay=outcome.delay)
-            else:
-                log.error(
-                    "%s: handling a message on %s failed; it will be redelivered: %r",
-                    name,
-                    msg.subject,
-                    outcome,
-                    exc_info=outcome,
-                )
-                with contextlib.suppress(Exception):
-                    await msg.nak(delay=1.0)
+            room.release()
+            for msg in messages:
+                in_hand.pop(id(msg), None)
+            await consumer.pull.done(len(messages))
+
+    alive = asyncio.create_task(_in_progress(consumer, in_hand))
+    try:
+        async with asyncio.TaskGroup() as group:  # a batch failing (a bug) takes the loop down with it
+            while not stop.is_set():
+                await room.acquire()  # taken when there is room: whatever arrived meanwhile comes with it
+                try:
+                    messages = await consumer.pull.batch(batch, wait=1.0, linger=linger)
+                except ConnectionClosedError:
+                    return  # the connection was closed under us: nothing more will come
+                except Exception as exc:  # NATS reconnecting, or the consumer refused: wait, ask again
+                    room.release()
+                    _raise_if_cancelling(task)
+                    log.warning("%s: reading the consumer failed: %s", name, exc)
+                    await asyncio.sleep(0.5)
+                    continue
+                if not messages or stop.is_set():
+                    room.release()
+                    await _hand_back(messages)
+                    await consumer.pull.done(len(messages))
+                    continue
+                in_hand.update((id(msg), msg) for msg in messages)
+                group.create_task(handled(messages))
+    finally:
+        alive.cancel()
+        await _hand_back(await consumer.pull.close())
 
 
-async def _in_progress(messages: list[Any], every: float) -> None:
+async def _settle(
+    js: JetStreamContext, subjects: Subjects, name: str, *, msg: Msg, outcome: BaseException | None
+) -> None:
+    if outcome is None:
+        await msg.ack()
+    elif isinstance(outcome, SchemaError):
+        await dead_letter(js, subjects, name, msg=msg, error=outcome)
+        await msg.term()
+    elif isinstance(outcome, Retry):
+        log.debug("%s: %s: again in %.1fs", name, outcome, outcome.delay)
+        with contextlib.suppress(Exception):
+            await msg.nak(delay=outcome.delay)
+    else:
+        log.error(
+            "%s: handling a message on %s failed; it will be redelivered: %r",
+            name,
+            msg.subject,
+            outcome,
+            exc_info=outcome,
+        )
+        with contextlib.suppress(Exception):
+            await msg.nak(delay=1.0)
+
+
+async def _hand_back(messages: Iterable[Msg]) -> None:
+    """Stopping: what was received and not handled goes back at once, for another replica."""
+    for msg in messages:
+        with contextlib.suppress(Exception):
+            await msg.nak()
+
+
+async def _in_progress(consumer: Durable, in_hand: dict[int, Msg]) -> None:
+    """Messages in hand, and those arrived behind them, reported in progress every heartbeat."""
     while True:
-        await asyncio.sleep(every)
-        for msg in messages:
+        await asyncio.sleep(consumer.heartbeat)
+        for msg in [*in_hand.values(), *consumer.pull.waiting()]:
             with contextlib.suppress(Exception):
                 await msg.in_progress()
 

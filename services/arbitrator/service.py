@@ -47,6 +47,9 @@ Outcomes = list[BaseException | None]  # per message of a fetch: None (done) or 
 CONSUMER = "arbitrator"
 FACT_KINDS = ("pods", "poddisruptionbudgets", "deployments", "statefulsets", "replicasets")
 USAGE_INTERVAL = 5.0
+# A batch of events waits this long once its first event is in, for those that come with it: applying them
+# costs a few Redis round trips per batch, and the watcher publishes a change's events in a burst.
+BATCH_LINGER = 0.01
 # A pass waiting longer than this on Redis (stopped, not gone) is given up and the next one starts.
 PASS_DEADLINE = 30.0
 LIMIT_KINDS = ("global", "node", "namespace", "workload", "pdb")
@@ -87,7 +90,7 @@ class Arbitrator:
         await bus.ensure_work_streams(self.js, self.subjects, self.config.nats)
         kinds = (*FACT_KINDS, "podmigrationjobs")
         return await durable(
-            self.js,
+            self.nc,
             self.subjects.events_stream,
             CONSUMER,
             filters=[self.subjects.events_of(k) for k in kinds],
@@ -222,7 +225,13 @@ class Arbitrator:
             async with asyncio.TaskGroup() as group:
                 group.create_task(
                     run_consumer(
-                        sub, self.js, self.subjects, name=CONSUMER, handle=self.handle_batch, stop=stop
+                        sub,
+                        self.js,
+                        self.subjects,
+                        name=CONSUMER,
+                        handle=self.handle_batch,
+                        stop=stop,
+                        linger=BATCH_LINGER,
                     )
                 )
                 group.create_task(self.admission_loop(stop))

@@ -92,7 +92,7 @@ class Executor:
         filters = [self.subjects.jobs_at(step) for step in steps]
         # Unbounded redelivery: a blocked eviction is retried until its job ends (the job's TTL bounds it).
         return await durable(
-            self.js,
+            self.nc,
             self.subjects.jobs_stream,
             CONSUMER,
             filters=filters,
@@ -104,7 +104,11 @@ class Executor:
         sub = await self.setup()
         # A job's commands in their order; different jobs' at the same time (each waits on the API server).
         handle = by_key(self.handle, self.subjects.job_of, concurrency=COMMANDS_AT_ONCE)
-        await run_consumer(sub, self.js, self.subjects, name=CONSUMER, handle=handle, stop=stop)
+        # Batches handled at once too: a command waiting on the API server holds up no other job's.
+        at_once = COMMANDS_AT_ONCE
+        await run_consumer(
+            sub, self.js, self.subjects, name=CONSUMER, handle=handle, stop=stop, batches_at_once=at_once
+        )
 
     # ----------------------------------------------------------------------------------------------------
 

@@ -201,7 +201,7 @@ class IntentIntake:
         await bus.ensure_work_streams(js, self.subjects, config)
         # Redelivered until handled (an API outage is waited out): an intent is never dropped after N tries.
         sub = await durable(
-            js,
+            nc,
             self.subjects.intents_stream,
             CONSUMER,
             filters=[self.subjects.all_intents],

@@ -50,6 +50,7 @@ from shared.api.pmj import (
 from shared.config import PodherdConfig
 from shared.consume import Durable, Retry, coalesced, durable, run_consumer
 from shared.durations import parse_duration
+from shared.keyed import Coalescing
 from shared.kube import KubeClient, KubeError
 from shared.ledger import Ledger
 from shared.logs import about_job
@@ -64,6 +65,9 @@ LOCK_WAIT = 1.0
 # Jobs one replica reconciles at once: each waits mostly on the API server and Redis, and jobs are
 # independent of each other (a per-job lock in Redis keeps one replica at a time on a job).
 RECONCILES_AT_ONCE = 64
+# Batches of messages taken while earlier ones are handled: a reconcile waiting on the API server or on its
+# job's lock holds up no other job's.
+BATCHES_AT_ONCE = 64
 
 
 class Tracker:
@@ -116,7 +120,7 @@ class Tracker:
         await bus.ensure_work_streams(self.js, self.subjects, self.config.nats)
         kinds = ("pods", "podmigrationjobs", "reservations")
         events = await durable(
-            self.js,
+            self.nc,
             self.subjects.events_stream,
             "tracker",
             filters=[self.subjects.events_of(k) for k in kinds],
@@ -125,7 +129,7 @@ class Tracker:
         )
         steps = ("admitted", "rejected", "report", "kick")
         decisions = await durable(
-            self.js,
+            self.nc,
             self.subjects.jobs_stream,
             "tracker-jobs",
             filters=[self.subjects.jobs_at(s) for s in steps],
@@ -139,15 +143,23 @@ class Tracker:
             await unlocked.unsubscribe()
 
     async def _serve(self, events: Durable, decisions: Durable, stop: asyncio.Event) -> None:
+        # One reconcile of a job at a time, however many messages of either consumer name it.
+        runs = Coalescing(self.reconcile, concurrency=RECONCILES_AT_ONCE)
         # One part failing takes the others down: the process exits and is restarted whole.
         async with asyncio.TaskGroup() as group:
             for consumer, name, note in (
                 (events, "tracker", self.triggers.on_event),
                 (decisions, "tracker-jobs", self.triggers.on_job_message),
             ):
-                handle = coalesced(note, self.reconcile, concurrency=RECONCILES_AT_ONCE)
+                handle = coalesced(note, self.reconcile, concurrency=RECONCILES_AT_ONCE, runs=runs)
                 consuming = run_consumer(
-                    consumer, self.js, self.subjects, name=name, handle=handle, stop=stop
+                    consumer,
+                    self.js,
+                    self.subjects,
+                    name=name,
+                    handle=handle,
+                    stop=stop,
+                    batches_at_once=BATCHES_AT_ONCE,
                 )
                 group.create_task(consuming)
             group.create_task(self.intake.serve(self.nc, self.config.nats, stop))

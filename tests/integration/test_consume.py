@@ -11,7 +11,7 @@ import pytest
 
 from shared.bus import Subjects
 from shared.config import NatsConfig
-from shared.consume import durable, one_by_one, run_consumer
+from shared.consume import by_key, durable, one_by_one, run_consumer
 from tests.conftest import NatsScope
 
 pytestmark = [pytest.mark.integration]
@@ -39,14 +39,14 @@ async def test_a_handler_slower_than_the_ack_wait_is_not_redelivered_to_another_
     async def idle(msg: Any) -> None:
         deliveries.append(("other", msg.metadata.num_delivered))
 
-    first = await durable(busy.jetstream(), stream, "workers", filters=[subject], config=config)
+    first = await durable(busy, stream, "workers", filters=[subject], config=config)
     working = asyncio.create_task(
         run_consumer(first, busy.jetstream(), subjects, name="workers", handle=one_by_one(slow), stop=stop)
     )
     await nats_scope.js.publish(subject, b"job")
     async with asyncio.timeout(10):
         await started.wait()
-    second = await durable(other.jetstream(), stream, "workers", filters=[subject], config=config)
+    second = await durable(other, stream, "workers", filters=[subject], config=config)
     watching = asyncio.create_task(
         run_consumer(second, other.jetstream(), subjects, name="workers", handle=one_by_one(idle), stop=stop)
     )
@@ -59,3 +59,59 @@ async def test_a_handler_slower_than_the_ack_wait_is_not_redelivered_to_another_
     await other.close()
     assert (info.num_ack_pending, info.num_pending, info.num_redelivered) == (0, 0, 0)
     assert deliveries == [("busy", 1)]
+
+
+async def test_a_slow_message_holds_up_no_other_and_stopping_finishes_what_is_in_hand(
+    nats_scope: NatsScope,
+) -> None:
+    stream = nats_scope.stream("WORK")
+    await nats_scope.js.add_stream(name=stream, subjects=[nats_scope.subject("work", ">")])
+    config = NatsConfig(url="unused", subject_prefix=nats_scope.prefix, ack_wait="30s")
+    subjects = Subjects(nats_scope.prefix)
+    slow_started, release, stop, fast_done = (
+        asyncio.Event(),
+        asyncio.Event(),
+        asyncio.Event(),
+        asyncio.Event(),
+    )
+    handled: list[str] = []
+
+    async def handle(msg: Any) -> None:
+        if msg.data == b"slow":
+            slow_started.set()
+            async with asyncio.timeout(30):
+                await release.wait()
+        handled.append(msg.data.decode())
+        if len(handled) == 3:
+            fast_done.set()
+
+    consumer = await durable(
+        nats_scope.nc, stream, "workers", filters=[nats_scope.subject("work", ">")], config=config
+    )
+    handle_batch = by_key(handle, lambda m: m.subject, concurrency=8)
+    loop = asyncio.create_task(
+        run_consumer(
+            consumer,
+            nats_scope.js,
+            subjects,
+            name="workers",
+            handle=handle_batch,
+            stop=stop,
+            batches_at_once=8,
+        )
+    )
+    await nats_scope.js.publish(nats_scope.subject("work", "a"), b"slow")
+    async with asyncio.timeout(10):
+        await slow_started.wait()
+    for i in range(3):  # each arrives on its own, while the slow one is still in hand
+        await nats_scope.js.publish(nats_scope.subject("work", f"b{i}"), f"fast-{i}".encode())
+    async with asyncio.timeout(10):
+        await fast_done.wait()
+    assert handled == ["fast-0", "fast-1", "fast-2"]
+    stop.set()  # stopping while the slow one is in hand: it is finished and acknowledged, not dropped
+    release.set()
+    async with asyncio.timeout(10):
+        await loop
+    info = await nats_scope.js.consumer_info(stream, "workers")
+    assert handled[-1] == "slow"
+    assert (info.num_ack_pending, info.num_pending, info.num_redelivered) == (0, 0, 0)

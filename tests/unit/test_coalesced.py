@@ -119,3 +119,59 @@ def test_notes_of_different_subjects_run_together_and_one_subjects_in_order() ->
     assert asyncio.run(run()) == [None, None, None]
     # every note before any act; acts in first-named order
     assert noted == ["job-1", "pod-1", "pod-2", "act pod", "act job"]
+
+
+def test_batches_handled_at_once_keep_one_keys_order_and_hold_up_no_other_key() -> None:
+    seen: list[str] = []
+    other_done = asyncio.Event()
+
+    async def handle(msg: Msg) -> None:
+        data = msg.data.decode()
+        if data == "a1":  # the first batch's message finishes only once the other key's has
+            async with asyncio.timeout(5):
+                await other_done.wait()
+        seen.append(data)
+        if data == "b1":
+            other_done.set()
+
+    async def run() -> list[list[BaseException | None]]:
+        handle_batch = by_key(handle, lambda m: m.data.decode()[0], concurrency=4)
+        first = asyncio.ensure_future(handle_batch([message(b"a1")]))
+        second = asyncio.ensure_future(handle_batch([message(b"a2"), message(b"b1")]))
+        return [await first, await second]
+
+    assert asyncio.run(run()) == [[None], [None, None]]
+    assert seen == ["b1", "a1", "a2"]  # a2 behind a1 though it came in a batch of its own
+
+
+def test_notes_of_one_subject_keep_their_order_across_batches_and_a_key_named_again_acts_again() -> None:
+    noted: list[str] = []
+    first_noted = asyncio.Event()
+    release = asyncio.Event()
+
+    async def note(msg: Msg) -> list[str]:
+        data = msg.data.decode()
+        noted.append(data)
+        return ["job"]
+
+    async def act(key: str) -> None:
+        noted.append(f"act {key}")
+        first_noted.set()
+        if not release.is_set():  # the first run holds until the second batch has asked
+            async with asyncio.timeout(5):
+                await release.wait()
+
+    async def run() -> None:
+        handle_batch = coalesced(note, act, concurrency=4)
+        first = asyncio.ensure_future(handle_batch([message(b"event-1")]))
+        async with asyncio.timeout(5):
+            await first_noted.wait()
+        second = asyncio.ensure_future(handle_batch([message(b"event-2")]))
+        await asyncio.sleep(0.01)
+        assert noted == ["event-1", "act job", "event-2"]  # noted while the first run still runs
+        release.set()
+        assert await first == [None]
+        assert await second == [None]
+
+    asyncio.run(run())
+    assert noted == ["event-1", "act job", "event-2", "act job"]  # one more run: it sees event-2
