@@ -234,8 +234,9 @@ async def run_consumer(
     up to `maxDeliver` times). With `batches_at_once` above 1, the next batch is taken while earlier ones
     are still being handled (the handler keeps what must stay in order in order: `by_key`, `coalesced`),
     so one slow message holds up no other. `linger`: how long a batch waits, once its first message is
-    in, for more to come with it (for a handler whose cost is mostly per batch). On `stop`, batches being handled are finished and acknowledged;
-    messages that arrived and were not taken are handed back (nak) at once.
+    in, for more to come with it (for a handler whose cost is mostly per batch). On `stop`, batches being
+    handled are finished and acknowledged; messages that arrived and were not taken are handed back (nak)
+    at once.
 
     Messages in hand are reported in progress every `heartbeat`, so the ack wait can be short: a message
     held by a replica that died (SIGKILL, a lost node) goes to another replica within one ack wait, while
