@@ -38,9 +38,8 @@ from services.arbitrator.engine import Engine
 from services.arbitrator.fact_store import FactStore
 from services.arbitrator.keys import ArbitratorKeys
 from services.arbitrator.rules import filters, order
-from services.arbitrator.rules.facts import JobFacts
+from services.arbitrator.rules.facts import JobFacts, facts_of, queued_record
 from shared import bus, redis_client
-from shared.api import codec
 from shared.api.messages import PodInfo, WorkloadInfo, WorkloadRef
 from shared.api.meta import ObjectMeta, ObjectReference
 from shared.api.pmj import PodMigrationJob, PodMigrationJobSpec
@@ -137,7 +136,7 @@ class Bench:
             pipe = self.client.pipeline(transaction=False)
             now = repr(time.time())
             for i in chunk:
-                pipe.hset(keys.jobs, f"u{i}", codec.encode(self.job(i)))
+                pipe.hset(keys.jobs, f"u{i}", queued_record(facts_of(self.job(i), "ReservationFirst")))
                 pipe.hset(keys.since, f"u{i}", now)
             await pipe.execute()
             await self.ledger.enqueue_many((f"u{i}", f"{i:09d}") for i in chunk)

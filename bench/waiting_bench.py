@@ -29,8 +29,8 @@ from podherd.servers import nats_server, redis_server
 from services.arbitrator.engine import Engine
 from services.arbitrator.fact_store import FactStore
 from services.arbitrator.keys import ArbitratorKeys
+from services.arbitrator.rules.facts import facts_of, queued_record
 from shared import bus
-from shared.api import codec
 from shared.api.messages import PodInfo, WorkloadInfo, WorkloadRef
 from shared.api.meta import ObjectMeta, ObjectReference
 from shared.api.pmj import PodMigrationJob, PodMigrationJobSpec
@@ -125,7 +125,7 @@ async def seed(
                 metadata=ObjectMeta(name=f"j{i}", uid=f"u{i}", creation_timestamp=datetime.now(UTC)),
                 spec=PodMigrationJobSpec(pod_ref=ObjectReference(namespace="default", name=f"p{i}")),
             )
-            pipe.hset(keys.jobs, f"u{i}", codec.encode(job))
+            pipe.hset(keys.jobs, f"u{i}", queued_record(facts_of(job, "ReservationFirst")))
             pipe.hset(keys.since, f"u{i}", now)
             jobs += 1
         await pipe.execute()

@@ -6,6 +6,7 @@ and a PMJ's `spec.ttl` is one, so the same parser serves configuration and API o
 
 from __future__ import annotations
 
+import functools
 import re
 
 # One or more <number><unit> groups, optionally signed; "0" alone is also valid (Go accepts it).
@@ -24,6 +25,9 @@ _GROUP = re.compile(r"([0-9]*(?:\.[0-9]*)?)(ns|us|µs|ms|s|m|h)")
 _WHOLE = re.compile(DURATION_PATTERN)
 
 
+@functools.lru_cache(
+    maxsize=512
+)  # the same few settings, read on hot paths (a job's ttl, a limiter's window)
 def parse_duration(text: str) -> float:
     """Return the duration in seconds; raise ValueError naming the text when it is not a Go duration."""
     if not isinstance(text, str) or not _WHOLE.match(text):

@@ -58,6 +58,7 @@ def default_workload_limit(replicas: int) -> IntOrString:
     return 1
 
 
+@functools.lru_cache(maxsize=4096)  # the same few (replicas, setting) pairs, for every job of a workload
 def max_unavailable(replicas: int, configured: IntOrString | None) -> int:
     """`GetMaxUnavailable` as Koordinator computes it: a value that scales to 0 (unset, `0`, `"0%"`) takes
     seed 000's default (seed 001: 0 means the defaults), and the result is capped at the replica count, so

@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from importlib import resources
 from typing import Any, Final
 
@@ -62,8 +61,7 @@ def ready_args(
     return [ident, resource_version, uid, *flags]
 
 
-@dataclass(frozen=True)
-class Verdict:
+class Verdict(msgspec.Struct, frozen=True):
     outcome: str  # admitted | deferred | forbidden | closed
     rule: str
     message: str
@@ -80,8 +78,7 @@ class Verdict:
         return self.outcome == ADMITTED
 
 
-@dataclass(frozen=True)
-class Candidate:
+class Candidate(msgspec.Struct, frozen=True):
     """A queued job as the ledger sees it: what admitting it takes, or why it cannot be admitted now."""
 
     job_uid: str
@@ -93,8 +90,7 @@ class Candidate:
     drop: bool = False  # its job is gone
 
 
-@dataclass(frozen=True)
-class Announcement:
+class Announcement(msgspec.Struct, frozen=True):
     """An outcome taken off the queue whose decision may not have been published yet."""
 
     outcome: str
@@ -109,8 +105,7 @@ class Announcement:
 ANNOTATION: Final = "podherd.io/ledger"
 
 
-@dataclass(frozen=True)
-class HeldJob:
+class HeldJob(msgspec.Struct, frozen=True):
     job_uid: str
     pod_uid: str
     slot_keys: tuple[str, ...]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import msgspec
 
 # Slot keys (`<limit>:<scope>`), spelled here only; lua/admit.lua knows the workload prefix too.
 GLOBAL = "global"
@@ -36,8 +36,7 @@ def workload_of(slot_key: str) -> str | None:
     return slot_key.removeprefix(WORKLOAD_PREFIX) if slot_key.startswith(WORKLOAD_PREFIX) else None
 
 
-@dataclass(frozen=True)
-class Slot:
+class Slot(msgspec.Struct, frozen=True):
     """Join set `key`; its members (jobs, plus pods being evicted in the background) stay within `limit`.
 
     With `replicas`, the slot is a workload's maxUnavailablePerWorkload: what stays within `limit` is the
@@ -51,8 +50,7 @@ class Slot:
     replicas: int | None = None
 
 
-@dataclass(frozen=True)
-class Bucket:
+class Bucket(msgspec.Struct, frozen=True):
     """Take one token from bucket `key` (refilled at `rate` per second up to `burst`)."""
 
     rule: str

@@ -3,7 +3,7 @@ slots and token buckets the limits ask for (services.arbitrator.rules)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import msgspec
 
 from services.arbitrator.gather import Loaded
 from services.arbitrator.rules import filters, limits
@@ -18,8 +18,7 @@ from shared.ledger import FORBIDDEN, Candidate
 FACTS_WAIT = 1.0
 
 
-@dataclass(frozen=True)
-class Prepared:
+class Prepared(msgspec.Struct, frozen=True):
     """A queued job made ready for the ledger."""
 
     candidate: Candidate

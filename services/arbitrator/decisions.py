@@ -18,9 +18,9 @@ from prometheus_client import Counter, Histogram
 from services.arbitrator.candidates import Prepared, rejection_of
 from services.arbitrator.keys import ArbitratorKeys
 from services.arbitrator.rules import filters
+from services.arbitrator.rules.facts import queued_facts
 from shared.api import codec
 from shared.api.messages import AuditRecord, Decision, JobRef
-from shared.api.pmj import PodMigrationJob
 from shared.ledger import ADMITTED, Candidate, Ledger, Verdict, as_text
 from shared.slots import Slot
 
@@ -170,7 +170,7 @@ class Decisions:
         pending = await self.ledger.unannounced(older_than=older_than)
         for uid, a in pending.items():
             raw = await self.redis.hget(self.keys.jobs, uid)
-            name = (codec.decode(raw, PodMigrationJob).metadata.name if raw else None) or uid
+            name = (queued_facts(raw, "").name if raw else None) or uid
             if a.outcome == ADMITTED:
                 keys = await self.ledger.held_slots(uid)
                 candidate = Candidate(uid, a.pod_uid, tuple(Slot("", k, 0, "") for k in keys), ())

@@ -23,8 +23,7 @@ from services.arbitrator.gather import Gatherer
 from services.arbitrator.keys import ArbitratorKeys
 from services.arbitrator.pod_events import PodEvents
 from services.arbitrator.rules import filters, order
-from services.arbitrator.rules.facts import PodInfo
-from shared.api import codec
+from services.arbitrator.rules.facts import JobFacts, PodInfo, facts_of, queued_facts, queued_record
 from shared.api.messages import EventHead
 from shared.api.pmj import ANNOTATION_ABORT, PHASE_PENDING, REASON_INVALID_SPEC, PodMigrationJob
 from shared.api.validation import validate_pmj
@@ -69,7 +68,7 @@ class Engine:
         self.keys = ArbitratorKeys(config.redis.key_prefix)
         self.pods = PodEvents(ledger.client, facts, ledger_prefix=ledger.prefix, keys=self.keys)
         stats = MigrationStats(ledger.client, config.redis.key_prefix)
-        self.gather = Gatherer(facts, stats, ledger, default_mode=self.args.default_job_mode)
+        self.gather = Gatherer(facts, stats, ledger)
         self.decisions = Decisions(
             ledger,
             self.keys,
@@ -138,7 +137,11 @@ class Engine:
                 rejection = filters.Rejection(invalid.reason, invalid.reason, invalid.message)
                 await self.decisions.reject_now(job.metadata.name or uid, uid, rejection)
             else:
-                jobs.append(job)
+                jobs.append(facts_of(job, self.args.default_job_mode))
+        await self._enqueue(jobs)
+
+    async def _enqueue(self, jobs: list[JobFacts]) -> None:
+        """Queue (or re-rank) jobs at their sort keys, keeping what the rules read of each (its facts)."""
         if not jobs:
             return
         pipe = self.redis.pipeline(transaction=False)
@@ -153,7 +156,7 @@ class Engine:
             key = order.sort_key(
                 facts, subject, workload, migrating_in_workload=loaded.migrating, order=sort_order
             )
-            pipe.hset(self.keys.jobs, facts.uid, _encode_job(loaded.job))
+            pipe.hset(self.keys.jobs, facts.uid, queued_record(facts))
             pipe.hsetnx(self.keys.since, facts.uid, now)
             pipe.hset(self.keys.pod_jobs, f"{facts.pod_namespace}/{facts.pod_name}", facts.uid)
             entries.append((facts.uid, order.lex_key(key)))
@@ -165,9 +168,9 @@ class Engine:
         now that its facts are known."""
         changed = await self.pods.apply(events)
         for job_uid in await self.pods.evicting(changed):
-            job = await self._job(job_uid)
-            if job is not None and await self.redis.hexists(self.ledger.queued, job_uid):
-                await self.on_job(job, False, None)
+            facts = await self._job(job_uid)
+            if facts is not None and await self.redis.hexists(self.ledger.queued, job_uid):
+                await self._enqueue([facts])
 
     # ----------------------------------------------------------------------------------------------------
     # Admission passes
@@ -267,7 +270,8 @@ class Engine:
         pipe.hmget(self.keys.jobs, uids)
         pipe.hmget(self.keys.since, uids)
         raw_jobs, since = await pipe.execute()
-        present = [(i, _decode_job(r)) for i, r in enumerate(raw_jobs) if r]
+        mode = self.args.default_job_mode
+        present = [(i, queued_facts(r, mode)) for i, r in enumerate(raw_jobs) if r]
         loaded = dict(
             zip((i for i, _ in present), await self.gather.load([j for _, j in present]), strict=True)
         )
@@ -283,14 +287,6 @@ class Engine:
                 out.append(Prepared(candidate(uid, item, self.args), item.facts.name or uid, entered))
         return out
 
-    async def _job(self, uid: str) -> PodMigrationJob | None:
+    async def _job(self, uid: str) -> JobFacts | None:
         data = await self.redis.hget(self.keys.jobs, uid)
-        return _decode_job(data) if data else None
-
-
-def _encode_job(job: PodMigrationJob) -> bytes:
-    return codec.encode(job)
-
-
-def _decode_job(data: bytes | str) -> PodMigrationJob:
-    return codec.decode(data, PodMigrationJob)
+        return queued_facts(data, self.args.default_job_mode) if data else None

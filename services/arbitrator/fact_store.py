@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
-import msgspec
 import redis.asyncio as aioredis
 from redis.asyncio.client import Pipeline
 
@@ -58,9 +57,9 @@ class FactStore:
         """Facts as read with MGET: None for missing ones and tombstones."""
         out: list[T | None] = []
         for value in raw:
-            data = value.encode() if isinstance(value, str) else value
-            body = data.split(b"|", 1)[1] if data else b""
-            out.append(msgspec.json.decode(body, type=type_) if body else None)
+            data = (value.encode() if isinstance(value, str) else value) or b""
+            body = data[data.find(b"|") + 1 :] if b"|" in data else b""
+            out.append(codec.decode(body, type_) if body else None)
         return out
 
     async def get_many(self, kind: str, idents: Sequence[str], type_: type[T]) -> list[T | None]:

@@ -1,25 +1,24 @@
-"""What the rules need about queued jobs, gathered from Redis in three round trips however many jobs there
-are: each job's pod (a fact), its workload and budgets (facts), its pod's failed migrations and its
-workload's past ones (shared.stats), and, when ranking, how many of its workload's replicas hold a slot."""
+"""What the rules need about queued jobs (their facts as queued), gathered from Redis in three round trips
+however many jobs there are: each job's pod (a fact), its workload and budgets (facts), its pod's failed
+migrations and its workload's past ones (shared.stats), and, when ranking, how many of its workload's
+replicas hold a slot."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from services.arbitrator.fact_store import FactStore
 from services.arbitrator.rules.facts import JobFacts, PodInfo, WorkloadFacts, workload_key
 from shared.api.messages import PdbInfo, WorkloadInfo
-from shared.api.pmj import ANNOTATION_MIGRATION_PRIORITY, PodMigrationJob
 from shared.ledger import Ledger, as_text
 from shared.slots import workload_slot
 from shared.stats import MigrationStats, counts
 
 
-@dataclass(frozen=True)
-class Loaded:
-    job: PodMigrationJob
+class Loaded(msgspec.Struct, frozen=True):
     facts: JobFacts
     pod: PodInfo | None
     workload: WorkloadFacts | None
@@ -27,8 +26,7 @@ class Loaded:
     migrating: int = 0  # replicas of its workload holding a slot now (when asked for)
 
 
-@dataclass(frozen=True)
-class _Workloads:
+class _Workloads(msgspec.Struct, frozen=True):
     """The second round trip's replies, by what they are."""
 
     infos: list[WorkloadInfo | None]
@@ -38,15 +36,11 @@ class _Workloads:
 
 
 class Gatherer:
-    def __init__(self, facts: FactStore, stats: MigrationStats, ledger: Ledger, *, default_mode: str) -> None:
-        self.facts, self.stats, self.ledger, self.default_mode = facts, stats, ledger, default_mode
+    def __init__(self, facts: FactStore, stats: MigrationStats, ledger: Ledger) -> None:
+        self.facts, self.stats, self.ledger = facts, stats, ledger
 
-    async def load(self, jobs: Sequence[PodMigrationJob], with_migrating: bool = False) -> list[Loaded]:
-        refs = [
-            (j.spec.pod_ref.namespace or "", j.spec.pod_ref.name or "") if j.spec.pod_ref else ("", "")
-            for j in jobs
-        ]
-        idents = [f"{namespace}/{name}" for namespace, name in refs]
+    async def load(self, jobs: Sequence[JobFacts], with_migrating: bool = False) -> list[Loaded]:
+        idents = [f"{job.pod_namespace}/{job.pod_name}" for job in jobs]
         pipe = self.ledger.client.pipeline(transaction=False)
         pipe.mget([self.facts.key("pod", i) for i in idents])
         self.stats.queue_pod_failures(pipe, idents)
@@ -60,7 +54,6 @@ class Gatherer:
         loaded = []
         rows = zip(
             jobs,
-            refs,
             pods,
             counts(raw_failures),
             workloads.infos,
@@ -68,14 +61,15 @@ class Gatherer:
             workloads.migrating,
             strict=True,
         )
-        for job, ref, pod, failed, info, past, moving in rows:
+        for job, pod, failed, info, past, moving in rows:
             workload = None
             if info is not None:
                 workload = WorkloadFacts(
                     key=workload_key(info), replicas=info.replicas, past_migrations=int(past or 0)
                 )
             budgets = _budgets(pod, workloads.pdb_names, pdbs)
-            loaded.append(Loaded(job, self._job_facts(job, ref, failed), pod, workload, budgets, moving))
+            facts = msgspec.structs.replace(job, failed_attempts=failed) if failed else job
+            loaded.append(Loaded(facts, pod, workload, budgets, moving))
         return loaded
 
     async def _workloads(
@@ -96,24 +90,6 @@ class Gatherer:
         }
         migrating = [int(n) for n in replies[2 + len(namespaces) :]] or [0] * jobs
         return _Workloads(self.facts.decode_many(replies[0], WorkloadInfo), replies[1], pdb_names, migrating)
-
-    def _job_facts(self, job: PodMigrationJob, ref: tuple[str, str], failed: int) -> JobFacts:
-        annotations = job.metadata.annotations or {}
-        try:
-            migration_priority = int(annotations.get(ANNOTATION_MIGRATION_PRIORITY, "0"))
-        except ValueError:
-            migration_priority = 0
-        created = job.metadata.creation_timestamp
-        return JobFacts(
-            name=job.metadata.name or "",
-            uid=job.metadata.uid or "",
-            pod_namespace=ref[0],
-            pod_name=ref[1],
-            mode=job.spec.mode or self.default_mode,
-            created_at=created.timestamp() if created else 0.0,
-            migration_priority=migration_priority,
-            failed_attempts=failed,
-        )
 
 
 def _budgets(

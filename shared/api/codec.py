@@ -19,6 +19,8 @@ _MISSING = re.compile(r"missing required field `(?P<name>[^`]+)`")
 _UNKNOWN = re.compile(r"unknown field `(?P<name>[^`]+)`")
 
 _encoder = msgspec.json.Encoder()
+# A decoder per type, made once: decoding with a ready Decoder skips the type's lookup on every call.
+_decoders: dict[type, msgspec.json.Decoder[Any]] = {}
 
 
 class SchemaError(ValueError):
@@ -46,8 +48,11 @@ def error_location(error_text: str) -> tuple[str, str]:
 
 def decode(data: bytes | str, type_: type[T]) -> T:
     """Decode JSON into `type_` strictly; raise `SchemaError` naming the field on any mismatch."""
+    decoder = _decoders.get(type_)
+    if decoder is None:
+        decoder = _decoders[type_] = msgspec.json.Decoder(type_)
     try:
-        return msgspec.json.decode(data, type=type_)
+        return decoder.decode(data)  # type: ignore[no-any-return]
     except msgspec.ValidationError as exc:
         field, reason = error_location(str(exc))
         raise SchemaError(type_.__name__, field, reason) from exc

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from msgspec.structs import replace
 
 from services.arbitrator.rules import filters, limits, order
 from services.arbitrator.rules.facts import JobFacts, PdbFacts, WorkloadFacts

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Protocol
 
-from shared.api.messages import PodInfo
+import msgspec
 
-__all__ = ["JobFacts", "PdbFacts", "PodInfo", "WorkloadFacts", "available", "workload_key"]
+from shared.api import codec
+from shared.api.messages import PodInfo
+from shared.api.pmj import ANNOTATION_MIGRATION_PRIORITY, PodMigrationJob
+
+__all__ = ["JobFacts", "PdbFacts", "PodInfo", "WorkloadFacts", "available", "facts_of", "workload_key"]
 
 
 def available(pod: PodInfo) -> bool:
@@ -28,8 +31,7 @@ def workload_key(ref: _Workload) -> str:
     return f"{ref.kind}/{ref.namespace}/{ref.name}"
 
 
-@dataclass(frozen=True)
-class JobFacts:
+class JobFacts(msgspec.Struct, frozen=True):
     name: str
     uid: str
     pod_namespace: str
@@ -42,8 +44,7 @@ class JobFacts:
     failed_attempts: int = 0
 
 
-@dataclass(frozen=True)
-class WorkloadFacts:
+class WorkloadFacts(msgspec.Struct, frozen=True):
     """A pod's workload: `key` identifies it in the ledger (kind/namespace/name). How many of its replicas
     are available the ledger counts itself, from the pods (`available`)."""
 
@@ -52,8 +53,56 @@ class WorkloadFacts:
     past_migrations: int = 0
 
 
-@dataclass(frozen=True)
-class PdbFacts:
+class PdbFacts(msgspec.Struct, frozen=True):
     key: str  # namespace/name
     disruptions_allowed: int
-    names: tuple[str, ...] = field(default=())
+    names: tuple[str, ...] = ()
+
+
+def facts_of(job: PodMigrationJob, default_mode: str) -> JobFacts:
+    """What the rules read of a job (its past failures are the ledger's to count: 0 here)."""
+    ref = job.spec.pod_ref
+    annotations = job.metadata.annotations or {}
+    try:
+        migration_priority = int(annotations.get(ANNOTATION_MIGRATION_PRIORITY, "0"))
+    except ValueError:
+        migration_priority = 0
+    created = job.metadata.creation_timestamp
+    return JobFacts(
+        name=job.metadata.name or "",
+        uid=job.metadata.uid or "",
+        pod_namespace=(ref.namespace or "") if ref else "",
+        pod_name=(ref.name or "") if ref else "",
+        mode=job.spec.mode or default_mode,
+        created_at=created.timestamp() if created else 0.0,
+        migration_priority=migration_priority,
+    )
+
+
+# A queued job as kept: name, uid, pod namespace, pod name, mode, creation time, migration priority.
+_QUEUED = msgspec.json.Decoder(tuple[str, str, str, str, str, float, int])
+
+
+def queued_record(facts: JobFacts) -> bytes:
+    """A queued job as the arbitrator keeps it: its facts, in a JSON array, not its whole PodMigrationJob
+    (a pass reads a few hundred of them at a time)."""
+    return codec.encode(
+        (
+            facts.name,
+            facts.uid,
+            facts.pod_namespace,
+            facts.pod_name,
+            facts.mode,
+            facts.created_at,
+            facts.migration_priority,
+        )
+    )
+
+
+def queued_facts(data: bytes | str, default_mode: str) -> JobFacts:
+    """A queued job's facts, from `queued_record` or from the whole PodMigrationJob an older replica kept."""
+    text = data.encode() if isinstance(data, str) else data
+    if not text.startswith(b"["):
+        return facts_of(codec.decode(text, PodMigrationJob), default_mode)
+    name, uid, namespace, pod, mode, created_at, priority = _QUEUED.decode(text)
+    return JobFacts(name, uid, namespace, pod, mode, created_at, priority)

@@ -8,7 +8,10 @@ pod that another active job is already moving (checked atomically by the ledger,
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+
+import msgspec
 
 from services.arbitrator.rules.facts import JobFacts, PodInfo, WorkloadFacts
 from shared.api import annotations as known
@@ -26,8 +29,7 @@ CONFIG_SOURCE = known.CONFIG_SOURCE
 LOCAL_STORAGE_VOLUMES = frozenset({"emptyDir", "hostPath"})
 
 
-@dataclass(frozen=True)
-class Rejection:
+class Rejection(msgspec.Struct, frozen=True):
     rule: str
     reason: str
     message: str
@@ -60,15 +62,23 @@ def evaluate(
 
     `priority_threshold` is `priorityThreshold` resolved to a number (by value, or its PriorityClass's).
     """
-    skip = set(args.skip_eviction_gates)
     subject = Subject(job, pod, workload, args, priority_threshold)
-    for gate, check in _GATES:
-        if gate in skip:
-            continue
+    for gate, check in _active_gates(args):
         message = check(subject)
         if message is not None:
             return _forbid(gate, message)
     return None
+
+
+_active: list[tuple[MigrationControllerArgs, tuple[tuple[str, Callable[[Subject], str | None]], ...]]] = []
+
+
+def _active_gates(args: MigrationControllerArgs) -> tuple[tuple[str, Callable[[Subject], str | None]], ...]:
+    """The gates `skipEvictionGates` leaves on, worked out once per configuration."""
+    if not _active or _active[0][0] is not args:
+        skip = set(args.skip_eviction_gates)
+        _active[:] = [(args, tuple((gate, check) for gate, check in _GATES if gate not in skip))]
+    return _active[0][1]
 
 
 def _eviction_cost(s: Subject) -> str | None:

@@ -25,6 +25,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+import msgspec
+
 from services.arbitrator.rules.facts import JobFacts, PdbFacts, PodInfo, WorkloadFacts
 from shared.api import annotations as known
 from shared.config import MigrationControllerArgs, ObjectLimiter
@@ -37,8 +39,7 @@ __all__ = ["AdmissionPlan", "Bucket", "LedgerView", "Outcome", "Slot", "evaluate
 EVICT_ANNOTATION = known.EVICT
 
 
-@dataclass(frozen=True)
-class AdmissionPlan:
+class AdmissionPlan(msgspec.Struct, frozen=True):
     job_uid: str
     pod_uid: str
     slots: tuple[Slot, ...]
@@ -171,8 +172,7 @@ class LedgerView:
         return len(members) + len(self.evicting.get(slot.key, set())) + other, other
 
 
-@dataclass(frozen=True)
-class Outcome:
+class Outcome(msgspec.Struct, frozen=True):
     admitted: bool
     rule: str
     message: str
