@@ -190,7 +190,7 @@ class Ledger:
             self.slot_ttl,
             "" if now is None else repr(now),
             "1" if from_queue else "0",
-            msgspec.json.encode([[c.job_uid, c.pod_uid, _plan(c)] for c in candidates]),
+            _round(candidates),
         ]
         reply = [as_text(part) for part in await self._admit(keys=[self.prefix], args=args)]
         if reply == ["retry"]:
@@ -242,9 +242,9 @@ class Ledger:
         """Wake the best waiter of up to `count` gates; returns the cursor to continue from (0: wrapped)."""
         return int(as_text(await self._queue(keys=[self.prefix], args=["sweep", cursor, count])))
 
-    async def head(self, count: int) -> list[str]:
-        """The job uids at the head of the ready queue, best first."""
-        members: list[Any] = await self.client.zrange(f"{self.prefix}:queue", 0, count - 1)
+    async def head(self, count: int, start: int = 0) -> list[str]:
+        """The job uids at the head of the ready queue, best first (from its `start`th)."""
+        members: list[Any] = await self.client.zrange(f"{self.prefix}:queue", start, start + count - 1)
         return [as_text(m).rsplit("|", 1)[1] for m in members]
 
     async def parked(self) -> dict[str, str]:
@@ -379,19 +379,34 @@ class Ledger:
         return {"slots": {k: v for k, v in slots.items() if v}, "claims": claims}
 
 
-def _plan(c: Candidate) -> dict[str, Any]:
-    if c.drop:
-        return {"drop": 1}
-    if c.reject is not None:
-        return {"reject": c.reject}
-    if c.wait is not None:
-        return {"wait": c.wait}
-    return {
-        "slots": [
-            (s.rule, s.key, s.limit, s.what)
-            if s.replicas is None
-            else (s.rule, s.key, s.limit, s.what, s.replicas)
-            for s in c.slots
-        ],
-        "buckets": [(b.rule, b.key, b.rate, b.burst, b.what) for b in c.buckets],
-    }
+def _round(candidates: Sequence[Candidate]) -> bytes:
+    """The admission script's jobs, as one JSON document: each distinct slot and token bucket once (the jobs
+    of a round share most of theirs: the cluster's, a workload's, a namespace's), and each job's plan
+    naming them by their place in those lists (1-based, as Lua counts)."""
+    slots: dict[tuple[Any, ...], int] = {}
+    buckets: dict[tuple[Any, ...], int] = {}
+    jobs = []
+    for c in candidates:
+        plan: dict[str, Any]
+        if c.drop:
+            plan = {"drop": 1}
+        elif c.reject is not None:
+            plan = {"reject": c.reject}
+        elif c.wait is not None:
+            plan = {"wait": c.wait}
+        else:
+            plan = {
+                "s": [slots.setdefault(_slot_entry(s), len(slots) + 1) for s in c.slots],
+                "b": [
+                    buckets.setdefault((b.rule, b.key, b.rate, b.burst, b.what), len(buckets) + 1)
+                    for b in c.buckets
+                ],
+            }
+        jobs.append((c.job_uid, c.pod_uid, plan))
+    return msgspec.json.encode({"slots": list(slots), "buckets": list(buckets), "jobs": jobs})
+
+
+def _slot_entry(s: Slot) -> tuple[Any, ...]:
+    if s.replicas is None:
+        return (s.rule, s.key, s.limit, s.what)
+    return (s.rule, s.key, s.limit, s.what, s.replicas)

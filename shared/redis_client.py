@@ -12,9 +12,12 @@ readiness check); elsewhere it is waited for as a slow one would be.
 from __future__ import annotations
 
 import socket
+from collections.abc import Iterable
 from typing import Any
 
+import hiredis
 import redis.asyncio as aioredis
+from redis.asyncio.connection import AbstractConnection
 from redis.driver_info import DriverInfo
 
 from shared.config import RedisConfig
@@ -42,6 +45,36 @@ def keepalive_options() -> dict[int, int]:
     return options
 
 
+class _HiredisPacking(AbstractConnection):
+    """Commands packed by hiredis (C) rather than by redis-py's Python packer (which the synchronous client
+    already leaves to hiredis): a pipeline of a few hundred commands costs a tenth of the CPU."""
+
+    def pack_command(self, *args: Any) -> list[bytes]:
+        first = args[0]
+        if isinstance(first, str):  # "CONFIG GET": the words go as separate arguments
+            args = (*first.encode().split(), *args[1:])
+        elif b" " in first:
+            args = (*first.split(), *args[1:])
+        try:
+            return [hiredis.pack_command(args)]
+        except TypeError:  # what hiredis does not pack (a memoryview): as redis-py packs it
+            return super().pack_command(*args)
+
+    def pack_commands(self, commands: Iterable[Iterable[Any]]) -> list[bytes]:
+        return [b"".join(chunk for command in commands for chunk in self.pack_command(*command))]
+
+
+_PACKING: dict[type[AbstractConnection], type[AbstractConnection]] = {}
+
+
+def _packing(connection_class: type[AbstractConnection]) -> type[AbstractConnection]:
+    """`connection_class` (a TCP, TLS or Unix socket connection) with its commands packed by hiredis."""
+    if connection_class not in _PACKING:
+        name = f"Packed{connection_class.__name__}"
+        _PACKING[connection_class] = type(name, (_HiredisPacking, connection_class), {})
+    return _PACKING[connection_class]
+
+
 def connect(config: RedisConfig) -> aioredis.Redis:
     options: dict[str, Any] = {
         "max_connections": CONNECTIONS,
@@ -51,4 +84,7 @@ def connect(config: RedisConfig) -> aioredis.Redis:
     }
     if not config.url.startswith("unix://"):  # a local socket's peer cannot vanish without closing it
         options.update(socket_keepalive=True, socket_keepalive_options=keepalive_options())
-    return aioredis.from_url(config.url, **options)
+    client = aioredis.from_url(config.url, **options)
+    pool = client.connection_pool
+    pool.connection_class = _packing(pool.connection_class)
+    return client

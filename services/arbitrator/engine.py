@@ -8,8 +8,6 @@ reads the head again. So admissions happen in the queue's order whatever the num
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -22,6 +20,7 @@ from services.arbitrator.fact_store import FactStore
 from services.arbitrator.gather import Gatherer
 from services.arbitrator.keys import ArbitratorKeys
 from services.arbitrator.pod_events import PodEvents
+from services.arbitrator.rounds import run_rounds
 from services.arbitrator.rules import filters, order
 from services.arbitrator.rules.facts import JobFacts, PodInfo, facts_of, queued_facts, queued_record
 from shared.api.messages import EventHead
@@ -192,38 +191,21 @@ class Engine:
         if due or clock - self._last_tick >= TICK:
             self._last_tick = clock
             self.next_timer = await self.ledger.tick()
-        admitted = 0
-        retries = 0
-        depth = self.config.arbitrator.scan_depth
-        telling: asyncio.Task[int] | None = None  # publishing a round's outcomes while the next is prepared
-        try:
-            while retries < 32:  # a pass that keeps losing races to other replicas yields to the next wake-up
-                head = await self.ledger.head(depth)
-                if not head:
-                    break
-                batch = await self._prepare_all(head)
-                verdicts = await self.ledger.admit_batch([b.candidate for b in batch], from_queue=True)
-                if verdicts is None:
-                    retries += 1
-                    continue  # another replica moved the head first
-                if telling is not None:
-                    admitted += await telling
-                telling = asyncio.create_task(self._tell(batch, verdicts))
-                if len(head) < depth:
-                    break  # the ready queue is drained; whatever arrives now wakes the next pass
-        except BaseException:
-            if telling is not None:  # cancelled or failed: the round being told must not outlive the pass
-                telling.cancel()
-                with contextlib.suppress(BaseException):
-                    await telling
-            raise
-        if telling is not None:
-            admitted += await telling
+        admitted = await run_rounds(
+            self.ledger,
+            self.config.arbitrator.scan_depth,
+            prepare=self._prepare_all,
+            admit=self._admit,
+            tell=self._tell,
+        )
         if clock - self._last_gauge >= 1.0:
             self._last_gauge = clock
             QUEUE.set(await self.ledger.queue_length())
         PASS_SECONDS.observe(time.perf_counter() - started)
         return admitted
+
+    async def _admit(self, batch: list[Prepared]) -> list[Verdict] | None:
+        return await self.ledger.admit_batch([b.candidate for b in batch], from_queue=True)
 
     async def sweep(self) -> None:
         """The safety net at the arbitration interval: look again at the best waiter of some gates."""

@@ -10,9 +10,10 @@
 --          longer exactly that (another replica got there first). Every job then leaves the ready queue:
 --          decided ones for good (recorded in <p>:announce until their decision is published), deferred
 --          ones parked on the gate that stopped them. "0": no queue.
--- ARGV[4]  the jobs, in order, as one JSON array of [job uid, pod uid, plan]
---          plan: {"slots": [[rule, key, limit, what(, replicas)], ...], "buckets": [[rule, key, rate, burst, what], ...]}
---          (a slot with `replicas` is maxUnavailablePerWorkload's: counted by unavailable_used, see gates.lua)
+-- ARGV[4]  {"slots": [[rule, key, limit, what(, replicas)], ...], "buckets": [[rule, key, rate, burst, what], ...],
+--           "jobs": [[job uid, pod uid, plan], ...]}: the jobs in order, each slot and bucket once
+--          plan: {"s": [slot numbers], "b": [bucket numbers]} (1-based places in the lists above; a slot with
+--          `replicas` is maxUnavailablePerWorkload's: counted by unavailable_used, see gates.lua)
 --          or {"reject": [rule, reason, message]} (a filter forbids it), {"drop": 1} (its job is gone),
 --          {"wait": [seconds, rule, message]} (its facts are not known yet: look again after `seconds`)
 --
@@ -22,8 +23,18 @@ local p = KEYS[1]
 local ttl = tonumber(ARGV[1])
 local now = clock(ARGV[2])
 local queued = ARGV[3] == '1'
-local jobs = cjson.decode(ARGV[4])
+local round = cjson.decode(ARGV[4])
+local jobs = round.jobs
 local count = #jobs
+-- Each plan's slots and buckets, from the round's lists.
+for _, entry in ipairs(jobs) do
+  local plan = entry[3]
+  if plan.s then
+    plan.slots, plan.buckets = {}, {}
+    for _, i in ipairs(plan.s) do table.insert(plan.slots, round.slots[i]) end
+    for _, i in ipairs(plan.b) do table.insert(plan.buckets, round.buckets[i]) end
+  end
+end
 
 if queued and count > 0 then
   local head = redis.call('ZRANGE', p .. ':queue', 0, count - 1)

@@ -7,7 +7,9 @@ from __future__ import annotations
 import asyncio
 import socket
 from importlib import metadata
+from typing import Any
 
+import hiredis
 import pytest
 
 from podherd.servers import Server
@@ -59,5 +61,44 @@ async def test_calls_beyond_a_hundred_at_once_are_served_not_refused(
         popping = asyncio.gather(*(pop() for _ in range(at_once)))
         await redis_scope.client.rpush(queue, *range(at_once))
         assert sorted(await popping) == list(range(at_once))
+    finally:
+        await client.aclose()
+
+
+async def test_commands_are_packed_by_hiredis_and_read_back_as_written(
+    redis_srv: Server, redis_scope: RedisScope
+) -> None:
+    client = redis_client.connect(RedisConfig(url=redis_srv.url))
+    key = redis_scope.key("packed")
+    try:
+        connection = await client.connection_pool.get_connection()  # type: ignore[no-untyped-call]
+        try:  # the C packer's bytes, in one piece, for a command whose name has two words too
+            pack: Any = hiredis.pack_command  # its stub types a command as a one-element tuple
+            assert connection.pack_command("SET", key, 1.5) == [pack(("SET", key, 1.5))]
+            assert connection.pack_command("CONFIG GET", "maxmemory") == [
+                pack((b"CONFIG", b"GET", "maxmemory"))
+            ]
+        finally:
+            await client.connection_pool.release(connection)
+        values: dict[str, str | bytes | int | float | memoryview] = {
+            "text": "é ü",
+            "bytes": b"\x00\xff",
+            "int": 7,
+            "float": 0.25,
+            "view": memoryview(b"mv"),
+        }
+        pipe = client.pipeline(transaction=False)
+        for field, value in values.items():
+            pipe.hset(key, field, value)  # a memoryview, which hiredis does not pack, as redis-py packs it
+        await pipe.execute()
+        stored = await client.hgetall(key)
+        assert stored == {
+            b"text": "é ü".encode(),
+            b"bytes": b"\x00\xff",
+            b"int": b"7",
+            b"float": b"0.25",
+            b"view": b"mv",
+        }
+        assert await client.config_get("maxmemory")  # a two-word command, answered
     finally:
         await client.aclose()

@@ -1,0 +1,79 @@
+"""An admission pass's rounds (services.arbitrator.rounds) against a real ledger: every job decided once, in
+queue order, the next round made ready while the current one is in the ledger, and a round whose head
+changed meanwhile refused and read again."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from services.arbitrator.candidates import Prepared
+from services.arbitrator.rounds import run_rounds
+from shared.ledger import Candidate, Ledger, Verdict
+from tests.conftest import RedisScope
+
+pytestmark = [pytest.mark.integration]
+DEPTH = 8
+
+
+def prepared(uid: str) -> Prepared:
+    return Prepared(Candidate(uid, f"pod-{uid}", (), ()), uid, 0.0)
+
+
+async def test_rounds_decide_every_job_in_order_each_made_ready_while_the_one_before_is_decided(
+    redis_scope: RedisScope,
+) -> None:
+    ledger = Ledger(redis_scope.client, redis_scope.prefix, 600.0)
+    await ledger.rebuild([])
+    await ledger.enqueue_many((f"j{i:02d}", f"{i:04d}") for i in range(20))
+    events: list[str] = []
+    told: list[str] = []
+
+    async def prepare(uids: list[str]) -> list[Prepared]:
+        events.append(f"prepare {uids[0]}")
+        await asyncio.sleep(0)
+        return [prepared(uid) for uid in uids]
+
+    async def admit(batch: list[Prepared]) -> list[Verdict] | None:
+        events.append(f"admit {batch[0].name}")
+        verdicts = await ledger.admit_batch([b.candidate for b in batch], from_queue=True)
+        events.append(f"admitted {batch[0].name}")
+        return verdicts
+
+    async def tell(batch: list[Prepared], verdicts: list[Verdict]) -> int:
+        told.extend(b.name for b, v in zip(batch, verdicts, strict=True) if v.admitted)
+        return sum(v.admitted for v in verdicts)
+
+    admitted = await run_rounds(ledger, DEPTH, prepare=prepare, admit=admit, tell=tell)
+    assert admitted == 20
+    assert told == [f"j{i:02d}" for i in range(20)]  # queue order, each once
+    assert not await ledger.head(1)
+    # The second round was made ready before the first left the ledger, the third before the second did.
+    assert events.index("prepare j08") < events.index("admitted j00")
+    assert events.index("prepare j16") < events.index("admitted j08")
+
+
+async def test_a_round_whose_head_changed_is_refused_and_the_head_read_again(redis_scope: RedisScope) -> None:
+    ledger = Ledger(redis_scope.client, redis_scope.prefix, 600.0)
+    await ledger.rebuild([])
+    await ledger.enqueue_many((f"j{i:02d}", f"{i + 10:04d}") for i in range(12))
+    told: list[str] = []
+    jumped = False
+
+    async def prepare(uids: list[str]) -> list[Prepared]:
+        return [prepared(uid) for uid in uids]
+
+    async def admit(batch: list[Prepared]) -> list[Verdict] | None:
+        nonlocal jumped
+        if batch[0].name == "j08" and not jumped:  # a better job is queued while the second round is ready
+            jumped = True
+            await ledger.enqueue_many([("urgent", "0001")])
+        return await ledger.admit_batch([b.candidate for b in batch], from_queue=True)
+
+    async def tell(batch: list[Prepared], verdicts: list[Verdict]) -> int:
+        told.extend(b.name for b, v in zip(batch, verdicts, strict=True) if v.admitted)
+        return len(batch)
+
+    await run_rounds(ledger, DEPTH, prepare=prepare, admit=admit, tell=tell)
+    assert told == [*(f"j{i:02d}" for i in range(8)), "urgent", *(f"j{i:02d}" for i in range(8, 12))]
