@@ -46,11 +46,13 @@ NEEDED_OFF_THIS_PATH = {
     ("executor", "patch", "", "pods"),
 }
 
-# The tracker's resync (every 30 s) lists the jobs, and its collector deletes finished ones 30 min after they
-# end: a short run may end before either comes round.
+# The tracker's resync (every 30 s) lists the jobs, its room sweep (every 10 s) lists the Reservations, and
+# its collector deletes finished jobs 30 min after they end: a short run may end before any comes round (a
+# job lists its workload's Reservations itself only when no replacement its events showed can be claimed).
 PERIODIC = {
     ("tracker", "list", "scheduling.koordinator.sh", "podmigrationjobs"),
     ("tracker", "delete", "scheduling.koordinator.sh", "podmigrationjobs"),
+    ("tracker", "list", "scheduling.koordinator.sh", "reservations"),
 }
 
 # The tracker reads a pod's node only while that pod is terminating when it looks: used or not, by timing.
