@@ -26,7 +26,7 @@ def test_a_small_chaos_run_holds_every_invariant(tmp_path: Path, monkeypatch: py
         jobs=60,
         replicas=2,
         rate=8,
-        ttl="25s",
+        ttl="20s",
         workdir=tmp_path,
         stranding_jobs=6,
         stranding_ttl="5s",
