@@ -32,6 +32,7 @@ from shared.durations import parse_duration
 from shared.keyed import Coalescing, InOrder
 from shared.kube import KubeError
 from shared.pull import PullConsumer
+from shared.waits import when_set
 
 log = logging.getLogger(__name__)
 DEAD_LETTERS = Counter("podherd_dead_letters_total", "Messages that could not be decoded", ["consumer"])
@@ -257,6 +258,7 @@ async def run_consumer(
             await consumer.pull.done(len(messages))
 
     alive = asyncio.create_task(_in_progress(consumer, in_hand))
+    stopping = when_set(stop, consumer.pull.interrupt)  # a wait for messages ends with it, not a second later
     try:
         async with asyncio.TaskGroup() as group:  # a batch failing (a bug) takes the loop down with it
             while not stop.is_set():
@@ -280,6 +282,7 @@ async def run_consumer(
                 group.create_task(handled(messages))
     finally:
         alive.cancel()
+        stopping.cancel()
         await _hand_back(await consumer.pull.close())
 
 

@@ -66,6 +66,7 @@ class PullConsumer:
         self._serial = 0
         self._reconnects = 0
         self._refused: str | None = None
+        self._interrupted = False
 
     async def start(self) -> None:
         self._inbox = self.nc.new_inbox()
@@ -83,7 +84,7 @@ class PullConsumer:
             if self._arrived:
                 break
             remaining = deadline - loop.time()
-            if remaining <= 0:
+            if remaining <= 0 or self._interrupted:
                 return []
             await wait_event(self._signal, min(remaining, self.heartbeat))
         if linger > 0 and len(self._arrived) < limit:
@@ -97,6 +98,11 @@ class PullConsumer:
         """`count` messages the caller had were acknowledged (or handed back)."""
         self._in_hand = max(0, self._in_hand - count)
         await self._keep_asked()
+
+    def interrupt(self) -> None:
+        """The reader is stopping: a `batch` waiting for its first message returns now, empty."""
+        self._interrupted = True
+        self._signal.set()
 
     def waiting(self) -> list[Msg]:
         """Messages that arrived and wait to be taken (the caller keeps them in progress too)."""

@@ -9,6 +9,7 @@ load). `asyncio.timeout` has no such window, so every timed wait goes through it
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 
 
@@ -37,3 +38,11 @@ async def cancel_and_wait(*tasks: asyncio.Future[Any] | None) -> None:
     for task in pending:
         if not task.cancelled():
             task.exception()
+
+
+def when_set(event: asyncio.Event, then: Callable[[], None]) -> asyncio.Task[Any]:
+    """Call `then()` once `event` is set, e.g. to wake a loop that waits on something else when it should
+    stop (cancel the returned task once that no longer matters)."""
+    task = asyncio.create_task(event.wait())
+    task.add_done_callback(lambda done: None if done.cancelled() else then())
+    return task

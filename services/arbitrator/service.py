@@ -39,7 +39,7 @@ from shared.ledger import HeldJob, Ledger, recorded
 from shared.ops import OpsServer
 from shared.runtime import close_nats, nats_check
 from shared.slots import limit_of
-from shared.waits import wait_event
+from shared.waits import wait_event, when_set
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -197,6 +197,13 @@ class Arbitrator:
         awaited), and at the arbitration interval at the latest, which also sweeps the parked jobs."""
         interval = self.config.migration_controller.arbitration_interval_seconds
         swept = time.monotonic()
+        stopping = when_set(stop, self.wake.set)  # stopping wakes the loop, as a change does
+        try:
+            await self._admitting(stop, interval, swept)
+        finally:
+            stopping.cancel()
+
+    async def _admitting(self, stop: asyncio.Event, interval: float, swept: float) -> None:
         while not stop.is_set():
             timeout = interval
             if self.engine.next_timer is not None:

@@ -149,3 +149,16 @@ async def test_a_batch_lingers_for_the_messages_that_come_with_its_first(nats_sc
         await nats_scope.js.publish(nats_scope.subject("work", str(i)), str(i).encode())
     assert [m.data for m in await taking] == [b"0", b"1", b"2"]
     assert await replica.close() == []
+
+
+async def test_an_interrupted_read_returns_at_once(nats_scope: NatsScope) -> None:
+    stream = nats_scope.stream("WORK")
+    await consumer_on(nats_scope.nc, stream, [nats_scope.subject("work", ">")])
+    replica = PullConsumer(nats_scope.nc, stream, "workers")
+    await replica.start()
+    reading = asyncio.create_task(replica.batch(256, 10 * WAIT))  # nothing will come
+    await asyncio.sleep(0)
+    replica.interrupt()  # the reader stops
+    async with asyncio.timeout(WAIT):
+        assert await reading == []
+    assert await replica.close() == []

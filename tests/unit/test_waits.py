@@ -9,7 +9,7 @@ import pytest
 from kubesim.controllers.base import Controller
 from kubesim.options import SimOptions
 from kubesim.store import Store
-from shared.waits import cancel_and_wait, wait_event
+from shared.waits import cancel_and_wait, wait_event, when_set
 
 
 async def _waits_forever(event: asyncio.Event) -> None:
@@ -73,3 +73,19 @@ async def test_a_controller_stops_even_when_woken_as_it_is_stopped(settle: int |
     stopping = asyncio.create_task(controller.stop())
     done, _ = await asyncio.wait([stopping], timeout=5)
     assert done, "the controller's loop went on after it was cancelled"
+
+
+def test_when_set_calls_back_once_the_event_is_set_and_not_once_cancelled() -> None:
+    async def main() -> list[str]:
+        called: list[str] = []
+        stop, other = asyncio.Event(), asyncio.Event()
+        watching = when_set(stop, lambda: called.append("stop"))
+        forgotten = when_set(other, lambda: called.append("other"))
+        forgotten.cancel()
+        stop.set()
+        other.set()
+        await asyncio.wait([watching, forgotten])
+        await asyncio.sleep(0)  # done callbacks run on the loop's next turn
+        return called
+
+    assert asyncio.run(main()) == ["stop"]
