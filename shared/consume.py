@@ -284,6 +284,7 @@ async def run_consumer(
         alive.cancel()
         stopping.cancel()
         await _hand_back(await consumer.pull.close())
+        await consumer.pull.flush()  # the acks and naks are at the server before the loop says it is done
 
 
 async def _settle(

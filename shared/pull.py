@@ -104,6 +104,13 @@ class PullConsumer:
         self._interrupted = True
         self._signal.set()
 
+    async def flush(self) -> None:
+        """Whatever was sent (acks, naks) reaches the server, if the connection is still up."""
+        try:
+            await self.nc.flush(timeout=5)
+        except Exception as exc:  # closed, or reconnecting: the server redelivers what it did not hear of
+            log.debug("pull consumer: flush failed: %s", exc)
+
     def waiting(self) -> list[Msg]:
         """Messages that arrived and wait to be taken (the caller keeps them in progress too)."""
         return list(self._arrived)
