@@ -203,9 +203,13 @@ async def run_depth(
     # Capacity: a burst of admissible jobs, each on its own node, admitted as fast as possible.
     ready = await bench.add_pods([f"node-b{k}" for k in range(burst)])
     await bench.queue_directly(ready)
+    redis_cpu = await redis_cpu_seconds(client)
+    cpu = time.process_time()
     started = time.perf_counter()
     admitted = await bench.drain()
     capacity_seconds = time.perf_counter() - started
+    cpu = time.process_time() - cpu
+    redis_cpu = await redis_cpu_seconds(client) - redis_cpu
 
     # Latency at an offered rate, through the intake (`on_job`) and an admission loop as in the service.
     arriving = await bench.add_pods([f"node-r{k}" for k in range(offered)])
@@ -271,6 +275,8 @@ async def run_depth(
         "burst_admitted": admitted,
         "decisions_per_second": round(admitted / capacity_seconds),
         "per_decision_us": round(capacity_seconds / max(1, admitted) * 1e6, 1),
+        "arbitrator_cpu_us_per_decision": round(cpu / max(1, admitted) * 1e6, 1),
+        "redis_cpu_us_per_decision": round(redis_cpu / max(1, admitted) * 1e6, 1),
         "offered_per_s": rate,
         "offered_achieved_per_s": round(offered / offered_seconds),
         "offered_admitted": len(latencies),
@@ -279,6 +285,11 @@ async def run_depth(
         "latency_ms_max": round(max(latencies) * 1000, 2) if latencies else None,
         "redis_used_memory_mb_with_backlog": round(redis_memory / 2**20, 1),
     }
+
+
+async def redis_cpu_seconds(client: aioredis.Redis) -> float:
+    info = await client.info("cpu")
+    return float(info["used_cpu_sys"]) + float(info["used_cpu_user"])
 
 
 def koordinator_model(pending: int, interval: float = 0.5) -> dict[str, Any]:

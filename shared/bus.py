@@ -48,6 +48,7 @@ from shared.api import codec
 from shared.api.messages import AuditRecord
 from shared.config import NatsConfig, nats_servers
 from shared.durations import parse_duration
+from shared.waits import wait_event
 
 log = logging.getLogger(__name__)
 
@@ -283,6 +284,19 @@ class _Ack(msgspec.Struct):
     error: dict[str, Any] | None = None
 
 
+def _ack_failure(data: bytes, headers: dict[str, str] | None) -> str:
+    """Why an ack that is not a plain success is a failure: JetStream's error, or what came instead."""
+    if not data and headers and headers.get("Status") == "503":
+        return "no stream captures the subject (no responders)"
+    try:
+        ack = msgspec.json.decode(data, type=_Ack)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        return f"unreadable ack: {exc}"
+    if ack.error:
+        return str(ack.error.get("description") or ack.error)
+    return ""
+
+
 async def last_per_subject(
     js: JetStreamContext, stream: str, subject: str, *, batch: int = 512
 ) -> AsyncIterator[list[Any]]:
@@ -330,9 +344,13 @@ class Publisher:
     def __init__(self, nc: NatsClient, window: int = 4096) -> None:
         self.nc = nc
         self.window = window
-        self.pending: list[asyncio.Future[_Ack]] = []
         self.acked = 0
-        self._futures: dict[str, asyncio.Future[_Ack]] = {}
+        # Tokens of the publishes not acknowledged yet, and what went wrong with those that were: a count
+        # and a set rather than a future per publish (a future's callbacks cost more than the publish).
+        self._unacked: set[str] = set()
+        self._failures: list[str] = []
+        self._sent = 0  # publishes since the last flush
+        self._all_acked = asyncio.Event()
         self._prefix = ""
         self._next = 0
         self._sub: Any = None
@@ -347,33 +365,32 @@ class Publisher:
             self._sub = await self.nc.subscribe(f"{self._prefix}.*", cb=self._on_ack)
 
     async def _on_ack(self, msg: Msg) -> None:
-        future = self._futures.pop(msg.subject[len(self._prefix) + 1 :], None)
-        if future is None or future.done():
-            return
-        try:
-            ack = msgspec.json.decode(msg.data, type=_Ack)
-        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-            future.set_exception(PublishError(f"unreadable ack: {exc}"))
-            return
-        if ack.error:
-            future.set_exception(PublishError(str(ack.error.get("description") or ack.error)))
-        else:
-            future.set_result(ack)
+        tok = msg.subject[len(self._prefix) + 1 :]
+        if tok not in self._unacked:
+            return  # a flush gave up on it already
+        self._unacked.discard(tok)
+        data = msg.data
+        if not data.startswith(b'{"stream"') or b'"error"' in data:
+            failure = _ack_failure(data, msg.headers)
+            if failure:
+                self._failures.append(failure)
+        if not self._unacked:
+            self._all_acked.set()
 
     async def publish(
         self, subject: str, data: bytes, msg_id: str, *, headers: dict[str, str] | None = None
     ) -> None:
         await self._ensure_inbox()
         self._next += 1
-        token = str(self._next)
-        future: asyncio.Future[_Ack] = asyncio.get_running_loop().create_future()
-        self._futures[token] = future
-        hdrs = {"Nats-Msg-Id": msg_id, **(headers or {})}
+        tok = str(self._next)
+        self._unacked.add(tok)
+        self._all_acked.clear()
+        self._sent += 1
+        hdrs = {"Nats-Msg-Id": msg_id, **headers} if headers else {"Nats-Msg-Id": msg_id}
         if self._epoch is None:
             self._epoch = self._reconnects()
-        await self.nc.publish(subject, data, reply=f"{self._prefix}.{token}", headers=hdrs)
-        self.pending.append(future)
-        if len(self.pending) >= self.window:
+        await self.nc.publish(subject, data, reply=f"{self._prefix}.{tok}", headers=hdrs)
+        if len(self._unacked) >= self.window:
             await self.flush()
 
     async def publish_audit(self, subject: str, record: AuditRecord) -> None:
@@ -385,36 +402,30 @@ class Publisher:
 
         An ack that never comes (the server went away mid-flight) is a PublishError after `ack_wait`.
         """
-        pending, self.pending = self.pending, []
-        if not pending:
+        sent, self._sent = self._sent, 0
+        if not sent:
             return 0
         epoch, self._epoch = self._epoch, None
         loop = asyncio.get_running_loop()
         deadline = loop.time() + ack_wait
         lost = False
-        while True:
-            done, not_done = await asyncio.wait(pending, timeout=min(0.25, max(0.0, deadline - loop.time())))
-            if not not_done or loop.time() >= deadline:
-                break
-            if epoch is not None and self.nc.is_connected and self._reconnects() != epoch:
+        while self._unacked and loop.time() < deadline:
+            await wait_event(self._all_acked, min(0.25, max(0.0, deadline - loop.time())))
+            if self._unacked and epoch is not None and self.nc.is_connected and self._reconnects() != epoch:
                 # The connection was lost after these were sent: their acks will never come. Fail now (the
                 # caller retries; Nats-Msg-Id drops what was stored) instead of waiting out ack_wait.
                 lost = True
                 break
-        for future in not_done:
-            future.cancel()
-        self._futures = {k: f for k, f in self._futures.items() if not f.done()}
-        failures = [f.exception() for f in done if f.exception() is not None]
-        self.acked += len(done) - len(failures)
-        if not_done and lost:
-            raise PublishError(
-                f"the NATS connection was lost before {len(not_done)} publishes were acknowledged"
-            )
-        if not_done:
-            raise PublishError(f"{len(not_done)} publishes were not acknowledged within {ack_wait:.0f}s")
+        missing, self._unacked = len(self._unacked), set()
+        failures, self._failures = self._failures, []
+        self.acked += sent - missing - len(failures)
+        if missing and lost:
+            raise PublishError(f"the NATS connection was lost before {missing} publishes were acknowledged")
+        if missing:
+            raise PublishError(f"{missing} publishes were not acknowledged within {ack_wait:.0f}s")
         if failures:
-            raise PublishError(str(failures[0]))
-        return len(done)
+            raise PublishError(failures[0])
+        return sent
 
     async def close(self) -> None:
         if self._sub is not None:

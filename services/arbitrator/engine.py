@@ -11,13 +11,14 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
+from typing import NamedTuple
 
 from prometheus_client import Gauge, Histogram
 
 from services.arbitrator.candidates import Prepared, candidate, rejection_of
 from services.arbitrator.decisions import Decisions, Publisher
 from services.arbitrator.fact_store import FactStore
-from services.arbitrator.gather import Gatherer
+from services.arbitrator.gather import Gatherer, Loaded
 from services.arbitrator.keys import ArbitratorKeys
 from services.arbitrator.pod_events import PodEvents
 from services.arbitrator.rounds import run_rounds
@@ -32,6 +33,15 @@ from shared.slots import pdb_slot, workload_slot
 from shared.stats import MigrationStats
 
 log = logging.getLogger(__name__)
+
+
+class _Round(NamedTuple):
+    """A round of the queue's head as read: its jobs' facts by position (a job gone is absent)."""
+
+    uids: list[str]
+    loaded: dict[int, Loaded]
+    since: list[bytes | None]
+
 
 QUEUE = Gauge("podherd_arbitrator_queue_jobs", "Jobs waiting for admission")
 PASS_SECONDS = Histogram(
@@ -194,7 +204,8 @@ class Engine:
         admitted = await run_rounds(
             self.ledger,
             self.config.arbitrator.scan_depth,
-            prepare=self._prepare_all,
+            read=self._read_round,
+            make=self._make_round,
             admit=self._admit,
             tell=self._tell,
         )
@@ -247,21 +258,23 @@ class Engine:
         await self.decisions.told(told)
         return admitted
 
-    async def _prepare_all(self, uids: list[str]) -> list[Prepared]:
+    async def _read_round(self, uids: list[str]) -> _Round:
+        """A round's jobs as queued, when each entered the queue, and what the rules need to know of them."""
         pipe = self.redis.pipeline(transaction=False)
         pipe.hmget(self.keys.jobs, uids)
         pipe.hmget(self.keys.since, uids)
         raw_jobs, since = await pipe.execute()
         mode = self.args.default_job_mode
         present = [(i, queued_facts(r, mode)) for i, r in enumerate(raw_jobs) if r]
-        loaded = dict(
-            zip((i for i, _ in present), await self.gather.load([j for _, j in present]), strict=True)
-        )
+        loaded = await self.gather.load([j for _, j in present])
+        return _Round(uids, dict(zip((i for i, _ in present), loaded, strict=True)), since)
+
+    def _make_round(self, read: _Round) -> list[Prepared]:
         out = []
         now = time.time()
-        for i, uid in enumerate(uids):
-            item = loaded.get(i)
-            raw_since = since[i]
+        for i, uid in enumerate(read.uids):
+            item = read.loaded.get(i)
+            raw_since = read.since[i]
             entered = float(as_text(raw_since)) if raw_since else now
             if item is None:
                 out.append(Prepared(Candidate(uid, "", (), (), drop=True), uid, entered))

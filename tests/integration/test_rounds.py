@@ -1,6 +1,6 @@
 """An admission pass's rounds (services.arbitrator.rounds) against a real ledger: every job decided once, in
-queue order, the next round made ready while the current one is in the ledger, and a round whose head
-changed meanwhile refused and read again."""
+queue order, the next round read before the current one goes to the ledger and made ready while it is
+there, and a round whose head changed meanwhile refused and read again."""
 
 from __future__ import annotations
 
@@ -30,9 +30,13 @@ async def test_rounds_decide_every_job_in_order_each_made_ready_while_the_one_be
     events: list[str] = []
     told: list[str] = []
 
-    async def prepare(uids: list[str]) -> list[Prepared]:
-        events.append(f"prepare {uids[0]}")
+    async def read(uids: list[str]) -> list[str]:
+        events.append(f"read {uids[0]}")
         await asyncio.sleep(0)
+        return uids
+
+    def make(uids: list[str]) -> list[Prepared]:
+        events.append(f"make {uids[0]}")
         return [prepared(uid) for uid in uids]
 
     async def admit(batch: list[Prepared]) -> list[Verdict] | None:
@@ -45,13 +49,16 @@ async def test_rounds_decide_every_job_in_order_each_made_ready_while_the_one_be
         told.extend(b.name for b, v in zip(batch, verdicts, strict=True) if v.admitted)
         return sum(v.admitted for v in verdicts)
 
-    admitted = await run_rounds(ledger, DEPTH, prepare=prepare, admit=admit, tell=tell)
+    admitted = await run_rounds(ledger, DEPTH, read=read, make=make, admit=admit, tell=tell)
     assert admitted == 20
     assert told == [f"j{i:02d}" for i in range(20)]  # queue order, each once
     assert not await ledger.head(1)
-    # The second round was made ready before the first left the ledger, the third before the second did.
-    assert events.index("prepare j08") < events.index("admitted j00")
-    assert events.index("prepare j16") < events.index("admitted j08")
+    # Each round is read before the one ahead of it goes to the ledger (a read sent during a script would
+    # wait for it), and made ready while that one is in the ledger.
+    for ahead, behind in (("j00", "j08"), ("j08", "j16")):
+        assert events.index(f"read {behind}") < events.index(f"admit {ahead}")
+        assert events.index(f"admit {ahead}") < events.index(f"make {behind}")
+        assert events.index(f"make {behind}") < events.index(f"admitted {ahead}")
 
 
 async def test_a_round_whose_head_changed_is_refused_and_the_head_read_again(redis_scope: RedisScope) -> None:
@@ -61,7 +68,10 @@ async def test_a_round_whose_head_changed_is_refused_and_the_head_read_again(red
     told: list[str] = []
     jumped = False
 
-    async def prepare(uids: list[str]) -> list[Prepared]:
+    async def read(uids: list[str]) -> list[str]:
+        return uids
+
+    def make(uids: list[str]) -> list[Prepared]:
         return [prepared(uid) for uid in uids]
 
     async def admit(batch: list[Prepared]) -> list[Verdict] | None:
@@ -75,5 +85,5 @@ async def test_a_round_whose_head_changed_is_refused_and_the_head_read_again(red
         told.extend(b.name for b, v in zip(batch, verdicts, strict=True) if v.admitted)
         return len(batch)
 
-    await run_rounds(ledger, DEPTH, prepare=prepare, admit=admit, tell=tell)
+    await run_rounds(ledger, DEPTH, read=read, make=make, admit=admit, tell=tell)
     assert told == [*(f"j{i:02d}" for i in range(8)), "urgent", *(f"j{i:02d}" for i in range(8, 12))]

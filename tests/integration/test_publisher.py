@@ -1,0 +1,97 @@
+"""shared.bus.Publisher against a real JetStream: pipelined publishes stored in call order and counted once
+acknowledged, and every way an ack can go wrong (JetStream's refusal, no stream, no ack at all) a
+PublishError at the flush that names it."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from nats.aio.msg import Msg
+from nats.js.api import DiscardPolicy, StreamConfig
+
+from shared import bus
+from tests.conftest import NatsScope
+
+pytestmark = [pytest.mark.integration]
+
+
+async def test_pipelined_publishes_are_stored_in_call_order_and_a_repeat_is_acknowledged_not_stored(
+    nats_scope: NatsScope,
+) -> None:
+    stream = nats_scope.stream("P")
+    await nats_scope.js.add_stream(StreamConfig(name=stream, subjects=[nats_scope.subject("p", ">")]))
+    publisher = bus.Publisher(nats_scope.nc, window=64)  # a window smaller than the burst flushes midway
+    for i in range(300):
+        await publisher.publish(nats_scope.subject("p", str(i % 7)), str(i).encode(), f"m{i}")
+    await publisher.flush()
+    assert publisher.acked == 300
+    for i in range(300):  # the same ids again: acknowledged as duplicates
+        await publisher.publish(nats_scope.subject("p", str(i % 7)), str(i).encode(), f"m{i}")
+    await publisher.flush()
+    assert publisher.acked == 600
+    info = await nats_scope.js.stream_info(stream)
+    assert info.state.messages == 300
+    sub = await nats_scope.js.pull_subscribe(nats_scope.subject("p", ">"), stream=stream)
+    stored = [int(m.data) for m in await sub.fetch(300, timeout=5)]
+    assert stored == list(range(300))
+    assert await publisher.flush() == 0  # nothing outstanding
+    await publisher.close()
+
+
+async def test_a_publish_jetstream_refuses_fails_the_flush_with_its_reason_and_the_next_flush_is_clean(
+    nats_scope: NatsScope,
+) -> None:
+    full = nats_scope.stream("FULL")
+    await nats_scope.js.add_stream(
+        StreamConfig(name=full, subjects=[nats_scope.subject("full")], max_msgs=2, discard=DiscardPolicy.NEW)
+    )
+    await nats_scope.js.add_stream(
+        StreamConfig(name=nats_scope.stream("OK"), subjects=[nats_scope.subject("ok")])
+    )
+    publisher = bus.Publisher(nats_scope.nc)
+    for i in range(3):
+        await publisher.publish(nats_scope.subject("full"), b"x", f"f{i}")
+    await publisher.publish(nats_scope.subject("ok"), b"x", "ok0")
+    with pytest.raises(bus.PublishError, match="maximum messages exceeded"):
+        await publisher.flush()
+    assert publisher.acked == 3  # two in the full stream, one in the other
+    await publisher.publish(nats_scope.subject("ok"), b"x", "ok1")
+    assert await publisher.flush() == 1
+    await publisher.close()
+
+
+async def test_a_publish_no_stream_captures_fails_the_flush(nats_scope: NatsScope) -> None:
+    publisher = bus.Publisher(nats_scope.nc)
+    await publisher.publish(nats_scope.subject("nowhere"), b"x", "n0")
+    with pytest.raises(bus.PublishError, match="no stream captures the subject"):
+        await publisher.flush()
+    await publisher.close()
+
+
+async def test_an_ack_that_never_comes_fails_the_flush_and_coming_late_is_ignored(
+    nats_scope: NatsScope,
+) -> None:
+    # A plain subscriber, not a stream, takes the publish: nobody acknowledges it.
+    taken: asyncio.Queue[str] = asyncio.Queue()
+
+    async def hold(msg: Msg) -> None:
+        await taken.put(msg.reply)
+
+    sub = await nats_scope.nc.subscribe(nats_scope.subject("held"), cb=hold)
+    publisher = bus.Publisher(nats_scope.nc)
+    await publisher.publish(nats_scope.subject("held"), b"x", "h0")
+    with pytest.raises(bus.PublishError, match="1 publishes were not acknowledged within 1s"):
+        await publisher.flush(ack_wait=1.0)
+    reply = await taken.get()
+    # The ack arrives after the flush gave up, and a refusal at that: it belongs to no flush.
+    await nats_scope.nc.publish(reply, b'{"error":{"code":503,"description":"late"}}')
+    await nats_scope.nc.flush()
+    await nats_scope.js.add_stream(
+        StreamConfig(name=nats_scope.stream("L"), subjects=[nats_scope.subject("l")])
+    )
+    await publisher.publish(nats_scope.subject("l"), b"x", "l0")
+    assert await publisher.flush() == 1
+    assert publisher.acked == 1
+    await sub.unsubscribe()
+    await publisher.close()
