@@ -73,11 +73,14 @@ class Observer:
         await self._pool(reservations)
         # Ended: what it made is all that is left to see (and clean up); its pods are not read again.
         ended = job.phase in TERMINAL_PHASES
+        # The replacement is most often the pod bound in the job's own room (and a StatefulSet's has the
+        # job's pod's name): each pod is read once for all its uses here.
+        pods = _PodReads(self)
         pod = None
         if not ended and not gone and ref is not None and ref.namespace and ref.name:
             found = await self.get(paths.pod(ref.namespace, ref.name))
-            if found is not None:
-                view = pod_view(found)
+            view = pods.found[ref.namespace, ref.name] = pod_view(found) if found is not None else None
+            if view is not None:
                 # The pod the job was made for: a new pod by the same name (a StatefulSet's) is not it.
                 # Noted the first time, in one transaction: a Redis restart between the write and the read
                 # must not read back nothing and take the job's own pod for another (its job for Succeeded).
@@ -96,12 +99,12 @@ class Observer:
         current = reservations[-1] if reservations else None
         bound_pod = None
         if not ended and current is not None and current.bound:
-            bound_pod = await self._pod(current.bound[0])
+            bound_pod = await pods.view(current.bound[0])
         started = any(c.type == "Eviction" for c in (job.status.conditions if job.status else None) or [])
         claimed = None
         if not ended and started and (pod is None or pod.terminating) and current is not None:
-            claimed = await self._claim(job, reservations)
-        replacement = await self._pod(claimed) if claimed else None
+            claimed = await self._claim(job, reservations, pods)
+        replacement = await pods.view(claimed) if claimed else None
         evict_report = reports.get("evict")
         reserve_report = reports.get("reserve")
         return machine.Observed(
@@ -160,7 +163,9 @@ class Observer:
         attempt = attempt_of(items[-1]) if items else 0
         return [reservation_view(r) for r in items], attempt
 
-    async def _claim(self, job: PodMigrationJob, own: list[ReservationView]) -> tuple[str, str, str] | None:
+    async def _claim(
+        self, job: PodMigrationJob, own: list[ReservationView], pods: _PodReads
+    ) -> tuple[str, str, str] | None:
         """The replacement this job stands for, once its pod is evicted: one pod that took a Reservation of
         the workload, claimed by one job only (Reservations are per workload, so a replacement may have
         taken another job's room, and that job then reserves again). The workload's Reservations are
@@ -177,7 +182,7 @@ class Observer:
             pooled = [tuple(json.loads(member)) for member in await self.client.smembers(pool)]
         first = claims.candidates(own, pooled, ())
         claimed = await self._claim_first(
-            uid, job.metadata.name or "", controller=controller, candidates=first
+            uid, job.metadata.name or "", pods, controller=controller, candidates=first
         )
         if claimed is None and controller:  # none seen yet: any the workload's Reservations name
             listed = await self.list(paths.RESERVATIONS, f"{LABEL_CONTROLLER}={controller}")
@@ -185,18 +190,18 @@ class Observer:
             tried = set(first)
             rest = [c for c in claims.candidates(own, pooled, workload) if c not in tried]
             claimed = await self._claim_first(
-                uid, job.metadata.name or "", controller=controller, candidates=rest
+                uid, job.metadata.name or "", pods, controller=controller, candidates=rest
             )
         return claimed
 
     async def _claim_first(
-        self, uid: str, job: str, *, controller: str | None, candidates: list[Ident]
+        self, uid: str, job: str, pods: _PodReads, *, controller: str | None, candidates: list[Ident]
     ) -> tuple[str, str, str] | None:
         pool = self.keys.pool(controller or "")
         for namespace, name, pod_uid in candidates:
             raw = await self.client.hget(self.keys.claims, pod_uid)
             holder = as_text(raw) if raw is not None else None
-            view = None if holder not in (None, uid) else await self._pod((namespace, name, pod_uid))
+            view = None if holder not in (None, uid) else await pods.view((namespace, name, pod_uid))
             if view is None or not claims.may_claim(
                 uid, holder, controller, pod_controller=view.controller_uid
             ):
@@ -224,14 +229,25 @@ class Observer:
         if pipe:
             await pipe.execute()
 
-    async def _pod(self, ident: tuple[str, str, str]) -> PodView | None:
-        namespace, name, uid = ident
-        found = await self.get(paths.pod(namespace, name))
-        view = pod_view(found) if found is not None else None
-        return view if view is not None and view.uid == uid else None
-
     async def list(self, path: str, selector: str) -> list[dict[str, Any]]:
         return await read_or_retry(self.kube.list_items(path, selector), f"listing {path}", 0.5)
 
     async def get(self, path: str) -> dict[str, Any] | None:
         return await read_or_retry(self.kube.get_json(path), f"reading {path}", 0.5)
+
+
+class _PodReads:
+    """The pods one observation reads by identity, each read once (a pod by its name holding another uid is
+    not the pod named)."""
+
+    def __init__(self, observer: Observer) -> None:
+        self.observer = observer
+        self.found: dict[tuple[str, str], PodView | None] = {}
+
+    async def view(self, ident: tuple[str, str, str]) -> PodView | None:
+        namespace, name, uid = ident
+        if (namespace, name) not in self.found:
+            found = await self.observer.get(paths.pod(namespace, name))
+            self.found[namespace, name] = pod_view(found) if found is not None else None
+        view = self.found[namespace, name]
+        return view if view is not None and view.uid == uid else None

@@ -4,6 +4,7 @@ and Redis are real; kubesim counts the requests by verb."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from typing import Any
 
@@ -22,7 +23,8 @@ from shared.api.reservation import LABEL_ATTEMPT, LABEL_CREATED_BY, LABEL_JOB, r
 from shared.config import KubernetesConfig, MigrationControllerArgs
 from shared.kube import KubeClient
 from tests.e2e.pipeline import GROUP, VERSION, paused_job
-from tests.e2e.test_lifecycle import cluster, start, web_pods
+from tests.e2e.test_lifecycle import cluster, room_taken, start, web_pods
+from tests.kube import Kube, watch_until
 
 pytestmark = [pytest.mark.integration]
 
@@ -30,6 +32,23 @@ pytestmark = [pytest.mark.integration]
 def make_job(kube: Any, name: str, pod: str, phase: str | None) -> PodMigrationJob:
     status = {"phase": phase, "message": "reserving"} if phase else None
     return msgspec.convert(paused_job(kube, name, pod, status), PodMigrationJob)
+
+
+def pod_reads(kube: Any) -> int:
+    counted = kube.handle.call(lambda sim: dict(sim.api.requests_by_verb))
+    return sum(n for (_, verb, resource), n in counted.items() if (verb, resource) == ("get", "pods"))
+
+
+async def room_available(kube: Kube, reservation: str) -> None:
+    await asyncio.to_thread(
+        watch_until,
+        kube.custom.list_cluster_custom_object,
+        lambda state: (state.get(f"/{reservation}", {}).get("status") or {}).get("phase") == "Available",
+        30,
+        group=GROUP,
+        version=VERSION,
+        plural="reservations",
+    )
 
 
 def make_room(kube: Any, pod: dict[str, Any], job: str, attempt: int, *, by: str = "podherd") -> None:
@@ -92,15 +111,11 @@ async def test_a_pod_seen_gone_is_not_read_again_till_redis_forgets(
     keys = TrackerKeys(test_id)
     observer = Observer(client, keys, api, args=MigrationControllerArgs())
 
-    def pod_reads() -> int:
-        counted = kube.handle.call(lambda sim: dict(sim.api.requests_by_verb))
-        return sum(n for (_, verb, resource), n in counted.items() if (verb, resource) == ("get", "pods"))
-
     async def seen() -> tuple[bool, int]:
         """Whether the job's pod is there, and the pod GETs it took to say so."""
-        before = pod_reads()
+        before = pod_reads(kube)
         observed = await observer.observe(job)
-        return observed.pod is not None, pod_reads() - before
+        return observed.pod is not None, pod_reads(kube) - before
 
     try:
         assert await seen() == (True, 1)
@@ -109,6 +124,43 @@ async def test_a_pod_seen_gone_is_not_read_again_till_redis_forgets(
         assert await seen() == (False, 0)  # a pod's uid never comes back: not read again
         await client.delete(keys.pods_gone)
         assert await seen() == (False, 1)
+    finally:
+        await client.aclose()
+        await api.aclose()
+
+
+async def test_the_replacement_bound_in_the_jobs_own_room_is_read_once(
+    kubesim_factory: Callable[..., SimHandle], redis_srv: Server, test_id: str
+) -> None:
+    kube = start(kubesim_factory, cluster())
+    name, pod = sorted(web_pods(kube).items())[0]
+    evicting = {
+        "phase": "Running",
+        "conditions": [{"type": "Eviction", "status": "True", "reason": "Evicting", "message": "evicting"}],
+    }
+    job = msgspec.convert(paused_job(kube, "moving", name, evicting), PodMigrationJob)
+    make_room(kube, kube.api.sanitize_for_serialization(pod), "moving", 1)
+    client = aioredis.from_url(redis_srv.url)
+    api = KubeClient.from_config(KubernetesConfig(kubeconfig=str(kube.handle.kubeconfig)))
+    keys = TrackerKeys(test_id)
+    observer = Observer(client, keys, api, args=MigrationControllerArgs())
+    try:
+        await client.hset(keys.attempts, job.metadata.uid or "", 1)
+        await room_available(kube, reservation_name("moving", 1))
+        kube.core.delete_namespaced_pod(name, "default", grace_period_seconds=0)
+        await room_taken(kube, reservation_name("moving", 1))  # by the pod its ReplicaSet made instead
+        before = pod_reads(kube)
+        observed = await observer.observe(job)
+        assert observed.pod is None
+        assert observed.replacement is not None and observed.replacement == observed.bound_pod
+        assert observed.claimed == (
+            observed.replacement.namespace,
+            observed.replacement.name,
+            observed.replacement.uid,
+        )
+        # The job's pod (gone), then the replacement once: as the room's pod, as the claim's candidate and as
+        # the claimed replacement.
+        assert pod_reads(kube) - before == 2
     finally:
         await client.aclose()
         await api.aclose()
