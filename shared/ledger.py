@@ -216,9 +216,11 @@ class Ledger:
         if pipe is None:
             await batch.execute()
 
-    async def dequeue(self, job_uid: str) -> bool:
-        """The job is no longer pending (gone, aborted, paused). True if it was."""
-        return bool(await self._queue(keys=[self.prefix], args=["dequeue", job_uid]))
+    async def dequeue(self, *job_uids: str) -> int:
+        """These jobs are no longer pending (gone, aborted, paused), in one step; how many of them were."""
+        if not job_uids:
+            return 0
+        return int(await self._queue(keys=[self.prefix], args=["dequeue", *job_uids]))
 
     async def tick(self, now: float | None = None, limit: int = 1024) -> float | None:
         """Fire due timers (token buckets refilled, facts awaited); return the seconds until the next one."""
@@ -263,9 +265,10 @@ class Ledger:
         found = {as_text(job): Announcement(*json.loads(value)) for job, value in raw.items()}
         return {job: a for job, a in found.items() if now - a.at >= older_than}
 
-    async def forget(self, job_uid: str) -> None:
-        """The job's PMJ is gone: stop remembering that it was admitted once."""
-        await self.client.srem(f"{self.prefix}:done", job_uid)
+    async def forget(self, *job_uids: str) -> None:
+        """The jobs' PMJs are gone: stop remembering that they were admitted once."""
+        if job_uids:
+            await self.client.srem(f"{self.prefix}:done", *job_uids)
 
     async def held(self, job_uid: str) -> HeldJob | None:
         """What the job holds now (None: nothing, released or never admitted)."""

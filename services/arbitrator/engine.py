@@ -99,37 +99,46 @@ class Engine:
         await self.on_jobs([(job, deleted, error)])
 
     async def on_jobs(self, events: list[tuple[PodMigrationJob, bool, str | None]]) -> None:
-        """Job events, in order (event, deleted, decode error): queue, re-rank or drop the jobs, in a few
-        round trips for the whole batch."""
-        incoming: dict[str, PodMigrationJob] = {}
+        """Job events, in order (event, deleted, decode error), in a few round trips for the whole batch. A
+        job's last event says what becomes of it (queued or re-ranked, or out of the queue), so a job that
+        moves on (each status write of a running job is an event) costs one step per batch, not per event.
+        An invalid job is rejected as its event comes."""
+        latest: dict[str, tuple[PodMigrationJob, bool]] = {}
         for job, deleted, error in events:
             uid = job.metadata.uid or ""
             if not uid:
                 continue
+            latest.pop(uid, None)
+            if error is not None:
+                await self._invalid(job, error)
+            else:
+                latest[uid] = (job, deleted)
+        incoming: dict[str, PodMigrationJob] = {}
+        leaving: list[str] = []
+        gone: list[str] = []
+        for uid, (job, deleted) in latest.items():
             annotations = job.metadata.annotations or {}
             finished = deleted or job.metadata.deletion_timestamp is not None or job.phase != PHASE_PENDING
-            if finished or ANNOTATION_ABORT in annotations or job.spec.paused or error is not None:
-                await self._queue(incoming)
-                incoming = {}
-                await self._leave(job, deleted, error)
+            if finished or ANNOTATION_ABORT in annotations or job.spec.paused:
+                # Koordinator #3030 retried deleted jobs forever: a job that is gone, done, aborted or
+                # paused leaves the queue at once (a paused one comes back when unpaused).
+                leaving.append(uid)
+                if deleted:
+                    gone.append(uid)
             else:
-                incoming[uid] = job  # a later event of the same job supersedes an earlier one
+                incoming[uid] = job
+        await self.ledger.dequeue(*leaving)
+        if gone:
+            await self.redis.hdel(self.keys.decided, *gone)
+            await self.ledger.forget(*gone)
         await self._queue(incoming)
 
-    async def _leave(self, job: PodMigrationJob, deleted: bool, error: str | None) -> None:
+    async def _invalid(self, job: PodMigrationJob, error: str) -> None:
         uid, name = job.metadata.uid or "", job.metadata.name or ""
-        if error is not None:
-            if not await self.redis.hexists(self.keys.decided, uid):
-                await self.decisions.reject_now(
-                    name, uid, filters.Rejection("InvalidSpec", REASON_INVALID_SPEC, error)
-                )
-            return
-        # Koordinator #3030 retried deleted jobs forever: a job that is gone, done, aborted or paused leaves
-        # the queue at once (a paused one comes back when unpaused).
-        await self.ledger.dequeue(uid)
-        if deleted:
-            await self.redis.hdel(self.keys.decided, uid)
-            await self.ledger.forget(uid)
+        if not await self.redis.hexists(self.keys.decided, uid):
+            await self.decisions.reject_now(
+                name, uid, filters.Rejection("InvalidSpec", REASON_INVALID_SPEC, error)
+            )
 
     async def _queue(self, incoming: dict[str, PodMigrationJob]) -> None:
         if not incoming:

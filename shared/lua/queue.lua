@@ -2,7 +2,8 @@
 -- KEYS[1] the ledger prefix; ARGV[1] the operation:
 --   "enqueue" job member: queue (or re-rank) a pending job; a parked job returns to the ready queue
 --                         (its facts changed: it is looked at again). Returns 1.
---   "dequeue" job:        the job left (deleted, aborted, paused, decided elsewhere). Returns 1 if it was pending.
+--   "dequeue" job...:     the jobs left (deleted, aborted, paused, decided elsewhere). Returns how many were
+--                         pending.
 --   "tick" now max:       fire due timers (at most `max`); returns {fired, seconds to the next timer or -1}
 --   "wake" gate...:       the facts behind these gates' limits changed: wake each one's best waiter,
 --                         room or not (its evaluation records the new limit; pass-on does the rest).
@@ -17,11 +18,14 @@ if op == 'enqueue' then
   redis.call('HSET', p .. ':queued', job, member)
   return 1
 elseif op == 'dequeue' then
-  local job = ARGV[2]
-  local old = unqueue(p, job, clock(nil))
-  if not old then return 0 end
-  redis.call('HDEL', p .. ':queued', job)
-  return 1
+  local now, left = clock(nil), 0
+  for i = 2, #ARGV do
+    if unqueue(p, ARGV[i], now) then
+      redis.call('HDEL', p .. ':queued', ARGV[i])
+      left = left + 1
+    end
+  end
+  return left
 elseif op == 'tick' then
   local now = clock(ARGV[2])
   local fired = fire_timers(p, now, tonumber(ARGV[3]))

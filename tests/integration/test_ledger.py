@@ -288,6 +288,9 @@ async def test_queue_admits_in_order_and_refuses_a_stale_head(redis_scope: Redis
     assert await ledger.dequeue("late") and not await ledger.dequeue("late")
     assert await ledger.dequeue("second") and await ledger.parked() == {}
     assert await ledger.queue_length() == 0
+    await ledger.enqueue_many([("a", "1"), ("b", "2")])
+    assert await ledger.dequeue("a", "gone", "b") == 2  # several in one step: how many were pending
+    assert await ledger.queue_length() == 0
 
 
 async def test_a_deferral_names_what_holds_the_job(redis_scope: RedisScope) -> None:
