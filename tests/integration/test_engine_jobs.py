@@ -11,7 +11,7 @@ from services.arbitrator.engine import Engine
 from services.arbitrator.fact_store import FactStore
 from shared import bus
 from shared.api.meta import ObjectMeta, ObjectReference
-from shared.api.pmj import PodMigrationJob, PodMigrationJobSpec, PodMigrationJobStatus
+from shared.api.pmj import Phase, PodMigrationJob, PodMigrationJobSpec, PodMigrationJobStatus
 from shared.config_loader import config_from_dict
 from shared.ledger import Ledger
 from tests.conftest import NatsScope, RedisScope
@@ -19,7 +19,7 @@ from tests.conftest import NatsScope, RedisScope
 pytestmark = [pytest.mark.integration]
 
 
-def job(n: int, *, paused: bool = False, phase: str | None = None) -> PodMigrationJob:
+def job(n: int, *, paused: bool = False, phase: Phase | None = None) -> PodMigrationJob:
     return PodMigrationJob(
         metadata=ObjectMeta(name=f"j{n}", uid=f"u{n}", creation_timestamp=datetime.now(UTC)),
         spec=PodMigrationJobSpec(pod_ref=ObjectReference(namespace="default", name=f"p{n}"), paused=paused),
