@@ -86,14 +86,16 @@ class Triggers:
         return [owner] if owner else []
 
     async def _on_pod(self, pod: PodInfo, head: EventHead) -> list[str]:
-        controller = pod.owner.uid if pod.owner else None
+        # Only a pod in reserved room can be the replacement a waiting job of its workload claims: the
+        # workload's other pods (the pods being moved, replacements not placed yet) kick no one.
+        in_room = known.RESERVATION_ALLOCATED in pod.annotations
+        controller = pod.owner.uid if pod.owner and in_room else None
         key = f"{head.namespace}/{head.name}"
         # One round trip per pod event: a replacement noted, the workload's waiting jobs, the job made for
         # this pod, and the job that claimed it as its replacement (it waits for it to be Ready).
         pipe = self.client.pipeline(transaction=False)
-        if controller and known.RESERVATION_ALLOCATED in pod.annotations:
-            self.observer.replacement_seen(pod, controller, deleted=head.type == "DELETED", pipe=pipe)
         if controller:
+            self.observer.replacement_seen(pod, controller, deleted=head.type == "DELETED", pipe=pipe)
             pipe.smembers(self.keys.waiting(controller))
         pipe.hget(self.keys.pod_jobs, key)
         pipe.hget(self.keys.replacement_jobs, key)

@@ -1,6 +1,7 @@
-"""Which events of a Reservation make the tracker reconcile its job, with real Redis and NATS and the
-events as the watcher encodes them: one Podherd just made (not scheduled yet) decides nothing, nor does
-one going after its job ended; every other change does."""
+"""Which events make the tracker reconcile a job, with real Redis and NATS and the events as the watcher
+encodes them. A Reservation Podherd just made (not scheduled yet) decides nothing, nor does one going after
+its job ended; every other change does. A pod's event names the job made for it, and kicks the jobs of its
+workload waiting for a replacement only when the pod is in reserved room (the only pods they can claim)."""
 
 from __future__ import annotations
 
@@ -16,9 +17,11 @@ from nats.aio.msg import Msg
 from kubesim.sim import SimHandle
 from podherd.servers import Server
 from services.tracker.service import Tracker
+from shared import bus
+from shared.api import annotations as known
 from shared.api import codec
-from shared.api.messages import EventType, ObjectEvent
-from shared.api.meta import ObjectMeta
+from shared.api.messages import EventType, JobRef, ObjectEvent, PodInfo
+from shared.api.meta import ObjectMeta, ObjectReference
 from shared.api.reservation import (
     LABEL_CREATED_BY,
     LABEL_JOB,
@@ -88,6 +91,63 @@ async def test_only_reservation_changes_that_can_move_a_job_reconcile_it(
             "the user's, no job of ours": [],
         }
     finally:
+        await nc.close()
+        await client.aclose()
+        await kube.aclose()
+
+
+def pod_event(name: str, *, in_room: bool) -> Msg:
+    allocated = {known.RESERVATION_ALLOCATED: '{"name":"room","uid":"r1"}'} if in_room else {}
+    pod = PodInfo(
+        uid=f"uid-{name}",
+        namespace="default",
+        name=name,
+        node_name="node-1",
+        owner=ObjectReference(kind="ReplicaSet", name="web-rs", uid="rs-uid"),
+        annotations=allocated,
+    )
+    body: ObjectEvent[Any] = ObjectEvent(
+        kind="Pod",
+        type="MODIFIED",
+        name=name,
+        namespace="default",
+        uid=pod.uid,
+        resource_version="9",
+        observed_at=datetime.now(UTC),
+        object=pod,
+    )
+    unconnected: Any = None
+    return Msg(unconnected, subject=f"p.events.pods.default.{name}", data=codec.encode(body))
+
+
+async def test_only_a_pod_in_reserved_room_kicks_the_jobs_waiting_for_a_replacement(
+    kubesim_factory: Callable[..., SimHandle], nats_srv: Server, redis_srv: Server, test_id: str
+) -> None:
+    handle = kubesim_factory("small")
+    config = pipeline_config(handle, nats_srv, redis_srv, test_id)
+    nc = await nats.connect(nats_srv.url)
+    client = aioredis.from_url(redis_srv.url)
+    kube = KubeClient.from_config(config.kubernetes)
+    subjects = bus.Subjects(config.nats.subject_prefix)
+    await bus.ensure_work_streams(nc.jetstream(), subjects, config.nats)
+    kicks = await nc.subscribe(subjects.jobs_at("kick"))
+    try:
+        tracker = Tracker(config, nc, client, kube=kube)
+        await client.sadd(tracker.keys.waiting("rs-uid"), "waiter")
+        await client.hset(tracker.keys.pod_jobs, "default/web-old", "moving")
+        # The pod being moved, going: its own job looks again, the waiting one has nothing new to claim.
+        assert await tracker.triggers.on_event(pod_event("web-old", in_room=False)) == ["moving"]
+        assert tracker.triggers.publisher.acked == 0
+        # A pod bound in a Reservation of the workload: maybe the replacement the waiting job claims.
+        assert await tracker.triggers.on_event(pod_event("web-new", in_room=True)) == []
+        assert tracker.triggers.publisher.acked == 1
+        kick = await kicks.next_msg(timeout=5)
+        assert codec.decode(kick.data, JobRef).name == "waiter"
+    finally:
+        await kicks.unsubscribe()
+        for stream in await nc.jetstream().streams_info():
+            if stream.config.name and stream.config.name.startswith(subjects.stream_prefix + "_"):
+                await nc.jetstream().delete_stream(stream.config.name)
         await nc.close()
         await client.aclose()
         await kube.aclose()
