@@ -33,6 +33,8 @@ class SimOptions:
     scheduler: bool = True
     scheduler_names: list[str] = field(default_factory=lambda: ["default-scheduler", "koord-scheduler"])
     score: str = "least-allocated"  # or "most-allocated"
+    # kube-scheduler's percentageOfNodesToScore; 0: its adaptive default (scheduler.feasible_nodes_to_find).
+    percentage_of_nodes_to_score: int = 0
     schedule_delay: float = 0.0
     # Workload controllers: Deployment -> ReplicaSet -> pods, StatefulSet -> pods.
     workloads: bool = True

@@ -17,13 +17,14 @@ from __future__ import annotations
 import copy
 import json
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from kubesim.controllers import node_fit
 from kubesim.controllers import reservation_rules as reservations
 from kubesim.controllers.base import Controller
 from kubesim.controllers.node_fit import Usage, add_usage
+from kubesim.controllers.node_search import feasible_nodes_to_find, search
 from kubesim.controllers.recorder import record_event
 from kubesim.options import SimOptions
 from kubesim.records import Event, Obj, now_iso
@@ -32,8 +33,24 @@ from shared.api import annotations as known
 from shared.quantity import pod_requests
 
 RESERVATION_ALLOCATED = known.RESERVATION_ALLOCATED
+
 RESERVATION_AWARE = frozenset({"koord-scheduler"})
 TERMINAL = frozenset({"Succeeded", "Failed"})
+
+
+def _fit(
+    usage: NodeUsage, spec: Obj, requests: Usage, *, policy: str
+) -> Callable[[Obj], tuple[str | None, float]]:
+    """Why a node cannot take the pod (None: it can), and its score for it."""
+
+    def fit(node: Obj) -> tuple[str | None, float]:
+        used = usage.on(node["metadata"]["name"])
+        rejected = node_fit.reject(spec, node) or node_fit.insufficient(node, used, requests)
+        if rejected is not None:
+            return rejected, 0.0
+        return None, node_fit.score(node, used, requests, policy=policy)
+
+    return fit
 
 
 class NodeUsage:
@@ -68,6 +85,7 @@ class Scheduler(Controller[tuple[str, str]]):
         self.pending_reservations: set[str] = set()
         self.available_reservations: set[str] = set()
         self.holding_reservations: set[str] = set()
+        self._next_start = 0  # where the next search for feasible nodes starts (kube-scheduler's)
 
     @property
     def reservations(self) -> Any:
@@ -175,7 +193,7 @@ class Scheduler(Controller[tuple[str, str]]):
         if spec.get("schedulerName") in RESERVATION_AWARE:
             for reservation in self._matching_reservations(pod):
                 node_name = reservation["status"]["nodeName"]
-                node = next((n for n in nodes if n["metadata"]["name"] == node_name), None)
+                node = self.store.find(self.nodes, "", node_name)
                 if node is None or node_fit.reject(spec, node) is not None:
                     continue
                 bonus = reservations.held(reservation)
@@ -204,24 +222,23 @@ class Scheduler(Controller[tuple[str, str]]):
         if new is not None:
             self.store.put(rts, new, "MODIFIED", old=reservation)
 
-    def _pick(self, spec: Obj, requests: Usage, nodes: Iterable[Obj]) -> tuple[str | None, dict[str, int]]:
+    def _pick(self, spec: Obj, requests: Usage, nodes: list[Obj]) -> tuple[str | None, dict[str, int]]:
+        """The best node of the feasible ones a search finds (`node_search`), and why the others were not."""
         pinned = spec.get("nodeName")
         reasons: dict[str, int] = defaultdict(int)
-        best: tuple[float, str] | None = None
-        for node in nodes:
-            name = node["metadata"]["name"]
-            if pinned and name != pinned:
-                reasons["node(s) didn't match the requested node name"] += 1
-                continue
-            used = self.usage.on(name)
-            rejected = node_fit.reject(spec, node) or node_fit.insufficient(node, used, requests)
-            if rejected is not None:
-                reasons[rejected] += 1
-                continue
-            score = node_fit.score(node, used, requests, policy=self.options.score)
-            if best is None or (score, name) < best:
-                best = (score, name)
-        return (best[1] if best else None), reasons
+        if pinned:  # only that node can take it (koord-scheduler filters the others out first)
+            node = self.store.find(self.nodes, "", pinned)
+            others = len(nodes) - (1 if node is not None else 0)
+            if others:
+                reasons["node(s) didn't match the requested node name"] = others
+            nodes = [node] if node is not None else []
+        wanted = feasible_nodes_to_find(len(nodes), self.options.percentage_of_nodes_to_score)
+        start = self._next_start % len(nodes) if nodes else 0
+        fit = _fit(self.usage, spec, requests, policy=self.options.score)
+        best, examined = search(nodes, fit, start=start, wanted=wanted, reasons=reasons)
+        if not pinned and nodes:
+            self._next_start = (start + examined) % len(nodes)
+        return best, reasons
 
     # ----------------------------------------------------------------------------------------------------
     # Reservations

@@ -464,3 +464,33 @@ def test_a_deleted_namespace_terminates_its_content_then_goes(
         403,
         'namespaces "default" is forbidden: this namespace may not be deleted',
     )
+
+
+def placed_pod(name: str) -> Callable[[dict[str, Any]], bool]:
+    def placed(state: dict[str, Any]) -> bool:
+        pod = state.get(f"default/{name}")
+        return bool(pod and pod.spec.node_name)
+
+    return placed
+
+
+def test_on_a_large_cluster_each_pod_looks_at_enough_nodes_from_where_the_last_search_stopped(
+    kubesim_factory: Callable[..., SimHandle],
+) -> None:
+    # 250 equal nodes: kube-scheduler looks for max(100, 250 * (50 - 250 // 125)%) = 120 feasible nodes, the
+    # first search from the first node, the next from where that one stopped.
+    capacity = {"cpu": "4", "memory": "16Gi", "pods": "110"}
+    scenario = {"name": "wide", "nodes": [{"name": "node-{i}", "count": 250, "capacity": capacity}]}
+    kube = client_for(kubesim_factory(scenario))
+    for name in ("first", "second"):
+        kube.core.create_namespaced_pod(
+            "default",
+            {
+                "metadata": {"name": name},
+                "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]},
+            },
+        )
+        watch_until(kube.core.list_namespaced_pod, placed_pod(name), namespace="default")
+    placed = {p.metadata.name: p.spec.node_name for p in kube.core.list_namespaced_pod("default").items}
+    # Equal scores go to the first name; a search of every node would have put the second pod on node-10.
+    assert placed == {"first": "node-1", "second": "node-121"}

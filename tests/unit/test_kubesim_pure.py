@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from kubesim.controllers.node_search import feasible_nodes_to_find
 from kubesim.errors import ApiError
 from kubesim.patch import json_patch, merge_patch, strategic_merge_patch
 from kubesim.selectors import match_label_selector, parse_field_selector, parse_label_selector
@@ -155,3 +156,23 @@ def test_printer_column_paths() -> None:
     assert json_path(obj, ".spec.podRef.name") == "p"
     assert json_path(obj, ".status.conditions[0].type") == "A"
     assert json_path(obj, ".status.phase") is None
+
+
+@pytest.mark.parametrize(
+    ("nodes", "percentage", "wanted"),
+    [
+        (50, 0, 50),  # under 100 nodes: every node
+        (100, 0, 100),
+        (1000, 0, 420),  # 50% less 1% per 125 nodes
+        (5000, 0, 500),
+        (6000, 0, 300),  # never under 5%
+        (20000, 0, 1000),
+        (1000, 30, 300),  # percentageOfNodesToScore set
+        (1000, 5, 100),  # never under 100 nodes
+        (1000, 150, 1000),
+    ],
+)
+def test_the_feasible_nodes_a_search_finds_are_kube_schedulers(
+    nodes: int, percentage: int, wanted: int
+) -> None:
+    assert feasible_nodes_to_find(nodes, percentage) == wanted

@@ -1,0 +1,50 @@
+"""How kube-scheduler searches the nodes for a pod (pkg/scheduler/schedule_one.go): it stops once it has
+found enough feasible nodes, starting where its last search stopped, and takes the best-scored of them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from kubesim.records import Obj
+
+# kube-scheduler's bounds on the feasible nodes a search finds.
+MIN_FEASIBLE_NODES_TO_FIND = 100
+MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
+
+
+def feasible_nodes_to_find(nodes: int, percentage: int = 0) -> int:
+    """How many feasible nodes kube-scheduler looks for before it stops searching (numFeasibleNodesToFind):
+    every node below 100; else `percentageOfNodesToScore` of them (0: 50% less 1% per 125 nodes, at least
+    5%), at least 100."""
+    if nodes < MIN_FEASIBLE_NODES_TO_FIND:
+        return nodes
+    if percentage <= 0:
+        percentage = max(MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND, 50 - nodes // 125)
+    return max(MIN_FEASIBLE_NODES_TO_FIND, nodes * min(percentage, 100) // 100)
+
+
+def search(
+    nodes: list[Obj],
+    fit: Callable[[Obj], tuple[str | None, float]],
+    *,
+    start: int,
+    wanted: int,
+    reasons: dict[str, int],
+) -> tuple[str | None, int]:
+    """The best node (lowest score, then name) of the first `wanted` feasible ones from `start` on, and how
+    many nodes were examined; each node `fit` refuses is counted in `reasons` under why."""
+    best: tuple[float, str] | None = None
+    found = examined = 0
+    for examined in range(1, len(nodes) + 1):
+        node = nodes[(start + examined - 1) % len(nodes)]
+        rejected, score = fit(node)
+        if rejected is not None:
+            reasons[rejected] = reasons.get(rejected, 0) + 1
+            continue
+        name = node["metadata"]["name"]
+        if best is None or (score, name) < best:
+            best = (score, name)
+        found += 1
+        if found >= wanted:
+            break
+    return (best[1] if best else None), examined
