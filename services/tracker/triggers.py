@@ -102,7 +102,13 @@ class Triggers:
         replies = await pipe.execute()
         if controller:
             await self._kick(replies[-3])
-        return [as_text(name) for name in replies[-2:] if name is not None]
+        made_for, replacing = replies[-2:]
+        if head.type == "MODIFIED" and _running_and_staying(pod) and not in_room:
+            # The pod a job was made for changed, and is neither placed anew nor going: nothing its job
+            # decides on changed (a condition, its readiness; the eviction's DisruptionTarget condition
+            # comes just before the pod is marked for deletion, which is reconciled).
+            made_for = None
+        return [as_text(name) for name in (made_for, replacing) if name is not None]
 
     async def on_job_message(self, msg: Msg) -> list[str]:
         """Take in a decision, a report or a kick; name the job it concerns."""
@@ -130,3 +136,7 @@ class Triggers:
             )
         if names:
             await self.publisher.flush()
+
+
+def _running_and_staying(pod: PodInfo) -> bool:
+    return pod.phase == "Running" and bool(pod.node_name) and pod.deletion_timestamp is None

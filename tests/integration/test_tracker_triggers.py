@@ -1,7 +1,8 @@
 """Which events make the tracker reconcile a job, with real Redis and NATS and the events as the watcher
 encodes them. A Reservation Podherd just made (not scheduled yet) decides nothing, nor does one going after
-its job ended; every other change does. A pod's event names the job made for it, and kicks the jobs of its
-workload waiting for a replacement only when the pod is in reserved room (the only pods they can claim)."""
+its job ended; every other change does. A pod's event names the job made for it unless the pod runs on and
+stays (a condition or its readiness changed), and kicks the jobs of its workload waiting for a replacement
+only when the pod is in reserved room (the only pods they can claim)."""
 
 from __future__ import annotations
 
@@ -96,19 +97,29 @@ async def test_only_reservation_changes_that_can_move_a_job_reconcile_it(
         await kube.aclose()
 
 
-def pod_event(name: str, *, in_room: bool) -> Msg:
+def pod_event(
+    name: str,
+    *,
+    in_room: bool,
+    phase: str = "Running",
+    node: str | None = "node-1",
+    going: bool = False,
+    kind: EventType = "MODIFIED",
+) -> Msg:
     allocated = {known.RESERVATION_ALLOCATED: '{"name":"room","uid":"r1"}'} if in_room else {}
     pod = PodInfo(
         uid=f"uid-{name}",
         namespace="default",
         name=name,
-        node_name="node-1",
+        node_name=node,
+        phase=phase,
+        deletion_timestamp=datetime.now(UTC) if going else None,
         owner=ObjectReference(kind="ReplicaSet", name="web-rs", uid="rs-uid"),
         annotations=allocated,
     )
     body: ObjectEvent[Any] = ObjectEvent(
         kind="Pod",
-        type="MODIFIED",
+        type=kind,
         name=name,
         namespace="default",
         uid=pod.uid,
@@ -136,7 +147,7 @@ async def test_only_a_pod_in_reserved_room_kicks_the_jobs_waiting_for_a_replacem
         await client.sadd(tracker.keys.waiting("rs-uid"), "waiter")
         await client.hset(tracker.keys.pod_jobs, "default/web-old", "moving")
         # The pod being moved, going: its own job looks again, the waiting one has nothing new to claim.
-        assert await tracker.triggers.on_event(pod_event("web-old", in_room=False)) == ["moving"]
+        assert await tracker.triggers.on_event(pod_event("web-old", in_room=False, going=True)) == ["moving"]
         assert tracker.triggers.publisher.acked == 0
         # A pod bound in a Reservation of the workload: maybe the replacement the waiting job claims.
         assert await tracker.triggers.on_event(pod_event("web-new", in_room=True)) == []
@@ -148,6 +159,53 @@ async def test_only_a_pod_in_reserved_room_kicks_the_jobs_waiting_for_a_replacem
         for stream in await nc.jetstream().streams_info():
             if stream.config.name and stream.config.name.startswith(subjects.stream_prefix + "_"):
                 await nc.jetstream().delete_stream(stream.config.name)
+        await nc.close()
+        await client.aclose()
+        await kube.aclose()
+
+
+async def test_a_jobs_pod_reconciles_it_when_it_is_placed_or_going_not_for_other_changes(
+    kubesim_factory: Callable[..., SimHandle], nats_srv: Server, redis_srv: Server, test_id: str
+) -> None:
+    handle = kubesim_factory("small")
+    config = pipeline_config(handle, nats_srv, redis_srv, test_id)
+    nc = await nats.connect(nats_srv.url)
+    client = aioredis.from_url(redis_srv.url)
+    kube = KubeClient.from_config(config.kubernetes)
+    try:
+        tracker = Tracker(config, nc, client, kube=kube)
+        await client.hset(tracker.keys.pod_jobs, "default/web-0", "moving")
+        named = {
+            "running, a condition changed": await tracker.triggers.on_event(
+                pod_event("web-0", in_room=False)
+            ),
+            "pending, placed on a node": await tracker.triggers.on_event(
+                pod_event("web-0", in_room=False, phase="Pending")
+            ),
+            "pending, not placed": await tracker.triggers.on_event(
+                pod_event("web-0", in_room=False, phase="Pending", node=None)
+            ),
+            "marked for deletion": await tracker.triggers.on_event(
+                pod_event("web-0", in_room=False, going=True)
+            ),
+            "finished": await tracker.triggers.on_event(pod_event("web-0", in_room=False, phase="Succeeded")),
+            "deleted": await tracker.triggers.on_event(
+                pod_event("web-0", in_room=False, going=True, kind="DELETED")
+            ),
+            "a new one by its name": await tracker.triggers.on_event(
+                pod_event("web-0", in_room=False, kind="ADDED")
+            ),
+        }
+        assert named == {
+            "running, a condition changed": [],
+            "pending, placed on a node": ["moving"],
+            "pending, not placed": ["moving"],
+            "marked for deletion": ["moving"],
+            "finished": ["moving"],
+            "deleted": ["moving"],
+            "a new one by its name": ["moving"],
+        }
+    finally:
         await nc.close()
         await client.aclose()
         await kube.aclose()
