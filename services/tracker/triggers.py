@@ -108,6 +108,8 @@ class Triggers:
             # decides on changed (a condition, its readiness; the eviction's DisruptionTarget condition
             # comes just before the pod is marked for deletion, which is reconciled).
             made_for = None
+        if head.type == "MODIFIED" and not pod.ready and _staying(pod):
+            replacing = None  # a claimed replacement is waited for until it is Ready (or goes)
         return [as_text(name) for name in (made_for, replacing) if name is not None]
 
     async def on_job_message(self, msg: Msg) -> list[str]:
@@ -138,5 +140,9 @@ class Triggers:
             await self.publisher.flush()
 
 
+def _staying(pod: PodInfo) -> bool:
+    return pod.deletion_timestamp is None and pod.phase not in ("Succeeded", "Failed")
+
+
 def _running_and_staying(pod: PodInfo) -> bool:
-    return pod.phase == "Running" and bool(pod.node_name) and pod.deletion_timestamp is None
+    return pod.phase == "Running" and bool(pod.node_name) and _staying(pod)

@@ -1,8 +1,9 @@
 """Which events make the tracker reconcile a job, with real Redis and NATS and the events as the watcher
 encodes them. A Reservation Podherd just made (not scheduled yet) decides nothing, nor does one going after
 its job ended; every other change does. A pod's event names the job made for it unless the pod runs on and
-stays (a condition or its readiness changed), and kicks the jobs of its workload waiting for a replacement
-only when the pod is in reserved room (the only pods they can claim)."""
+stays (a condition or its readiness changed), names the job that claimed it as its replacement once it is
+Ready or goes, and kicks the jobs of its workload waiting for a replacement only when the pod is in reserved
+room (the only pods they can claim)."""
 
 from __future__ import annotations
 
@@ -104,6 +105,7 @@ def pod_event(
     phase: str = "Running",
     node: str | None = "node-1",
     going: bool = False,
+    ready: bool = False,
     kind: EventType = "MODIFIED",
 ) -> Msg:
     allocated = {known.RESERVATION_ALLOCATED: '{"name":"room","uid":"r1"}'} if in_room else {}
@@ -114,6 +116,7 @@ def pod_event(
         node_name=node,
         phase=phase,
         deletion_timestamp=datetime.now(UTC) if going else None,
+        ready=ready,
         owner=ObjectReference(kind="ReplicaSet", name="web-rs", uid="rs-uid"),
         annotations=allocated,
     )
@@ -195,6 +198,21 @@ async def test_a_jobs_pod_reconciles_it_when_it_is_placed_or_going_not_for_other
             "a new one by its name": await tracker.triggers.on_event(
                 pod_event("web-0", in_room=False, kind="ADDED")
             ),
+        }
+        await client.hset(tracker.keys.replacement_jobs, "default/web-9", "moving")
+        replacement = {
+            "placed in the room": await tracker.triggers.on_event(
+                pod_event("web-9", in_room=True, phase="Pending")
+            ),
+            "running, not Ready yet": await tracker.triggers.on_event(pod_event("web-9", in_room=True)),
+            "Ready": await tracker.triggers.on_event(pod_event("web-9", in_room=True, ready=True)),
+            "going": await tracker.triggers.on_event(pod_event("web-9", in_room=True, going=True)),
+        }
+        assert replacement == {
+            "placed in the room": [],
+            "running, not Ready yet": [],
+            "Ready": ["moving"],
+            "going": ["moving"],
         }
         assert named == {
             "running, a condition changed": [],
