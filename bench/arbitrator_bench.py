@@ -46,6 +46,7 @@ from shared.api.pmj import PodMigrationJob, PodMigrationJobSpec
 from shared.config import PodherdConfig
 from shared.config_loader import config_from_dict
 from shared.ledger import Ledger
+from shared.publisher import Publisher
 from shared.slots import Slot
 from shared.waits import wait_event
 
@@ -58,7 +59,7 @@ def pct(values: list[float], q: float) -> float:
 class TimedPublisher:
     """The real pipelined publisher, noting when each admitted decision was acknowledged."""
 
-    def __init__(self, inner: bus.Publisher) -> None:
+    def __init__(self, inner: Publisher) -> None:
         self.inner = inner
         self.in_flight: list[str] = []
         self.acked: dict[str, float] = {}
@@ -86,7 +87,7 @@ class Bench:
         self.client = client
         self.facts = FactStore(client, config.redis.key_prefix)
         self.ledger = Ledger(client, config.redis.key_prefix, 600)
-        self.publisher = TimedPublisher(bus.Publisher(nc))
+        self.publisher = TimedPublisher(Publisher(nc))
         subjects = bus.Subjects(config.nats.subject_prefix)
         self.engine = Engine(
             config,

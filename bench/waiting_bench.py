@@ -37,13 +37,14 @@ from shared.api.pmj import PodMigrationJob, PodMigrationJobSpec
 from shared.config import PodherdConfig
 from shared.config_loader import config_from_dict
 from shared.ledger import Candidate, Ledger, Verdict
+from shared.publisher import Publisher
 from shared.waits import wait_event
 
 
 class CountingPublisher:
     """The real pipelined publisher, counting the audit records it publishes."""
 
-    def __init__(self, inner: bus.Publisher) -> None:
+    def __init__(self, inner: Publisher) -> None:
         self.inner = inner
         self.audit_records = 0
 
@@ -144,7 +145,7 @@ async def run(workloads: int, waiting: int, seconds: float) -> dict[str, Any]:
         await bus.ensure_work_streams(nc.jetstream(), subjects, config.nats)
         ledger = CountingLedger(client, prefix, 600)
         await ledger.rebuild([])
-        publisher = CountingPublisher(bus.Publisher(nc))
+        publisher = CountingPublisher(Publisher(nc))
         engine = Engine(
             config,
             FactStore(client, prefix),

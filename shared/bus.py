@@ -1,4 +1,4 @@
-"""The NATS side of Podherd: subjects, streams, KV buckets, and a pipelined JetStream publisher.
+"""The NATS side of Podherd: subjects, streams and KV buckets (the publisher is shared.publisher).
 
 Subjects (prefix `p`, default `podherd`; one stream per purpose, named with the prefix upper-cased):
 
@@ -20,14 +20,11 @@ KV buckets: `P_watch` (the watcher's resourceVersion checkpoints) and `P_leases`
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-import msgspec
 import nats
 from nats.aio.client import Client as NatsClient
 from nats.aio.msg import Msg
@@ -44,11 +41,8 @@ from nats.js.api import (
 from nats.js.errors import APIError, BadRequestError, NotFoundError
 from nats.js.kv import KeyValue
 
-from shared.api import codec
-from shared.api.messages import AuditRecord
 from shared.config import NatsConfig, nats_servers
 from shared.durations import parse_duration
-from shared.waits import wait_event
 
 log = logging.getLogger(__name__)
 
@@ -273,30 +267,6 @@ async def ensure_kv(
         )
 
 
-class PublishError(Exception):
-    """JetStream refused a publish (its error), or no ack came in time."""
-
-
-class _Ack(msgspec.Struct):
-    stream: str = ""
-    seq: int = 0
-    duplicate: bool = False
-    error: dict[str, Any] | None = None
-
-
-def _ack_failure(data: bytes, headers: dict[str, str] | None) -> str:
-    """Why an ack that is not a plain success is a failure: JetStream's error, or what came instead."""
-    if not data and headers and headers.get("Status") == "503":
-        return "no stream captures the subject (no responders)"
-    try:
-        ack = msgspec.json.decode(data, type=_Ack)
-    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-        return f"unreadable ack: {exc}"
-    if ack.error:
-        return str(ack.error.get("description") or ack.error)
-    return ""
-
-
 async def last_per_subject(
     js: JetStreamContext, stream: str, subject: str, *, batch: int = 512
 ) -> AsyncIterator[list[Any]]:
@@ -328,107 +298,3 @@ async def last_per_subject(
             yield chunk
     finally:
         await sub.unsubscribe()
-
-
-class Publisher:
-    """Pipelined JetStream publishing: many publishes in flight, acknowledged asynchronously.
-
-    Messages are written with `nc.publish` and a reply subject on one multiplexed inbox, without yielding
-    to the event loop between them, so a burst goes out in a few socket writes and in call order: one
-    object's events are stored in order. `flush` waits until every publish so far is acknowledged and raises
-    the first failure; the caller then resumes from its last checkpoint (Nats-Msg-Id removes what had
-    already been stored). nats-py's own `publish_async` yields to the loop on every message, which costs a
-    socket write per message; this is several times faster (bench/watcher_bench.py).
-    """
-
-    def __init__(self, nc: NatsClient, window: int = 4096) -> None:
-        self.nc = nc
-        self.window = window
-        self.acked = 0
-        # Tokens of the publishes not acknowledged yet, and what went wrong with those that were: a count
-        # and a set rather than a future per publish (a future's callbacks cost more than the publish).
-        self._unacked: set[str] = set()
-        self._failures: list[str] = []
-        self._sent = 0  # publishes since the last flush
-        self._all_acked = asyncio.Event()
-        self._prefix = ""
-        self._next = 0
-        self._sub: Any = None
-        self._epoch: int | None = None  # the reconnect count when the oldest unflushed publish was sent
-
-    def _reconnects(self) -> int:
-        return int(self.nc.stats.get("reconnects", 0))
-
-    async def _ensure_inbox(self) -> None:
-        if self._sub is None:
-            self._prefix = self.nc.new_inbox()
-            self._sub = await self.nc.subscribe(f"{self._prefix}.*", cb=self._on_ack)
-
-    async def _on_ack(self, msg: Msg) -> None:
-        tok = msg.subject[len(self._prefix) + 1 :]
-        if tok not in self._unacked:
-            return  # a flush gave up on it already
-        self._unacked.discard(tok)
-        data = msg.data
-        if not data.startswith(b'{"stream"') or b'"error"' in data:
-            failure = _ack_failure(data, msg.headers)
-            if failure:
-                self._failures.append(failure)
-        if not self._unacked:
-            self._all_acked.set()
-
-    async def publish(
-        self, subject: str, data: bytes, msg_id: str, *, headers: dict[str, str] | None = None
-    ) -> None:
-        await self._ensure_inbox()
-        self._next += 1
-        tok = str(self._next)
-        self._unacked.add(tok)
-        self._all_acked.clear()
-        self._sent += 1
-        hdrs = {"Nats-Msg-Id": msg_id, **headers} if headers else {"Nats-Msg-Id": msg_id}
-        if self._epoch is None:
-            self._epoch = self._reconnects()
-        await self.nc.publish(subject, data, reply=f"{self._prefix}.{tok}", headers=hdrs)
-        if len(self._unacked) >= self.window:
-            await self.flush()
-
-    async def publish_audit(self, subject: str, record: AuditRecord) -> None:
-        """An audit record; its deterministic id de-duplicates a retried write."""
-        await self.publish(subject, codec.encode(record), record.id)
-
-    async def flush(self, ack_wait: float = 30.0) -> int:
-        """Wait for all outstanding acks; return how many were acknowledged; raise the first failure.
-
-        An ack that never comes (the server went away mid-flight) is a PublishError after `ack_wait`.
-        """
-        sent, self._sent = self._sent, 0
-        if not sent:
-            return 0
-        epoch, self._epoch = self._epoch, None
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + ack_wait
-        lost = False
-        while self._unacked and loop.time() < deadline:
-            await wait_event(self._all_acked, min(0.25, max(0.0, deadline - loop.time())))
-            if self._unacked and epoch is not None and self.nc.is_connected and self._reconnects() != epoch:
-                # The connection was lost after these were sent: their acks will never come. Fail now (the
-                # caller retries; Nats-Msg-Id drops what was stored) instead of waiting out ack_wait.
-                lost = True
-                break
-        missing, self._unacked = len(self._unacked), set()
-        failures, self._failures = self._failures, []
-        self.acked += sent - missing - len(failures)
-        if missing and lost:
-            raise PublishError(f"the NATS connection was lost before {missing} publishes were acknowledged")
-        if missing:
-            raise PublishError(f"{missing} publishes were not acknowledged within {ack_wait:.0f}s")
-        if failures:
-            raise PublishError(failures[0])
-        return sent
-
-    async def close(self) -> None:
-        if self._sub is not None:
-            with contextlib.suppress(Exception):
-                await self._sub.unsubscribe()
-            self._sub = None

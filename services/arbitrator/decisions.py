@@ -35,7 +35,7 @@ ADMISSION_SECONDS = Histogram(
 
 
 class Publisher(Protocol):
-    """Pipelined publishing (shared.bus.Publisher): `publish` does not wait; `flush` waits for every ack."""
+    """Pipelined publishing (shared.publisher): `publish` does not wait; `flush` waits for the acks."""
 
     async def publish(self, subject: str, data: bytes, msg_id: str) -> None: ...
 

@@ -37,6 +37,7 @@ from shared.durations import parse_duration
 from shared.kube import KubeClient
 from shared.ledger import HeldJob, Ledger, recorded
 from shared.ops import OpsServer
+from shared.publisher import Publisher
 from shared.runtime import close_nats, nats_check
 from shared.slots import limit_of
 from shared.waits import wait_event, when_set
@@ -79,7 +80,7 @@ class Arbitrator:
             config,
             self.facts,
             self.ledger,
-            publisher=bus.Publisher(nc),
+            publisher=Publisher(nc),
             subject=self.subjects.job,
             audit_subject=self.subjects.audit,
         )

@@ -51,6 +51,7 @@ from shared.consume import Retry, by_key, durable, read_or_retry, run_consumer
 from shared.kube import KubeClient, KubeError
 from shared.logs import about_job
 from shared.ops import OpsServer
+from shared.publisher import Publisher
 from shared.runtime import close_nats, nats_check
 
 log = logging.getLogger(__name__)
@@ -84,7 +85,7 @@ class Executor:
         self.js = nc.jetstream()
         self.kube = kube
         self.subjects = bus.Subjects(config.nats.subject_prefix)
-        self.publisher = bus.Publisher(nc)
+        self.publisher = Publisher(nc)
 
     async def setup(self) -> Any:
         await bus.ensure_work_streams(self.js, self.subjects, self.config.nats)

@@ -31,6 +31,7 @@ from shared.api.messages import AuditRecord
 from shared.config import PodherdConfig
 from shared.durations import parse_duration
 from shared.kube import KubeClient, KubeError
+from shared.publisher import Publisher
 from shared.waits import wait_event
 
 log = logging.getLogger(__name__)
@@ -50,7 +51,7 @@ class Collector:
         client: aioredis.Redis,
         kube: KubeClient,
         *,
-        publisher: bus.Publisher,
+        publisher: Publisher,
         js: JetStreamContext,
     ) -> None:
         self.config = config

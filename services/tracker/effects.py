@@ -22,6 +22,7 @@ from shared.api.messages import AuditRecord, Command, JobRef, Step
 from shared.api.pmj import API_VERSION, GROUP, PHASE_PENDING, Phase, PodMigrationJob
 from shared.config import PodherdConfig
 from shared.kube import KubeClient, KubeError
+from shared.publisher import Publisher
 
 log = logging.getLogger("services.tracker")
 CommandStep = Step
@@ -36,7 +37,7 @@ class Effects:
         nc: NatsClient,
         kube: KubeClient,
         *,
-        publisher: bus.Publisher,
+        publisher: Publisher,
         subjects: bus.Subjects,
     ) -> None:
         self.config, self.nc, self.kube, self.publisher, self.subjects = config, nc, kube, publisher, subjects

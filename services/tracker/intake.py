@@ -36,6 +36,7 @@ from shared.api.pmj import PodMigrationJob
 from shared.config import NatsConfig
 from shared.consume import durable, one_by_one, run_consumer
 from shared.kube import KubeClient, KubeError
+from shared.publisher import Publisher
 
 log = logging.getLogger(__name__)
 INTENTS = Counter("podherd_tracker_intents_total", "Migration intents received", ["path", "outcome"])
@@ -53,7 +54,7 @@ class Refused(Exception):
 
 class IntentIntake:
     def __init__(
-        self, kube: KubeClient, publisher: bus.Publisher, subjects: bus.Subjects, *, replica: str
+        self, kube: KubeClient, publisher: Publisher, subjects: bus.Subjects, *, replica: str
     ) -> None:
         self.kube = kube
         self.publisher = publisher

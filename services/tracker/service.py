@@ -55,6 +55,7 @@ from shared.kube import KubeClient, KubeError
 from shared.ledger import Ledger
 from shared.logs import about_job
 from shared.ops import OpsServer
+from shared.publisher import Publisher
 from shared.runtime import close_nats, nats_check
 from shared.stats import MigrationStats
 
@@ -81,7 +82,7 @@ class Tracker:
         self.client = client
         self.kube = kube
         self.subjects = bus.Subjects(config.nats.subject_prefix)
-        self.publisher = bus.Publisher(nc)
+        self.publisher = Publisher(nc)
         self.ledger = Ledger(client, config.redis.key_prefix, parse_duration(config.arbitrator.slot_ttl))
         self.keys = TrackerKeys(config.redis.key_prefix)
         self.stats = MigrationStats(client, config.redis.key_prefix)

@@ -22,6 +22,7 @@ from shared.api import codec
 from shared.api.messages import Decision, EventHead, JobRef, ObjectEvent, PodInfo, Report
 from shared.api.reservation import LABEL_CONTROLLER, LABEL_JOB
 from shared.ledger import as_text
+from shared.publisher import Publisher
 
 # Reports that change nothing the job decides now: an eviction on its way ("checked", read when the room is
 # seen taken meanwhile) and one done (the pod's own events follow it, marked for deletion, then gone).
@@ -37,7 +38,7 @@ class Triggers:
         state: JobState,
         endings: Endings,
         observer: Observer,
-        publisher: bus.Publisher,
+        publisher: Publisher,
         subjects: bus.Subjects,
     ) -> None:
         self.client, self.keys, self.state, self.endings = client, keys, state, endings

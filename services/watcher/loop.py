@@ -39,10 +39,11 @@ from services.watcher.kinds import Decoded, KindSpec
 from services.watcher.sources import Known, decode_or_skip, follow_replicasets, known_from_stream
 from shared.api import codec
 from shared.api.messages import EventType, ObjectEvent
-from shared.bus import Publisher, Subjects
+from shared.bus import Subjects
 from shared.config import WatcherConfig
 from shared.durations import parse_duration
 from shared.kube import KubeClient, KubeError, error_from
+from shared.publisher import Publisher
 from shared.waits import cancel_and_wait, wait_event
 
 log = logging.getLogger(__name__)

@@ -31,6 +31,7 @@ from shared.api import codec
 from shared.api.messages import IntentReply, MigrationIntent
 from shared.config import KubernetesConfig, NatsConfig
 from shared.kube import KubeClient
+from shared.publisher import Publisher
 from tests.fuzz import sizes
 from tests.fuzz.test_decoders import intents, json_values
 from tests.kube import client_for, with_crds
@@ -138,7 +139,7 @@ async def serve_intake(handle: SimHandle, nats_url: str, prefix: str) -> Intake:
     nc = await nats.connect(nats_url)
     kube = KubeClient.from_config(KubernetesConfig(kubeconfig=str(handle.kubeconfig)))
     subjects = bus.Subjects(prefix)
-    intake = IntentIntake(kube, bus.Publisher(nc), subjects, replica="fuzz")
+    intake = IntentIntake(kube, Publisher(nc), subjects, replica="fuzz")
     stop = asyncio.Event()
     serving = asyncio.create_task(intake.serve(nc, NatsConfig(url=nats_url, subject_prefix=prefix), stop))
     for _ in range(100):  # the intake subscribing

@@ -41,6 +41,7 @@ from shared.api.pmj import PodMigrationJob, PodMigrationJobSpec
 from shared.config import PodherdConfig
 from shared.config_loader import config_from_dict
 from shared.ledger import Candidate, Ledger, Verdict
+from shared.publisher import Publisher
 
 pytestmark = pytest.mark.integration
 EPOCH = datetime(2026, 11, 1, tzinfo=UTC)
@@ -348,7 +349,7 @@ async def test_a_deferral_is_audited_once_per_rule_and_holder(
     nc, subjects, _cluster = await setup_cluster(config)
     client = aioredis.from_url(config.redis.url)
     ledger = Ledger(client, config.redis.key_prefix, 600)
-    publisher = bus.Publisher(nc)
+    publisher = Publisher(nc)
     told = Decisions(
         ledger,
         ArbitratorKeys(config.redis.key_prefix),

@@ -14,6 +14,7 @@ from shared.api.meta import ObjectMeta, ObjectReference
 from shared.api.pmj import Phase, PodMigrationJob, PodMigrationJobSpec, PodMigrationJobStatus
 from shared.config_loader import config_from_dict
 from shared.ledger import Ledger
+from shared.publisher import Publisher
 from tests.conftest import NatsScope, RedisScope
 
 pytestmark = [pytest.mark.integration]
@@ -45,7 +46,7 @@ async def test_a_jobs_last_event_in_a_batch_decides_and_leavers_go_in_one_step(
         config,
         FactStore(redis_scope.client, redis_scope.prefix),
         ledger,
-        publisher=bus.Publisher(nats_scope.nc),
+        publisher=Publisher(nats_scope.nc),
         subject=subjects.job,
         audit_subject=subjects.audit,
     )

@@ -19,6 +19,7 @@ from shared.api.messages import IntentReply, MigrationIntent, PodKey
 from shared.config import KubernetesConfig
 from shared.config_loader import config_from_dict
 from shared.kube import KubeClient
+from shared.publisher import Publisher
 from tests.conftest import NatsScope
 from tests.kube import Kube
 
@@ -50,7 +51,7 @@ async def intake(
     for i in range(replicas):
         client = KubeClient.from_config(config.kubernetes)
         clients.append(client)
-        handler = IntentIntake(client, bus.Publisher(nats_scope.nc), subjects, replica=f"t{i}")
+        handler = IntentIntake(client, Publisher(nats_scope.nc), subjects, replica=f"t{i}")
         handlers.append(handler)
         tasks.append(asyncio.create_task(handler.serve(nats_scope.nc, config.nats, stop)))
     # Ready when every replica says it answers (its durable consumer exists by then).
@@ -200,7 +201,7 @@ async def test_an_intake_that_says_it_answers_does_answer(
     config = config_from_dict({"nats": {"url": nats_srv.url, "subjectPrefix": nats_scope.prefix}})
     subjects = bus.Subjects(nats_scope.prefix)
     client = KubeClient.from_config(KubernetesConfig(kubeconfig=str(kube.handle.kubeconfig)))
-    handler = IntentIntake(client, bus.Publisher(nats_scope.nc), subjects, replica="t0")
+    handler = IntentIntake(client, Publisher(nats_scope.nc), subjects, replica="t0")
     assert not handler.answering.is_set()
     stop = asyncio.Event()
     serving = asyncio.create_task(handler.serve(nats_scope.nc, config.nats, stop))

@@ -1,6 +1,6 @@
-"""shared.bus.Publisher against a real JetStream: pipelined publishes stored in call order and counted once
-acknowledged, and every way an ack can go wrong (JetStream's refusal, no stream, no ack at all) a
-PublishError at the flush that names it."""
+"""shared.publisher.Publisher against a real JetStream: pipelined publishes stored in call order and counted
+once acknowledged; a flush waits for what was published before it, not after; and every way an ack can go
+wrong (JetStream's refusal, no stream, no ack at all) a PublishError at the flush that names it."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from nats.aio.msg import Msg
 from nats.js.api import DiscardPolicy, StreamConfig
 
-from shared import bus
+from shared.publisher import Publisher, PublishError
 from tests.conftest import NatsScope
 
 pytestmark = [pytest.mark.integration]
@@ -21,7 +21,7 @@ async def test_pipelined_publishes_are_stored_in_call_order_and_a_repeat_is_ackn
 ) -> None:
     stream = nats_scope.stream("P")
     await nats_scope.js.add_stream(StreamConfig(name=stream, subjects=[nats_scope.subject("p", ">")]))
-    publisher = bus.Publisher(nats_scope.nc, window=64)  # a window smaller than the burst flushes midway
+    publisher = Publisher(nats_scope.nc, window=64)  # a window smaller than the burst flushes midway
     for i in range(300):
         await publisher.publish(nats_scope.subject("p", str(i % 7)), str(i).encode(), f"m{i}")
     await publisher.flush()
@@ -49,11 +49,11 @@ async def test_a_publish_jetstream_refuses_fails_the_flush_with_its_reason_and_t
     await nats_scope.js.add_stream(
         StreamConfig(name=nats_scope.stream("OK"), subjects=[nats_scope.subject("ok")])
     )
-    publisher = bus.Publisher(nats_scope.nc)
+    publisher = Publisher(nats_scope.nc)
     for i in range(3):
         await publisher.publish(nats_scope.subject("full"), b"x", f"f{i}")
     await publisher.publish(nats_scope.subject("ok"), b"x", "ok0")
-    with pytest.raises(bus.PublishError, match="maximum messages exceeded"):
+    with pytest.raises(PublishError, match="maximum messages exceeded"):
         await publisher.flush()
     assert publisher.acked == 3  # two in the full stream, one in the other
     await publisher.publish(nats_scope.subject("ok"), b"x", "ok1")
@@ -62,9 +62,9 @@ async def test_a_publish_jetstream_refuses_fails_the_flush_with_its_reason_and_t
 
 
 async def test_a_publish_no_stream_captures_fails_the_flush(nats_scope: NatsScope) -> None:
-    publisher = bus.Publisher(nats_scope.nc)
+    publisher = Publisher(nats_scope.nc)
     await publisher.publish(nats_scope.subject("nowhere"), b"x", "n0")
-    with pytest.raises(bus.PublishError, match="no stream captures the subject"):
+    with pytest.raises(PublishError, match="no stream captures the subject"):
         await publisher.flush()
     await publisher.close()
 
@@ -79,9 +79,9 @@ async def test_an_ack_that_never_comes_fails_the_flush_and_coming_late_is_ignore
         await taken.put(msg.reply)
 
     sub = await nats_scope.nc.subscribe(nats_scope.subject("held"), cb=hold)
-    publisher = bus.Publisher(nats_scope.nc)
+    publisher = Publisher(nats_scope.nc)
     await publisher.publish(nats_scope.subject("held"), b"x", "h0")
-    with pytest.raises(bus.PublishError, match="1 publishes were not acknowledged within 1s"):
+    with pytest.raises(PublishError, match="1 publishes were not acknowledged within 1s"):
         await publisher.flush(ack_wait=1.0)
     reply = await taken.get()
     # The ack arrives after the flush gave up, and a refusal at that: it belongs to no flush.
@@ -94,4 +94,29 @@ async def test_an_ack_that_never_comes_fails_the_flush_and_coming_late_is_ignore
     assert await publisher.flush() == 1
     assert publisher.acked == 1
     await sub.unsubscribe()
+    await publisher.close()
+
+
+async def test_a_flush_waits_for_what_was_published_before_it_not_after(nats_scope: NatsScope) -> None:
+    await nats_scope.js.add_stream(
+        StreamConfig(name=nats_scope.stream("B"), subjects=[nats_scope.subject("b")])
+    )
+    held = await nats_scope.nc.subscribe(nats_scope.subject("held"))  # takes publishes, acknowledges none
+    publisher = Publisher(nats_scope.nc)
+    await publisher.publish(nats_scope.subject("b"), b"x", "b0")
+    flushing = asyncio.create_task(publisher.flush(ack_wait=30))
+    await asyncio.sleep(0)  # the flush has begun: what comes now is the next flush's
+    await publisher.publish(nats_scope.subject("held"), b"x", "h1")
+    assert await flushing == 1  # not held up by the publish that never gets its ack
+    with pytest.raises(PublishError, match="1 publishes were not acknowledged within 1s"):
+        await publisher.flush(ack_wait=1.0)
+    # Two callers sharing the publisher: each flush answers for what came since the last one began.
+    await publisher.publish(nats_scope.subject("b"), b"x", "b1")
+    first = asyncio.create_task(publisher.flush())
+    await asyncio.sleep(0)
+    await publisher.publish(nats_scope.subject("b"), b"x", "b2")
+    await publisher.publish(nats_scope.subject("b"), b"x", "b3")
+    assert (await publisher.flush(), await first) == (2, 1)
+    assert publisher.acked == 4
+    await held.unsubscribe()
     await publisher.close()
