@@ -20,10 +20,11 @@ KV buckets: `P_watch` (the watcher's resourceVersion checkpoints) and `P_leases`
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import nats
 from nats.aio.client import Client as NatsClient
@@ -38,13 +39,15 @@ from nats.js.api import (
     StorageType,
     StreamConfig,
 )
-from nats.js.errors import APIError, BadRequestError, NotFoundError
+from nats.js.errors import APIError, BadRequestError, NotFoundError, ServiceUnavailableError
 from nats.js.kv import KeyValue
 
 from shared.config import NatsConfig, nats_servers
 from shared.durations import parse_duration
+from shared.waits import wait_event
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 CLUSTER_SCOPE = "_"
 
@@ -191,6 +194,29 @@ class StreamRefused(RuntimeError):
 
 
 _INSUFFICIENT_STORAGE = 10047
+
+
+# What NATS answers while JetStream cannot yet: a server starting, a cluster electing its leaders.
+TRANSIENT = (TimeoutError, nats.errors.NoRespondersError, ServiceUnavailableError)
+
+
+async def prepared(
+    stop: asyncio.Event, setup: Callable[[], Awaitable[T]], what: str, *, delay: float = 0.25
+) -> T | None:
+    """`setup` (streams, buckets, consumers) tried again while JetStream cannot answer yet, until it is done
+    or the service stops (None: stopped first, which ends the service cleanly rather than as a failure)."""
+    while not stop.is_set():
+        try:
+            return await setup()
+        except Exception as exc:
+            if stop.is_set():
+                return None
+            if not isinstance(exc, TRANSIENT):
+                raise
+            log.warning("%s: JetStream not ready (%r); trying again in %.2fs", what, exc, delay)
+        await wait_event(stop, delay)
+        delay = min(5.0, delay * 2)
+    return None
 
 
 async def ensure_stream(js: JetStreamContext, config: StreamConfig) -> None:

@@ -226,7 +226,9 @@ class Arbitrator:
                 await asyncio.sleep(0.2)
 
     async def run(self, stop: asyncio.Event) -> None:
-        sub = await self.setup()
+        sub = await bus.prepared(stop, self.setup, "arbitrator")
+        if sub is None:
+            return
         released = await self.nc.subscribe(self.subjects.ledger_released, cb=self._on_release)
         try:
             # One part failing takes the others down: the process exits and is restarted whole.

@@ -102,7 +102,9 @@ class Executor:
         )
 
     async def run(self, stop: asyncio.Event) -> None:
-        sub = await self.setup()
+        sub = await bus.prepared(stop, self.setup, "executor")
+        if sub is None:
+            return
         # A job's commands in their order; different jobs' at the same time (each waits on the API server).
         # One batch at a time (its commands are a few API calls each): batches side by side cost a third
         # more CPU per command under load and made no job faster.

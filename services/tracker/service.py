@@ -117,6 +117,17 @@ class Tracker:
         self.collector = Collector(config, client, kube, publisher=self.publisher, js=self.js)
 
     async def run(self, stop: asyncio.Event) -> None:
+        consumers = await bus.prepared(stop, self.setup, "tracker")
+        if consumers is None:
+            return
+        events, decisions = consumers
+        unlocked = await self.nc.subscribe(self.subjects.job_unlocked, cb=self.locks.heard)
+        try:
+            await self._serve(events, decisions, stop)
+        finally:
+            await unlocked.unsubscribe()
+
+    async def setup(self) -> tuple[Durable, Durable]:
         await bus.ensure_events_stream(self.js, self.subjects, self.config.nats)
         await bus.ensure_work_streams(self.js, self.subjects, self.config.nats)
         kinds = ("pods", "podmigrationjobs", "reservations")
@@ -137,11 +148,7 @@ class Tracker:
             config=self.config.nats,
             max_deliver=-1,
         )
-        unlocked = await self.nc.subscribe(self.subjects.job_unlocked, cb=self.locks.heard)
-        try:
-            await self._serve(events, decisions, stop)
-        finally:
-            await unlocked.unsubscribe()
+        return events, decisions
 
     async def _serve(self, events: Durable, decisions: Durable, stop: asyncio.Event) -> None:
         # One reconcile of a job at a time, however many messages of either consumer name it.

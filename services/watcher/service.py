@@ -56,7 +56,10 @@ class Watcher:
         return checkpoints, leases
 
     async def run(self, stop: asyncio.Event) -> None:
-        checkpoint_kv, lease_kv = await self.setup()
+        buckets = await bus.prepared(stop, self.setup, "watcher")
+        if buckets is None:
+            return
+        checkpoint_kv, lease_kv = buckets
         checkpoints = Checkpoints(checkpoint_kv, self.scope)
         kinds = [KINDS[name] for name in self.config.watcher.kinds]
         await asyncio.gather(*(self._supervise(spec, checkpoints, lease_kv, stop=stop) for spec in kinds))

@@ -1,0 +1,43 @@
+"""A service's setup on NATS (shared.bus.prepared): tried again while JetStream cannot answer yet (a cluster
+electing its leaders), ended cleanly when the service stops meanwhile, and failed at once on anything else."""
+
+from __future__ import annotations
+
+import asyncio
+
+import nats.errors
+import pytest
+
+from shared import bus
+from shared.bus import StreamRefused
+
+
+async def test_setup_is_tried_again_while_jetstream_cannot_answer() -> None:
+    tries: list[int] = []
+
+    async def setup() -> str:
+        tries.append(1)
+        if len(tries) < 3:
+            raise nats.errors.TimeoutError if len(tries) == 1 else nats.errors.NoRespondersError
+        return "ready"
+
+    assert await bus.prepared(asyncio.Event(), setup, "test", delay=0.001) == "ready"
+    assert len(tries) == 3
+
+
+async def test_a_service_stopped_while_its_setup_waits_ends_cleanly() -> None:
+    stop = asyncio.Event()
+
+    async def setup() -> str:
+        stop.set()  # SIGTERM while the request waits for its answer
+        raise nats.errors.TimeoutError
+
+    assert await bus.prepared(stop, setup, "test") is None
+
+
+async def test_a_setup_that_cannot_succeed_fails_at_once() -> None:
+    async def setup() -> str:
+        raise StreamRefused("the stream exists with another configuration")
+
+    with pytest.raises(StreamRefused):
+        await bus.prepared(asyncio.Event(), setup, "test", delay=0.001)
