@@ -125,7 +125,7 @@ class Publisher:
         PublishError after `ack_wait`.
         """
         upto, since = self._next, self._claimed
-        self._claimed = max(since, upto)
+        self._claimed = upto  # a flush that began later answers for the publishes since then
         epoch, self._epoch = self._epoch, None
         lost = await self._until_acked(upto, epoch, ack_wait)
         # What this flush answers for: its publishes given up on (their acks, if late, are ignored) and those
@@ -136,7 +136,7 @@ class Publisher:
         self._wake_flushes()
         refused = sorted(t for t in self._failures if since < t <= upto)
         failures = [self._failures.pop(t) for t in refused]
-        answered = max(0, upto - since)
+        answered = upto - since
         self.acked += answered - len(missing) - len(failures)
         if missing and lost:
             raise PublishError(

@@ -7,7 +7,8 @@ room (the only pods they can claim)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -38,6 +39,28 @@ from tests.e2e.pipeline import pipeline_config
 pytestmark = [pytest.mark.integration]
 
 
+@contextlib.asynccontextmanager
+async def tracker_on(
+    handle: SimHandle, nats_srv: Server, redis_srv: Server, test_id: str
+) -> AsyncIterator[Tracker]:
+    """A tracker on real NATS, Redis and kubesim, not running: its triggers are called directly. The
+    streams it made (named after the test) go with it."""
+    config = pipeline_config(handle, nats_srv, redis_srv, test_id)
+    nc = await nats.connect(nats_srv.url)
+    client = aioredis.from_url(redis_srv.url)
+    kube = KubeClient.from_config(config.kubernetes)
+    try:
+        yield Tracker(config, nc, client, kube=kube)
+    finally:
+        prefix = bus.Subjects(config.nats.subject_prefix).stream_prefix + "_"
+        for stream in await nc.jetstream().streams_info():
+            if stream.config.name and stream.config.name.startswith(prefix):
+                await nc.jetstream().delete_stream(stream.config.name)
+        await nc.close()
+        await client.aclose()
+        await kube.aclose()
+
+
 def event(kind: EventType, job: str, *, phase: ReservationPhase | None = None, labelled: bool = True) -> Msg:
     name = reservation_name(job, 1)
     labels = {LABEL_CREATED_BY: "podherd", LABEL_JOB: job} if labelled else {"team": "theirs"}
@@ -59,13 +82,7 @@ def event(kind: EventType, job: str, *, phase: ReservationPhase | None = None, l
 async def test_only_reservation_changes_that_can_move_a_job_reconcile_it(
     kubesim_factory: Callable[..., SimHandle], nats_srv: Server, redis_srv: Server, test_id: str
 ) -> None:
-    handle = kubesim_factory("small")
-    config = pipeline_config(handle, nats_srv, redis_srv, test_id)
-    nc = await nats.connect(nats_srv.url)
-    client = aioredis.from_url(redis_srv.url)
-    kube = KubeClient.from_config(config.kubernetes)
-    try:
-        tracker = Tracker(config, nc, client, kube=kube)
+    async with tracker_on(kubesim_factory("small"), nats_srv, redis_srv, test_id) as tracker:
         await tracker.state.phase_written("ended", "Succeeded")
         await tracker.state.phase_written("moving", "Running")
         named = {
@@ -92,10 +109,6 @@ async def test_only_reservation_changes_that_can_move_a_job_reconcile_it(
             "gone after its job ended": [],
             "the user's, no job of ours": [],
         }
-    finally:
-        await nc.close()
-        await client.aclose()
-        await kube.aclose()
 
 
 def pod_event(
@@ -137,16 +150,10 @@ def pod_event(
 async def test_only_a_pod_in_reserved_room_kicks_the_jobs_waiting_for_a_replacement(
     kubesim_factory: Callable[..., SimHandle], nats_srv: Server, redis_srv: Server, test_id: str
 ) -> None:
-    handle = kubesim_factory("small")
-    config = pipeline_config(handle, nats_srv, redis_srv, test_id)
-    nc = await nats.connect(nats_srv.url)
-    client = aioredis.from_url(redis_srv.url)
-    kube = KubeClient.from_config(config.kubernetes)
-    subjects = bus.Subjects(config.nats.subject_prefix)
-    await bus.ensure_work_streams(nc.jetstream(), subjects, config.nats)
-    kicks = await nc.subscribe(subjects.jobs_at("kick"))
-    try:
-        tracker = Tracker(config, nc, client, kube=kube)
+    async with tracker_on(kubesim_factory("small"), nats_srv, redis_srv, test_id) as tracker:
+        nc, client, subjects = tracker.nc, tracker.client, tracker.subjects
+        await bus.ensure_work_streams(tracker.js, subjects, tracker.config.nats)
+        kicks = await nc.subscribe(subjects.jobs_at("kick"))
         await client.sadd(tracker.keys.waiting("rs-uid"), "waiter")
         await client.hset(tracker.keys.pod_jobs, "default/web-old", "moving")
         # The pod being moved, going: its own job looks again, the waiting one has nothing new to claim.
@@ -157,26 +164,14 @@ async def test_only_a_pod_in_reserved_room_kicks_the_jobs_waiting_for_a_replacem
         assert tracker.triggers.publisher.acked == 1
         kick = await kicks.next_msg(timeout=5)
         assert codec.decode(kick.data, JobRef).name == "waiter"
-    finally:
         await kicks.unsubscribe()
-        for stream in await nc.jetstream().streams_info():
-            if stream.config.name and stream.config.name.startswith(subjects.stream_prefix + "_"):
-                await nc.jetstream().delete_stream(stream.config.name)
-        await nc.close()
-        await client.aclose()
-        await kube.aclose()
 
 
 async def test_a_jobs_pod_reconciles_it_when_it_is_placed_or_going_not_for_other_changes(
     kubesim_factory: Callable[..., SimHandle], nats_srv: Server, redis_srv: Server, test_id: str
 ) -> None:
-    handle = kubesim_factory("small")
-    config = pipeline_config(handle, nats_srv, redis_srv, test_id)
-    nc = await nats.connect(nats_srv.url)
-    client = aioredis.from_url(redis_srv.url)
-    kube = KubeClient.from_config(config.kubernetes)
-    try:
-        tracker = Tracker(config, nc, client, kube=kube)
+    async with tracker_on(kubesim_factory("small"), nats_srv, redis_srv, test_id) as tracker:
+        client = tracker.client
         await client.hset(tracker.keys.pod_jobs, "default/web-0", "moving")
         named = {
             "running, a condition changed": await tracker.triggers.on_event(
@@ -223,7 +218,3 @@ async def test_a_jobs_pod_reconciles_it_when_it_is_placed_or_going_not_for_other
             "deleted": ["moving"],
             "a new one by its name": ["moving"],
         }
-    finally:
-        await nc.close()
-        await client.aclose()
-        await kube.aclose()

@@ -148,10 +148,13 @@ def test_notes_of_one_subject_keep_their_order_across_batches_and_a_key_named_ag
     noted: list[str] = []
     first_noted = asyncio.Event()
     release = asyncio.Event()
+    second_noted = asyncio.Event()
 
     async def note(msg: Msg) -> list[str]:
         data = msg.data.decode()
         noted.append(data)
+        if data == "event-2":
+            second_noted.set()
         return ["job"]
 
     async def act(key: str) -> None:
@@ -167,7 +170,8 @@ def test_notes_of_one_subject_keep_their_order_across_batches_and_a_key_named_ag
         async with asyncio.timeout(5):
             await first_noted.wait()
         second = asyncio.ensure_future(handle_batch([message(b"event-2")]))
-        await asyncio.sleep(0.01)
+        async with asyncio.timeout(5):
+            await second_noted.wait()
         assert noted == ["event-1", "act job", "event-2"]  # noted while the first run still runs
         release.set()
         assert await first == [None]

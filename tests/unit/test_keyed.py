@@ -107,12 +107,16 @@ def test_a_failed_run_is_the_outcome_of_every_ask_it_served_and_an_exit_is_raise
 def test_different_keys_run_side_by_side_up_to_the_concurrency() -> None:
     async def main() -> int:
         running, most = 0, 0
+        full = asyncio.Event()  # as many running as the concurrency allows: each holds until then
 
         async def act(key: str) -> None:
             nonlocal running, most
             running += 1
             most = max(most, running)
-            await asyncio.sleep(0.01)
+            if running == 3:
+                full.set()
+            async with asyncio.timeout(5):
+                await full.wait()
             running -= 1
 
         runs = Coalescing(act, concurrency=3)
