@@ -95,9 +95,13 @@ class Admission:
             self._pod(operation, obj)
             if operation == "UPDATE" and old is not None and subresource is None:
                 _pod_spec_update(old, obj)
+        elif rt.group == "autoscaling" and rt.plural == "horizontalpodautoscalers" and subresource is None:
+            if errors := _autoscaler_errors(obj.get("spec") or {}):
+                raise invalid_fields(rt.kind, rt.group, obj["metadata"]["name"], errors=errors)
         elif rt.group == "apps":
             spec = obj.setdefault("spec", {})
-            spec.setdefault("replicas", 1)
+            if rt.plural != "daemonsets":
+                spec.setdefault("replicas", 1)
             if not (spec.get("selector") or {}).get("matchLabels") and not (spec.get("selector") or {}).get(
                 "matchExpressions"
             ):
@@ -188,6 +192,26 @@ class Admission:
             status["allocatable"] = dict(status["capacity"])
         status.setdefault("conditions", [{"type": "Ready", "status": "True", "reason": "KubeletReady"}])
         status.setdefault("nodeInfo", dict(NODE_INFO))
+
+
+def _autoscaler_errors(spec: Obj) -> list[FieldError]:
+    """A HorizontalPodAutoscaler's spec as the API server validates it (the bounds and the target named)."""
+    errors = []
+    minimum, maximum = spec.get("minReplicas"), int(spec.get("maxReplicas") or 0)
+    if minimum is not None and minimum < 1:
+        errors.append(
+            FieldError("FieldValueInvalid", "spec.minReplicas", minimum, "must be greater than or equal to 1")
+        )
+    if maximum < 1:
+        errors.append(FieldError("FieldValueInvalid", "spec.maxReplicas", maximum, "must be greater than 0"))
+    if minimum is not None and maximum < minimum:
+        detail = "must be greater than or equal to `minReplicas`"
+        errors.append(FieldError("FieldValueInvalid", "spec.maxReplicas", maximum, detail))
+    target = spec.get("scaleTargetRef") or {}
+    for part in ("kind", "name"):
+        if not target.get(part):
+            errors.append(FieldError("FieldValueRequired", f"spec.scaleTargetRef.{part}"))
+    return errors
 
 
 def _pod_spec_update(old: Obj, new: Obj) -> None:

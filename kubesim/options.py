@@ -36,7 +36,7 @@ class SimOptions:
     # kube-scheduler's percentageOfNodesToScore; 0: its adaptive default (scheduler.feasible_nodes_to_find).
     percentage_of_nodes_to_score: int = 0
     schedule_delay: float = 0.0
-    # Workload controllers: Deployment -> ReplicaSet -> pods, StatefulSet -> pods.
+    # Workload controllers: Deployment -> ReplicaSet -> pods, StatefulSet -> pods, DaemonSet -> pod per node.
     workloads: bool = True
     # Kubelet: bound pods become Running, then Ready; deleted pods terminate after their grace period.
     kubelet: bool = True

@@ -34,6 +34,7 @@ from aiohttp import web
 from kubesim import tls
 from kubesim.admission import Admission
 from kubesim.controllers.base import Controller
+from kubesim.controllers.daemonsets import DaemonSets
 from kubesim.controllers.evacuation import Evacuator
 from kubesim.controllers.kubelet import Kubelet
 from kubesim.controllers.namespaces import NamespaceController
@@ -78,6 +79,7 @@ class Simulator:
             self.controllers.append(Scheduler(self.store, opts))
         if opts.workloads:
             self.controllers.append(Workloads(self.store, opts))
+            self.controllers.append(DaemonSets(self.store, opts))
         if opts.kubelet:
             if opts.images:
                 self.runtime = ProcessRuntime(self.store, opts, self._pod_token, event=self._kubelet_event)

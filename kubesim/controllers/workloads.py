@@ -8,9 +8,11 @@ StatefulSet's replacement keeps its name, so it is created only once the old pod
 from __future__ import annotations
 
 import copy
+import time
 from collections import defaultdict
 from typing import Any
 
+from kubesim.controllers import scale_down
 from kubesim.controllers.base import Controller
 from kubesim.controllers.owned import is_active, is_ready, owner_ref, template_hash
 from kubesim.controllers.statefulsets import reconcile_statefulset
@@ -92,12 +94,9 @@ class Workloads(Controller[tuple[str, str, str]]):
             for _ in range(wanted - len(pods)):
                 self._create_pod(rs, rs["spec"]["template"], generate=f"{name}-")
         elif len(pods) > wanted:
-            # Delete the least useful first: unscheduled, not ready, then newest.
-            newest_first = sorted(pods, key=_created_order, reverse=True)
-            victims = sorted(
-                newest_first, key=lambda p: (bool((p.get("spec") or {}).get("nodeName")), is_ready(p))
-            )[: len(pods) - wanted]
-            for pod in victims:
+            for pod in scale_down.victims(
+                pods, _related_pods(self, rs), count=len(pods) - wanted, now=time.time()
+            ):
                 self.store.delete(self.pods, namespace, pod["metadata"]["name"])
         pods = [p for p in self._children(rs, self.pods) if is_active(p)]
         ready = sum(1 for p in pods if is_ready(p))
@@ -273,6 +272,15 @@ class Workloads(Controller[tuple[str, str, str]]):
         new["spec"]["replicas"] = replicas
         new["metadata"]["generation"] = rs["metadata"].get("generation", 1) + 1
         self.store.put(self.replicasets, new, "MODIFIED", old=rs)
+
+
+def _related_pods(w: Workloads, rs: Obj) -> list[Obj]:
+    """The pods of every ReplicaSet with the same controller as `rs` (its Deployment's), `rs`'s too."""
+    owner = next((r for r in rs["metadata"].get("ownerReferences") or [] if r.get("controller")), None)
+    if owner is None:
+        return w._children(rs, w.pods)
+    siblings = [w.store.find(w.replicasets, ns, name) for ns, name in w.owned.get(owner["uid"], ())]
+    return [p for sibling in siblings if sibling is not None for p in w._children(sibling, w.pods)]
 
 
 def _created_order(obj: Obj) -> tuple[str, int]:

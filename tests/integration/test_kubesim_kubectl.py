@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from kubesim.sim import SimHandle
-from tests.kube import client_for, watch_until
+from tests.kube import client_for, pod_ready, watch_until
 
 KUBECTL = shutil.which("kubectl")
 pytestmark = [
@@ -129,14 +129,44 @@ def test_describe_and_delete_pod(sim: SimHandle) -> None:
     assert name not in kubectl(sim, "get", "pods")
 
 
-def test_drain_evicts_through_the_budget(sim: SimHandle) -> None:
-    out = kubectl(
-        sim, "drain", "node-6", "--ignore-daemonsets", "--delete-emptydir-data", "--timeout=60s", timeout=90
+def test_drain_evicts_through_the_budget_and_leaves_daemon_pods(sim: SimHandle) -> None:
+    kube = client_for(sim)
+    template = {"containers": [{"name": "agent", "image": "agent:1"}]}
+    kube.apps.create_namespaced_daemon_set(
+        "default",
+        {
+            "metadata": {"name": "agent"},
+            "spec": {
+                "selector": {"matchLabels": {"app": "agent"}},
+                "template": {"metadata": {"labels": {"app": "agent"}}, "spec": template},
+            },
+        },
     )
-    assert "node/node-6 cordoned" in out and "node/node-6 drained" in out
+    daemon = watch_until(
+        kube.core.list_namespaced_pod,
+        lambda s: any(p.spec.node_name == "node-6" and pod_ready(p) for p in s.values()),
+        namespace="default",
+        label_selector="app=agent",
+    )
+    (agent,) = [key for key, p in daemon.items() if p.spec.node_name == "node-6"]
+    refused = kubectl(sim, "drain", "node-6", "--timeout=10s", check=False, stderr=True)
+    assert "node/node-6 cordoned" in refused
+    assert f"cannot delete DaemonSet-managed Pods (use --ignore-daemonsets to ignore): {agent}" in refused
+    out = kubectl(
+        sim,
+        "drain",
+        "node-6",
+        "--ignore-daemonsets",
+        "--delete-emptydir-data",
+        "--timeout=60s",
+        timeout=90,
+        stderr=True,
+    )
+    assert "node/node-6 already cordoned" in out and "node/node-6 drained" in out
+    assert f"Warning: ignoring DaemonSet-managed Pods: {agent}" in out
     assert "SchedulingDisabled" in kubectl(sim, "get", "node", "node-6")
     on_node = kubectl(sim, "get", "pods", "-A", "--field-selector", "spec.nodeName=node-6", "-o", "name")
-    assert on_node.strip() == ""
+    assert on_node.split() == [f"pod/{agent.split('/')[1]}"]
 
 
 def test_explain_reads_the_crds_schema(sim: SimHandle) -> None:

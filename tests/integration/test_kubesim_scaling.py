@@ -1,0 +1,82 @@
+"""kubesim's ReplicaSet scales down as Kubernetes' does, through the scale subresource a surge uses."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from kubesim.sim import SimHandle
+from tests.kube import client_for, pod_ready, watch_until
+
+pytestmark = pytest.mark.integration
+
+COST = "controller.kubernetes.io/pod-deletion-cost"
+
+
+def test_a_scale_down_removes_the_pod_with_the_lowest_deletion_cost_not_the_youngest(
+    kubesim_factory: Callable[..., SimHandle],
+) -> None:
+    kube = client_for(kubesim_factory("small"))
+    first = watch_until(
+        kube.core.list_namespaced_pod,
+        lambda s: len(s) == 3 and all(pod_ready(p) for p in s.values()),
+        namespace="default",
+        label_selector="app=web",
+    )
+    scale = kube.apps.read_namespaced_deployment_scale("web", "default")
+    kube.apps.replace_namespaced_deployment_scale(
+        "web",
+        "default",
+        {"metadata": {"resourceVersion": scale.metadata.resource_version}, "spec": {"replicas": 4}},
+    )
+    surged = watch_until(
+        kube.core.list_namespaced_pod,
+        lambda s: len(s) == 4 and all(pod_ready(p) for p in s.values()),
+        namespace="default",
+        label_selector="app=web",
+    )
+    (new,) = set(surged) - set(first)
+    oldest = min(first, key=lambda key: first[key].metadata.creation_timestamp)
+    old_name = oldest.split("/")[1]
+    kube.core.patch_namespaced_pod(old_name, "default", {"metadata": {"annotations": {COST: "-2147483648"}}})
+    kube.apps.patch_namespaced_deployment_scale("web", "default", {"spec": {"replicas": 3}})
+    left = watch_until(
+        kube.core.list_namespaced_pod,
+        lambda s: len(s) == 3 and all(p.metadata.deletion_timestamp is None for p in s.values()),
+        namespace="default",
+        label_selector="app=web",
+    )
+    assert oldest not in left
+    assert new in left
+
+
+def test_a_scale_down_first_removes_a_pod_not_placed_yet(kubesim_factory: Callable[..., SimHandle]) -> None:
+    """Placement outranks the deletion cost: a pod no node took goes before a running one marked cheapest."""
+    kube = client_for(kubesim_factory("small"))
+    ready = watch_until(
+        kube.core.list_namespaced_pod,
+        lambda s: len(s) == 3 and all(pod_ready(p) for p in s.values()),
+        namespace="default",
+        label_selector="app=web",
+    )
+    cheap = sorted(ready)[0].split("/")[1]
+    kube.core.patch_namespaced_pod(cheap, "default", {"metadata": {"annotations": {COST: "-100"}}})
+    for node in kube.core.list_node().items:  # the fourth replica finds no node
+        kube.core.patch_node(node.metadata.name, {"spec": {"unschedulable": True}})
+    kube.apps.patch_namespaced_deployment_scale("web", "default", {"spec": {"replicas": 4}})
+    grown = watch_until(
+        kube.core.list_namespaced_pod,
+        lambda s: len(s) == 4 and any(p.status.conditions for p in s.values() if not p.spec.node_name),
+        namespace="default",
+        label_selector="app=web",
+    )
+    (extra,) = set(grown) - set(ready)
+    kube.apps.patch_namespaced_deployment_scale("web", "default", {"spec": {"replicas": 3}})
+    left = watch_until(
+        kube.core.list_namespaced_pod,
+        lambda s: extra not in s and len(s) == 3,
+        namespace="default",
+        label_selector="app=web",
+    )
+    assert f"default/{cheap}" in left
