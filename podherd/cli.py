@@ -258,6 +258,12 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     return asyncio.run(publish())
 
 
+def _cmd_drain(args: argparse.Namespace) -> int:
+    from podherd import drain
+
+    return drain.command(args, load_config(args.config))
+
+
 class _Parser(argparse.ArgumentParser):
     """Usage mistakes are one line too (`podherd <command> --help` has the rest)."""
 
@@ -349,6 +355,7 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_argument("-o", "--output", choices=("table", "json"), default="table")
     plan.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for each intent's answer")
     plan.set_defaults(func=_cmd_plan)
+    _drain_parser(sub, common)
     demo = sub.add_parser("demo", help="a defragmentation end to end on the embedded default")
     demo.add_argument("--keep", action="store_true", help="leave everything running and print the addresses")
     demo.add_argument("--kubeconfig", help="an existing cluster to defragment (default: kubesim, fragmented)")
@@ -366,6 +373,31 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.set_defaults(func=_cmd_demo)
     return parser
+
+
+def _drain_parser(sub: Any, common: argparse.ArgumentParser) -> None:
+    drain = sub.add_parser(
+        "drain",
+        parents=[common],
+        help="move every pod off a node, each with a job (room reserved first), then leave it cordoned",
+    )
+    drain.add_argument("node", metavar="NODE")
+    drain.add_argument("--ignore-daemonsets", action="store_true", help="leave DaemonSet-managed pods")
+    drain.add_argument(
+        "--delete-emptydir-data",
+        action="store_true",
+        help="move pods with emptyDir volumes (their data goes)",
+    )
+    drain.add_argument("--force", action="store_true", help="evict pods that declare no controller")
+    drain.add_argument("--pod-selector", help="only the pods matching this label selector")
+    drain.add_argument("--timeout", help="each job's ttl and how long to wait, e.g. 10m (default: none)")
+    drain.add_argument("--dry-run", action="store_true", help="print the plan; cordon and move nothing")
+    drain.add_argument("--status", action="store_true", help="the node's drain: each job and how it went")
+    drain.add_argument("--requester", default="podherd-cli", help="who asks (default: podherd-cli)")
+    drain.add_argument(
+        "--request-timeout", type=float, default=30.0, help="seconds to wait for the drain's answer"
+    )
+    drain.set_defaults(func=_cmd_drain)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -27,11 +27,21 @@ from nats.js.errors import KeyNotFoundError, NotFoundError
 from nats.js.kv import KeyValue
 from prometheus_client import Counter
 
+from services.tracker.drains import Drains
 from services.tracker.intents import conflict, job_for
 from shared import bus
 from shared.api import codec, paths
 from shared.api.codec import SchemaError
-from shared.api.messages import AuditRecord, IntentError, IntentErrorCode, IntentReply, MigrationIntent
+from shared.api.messages import (
+    AuditRecord,
+    DrainIntent,
+    DrainReply,
+    IntentError,
+    IntentErrorCode,
+    IntentKind,
+    IntentReply,
+    MigrationIntent,
+)
 from shared.api.pmj import PodMigrationJob
 from shared.config import NatsConfig
 from shared.consume import durable, one_by_one, run_consumer
@@ -54,8 +64,15 @@ class Refused(Exception):
 
 class IntentIntake:
     def __init__(
-        self, kube: KubeClient, publisher: Publisher, subjects: bus.Subjects, *, replica: str
+        self,
+        kube: KubeClient,
+        publisher: Publisher,
+        subjects: bus.Subjects,
+        *,
+        replica: str,
+        drains: Drains | None = None,
     ) -> None:
+        self.drains = drains  # drain intents (on the request subject only: they answer with a plan)
         self.kube = kube
         self.publisher = publisher
         self.subjects = subjects
@@ -183,8 +200,13 @@ class IntentIntake:
         """Answer intent requests and consume fire-and-forget intents until `stop`."""
 
         async def on_request(msg: Msg) -> None:
+            reply: IntentReply | DrainReply
             try:
-                reply = await self.answer(codec.decode(msg.data, MigrationIntent), "request")
+                kind = codec.decode(msg.data, IntentKind).kind
+                if kind == "Drain" and self.drains is not None:
+                    reply = await self.drains.answer(codec.decode(msg.data, DrainIntent))
+                else:
+                    reply = await self.answer(codec.decode(msg.data, MigrationIntent), "request")
             except SchemaError as exc:
                 INTENTS.labels("request", "InvalidIntent").inc()
                 error = IntentError(code="InvalidIntent", message=str(exc), field=exc.field or None)

@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
+from shared.api.drain import ANNOTATION_STRATEGY_REASON
 from shared.api.meta import ObjectReference
 from shared.api.pmj import (
     ANNOTATION_ABORT,
@@ -232,7 +233,8 @@ class _Progress:
             if pod is not None:  # gone means gone: not while the pod object (with its uid) still exists
                 return self.stay(PHASE_RUNNING, "", f"evicted; waiting until it is gone: {pod.going()}")
             return self.end(PHASE_SUCCEEDED, "", "the pod was evicted")
-        return self.evicting()
+        why = (self.o.job.metadata.annotations or {}).get(ANNOTATION_STRATEGY_REASON)
+        return self.evicting(f"directly: {why}" if why else "")
 
     def reservation_first(self, started: bool) -> Step:
         o = self.o
@@ -369,9 +371,9 @@ class _Progress:
             f"Reservation {r.name} was taken by {who} before the eviction",
         )
 
-    def evicting(self) -> Step:
+    def evicting(self, how: str = "") -> Step:
         note = self.o.eviction_note
-        message = f"evicting: {note}" if note else "evicting the pod"
+        message = f"evicting: {note}" if note else "evicting the pod" + (f" {how}" if how else "")
         self.set(COND_EVICTION, STATUS_UNKNOWN, REASON_EVICTING, message=message)
         step = self.stay(PHASE_RUNNING, REASON_EVICTING, message, actions=(EVICT,))
         # One eviction command per Reservation: after reserving again, the new one is not a duplicate.

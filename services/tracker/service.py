@@ -28,6 +28,7 @@ from nats.aio.client import Client as NatsClient
 
 from services.tracker import progress as machine
 from services.tracker.collector import Collector
+from services.tracker.drains import Drains
 from services.tracker.effects import CommandStep, Effects
 from services.tracker.endings import Endings
 from services.tracker.intake import IntentIntake
@@ -113,7 +114,8 @@ class Tracker:
             state=self.state,
             effects=self.effects,
         )
-        self.intake = IntentIntake(kube, self.publisher, self.subjects, replica=config.replica)
+        drains = Drains(kube, self.publisher, self.subjects, args=self.args, replica=config.replica)
+        self.intake = IntentIntake(kube, self.publisher, self.subjects, replica=config.replica, drains=drains)
         self.collector = Collector(config, client, kube, publisher=self.publisher, js=self.js)
 
     async def run(self, stop: asyncio.Event) -> None:

@@ -14,6 +14,7 @@ from typing import Annotated, Final, Generic, Literal, TypeAlias, TypeVar
 
 import msgspec
 
+from shared.api.drain import DrainOptions
 from shared.api.meta import Duration, ObjectReference
 from shared.api.pmj import Mode, Phase, PodMigrationJob
 from shared.api.reservation import Reservation
@@ -52,6 +53,7 @@ class PodKey(msgspec.Struct, rename="camel", kw_only=True, forbid_unknown_fields
 class MigrationIntent(Message, kw_only=True, forbid_unknown_fields=True):
     """A request to migrate one pod. `idempotencyKey` names the job: the same key twice is one job."""
 
+    kind: Literal["Migration"] = "Migration"  # the discriminator among intents (absent: a migration)
     idempotency_key: Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
     pod: PodKey
     requester: Annotated[str, msgspec.Meta(min_length=1, max_length=253)]
@@ -64,7 +66,26 @@ class MigrationIntent(Message, kw_only=True, forbid_unknown_fields=True):
     paused: bool = False
 
 
-IntentErrorCode: TypeAlias = Literal["InvalidIntent", "MissingPod", "Conflict", "Unavailable", "Internal"]
+class DrainIntent(Message, kw_only=True, forbid_unknown_fields=True):
+    """A request to drain a node: cordon it and move each of its pods with a job, by kubectl drain's rules
+    and flags. Sent again, it continues the drain (the same pods have the same jobs)."""
+
+    kind: Literal["Drain"]
+    node: ObjectName
+    requester: Annotated[str, msgspec.Meta(min_length=1, max_length=253)]
+    options: DrainOptions = msgspec.field(default_factory=DrainOptions)
+    dry_run: bool = False  # plan only: nothing is cordoned or created
+
+
+class IntentKind(msgspec.Struct, kw_only=True):
+    """What an intent on the request subject asks for, read before the rest of it."""
+
+    kind: str = "Migration"
+
+
+IntentErrorCode: TypeAlias = Literal[
+    "InvalidIntent", "MissingPod", "MissingNode", "Refused", "Conflict", "Unavailable", "Internal"
+]
 
 
 class IntentError(msgspec.Struct, rename="camel", kw_only=True):
@@ -79,6 +100,26 @@ class IntentReply(Message, kw_only=True):
     ok: bool
     job: str | None = None
     created: bool = False
+    error: IntentError | None = None
+
+
+class DrainMove(msgspec.Struct, rename="camel", kw_only=True):
+    pod: str  # namespace/name
+    job: str
+    mode: Mode
+    why: str | None = None  # why this strategy, when it is not ReservationFirst
+
+
+class DrainReply(Message, kw_only=True):
+    """The answer to a drain intent: the jobs that move the node's pods, the pods that stay and why, and,
+    when it was refused, why (nothing was cordoned or created then)."""
+
+    ok: bool
+    node: str
+    moves: list[DrainMove] = msgspec.field(default_factory=list)
+    stays: dict[str, str] = msgspec.field(default_factory=dict)
+    warnings: list[str] = msgspec.field(default_factory=list)
+    refusals: list[str] = msgspec.field(default_factory=list)  # kubectl's words, each naming its pods
     error: IntentError | None = None
 
 

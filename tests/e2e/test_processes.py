@@ -33,6 +33,7 @@ from shared.kube import KubeClient
 from tests.e2e.pipeline import pipeline_config, podherd
 from tests.e2e.test_lifecycle import cluster, start, until_no_reservations, web_pods
 from tests.e2e.test_pipeline import until_all_ended
+from tests.kube import watch_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration, pytest.mark.slow]
 
@@ -40,7 +41,8 @@ KUBECTL = shutil.which("kubectl")
 STORM = 60
 
 
-# Grants this run cannot exercise: the Delete and SoftEviction policies.
+# Grants this run cannot exercise: the Delete and SoftEviction policies. (The drain in it cordons a node and
+# lists the pods on it: the tracker's node patch and pod list are used.)
 NEEDED_OFF_THIS_PATH = {
     ("executor", "delete", "", "pods"),
     ("executor", "patch", "", "pods"),
@@ -157,7 +159,23 @@ async def test_four_service_processes_with_their_own_roles_carry_a_storm_of_inte
         assert first.stdout.splitlines()[-1].split()[2] == "Succeeded:", first.stdout
         first_job = first.stdout.split()[1]
 
-        # The rest as a storm: half request/reply, half fire-and-forget into the intent stream.
+        # A node drained through the CLI while the rest go as a storm: half request/reply, half
+        # fire-and-forget into the intent stream.
+        by_node: dict[str, list[str]] = {}
+        for name, live in web_pods(kube).items():
+            by_node.setdefault(live.spec.node_name, []).append(name)
+        node, drained = max(by_node.items(), key=lambda item: len(item[1]))
+        draining = asyncio.create_task(
+            asyncio.to_thread(podherd, config_path, "drain", node, "--ignore-daemonsets", "--timeout", "3m")
+        )
+        # The storm once the node is cordoned: its replacements go elsewhere, the drain moves what it listed.
+        await asyncio.to_thread(
+            watch_until,
+            kube.core.list_node,
+            lambda nodes: nodes[f"/{node}"].spec.unschedulable,
+            60,
+            idle=True,
+        )
         nc = await nats.connect(nats_srv.url)
         subjects = bus.Subjects(test_id)
         intents = [
@@ -165,6 +183,7 @@ async def test_four_service_processes_with_their_own_roles_carry_a_storm_of_inte
                 idempotency_key=f"storm-{pod}", pod=PodKey(namespace="default", name=pod), requester="t"
             )
             for pod in pods[1:]
+            if pod not in drained
         ]
         half = len(intents) // 2
         replies = await asyncio.gather(
@@ -180,14 +199,33 @@ async def test_four_service_processes_with_their_own_roles_carry_a_storm_of_inte
             )
         await nc.close()
 
-        final = await until_all_ended(kube, STORM)
+        jobs = (
+            1 + len(drained) + len(intents)
+        )  # STORM, or one more when the first one's replacement is drained
+        final = await until_all_ended(kube, jobs)
         phases = [j["status"]["phase"] for j in final.values()]
-        assert phases.count("Succeeded") == STORM, {p: phases.count(p) for p in set(phases)}
+        assert phases.count("Succeeded") == jobs, {p: phases.count(p) for p in set(phases)}
+        done = await draining
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert (
+            f"{len(drained)} of {len(drained)} pods moved" in done.stdout
+            and f"node/{node} drained" in done.stdout
+        )
+        assert kube.core.read_node(node).spec.unschedulable
+        assert not [p for p in web_pods(kube).values() if p.spec.node_name == node]
+        status = await asyncio.to_thread(podherd, config_path, "drain", node, "--status")
+        rows = [line.split()[:3] for line in status.stdout.splitlines()[2:]]
+        assert len(rows) == len(drained) and {r[2] for r in rows} == {"Succeeded"}, status.stdout
+        other = next(n for n in by_node if n != node)
+        plan = await asyncio.to_thread(podherd, config_path, "drain", other, "--dry-run")
+        assert plan.returncode == 0, plan.stderr
+        assert f"node/{other} would be drained" in plan.stdout and "paced by: evictQPS" in plan.stdout
+        assert not kube.core.read_node(other).spec.unschedulable
         stop.set()
         findings = await watching
         assert findings.samples > 20
         assert findings.as_dict()["limits_exceeded"] == 0, findings.as_dict()
-        assert findings.history is not None and findings.history.evictions_checked == STORM
+        assert findings.history is not None and findings.history.evictions_checked == jobs
         assert findings.evictions_without_room == findings.succeeded_before_gone == []
         assert not findings.pending_replacements
         assert findings.peak_slots.get("node", 0) >= 2  # the limits were reached, not just never approached
@@ -223,18 +261,17 @@ async def test_four_service_processes_with_their_own_roles_carry_a_storm_of_inte
 
         # Each service's /metrics tells the same story.
         assert (
-            total(processes, "executor", "podherd_evictions_total", policy="Eviction", outcome="done")
-            == STORM
+            total(processes, "executor", "podherd_evictions_total", policy="Eviction", outcome="done") == jobs
         )
-        assert total(processes, "arbitrator", "podherd_arbitrator_admission_seconds_count") >= STORM
+        assert total(processes, "arbitrator", "podherd_arbitrator_admission_seconds_count") >= jobs
         assert (
-            total(processes, "arbitrator", "podherd_arbitrator_decisions_total", decision="admitted") >= STORM
+            total(processes, "arbitrator", "podherd_arbitrator_decisions_total", decision="admitted") >= jobs
         )
         assert all(has(p, "podherd_ledger_slots_in_use", limit="node") for p in by(processes, "arbitrator"))
         assert all(has(p, "podherd_pod_evacuations_in_progress") for p in by(processes, "arbitrator"))
         assert total(processes, "watcher", "podherd_watcher_lag_seconds_count") > STORM
         tracker = by(processes, "tracker")[0]
-        await until(lambda: sample(tracker, "podherd_jobs", phase="Succeeded") == STORM, within=15)
+        await until(lambda: sample(tracker, "podherd_jobs", phase="Succeeded") == jobs, within=15)
 
         # The audit stream tells the first job's story.
         audit = await asyncio.to_thread(podherd, config_path, "audit", "tail", "--job", first_job)

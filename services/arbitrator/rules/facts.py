@@ -7,6 +7,7 @@ from typing import Protocol
 import msgspec
 
 from shared.api import codec
+from shared.api.drain import LIFTABLE, lifts_of
 from shared.api.messages import PodInfo
 from shared.api.pmj import ANNOTATION_MIGRATION_PRIORITY, PodMigrationJob
 
@@ -42,6 +43,8 @@ class JobFacts(msgspec.Struct, frozen=True):
     migration_priority: int = 0
     # Past failed migration attempts of this pod (the tracker counts them).
     failed_attempts: int = 0
+    # The filters a node drain lifts for its own jobs (`podherd.io/drain-lifts`: LocalStorage, BarePod).
+    lifts: frozenset[str] = frozenset()
 
 
 class WorkloadFacts(msgspec.Struct, frozen=True):
@@ -76,11 +79,14 @@ def facts_of(job: PodMigrationJob, default_mode: str) -> JobFacts:
         mode=job.spec.mode or default_mode,
         created_at=created.timestamp() if created else 0.0,
         migration_priority=migration_priority,
+        lifts=lifts_of(annotations),
     )
 
 
-# A queued job as kept: name, uid, pod namespace, pod name, mode, creation time, migration priority.
-_QUEUED = msgspec.json.Decoder(tuple[str, str, str, str, str, float, int])
+# A queued job as kept: name, uid, pod namespace, pod name, mode, creation time, migration priority, the
+# filters its drain lifts (comma-separated; absent in what an older replica kept).
+_QUEUED = msgspec.json.Decoder(tuple[str, str, str, str, str, float, int, str])
+_QUEUED_BEFORE_DRAINS = msgspec.json.Decoder(tuple[str, str, str, str, str, float, int])
 
 
 def queued_record(facts: JobFacts) -> bytes:
@@ -95,6 +101,7 @@ def queued_record(facts: JobFacts) -> bytes:
             facts.mode,
             facts.created_at,
             facts.migration_priority,
+            ",".join(sorted(facts.lifts)),
         )
     )
 
@@ -104,5 +111,10 @@ def queued_facts(data: bytes | str, default_mode: str) -> JobFacts:
     text = data.encode() if isinstance(data, str) else data
     if not text.startswith(b"["):
         return facts_of(codec.decode(text, PodMigrationJob), default_mode)
-    name, uid, namespace, pod, mode, created_at, priority = _QUEUED.decode(text)
-    return JobFacts(name, uid, namespace, pod, mode, created_at, priority)
+    try:
+        name, uid, namespace, pod, mode, created_at, priority, lifts = _QUEUED.decode(text)
+    except msgspec.ValidationError:
+        name, uid, namespace, pod, mode, created_at, priority = _QUEUED_BEFORE_DRAINS.decode(text)
+        lifts = ""
+    lifted = frozenset(lifts.split(",")) & LIFTABLE if lifts else frozenset()
+    return JobFacts(name, uid, namespace, pod, mode, created_at, priority, lifts=lifted)

@@ -15,6 +15,7 @@ import msgspec
 
 from services.arbitrator.rules.facts import JobFacts, PodInfo, WorkloadFacts
 from shared.api import annotations as known
+from shared.api.drain import LIFT_BARE_POD, LIFT_LOCAL_STORAGE
 from shared.api.pmj import REASON_FORBIDDEN_MIGRATE_POD
 from shared.config import MigrationControllerArgs
 from shared.intstr import max_migrating, max_unavailable
@@ -132,6 +133,8 @@ def _system_critical(s: Subject) -> str | None:
 
 def _local_storage(s: Subject) -> str | None:
     kinds = LOCAL_STORAGE_VOLUMES.intersection(s.pod.volume_kinds)
+    if LIFT_LOCAL_STORAGE in s.job.lifts and kinds <= {"emptyDir"}:  # --delete-emptydir-data: emptyDir only
+        return None
     if kinds and not s.args.evict_local_storage_pods:
         return f"the pod uses local storage ({', '.join(sorted(kinds))}; evictLocalStoragePods is off)"
     return None
@@ -145,7 +148,7 @@ def _pvc(s: Subject) -> str | None:
 
 def _bare_pod(s: Subject) -> str | None:
     pod, args = s.pod, s.args
-    if pod.owner is not None or args.evict_all_bare_pods:
+    if pod.owner is not None or args.evict_all_bare_pods or LIFT_BARE_POD in s.job.lifts:
         return None
     if pod.phase == "Failed" and args.evict_failed_bare_pods:
         return None

@@ -1,0 +1,247 @@
+"""`podherd drain NODE`: the CLI's side of a node drain.
+
+The tracker plans and starts the drain (a drain intent on the request subject: the node cordoned, its drain
+recorded on it, a job per pod). Here: the plan is shown, then each job's progress as it happens (from the
+audit stream), then a summary. The command succeeds only when the node has no pod left that must move; it
+fails naming each pod that was refused or stays, and why. Sent again, it continues the drain: the same pods
+have the same jobs. `--status` answers from the node's record and the jobs (or, once they are collected,
+their last audit record).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import msgspec
+import nats
+from nats.js.api import ConsumerConfig, DeliverPolicy
+
+from podherd.client import kube_client, kube_get, nats_client, table
+from podherd.errors import CliError
+from shared import bus
+from shared.api import codec, paths
+from shared.api.drain import ANNOTATION_NODE_DRAIN, DrainOptions, DrainRecord
+from shared.api.messages import AuditRecord, DrainIntent, DrainReply
+from shared.api.pmj import TERMINAL_PHASES
+from shared.config import PodherdConfig
+from shared.drain_plan import plan_drain
+from shared.durations import parse_duration
+
+
+@dataclass
+class Outcome:
+    """How each job of the drain ended: phase and message, by job name."""
+
+    ended: dict[str, tuple[str, str]] = field(default_factory=dict)
+
+    def failed(self) -> dict[str, str]:
+        return {job: message for job, (phase, message) in self.ended.items() if phase != "Succeeded"}
+
+
+async def request_drain(nc: Any, subjects: bus.Subjects, intent: DrainIntent, *, within: float) -> DrainReply:
+    try:
+        msg = await nc.request(subjects.intent_request, codec.encode(intent), timeout=within)
+    except nats.errors.NoRespondersError as exc:
+        raise CliError(f"no tracker answers on {subjects.intent_request}: is Podherd running?") from exc
+    except (TimeoutError, nats.errors.TimeoutError) as exc:
+        raise CliError(f"no answer on {subjects.intent_request} within {within:.0f} s") from exc
+    reply = codec.decode(msg.data, DrainReply)
+    if not reply.ok and not reply.refusals:
+        error = reply.error
+        raise CliError(f"drain refused: {error.code if error else '?'}: {error.message if error else ''}")
+    return reply
+
+
+def plan_lines(reply: DrainReply) -> list[str]:
+    lines = [f"Warning: {w}" for w in reply.warnings]
+    lines += [
+        f"{move.pod}: {move.mode}{f' ({move.why})' if move.why else ''} by job {move.job}"
+        for move in reply.moves
+    ]
+    lines += [f"{pod}: stays ({why})" for pod, why in reply.stays.items() if "DaemonSet" not in why]
+    return lines
+
+
+async def follow(
+    nc: Any,
+    subjects: bus.Subjects,
+    jobs: dict[str, str],
+    *,
+    since: datetime,
+    within: float | None,
+    show: Callable[[str], None],
+) -> Outcome:
+    """Each job's transitions as they come, from `since`, until every job of `jobs` (name -> pod) ended."""
+    outcome = Outcome()
+    js = nc.jetstream()
+    config = ConsumerConfig(
+        deliver_policy=DeliverPolicy.BY_START_TIME, opt_start_time=since - timedelta(seconds=1)
+    )
+    sub = await js.subscribe(subjects.all_audit, ordered_consumer=True, config=config)
+    deadline = None if within is None else time.monotonic() + within
+    try:
+        await _already_ended(js, subjects, jobs=jobs, outcome=outcome)
+        while len(outcome.ended) < len(jobs):
+            left = 3600.0 if deadline is None else deadline - time.monotonic()
+            if left <= 0:
+                waiting = sorted(jobs[j] for j in jobs if j not in outcome.ended)
+                raise CliError(
+                    f"the drain did not end within its timeout; still moving: {', '.join(waiting)}"
+                )
+            try:
+                msg = await sub.next_msg(timeout=min(left, 5.0))
+            except (TimeoutError, nats.errors.TimeoutError):
+                continue
+            record = codec.decode(msg.data, AuditRecord)
+            if record.job not in jobs or record.action != "transition" or record.job in outcome.ended:
+                continue
+            show(f"{record.time:%H:%M:%S} {jobs[record.job]} {record.phase}: {record.message or ''}")
+            if record.phase in TERMINAL_PHASES:
+                outcome.ended[record.job] = (record.phase, record.message or "")
+    finally:
+        await sub.unsubscribe()
+    return outcome
+
+
+async def _already_ended(js: Any, subjects: bus.Subjects, *, jobs: dict[str, str], outcome: Outcome) -> None:
+    """Jobs of an earlier run of the drain that ended before this one: their last audit record says so."""
+    for job in jobs:
+        last = await last_record(js, subjects, job)
+        if last is not None and last.phase in TERMINAL_PHASES:
+            outcome.ended[job] = (last.phase, last.message or "")
+
+
+async def last_record(js: Any, subjects: bus.Subjects, job: str) -> AuditRecord | None:
+    try:
+        msg = await js.get_last_msg(subjects.audit_stream, subjects.audit(job))
+    except nats.js.errors.NotFoundError:
+        return None
+    return codec.decode(msg.data, AuditRecord)
+
+
+def remaining(config: PodherdConfig, node: str, options: DrainOptions) -> list[str]:
+    """The pods still on `node` that the drain must move, each with why it is still there."""
+    with kube_client(config) as kube:
+        query = f"?fieldSelector=spec.nodeName%3D{node}"
+        pods: list[dict[str, Any]] = kube_get(kube, paths.PODS + query).get("items") or []
+    plan = plan_drain(pods, options, scheduler_names=config.migration_controller.scheduler_names)
+    left = [f"{move.key}: still on the node" for move in plan.moves]
+    return left + plan.errors()
+
+
+def record_of(config: PodherdConfig, node: str) -> DrainRecord | None:
+    with kube_client(config) as kube:
+        found = kube_get(kube, paths.node(node))
+    text = ((found.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION_NODE_DRAIN)
+    return msgspec.json.decode(text, type=DrainRecord) if text else None
+
+
+async def status_rows(
+    config: PodherdConfig, nc: Any, *, subjects: bus.Subjects, record: DrainRecord
+) -> list[tuple[str, str, str, str]]:
+    """(job, pod, phase, message) of each job of the drain: live, else from its last audit record."""
+    js = nc.jetstream()
+    rows = []
+    with kube_client(config) as kube:
+        for job in record.jobs:
+            try:
+                found = kube_get(kube, paths.job(job))
+            except CliError:
+                found = None
+            if found is not None:
+                status, ref = found.get("status") or {}, (found.get("spec") or {}).get("podRef") or {}
+                pod = f"{ref.get('namespace', '')}/{ref.get('name', '')}"
+                rows.append((job, pod, status.get("phase") or "Pending", status.get("message") or ""))
+                continue
+            last = await last_record(js, subjects, job)
+            phase = (last.phase if last else None) or "unknown"
+            rows.append((job, "", phase, (last.message or "") if last else "no record"))
+    return rows
+
+
+def pacing(config: PodherdConfig) -> str:
+    """The budgets every job of the drain goes through, as configured (each PDB of a pod's too)."""
+    args = config.migration_controller
+    limits = [
+        f"evictQPS {args.evict_qps} (burst {args.evict_burst})",
+        f"maxMigratingPerNode {args.max_migrating_per_node}",
+        f"maxMigratingPerNamespace {args.max_migrating_per_namespace or 'unlimited'}",
+        f"maxMigratingGlobally {args.max_migrating_globally or 'unlimited'}",
+        f"maxMigratingPerWorkload {args.max_migrating_per_workload or 'unset'}",
+        f"maxUnavailablePerWorkload {args.max_unavailable_per_workload or 'unset'}",
+    ]
+    return "paced by: " + ", ".join(limits) + ", and each pod's PodDisruptionBudget"
+
+
+def now() -> datetime:
+    return datetime.now(UTC)
+
+
+def command(args: Any, config: PodherdConfig) -> int:
+    """`podherd drain`: 0 once the node has no pod left to move, 1 naming those refused or left."""
+    subjects = bus.Subjects(config.nats.subject_prefix)
+    options = DrainOptions(
+        ignore_daemonsets=args.ignore_daemonsets,
+        delete_emptydir_data=args.delete_emptydir_data,
+        force=args.force,
+        pod_selector=args.pod_selector,
+        timeout=args.timeout,
+    )
+    intent = DrainIntent(
+        kind="Drain", node=args.node, requester=args.requester, options=options, dry_run=args.dry_run
+    )
+    try:
+        codec.decode(codec.encode(intent), DrainIntent)  # the constraints the tracker checks, first here
+    except codec.SchemaError as exc:
+        raise CliError(str(exc)) from exc
+
+    async def status() -> int:
+        record = record_of(config, args.node)
+        if record is None:
+            print(f"node {args.node} has no drain recorded")
+            return 0
+        async with nats_client(config) as nc:
+            rows = await status_rows(config, nc, subjects=subjects, record=record)
+        print(f"node {args.node}: drain by {record.requester} since {record.started_at}")
+        print(table(("JOB", "POD", "PHASE", "MESSAGE"), rows))
+        return 0
+
+    async def run() -> int:
+        started = now()
+        async with nats_client(config) as nc:
+            reply = await request_drain(nc, subjects, intent, within=args.request_timeout)
+            for line in plan_lines(reply):
+                print(line, flush=True)
+            if reply.refusals:
+                for refusal in reply.refusals:
+                    print(f"error: {refusal}", file=sys.stderr)
+                return 1
+            if args.dry_run:
+                print(pacing(config))
+                print(f"node/{args.node} would be drained ({len(reply.moves)} pods to move) (dry run)")
+                return 0
+            print(f"node/{args.node} cordoned; {len(reply.moves)} pods to move", flush=True)
+            jobs = {move.job: move.pod for move in reply.moves}
+            within = parse_duration(args.timeout) if args.timeout else None
+            outcome = await follow(
+                nc, subjects, jobs, since=started, within=within, show=lambda line: print(line, flush=True)
+            )
+        failed = outcome.failed()
+        left = remaining(config, args.node, options)
+        print(f"{len(jobs) - len(failed)} of {len(jobs)} pods moved", flush=True)
+        for job, message in sorted(failed.items()):
+            print(f"error: {jobs[job]}: {message}", file=sys.stderr)
+        for line in left:
+            print(f"error: {line}", file=sys.stderr)
+        if failed or left:
+            return 1
+        print(f"node/{args.node} drained")
+        return 0
+
+    return asyncio.run(status() if args.status else run())

@@ -1,0 +1,213 @@
+"""Drain intents: a node cordoned and each of its pods moved by a PodMigrationJob (kubectl drain's rules).
+
+The plan comes first (`drain_plan`): a drain that kubectl would refuse (a DaemonSet's pod without
+`--ignore-daemonsets`, an emptyDir without `--delete-emptydir-data`, a bare pod without `--force`) is
+refused whole, naming the pods, and changes nothing. Otherwise the node is cordoned and its drain recorded
+on it (annotation `podherd.io/drain`: who asked, the flags, whether it was cordoned before, the jobs) in one
+write, then one job per pod is created. Job names come from the node and the pod's uid, so a drain sent
+again (an interrupted CLI, a retrying tool) finds the jobs it made and creates only the missing ones.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from datetime import UTC, datetime
+from typing import Any
+
+import msgspec
+from prometheus_client import Counter
+
+from services.tracker.intents import ANNOTATION_REASON, LABEL_MANAGED_BY
+from shared import bus
+from shared.api import codec, paths
+from shared.api.drain import (
+    ANNOTATION_DRAIN_NODE,
+    ANNOTATION_LIFTS,
+    ANNOTATION_NODE_DRAIN,
+    ANNOTATION_STRATEGY_REASON,
+    LABEL_DRAIN,
+    DrainRecord,
+    drain_job_name,
+    node_hash,
+)
+from shared.api.messages import AuditRecord, DrainIntent, DrainMove, DrainReply, IntentError, IntentErrorCode
+from shared.api.meta import ObjectMeta, ObjectReference
+from shared.api.pmj import ANNOTATION_REQUESTER, API_VERSION, KIND, PodMigrationJob, PodMigrationJobSpec
+from shared.config import MigrationControllerArgs
+from shared.drain_plan import DrainPlan, Move, plan_drain
+from shared.kube import KubeClient, KubeError
+from shared.publisher import Publisher
+
+log = logging.getLogger(__name__)
+DRAINS = Counter("podherd_tracker_drains_total", "Drain intents received", ["outcome"])
+
+
+class DrainRefused(Exception):
+    def __init__(self, code: IntentErrorCode, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.error = IntentError(code=code, message=message, field=field)
+
+
+def drain_job(node: str, move: Move, intent: DrainIntent) -> PodMigrationJob:
+    annotations = {
+        ANNOTATION_DRAIN_NODE: node,
+        ANNOTATION_REQUESTER: intent.requester,
+        ANNOTATION_REASON: f"drain of node {node}",
+    }
+    if move.lifts:
+        annotations[ANNOTATION_LIFTS] = ",".join(sorted(move.lifts))
+    if move.why:
+        annotations[ANNOTATION_STRATEGY_REASON] = move.why
+    return PodMigrationJob(
+        api_version=API_VERSION,
+        kind=KIND,
+        metadata=ObjectMeta(
+            name=drain_job_name(node, move.uid),
+            labels={LABEL_MANAGED_BY: "podherd", LABEL_DRAIN: node_hash(node)},
+            annotations=annotations,
+        ),
+        spec=PodMigrationJobSpec(
+            pod_ref=ObjectReference(kind="Pod", namespace=move.namespace, name=move.name, uid=move.uid),
+            mode=move.mode,  # type: ignore[arg-type]
+            ttl=intent.options.timeout,
+        ),
+    )
+
+
+class Drains:
+    def __init__(
+        self,
+        kube: KubeClient,
+        publisher: Publisher,
+        subjects: bus.Subjects,
+        *,
+        args: MigrationControllerArgs,
+        replica: str,
+    ) -> None:
+        self.kube, self.publisher, self.subjects, self.args = kube, publisher, subjects, args
+        self.replica = replica
+
+    async def answer(self, intent: DrainIntent) -> DrainReply:
+        try:
+            reply = await self._drain(intent)
+        except DrainRefused as refused:
+            DRAINS.labels(refused.error.code).inc()
+            return DrainReply(ok=False, node=intent.node, error=refused.error)
+        except KubeError as exc:
+            code: IntentErrorCode = "Unavailable" if exc.retryable else "Internal"
+            DRAINS.labels(code).inc()
+            error = IntentError(code=code, message=f"the Kubernetes API server answered {exc}")
+            return DrainReply(ok=False, node=intent.node, error=error)
+        DRAINS.labels("planned" if intent.dry_run else ("started" if reply.ok else "refused")).inc()
+        if not intent.dry_run:
+            await self._audit(intent, reply)
+        return reply
+
+    async def _drain(self, intent: DrainIntent) -> DrainReply:
+        node = await self.kube.get_json(paths.node(intent.node))
+        if node is None:
+            raise DrainRefused("MissingNode", f"node {intent.node} not found", "node")
+        plan = plan_drain(await self._pods(intent), intent.options, scheduler_names=self.args.scheduler_names)
+        reply = self._reply(intent.node, plan)
+        if not reply.ok or intent.dry_run:
+            return reply
+        await self._cordon(intent, node, [m.job for m in reply.moves])
+        for move in plan.moves:
+            await self._create(drain_job(intent.node, move, intent))
+        return reply
+
+    async def _pods(self, intent: DrainIntent) -> list[dict[str, Any]]:
+        query = [("fieldSelector", f"spec.nodeName={intent.node}")]
+        if intent.options.pod_selector:
+            query.append(("labelSelector", intent.options.pod_selector))
+        try:
+            answer = await self.kube.arequest("GET", paths.PODS, query)
+        except KubeError as exc:
+            if exc.status == 400:
+                raise DrainRefused("InvalidIntent", exc.message, "options.podSelector") from exc
+            raise
+        items: list[dict[str, Any]] = msgspec.json.decode(answer).get("items") or []
+        return items
+
+    @staticmethod
+    def _reply(node: str, plan: DrainPlan) -> DrainReply:
+        moves = [
+            DrainMove(pod=m.key, job=drain_job_name(node, m.uid), mode=m.mode, why=m.why or None)  # type: ignore[arg-type]
+            for m in plan.moves
+        ]
+        errors = plan.errors()
+        error = None
+        if errors:
+            error = IntentError(code="Refused", message="; ".join(errors))
+        return DrainReply(
+            ok=not errors,
+            node=node,
+            moves=moves,
+            stays=dict(plan.stays),
+            warnings=plan.warnings(),
+            refusals=errors,
+            error=error,
+        )
+
+    async def _cordon(self, intent: DrainIntent, node: dict[str, Any], jobs: list[str]) -> None:
+        """Cordon the node and record the drain on it, in one write (its resourceVersion a precondition)."""
+        meta = node.get("metadata") or {}
+        for _ in range(5):
+            found = (meta.get("annotations") or {}).get(ANNOTATION_NODE_DRAIN)
+            before = msgspec.json.decode(found, type=DrainRecord) if found else None
+            unschedulable = bool((node.get("spec") or {}).get("unschedulable"))
+            record = DrainRecord(
+                requester=intent.requester,
+                started_at=before.started_at if before else datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                cordoned_before=before.cordoned_before if before else unschedulable,
+                options=intent.options,
+                jobs=sorted(set(before.jobs if before else []) | set(jobs)),
+            )
+            patch = {
+                "metadata": {
+                    "resourceVersion": meta.get("resourceVersion"),
+                    "annotations": {ANNOTATION_NODE_DRAIN: msgspec.json.encode(record).decode()},
+                },
+                "spec": {"unschedulable": True},
+            }
+            try:
+                await self.kube.arequest(
+                    "PATCH", paths.node(intent.node), body=patch, content_type="application/merge-patch+json"
+                )
+                return
+            except KubeError as exc:
+                if exc.status != 409:
+                    raise
+            node = await self.kube.get_json(paths.node(intent.node)) or {}
+            meta = node.get("metadata") or {}
+        raise DrainRefused("Unavailable", f"node {intent.node} kept changing; send the drain again")
+
+    async def _create(self, job: PodMigrationJob) -> None:
+        try:
+            await self.kube.arequest("POST", paths.JOBS, body=msgspec.to_builtins(job))
+        except KubeError as exc:
+            if exc.status != 409:
+                raise
+            found = await self.kube.get_json(paths.job(job.metadata.name or ""))
+            ref = ((found or {}).get("spec") or {}).get("podRef") or {}
+            wanted = job.spec.pod_ref
+            if found is not None and wanted is not None and ref.get("uid") != wanted.uid:
+                raise DrainRefused("Conflict", f"job {job.metadata.name} exists for another pod") from exc
+
+    async def _audit(self, intent: DrainIntent, reply: DrainReply) -> None:
+        record = AuditRecord(
+            id=f"drain/{intent.node}/{'-'.join(m.job for m in reply.moves)[:64]}/{len(reply.moves)}",
+            time=datetime.now(UTC),
+            action="drain",
+            actor=f"tracker/{self.replica}",
+            requester=intent.requester,
+            message=f"drain of node {intent.node}: {len(reply.moves)} pods to move, {len(reply.stays)} stay",
+            details={
+                "node": intent.node,
+                "jobs": json.dumps([m.job for m in reply.moves]),
+                "options": codec.encode(intent.options).decode(),
+            },
+        )
+        await self.publisher.publish_audit(self.subjects.audit(f"drain-{node_hash(intent.node)}"), record)
+        await self.publisher.flush()

@@ -1,0 +1,63 @@
+"""A node drain's names: the label and annotations on its jobs and on the node, and the record the node
+keeps of the drain (what was asked, whether the node was cordoned before, which jobs move its pods)."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Final
+
+import msgspec
+
+from shared.api.meta import Duration
+
+# On a drain's jobs: the node's name hashed (label values stop at 63 characters, node names do not) and the
+# full name.
+LABEL_DRAIN: Final = "podherd.io/drain"
+ANNOTATION_DRAIN_NODE: Final = "podherd.io/drain-node"
+# On a drain's jobs: the arbitrator's filters the drain lifts for them (its flags), comma-separated.
+ANNOTATION_LIFTS: Final = "podherd.io/drain-lifts"
+# The only filters a drain may lift: `--delete-emptydir-data` and `--force` (bare pods).
+LIFT_LOCAL_STORAGE: Final = "LocalStorage"
+LIFT_BARE_POD: Final = "BarePod"
+LIFTABLE: Final = frozenset({LIFT_LOCAL_STORAGE, LIFT_BARE_POD})
+# On a drain's job moved otherwise than ReservationFirst: why (said in its status too).
+ANNOTATION_STRATEGY_REASON: Final = "podherd.io/strategy-reason"
+# On the node: the drain's record (JSON, `DrainRecord`).
+ANNOTATION_NODE_DRAIN: Final = "podherd.io/drain"
+
+
+def node_hash(node: str) -> str:
+    """The label value naming a node: 40 hex characters of its name's SHA-256."""
+    return hashlib.sha256(node.encode()).hexdigest()[:40]
+
+
+def drain_job_name(node: str, pod_uid: str) -> str:
+    """One job per pod and node: a drain run again finds the jobs it made before."""
+    digest = hashlib.sha256(f"{node}/{pod_uid}".encode()).hexdigest()[:20]
+    return f"drain-{digest}"
+
+
+def lifts_of(annotations: dict[str, str]) -> frozenset[str]:
+    """The filters a job's drain lifts (only those a drain may lift)."""
+    named = annotations.get(ANNOTATION_LIFTS) or ""
+    return frozenset(part.strip() for part in named.split(",")) & LIFTABLE
+
+
+class DrainOptions(msgspec.Struct, rename="camel", kw_only=True, forbid_unknown_fields=True):
+    """kubectl drain's flags that decide which pods move and how."""
+
+    ignore_daemonsets: bool = False
+    delete_emptydir_data: bool = False
+    force: bool = False
+    pod_selector: str | None = None
+    timeout: Duration | None = None  # the drain jobs' ttl (default: defaultJobTTL)
+
+
+class DrainRecord(msgspec.Struct, rename="camel", kw_only=True):
+    """What the node keeps of its drain (annotation `podherd.io/drain`)."""
+
+    requester: str
+    started_at: str
+    cordoned_before: bool
+    options: DrainOptions
+    jobs: list[str] = msgspec.field(default_factory=list)
