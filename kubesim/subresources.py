@@ -117,8 +117,12 @@ async def scale(store: Store, request: web.Request, t: Target) -> web.Response:
         if not isinstance(replicas, int) or replicas < 0:
             raise ApiError(422, "Invalid", f'Scale "{name}" is invalid: spec.replicas must be >= 0')
 
+        expected = (wanted.get("metadata") or {}).get("resourceVersion")
+
         def set_replicas(o: Obj) -> Obj:
             o.setdefault("spec", {})["replicas"] = replicas
+            if expected:  # the Scale's resourceVersion is its object's: a precondition (409 when stale)
+                o["metadata"]["resourceVersion"] = expected
             return o
 
         updated = store.patch(t.rt, ns, name, apply=set_replicas)

@@ -92,6 +92,14 @@ class ArbitrationArgs(Section):
     interval: Duration = "500ms"
 
 
+class SurgeArgs(Section):
+    """Jobs moved by Surge (`podherd.io/strategy: Surge`): the Deployment scaled up by one for the new pod,
+    then back down. A HorizontalPodAutoscaler targeting the Deployment would fight the surge: such jobs are
+    refused unless allowed here."""
+
+    allow_with_horizontal_pod_autoscaler: bool = False
+
+
 class ObjectLimiters(Section):
     """Koordinator's `ObjectLimiterMap`: rate limits per workload and per namespace. When the block is given,
     it replaces the default whole, as Koordinator's defaulting does (an empty map means the default)."""
@@ -146,6 +154,7 @@ class MigrationControllerArgs(Section):
     default_delete_options: DeleteOptions | None = None
     arbitration_args: ArbitrationArgs = msgspec.field(default_factory=ArbitrationArgs)
     skip_eviction_gates: list[str] = msgspec.field(default_factory=list)
+    surge: SurgeArgs = msgspec.field(default_factory=SurgeArgs)
 
     # Seed 000 (v1.4) names of the global flow control; read as evictQPS / evictBurst when those are unset.
     flow_control_qps: str | None = msgspec.field(default=None, name="flowControlQPS")

@@ -1,6 +1,7 @@
 """The executor: the only service that changes pods and Reservations, on the tracker's commands.
 
-Commands arrive on `p.jobs.{reserve,evict,cleanup}.<job>` (durable consumer `executor`, shared by the
+Commands arrive on `p.jobs.{reserve,evict,cleanup}.<job>`, and a Surge's on `p.jobs.{surge,scale-back,
+unsurge}.<job>` (`surging.py`) (durable consumer `executor`, shared by the
 replicas; a job's commands are de-duplicated by Nats-Msg-Id). Before every write the executor reads the
 live objects: a job that has ended or been aborted is never acted on, a pod is evicted only if it is
 still the pod the job was made for and is not already going, a Reservation is created only if the job's
@@ -13,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import logging
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -25,12 +25,14 @@ from nats.aio.msg import Msg
 from prometheus_client import Counter
 
 from services.executor.refusals import refusal
+from services.executor.reporting import report_of
 from services.executor.reservations import reservation_for, to_delete
 from services.executor.room import no_room, room_checked
+from services.executor.surging import Surger
 from shared import bus
 from shared.api import annotations as known
 from shared.api import codec, paths
-from shared.api.messages import Command, JobRef, Outcome, Report, Step
+from shared.api.messages import Command, Outcome, Step
 from shared.api.pmj import (
     ANNOTATION_ABORT,
     MODE_EVICT_DIRECTLY,
@@ -86,10 +88,11 @@ class Executor:
         self.kube = kube
         self.subjects = bus.Subjects(config.nats.subject_prefix)
         self.publisher = Publisher(nc)
+        self.surger = Surger(kube, self.args, self._report)
 
     async def setup(self) -> Any:
         await bus.ensure_work_streams(self.js, self.subjects, self.config.nats)
-        steps = ("reserve", "evict", "cleanup")
+        steps = ("reserve", "evict", "cleanup", "surge", "scale-back", "unsurge")
         filters = [self.subjects.jobs_at(step) for step in steps]
         # Unbounded redelivery: a blocked eviction is retried until its job ends (the job's TTL bounds it).
         return await durable(
@@ -127,10 +130,15 @@ class Executor:
         if job is None or job.metadata.uid != command.job.uid:
             return  # the job is gone (or is another job by the same name): nothing to do
         annotations = job.metadata.annotations or {}
+        if command.step == "unsurge":  # the job has ended: what its surge added goes (once)
+            await self.surger.act(job, command)
+            return
         if job.phase in TERMINAL_PHASES or ANNOTATION_ABORT in annotations or job.metadata.deletion_timestamp:
             return  # ended or aborted: never act for it again
         if command.step == "reserve":
             await self.reserve(job, command.attempt)
+        elif command.step in ("surge", "scale-back"):
+            await self.surger.act(job, command)
         else:
             delivered = getattr(getattr(msg, "metadata", None), "num_delivered", 1) or 1
             await self.evict(job, command, delivered)
@@ -314,15 +322,11 @@ class Executor:
         await self.publisher.publish_audit(self.subjects.audit(job.metadata.name or ""), record)
         await self.publisher.flush()
 
-    async def _report(self, job: PodMigrationJob, step: Step, outcome: Outcome, *, message: str) -> None:
-        ref = JobRef(name=job.metadata.name or "", uid=job.metadata.uid or "")
-        report = Report(job=ref, step=step, outcome=outcome, message=message, reported_at=datetime.now(UTC))
-        digest = hashlib.sha1(message.encode()).hexdigest()[:10]
-        await self.publisher.publish(
-            self.subjects.job("report", ref.name),
-            codec.encode(report),
-            f"{ref.uid}/{step}/{outcome}/{digest}",
-        )
+    async def _report(
+        self, job: PodMigrationJob, step: Step, outcome: Outcome, *, message: str, target: str | None = None
+    ) -> None:
+        data, msg_id = report_of(job, step, outcome, message=message, target=target)
+        await self.publisher.publish(self.subjects.job("report", job.metadata.name or ""), data, msg_id)
         await self.publisher.flush()
 
 

@@ -30,6 +30,7 @@ from shared.api.pmj import (
     PodMigrationJob,
 )
 from shared.api.reservation import LABEL_CONTROLLER, LABEL_JOB, attempt_of, made_for, reservation_name
+from shared.api.surge import is_surge
 from shared.config import MigrationControllerArgs
 from shared.consume import read_or_retry
 from shared.kube import KubeClient
@@ -101,9 +102,12 @@ class Observer:
         if not ended and current is not None and current.bound:
             bound_pod = await pods.view(current.bound[0])
         started = any(c.type == "Eviction" for c in (job.status.conditions if job.status else None) or [])
+        surge = is_surge(job.metadata.annotations)
         claimed = None
-        if not ended and started and (pod is None or pod.terminating) and current is not None:
+        if not ended and started and (pod is None or pod.terminating) and current is not None and not surge:
             claimed = await self._claim(job, reservations, pods)
+        elif not ended and surge and current is not None and current.bound:
+            claimed = await self._claim_bound(job, current, pods)  # the surge's pod: its Reservation's taker
         replacement = await pods.view(claimed) if claimed else None
         evict_report = reports.get("evict")
         reserve_report = reports.get("reserve")
@@ -131,6 +135,9 @@ class Observer:
             reserve_failed=reserve_report.message
             if reserve_report and reserve_report.outcome == "failed" and not current
             else None,
+            surge=surge,
+            surged=reports.get("surge"),
+            scaled_back=reports.get("scale-back"),
             default_mode=self.args.default_job_mode,
             default_ttl=self.args.default_job_ttl,
             dry_run=self.args.dry_run,
@@ -193,6 +200,22 @@ class Observer:
                 uid, job.metadata.name or "", pods, controller=controller, candidates=rest
             )
         return claimed
+
+    async def _claim_bound(
+        self, job: PodMigrationJob, own: ReservationView, pods: _PodReads
+    ) -> tuple[str, str, str] | None:
+        """A surge's replacement: the pod in its own Reservation (claimed, so no other job takes it)."""
+        mine = await self.client.hget(self.keys.replacement, job.metadata.uid or "")
+        if mine is not None:
+            namespace, name, pod_uid = json.loads(mine)
+            return namespace, name, pod_uid
+        return await self._claim_first(
+            job.metadata.uid or "",
+            job.metadata.name or "",
+            pods,
+            controller=own.owner_controller_uid,
+            candidates=list(own.bound),
+        )
 
     async def _claim_first(
         self, uid: str, job: str, pods: _PodReads, *, controller: str | None, candidates: list[Ident]

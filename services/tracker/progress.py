@@ -16,9 +16,10 @@ releases the ledger's slots.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from datetime import datetime
 
+from services.tracker.views import Observed, PodView, ReservationView, Step
 from shared.api.drain import ANNOTATION_STRATEGY_REASON
 from shared.api.meta import ObjectReference
 from shared.api.pmj import (
@@ -60,70 +61,26 @@ from shared.api.pmj import (
 )
 from shared.durations import parse_duration
 
+__all__ = [
+    "CLEANUP",
+    "EVICT",
+    "RELEASE",
+    "RESERVE",
+    "SCALE_BACK",
+    "SURGE",
+    "UNSURGE",
+    "Observed",
+    "PodView",
+    "ReservationView",
+    "Step",
+    "progress",
+    "settled",
+]
+
 RESERVE, EVICT, CLEANUP, RELEASE = "reserve", "evict", "cleanup", "release"
+SURGE, SCALE_BACK, UNSURGE = "surge", "scale-back", "unsurge"
 REASON_ABORTED = "Aborted"
-
-
-@dataclass(frozen=True)
-class PodView:
-    namespace: str
-    name: str
-    uid: str
-    node: str | None
-    terminating: bool
-    ready: bool
-    controller_uid: str | None
-    deleted_at: datetime | None = None  # its deletionTimestamp: going, but not gone
-    node_ready: bool | None = None  # of its node, looked up only while it is terminating (None: not known)
-
-    def going(self) -> str:
-        """What a pod that is terminating but still exists is waiting on, for the status."""
-        since = f" since {self.deleted_at:%Y-%m-%dT%H:%M:%SZ}" if self.deleted_at else ""
-        where = f" on node {self.node}" if self.node else ""
-        stuck = " (NotReady: its kubelet cannot finish it)" if self.node_ready is False else ""
-        return f"pod {self.namespace}/{self.name} is terminating{since}{where}{stuck}"
-
-
-@dataclass(frozen=True)
-class ReservationView:
-    name: str
-    phase: str  # Pending | Available | Succeeded | Failed | Waiting
-    node: str | None
-    unschedulable: str | None  # the scheduler's message while it cannot place it
-    failed_reason: str | None
-    owner_controller_uid: str | None  # whose replacements it is for
-    bound: tuple[tuple[str, str, str], ...] = ()  # (namespace, name, uid) of the pods that took it
-    ours: bool = True  # made by Podherd (labelled so); False: one the user named, never made again
-    uid: str = ""
-
-
-@dataclass(frozen=True)
-class Observed:
-    job: PodMigrationJob
-    now: datetime
-    admitted: bool
-    rejection: tuple[str, str] | None  # (reason, message) when the arbitrator rejected it
-    pod: PodView | None  # the pod to move, if it still exists (and is the one the job was made for)
-    reservation: ReservationView | None  # the job's current Reservation (its latest attempt)
-    bound_pod: PodView | None  # the pod that took the current Reservation, if it exists
-    replacement: PodView | None  # after the eviction: the replacement this job claimed, if it exists
-    eviction_note: str | None  # the executor's latest word on the eviction (e.g. a PDB refusing it)
-    reserve_failed: str | None  # why the executor could not create the Reservation
-    default_mode: str
-    default_ttl: str
-    dry_run: bool = False
-    eviction_sent: bool = False  # the executor found the room and sent the eviction; no outcome yet
-    attempt: int = 0  # the current Reservation's attempt (0: none made yet)
-    asked: int = 0  # the latest attempt the tracker asked the executor to make (0: none known)
-    claimed: tuple[str, str, str] | None = None  # the replacement claimed, even if it is gone now
-
-
-@dataclass
-class Step:
-    status: PodMigrationJobStatus
-    actions: tuple[str, ...] = ()
-    events: list[tuple[str, str, str]] = field(default_factory=list)  # (type, reason, message) to record
-    attempt: int = 1  # for RESERVE: the attempt to create
+REASON_SURGING, REASON_SURGE_FAILED = "Surging", "SurgeFailed"
 
 
 def settled(observed: Observed, step: Step, written: PodMigrationJob) -> bool:
@@ -173,7 +130,9 @@ class Conditions:
         return moved
 
 
-class _Progress:
+class _Writer:
+    """A step's status as it is built: conditions set, events noted, the job ended or kept running."""
+
     def __init__(self, o: Observed) -> None:
         self.o = o
         old = o.job.status or PodMigrationJobStatus()
@@ -185,6 +144,47 @@ class _Progress:
         self.pod_ref = old.pod_ref
         self.events: list[tuple[str, str, str]] = []
 
+    def _endings(self) -> tuple[str, ...]:
+        ends = (CLEANUP, RELEASE) if self.o.reservation is not None else (RELEASE,)
+        return (*ends, UNSURGE) if self.o.surge else ends
+
+    def end(self, phase: Phase, reason: str, message: str) -> Step:
+        status = self._status(phase, reason, message)
+        status.status = STATUS_COMPLETE
+        kind = "Normal" if phase == PHASE_SUCCEEDED else "Warning"
+        self.events.append((kind, reason or phase, message))
+        return Step(status, self._endings(), self.events)
+
+    def stay(self, phase: Phase, reason: str, message: str, *, actions: tuple[str, ...] = ()) -> Step:
+        return Step(self._status(phase, reason, message), actions, self.events)
+
+    def _status(self, phase: Phase, reason: str, message: str) -> PodMigrationJobStatus:
+        if phase != (self.old.phase or PHASE_PENDING) and phase == PHASE_RUNNING:
+            self.events.append(("Normal", "Running", "the job is running"))
+        return PodMigrationJobStatus(
+            phase=phase,
+            status=self.marks.last_changed,
+            reason=reason or None,
+            message=message,
+            conditions=self.marks.items or None,
+            node_name=self.node,
+            pod_ref=self.pod_ref,
+            preempted_pods_ref=self.old.preempted_pods_ref,
+            preempted_pods_reservations=self.old.preempted_pods_reservations,
+        )
+
+    def set(self, kind: ConditionType, status: ConditionStatus, reason: str, *, message: str) -> None:
+        if self.marks.set(kind, status, reason, message=message, now=self.o.now):
+            self.events.append(("Normal", reason or kind, message))
+
+    def _condition(self, kind: str) -> PodMigrationJobCondition | None:
+        return self.marks.get(kind)
+
+    def _true(self, kind: str) -> bool:
+        return self.marks.true(kind)
+
+
+class _Progress(_Writer):
     # ----------------------------------------------------------------------------------------------------
 
     def run(self) -> Step:
@@ -255,7 +255,7 @@ class _Progress:
             step.attempt = max(1, o.attempt)
             return step
         evicted = started and (o.pod is None or o.pod.terminating)
-        if r.phase == "Succeeded" and not evicted:  # taken while the pod is still there (a budget's wait)
+        if r.phase == "Succeeded" and not evicted and not o.surge:  # taken while the pod is still there
             return self.taken_early(r)
         self.set(COND_RESERVATION_CREATED, STATUS_TRUE, "", message=f"Reservation {r.name} created")
         if r.phase == "Failed":
@@ -288,6 +288,8 @@ class _Progress:
                 REASON_WAIT_FOR_POD_BIND_RESERVATION,
                 f"waiting for the pending pod to take Reservation {r.name}",
             )
+        if o.surge:
+            return self.surging(r)
         if pod is not None and not pod.terminating:
             return self.evicting()
         self.set(COND_EVICTION, STATUS_TRUE, REASON_EVICT_COMPLETE, message="the pod was evicted")
@@ -332,6 +334,53 @@ class _Progress:
         if pod is not None:  # the old pod still exists (a finalizer, a NotReady node): not moved yet
             return self.stay(PHASE_RUNNING, "", f"{namespace}/{name} is Ready; waiting: {pod.going()}")
         return self.end(PHASE_SUCCEEDED, "", f"moved to {name} on {self.node}")
+
+    def surging(self, r: ReservationView) -> Step:
+        """Surge: the Deployment up by one, its new pod in the Reservation and Ready, then back down by one,
+        its ReplicaSet removing the old pod (marked the cheapest to delete)."""
+        o, pod = self.o, self.o.pod
+        for report in (o.surged, o.scaled_back):
+            if report is not None and report.outcome == "failed":
+                return self.end(PHASE_FAILED, REASON_SURGE_FAILED, report.message)
+        if o.claimed is None:
+            if o.surged is None or o.surged.outcome != "done":
+                note = f" ({o.surged.message})" if o.surged else ""
+                message = f"surging: the Deployment up by one for Reservation {r.name}{note}"
+                return self.stay(PHASE_RUNNING, REASON_SURGING, message, actions=(SURGE,))
+            message = f"{o.surged.message}; waiting for its new pod to take Reservation {r.name}"
+            self.set(
+                COND_POD_BOUND_RESERVATION,
+                STATUS_FALSE,
+                REASON_WAIT_FOR_POD_BIND_RESERVATION,
+                message=message,
+            )
+            return self.stay(PHASE_RUNNING, REASON_WAIT_FOR_POD_BIND_RESERVATION, message)
+        namespace, name, uid = o.claimed
+        self.pod_ref = ObjectReference(namespace=namespace, name=name, uid=uid)
+        who = f"{namespace}/{name}"
+        self.set(COND_POD_BOUND_RESERVATION, STATUS_TRUE, "", message=f"{who} took Reservation {r.name}")
+        replacement = o.replacement
+        if replacement is None or not replacement.ready:
+            why = "is gone" if replacement is None else "is not Ready yet"
+            self.set(
+                COND_BOUND_POD_READY, STATUS_FALSE, REASON_WAIT_FOR_BOUND_POD_READY, message=f"{who} {why}"
+            )
+            return self.stay(PHASE_RUNNING, REASON_WAIT_FOR_BOUND_POD_READY, f"the surge's pod {who} {why}")
+        self.node = replacement.node or self.node
+        self.set(COND_BOUND_POD_READY, STATUS_TRUE, "", message=f"{who} is Ready")
+        self.set(
+            COND_RESERVATION_BOUND, STATUS_TRUE, "", message=f"{who} runs in reserved room on {self.node}"
+        )
+        if pod is not None and not pod.terminating:
+            message = "scaling the Deployment back down: its ReplicaSet removes the old pod"
+            self.set(COND_EVICTION, STATUS_UNKNOWN, REASON_EVICTING, message=message)
+            return self.stay(PHASE_RUNNING, REASON_EVICTING, message, actions=(SCALE_BACK,))
+        self.set(
+            COND_EVICTION, STATUS_TRUE, REASON_EVICT_COMPLETE, message="the scale-down removed the old pod"
+        )
+        if pod is not None:
+            return self.stay(PHASE_RUNNING, "", f"{who} is Ready; waiting: {pod.going()}")
+        return self.end(PHASE_SUCCEEDED, "", f"moved to {name} on {self.node} by a surge")
 
     def taken_early(self, r: ReservationView) -> Step:
         """The Reservation was taken before this job evicted its pod. Reservations are owned by the pod's
@@ -379,43 +428,3 @@ class _Progress:
         # One eviction command per Reservation: after reserving again, the new one is not a duplicate.
         step.attempt = max(1, self.o.attempt)
         return step
-
-    # ----------------------------------------------------------------------------------------------------
-
-    def _endings(self) -> tuple[str, ...]:
-        return (CLEANUP, RELEASE) if self.o.reservation is not None else (RELEASE,)
-
-    def end(self, phase: Phase, reason: str, message: str) -> Step:
-        status = self._status(phase, reason, message)
-        status.status = STATUS_COMPLETE
-        kind = "Normal" if phase == PHASE_SUCCEEDED else "Warning"
-        self.events.append((kind, reason or phase, message))
-        return Step(status, self._endings(), self.events)
-
-    def stay(self, phase: Phase, reason: str, message: str, *, actions: tuple[str, ...] = ()) -> Step:
-        return Step(self._status(phase, reason, message), actions, self.events)
-
-    def _status(self, phase: Phase, reason: str, message: str) -> PodMigrationJobStatus:
-        if phase != (self.old.phase or PHASE_PENDING) and phase == PHASE_RUNNING:
-            self.events.append(("Normal", "Running", "the job is running"))
-        return PodMigrationJobStatus(
-            phase=phase,
-            status=self.marks.last_changed,
-            reason=reason or None,
-            message=message,
-            conditions=self.marks.items or None,
-            node_name=self.node,
-            pod_ref=self.pod_ref,
-            preempted_pods_ref=self.old.preempted_pods_ref,
-            preempted_pods_reservations=self.old.preempted_pods_reservations,
-        )
-
-    def set(self, kind: ConditionType, status: ConditionStatus, reason: str, *, message: str) -> None:
-        if self.marks.set(kind, status, reason, message=message, now=self.o.now):
-            self.events.append(("Normal", reason or kind, message))
-
-    def _condition(self, kind: str) -> PodMigrationJobCondition | None:
-        return self.marks.get(kind)
-
-    def _true(self, kind: str) -> bool:
-        return self.marks.true(kind)

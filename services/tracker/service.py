@@ -241,6 +241,10 @@ class Tracker:
                 await self.state.asked(job, step.attempt)  # before the command: its name is read from now on
             if action in (machine.RESERVE, machine.EVICT):
                 await self.effects.command(job, cast(CommandStep, action), pod_uid, attempt=step.attempt)
+            elif action in (machine.SURGE, machine.SCALE_BACK, machine.UNSURGE):
+                target = observed.surged.target if observed.surged else None
+                uid = pod_uid or (job.spec.pod_ref.uid if job.spec.pod_ref else None)
+                await self.effects.command(job, cast(CommandStep, action), uid, target=target)
             elif action == machine.CLEANUP:
                 await self.endings.cleanup(job, workload, observed.reservation, attempts=observed.asked)
             elif action == machine.RELEASE:

@@ -246,7 +246,8 @@ class ObjectEvent(Message, Generic[Payload], kw_only=True):
 # Decisions: the arbitrator's verdict on one pending job.
 
 DecisionKind: TypeAlias = Literal["admitted", "rejected", "deferred"]
-Step: TypeAlias = Literal["reserve", "evict", "cleanup"]  # what the tracker asks the executor to do
+# What the tracker asks the executor to do (the last three: a Surge's scale-up, scale-down, and its end).
+Step: TypeAlias = Literal["reserve", "evict", "cleanup", "surge", "scale-back", "unsurge"]
 Outcome: TypeAlias = Literal["done", "gone", "blocked", "background", "failed", "checked"]
 
 
@@ -283,6 +284,8 @@ class Command(Message, kw_only=True):
     # cleanup: the job's Reservation attempts the tracker asked for, each read by its name (0: not known,
     # listed by the job's label)
     attempts: int = 0
+    # scale-back, unsurge: the Deployment (namespace/name) the surge scaled, as its report named it
+    target: str | None = None
 
 
 class Report(Message, kw_only=True):
@@ -293,6 +296,7 @@ class Report(Message, kw_only=True):
     step: Step
     outcome: Outcome
     message: str
+    target: str | None = None  # surge: the Deployment (namespace/name) it scales
     reported_at: datetime
 
 

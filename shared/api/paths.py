@@ -34,3 +34,19 @@ def node(name: str) -> str:
 
 def events(namespace: str) -> str:
     return f"/api/v1/namespaces/{namespace}/events"
+
+
+def deployment(namespace: str, name: str) -> str:
+    return f"/apis/apps/v1/namespaces/{namespace}/deployments/{name}"
+
+
+def deployment_scale(namespace: str, name: str) -> str:
+    return f"{deployment(namespace, name)}/scale"
+
+
+def replicaset(namespace: str, name: str) -> str:
+    return f"/apis/apps/v1/namespaces/{namespace}/replicasets/{name}"
+
+
+def autoscalers(namespace: str) -> str:
+    return f"/apis/autoscaling/v2/namespaces/{namespace}/horizontalpodautoscalers"

@@ -33,6 +33,7 @@ from shared.kube import KubeClient
 from tests.e2e.pipeline import pipeline_config, podherd
 from tests.e2e.test_lifecycle import cluster, start, until_no_reservations, web_pods
 from tests.e2e.test_pipeline import until_all_ended
+from tests.e2e.test_surge import SURGE_GRANTS
 from tests.kube import watch_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration, pytest.mark.slow]
@@ -46,6 +47,7 @@ STORM = 60
 NEEDED_OFF_THIS_PATH = {
     ("executor", "delete", "", "pods"),
     ("executor", "patch", "", "pods"),
+    *SURGE_GRANTS,  # Surge (tests/e2e/test_surge.py asserts they are used)
 }
 
 # The tracker's resync (every 30 s) lists the jobs, its room sweep (every 10 s) lists the Reservations, and

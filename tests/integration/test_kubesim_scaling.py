@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import kubernetes
 import pytest
 
 from kubesim.sim import SimHandle
-from tests.kube import client_for, pod_ready, watch_until
+from tests.kube import client_for, pod_ready, refusal, watch_until
 
 pytestmark = pytest.mark.integration
 
@@ -80,3 +81,18 @@ def test_a_scale_down_first_removes_a_pod_not_placed_yet(kubesim_factory: Callab
         label_selector="app=web",
     )
     assert f"default/{cheap}" in left
+
+
+def test_a_scale_with_a_stale_resource_version_is_refused(kubesim_factory: Callable[..., SimHandle]) -> None:
+    kube = client_for(kubesim_factory("small"))
+    scale = kube.apps.read_namespaced_deployment_scale("web", "default")
+    kube.apps.patch_namespaced_deployment("web", "default", {"metadata": {"annotations": {"touched": "1"}}})
+    stale = {"metadata": {"resourceVersion": scale.metadata.resource_version}, "spec": {"replicas": 4}}
+    with pytest.raises(kubernetes.client.ApiException) as refused:
+        kube.apps.replace_namespaced_deployment_scale("web", "default", stale)
+    assert refused.value.status == 409
+    assert refusal(refused.value)["message"] == (
+        'Operation cannot be fulfilled on deployments.apps "web": the object has been modified; '
+        "please apply your changes to the latest version and try again"
+    )
+    assert kube.apps.read_namespaced_deployment("web", "default").spec.replicas == 3

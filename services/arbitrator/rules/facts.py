@@ -10,6 +10,7 @@ from shared.api import codec
 from shared.api.drain import LIFTABLE, lifts_of
 from shared.api.messages import PodInfo
 from shared.api.pmj import ANNOTATION_MIGRATION_PRIORITY, PodMigrationJob
+from shared.api.surge import is_surge
 
 __all__ = ["JobFacts", "PdbFacts", "PodInfo", "WorkloadFacts", "available", "facts_of", "workload_key"]
 
@@ -45,6 +46,8 @@ class JobFacts(msgspec.Struct, frozen=True):
     failed_attempts: int = 0
     # The filters a node drain lifts for its own jobs (`podherd.io/drain-lifts`: LocalStorage, BarePod).
     lifts: frozenset[str] = frozenset()
+    # Moved by Surge (`podherd.io/strategy`): charged against its workload's replicas plus one.
+    surge: bool = False
 
 
 class WorkloadFacts(msgspec.Struct, frozen=True):
@@ -80,12 +83,14 @@ def facts_of(job: PodMigrationJob, default_mode: str) -> JobFacts:
         created_at=created.timestamp() if created else 0.0,
         migration_priority=migration_priority,
         lifts=lifts_of(annotations),
+        surge=is_surge(annotations),
     )
 
 
 # A queued job as kept: name, uid, pod namespace, pod name, mode, creation time, migration priority, the
-# filters its drain lifts (comma-separated; absent in what an older replica kept).
-_QUEUED = msgspec.json.Decoder(tuple[str, str, str, str, str, float, int, str])
+# filters its drain lifts (comma-separated) and whether it surges (these two absent in what an older replica
+# kept).
+_QUEUED = msgspec.json.Decoder(tuple[str, str, str, str, str, float, int, str, bool])
 _QUEUED_BEFORE_DRAINS = msgspec.json.Decoder(tuple[str, str, str, str, str, float, int])
 
 
@@ -102,6 +107,7 @@ def queued_record(facts: JobFacts) -> bytes:
             facts.created_at,
             facts.migration_priority,
             ",".join(sorted(facts.lifts)),
+            facts.surge,
         )
     )
 
@@ -112,9 +118,9 @@ def queued_facts(data: bytes | str, default_mode: str) -> JobFacts:
     if not text.startswith(b"["):
         return facts_of(codec.decode(text, PodMigrationJob), default_mode)
     try:
-        name, uid, namespace, pod, mode, created_at, priority, lifts = _QUEUED.decode(text)
+        name, uid, namespace, pod, mode, created_at, priority, lifts, surge = _QUEUED.decode(text)
     except msgspec.ValidationError:
         name, uid, namespace, pod, mode, created_at, priority = _QUEUED_BEFORE_DRAINS.decode(text)
-        lifts = ""
+        lifts, surge = "", False
     lifted = frozenset(lifts.split(",")) & LIFTABLE if lifts else frozenset()
-    return JobFacts(name, uid, namespace, pod, mode, created_at, priority, lifts=lifted)
+    return JobFacts(name, uid, namespace, pod, mode, created_at, priority, lifts=lifted, surge=surge)

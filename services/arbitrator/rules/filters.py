@@ -178,7 +178,7 @@ def _terminating(s: Subject) -> str | None:
 
 def _expected_replicas(s: Subject) -> str | None:
     workload, args = s.workload, s.args
-    if args.skip_check_expected_replicas or workload is None:
+    if args.skip_check_expected_replicas or workload is None or s.job.surge:  # a surge keeps every replica
         return None
     replicas = workload.replicas
     limit_migrating = max_migrating(replicas, args.max_migrating_per_workload)

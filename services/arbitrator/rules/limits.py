@@ -16,6 +16,8 @@ The rules (seeds 000 and 001, seed 003 for evictions in progress, Koordinator fo
   that is Ready, never both);
 - the pod's PodDisruptionBudget: never admit what the Eviction API would refuse (jobs admitted but not yet
   evicted count against `disruptionsAllowed`).
+A job moved by Surge (`podherd.io/strategy: Surge`) takes its workload's limits and its budgets with one
+replica more: the old pod goes only after the new one is Ready.
 A pod whose eviction is in progress (seed 003) counts as migrating wherever it is; a job still waiting for
 admission counts nowhere (Koordinator #1150: counting waiting jobs deadlocked a node).
 """
@@ -58,6 +60,9 @@ def plan(
     covering it) and the token buckets of the eviction rate and the object limiters."""
     slots: list[Slot] = []
     buckets = [Bucket("evictQPS", GLOBAL, args.evict_qps_value, args.evict_burst, "the global eviction rate")]
+    # A surge removes the old pod only once the new one is Ready: its limits and budgets allow one more (the
+    # pods expected, against which the unavailable ones are counted, stay as they are).
+    extra = 1 if job.surge else 0
     if args.max_migrating_globally > 0:
         slots.append(Slot("maxMigratingGlobally", GLOBAL, args.max_migrating_globally, "the cluster"))
     if EVICT_ANNOTATION not in pod.annotations:
@@ -65,9 +70,9 @@ def plan(
         if limiters.workload is not None and workload is not None:
             most = limiters.workload.max_migrating
             count = (
-                scaled_value(most, workload.replicas, round_up=True)
+                scaled_value(most, workload.replicas + extra, round_up=True)
                 if most
-                else max_migrating(workload.replicas, args.max_migrating_per_workload)
+                else max_migrating(workload.replicas + extra, args.max_migrating_per_workload)
             )
             buckets.extend(
                 _limiter(
@@ -111,7 +116,7 @@ def plan(
                 Slot(
                     "maxMigratingPerWorkload",
                     workload_slot(workload.key),
-                    max_migrating(workload.replicas, args.max_migrating_per_workload),
+                    max_migrating(workload.replicas + extra, args.max_migrating_per_workload),
                     f"workload {workload.key}",
                 )
             )
@@ -120,7 +125,7 @@ def plan(
                 Slot(
                     "maxUnavailablePerWorkload",
                     workload_slot(workload.key),
-                    max_unavailable(workload.replicas, args.max_unavailable_per_workload),
+                    max_unavailable(workload.replicas + extra, args.max_unavailable_per_workload),
                     f"workload {workload.key}",
                     replicas=workload.replicas,
                 )
@@ -130,7 +135,7 @@ def plan(
             Slot(
                 "PodDisruptionBudget",
                 pdb_slot(pdb.key),
-                pdb.disruptions_allowed,
+                pdb.disruptions_allowed + extra,
                 f"PodDisruptionBudget {pdb.key}",
             )
         )

@@ -1,0 +1,75 @@
+"""What the state machine decides from (`Observed`: the job, its pod, Reservation, replacement, reports) and
+what it decides (`Step`: the next status and the actions that move the job on) (pure)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from shared.api.messages import Report
+from shared.api.pmj import PodMigrationJob, PodMigrationJobStatus
+
+
+@dataclass(frozen=True)
+class PodView:
+    namespace: str
+    name: str
+    uid: str
+    node: str | None
+    terminating: bool
+    ready: bool
+    controller_uid: str | None
+    deleted_at: datetime | None = None  # its deletionTimestamp: going, but not gone
+    node_ready: bool | None = None  # of its node, looked up only while it is terminating (None: not known)
+
+    def going(self) -> str:
+        """What a pod that is terminating but still exists is waiting on, for the status."""
+        since = f" since {self.deleted_at:%Y-%m-%dT%H:%M:%SZ}" if self.deleted_at else ""
+        where = f" on node {self.node}" if self.node else ""
+        stuck = " (NotReady: its kubelet cannot finish it)" if self.node_ready is False else ""
+        return f"pod {self.namespace}/{self.name} is terminating{since}{where}{stuck}"
+
+
+@dataclass(frozen=True)
+class ReservationView:
+    name: str
+    phase: str  # Pending | Available | Succeeded | Failed | Waiting
+    node: str | None
+    unschedulable: str | None  # the scheduler's message while it cannot place it
+    failed_reason: str | None
+    owner_controller_uid: str | None  # whose replacements it is for
+    bound: tuple[tuple[str, str, str], ...] = ()  # (namespace, name, uid) of the pods that took it
+    ours: bool = True  # made by Podherd (labelled so); False: one the user named, never made again
+    uid: str = ""
+
+
+@dataclass(frozen=True)
+class Observed:
+    job: PodMigrationJob
+    now: datetime
+    admitted: bool
+    rejection: tuple[str, str] | None  # (reason, message) when the arbitrator rejected it
+    pod: PodView | None  # the pod to move, if it still exists (and is the one the job was made for)
+    reservation: ReservationView | None  # the job's current Reservation (its latest attempt)
+    bound_pod: PodView | None  # the pod that took the current Reservation, if it exists
+    replacement: PodView | None  # after the eviction: the replacement this job claimed, if it exists
+    eviction_note: str | None  # the executor's latest word on the eviction (e.g. a PDB refusing it)
+    reserve_failed: str | None  # why the executor could not create the Reservation
+    default_mode: str
+    default_ttl: str
+    dry_run: bool = False
+    eviction_sent: bool = False  # the executor found the room and sent the eviction; no outcome yet
+    attempt: int = 0  # the current Reservation's attempt (0: none made yet)
+    asked: int = 0  # the latest attempt the tracker asked the executor to make (0: none known)
+    claimed: tuple[str, str, str] | None = None  # the replacement claimed, even if it is gone now
+    surge: bool = False  # moved by Surge (`podherd.io/strategy`)
+    surged: Report | None = None  # the executor's latest word on the scale-up
+    scaled_back: Report | None = None  # ... and on the scale-down
+
+
+@dataclass
+class Step:
+    status: PodMigrationJobStatus
+    actions: tuple[str, ...] = ()
+    events: list[tuple[str, str, str]] = field(default_factory=list)  # (type, reason, message) to record
+    attempt: int = 1  # for RESERVE: the attempt to create

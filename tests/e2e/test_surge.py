@@ -1,0 +1,153 @@
+"""Surge through the four services: a Deployment that cannot lose its pod (one replica, a budget allowing
+no disruption) moves without a moment at zero Ready pods, and a surge that meets an autoscaler or someone
+else's scaling gives the Deployment back as it found it."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import kubernetes
+import pytest
+
+from kubesim.sim import SimHandle
+from podherd.servers import Server
+from shared.api import annotations as known
+from shared.api.surge import ANNOTATION_STRATEGY, ANNOTATION_SURGE
+from tests.e2e.pipeline import conditions, create_job, ended, pipeline, pipeline_config, until_job
+from tests.e2e.test_lifecycle import cluster, reservations, start, until_no_reservations, web_pods
+from tests.kube import Kube, pod_ready, watch_until
+
+pytestmark = [pytest.mark.e2e, pytest.mark.integration]
+SURGE = {ANNOTATION_STRATEGY: "Surge"}
+# What the executor's role grants for Surge alone: (service, verb, group, resource).
+SURGE_GRANTS = {
+    ("executor", "get", "apps", "replicasets"),
+    ("executor", "get", "apps", "deployments"),
+    ("executor", "patch", "apps", "deployments"),
+    ("executor", "update", "apps", "deployments/scale"),
+    ("executor", "list", "autoscaling", "horizontalpodautoscalers"),
+}
+
+
+def single(**extra: Any) -> dict[str, Any]:
+    """One replica of web behind a PodDisruptionBudget that allows no disruption."""
+    return cluster(web=1, pdb={"minAvailable": 1}, **extra)
+
+
+class ReadyFloor:
+    """The fewest Ready web pods seen from now on (a watch in a thread)."""
+
+    def __init__(self, kube: Kube) -> None:
+        self.kube, self.lowest, self.stop = kube, 1_000, threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        def seen(state: dict[str, Any]) -> bool:
+            ready = sum(1 for p in state.values() if pod_ready(p) and p.metadata.deletion_timestamp is None)
+            if state:
+                self.lowest = min(self.lowest, ready)
+            return self.stop.is_set()
+
+        watch_until(
+            self.kube.core.list_namespaced_pod, seen, 60, namespace="default", label_selector="app=web"
+        )
+
+    def close(self) -> int:
+        self.stop.set()
+        self.kube.core.patch_namespaced_pod(  # an event for the watch to see the stop by
+            next(iter(web_pods(self.kube))), "default", {"metadata": {"labels": {"floor": "done"}}}
+        )
+        self.thread.join(30)
+        return self.lowest
+
+
+async def test_a_single_replica_behind_a_zero_budget_moves_by_surge_without_downtime(
+    kubesim_factory: Callable[..., SimHandle], nats_srv: Server, redis_srv: Server, test_id: str
+) -> None:
+    kube = start(kubesim_factory, single())
+    ((name, old),) = web_pods(kube).items()
+    config = pipeline_config(kube.handle, nats_srv, redis_srv, test_id)
+    floor = ReadyFloor(kube)
+    async with pipeline(config):
+        create_job(kube, "surge-1", name, annotations=SURGE)
+        job = await until_job(kube, "surge-1", ended)
+        await asyncio.to_thread(until_no_reservations, kube)
+    assert floor.close() == 1  # never fewer than one Ready pod
+    status = job["status"]
+    assert status["phase"] == "Succeeded", status
+    assert "by a surge" in status["message"]
+    assert {k for k, (s, _) in conditions(job).items() if s == "True"} >= {
+        "ReservationCreated",
+        "ReservationScheduled",
+        "PodBoundReservation",
+        "BoundPodReady",
+        "ReservationBound",
+        "Eviction",
+    }
+    ((new_name, new),) = web_pods(kube).items()
+    assert new_name == status["podRef"]["name"] != name
+    assert new.spec.node_name == status["nodeName"] != old.spec.node_name
+    assert known.RESERVATION_ALLOCATED in (new.metadata.annotations or {})
+    deploy = kube.apps.read_namespaced_deployment("web", "default")
+    assert deploy.spec.replicas == 1 and ANNOTATION_SURGE not in (deploy.metadata.annotations or {})
+    assert reservations(kube) == []
+    sim = kube.handle.sim
+    assert sim is not None
+    used = {(u.rpartition("-")[2], v, g, r) for u, v, g, r in sim.authorizer.used}
+    assert used >= SURGE_GRANTS  # the executor's role grants Surge exactly what it uses
+
+
+async def test_an_autoscaled_deployment_is_not_surged(
+    kubesim_factory: Callable[..., SimHandle], nats_srv: Server, redis_srv: Server, test_id: str
+) -> None:
+    kube = start(kubesim_factory, single())
+    ((name, _),) = web_pods(kube).items()
+    autoscaling: Any = kubernetes.client.AutoscalingV2Api(kube.api)
+    autoscaling.create_namespaced_horizontal_pod_autoscaler(
+        "default",
+        {
+            "metadata": {"name": "web"},
+            "spec": {
+                "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
+                "maxReplicas": 3,
+            },
+        },
+    )
+    config = pipeline_config(kube.handle, nats_srv, redis_srv, test_id)
+    async with pipeline(config):
+        create_job(kube, "surge-hpa", name, annotations=SURGE)
+        job = await until_job(kube, "surge-hpa", ended)
+        await asyncio.to_thread(until_no_reservations, kube)
+    assert (job["status"]["phase"], job["status"]["reason"]) == ("Failed", "SurgeFailed")
+    assert "HorizontalPodAutoscaler default/web scales Deployment default/web" in job["status"]["message"]
+    deploy = kube.apps.read_namespaced_deployment("web", "default")
+    assert deploy.spec.replicas == 1 and ANNOTATION_SURGE not in (deploy.metadata.annotations or {})
+    assert list(web_pods(kube)) == [name]
+
+
+async def test_a_deployment_scaled_by_someone_else_during_the_surge_is_handed_back(
+    kubesim_factory: Callable[..., SimHandle], nats_srv: Server, redis_srv: Server, test_id: str
+) -> None:
+    # New pods are Ready only after 3 s: the surge waits for its pod, and someone scales meanwhile.
+    probe = {"tcpSocket": {"port": 80}, "initialDelaySeconds": 3}
+    kube = start(kubesim_factory, single(readinessProbe=probe))
+    ((name, _),) = web_pods(kube).items()
+    config = pipeline_config(kube.handle, nats_srv, redis_srv, test_id)
+    async with pipeline(config):
+        create_job(kube, "surge-race", name, annotations=SURGE)
+        await until_job(
+            kube, "surge-race", lambda j: (j.get("status") or {}).get("reason") == "WaitForBoundPodReady"
+        )
+        kube.apps.patch_namespaced_deployment_scale("web", "default", {"spec": {"replicas": 4}})
+        job = await until_job(kube, "surge-race", ended)
+        await asyncio.to_thread(until_no_reservations, kube)
+    assert (job["status"]["phase"], job["status"]["reason"]) == ("Failed", "SurgeFailed")
+    assert "was scaled to 4 by someone else during the surge" in job["status"]["message"]
+    deploy = kube.apps.read_namespaced_deployment("web", "default")
+    assert deploy.spec.replicas == 4 and ANNOTATION_SURGE not in (deploy.metadata.annotations or {})
+    old = kube.core.read_namespaced_pod(name, "default")  # still there, no longer marked cheapest
+    assert known.POD_DELETION_COST not in (old.metadata.annotations or {})
