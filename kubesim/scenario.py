@@ -18,6 +18,7 @@ workloads:
     pdb: {maxUnavailable: 1}    # or {minAvailable: 3}
     placement: [node-1, node-2] # initial node per replica, cycled; default: round-robin over nodes that fit
     readinessProbe: {tcpSocket: {port: 80}, initialDelaySeconds: 30}  # new replicas Ready only after it
+    volumes: [{name: scratch, emptyDir: {}}]
 pods:                           # bare pods; without `node` they start Pending for the scheduler
   - {name: big, namespace: default, requests: {cpu: "4"}}
 ```
@@ -165,6 +166,8 @@ class _Loader:
             "schedulerName": item.get("schedulerName", "default-scheduler"),
             "terminationGracePeriodSeconds": int(item.get("terminationGracePeriodSeconds", 30)),
         }
+        if item.get("volumes"):
+            spec["volumes"] = copy.deepcopy(item["volumes"])
         priority = item.get("priority")
         if item.get("priorityClassName"):
             spec["priorityClassName"] = item["priorityClassName"]

@@ -4,7 +4,9 @@ own account of itself. The demo prints its findings; the end-to-end tests assert
 - no replacement pod is ever Pending for lack of room (a pod watch sees every state a new pod passes);
 - no ledger slot set (node, namespace, the cluster) holds more migrations than its limit;
 - no workload has more unavailable replicas than `maxUnavailablePerWorkload` allows;
-- no PodDisruptionBudget has fewer healthy pods than it requires.
+- no PodDisruptionBudget has fewer healthy pods than it requires;
+- no Deployment surging for a job has fewer Ready pods than before its surge (`surge_floor`, from every
+  pod, ReplicaSet and Deployment event).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
 from podherd.history import JOB, POD, RESERVATION, History, HistoryFindings, RoomCheck, replay
+from podherd.surge_floor import DEPLOYMENT, REPLICASET, surge_floor_breaches
 from shared.api import paths
 from shared.config import MigrationControllerArgs
 from shared.intstr import max_unavailable
@@ -39,12 +42,19 @@ class Findings:
     slot_breaches: list[str] = field(default_factory=list)
     workload_breaches: list[str] = field(default_factory=list)
     pdb_breaches: list[str] = field(default_factory=list)
+    surge_breaches: list[str] = field(default_factory=list)
+    surges_watched: int = 0
     ledger_unavailable: int = 0
     history: HistoryFindings | None = None  # None: no room checks to hold the evictions against
 
     @property
     def limits_exceeded(self) -> int:
-        return len(self.slot_breaches) + len(self.workload_breaches) + len(self.pdb_breaches)
+        return (
+            len(self.slot_breaches)
+            + len(self.workload_breaches)
+            + len(self.pdb_breaches)
+            + len(self.surge_breaches)
+        )
 
     @property
     def evictions_without_room(self) -> list[str]:
@@ -63,6 +73,8 @@ class Findings:
             "slot_breaches": self.slot_breaches[:20],
             "workload_breaches": self.workload_breaches[:20],
             "pdb_breaches": self.pdb_breaches[:20],
+            "surge_floor_breaches": self.surge_breaches[:20],
+            "surges_watched": self.surges_watched,
             "peak_slots_in_use": self.peak_slots,
             "history_events": self.history.events if self.history is not None else None,
             "evictions_checked_against_room": self.history.evictions_checked if self.history else None,
@@ -120,6 +132,8 @@ WATCHED = {
     POD: paths.PODS,
     RESERVATION: paths.RESERVATIONS,
     JOB: paths.JOBS,
+    DEPLOYMENT: "/apis/apps/v1/deployments",
+    REPLICASET: "/apis/apps/v1/replicasets",
 }
 
 
@@ -169,6 +183,7 @@ class Watchdog:
             await self.sample()
         finally:
             await cancel_and_wait(*watches)
+        self.findings.surge_breaches, self.findings.surges_watched = surge_floor_breaches(self.history.events)
         if self.checks is not None:
             mode = self.args.default_job_mode
             self.findings.history = replay(self.history, await self.checks(), mode)

@@ -94,9 +94,13 @@ class ArbitrationArgs(Section):
 
 class SurgeArgs(Section):
     """Jobs moved by Surge (`podherd.io/strategy: Surge`): the Deployment scaled up by one for the new pod,
-    then back down. A HorizontalPodAutoscaler targeting the Deployment would fight the surge: such jobs are
-    refused unless allowed here."""
+    then back down. The switches make the arbitrator choose it for a ReservationFirst job of a Deployment
+    with a single replica, or whose PodDisruptionBudget allows no disruption when the job is admitted. A
+    HorizontalPodAutoscaler targeting the Deployment would fight the surge: such jobs are refused unless
+    allowed here."""
 
+    single_replica_deployments: bool = False
+    zero_disruption_deployments: bool = False
     allow_with_horizontal_pod_autoscaler: bool = False
 
 

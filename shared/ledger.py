@@ -88,6 +88,7 @@ class Candidate(msgspec.Struct, frozen=True):
     reject: tuple[str, str, str] | None = None  # (rule, reason, message): a filter forbids it
     wait: tuple[float, str, str] | None = None  # (seconds, rule, message): its facts are not known yet
     drop: bool = False  # its job is gone
+    surge: bool = False  # admitted, it moves by Surge (the decision says so)
 
 
 class Announcement(msgspec.Struct, frozen=True):
@@ -277,9 +278,10 @@ class Ledger:
             return None
         return HeldJob(job_uid, as_text(pod), tuple(json.loads(slots)))
 
-    async def held_slots(self, job_uid: str) -> list[str]:
-        record = await self.client.hget(f"{self.prefix}:job:{job_uid}", "slots")
-        return list(json.loads(record)) if record else []
+    async def held_slots(self, job_uid: str) -> tuple[list[str], bool]:
+        """The slot keys an admitted job holds, and whether it was admitted to move by Surge."""
+        record, surge = await self.client.hmget(f"{self.prefix}:job:{job_uid}", ["slots", "surge"])
+        return (list(json.loads(record)) if record else []), surge is not None
 
     def announced(self, pipe: Pipeline, job_uids: Sequence[str]) -> None:
         """Add to `pipe`: the outcomes of `job_uids` have been published."""
@@ -405,6 +407,8 @@ def _round(candidates: Sequence[Candidate]) -> bytes:
                     for b in c.buckets
                 ],
             }
+            if c.surge:
+                plan["surge"] = 1
         jobs.append((c.job_uid, c.pod_uid, plan))
     return msgspec.json.encode({"slots": list(slots), "buckets": list(buckets), "jobs": jobs})
 

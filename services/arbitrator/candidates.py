@@ -40,16 +40,19 @@ def candidate(uid: str, item: Loaded, args: MigrationControllerArgs) -> Candidat
     if missing is not None or pod is None:
         waiting = (FACTS_WAIT, "WaitingForFacts", f"waiting for {missing}")
         return Candidate(uid, pod.uid if pod else "", (), (), wait=waiting)
-    threshold = args.priority_threshold.value if args.priority_threshold is not None else None
-    rejection = filters.evaluate(facts, pod, workload, args=args, priority_threshold=threshold)
-    if rejection is not None:
-        return rejected(uid, pod.uid, rejection)
     budgets = [
         PdbFacts(key=f"{pdb.namespace}/{pdb.name}", disruptions_allowed=pdb.disruptions_allowed)
         for pdb in item.pdbs
     ]
+    allowed = [b.disruptions_allowed for b in budgets]
+    if not facts.surge and filters.surges(facts, workload, pdbs=allowed, args=args):
+        facts = msgspec.structs.replace(facts, surge=True)
+    threshold = args.priority_threshold.value if args.priority_threshold is not None else None
+    rejection = filters.evaluate(facts, pod, workload, args=args, priority_threshold=threshold)
+    if rejection is not None:
+        return rejected(uid, pod.uid, rejection)
     plan = limits.plan(facts, pod, workload, pdbs=budgets, args=args)
-    return Candidate(uid, pod.uid, plan.slots, plan.buckets)
+    return Candidate(uid, pod.uid, plan.slots, plan.buckets, surge=facts.surge)
 
 
 def rejection_of(outcome: str, rule: str, message: str, *, reason: str) -> filters.Rejection:

@@ -21,6 +21,7 @@ from services.arbitrator.rules import filters
 from services.arbitrator.rules.facts import queued_facts
 from shared.api import codec
 from shared.api.messages import AuditRecord, Decision, JobRef
+from shared.api.surge import STRATEGY_SURGE
 from shared.ledger import ADMITTED, Candidate, Ledger, Verdict, as_text
 from shared.slots import Slot
 
@@ -81,6 +82,7 @@ class Decisions:
             decided_at=datetime.now(UTC),
             replica=self.replica,
             slots=[s.key for s in candidate.slots],
+            strategy=STRATEGY_SURGE if candidate.surge else None,
         )
         await self.send(decision)
 
@@ -172,8 +174,9 @@ class Decisions:
             raw = await self.redis.hget(self.keys.jobs, uid)
             name = (queued_facts(raw, "").name if raw else None) or uid
             if a.outcome == ADMITTED:
-                keys = await self.ledger.held_slots(uid)
-                candidate = Candidate(uid, a.pod_uid, tuple(Slot("", k, 0, "") for k in keys), ())
+                keys, surge = await self.ledger.held_slots(uid)
+                slots = tuple(Slot("", k, 0, "") for k in keys)
+                candidate = Candidate(uid, a.pod_uid, slots, (), surge=surge)
                 await self.admitted(name, candidate, None)
             else:
                 await self.reject(name, uid, rejection_of(a.outcome, a.rule, a.message, reason=a.reason))

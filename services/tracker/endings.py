@@ -15,6 +15,7 @@ from services.tracker.progress import ReservationView
 from services.tracker.state import JobState
 from shared import ledger
 from shared.api.pmj import PHASE_FAILED, PHASE_SUCCEEDED, PodMigrationJob
+from shared.api.surge import ANNOTATION_STRATEGY, STRATEGY_SURGE
 from shared.ledger import Ledger, as_text, lua_script
 from shared.stats import MigrationStats
 
@@ -91,12 +92,14 @@ class Endings:
         # Last: whoever hears of the release (the arbitrator's next pass) reads the statistics it updated.
         await self.effects.released(uid)
 
-    async def record_ledger(self, job: PodMigrationJob) -> PodMigrationJob | None:
-        """What the job holds in the ledger, on the PMJ: the ledger is rebuilt from it after a Redis loss.
-        Returns the job as written, if it was."""
+    async def record_ledger(self, job: PodMigrationJob, *, surge: bool = False) -> PodMigrationJob | None:
+        """What the job holds in the ledger, on the PMJ: the ledger is rebuilt from it after a Redis loss;
+        and, `surge`, that it moves by Surge (the arbitrator's choice outlives its decision). Returns the job
+        as written, if it was."""
         held = await self.ledger.held(job.metadata.uid or "")
-        if held is None:
+        annotations = {ledger.ANNOTATION: held.annotation()} if held is not None else {}
+        if surge:
+            annotations[ANNOTATION_STRATEGY] = STRATEGY_SURGE
+        if not annotations:
             return None
-        return await self.effects.patch_job(
-            job, {"metadata": {"annotations": {ledger.ANNOTATION: held.annotation()}}}
-        )
+        return await self.effects.patch_job(job, {"metadata": {"annotations": annotations}})

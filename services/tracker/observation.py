@@ -30,7 +30,7 @@ from shared.api.pmj import (
     PodMigrationJob,
 )
 from shared.api.reservation import LABEL_CONTROLLER, LABEL_JOB, attempt_of, made_for, reservation_name
-from shared.api.surge import is_surge
+from shared.api.surge import STRATEGY_SURGE, is_surge
 from shared.config import MigrationControllerArgs
 from shared.consume import read_or_retry
 from shared.kube import KubeClient
@@ -102,7 +102,10 @@ class Observer:
         if not ended and current is not None and current.bound:
             bound_pod = await pods.view(current.bound[0])
         started = any(c.type == "Eviction" for c in (job.status.conditions if job.status else None) or [])
-        surge = is_surge(job.metadata.annotations)
+        # Asked for, or chosen by the arbitrator (its decision says so until the PMJ records it).
+        surge = is_surge(job.metadata.annotations) or (
+            decision is not None and decision.strategy == STRATEGY_SURGE
+        )
         claimed = None
         if not ended and started and (pod is None or pod.terminating) and current is not None and not surge:
             claimed = await self._claim(job, reservations, pods)
@@ -238,6 +241,9 @@ class Observer:
                 pipe.hset(self.keys.replacement_jobs, f"{namespace}/{name}", job)
                 pipe.srem(pool, entry)
                 await pipe.execute()
+                # Read again, now that its changes reconcile this job: one that became Ready after the read
+                # above (and before the line above) kicked no one, and would be waited for until a resync.
+                pods.forget(namespace, name)
                 return namespace, name, pod_uid
         return None
 
@@ -266,6 +272,9 @@ class _PodReads:
     def __init__(self, observer: Observer) -> None:
         self.observer = observer
         self.found: dict[tuple[str, str], PodView | None] = {}
+
+    def forget(self, namespace: str, name: str) -> None:
+        self.found.pop((namespace, name), None)
 
     async def view(self, ident: tuple[str, str, str]) -> PodView | None:
         namespace, name, uid = ident

@@ -48,6 +48,7 @@ from shared.api.pmj import (
     Phase,
     PodMigrationJob,
 )
+from shared.api.surge import is_surge
 from shared.config import PodherdConfig
 from shared.consume import Durable, Retry, coalesced, durable, run_consumer
 from shared.durations import parse_duration
@@ -230,8 +231,11 @@ class Tracker:
             await settles(codec.decode(answer, PodMigrationJob))
             await self._transitioned(job, before.phase if before else None, step)
         phase = step.status.phase or PHASE_PENDING
-        if phase == PHASE_RUNNING and ledger.ANNOTATION not in (job.metadata.annotations or {}):
-            await settles(await self.endings.record_ledger(job))
+        annotations = job.metadata.annotations or {}
+        recorded = ledger.ANNOTATION in annotations and (not observed.surge or is_surge(annotations))
+        if phase == PHASE_RUNNING and not recorded:
+            # What it holds in the ledger, and a strategy the arbitrator chose, written on the PMJ.
+            await settles(await self.endings.record_ledger(job, surge=observed.surge))
         pod_uid = observed.pod.uid if observed.pod else None
         workload = observed.reservation.owner_controller_uid if observed.reservation else None
         for action in step.actions:

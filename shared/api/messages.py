@@ -266,6 +266,7 @@ class Decision(Message, kw_only=True):
     decided_at: datetime
     replica: str
     slots: list[str] = msgspec.field(default_factory=list)
+    strategy: str | None = None  # admitted: "Surge" when the job moves by Surge
 
 
 class Command(Message, kw_only=True):

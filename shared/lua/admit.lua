@@ -160,6 +160,8 @@ local function decide(job, pod, plan)
   redis.call('HSET', p .. ':claims', pod, job)
   redis.call('SADD', p .. ':done', job)
   redis.call('HSET', p .. ':job:' .. job, 'pod', pod, 'slots', cjson.encode(keys), 'admitted', now)
+  -- How it moves, for whoever publishes the decision (a replica dying before it did loses nothing).
+  if plan.surge then redis.call('HSET', p .. ':job:' .. job, 'surge', '1') end
   redis.call('ZADD', p .. ':expiry', now + ttl, job)
   return 'admitted', 'admitted', 'all limits hold'
 end

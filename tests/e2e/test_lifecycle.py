@@ -6,9 +6,11 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import time
 from collections.abc import Callable
 from typing import Any
 
+import kubernetes
 import nats
 import pytest
 import redis.asyncio as aioredis
@@ -81,17 +83,38 @@ def reservations(kube: Kube) -> list[dict[str, Any]]:
 def until_no_reservations(kube: Kube, stalled: float = 30.0) -> None:
     """Every Reservation gone. Room a job did not use outlives it while a sibling of its workload is in
     flight, and goes with the last job's cleanup, a command after that job's terminal status: wait for it
-    (failing after `stalled` seconds without a deletion)."""
-    if reservations(kube):
-        watch_until(
+    (failing after `stalled` seconds without a deletion). Listed, then followed from the list's
+    resourceVersion: one deleted between a look and a watch is not waited for until the watch times out."""
+    group, version, plural = "scheduling.koordinator.sh", "v1alpha1", "reservations"
+    listing = kube.custom.list_cluster_custom_object(group, version, plural)
+    left = {r["metadata"]["name"] for r in listing["items"]}
+    seen = listing["metadata"]["resourceVersion"]
+    deadline = time.monotonic() + stalled
+    while left:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError(
+                f"Reservations still there after {stalled}s without a deletion: {sorted(left)}"
+            )
+        watch = kubernetes.watch.Watch()
+        for event in watch.stream(
             kube.custom.list_cluster_custom_object,
-            lambda state: not state,
-            stalled,
-            idle=True,
-            group="scheduling.koordinator.sh",
-            version="v1alpha1",
-            plural="reservations",
-        )
+            group,
+            version,
+            plural,
+            resource_version=seen,
+            timeout_seconds=max(1, int(remaining)),
+        ):
+            meta = event["object"]["metadata"]
+            seen = meta.get("resourceVersion") or seen
+            if event["type"] == "DELETED":
+                left.discard(meta["name"])
+                deadline = time.monotonic() + stalled
+            elif event["type"] == "ADDED":
+                left.add(meta["name"])
+            if not left:
+                watch.stop()
+                break
 
 
 async def test_reservation_first_moves_the_pod_into_the_reserved_room(

@@ -201,13 +201,19 @@ def gone(key: str) -> Callable[[dict[str, Any]], bool]:
 
 async def until_answered(nc: Any, subjects: bus.Subjects, intent: MigrationIntent) -> IntentReply:
     """The intent's answer, once a tracker serves the subject (the pipeline may still be subscribing)."""
+    return codec.decode(await when_served(nc, subjects, codec.encode(intent)), IntentReply)
+
+
+async def when_served(nc: Any, subjects: bus.Subjects, data: bytes) -> bytes:
+    """The answer to a request on the intent subject, once a tracker serves it."""
     while True:
         try:
-            msg = await nc.request(subjects.intent_request, codec.encode(intent), timeout=10)
+            msg = await nc.request(subjects.intent_request, data, timeout=10)
         except nats.errors.NoRespondersError:
-            await asyncio.sleep(0.1)
+            await asyncio.sleep(0.1)  # no event tells a subscription's arrival: ask again
             continue
-        return codec.decode(msg.data, IntentReply)
+        answer: bytes = msg.data
+        return answer
 
 
 async def test_two_replicas_of_each_service_carry_a_storm_of_jobs(

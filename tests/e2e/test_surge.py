@@ -10,14 +10,21 @@ from collections.abc import Callable
 from typing import Any
 
 import kubernetes
+import nats
 import pytest
+import urllib3
 
 from kubesim.sim import SimHandle
 from podherd.servers import Server
+from shared import bus
 from shared.api import annotations as known
+from shared.api import codec
+from shared.api.messages import DrainIntent, DrainReply
 from shared.api.surge import ANNOTATION_STRATEGY, ANNOTATION_SURGE
+from shared.config import PodherdConfig
 from tests.e2e.pipeline import conditions, create_job, ended, pipeline, pipeline_config, until_job
 from tests.e2e.test_lifecycle import cluster, reservations, start, until_no_reservations, web_pods
+from tests.e2e.test_pipeline import when_served
 from tests.kube import Kube, pod_ready, watch_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
@@ -38,40 +45,61 @@ def single(**extra: Any) -> dict[str, Any]:
 
 
 class ReadyFloor:
-    """The fewest Ready web pods seen from now on (a watch in a thread)."""
+    """The fewest Ready pods of an app seen from now on (a watch in a thread)."""
 
-    def __init__(self, kube: Kube) -> None:
-        self.kube, self.lowest, self.stop = kube, 1_000, threading.Event()
+    def __init__(self, kube: Kube, app: str = "web", replicas: int = 1) -> None:
+        self.kube, self.app, self.replicas = kube, app, replicas
+        self.lowest, self.stop = 1_000, threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()
 
     def _run(self) -> None:
+        primed = [False]
+
         def seen(state: dict[str, Any]) -> bool:
             ready = sum(1 for p in state.values() if pod_ready(p) and p.metadata.deletion_timestamp is None)
-            if state:
+            # A (re)started watch lists the pods one ADDED event at a time: count once they are all in.
+            primed[0] = primed[0] or len(state) >= self.replicas
+            if primed[0]:
                 self.lowest = min(self.lowest, ready)
             return self.stop.is_set()
 
-        watch_until(
-            self.kube.core.list_namespaced_pod, seen, 60, namespace="default", label_selector="app=web"
-        )
+        while not self.stop.is_set():
+            try:
+                watch_until(
+                    self.kube.core.list_namespaced_pod,
+                    seen,
+                    60,
+                    namespace="default",
+                    label_selector=f"app={self.app}",
+                )
+            except urllib3.exceptions.ProtocolError:
+                primed[0] = False  # the server ended the watch early: list and follow again
 
     def close(self) -> int:
         self.stop.set()
+        pods = self.kube.core.list_namespaced_pod("default", label_selector=f"app={self.app}").items
         self.kube.core.patch_namespaced_pod(  # an event for the watch to see the stop by
-            next(iter(web_pods(self.kube))), "default", {"metadata": {"labels": {"floor": "done"}}}
+            pods[0].metadata.name, "default", {"metadata": {"labels": {"floor": "done"}}}
         )
         self.thread.join(30)
         return self.lowest
 
 
+def watched_single(
+    kubesim_factory: Callable[..., SimHandle], nats_srv: Server, redis_srv: Server, test_id: str
+) -> tuple[Kube, str, Any, PodherdConfig, ReadyFloor]:
+    """The single replica's cluster, its pod (name, object), the pipeline's config, and a watch of how few
+    of its pods are Ready from now on."""
+    kube = start(kubesim_factory, single())
+    ((name, old),) = web_pods(kube).items()
+    return kube, name, old, pipeline_config(kube.handle, nats_srv, redis_srv, test_id), ReadyFloor(kube)
+
+
 async def test_a_single_replica_behind_a_zero_budget_moves_by_surge_without_downtime(
     kubesim_factory: Callable[..., SimHandle], nats_srv: Server, redis_srv: Server, test_id: str
 ) -> None:
-    kube = start(kubesim_factory, single())
-    ((name, old),) = web_pods(kube).items()
-    config = pipeline_config(kube.handle, nats_srv, redis_srv, test_id)
-    floor = ReadyFloor(kube)
+    kube, name, old, config, floor = watched_single(kubesim_factory, nats_srv, redis_srv, test_id)
     async with pipeline(config):
         create_job(kube, "surge-1", name, annotations=SURGE)
         job = await until_job(kube, "surge-1", ended)
@@ -151,3 +179,41 @@ async def test_a_deployment_scaled_by_someone_else_during_the_surge_is_handed_ba
     assert deploy.spec.replicas == 4 and ANNOTATION_SURGE not in (deploy.metadata.annotations or {})
     old = kube.core.read_namespaced_pod(name, "default")  # still there, no longer marked cheapest
     assert known.POD_DELETION_COST not in (old.metadata.annotations or {})
+
+
+async def test_with_its_switch_on_a_single_replica_is_moved_by_surge_without_being_asked(
+    kubesim_factory: Callable[..., SimHandle], nats_srv: Server, redis_srv: Server, test_id: str
+) -> None:
+    kube = start(kubesim_factory, single())
+    ((name, _),) = web_pods(kube).items()
+    config = pipeline_config(
+        kube.handle, nats_srv, redis_srv, test_id, surge={"singleReplicaDeployments": True}
+    )
+    async with pipeline(config):
+        create_job(kube, "plain", name)
+        job = await until_job(kube, "plain", ended)
+        await asyncio.to_thread(until_no_reservations, kube)
+    assert job["status"]["phase"] == "Succeeded", job["status"]
+    assert "by a surge" in job["status"]["message"]
+    assert job["metadata"]["annotations"][ANNOTATION_STRATEGY] == "Surge"  # the arbitrator's choice, kept
+    assert kube.apps.read_namespaced_deployment("web", "default").spec.replicas == 1
+
+
+async def test_a_drain_moves_a_single_replica_by_surge_without_downtime(
+    kubesim_factory: Callable[..., SimHandle], nats_srv: Server, redis_srv: Server, test_id: str
+) -> None:
+    kube, name, old, config, floor = watched_single(kubesim_factory, nats_srv, redis_srv, test_id)
+    nc = await nats.connect(nats_srv.url)
+    async with pipeline(config):
+        intent = DrainIntent(kind="Drain", node=old.spec.node_name, requester="tests")
+        answer = await when_served(nc, bus.Subjects(test_id), codec.encode(intent))
+        reply = codec.decode(answer, DrainReply)
+        assert reply.ok and [m.pod for m in reply.moves] == [f"default/{name}"], reply
+        job = await until_job(kube, reply.moves[0].job, ended)
+        await asyncio.to_thread(until_no_reservations, kube)
+    await nc.close()
+    assert floor.close() == 1
+    assert job["status"]["phase"] == "Succeeded" and "by a surge" in job["status"]["message"], job["status"]
+    ((_, new),) = web_pods(kube).items()
+    assert new.spec.node_name != old.spec.node_name
+    assert kube.apps.read_namespaced_deployment("web", "default").spec.replicas == 1

@@ -158,8 +158,15 @@ async def test_the_replacement_bound_in_the_jobs_own_room_is_read_once(
             observed.replacement.name,
             observed.replacement.uid,
         )
-        # The job's pod (gone), then the replacement once: as the room's pod, as the claim's candidate and as
-        # the claimed replacement.
+        # The job's pod (gone), the replacement as the room's pod and the claim's candidate, and once more
+        # after the claim: from the claim on its changes reconcile the job, so what it became in between
+        # must be read (a replacement Ready just then would otherwise be waited for until a resync).
+        assert pod_reads(kube) - before == 3
+        before = pod_reads(kube)
+        again = await observer.observe(job)
+        assert again.claimed == observed.claimed
+        # Claimed before: the replacement is read once (as the room's pod and the claimed replacement), beside
+        # the job's pod (gone before this tracker ever saw it, so looked for again).
         assert pod_reads(kube) - before == 2
     finally:
         await client.aclose()

@@ -134,3 +134,32 @@ def test_a_surging_job_is_charged_one_replica_more() -> None:
     # A single replica is refused unless it surges (it keeps its replica throughout).
     assert filters.evaluate(JOB, POD, workload, args=args()) is not None
     assert filters.evaluate(msgspec.structs.replace(JOB, surge=True), POD, workload, args=args()) is None
+
+
+@pytest.mark.parametrize(
+    ("switches", "mode", "kind", "replicas", "pdbs", "surges"),
+    [
+        ({}, "ReservationFirst", "Deployment", 1, [0], False),  # off by default
+        ({"singleReplicaDeployments": True}, "ReservationFirst", "Deployment", 1, [], True),
+        ({"singleReplicaDeployments": True}, "ReservationFirst", "Deployment", 2, [], False),
+        ({"zeroDisruptionDeployments": True}, "ReservationFirst", "Deployment", 3, [1, 0], True),
+        ({"zeroDisruptionDeployments": True}, "ReservationFirst", "Deployment", 3, [1], False),
+        ({"singleReplicaDeployments": True}, "ReservationFirst", "StatefulSet", 1, [], False),
+        ({"singleReplicaDeployments": True}, "EvictDirectly", "Deployment", 1, [], False),
+    ],
+)
+def test_the_arbitrator_chooses_surge_where_its_switches_say(
+    switches: dict[str, bool], mode: str, kind: str, replicas: int, pdbs: list[int], surges: bool
+) -> None:
+    workload = WorkloadFacts(key=f"{kind}/default/web", replicas=replicas)
+    facts = msgspec.structs.replace(JOB, mode=mode)
+    assert filters.surges(facts, workload, pdbs=pdbs, args=args(surge=switches)) is surges
+
+
+def test_a_drains_job_surges_where_its_workload_cannot_spare_the_pod_whatever_the_switches() -> None:
+    drain = msgspec.structs.replace(JOB, drain=True)
+    single = WorkloadFacts(key="Deployment/default/web", replicas=1)
+    spread = WorkloadFacts(key="Deployment/default/web", replicas=3)
+    assert filters.surges(drain, single, pdbs=[], args=args())
+    assert filters.surges(drain, spread, pdbs=[0], args=args())
+    assert not filters.surges(drain, spread, pdbs=[1], args=args())

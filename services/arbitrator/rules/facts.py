@@ -7,7 +7,7 @@ from typing import Protocol
 import msgspec
 
 from shared.api import codec
-from shared.api.drain import LIFTABLE, lifts_of
+from shared.api.drain import ANNOTATION_DRAIN_NODE, LIFTABLE, lifts_of
 from shared.api.messages import PodInfo
 from shared.api.pmj import ANNOTATION_MIGRATION_PRIORITY, PodMigrationJob
 from shared.api.surge import is_surge
@@ -48,6 +48,8 @@ class JobFacts(msgspec.Struct, frozen=True):
     lifts: frozenset[str] = frozenset()
     # Moved by Surge (`podherd.io/strategy`): charged against its workload's replicas plus one.
     surge: bool = False
+    # A node drain's job: Surge wherever its workload cannot spare the pod, whatever `surge`'s switches say.
+    drain: bool = False
 
 
 class WorkloadFacts(msgspec.Struct, frozen=True):
@@ -84,13 +86,14 @@ def facts_of(job: PodMigrationJob, default_mode: str) -> JobFacts:
         migration_priority=migration_priority,
         lifts=lifts_of(annotations),
         surge=is_surge(annotations),
+        drain=ANNOTATION_DRAIN_NODE in annotations,
     )
 
 
 # A queued job as kept: name, uid, pod namespace, pod name, mode, creation time, migration priority, the
-# filters its drain lifts (comma-separated) and whether it surges (these two absent in what an older replica
-# kept).
-_QUEUED = msgspec.json.Decoder(tuple[str, str, str, str, str, float, int, str, bool])
+# filters its drain lifts (comma-separated), whether it surges and whether it is a drain's (these three
+# absent in what an older replica kept).
+_QUEUED = msgspec.json.Decoder(tuple[str, str, str, str, str, float, int, str, bool, bool])
 _QUEUED_BEFORE_DRAINS = msgspec.json.Decoder(tuple[str, str, str, str, str, float, int])
 
 
@@ -108,6 +111,7 @@ def queued_record(facts: JobFacts) -> bytes:
             facts.migration_priority,
             ",".join(sorted(facts.lifts)),
             facts.surge,
+            facts.drain,
         )
     )
 
@@ -118,9 +122,11 @@ def queued_facts(data: bytes | str, default_mode: str) -> JobFacts:
     if not text.startswith(b"["):
         return facts_of(codec.decode(text, PodMigrationJob), default_mode)
     try:
-        name, uid, namespace, pod, mode, created_at, priority, lifts, surge = _QUEUED.decode(text)
+        name, uid, namespace, pod, mode, created_at, priority, lifts, surge, drain = _QUEUED.decode(text)
     except msgspec.ValidationError:
         name, uid, namespace, pod, mode, created_at, priority = _QUEUED_BEFORE_DRAINS.decode(text)
-        lifts, surge = "", False
+        lifts, surge, drain = "", False, False
     lifted = frozenset(lifts.split(",")) & LIFTABLE if lifts else frozenset()
-    return JobFacts(name, uid, namespace, pod, mode, created_at, priority, lifts=lifted, surge=surge)
+    return JobFacts(
+        name, uid, namespace, pod, mode, created_at, priority, lifts=lifted, surge=surge, drain=drain
+    )

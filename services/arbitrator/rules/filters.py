@@ -210,3 +210,19 @@ _GATES = (
     ("PVC", _pvc),
     ("ExpectedReplicas", _expected_replicas),
 )
+
+
+def surges(
+    job: JobFacts, workload: WorkloadFacts | None, *, pdbs: list[int], args: MigrationControllerArgs
+) -> bool:
+    """Whether the job moves by Surge: asked for (`podherd.io/strategy`), or chosen by `surge`'s switches (a
+    drain's job: always) for a ReservationFirst job of a Deployment with one replica, or with a
+    PodDisruptionBudget that allows no disruption now (`pdbs`: their disruptionsAllowed)."""
+    if job.surge:
+        return True
+    if job.mode != "ReservationFirst" or workload is None or not workload.key.startswith("Deployment/"):
+        return False
+    switches = args.surge
+    return ((job.drain or switches.single_replica_deployments) and workload.replicas == 1) or (
+        (job.drain or switches.zero_disruption_deployments) and any(allowed <= 0 for allowed in pdbs)
+    )

@@ -1,0 +1,123 @@
+"""A node drain through the four services, with everything a real node holds: a single-replica Deployment
+and one whose budget allows no disruption (moved by Surge, never below their replicas), a StatefulSet's pod,
+a pod with an emptyDir, a bare pod, and a DaemonSet's pod (which stays)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+import nats
+import pytest
+import redis.asyncio as aioredis
+
+from kubesim.sim import SimHandle
+from podherd.invariants import Watchdog
+from podherd.servers import Server
+from shared import bus
+from shared.api import codec
+from shared.api.drain import DrainOptions
+from shared.api.messages import DrainIntent, DrainReply
+from shared.kube import KubeClient
+from tests.e2e.pipeline import ended, pipeline, pipeline_config, until_job
+from tests.e2e.test_lifecycle import start, until_no_reservations
+from tests.e2e.test_pipeline import when_served
+from tests.e2e.test_surge import ReadyFloor
+from tests.kube import Kube, pod_ready, watch_until
+
+pytestmark = [pytest.mark.e2e, pytest.mark.integration]
+NODE = "node-1"
+
+
+def workload(name: str, replicas: int, placement: list[str], **extra: Any) -> dict[str, Any]:
+    return {
+        "name": name,
+        "replicas": replicas,
+        "requests": {"cpu": "500m", "memory": "256Mi"},
+        "schedulerName": "koord-scheduler",
+        "placement": placement,
+        **extra,
+    }
+
+
+CLUSTER = {
+    "name": "maintenance",
+    "nodes": [{"name": "node-{i}", "count": 3, "capacity": {"cpu": "8", "memory": "16Gi", "pods": "110"}}],
+    "workloads": [
+        workload("solo", 1, [NODE]),
+        workload("guarded", 2, [NODE, "node-2"], pdb={"minAvailable": 2}),
+        workload("db", 2, [NODE, "node-2"], kind="StatefulSet"),
+        workload("scratch", 2, [NODE, "node-3"], volumes=[{"name": "tmp", "emptyDir": {}}]),
+    ],
+    "pods": [{"name": "bare", "namespace": "default", "node": NODE, "requests": {"cpu": "100m"}}],
+}
+
+
+def agent(kube: Kube) -> None:
+    template = {
+        "metadata": {"labels": {"app": "agent"}},
+        "spec": {"containers": [{"name": "a", "image": "a"}]},
+    }
+    kube.apps.create_namespaced_daemon_set(
+        "default",
+        {
+            "metadata": {"name": "agent"},
+            "spec": {"selector": {"matchLabels": {"app": "agent"}}, "template": template},
+        },
+    )
+    watch_until(
+        kube.core.list_namespaced_pod,
+        lambda s: len(s) == 3 and all(pod_ready(p) for p in s.values()),
+        namespace="default",
+        label_selector="app=agent",
+    )
+
+
+async def test_a_drain_empties_the_node_keeping_every_workload_up(
+    kubesim_factory: Callable[..., SimHandle], nats_srv: Server, redis_srv: Server, test_id: str
+) -> None:
+    kube = start(kubesim_factory, CLUSTER)
+    await asyncio.to_thread(agent, kube)
+    floors = {app: ReadyFloor(kube, app, replicas) for app, replicas in (("solo", 1), ("guarded", 2))}
+    config = pipeline_config(kube.handle, nats_srv, redis_srv, test_id)
+    options = DrainOptions(ignore_daemonsets=True, delete_emptydir_data=True, force=True)
+    intent = DrainIntent(kind="Drain", node=NODE, requester="tests", options=options)
+    nc = await nats.connect(nats_srv.url)
+    watched = KubeClient.from_config(config.kubernetes)
+    redis = aioredis.from_url(config.redis.url)
+    watchdog = Watchdog(watched, redis, test_id, args=config.migration_controller)
+    stop = asyncio.Event()
+    watching = asyncio.create_task(watchdog.run(stop))
+    async with pipeline(config):
+        reply = codec.decode(await when_served(nc, bus.Subjects(test_id), codec.encode(intent)), DrainReply)
+        assert reply.ok, reply
+        jobs = {
+            m.pod.split("/")[1].rsplit("-", 2)[0] if m.pod != "default/bare" else "bare": m
+            for m in reply.moves
+        }
+        ended_jobs = {name: await until_job(kube, move.job, ended, within=60) for name, move in jobs.items()}
+        await asyncio.to_thread(until_no_reservations, kube)
+    await nc.close()
+    stop.set()
+    findings = await watching
+    await watched.aclose()
+    await redis.aclose()
+    # From every pod and Deployment event: both surges watched, neither below its Ready count.
+    assert findings.surges_watched == 2 and findings.surge_breaches == []
+    assert {p.split("/")[1].split("-")[0] for p in reply.stays} == {"agent"}
+    phases = {name: (j["status"]["phase"], j["status"]["message"]) for name, j in ended_jobs.items()}
+    assert {name: phase for name, (phase, _) in phases.items()} == dict.fromkeys(
+        ("solo", "guarded", "db", "scratch", "bare"), "Succeeded"
+    ), phases
+    for surged in ("solo", "guarded"):
+        assert "by a surge" in phases[surged][1], phases
+    assert {m.mode for m in reply.moves if m.pod == "default/bare"} == {"EvictDirectly"}
+    assert floors["solo"].close() == 1 and floors["guarded"].close() == 2  # never below their replicas
+    left = kube.core.list_namespaced_pod("default", field_selector=f"spec.nodeName={NODE}").items
+    assert [p.metadata.labels.get("app") for p in left] == ["agent"]
+    assert kube.core.read_node(NODE).spec.unschedulable
+    replicas = {
+        d.metadata.name: d.spec.replicas for d in kube.apps.list_namespaced_deployment("default").items
+    }
+    assert replicas == {"solo": 1, "guarded": 2, "scratch": 2}
