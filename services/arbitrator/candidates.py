@@ -44,9 +44,11 @@ def candidate(uid: str, item: Loaded, args: MigrationControllerArgs) -> Candidat
         PdbFacts(key=f"{pdb.namespace}/{pdb.name}", disruptions_allowed=pdb.disruptions_allowed)
         for pdb in item.pdbs
     ]
-    allowed = [b.disruptions_allowed for b in budgets]
-    if not facts.surge and filters.surges(facts, workload, pdbs=allowed, args=args):
-        facts = msgspec.structs.replace(facts, surge=True)
+    may_surge = facts.drain or args.surge.single_replica_deployments or args.surge.zero_disruption_deployments
+    if may_surge and not facts.surge:  # (most jobs are neither asked nor eligible to surge: no more work)
+        allowed = [b.disruptions_allowed for b in budgets]
+        if filters.surges(facts, workload, pdbs=allowed, args=args):
+            facts = msgspec.structs.replace(facts, surge=True)
     threshold = args.priority_threshold.value if args.priority_threshold is not None else None
     rejection = filters.evaluate(facts, pod, workload, args=args, priority_threshold=threshold)
     if rejection is not None:

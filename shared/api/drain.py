@@ -37,9 +37,14 @@ def drain_job_name(node: str, pod_uid: str) -> str:
     return f"drain-{digest}"
 
 
+NONE: Final[frozenset[str]] = frozenset()
+
+
 def lifts_of(annotations: dict[str, str]) -> frozenset[str]:
     """The filters a job's drain lifts (only those a drain may lift)."""
-    named = annotations.get(ANNOTATION_LIFTS) or ""
+    named = annotations.get(ANNOTATION_LIFTS)
+    if not named:
+        return NONE  # most jobs: no drain's, nothing lifted
     return frozenset(part.strip() for part in named.split(",")) & LIFTABLE
 
 
