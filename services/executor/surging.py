@@ -136,12 +136,13 @@ class Surger:
         if found is None:
             return
         deploy, record = found
+        if pod is not None:
+            # First: a job ended before its scale-down moves nothing; the ReplicaSet chooses as it would.
+            await self._mark(pod, None)
         replicas = int((deploy.get("spec") or {}).get("replicas", 1))
         if not record.restored and replicas == record.replicas + 1:
             deploy = await self._scale(deploy, record.replicas)
             log.info("restored Deployment %s to %d", _key(deploy), record.replicas)
-        if pod is not None:
-            await self._mark(pod, None)
         await self._write_record(deploy, None)
 
     # ----------------------------------------------------------------------------------------------------

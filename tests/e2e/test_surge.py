@@ -22,7 +22,17 @@ from shared.api import codec
 from shared.api.messages import DrainIntent, DrainReply
 from shared.api.surge import ANNOTATION_STRATEGY, ANNOTATION_SURGE
 from shared.config import PodherdConfig
-from tests.e2e.pipeline import conditions, create_job, ended, pipeline, pipeline_config, until_job
+from tests.e2e.pipeline import (
+    GROUP,
+    PLURAL,
+    VERSION,
+    conditions,
+    create_job,
+    ended,
+    pipeline,
+    pipeline_config,
+    until_job,
+)
 from tests.e2e.test_lifecycle import cluster, reservations, start, until_no_reservations, web_pods
 from tests.e2e.test_pipeline import when_served
 from tests.kube import Kube, pod_ready, watch_until
@@ -217,3 +227,69 @@ async def test_a_drain_moves_a_single_replica_by_surge_without_downtime(
     ((_, new),) = web_pods(kube).items()
     assert new.spec.node_name != old.spec.node_name
     assert kube.apps.read_namespaced_deployment("web", "default").spec.replicas == 1
+
+
+async def test_a_surge_cut_short_after_the_scale_up_is_taken_back_once_by_another_executor(
+    kubesim_factory: Callable[..., SimHandle], nats_srv: Server, redis_srv: Server, test_id: str
+) -> None:
+    # The surge's pod is Ready only after 3 s; the executor that scaled the Deployment up is killed, and the
+    # job is aborted once that pod is Ready, before any scale-down: another executor takes the surge back.
+    probe = {"tcpSocket": {"port": 80}, "initialDelaySeconds": 3}
+    kube = start(kubesim_factory, single(readinessProbe=probe))
+    ((name, _),) = web_pods(kube).items()
+    config = pipeline_config(kube.handle, nats_srv, redis_srv, test_id)
+    counts: list[int] = []
+
+    def scaled(state: dict[str, Any]) -> bool:
+        replicas = state["default/web"].spec.replicas
+        if not counts or counts[-1] != replicas:
+            counts.append(replicas)
+        return counts[-3:] == [1, 2, 1] and ANNOTATION_SURGE not in (
+            state["default/web"].metadata.annotations or {}
+        )
+
+    following = asyncio.create_task(
+        asyncio.to_thread(watch_until, kube.apps.list_namespaced_deployment, scaled, 60, namespace="default")
+    )
+    async with pipeline(config) as running:
+        create_job(kube, "cut", name, annotations=SURGE)
+        await until_job(
+            kube, "cut", lambda j: (j.get("status") or {}).get("reason") == "WaitForBoundPodReady"
+        )
+        (executor,) = [r for r in running.running if r.name.startswith("executor")]
+        await running.kill(executor)
+        # Its pod Ready, the surge would now scale back and remove the old pod: the job ends first.
+        await asyncio.to_thread(
+            watch_until,
+            kube.core.list_namespaced_pod,
+            lambda pods: sum(pod_ready(p) for p in pods.values()) == 2,
+            namespace="default",
+            label_selector="app=web",
+        )
+        kube.custom.patch_cluster_custom_object(
+            GROUP,
+            VERSION,
+            PLURAL,
+            "cut",
+            {"metadata": {"annotations": {"podherd.io/abort": "maintenance over"}}},
+        )
+        await running.start("executor", "r1")
+        job = await until_job(kube, "cut", ended)
+        await following
+        await asyncio.to_thread(until_no_reservations, kube)
+    assert job["status"]["phase"] == "Aborted"
+    assert counts == [1, 2, 1]  # up once, back once, never further
+    # Once the ReplicaSet has scaled down (its status counts the pods that stay), the one it kept:
+    await asyncio.to_thread(
+        watch_until,
+        kube.apps.list_namespaced_replica_set,
+        lambda sets: all(
+            rs.spec.replicas == rs.status.replicas == 1
+            and rs.status.observed_generation == rs.metadata.generation
+            for rs in sets.values()
+        ),
+        namespace="default",
+    )
+    staying = [p for p in web_pods(kube).values() if p.metadata.deletion_timestamp is None]
+    assert [p.metadata.name for p in staying] == [name]  # the old pod: the job moved nothing
+    assert known.POD_DELETION_COST not in (staying[0].metadata.annotations or {})
