@@ -167,14 +167,22 @@ async def test_an_autoscaled_deployment_is_not_surged(
     assert list(web_pods(kube)) == [name]
 
 
-async def test_a_deployment_scaled_by_someone_else_during_the_surge_is_handed_back(
+def slow_single(
     kubesim_factory: Callable[..., SimHandle], nats_srv: Server, redis_srv: Server, test_id: str
-) -> None:
-    # New pods are Ready only after 3 s: the surge waits for its pod, and someone scales meanwhile.
+) -> tuple[Kube, str, PodherdConfig]:
+    """The single replica's cluster whose new pods are Ready only 3 s after they start (a surge waits for
+    its pod that long), its pod's name, and the pipeline's config."""
     probe = {"tcpSocket": {"port": 80}, "initialDelaySeconds": 3}
     kube = start(kubesim_factory, single(readinessProbe=probe))
     ((name, _),) = web_pods(kube).items()
-    config = pipeline_config(kube.handle, nats_srv, redis_srv, test_id)
+    return kube, name, pipeline_config(kube.handle, nats_srv, redis_srv, test_id)
+
+
+async def test_a_deployment_scaled_by_someone_else_during_the_surge_is_handed_back(
+    kubesim_factory: Callable[..., SimHandle], nats_srv: Server, redis_srv: Server, test_id: str
+) -> None:
+    # The surge waits for its pod, and someone scales meanwhile.
+    kube, name, config = slow_single(kubesim_factory, nats_srv, redis_srv, test_id)
     async with pipeline(config):
         create_job(kube, "surge-race", name, annotations=SURGE)
         await until_job(
@@ -232,12 +240,9 @@ async def test_a_drain_moves_a_single_replica_by_surge_without_downtime(
 async def test_a_surge_cut_short_after_the_scale_up_is_taken_back_once_by_another_executor(
     kubesim_factory: Callable[..., SimHandle], nats_srv: Server, redis_srv: Server, test_id: str
 ) -> None:
-    # The surge's pod is Ready only after 3 s; the executor that scaled the Deployment up is killed, and the
-    # job is aborted once that pod is Ready, before any scale-down: another executor takes the surge back.
-    probe = {"tcpSocket": {"port": 80}, "initialDelaySeconds": 3}
-    kube = start(kubesim_factory, single(readinessProbe=probe))
-    ((name, _),) = web_pods(kube).items()
-    config = pipeline_config(kube.handle, nats_srv, redis_srv, test_id)
+    # The executor that scaled the Deployment up is killed, and the job is aborted once the surge's pod is
+    # Ready, before any scale-down: another executor takes the surge back.
+    kube, name, config = slow_single(kubesim_factory, nats_srv, redis_srv, test_id)
     counts: list[int] = []
 
     def scaled(state: dict[str, Any]) -> bool:
