@@ -51,6 +51,7 @@ class DrainPlan:
     stays: dict[str, str] = field(default_factory=dict)  # pod -> why it stays on the node
     refused: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))  # message -> pods
     warned: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))  # message -> pods
+    going: dict[str, str] = field(default_factory=dict)  # pod -> uid, of those already terminating
 
     def errors(self) -> list[str]:
         """Why the drain cannot go ahead, one line per reason naming its pods (as kubectl says it)."""
@@ -77,6 +78,7 @@ def _plan_pod(
     phase = (pod.get("status") or {}).get("phase")
     if meta.get("deletionTimestamp"):
         plan.stays[key] = "already terminating"
+        plan.going[key] = meta.get("uid", "")  # perhaps by this drain's job, run before
         return
     controller = next((r for r in meta.get("ownerReferences") or [] if r.get("controller")), None)
     if controller is not None and controller.get("kind") == "DaemonSet" and phase not in FINISHED:

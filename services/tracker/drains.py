@@ -110,6 +110,7 @@ class Drains:
             raise DrainRefused("MissingNode", f"node {intent.node} not found", "node")
         plan = plan_drain(await self._pods(intent), intent.options, scheduler_names=self.args.scheduler_names)
         reply = self._reply(intent.node, plan)
+        await self._already_moving(node, plan, reply)
         if not reply.ok or intent.dry_run:
             return reply
         await self._cordon(intent, node, [m.job for m in reply.moves])
@@ -149,6 +150,26 @@ class Drains:
             refusals=errors,
             error=error,
         )
+
+    async def _already_moving(self, node: dict[str, Any], plan: DrainPlan, reply: DrainReply) -> None:
+        """The jobs this drain made before (sent before, and interrupted), from the node's record and for
+        the pods already going: still the drain's, to be followed until they end."""
+        name = (node.get("metadata") or {}).get("name") or ""
+        text = ((node.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION_NODE_DRAIN)
+        before = msgspec.json.decode(text, type=DrainRecord).jobs if text else []
+        known = {m.job for m in reply.moves}
+        for job in [*before, *(drain_job_name(name, uid) for uid in plan.going.values())]:
+            if job in known:
+                continue
+            known.add(job)
+            found = await self.kube.get_json(paths.job(job))
+            ref = ((found or {}).get("spec") or {}).get("podRef") or {}
+            if found is None or not ref.get("name"):
+                continue  # collected: `podherd drain --status` tells how it went
+            pod = f"{ref.get('namespace', '')}/{ref['name']}"
+            mode = (found.get("spec") or {}).get("mode") or self.args.default_job_mode
+            reply.moves.append(DrainMove(pod=pod, job=job, mode=mode))
+            reply.stays.pop(pod, None)
 
     async def _cordon(self, intent: DrainIntent, node: dict[str, Any], jobs: list[str]) -> None:
         """Cordon the node and record the drain on it, in one write (its resourceVersion a precondition)."""

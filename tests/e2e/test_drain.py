@@ -5,23 +5,29 @@ a pod with an emptyDir, a bare pod, and a DaemonSet's pod (which stays)."""
 from __future__ import annotations
 
 import asyncio
+import json
+import signal
+import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
+import msgspec
 import nats
 import pytest
 import redis.asyncio as aioredis
+import yaml
 
 from kubesim.sim import SimHandle
 from podherd.invariants import Watchdog
 from podherd.servers import Server
 from shared import bus
 from shared.api import codec
-from shared.api.drain import DrainOptions
+from shared.api.drain import ANNOTATION_NODE_DRAIN, DrainOptions
 from shared.api.messages import DrainIntent, DrainReply
 from shared.kube import KubeClient
-from tests.e2e.pipeline import ended, pipeline, pipeline_config, until_job
-from tests.e2e.test_lifecycle import start, until_no_reservations
+from tests.e2e.pipeline import GROUP, PLURAL, VERSION, ended, pipeline, pipeline_config, podherd, until_job
+from tests.e2e.test_lifecycle import cluster, start, until_no_reservations, web_pods
 from tests.e2e.test_pipeline import when_served
 from tests.e2e.test_surge import ReadyFloor
 from tests.kube import Kube, pod_ready, watch_until
@@ -121,3 +127,49 @@ async def test_a_drain_empties_the_node_keeping_every_workload_up(
         d.metadata.name: d.spec.replicas for d in kube.apps.list_namespaced_deployment("default").items
     }
     assert replicas == {"solo": 1, "guarded": 2, "scratch": 2}
+
+
+async def test_a_drain_whose_cli_and_services_are_killed_is_resumed_by_running_it_again(
+    kubesim_factory: Callable[..., SimHandle],
+    nats_srv: Server,
+    redis_srv: Server,
+    test_id: str,
+    tmp_path: Path,
+) -> None:
+    kube = start(kubesim_factory, cluster(nodes=3, web=6, node_cpu=8))
+    node = "node-1"
+    on_node = {n for n, p in web_pods(kube).items() if p.spec.node_name == node}
+    config = pipeline_config(kube.handle, nats_srv, redis_srv, test_id)
+    config_path = tmp_path / "podherd.yaml"
+    config_path.write_text(yaml.safe_dump(msgspec.to_builtins(config)))
+    argv = [sys.executable, "-m", "podherd", "drain", node, "--timeout", "2m", "--config", str(config_path)]
+    async with pipeline(config) as running:
+        cli = await asyncio.create_subprocess_exec(
+            *argv, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL
+        )
+        # Killed as soon as the node records its drain: the CLI and every service, mid-drain.
+        await asyncio.to_thread(
+            watch_until,
+            kube.core.list_node,
+            lambda nodes: ANNOTATION_NODE_DRAIN in (nodes[f"/{node}"].metadata.annotations or {}),
+            30,
+        )
+        cli.send_signal(signal.SIGKILL)
+        await cli.wait()
+        for service in list(running.running):
+            await running.kill(service)
+        for name in ("watcher", "arbitrator", "executor", "tracker"):
+            await running.start(name, "r1")
+        again = await asyncio.to_thread(podherd, config_path, "drain", node, "--timeout", "2m", timeout=150)
+        await asyncio.to_thread(until_no_reservations, kube)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert (
+        f"{len(on_node)} of {len(on_node)} pods moved" in again.stdout
+        and f"node/{node} drained" in again.stdout
+    )
+    record = json.loads(kube.core.read_node(node).metadata.annotations[ANNOTATION_NODE_DRAIN])
+    assert len(record["jobs"]) == len(on_node)  # the same jobs, not new ones
+    jobs = kube.custom.list_cluster_custom_object(GROUP, VERSION, PLURAL)["items"]
+    assert sorted(j["metadata"]["name"] for j in jobs) == sorted(record["jobs"])
+    assert {j["status"]["phase"] for j in jobs} == {"Succeeded"}
+    assert not on_node & set(web_pods(kube))
