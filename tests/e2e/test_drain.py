@@ -161,7 +161,20 @@ async def test_a_drain_whose_cli_and_services_are_killed_is_resumed_by_running_i
         for name in ("watcher", "arbitrator", "executor", "tracker"):
             await running.start(name, "r1")
         again = await asyncio.to_thread(podherd, config_path, "drain", node, "--timeout", "2m", timeout=150)
+        # A drain kubectl would refuse: refused whole, naming the pod, and the node left as it was.
+        bare = {
+            "metadata": {"name": "bare"},
+            "spec": {"nodeName": "node-2", "containers": [{"name": "c", "image": "i"}]},
+        }
+        kube.core.create_namespaced_pod("default", bare)
+        refused = await asyncio.to_thread(podherd, config_path, "drain", "node-2")
         await asyncio.to_thread(until_no_reservations, kube)
+    assert refused.returncode == 1, refused.stdout + refused.stderr
+    assert (
+        "error: cannot delete Pods that declare no controller (use --force to override): default/bare"
+        in refused.stderr
+    )
+    assert not kube.core.read_node("node-2").spec.unschedulable
     assert again.returncode == 0, again.stdout + again.stderr
     assert (
         f"{len(on_node)} of {len(on_node)} pods moved" in again.stdout
