@@ -93,16 +93,22 @@ def intent_key(namespace: str, name: str, target_node: str | None, *, mode: str 
     return hashlib.sha256(f"{namespace}/{name}|{target_node}|{mode}|{minute}".encode()).hexdigest()[:32]
 
 
-async def request_intent(
-    nc: Any, subjects: bus.Subjects, intent: MigrationIntent, *, within: float
-) -> IntentReply:
+async def ask_tracker(nc: Any, subjects: bus.Subjects, data: bytes, *, within: float) -> bytes:
+    """A request on the intent subject (a migration or a drain) and the tracker's answer."""
     try:
-        msg = await nc.request(subjects.intent_request, codec.encode(intent), timeout=within)
+        msg = await nc.request(subjects.intent_request, data, timeout=within)
     except nats.errors.NoRespondersError as exc:
         raise CliError(f"no tracker answers on {subjects.intent_request}: is Podherd running?") from exc
     except (TimeoutError, nats.errors.TimeoutError) as exc:
         raise CliError(f"no answer on {subjects.intent_request} within {within:.0f} s") from exc
-    reply = codec.decode(msg.data, IntentReply)
+    answer: bytes = msg.data
+    return answer
+
+
+async def request_intent(
+    nc: Any, subjects: bus.Subjects, intent: MigrationIntent, *, within: float
+) -> IntentReply:
+    reply = codec.decode(await ask_tracker(nc, subjects, codec.encode(intent), within=within), IntentReply)
     if not reply.ok or reply.job is None:
         error = reply.error
         where = f" ({error.field})" if error and error.field else ""

@@ -15,14 +15,14 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import msgspec
 import nats
 from nats.js.api import ConsumerConfig, DeliverPolicy
 
-from podherd.client import kube_client, kube_get, nats_client, table
+from podherd.client import ask_tracker, kube_client, kube_get, nats_client, now_utc, table
 from podherd.errors import CliError
 from shared import bus
 from shared.api import codec, paths
@@ -45,13 +45,7 @@ class Outcome:
 
 
 async def request_drain(nc: Any, subjects: bus.Subjects, intent: DrainIntent, *, within: float) -> DrainReply:
-    try:
-        msg = await nc.request(subjects.intent_request, codec.encode(intent), timeout=within)
-    except nats.errors.NoRespondersError as exc:
-        raise CliError(f"no tracker answers on {subjects.intent_request}: is Podherd running?") from exc
-    except (TimeoutError, nats.errors.TimeoutError) as exc:
-        raise CliError(f"no answer on {subjects.intent_request} within {within:.0f} s") from exc
-    reply = codec.decode(msg.data, DrainReply)
+    reply = codec.decode(await ask_tracker(nc, subjects, codec.encode(intent), within=within), DrainReply)
     if not reply.ok and not reply.refusals:
         error = reply.error
         raise CliError(f"drain refused: {error.code if error else '?'}: {error.message if error else ''}")
@@ -179,10 +173,6 @@ def pacing(config: PodherdConfig) -> str:
     return "paced by: " + ", ".join(limits) + ", and each pod's PodDisruptionBudget"
 
 
-def now() -> datetime:
-    return datetime.now(UTC)
-
-
 def command(args: Any, config: PodherdConfig) -> int:
     """`podherd drain`: 0 once the node has no pod left to move, 1 naming those refused or left."""
     subjects = bus.Subjects(config.nats.subject_prefix)
@@ -213,7 +203,7 @@ def command(args: Any, config: PodherdConfig) -> int:
         return 0
 
     async def run() -> int:
-        started = now()
+        started = now_utc()
         async with nats_client(config) as nc:
             reply = await request_drain(nc, subjects, intent, within=args.request_timeout)
             for line in plan_lines(reply):

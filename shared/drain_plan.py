@@ -53,6 +53,12 @@ class DrainPlan:
     warned: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))  # message -> pods
     going: dict[str, str] = field(default_factory=dict)  # pod -> uid, of those already terminating
 
+    def let(self, pod: str, flag: bool, *, fatal: str, warning: str) -> bool:
+        """Whether the flag that lets `pod` go (or stay, for a DaemonSet's) was given: with it, a warning;
+        without it, the drain is refused naming the pod."""
+        (self.warned[warning] if flag else self.refused[fatal]).append(pod)
+        return flag
+
     def errors(self) -> list[str]:
         """Why the drain cannot go ahead, one line per reason naming its pods (as kubectl says it)."""
         return [f"cannot delete {message}: {', '.join(pods)}" for message, pods in self.refused.items()]
@@ -82,11 +88,8 @@ def _plan_pod(
         return
     controller = next((r for r in meta.get("ownerReferences") or [] if r.get("controller")), None)
     if controller is not None and controller.get("kind") == "DaemonSet" and phase not in FINISHED:
-        if not options.ignore_daemonsets:
-            plan.refused[DAEMONSET_FATAL].append(key)
-            return
-        plan.warned[DAEMONSET_WARNING].append(key)
-        plan.stays[key] = "DaemonSet-managed"
+        if plan.let(key, options.ignore_daemonsets, fatal=DAEMONSET_FATAL, warning=DAEMONSET_WARNING):
+            plan.stays[key] = "DaemonSet-managed"
         return
     if known.CONFIG_MIRROR in (meta.get("annotations") or {}):
         plan.stays[key] = "a mirror pod"
@@ -96,17 +99,15 @@ def _plan_pod(
         return
     lifts: set[str] = set()
     if any("emptyDir" in volume for volume in spec.get("volumes") or []):
-        if not options.delete_emptydir_data:
-            plan.refused[LOCAL_STORAGE_FATAL].append(key)
+        if not plan.let(
+            key, options.delete_emptydir_data, fatal=LOCAL_STORAGE_FATAL, warning=LOCAL_STORAGE_WARNING
+        ):
             return
-        plan.warned[LOCAL_STORAGE_WARNING].append(key)
         lifts.add(LIFT_LOCAL_STORAGE)
     mode, why = MODE_RESERVATION_FIRST, ""
     if controller is None:
-        if not options.force:
-            plan.refused[UNMANAGED_FATAL].append(key)
+        if not plan.let(key, options.force, fatal=UNMANAGED_FATAL, warning=UNMANAGED_WARNING):
             return
-        plan.warned[UNMANAGED_WARNING].append(key)
         lifts.add(LIFT_BARE_POD)
         mode, why = MODE_EVICT_DIRECTLY, "a bare pod: nothing would recreate it to take a Reservation"
     elif (scheduler := spec.get("schedulerName") or "default-scheduler") not in scheduler_names:

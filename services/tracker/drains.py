@@ -18,7 +18,7 @@ from typing import Any
 import msgspec
 from prometheus_client import Counter
 
-from services.tracker.intents import ANNOTATION_REASON, LABEL_MANAGED_BY
+from services.tracker.intents import ANNOTATION_REASON, new_job
 from shared import bus
 from shared.api import codec, paths
 from shared.api.drain import (
@@ -32,8 +32,8 @@ from shared.api.drain import (
     node_hash,
 )
 from shared.api.messages import AuditRecord, DrainIntent, DrainMove, DrainReply, IntentError, IntentErrorCode
-from shared.api.meta import ObjectMeta, ObjectReference
-from shared.api.pmj import ANNOTATION_REQUESTER, API_VERSION, KIND, PodMigrationJob, PodMigrationJobSpec
+from shared.api.meta import ObjectReference
+from shared.api.pmj import ANNOTATION_REQUESTER, PodMigrationJob, PodMigrationJobSpec
 from shared.config import MigrationControllerArgs
 from shared.drain_plan import DrainPlan, Move, plan_drain
 from shared.kube import KubeClient, KubeError
@@ -59,20 +59,10 @@ def drain_job(node: str, move: Move, intent: DrainIntent) -> PodMigrationJob:
         annotations[ANNOTATION_LIFTS] = ",".join(sorted(move.lifts))
     if move.why:
         annotations[ANNOTATION_STRATEGY_REASON] = move.why
-    return PodMigrationJob(
-        api_version=API_VERSION,
-        kind=KIND,
-        metadata=ObjectMeta(
-            name=drain_job_name(node, move.uid),
-            labels={LABEL_MANAGED_BY: "podherd", LABEL_DRAIN: node_hash(node)},
-            annotations=annotations,
-        ),
-        spec=PodMigrationJobSpec(
-            pod_ref=ObjectReference(kind="Pod", namespace=move.namespace, name=move.name, uid=move.uid),
-            mode=move.mode,  # type: ignore[arg-type]
-            ttl=intent.options.timeout,
-        ),
-    )
+    pod = ObjectReference(kind="Pod", namespace=move.namespace, name=move.name, uid=move.uid)
+    spec = PodMigrationJobSpec(pod_ref=pod, mode=move.mode, ttl=intent.options.timeout)  # type: ignore[arg-type]
+    labels = {LABEL_DRAIN: node_hash(node)}
+    return new_job(drain_job_name(node, move.uid), spec, annotations=annotations, labels=labels)
 
 
 class Drains:

@@ -42,22 +42,24 @@ def job_for(intent: MigrationIntent) -> PodMigrationJob:
         annotations[ANNOTATION_TARGET_NODE] = intent.target_node
     if intent.reason:
         annotations[ANNOTATION_REASON] = intent.reason
+    pod = ObjectReference(
+        kind="Pod", namespace=intent.pod.namespace, name=intent.pod.name, uid=intent.pod.uid
+    )
+    spec = PodMigrationJobSpec(pod_ref=pod, mode=intent.mode, ttl=intent.ttl, paused=intent.paused)
+    return new_job(job_name(intent.idempotency_key), spec, annotations=annotations)
+
+
+def new_job(
+    name: str, spec: PodMigrationJobSpec, *, annotations: dict[str, str], labels: dict[str, str] | None = None
+) -> PodMigrationJob:
+    """A PodMigrationJob Podherd makes (labelled as managed by it)."""
     return PodMigrationJob(
         api_version=API_VERSION,
         kind=KIND,
         metadata=ObjectMeta(
-            name=job_name(intent.idempotency_key),
-            labels={LABEL_MANAGED_BY: "podherd"},
-            annotations=annotations,
+            name=name, labels={LABEL_MANAGED_BY: "podherd", **(labels or {})}, annotations=annotations
         ),
-        spec=PodMigrationJobSpec(
-            pod_ref=ObjectReference(
-                kind="Pod", namespace=intent.pod.namespace, name=intent.pod.name, uid=intent.pod.uid
-            ),
-            mode=intent.mode,
-            ttl=intent.ttl,
-            paused=intent.paused,
-        ),
+        spec=spec,
     )
 
 

@@ -181,10 +181,8 @@ class Observer:
         taken another job's room, and that job then reserves again). The workload's Reservations are
         listed only when neither the job's own nor the replacements seen so far give one."""
         uid = job.metadata.uid or ""
-        mine = await self.client.hget(self.keys.replacement, uid)
-        if mine is not None:
-            namespace, name, pod_uid = json.loads(mine)
-            return namespace, name, pod_uid
+        if (mine := await self._claimed_before(uid)) is not None:
+            return mine
         controller = own[-1].owner_controller_uid
         pool = self.keys.pool(controller or "")
         pooled: list[Ident] = []
@@ -208,10 +206,8 @@ class Observer:
         self, job: PodMigrationJob, own: ReservationView, pods: _PodReads
     ) -> tuple[str, str, str] | None:
         """A surge's replacement: the pod in its own Reservation (claimed, so no other job takes it)."""
-        mine = await self.client.hget(self.keys.replacement, job.metadata.uid or "")
-        if mine is not None:
-            namespace, name, pod_uid = json.loads(mine)
-            return namespace, name, pod_uid
+        if (mine := await self._claimed_before(job.metadata.uid or "")) is not None:
+            return mine
         return await self._claim_first(
             job.metadata.uid or "",
             job.metadata.name or "",
@@ -219,6 +215,13 @@ class Observer:
             controller=own.owner_controller_uid,
             candidates=list(own.bound),
         )
+
+    async def _claimed_before(self, uid: str) -> tuple[str, str, str] | None:
+        mine = await self.client.hget(self.keys.replacement, uid)
+        if mine is None:
+            return None
+        namespace, name, pod_uid = json.loads(mine)
+        return namespace, name, pod_uid
 
     async def _claim_first(
         self, uid: str, job: str, pods: _PodReads, *, controller: str | None, candidates: list[Ident]

@@ -303,37 +303,36 @@ class _Progress(_Writer):
             return self.stay(
                 PHASE_RUNNING, REASON_WAIT_FOR_POD_BIND_RESERVATION, "waiting for the replacement pod"
             )
-        namespace, name, uid = o.claimed
-        self.pod_ref = ObjectReference(namespace=namespace, name=name, uid=uid)
-        replacement = o.replacement
-        self.set(
-            COND_POD_BOUND_RESERVATION,
-            STATUS_TRUE,
-            "",
-            message=f"{namespace}/{name} took a Reservation of the workload",
+        namespace, name, _ = o.claimed
+        waiting = self._replacement_ready(
+            o.claimed, took="took a Reservation of the workload", whose="the replacement"
         )
-        if replacement is None or not replacement.ready:
-            why = "is gone" if replacement is None else "is not Ready yet"
-            self.set(
-                COND_BOUND_POD_READY,
-                STATUS_FALSE,
-                REASON_WAIT_FOR_BOUND_POD_READY,
-                message=f"{namespace}/{name} {why}",
-            )
-            return self.stay(
-                PHASE_RUNNING, REASON_WAIT_FOR_BOUND_POD_READY, f"the replacement {namespace}/{name} {why}"
-            )
-        self.node = replacement.node or self.node
-        self.set(COND_BOUND_POD_READY, STATUS_TRUE, "", message=f"{namespace}/{name} is Ready")
-        self.set(
-            COND_RESERVATION_BOUND,
-            STATUS_TRUE,
-            "",
-            message=f"{namespace}/{name} runs in reserved room on {self.node}",
-        )
+        if waiting is not None:
+            return waiting
         if pod is not None:  # the old pod still exists (a finalizer, a NotReady node): not moved yet
             return self.stay(PHASE_RUNNING, "", f"{namespace}/{name} is Ready; waiting: {pod.going()}")
         return self.end(PHASE_SUCCEEDED, "", f"moved to {name} on {self.node}")
+
+    def _replacement_ready(self, claimed: tuple[str, str, str], *, took: str, whose: str) -> Step | None:
+        """The claimed replacement noted (it `took` the room); a step waiting for it to be Ready, or None once
+        it is Ready in reserved room."""
+        namespace, name, uid = claimed
+        self.pod_ref = ObjectReference(namespace=namespace, name=name, uid=uid)
+        who = f"{namespace}/{name}"
+        self.set(COND_POD_BOUND_RESERVATION, STATUS_TRUE, "", message=f"{who} {took}")
+        replacement = self.o.replacement
+        if replacement is None or not replacement.ready:
+            why = "is gone" if replacement is None else "is not Ready yet"
+            self.set(
+                COND_BOUND_POD_READY, STATUS_FALSE, REASON_WAIT_FOR_BOUND_POD_READY, message=f"{who} {why}"
+            )
+            return self.stay(PHASE_RUNNING, REASON_WAIT_FOR_BOUND_POD_READY, f"{whose} {who} {why}")
+        self.node = replacement.node or self.node
+        self.set(COND_BOUND_POD_READY, STATUS_TRUE, "", message=f"{who} is Ready")
+        self.set(
+            COND_RESERVATION_BOUND, STATUS_TRUE, "", message=f"{who} runs in reserved room on {self.node}"
+        )
+        return None
 
     def surging(self, r: ReservationView) -> Step:
         """Surge: the Deployment up by one, its new pod in the Reservation and Ready, then back down by one,
@@ -355,22 +354,13 @@ class _Progress(_Writer):
                 message=message,
             )
             return self.stay(PHASE_RUNNING, REASON_WAIT_FOR_POD_BIND_RESERVATION, message)
-        namespace, name, uid = o.claimed
-        self.pod_ref = ObjectReference(namespace=namespace, name=name, uid=uid)
+        namespace, name, _ = o.claimed
         who = f"{namespace}/{name}"
-        self.set(COND_POD_BOUND_RESERVATION, STATUS_TRUE, "", message=f"{who} took Reservation {r.name}")
-        replacement = o.replacement
-        if replacement is None or not replacement.ready:
-            why = "is gone" if replacement is None else "is not Ready yet"
-            self.set(
-                COND_BOUND_POD_READY, STATUS_FALSE, REASON_WAIT_FOR_BOUND_POD_READY, message=f"{who} {why}"
-            )
-            return self.stay(PHASE_RUNNING, REASON_WAIT_FOR_BOUND_POD_READY, f"the surge's pod {who} {why}")
-        self.node = replacement.node or self.node
-        self.set(COND_BOUND_POD_READY, STATUS_TRUE, "", message=f"{who} is Ready")
-        self.set(
-            COND_RESERVATION_BOUND, STATUS_TRUE, "", message=f"{who} runs in reserved room on {self.node}"
+        waiting = self._replacement_ready(
+            o.claimed, took=f"took Reservation {r.name}", whose="the surge's pod"
         )
+        if waiting is not None:
+            return waiting
         if pod is not None and not pod.terminating:
             message = "scaling the Deployment back down: its ReplicaSet removes the old pod"
             self.set(COND_EVICTION, STATUS_UNKNOWN, REASON_EVICTING, message=message)

@@ -65,6 +65,7 @@ class Running:
     task: asyncio.Task[None]
     stop: asyncio.Event
     closers: list[Callable[[], Any]] = field(default_factory=list)
+    answering: asyncio.Event | None = None  # a tracker's: set once its intake answers requests
 
 
 class Pipeline:
@@ -113,6 +114,8 @@ class Pipeline:
             runner = Tracker(config, nc, client, kube=kube)
         task = asyncio.create_task(runner.run(stop), name=f"{service}-{replica}")
         running = Running(f"{service}-{replica}", task, stop, [nc.close, client.aclose, kube.aclose])
+        intake = getattr(runner, "intake", None)
+        running.answering = intake.answering if intake is not None else None
         self.running.append(running)
         return running
 
@@ -159,6 +162,11 @@ async def pipeline(config: PodherdConfig, replicas: int = 1) -> AsyncIterator[Pi
     for i in range(replicas):
         for service in ("arbitrator", "executor", "tracker"):
             await p.start(service, f"r{i}")
+    # Ready once every tracker answers requests: an intent sent now finds one.
+    async with asyncio.timeout(30):
+        for running in p.running:
+            if running.answering is not None:
+                await running.answering.wait()
     try:
         yield p
     finally:

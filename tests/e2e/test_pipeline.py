@@ -77,13 +77,7 @@ async def test_an_intent_becomes_a_job_that_moves_the_pod(
     async with pipeline(config):
         replies = []
         for _ in range(3):  # the same intent thrice: one job
-            for _attempt in range(50):
-                try:
-                    msg = await nc.request(subjects.intent_request, codec.encode(intent), timeout=5)
-                    break
-                except nats.errors.NoRespondersError:
-                    await asyncio.sleep(0.1)  # the tracker is still subscribing
-            replies.append(codec.decode(msg.data, IntentReply))
+            replies.append(await until_answered(nc, subjects, intent))
         assert len({r.job for r in replies}) == 1 and [r.created for r in replies] == [True, False, False]
         job_name = replies[0].job
         assert job_name is not None
@@ -200,17 +194,18 @@ def gone(key: str) -> Callable[[dict[str, Any]], bool]:
 
 
 async def until_answered(nc: Any, subjects: bus.Subjects, intent: MigrationIntent) -> IntentReply:
-    """The intent's answer, once a tracker serves the subject (the pipeline may still be subscribing)."""
+    """The intent's answer from the pipeline's tracker (which `pipeline` waits for to answer)."""
     return codec.decode(await when_served(nc, subjects, codec.encode(intent)), IntentReply)
 
 
 async def when_served(nc: Any, subjects: bus.Subjects, data: bytes) -> bytes:
-    """The answer to a request on the intent subject, once a tracker serves it."""
+    """The answer to a request on the intent subject. `pipeline` waits for its trackers to answer; a
+    request that still finds none (seen, rarely, just after) is sent again."""
     while True:
         try:
             msg = await nc.request(subjects.intent_request, data, timeout=10)
         except nats.errors.NoRespondersError:
-            await asyncio.sleep(0.1)  # no event tells a subscription's arrival: ask again
+            await asyncio.sleep(0.1)  # no event tells when the server routes to the subscription
             continue
         answer: bytes = msg.data
         return answer

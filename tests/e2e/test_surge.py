@@ -83,8 +83,12 @@ class ReadyFloor:
                     namespace="default",
                     label_selector=f"app={self.app}",
                 )
-            except urllib3.exceptions.ProtocolError:
-                primed[0] = False  # the server ended the watch early: list and follow again
+            except (urllib3.exceptions.ProtocolError, TimeoutError):
+                primed[0] = False  # the watch ended early, or ran its course: list and follow again
+            except urllib3.exceptions.HTTPError:
+                if not self.stop.is_set():
+                    raise
+                return  # the cluster went away after the floor was read
 
     def close(self) -> int:
         self.stop.set()

@@ -15,7 +15,7 @@ from shared.api import annotations as known
 from shared.api.messages import Outcome, Step
 from shared.api.meta import ObjectMeta, ObjectReference
 from shared.api.pmj import PodMigrationJob, PodMigrationJobSpec
-from shared.api.pod import pod_from
+from shared.api.pod import Pod, pod_from
 from shared.api.surge import ANNOTATION_SURGE
 from shared.config_loader import config_from_dict
 from shared.consume import Retry
@@ -75,14 +75,20 @@ def the_pod(kube: Kube) -> Any:
     return pod
 
 
-async def test_a_surge_asked_twice_scales_once_and_its_end_asked_twice_restores_once(
-    surger: tuple[Kube, Surger, Said],
-) -> None:
-    kube, executor, said = surger
+async def surged(kube: Kube, executor: Surger) -> tuple[Any, Pod, PodMigrationJob]:
+    """The Deployment's pod (the client's, and as the executor reads it) surged for job j1."""
     old = the_pod(kube)
     pod = pod_from(kube.api.sanitize_for_serialization(old))
     moving = job("j1", old.metadata.name)
     await executor.surge(moving, pod)
+    return old, pod, moving
+
+
+async def test_a_surge_asked_twice_scales_once_and_its_end_asked_twice_restores_once(
+    surger: tuple[Kube, Surger, Said],
+) -> None:
+    kube, executor, said = surger
+    old, pod, moving = await surged(kube, executor)
     await executor.surge(moving, pod)  # redelivered, or another replica
     assert state(kube) == (2, {"job": "j1", "jobUid": "j1-uid", "replicas": 1, "restored": False})
     marked = kube.core.read_namespaced_pod(old.metadata.name, "default")
@@ -100,10 +106,7 @@ async def test_after_the_scale_down_the_end_never_scales_down_again(
     surger: tuple[Kube, Surger, Said],
 ) -> None:
     kube, executor, _ = surger
-    old = the_pod(kube)
-    pod = pod_from(kube.api.sanitize_for_serialization(old))
-    moving = job("j1", old.metadata.name)
-    await executor.surge(moving, pod)
+    _, pod, moving = await surged(kube, executor)
     await executor.scale_back(moving, pod, "default/web")
     assert state(kube) == (1, {"job": "j1", "jobUid": "j1-uid", "replicas": 1, "restored": True})
     kube.apps.patch_namespaced_deployment_scale("web", "default", {"spec": {"replicas": 2}})  # someone else
@@ -113,9 +116,7 @@ async def test_after_the_scale_down_the_end_never_scales_down_again(
 
 async def test_a_deployment_surging_for_another_job_waits(surger: tuple[Kube, Surger, Said]) -> None:
     kube, executor, said = surger
-    old = the_pod(kube)
-    pod = pod_from(kube.api.sanitize_for_serialization(old))
-    await executor.surge(job("j1", old.metadata.name), pod)
+    old, pod, _ = await surged(kube, executor)
     with pytest.raises(Retry):
         await executor.surge(job("j2", old.metadata.name), pod)
     assert said.reports[-1][:2] == ("surge", "blocked")
