@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import hashlib
 import json
+import re
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from datetime import UTC, datetime
@@ -23,7 +24,7 @@ from podherd.planner import NoPlan, Plan, node_room, plan, pod_load
 from shared import bus
 from shared.api import codec, paths
 from shared.api.messages import AuditRecord, IntentReply, MigrationIntent, PodKey
-from shared.api.pmj import TERMINAL_PHASES
+from shared.api.pmj import REASON_WAIT_FOR_WINDOW, TERMINAL_PHASES
 from shared.config import PodherdConfig, nats_servers
 from shared.kube import KubeClient, KubeError
 
@@ -176,7 +177,7 @@ def job_rows(items: list[dict[str, Any]], now: datetime) -> list[tuple[str, ...]
             (
                 item["metadata"]["name"],
                 status.get("phase") or "Pending",
-                status.get("reason") or "",
+                _reason(status, now),
                 f"{ref.get('namespace', '')}/{ref.get('name', '')}",
                 status.get("nodeName") or "",
                 age(item["metadata"].get("creationTimestamp"), now),
@@ -185,14 +186,32 @@ def job_rows(items: list[dict[str, Any]], now: datetime) -> list[tuple[str, ...]
     return rows
 
 
-def age(stamp: str | None, now: datetime) -> str:
-    if not stamp:
-        return "?"
-    seconds = int((now - datetime.fromisoformat(stamp.replace("Z", "+00:00"))).total_seconds())
+# How a job waiting for a disruption window says when it opens (services.tracker.deadlines.window_mark).
+_OPENS_AT = re.compile(r"it opens at (\S+Z)")
+
+
+def _reason(status: dict[str, Any], now: datetime) -> str:
+    """The status reason; for a job waiting for a disruption window, with when the window opens."""
+    reason = str(status.get("reason") or "")
+    found = _OPENS_AT.search(str(status.get("message") or "")) if reason == REASON_WAIT_FOR_WINDOW else None
+    if found is None:
+        return reason
+    opens = datetime.fromisoformat(found.group(1).replace("Z", "+00:00"))
+    seconds = max(0, int((opens - now).total_seconds()))
+    return f"{reason} (opens {found.group(1)}, in {_span(seconds)})"
+
+
+def _span(seconds: int) -> str:
     for size, unit in ((86400, "d"), (3600, "h"), (60, "m")):
         if seconds >= size:
             return f"{seconds // size}{unit}"
     return f"{max(seconds, 0)}s"
+
+
+def age(stamp: str | None, now: datetime) -> str:
+    if not stamp:
+        return "?"
+    return _span(int((now - datetime.fromisoformat(stamp.replace("Z", "+00:00"))).total_seconds()))
 
 
 def table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:

@@ -104,6 +104,25 @@ class SurgeArgs(Section):
     allow_with_horizontal_pod_autoscaler: bool = False
 
 
+class DisruptionWindow(Section):
+    """A time when pods may be disrupted: it opens at each time `schedule` (a five-field cron expression,
+    read in `timeZone`) names and stays open for `duration`. It applies to jobs whose pod is in one of
+    `namespaces` (all when empty) and matches `labelSelector` (all when unset). A job its windows apply to is
+    admitted only while one of them is open; a job already running when its window closes finishes."""
+
+    schedule: str
+    duration: Duration
+    time_zone: str = "UTC"
+    namespaces: list[str] = msgspec.field(default_factory=list)
+    label_selector: LabelSelector | None = None
+    # How statuses and audit records name it; `<schedule> <timeZone>` when unset.
+    name: str | None = None
+
+    @property
+    def title(self) -> str:
+        return self.name or f"{self.schedule} {self.time_zone}"
+
+
 class ObjectLimiters(Section):
     """Koordinator's `ObjectLimiterMap`: rate limits per workload and per namespace. When the block is given,
     it replaces the default whole, as Koordinator's defaulting does (an empty map means the default)."""
@@ -159,6 +178,7 @@ class MigrationControllerArgs(Section):
     arbitration_args: ArbitrationArgs = msgspec.field(default_factory=ArbitrationArgs)
     skip_eviction_gates: list[str] = msgspec.field(default_factory=list)
     surge: SurgeArgs = msgspec.field(default_factory=SurgeArgs)
+    disruption_windows: list[DisruptionWindow] = msgspec.field(default_factory=list)
 
     # Seed 000 (v1.4) names of the global flow control; read as evictQPS / evictBurst when those are unset.
     flow_control_qps: str | None = msgspec.field(default=None, name="flowControlQPS")

@@ -14,6 +14,7 @@ from typing import Any
 import msgspec
 import yaml
 
+from shared import windows
 from shared.api.codec import error_location
 from shared.config import (
     DESCHEDULER_KINDS,
@@ -232,6 +233,10 @@ def validate(config: PodherdConfig) -> None:
         if gate not in EVICTION_GATES:
             known = ", ".join(sorted(EVICTION_GATES))
             raise ConfigError(f"{prefix}skipEvictionGates[{i}]", f"unknown gate {gate!r}; known: {known}")
+    for i, window in enumerate(args.disruption_windows):
+        problem = windows.check(window)
+        if problem is not None:
+            raise ConfigError(f"{prefix}disruptionWindows[{i}].{problem[0]}", problem[1])
     if not args.scheduler_names:
         raise ConfigError(prefix + "schedulerNames", "must name at least one scheduler")
     if args.priority_threshold and args.priority_threshold.value is not None and args.priority_threshold.name:

@@ -223,11 +223,12 @@ class Ledger:
             return 0
         return int(await self._queue(keys=[self.prefix], args=["dequeue", *job_uids]))
 
-    async def tick(self, now: float | None = None, limit: int = 1024) -> float | None:
-        """Fire due timers (token buckets refilled, facts awaited); return the seconds until the next one."""
-        _fired, wait = await self._queue(
-            keys=[self.prefix], args=["tick", "" if now is None else repr(now), limit]
-        )
+    async def tick(self, now: float | None = None, *, rewind: bool = False) -> float | None:
+        """Fire due timers (tokens due, facts awaited, windows opened); return the seconds until the next one.
+        `rewind`: every timer is due now (what the jobs wait for may have changed)."""
+        if rewind:
+            await self.client.zunionstore(f"{self.prefix}:timers", {f"{self.prefix}:timers": 0})
+        _fired, wait = await self._queue(keys=[self.prefix], args=["tick", "" if now is None else now, 1024])
         seconds = float(as_text(wait))
         return None if seconds < 0 else seconds
 

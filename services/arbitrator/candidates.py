@@ -3,19 +3,27 @@ slots and token buckets the limits ask for (services.arbitrator.rules)."""
 
 from __future__ import annotations
 
+from datetime import datetime
+
 import msgspec
 
 from services.arbitrator.gather import Loaded
 from services.arbitrator.rules import filters, limits
 from services.arbitrator.rules.facts import PdbFacts, workload_key
+from shared.api.messages import WindowOpening
 from shared.api.pmj import REASON_FORBIDDEN_MIGRATE_POD
 from shared.config import MigrationControllerArgs
 from shared.ledger import FORBIDDEN, Candidate
+from shared.windows import Closed, Open
 
 # A job whose pod (or workload) the facts do not know yet is looked at again after this long (sooner when
 # the fact arrives). Facts lag (a watcher restarting, Redis restored): an absent fact never fails a job; the
 # tracker, which reads the pod itself, fails it MissingPod when the pod is gone.
 FACTS_WAIT = 1.0
+# A job waiting for its disruption window is looked at again this long after the window opens (the timer
+# never fires early, and the window is open by then).
+WINDOW_SLACK = 0.01
+RULE_WINDOW = "DisruptionWindow"
 
 
 class Prepared(msgspec.Struct, frozen=True):
@@ -24,9 +32,29 @@ class Prepared(msgspec.Struct, frozen=True):
     candidate: Candidate
     name: str
     since: float  # when it entered the queue
+    # The disruption window's opening it waits for (deferred) or is admitted in; None: no window applies.
+    window: WindowOpening | None = None
 
 
-def candidate(uid: str, item: Loaded, args: MigrationControllerArgs) -> Candidate:
+def window_wait(window: Closed, now: datetime) -> tuple[float, str, str]:
+    """A job waits, at no cost, until the next opening of its windows."""
+    o = window.opening
+    seconds = max(0.0, (o.opens_at - now).total_seconds()) + WINDOW_SLACK
+    message = (
+        f"waiting for disruption window {o.window}: it opens at {o.opens_at:%Y-%m-%dT%H:%M:%SZ} "
+        f"(until {o.closes_at:%Y-%m-%dT%H:%M:%SZ})"
+    )
+    return seconds, RULE_WINDOW, message
+
+
+def candidate(
+    uid: str,
+    item: Loaded,
+    args: MigrationControllerArgs,
+    *,
+    window: Open | Closed | None = None,
+    now: datetime | None = None,
+) -> Candidate:
     facts, pod, workload = item.facts, item.pod, item.workload
     missing = None
     if pod is None:
@@ -53,6 +81,8 @@ def candidate(uid: str, item: Loaded, args: MigrationControllerArgs) -> Candidat
     rejection = filters.evaluate(facts, pod, workload, args=args, priority_threshold=threshold)
     if rejection is not None:
         return rejected(uid, pod.uid, rejection)
+    if isinstance(window, Closed) and now is not None:
+        return Candidate(uid, pod.uid, (), (), wait=window_wait(window, now))
     plan = limits.plan(facts, pod, workload, pdbs=budgets, args=args)
     return Candidate(uid, pod.uid, plan.slots, plan.buckets, surge=facts.surge)
 

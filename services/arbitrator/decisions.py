@@ -15,12 +15,12 @@ from typing import Any, Protocol
 import redis.asyncio as aioredis
 from prometheus_client import Counter, Histogram
 
-from services.arbitrator.candidates import Prepared, rejection_of
+from services.arbitrator.candidates import RULE_WINDOW, Prepared, rejection_of
 from services.arbitrator.keys import ArbitratorKeys
 from services.arbitrator.rules import filters
 from services.arbitrator.rules.facts import queued_facts
 from shared.api import codec
-from shared.api.messages import AuditRecord, Decision, JobRef
+from shared.api.messages import AuditRecord, Decision, JobRef, WindowOpening
 from shared.api.surge import STRATEGY_SURGE
 from shared.ledger import ADMITTED, Candidate, Ledger, Verdict, as_text
 from shared.slots import Slot
@@ -71,7 +71,9 @@ class Decisions:
             self.ledger.announced(pipe, uids)
             await pipe.execute()
 
-    async def admitted(self, name: str, candidate: Candidate, since: float | None) -> None:
+    async def admitted(
+        self, name: str, candidate: Candidate, since: float | None, *, window: WindowOpening | None = None
+    ) -> None:
         if since is not None:
             ADMISSION_SECONDS.observe(max(0.0, time.time() - since))
         decision = Decision(
@@ -83,6 +85,7 @@ class Decisions:
             replica=self.replica,
             slots=[s.key for s in candidate.slots],
             strategy=STRATEGY_SURGE if candidate.surge else None,
+            window=window,
         )
         await self.send(decision)
 
@@ -106,7 +109,8 @@ class Decisions:
     async def deferred(self, items: list[tuple[Prepared, Verdict]]) -> None:
         """Audit a deferral when its rule or the object holding the job changes (a slot, a token bucket,
         missing facts), not each time the job is looked at again: a countdown or a count in the message
-        is no change."""
+        is no change. A wait for a disruption window is also told to the tracker (it writes the opening into
+        the job's status), again for each new opening."""
         if not items:
             return
         uids = [item.candidate.job_uid for item, _ in items]
@@ -115,9 +119,13 @@ class Decisions:
         for (item, verdict), before in zip(items, previous, strict=True):
             uid = item.candidate.job_uid
             previously = as_text(before) if before is not None else ""
-            if previously == verdict.holder:
+            window = item.window if verdict.rule == RULE_WINDOW else None
+            holder = f"{verdict.holder}|{window.opens_at.timestamp()}" if window else verdict.holder
+            if previously == holder:
                 continue
-            changed[uid] = verdict.holder
+            changed[uid] = holder
+            if window is not None:
+                await self._waits(item, verdict, window)
             DECISIONS.labels("deferred", verdict.rule).inc()
             digest = hashlib.sha1(f"{previously}>{verdict.holder}".encode()).hexdigest()[:12]
             record = AuditRecord(
@@ -134,6 +142,19 @@ class Decisions:
             await self.publisher.publish(self.audit_subject(item.name), codec.encode(record), record.id)
         if changed:
             await self.redis.hset(self.keys.deferred, mapping=changed)
+
+    async def _waits(self, item: Prepared, verdict: Verdict, window: WindowOpening) -> None:
+        decision = Decision(
+            job=JobRef(name=item.name, uid=item.candidate.job_uid),
+            decision="deferred",
+            rule=verdict.rule,
+            message=verdict.message,
+            decided_at=datetime.now(UTC),
+            replica=self.replica,
+            window=window,
+        )
+        msg_id = f"{item.candidate.job_uid}/deferred/{window.opens_at.timestamp()}/{self.generation}"
+        await self.publisher.publish(self.subject("deferred", item.name), codec.encode(decision), msg_id)
 
     async def send(self, decision: Decision) -> None:
         """Publish a decision and its audit record. The caller remembers the job as decided once they are

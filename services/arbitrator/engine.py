@@ -8,11 +8,14 @@ reads the head again. So admissions happen in the queue's order whatever the num
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import time
 from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
 from typing import NamedTuple
 
+import msgspec
 from prometheus_client import Gauge, Histogram
 
 from services.arbitrator.candidates import Prepared, candidate, rejection_of
@@ -31,6 +34,7 @@ from shared.config import PodherdConfig
 from shared.ledger import ADMITTED, DEFERRED, FORBIDDEN, REJECTED, Candidate, Ledger, Verdict, as_text
 from shared.slots import pdb_slot, workload_slot
 from shared.stats import MigrationStats
+from shared.windows import Windows
 
 log = logging.getLogger(__name__)
 
@@ -86,6 +90,7 @@ class Engine:
             subject=subject,
             audit_subject=audit_subject,
         )
+        self.windows = Windows(self.args.disruption_windows)
         self.next_timer: float | None = None  # seconds until the ledger's next timer, as of the last pass
         self._sweep_cursor = 0
         self._last_announce_check = 0.0
@@ -190,6 +195,12 @@ class Engine:
             if facts is not None and await self.redis.hexists(self.ledger.queued, job_uid):
                 await self._enqueue([facts])
 
+    async def windows_configured(self) -> None:
+        """Jobs parked until an opening of windows configured otherwise are looked at again now."""
+        digest = hashlib.sha1(msgspec.json.encode(self.args.disruption_windows)).hexdigest()
+        if await self.redis.set(self.keys.windows, digest, get=True) not in (digest, digest.encode()):
+            self.next_timer = await self.ledger.tick(rewind=True)
+
     # ----------------------------------------------------------------------------------------------------
     # Admission passes
 
@@ -247,7 +258,7 @@ class Engine:
             uid = item.candidate.job_uid
             if verdict.outcome == ADMITTED:
                 admitted += 1
-                await self.decisions.admitted(item.name, item.candidate, item.since)
+                await self.decisions.admitted(item.name, item.candidate, item.since, window=item.window)
                 told.append(uid)
             elif verdict.outcome == FORBIDDEN:
                 await self.decisions.reject(
@@ -281,14 +292,19 @@ class Engine:
     def _make_round(self, read: _Round) -> list[Prepared]:
         out = []
         now = time.time()
+        moment = datetime.fromtimestamp(now, UTC) if self.windows else None
         for i, uid in enumerate(read.uids):
             item = read.loaded.get(i)
             raw_since = read.since[i]
             entered = float(as_text(raw_since)) if raw_since else now
             if item is None:
                 out.append(Prepared(Candidate(uid, "", (), (), drop=True), uid, entered))
-            else:
-                out.append(Prepared(candidate(uid, item, self.args), item.facts.name or uid, entered))
+                continue
+            pod = item.pod
+            window = self.windows.at(pod.namespace, pod.labels, moment) if moment and pod else None
+            made = candidate(uid, item, self.args, window=window, now=moment)
+            name = item.facts.name or uid
+            out.append(Prepared(made, name, entered, window=window.opening if window else None))
         return out
 
     async def _job(self, uid: str) -> JobFacts | None:

@@ -38,3 +38,8 @@ class ArbitratorKeys:
     def deferred(self) -> str:
         """Hash: job uid -> the message of its last audited deferral."""
         return f"{self.base}:deferred"
+
+    @property
+    def windows(self) -> str:
+        """String: a digest of the disruption windows the jobs waiting for one were parked by."""
+        return f"{self.base}:windows"

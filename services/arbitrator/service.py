@@ -230,6 +230,7 @@ class Arbitrator:
         if sub is None:
             return
         released = await self.nc.subscribe(self.subjects.ledger_released, cb=self._on_release)
+        await self.engine.windows_configured()
         try:
             # One part failing takes the others down: the process exits and is restarted whole.
             async with asyncio.TaskGroup() as group:

@@ -46,7 +46,13 @@ class Endings:
         pipe = self.client.pipeline(transaction=False)  # what the tracker kept for it, to the last field
         pipe.hdel(self.keys.phases, job.metadata.name or "")
         pipe.delete(self.keys.written(job.metadata.name or ""))
-        kept = (self.keys.decisions, self.keys.pod_uids, self.keys.pods_gone, self.keys.replacement)
+        kept = (
+            self.keys.decisions,
+            self.keys.windows,
+            self.keys.pod_uids,
+            self.keys.pods_gone,
+            self.keys.replacement,
+        )
         for per_job in (*kept, self.keys.attempts):
             pipe.hdel(per_job, uid)
         pipe.delete(self.keys.reports(uid))

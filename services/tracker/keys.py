@@ -21,6 +21,11 @@ class TrackerKeys:
         return f"{self.base}:decisions"
 
     @property
+    def windows(self) -> str:
+        """Hash: job uid -> the arbitrator's latest deferral for a disruption window (its opening)."""
+        return f"{self.base}:windows"
+
+    @property
     def pod_uids(self) -> str:
         return f"{self.base}:pod-uids"
 

@@ -58,14 +58,17 @@ class Observer:
         ref = job.spec.pod_ref
         pipe = self.client.pipeline(transaction=False)
         pipe.hget(self.keys.decisions, uid)
+        pipe.hget(self.keys.windows, uid)
         pipe.hgetall(self.keys.reports(uid))
         pipe.hexists(self.keys.workload_uid_of, job.metadata.name or "")  # an eviction was sent
         pipe.hget(self.keys.attempts, uid)
         pipe.hget(self.keys.pod_uids, uid)
         pipe.hexists(self.keys.pods_gone, uid)
-        raw_decision, raw_reports, evicting, raw_asked, first_seen, gone = await pipe.execute()
+        raw_decision, raw_wait, raw_reports, evicting, raw_asked, first_seen, gone = await pipe.execute()
         asked = int(raw_asked or 0)
         decision = codec.decode(raw_decision, Decision) if raw_decision else None
+        waited = codec.decode(raw_wait, Decision).window if raw_wait else None
+        openings = [w for w in (waited, decision.window if decision else None) if w is not None]
         reports = {as_text(k): codec.decode(v, Report) for k, v in raw_reports.items()}
         # The Reservations first, the pod after: a pod still there when read after its Reservation was seen
         # taken has not been evicted, so whoever took the room is not its replacement (read the other way
@@ -141,6 +144,7 @@ class Observer:
             surge=surge,
             surged=reports.get("surge"),
             scaled_back=reports.get("scale-back"),
+            window=max(openings, key=lambda w: w.opens_at) if openings else None,
             default_mode=self.args.default_job_mode,
             default_ttl=self.args.default_job_ttl,
             dry_run=self.args.dry_run,

@@ -19,12 +19,14 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from datetime import datetime
 
+from services.tracker import deadlines
 from services.tracker.views import Observed, PodView, ReservationView, Step
 from shared.api.drain import ANNOTATION_STRATEGY_REASON
 from shared.api.meta import ObjectReference
 from shared.api.pmj import (
     ANNOTATION_ABORT,
     COND_BOUND_POD_READY,
+    COND_DISRUPTION_WINDOW,
     COND_EVICTION,
     COND_POD_BOUND_RESERVATION,
     COND_RESERVATION_BOUND,
@@ -59,7 +61,6 @@ from shared.api.pmj import (
     PodMigrationJobCondition,
     PodMigrationJobStatus,
 )
-from shared.durations import parse_duration
 
 __all__ = [
     "CLEANUP",
@@ -200,10 +201,14 @@ class _Progress(_Writer):
         if o.rejection is not None:
             reason, message = o.rejection
             return self.end(PHASE_FAILED, reason, message)
-        ttl = job.spec.ttl or o.default_ttl
-        created = job.metadata.creation_timestamp
-        if created is not None and (o.now - created).total_seconds() > parse_duration(ttl):
-            why = f"the job did not finish within its ttl {ttl}"
+        window = deadlines.window_mark(o)
+        if window is not None and self.marks.set(
+            COND_DISRUPTION_WINDOW, window.status, window.reason, message=window.message, now=window.since
+        ):
+            self.events.append(("Normal", window.reason, window.message))
+        if deadlines.expired(o):
+            why = f"the job did not finish within its ttl {job.spec.ttl or o.default_ttl}"
+            why += deadlines.counted_from(PodMigrationJobStatus(conditions=self.marks.items))
             if o.pod is not None and o.pod.terminating and self._condition(COND_EVICTION) is not None:
                 why += f": {o.pod.going()}"
             elif self.old.message:
@@ -217,6 +222,8 @@ class _Progress(_Writer):
         if not o.admitted:
             if job.spec.paused:
                 return self.stay(PHASE_PENDING, "", "paused: the job waits until spec.paused is false")
+            if window is not None and window.waiting:
+                return self.stay(PHASE_PENDING, window.reason, window.message)
             return self.stay(PHASE_PENDING, "", "waiting for admission (the arbitrator audits why)")
         if o.dry_run:
             return self.end(

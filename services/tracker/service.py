@@ -26,6 +26,7 @@ import msgspec
 import redis.asyncio as aioredis
 from nats.aio.client import Client as NatsClient
 
+from services.tracker import deadlines
 from services.tracker import progress as machine
 from services.tracker.collector import Collector
 from services.tracker.drains import Drains
@@ -142,7 +143,7 @@ class Tracker:
             config=self.config.nats,
             max_deliver=-1,
         )
-        steps = ("admitted", "rejected", "report", "kick")
+        steps = ("admitted", "rejected", "deferred", "report", "kick")
         decisions = await durable(
             self.nc,
             self.subjects.jobs_stream,
@@ -270,7 +271,7 @@ class Tracker:
         if phase in TERMINAL_PHASES:
             await self.state.untrack(job)
         else:
-            self.state.tracking(job, pipe)
+            self.state.tracking(job, pipe, at=deadlines.look_again_at(observed, step.status))
         controller = observed.reservation.owner_controller_uid if observed.reservation else None
         waits = phase == PHASE_RUNNING and step.status.reason == REASON_WAIT_FOR_POD_BIND_RESERVATION
         if controller and not waits:

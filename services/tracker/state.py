@@ -56,12 +56,15 @@ class JobState:
         self.tracking(job, pipe)
         await pipe.execute()
 
-    def tracking(self, job: PodMigrationJob, pipe: Pipeline) -> None:
-        """`track`, as commands of the caller's pipeline."""
+    def tracking(self, job: PodMigrationJob, pipe: Pipeline, *, at: float | None = None) -> None:
+        """`track`, as commands of the caller's pipeline; `at`: when to look at the job again though nothing
+        happens (by default, when its ttl counted from its creation ends)."""
         name = job.metadata.name or ""
-        ttl = parse_duration(job.spec.ttl or self.default_ttl)
-        created = job.metadata.creation_timestamp
-        deadline = (created.timestamp() if created else time.time()) + ttl + 0.05
+        if at is None:
+            ttl = parse_duration(job.spec.ttl or self.default_ttl)
+            created = job.metadata.creation_timestamp
+            at = (created.timestamp() if created else time.time()) + ttl
+        deadline = at + 0.05
         pipe.zadd(self.keys.deadlines, {name: deadline})
         if job.spec.pod_ref is not None:
             pipe.hset(self.keys.pod_jobs, f"{job.spec.pod_ref.namespace}/{job.spec.pod_ref.name}", name)

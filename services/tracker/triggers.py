@@ -125,7 +125,9 @@ class Triggers:
                 return []  # kept for the job's next reconcile, which the pod's own events bring
             return [report.job.name]
         decision = codec.decode(msg.data, Decision)
-        await self.client.hset(self.keys.decisions, decision.job.uid, codec.encode(decision))
+        # A wait for a window is kept apart: it never takes the place of the admission or rejection.
+        kept = self.keys.windows if step == "deferred" else self.keys.decisions
+        await self.client.hset(kept, decision.job.uid, codec.encode(decision))
         return [decision.job.name]
 
     async def _kick(self, waiting: Iterable[bytes]) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from shared.api.messages import Report
+from shared.api.messages import Report, WindowOpening
 from shared.api.pmj import PodMigrationJob, PodMigrationJobStatus
 
 
@@ -65,6 +65,8 @@ class Observed:
     surge: bool = False  # moved by Surge (`podherd.io/strategy`)
     surged: Report | None = None  # the executor's latest word on the scale-up
     scaled_back: Report | None = None  # ... and on the scale-down
+    # The disruption window's latest opening the arbitrator named for the job: waited for, or admitted in
+    window: WindowOpening | None = None
 
 
 @dataclass

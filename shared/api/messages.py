@@ -256,6 +256,14 @@ class JobRef(msgspec.Struct, rename="camel", kw_only=True):
     uid: str
 
 
+class WindowOpening(msgspec.Struct, rename="camel", kw_only=True, frozen=True):
+    """One opening of a disruption window (`migrationController.disruptionWindows`), in UTC."""
+
+    window: str  # its name, or its schedule and zone
+    opens_at: datetime
+    closes_at: datetime
+
+
 class Decision(Message, kw_only=True):
     job: JobRef
     decision: DecisionKind
@@ -267,6 +275,8 @@ class Decision(Message, kw_only=True):
     replica: str
     slots: list[str] = msgspec.field(default_factory=list)
     strategy: str | None = None  # admitted: "Surge" when the job moves by Surge
+    # deferred: the disruption window's opening the job waits for; admitted: the one it was admitted in
+    window: WindowOpening | None = None
 
 
 class Command(Message, kw_only=True):

@@ -44,6 +44,7 @@ ConditionType: TypeAlias = Literal[
     "PodBoundReservation",
     "BoundPodReady",
     "ReservationBound",
+    "DisruptionWindow",
 ]
 COND_RESERVATION_CREATED: Final = "ReservationCreated"
 COND_RESERVATION_SCHEDULED: Final = "ReservationScheduled"
@@ -53,6 +54,9 @@ COND_POD_SCHEDULED: Final = "PodScheduled"
 COND_POD_BOUND_RESERVATION: Final = "PodBoundReservation"
 COND_BOUND_POD_READY: Final = "BoundPodReady"
 COND_RESERVATION_BOUND: Final = "ReservationBound"
+# Podherd's: False while the job waits for a disruption window to open; True from the opening it was admitted
+# in (its lastTransitionTime is that opening: the job's ttl counts from it).
+COND_DISRUPTION_WINDOW: Final = "DisruptionWindow"
 
 ConditionStatus: TypeAlias = Literal["True", "False", "Unknown"]
 STATUS_TRUE: Final = "True"
@@ -79,6 +83,8 @@ REASON_INVALID_POD_REF: Final = "InvalidPodRef"
 REASON_WAIT_FOR_BOUND_POD_READY: Final = "WaitForBoundPodReady"
 # Podherd's own: a spec that decodes but cannot run (e.g. a negative ttl).
 REASON_INVALID_SPEC: Final = "InvalidSpec"
+REASON_WAIT_FOR_WINDOW: Final = "WaitForDisruptionWindow"
+REASON_WINDOW_OPEN: Final = "DisruptionWindowOpen"
 REASONS: Final = frozenset(
     {
         REASON_TIMEOUT,

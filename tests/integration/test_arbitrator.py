@@ -297,7 +297,7 @@ async def test_an_admission_taken_by_a_replica_that_died_before_telling_it_is_to
     await cluster.other_replicas()
     took = asyncio.Event()
 
-    async def dies_before_telling(name: str, candidate: Any, since: float | None) -> None:
+    async def dies_before_telling(name: str, candidate: Any, since: float | None, **_: Any) -> None:
         took.set()
         raise Crash
 

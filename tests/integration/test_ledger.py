@@ -394,6 +394,20 @@ async def test_tokens_and_awaited_facts_wake_by_timer(redis_scope: RedisScope) -
     assert "c" in await ledger.head(10)
 
 
+async def test_a_job_parked_until_its_window_opens_comes_back_at_once_when_the_windows_change(
+    redis_scope: RedisScope,
+) -> None:
+    ledger = await ready_ledger(redis_scope)
+    await ledger.enqueue("w", "1")
+    until_tomorrow = Candidate("w", "pod-w", (), (), wait=(86_400.0, "DisruptionWindow", "waiting"))
+    verdicts = await ledger.admit_batch([until_tomorrow], from_queue=True)
+    assert verdicts is not None and verdicts[0].outcome == "deferred"
+    wait = await ledger.tick()
+    assert wait is not None and wait > 86_000 and await ledger.head(10) == []
+    assert await ledger.tick(rewind=True) is None  # windows configured otherwise: looked at again now
+    assert await ledger.head(10) == ["w"]
+
+
 async def test_thousands_blocked_do_not_starve_one_that_fits(redis_scope: RedisScope) -> None:
     """The defect a 256-deep scan had: with more blocked jobs than one pass looks at, a job behind them
     that fits was never admitted."""
