@@ -391,6 +391,11 @@ def _drain_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     drain.add_argument("--force", action="store_true", help="evict pods that declare no controller")
     drain.add_argument("--pod-selector", help="only the pods matching this label selector")
     drain.add_argument("--timeout", help="each job's ttl and how long to wait, e.g. 10m (default: none)")
+    drain.add_argument(
+        "--atomic",
+        action="store_true",
+        help="reserve room for every pod before evicting any; none within --timeout: release all, uncordon",
+    )
     drain.add_argument("--dry-run", action="store_true", help="print the plan; cordon and move nothing")
     drain.add_argument("--status", action="store_true", help="the node's drain: each job and how it went")
     drain.add_argument("--requester", default="podherd-cli", help="who asks (default: podherd-cli)")

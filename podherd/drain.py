@@ -26,12 +26,14 @@ from podherd.client import ask_tracker, kube_client, kube_get, nats_client, now_
 from podherd.errors import CliError
 from shared import bus
 from shared.api import codec, paths
-from shared.api.drain import ANNOTATION_NODE_DRAIN, DrainOptions, DrainRecord
+from shared.api.drain import ANNOTATION_NODE_DRAIN, ROLLED_BACK, DrainOptions, DrainRecord
 from shared.api.messages import AuditRecord, DrainIntent, DrainReply
 from shared.api.pmj import TERMINAL_PHASES
 from shared.config import PodherdConfig
 from shared.drain_plan import plan_drain
 from shared.durations import parse_duration
+
+FOLLOW_GRACE = 15.0
 
 
 @dataclass
@@ -70,6 +72,7 @@ async def follow(
     since: datetime,
     within: float | None,
     show: Callable[[str], None],
+    drain_began: datetime | None = None,
 ) -> Outcome:
     """Each job's transitions as they come, from `since`, until every job of `jobs` (name -> pod) ended."""
     outcome = Outcome()
@@ -80,7 +83,7 @@ async def follow(
     sub = await js.subscribe(subjects.all_audit, ordered_consumer=True, config=config)
     deadline = None if within is None else time.monotonic() + within
     try:
-        await _already_ended(js, subjects, jobs=jobs, outcome=outcome)
+        await _already_ended(js, subjects, jobs=jobs, outcome=outcome, drain_began=drain_began)
         while len(outcome.ended) < len(jobs):
             left = 3600.0 if deadline is None else deadline - time.monotonic()
             if left <= 0:
@@ -95,6 +98,8 @@ async def follow(
             record = codec.decode(msg.data, AuditRecord)
             if record.job not in jobs or record.action != "transition" or record.job in outcome.ended:
                 continue
+            if drain_began is not None and record.time < drain_began:
+                continue  # a job by the same name, of a drain before this one
             show(f"{record.time:%H:%M:%S} {jobs[record.job]} {record.phase}: {record.message or ''}")
             if record.phase in TERMINAL_PHASES:
                 outcome.ended[record.job] = (record.phase, record.message or "")
@@ -103,10 +108,15 @@ async def follow(
     return outcome
 
 
-async def _already_ended(js: Any, subjects: bus.Subjects, *, jobs: dict[str, str], outcome: Outcome) -> None:
-    """Jobs of an earlier run of the drain that ended before this one: their last audit record says so."""
+async def _already_ended(
+    js: Any, subjects: bus.Subjects, *, jobs: dict[str, str], outcome: Outcome, drain_began: datetime | None
+) -> None:
+    """Jobs of an earlier run of the drain that ended before this one: their last audit record says so (not
+    a job by the same name of a drain before this one, rolled back)."""
     for job in jobs:
         last = await last_record(js, subjects, job)
+        if drain_began is not None and last is not None and last.time < drain_began:
+            continue
         if last is not None and last.phase in TERMINAL_PHASES:
             outcome.ended[job] = (last.phase, last.message or "")
 
@@ -159,6 +169,15 @@ async def status_rows(
     return rows
 
 
+def rolled_back(node: str, record: DrainRecord) -> int:
+    """An atomic drain given up: which pods found no room; nothing was evicted."""
+    for pod in record.no_room:
+        print(f"error: no room for {pod}", file=sys.stderr)
+    again = "left cordoned (it was before the drain)" if record.cordoned_before else "uncordoned"
+    print(f"node/{node} {again}; every Reservation released; no pod was evicted", file=sys.stderr)
+    return 1
+
+
 def pacing(config: PodherdConfig) -> str:
     """The budgets every job of the drain goes through, as configured (each PDB of a pod's too)."""
     args = config.migration_controller
@@ -182,6 +201,7 @@ def command(args: Any, config: PodherdConfig) -> int:
         force=args.force,
         pod_selector=args.pod_selector,
         timeout=args.timeout,
+        atomic=args.atomic,
     )
     intent = DrainIntent(
         kind="Drain", node=args.node, requester=args.requester, options=options, dry_run=args.dry_run
@@ -198,7 +218,10 @@ def command(args: Any, config: PodherdConfig) -> int:
             return 0
         async with nats_client(config) as nc:
             rows = await status_rows(config, nc, subjects=subjects, record=record)
-        print(f"node {args.node}: drain by {record.requester} since {record.started_at}")
+        atomic = f" (atomic: {record.phase})" if record.phase else ""
+        print(f"node {args.node}: drain by {record.requester} since {record.started_at}{atomic}")
+        for pod in record.no_room:
+            print(f"no room for {pod}")
         print(table(("JOB", "POD", "PHASE", "MESSAGE"), rows))
         return 0
 
@@ -217,12 +240,26 @@ def command(args: Any, config: PodherdConfig) -> int:
                 print(f"node/{args.node} would be drained ({len(reply.moves)} pods to move) (dry run)")
                 return 0
             print(f"node/{args.node} cordoned; {len(reply.moves)} pods to move", flush=True)
+            if args.atomic:
+                print("reserving room for every pod before any is evicted (atomic)", flush=True)
             jobs = {move.job: move.pod for move in reply.moves}
-            within = parse_duration(args.timeout) if args.timeout else None
+            # The jobs' ttl (and an atomic drain's deadline) is the timeout; their endings come just after.
+            within = parse_duration(args.timeout) + FOLLOW_GRACE if args.timeout else None
+            drain = record_of(config, args.node)
+            began = datetime.fromisoformat(drain.started_at.replace("Z", "+00:00")) if drain else None
             outcome = await follow(
-                nc, subjects, jobs, since=started, within=within, show=lambda line: print(line, flush=True)
+                nc,
+                subjects,
+                jobs,
+                since=started,
+                within=within,
+                show=lambda line: print(line, flush=True),
+                drain_began=began,
             )
         failed = outcome.failed()
+        record = record_of(config, args.node)
+        if args.atomic and record is not None and record.phase == ROLLED_BACK:
+            return rolled_back(args.node, record)
         left = remaining(config, args.node, options)
         print(f"{len(jobs) - len(failed)} of {len(jobs)} pods moved", flush=True)
         for job, message in sorted(failed.items()):

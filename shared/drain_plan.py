@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from shared.api import annotations as known
-from shared.api.drain import LIFT_BARE_POD, LIFT_LOCAL_STORAGE, DrainOptions
+from shared.api.drain import LIFT_BARE_POD, LIFT_LOCAL_STORAGE, MOVING, RESERVING, ROLLED_BACK, DrainOptions
 from shared.api.pmj import MODE_EVICT_DIRECTLY, MODE_RESERVATION_FIRST
 
 DAEMONSET_FATAL = "DaemonSet-managed Pods (use --ignore-daemonsets to ignore)"
@@ -118,3 +118,22 @@ def _plan_pod(
             meta.get("namespace", ""), meta.get("name", ""), meta.get("uid", ""), mode, frozenset(lifts), why
         )
     )
+
+
+@dataclass(frozen=True)
+class Room:
+    """What an atomic drain knows of one of its jobs' room."""
+
+    pod: str
+    placed: bool  # its Reservation is placed on a node (or it needs none: evicted directly, or ended)
+    why: str = ""  # while not placed: the scheduler's word, or what the job is waiting for
+
+
+def atomic_step(rooms: list[Room], *, now: float, deadline: float) -> tuple[str, list[str]]:
+    """An atomic drain's next phase: Moving once every pod has room; RolledBack, naming each pod without
+    room and why, once the deadline passed first; Reserving meanwhile."""
+    if all(room.placed for room in rooms):
+        return MOVING, []
+    if now < deadline:
+        return RESERVING, []
+    return ROLLED_BACK, [f"{r.pod}: {r.why or 'no room found'}" for r in rooms if not r.placed]

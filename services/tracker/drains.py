@@ -22,11 +22,14 @@ from services.tracker.intents import ANNOTATION_REASON, new_job
 from shared import bus
 from shared.api import codec, paths
 from shared.api.drain import (
+    ANNOTATION_ATOMIC,
     ANNOTATION_DRAIN_NODE,
     ANNOTATION_LIFTS,
     ANNOTATION_NODE_DRAIN,
     ANNOTATION_STRATEGY_REASON,
     LABEL_DRAIN,
+    RESERVING,
+    ROLLED_BACK,
     DrainRecord,
     drain_job_name,
     node_hash,
@@ -59,8 +62,12 @@ def drain_job(node: str, move: Move, intent: DrainIntent) -> PodMigrationJob:
         annotations[ANNOTATION_LIFTS] = ",".join(sorted(move.lifts))
     if move.why:
         annotations[ANNOTATION_STRATEGY_REASON] = move.why
+    atomic = intent.options.atomic
+    if atomic:  # paused with its room reserved until every pod of the drain has room (`atomic.py`)
+        annotations[ANNOTATION_ATOMIC] = "true"
     pod = ObjectReference(kind="Pod", namespace=move.namespace, name=move.name, uid=move.uid)
-    spec = PodMigrationJobSpec(pod_ref=pod, mode=move.mode, ttl=intent.options.timeout)  # type: ignore[arg-type]
+    ttl = intent.options.timeout
+    spec = PodMigrationJobSpec(pod_ref=pod, mode=move.mode, ttl=ttl, paused=atomic or None)  # type: ignore[arg-type]
     labels = {LABEL_DRAIN: node_hash(node)}
     return new_job(drain_job_name(node, move.uid), spec, annotations=annotations, labels=labels)
 
@@ -98,6 +105,8 @@ class Drains:
         node = await self.kube.get_json(paths.node(intent.node))
         if node is None:
             raise DrainRefused("MissingNode", f"node {intent.node} not found", "node")
+        if not intent.dry_run:
+            node = await self._after_rollback(node)
         plan = plan_drain(await self._pods(intent), intent.options, scheduler_names=self.args.scheduler_names)
         reply = self._reply(intent.node, plan)
         await self._already_moving(node, plan, reply)
@@ -107,6 +116,33 @@ class Drains:
         for move in plan.moves:
             await self._create(drain_job(intent.node, move, intent))
         return reply
+
+    async def _after_rollback(self, node: dict[str, Any]) -> dict[str, Any]:
+        """An atomic drain rolled back is over: sent again, the drain starts anew (its aborted jobs go)."""
+        meta = node.get("metadata") or {}
+        text = (meta.get("annotations") or {}).get(ANNOTATION_NODE_DRAIN)
+        record = msgspec.json.decode(text, type=DrainRecord) if text else None
+        if record is None or record.phase != ROLLED_BACK:
+            return node
+        for job in record.jobs:
+            try:
+                await self.kube.arequest("DELETE", paths.job(job))
+            except KubeError as exc:
+                if exc.status != 404:
+                    raise
+        patch = {
+            "metadata": {
+                "resourceVersion": meta.get("resourceVersion"),
+                "annotations": {ANNOTATION_NODE_DRAIN: None},
+            }
+        }
+        await self.kube.arequest(
+            "PATCH",
+            paths.node(meta.get("name") or ""),
+            body=patch,
+            content_type="application/merge-patch+json",
+        )
+        return await self.kube.get_json(paths.node(meta.get("name") or "")) or node
 
     async def _pods(self, intent: DrainIntent) -> list[dict[str, Any]]:
         query = [("fieldSelector", f"spec.nodeName={intent.node}")]
@@ -170,10 +206,15 @@ class Drains:
             unschedulable = bool((node.get("spec") or {}).get("unschedulable"))
             record = DrainRecord(
                 requester=intent.requester,
-                started_at=before.started_at if before else datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                started_at=before.started_at
+                if before
+                else datetime.now(UTC).isoformat().replace("+00:00", "Z"),
                 cordoned_before=before.cordoned_before if before else unschedulable,
                 options=intent.options,
                 jobs=sorted(set(before.jobs if before else []) | set(jobs)),
+                phase=(before.phase if before and before.phase else RESERVING)
+                if intent.options.atomic
+                else None,
             )
             patch = {
                 "metadata": {

@@ -21,6 +21,11 @@ class TrackerKeys:
         return f"{self.base}:decisions"
 
     @property
+    def atomic_drains(self) -> str:
+        """Set: nodes whose atomic drain is reserving room (their paused jobs' reconciles add them)."""
+        return f"{self.base}:atomic-drains"
+
+    @property
     def windows(self) -> str:
         """Hash: job uid -> the arbitrator's latest deferral for a disruption window (its opening)."""
         return f"{self.base}:windows"

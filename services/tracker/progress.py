@@ -16,12 +16,11 @@ releases the ledger's slots.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-from datetime import datetime
+from dataclasses import replace
 
 from services.tracker import deadlines
-from services.tracker.views import Observed, PodView, ReservationView, Step
-from shared.api.drain import ANNOTATION_STRATEGY_REASON
+from services.tracker.views import Conditions, Observed, PodView, ReservationView, Step
+from shared.api.drain import ANNOTATION_ATOMIC, ANNOTATION_STRATEGY_REASON
 from shared.api.meta import ObjectReference
 from shared.api.pmj import (
     ANNOTATION_ABORT,
@@ -100,37 +99,6 @@ def progress(o: Observed) -> Step:
     return _Progress(o).run()
 
 
-@dataclass
-class Conditions:
-    """A job's status conditions as a step changes them, and which changed last (`status.status`)."""
-
-    items: list[PodMigrationJobCondition]
-    last_changed: str | None
-
-    def get(self, kind: str) -> PodMigrationJobCondition | None:
-        return next((c for c in self.items if c.type == kind), None)
-
-    def true(self, kind: str) -> bool:
-        found = self.get(kind)
-        return found is not None and found.status == STATUS_TRUE
-
-    def set(
-        self, kind: ConditionType, status: ConditionStatus, reason: str, *, message: str, now: datetime
-    ) -> bool:
-        """Set a condition; its lastTransitionTime moves only when its status changes (then True)."""
-        old = self.get(kind)
-        if old is not None and (old.status, old.reason or "", old.message or "") == (status, reason, message):
-            return False
-        moved = old is None or old.status != status
-        since = now if moved or old is None else old.last_transition_time
-        condition = PodMigrationJobCondition(
-            type=kind, status=status, reason=reason or None, message=message, last_transition_time=since
-        )
-        self.items = [c for c in self.items if c.type != kind] + [condition]
-        self.last_changed = kind
-        return moved
-
-
 class _Writer:
     """A step's status as it is built: conditions set, events noted, the job ended or kept running."""
 
@@ -201,6 +169,8 @@ class _Progress(_Writer):
         if o.rejection is not None:
             reason, message = o.rejection
             return self.end(PHASE_FAILED, reason, message)
+        if job.spec.paused and ANNOTATION_ATOMIC in annotations:
+            return reserving_ahead(self)  # the drain's deadline holds, not the job's ttl (`atomic.py`)
         window = deadlines.window_mark(o)
         if window is not None and self.marks.set(
             COND_DISRUPTION_WINDOW, window.status, window.reason, message=window.message, now=window.since
@@ -425,3 +395,27 @@ class _Progress(_Writer):
         # One eviction command per Reservation: after reserving again, the new one is not a duplicate.
         step.attempt = max(1, self.o.attempt)
         return step
+
+
+def reserving_ahead(w: _Writer) -> Step:
+    """An atomic drain's job: its room reserved, then paused until every pod of the drain has room."""
+    o, r = w.o, w.o.reservation
+    if (o.job.spec.mode or o.default_mode) == MODE_EVICT_DIRECTLY:
+        return w.stay(PHASE_PENDING, "", "to be evicted directly once every pod of the drain has room")
+    if r is None:
+        why = f": {o.reserve_failed}" if o.reserve_failed else ""
+        return w.stay(
+            PHASE_PENDING,
+            "",
+            f"reserving room ahead of the drain{why}",
+            actions=() if o.asked else (RESERVE,),
+        )
+    if r.phase == "Available" and r.node:
+        return w.stay(
+            PHASE_PENDING,
+            "",
+            f"room reserved on node {r.node}; moving once every pod of the drain has room",
+        )
+    return w.stay(
+        PHASE_PENDING, "", f"no room yet: {r.unschedulable or f'Reservation {r.name} is {r.phase}'}"
+    )

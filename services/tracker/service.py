@@ -28,6 +28,7 @@ from nats.aio.client import Client as NatsClient
 
 from services.tracker import deadlines
 from services.tracker import progress as machine
+from services.tracker.atomic import AtomicDrains
 from services.tracker.collector import Collector
 from services.tracker.drains import Drains
 from services.tracker.effects import CommandStep, Effects
@@ -41,6 +42,7 @@ from services.tracker.state import JobState
 from services.tracker.triggers import Triggers
 from shared import bus, ledger, redis_client
 from shared.api import codec, paths
+from shared.api.drain import ANNOTATION_ATOMIC, ANNOTATION_DRAIN_NODE
 from shared.api.pmj import (
     PHASE_PENDING,
     PHASE_RUNNING,
@@ -119,6 +121,14 @@ class Tracker:
         drains = Drains(kube, self.publisher, self.subjects, args=self.args, replica=config.replica)
         self.intake = IntentIntake(kube, self.publisher, self.subjects, replica=config.replica, drains=drains)
         self.collector = Collector(config, client, kube, publisher=self.publisher, js=self.js)
+        self.atomic = AtomicDrains(
+            client,
+            self.keys,
+            kube,
+            publisher=self.publisher,
+            subjects=self.subjects,
+            default_ttl=self.args.default_job_ttl,
+        )
 
     async def run(self, stop: asyncio.Event) -> None:
         consumers = await bus.prepared(stop, self.setup, "tracker")
@@ -177,6 +187,7 @@ class Tracker:
             group.create_task(self.intake.serve(self.nc, self.config.nats, stop))
             group.create_task(self.periodic.deadlines(stop))
             group.create_task(self.collector.run(stop))
+            group.create_task(self.atomic.run(stop))
             group.create_task(self.periodic.report_phases(stop))
             group.create_task(self.effects.recorder.run(stop))
 
@@ -271,6 +282,8 @@ class Tracker:
         if phase in TERMINAL_PHASES:
             await self.state.untrack(job)
         else:
+            if job.spec.paused and ANNOTATION_ATOMIC in annotations:  # its drain waits for every pod's room
+                pipe.sadd(self.keys.atomic_drains, annotations.get(ANNOTATION_DRAIN_NODE, ""))
             self.state.tracking(job, pipe, at=deadlines.look_again_at(observed, step.status))
         controller = observed.reservation.owner_controller_uid if observed.reservation else None
         waits = phase == PHASE_RUNNING and step.status.reason == REASON_WAIT_FOR_POD_BIND_RESERVATION

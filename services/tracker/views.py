@@ -1,5 +1,6 @@
 """What the state machine decides from (`Observed`: the job, its pod, Reservation, replacement, reports) and
-what it decides (`Step`: the next status and the actions that move the job on) (pure)."""
+what it decides (`Step`: the next status and the actions that move the job on), and the status's conditions
+as a step changes them (`Conditions`) (pure)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,14 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from shared.api.messages import Report, WindowOpening
-from shared.api.pmj import PodMigrationJob, PodMigrationJobStatus
+from shared.api.pmj import (
+    STATUS_TRUE,
+    ConditionStatus,
+    ConditionType,
+    PodMigrationJob,
+    PodMigrationJobCondition,
+    PodMigrationJobStatus,
+)
 
 
 @dataclass(frozen=True)
@@ -75,3 +83,34 @@ class Step:
     actions: tuple[str, ...] = ()
     events: list[tuple[str, str, str]] = field(default_factory=list)  # (type, reason, message) to record
     attempt: int = 1  # for RESERVE: the attempt to create
+
+
+@dataclass
+class Conditions:
+    """A job's status conditions as a step changes them, and which changed last (`status.status`)."""
+
+    items: list[PodMigrationJobCondition]
+    last_changed: str | None
+
+    def get(self, kind: str) -> PodMigrationJobCondition | None:
+        return next((c for c in self.items if c.type == kind), None)
+
+    def true(self, kind: str) -> bool:
+        found = self.get(kind)
+        return found is not None and found.status == STATUS_TRUE
+
+    def set(
+        self, kind: ConditionType, status: ConditionStatus, reason: str, *, message: str, now: datetime
+    ) -> bool:
+        """Set a condition; its lastTransitionTime moves only when its status changes (then True)."""
+        old = self.get(kind)
+        if old is not None and (old.status, old.reason or "", old.message or "") == (status, reason, message):
+            return False
+        moved = old is None or old.status != status
+        since = now if moved or old is None else old.last_transition_time
+        condition = PodMigrationJobCondition(
+            type=kind, status=status, reason=reason or None, message=message, last_transition_time=since
+        )
+        self.items = [c for c in self.items if c.type != kind] + [condition]
+        self.last_changed = kind
+        return moved

@@ -24,6 +24,13 @@ LIFTABLE: Final = frozenset({LIFT_LOCAL_STORAGE, LIFT_BARE_POD})
 ANNOTATION_STRATEGY_REASON: Final = "podherd.io/strategy-reason"
 # On the node: the drain's record (JSON, `DrainRecord`).
 ANNOTATION_NODE_DRAIN: Final = "podherd.io/drain"
+# On an atomic drain's jobs: each waits (paused) with its room reserved until every pod of the drain has room.
+ANNOTATION_ATOMIC: Final = "podherd.io/drain-atomic"
+# An atomic drain's phases, in its record: room being reserved for every pod; the pods moving; given up (no
+# room for some pod within the timeout: every Reservation released, the node uncordoned, nothing evicted).
+RESERVING: Final = "Reserving"
+MOVING: Final = "Moving"
+ROLLED_BACK: Final = "RolledBack"
 
 
 def node_hash(node: str) -> str:
@@ -56,6 +63,8 @@ class DrainOptions(msgspec.Struct, rename="camel", kw_only=True, forbid_unknown_
     force: bool = False
     pod_selector: str | None = None
     timeout: Duration | None = None  # the drain jobs' ttl (default: defaultJobTTL)
+    # Room for every pod reserved before any pod is evicted; none found within the timeout: nothing moves.
+    atomic: bool = False
 
 
 class DrainRecord(msgspec.Struct, rename="camel", kw_only=True):
@@ -66,3 +75,5 @@ class DrainRecord(msgspec.Struct, rename="camel", kw_only=True):
     cordoned_before: bool
     options: DrainOptions
     jobs: list[str] = msgspec.field(default_factory=list)
+    phase: str | None = None  # an atomic drain's: Reserving, Moving or RolledBack
+    no_room: list[str] = msgspec.field(default_factory=list)  # rolled back: each pod that found no room, why

@@ -24,7 +24,7 @@ from podherd.servers import Server
 from shared import bus
 from shared.api import codec
 from shared.api.drain import ANNOTATION_NODE_DRAIN, DrainOptions
-from shared.api.messages import DrainIntent, DrainReply
+from shared.api.messages import AuditRecord, DrainIntent, DrainReply
 from shared.kube import KubeClient
 from tests.e2e.pipeline import GROUP, PLURAL, VERSION, ended, pipeline, pipeline_config, podherd, until_job
 from tests.e2e.test_lifecycle import cluster, start, until_no_reservations, web_pods
@@ -186,3 +186,112 @@ async def test_a_drain_whose_cli_and_services_are_killed_is_resumed_by_running_i
     assert sorted(j["metadata"]["name"] for j in jobs) == sorted(record["jobs"])
     assert {j["status"]["phase"] for j in jobs} == {"Succeeded"}
     assert not on_node & set(web_pods(kube))
+
+
+FULL = {
+    "name": "full",
+    "nodes": [{"name": "node-{i}", "count": 3, "capacity": {"cpu": "4", "memory": "16Gi", "pods": "110"}}],
+    "workloads": [
+        # node-1: big (3 CPUs) and small; node-2: big and small; node-3: filler. Half a CPU free elsewhere:
+        # room for small, none for big.
+        {**workload("big", 2, [NODE, "node-2"]), "requests": {"cpu": "3", "memory": "1Gi"}},
+        {**workload("small", 2, [NODE, "node-2"]), "requests": {"cpu": "500m", "memory": "256Mi"}},
+        {**workload("filler", 1, ["node-3"]), "requests": {"cpu": "3500m", "memory": "1Gi"}},
+    ],
+}
+
+
+def drain_phase(node: Any) -> str | None:
+    text = (node.metadata.annotations or {}).get(ANNOTATION_NODE_DRAIN)
+    phase: str | None = json.loads(text).get("phase") if text else None
+    return phase
+
+
+async def audit_order(nats_url: str, subjects: bus.Subjects) -> list[AuditRecord]:
+    """Every audit record so far, in the stream's order."""
+    nc = await nats.connect(nats_url)
+    js = nc.jetstream()
+    info = await js.stream_info(subjects.audit_stream)
+    sub = await js.subscribe(subjects.all_audit, ordered_consumer=True)
+    records = []
+    for _ in range(info.state.messages):
+        records.append(codec.decode((await sub.next_msg(timeout=10)).data, AuditRecord))
+    await nc.close()
+    return records
+
+
+async def test_an_atomic_drain_without_room_for_every_pod_evicts_nothing_then_moves_all_once_there_is(
+    kubesim_factory: Callable[..., SimHandle],
+    nats_srv: Server,
+    redis_srv: Server,
+    test_id: str,
+    tmp_path: Path,
+) -> None:
+    kube = start(kubesim_factory, FULL)
+    before = {p.metadata.name: p.metadata.uid for p in kube.core.list_namespaced_pod("default").items}
+    on_node = {
+        p.metadata.name for p in kube.core.list_namespaced_pod("default").items if p.spec.node_name == NODE
+    }
+    config = pipeline_config(kube.handle, nats_srv, redis_srv, test_id)
+    config_path = tmp_path / "podherd.yaml"
+    config_path.write_text(yaml.safe_dump(msgspec.to_builtins(config)))
+    argv = [sys.executable, "-m", "podherd", "drain", NODE, "--atomic", "--timeout", "4s"]
+    async with pipeline(config):
+        # The CLI killed while room is being reserved: the services roll the drain back by themselves.
+        cli = await asyncio.create_subprocess_exec(
+            *argv,
+            "--config",
+            str(config_path),
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.DEVNULL,
+        )
+        await asyncio.to_thread(
+            watch_until, kube.core.list_node, lambda nodes: drain_phase(nodes[f"/{NODE}"]) == "Reserving", 30
+        )
+        cli.send_signal(signal.SIGKILL)
+        await cli.wait()
+        await asyncio.to_thread(
+            watch_until, kube.core.list_node, lambda nodes: drain_phase(nodes[f"/{NODE}"]) == "RolledBack", 30
+        )
+        await asyncio.to_thread(until_no_reservations, kube)
+        killed = {p.metadata.name: p.metadata.uid for p in kube.core.list_namespaced_pod("default").items}
+        assert killed == before and not kube.core.read_node(NODE).spec.unschedulable
+        # Through the CLI to the end: the pods without room named.
+        short = await asyncio.to_thread(podherd, config_path, "drain", NODE, "--atomic", "--timeout", "6s")
+        await asyncio.to_thread(until_no_reservations, kube)
+        record = json.loads(kube.core.read_node(NODE).metadata.annotations[ANNOTATION_NODE_DRAIN])
+        rolled_back = kube.core.read_node(NODE).spec.unschedulable
+        after = {p.metadata.name: p.metadata.uid for p in kube.core.list_namespaced_pod("default").items}
+        jobs = kube.custom.list_cluster_custom_object(GROUP, VERSION, PLURAL)["items"]
+        # Room freed: the same drain, sent again, starts anew and moves every pod.
+        kube.apps.delete_namespaced_deployment("filler", "default")
+        again = await asyncio.to_thread(podherd, config_path, "drain", NODE, "--atomic", "--timeout", "60s")
+        await asyncio.to_thread(until_no_reservations, kube)
+    (big,) = (name for name in on_node if name.startswith("big"))
+    assert short.returncode == 1, short.stdout + short.stderr
+    assert f"error: no room for default/{big}: " in short.stderr, short.stderr
+    assert f"node/{NODE} uncordoned; every Reservation released; no pod was evicted" in short.stderr
+    assert (record["phase"], [line.split(":")[0] for line in record["noRoom"]]) == (
+        "RolledBack",
+        [f"default/{big}"],
+    )
+    assert not rolled_back
+    assert after == before  # nothing evicted
+    assert {j["status"]["phase"] for j in jobs} == {"Aborted"} and len(jobs) == len(on_node)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert f"{len(on_node)} of {len(on_node)} pods moved" in again.stdout
+    left = kube.core.list_namespaced_pod("default", field_selector=f"spec.nodeName={NODE}").items
+    assert left == [] and kube.core.read_node(NODE).spec.unschedulable
+    # Room was reserved for every pod before any job of the second drain was admitted.
+    records = await audit_order(nats_srv.url, bus.Subjects(test_id))
+    moving = next(
+        i for i, r in enumerate(records) if r.action == "drain" and r.details.get("phase") == "Moving"
+    )
+    jobs_now = {
+        j["metadata"]["name"] for j in kube.custom.list_cluster_custom_object(GROUP, VERSION, PLURAL)["items"]
+    }
+    running: dict[str, int] = {}
+    for i, r in enumerate(records):
+        if r.job in jobs_now and r.action == "transition" and r.phase == "Running":
+            running.setdefault(r.job or "", i)
+    assert len(running) == len(on_node) and moving < min(running.values())

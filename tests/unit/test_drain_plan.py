@@ -2,18 +2,32 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
+import msgspec
 import pytest
 from msgspec.structs import replace
 
 from services.arbitrator.rules import filters
 from services.arbitrator.rules.facts import facts_of, queued_facts, queued_record
-from shared.api.drain import ANNOTATION_LIFTS, DrainOptions, drain_job_name, lifts_of, node_hash
+from services.tracker.progress import RESERVE, progress
+from shared.api.drain import (
+    ANNOTATION_ATOMIC,
+    ANNOTATION_LIFTS,
+    MOVING,
+    RESERVING,
+    ROLLED_BACK,
+    DrainOptions,
+    drain_job_name,
+    lifts_of,
+    node_hash,
+)
 from shared.api.meta import ObjectMeta, ObjectReference
 from shared.api.pmj import PodMigrationJob, PodMigrationJobSpec
-from shared.drain_plan import plan_drain
+from shared.drain_plan import Room, atomic_step, plan_drain
 from tests.unit.test_arbitration_rules import JOB, POD, WORKLOAD, args
+from tests.unit.test_job_progress import NOW, job, reservation, seen
 
 SCHEDULERS = ["koord-scheduler"]
 RS = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-1", "uid": "rs", "controller": True}
@@ -150,3 +164,40 @@ def test_the_lifts_survive_the_queue_and_an_older_replicas_record_still_reads(li
     assert queued_facts(queued_record(facts), "ReservationFirst") == facts
     older = b'["j","u","default","p","ReservationFirst",0.0,0]'
     assert queued_facts(older, "ReservationFirst").lifts == frozenset()
+
+
+def test_an_atomic_drain_moves_once_every_pod_has_room_and_rolls_back_at_its_deadline() -> None:
+    placed = Room("default/a", placed=True)
+    waiting = Room("default/b", placed=False, why="0/3 nodes are available: 3 Insufficient cpu.")
+    assert atomic_step([placed, Room("default/c", placed=True)], now=200.0, deadline=100.0) == (MOVING, [])
+    assert atomic_step([placed, waiting], now=99.0, deadline=100.0) == (RESERVING, [])
+    assert atomic_step([placed, waiting], now=100.0, deadline=100.0) == (
+        ROLLED_BACK,
+        ["default/b: 0/3 nodes are available: 3 Insufficient cpu."],
+    )
+    assert atomic_step([Room("default/d", placed=False)], now=101.0, deadline=100.0)[1] == [
+        "default/d: no room found"
+    ]
+
+
+def test_an_atomic_drains_job_reserves_its_room_then_waits_paused() -> None:
+    atomic = msgspec.structs.replace(
+        job(paused=True, ttl="1s"),
+        metadata=msgspec.structs.replace(job().metadata, annotations={ANNOTATION_ATOMIC: "true"}),
+    )
+    long_after = NOW + timedelta(hours=1)  # its ttl long past: the drain's deadline holds, not the job's
+    first = progress(seen(job=atomic, admitted=False, now=long_after))
+    assert (first.status.phase, first.actions) == ("Pending", (RESERVE,))
+    asked = progress(seen(job=atomic, admitted=False, now=long_after, asked=1))
+    assert asked.actions == () and asked.status.message == "reserving room ahead of the drain"
+    room = reservation("Available", "node-2")
+    placed = progress(seen(job=atomic, admitted=False, reservation=room, asked=1))
+    assert (
+        placed.status.message == "room reserved on node node-2; moving once every pod of the drain has room"
+    )
+    assert placed.actions == ()
+    full = reservation("Pending", None, unschedulable="0/3 nodes are available")
+    assert (
+        progress(seen(job=atomic, reservation=full, asked=1)).status.message
+        == "no room yet: 0/3 nodes are available"
+    )
