@@ -95,7 +95,46 @@ def generate(
     }
 
 
+def maintenance(nodes: int = 4, node_cpu: int = 8, ready_after: int = 2) -> dict[str, Any]:
+    """A node to take down for maintenance (`node-1`), holding what real nodes hold: a single-replica
+    Deployment (`solo`), one whose PodDisruptionBudget allows no disruption (`guarded`), one with a budget of
+    one (`web`) and a StatefulSet's pod (`db`). New replicas are Ready only
+    `ready_after` seconds after they start, as real ones are; there is room elsewhere for every pod."""
+    probe = {"tcpSocket": {"port": 80}, "initialDelaySeconds": ready_after}
+
+    def workload(name: str, replicas: int, placement: list[str], **extra: Any) -> dict[str, Any]:
+        return {
+            "kind": "Deployment",
+            "name": name,
+            "namespace": "default",
+            "replicas": replicas,
+            "requests": {"cpu": "1", "memory": "1Gi"},
+            "schedulerName": "koord-scheduler",
+            "placement": placement,
+            "readinessProbe": probe,
+            **extra,
+        }
+
+    return {
+        "name": "maintenance",
+        "nodes": [
+            {
+                "name": "node-{i}",
+                "count": nodes,
+                "capacity": {"cpu": str(node_cpu), "memory": "32Gi", "pods": "110"},
+            }
+        ],
+        "workloads": [
+            workload("solo", 1, ["node-1"]),
+            workload("guarded", 2, ["node-1", "node-2"], pdb={"minAvailable": 2}),
+            workload("web", 3, ["node-1", "node-1", "node-3"], pdb={"maxUnavailable": 1}),
+            workload("db", 2, ["node-1", "node-2"], kind="StatefulSet"),
+        ],
+    }
+
+
 BUILTIN["fragmented"] = fragmented()
+BUILTIN["maintenance"] = maintenance()
 BUILTIN["small"] = {
     "name": "small",
     "nodes": [{"name": "node-{i}", "count": 3, "capacity": {"cpu": "4", "memory": "16Gi", "pods": "110"}}],

@@ -57,6 +57,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
             workdir=args.workdir,
             summary_json=args.summary_json,
             in_cluster=args.in_cluster,
+            scenario=args.scenario,
         )
     )
 
@@ -370,6 +371,13 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="install Podherd with `kubectl apply -k deploy/` on kubesim, whose kubelet runs its pods"
         " (needs root and kubectl)",
+    )
+    demo.add_argument(
+        "--scenario",
+        choices=("defragment", "maintenance"),
+        default="defragment",
+        help="defragment (default): make room for a pending pod; maintenance: drain a node, plainly"
+        " (kubectl's algorithm) and by Podherd, side by side",
     )
     demo.set_defaults(func=_cmd_demo)
     return parser

@@ -36,6 +36,7 @@ from podherd.errors import CliError
 from podherd.history import room_checks
 from podherd.install import install, service_account, service_token
 from podherd.invariants import Findings, Watchdog
+from podherd.maintenance import run_maintenance
 from podherd.planner import Plan
 from podherd.processes import SERVICES, ServiceFailed, ServiceProcesses
 from podherd.servers import nats_server, redis_server
@@ -62,6 +63,7 @@ class DemoOptions:
     workdir: str | None = None
     summary_json: str | None = None
     in_cluster: bool = False  # Podherd as `kubectl apply -k deploy/` installs it, its pods run by kubesim
+    scenario: str = "defragment"  # or "maintenance": a node drained, plainly and by Podherd
 
 
 def run_demo(opts: DemoOptions, out: TextIO = sys.stdout) -> int:
@@ -71,6 +73,12 @@ def run_demo(opts: DemoOptions, out: TextIO = sys.stdout) -> int:
             "--in-cluster runs deploy/ as it is on kubesim: it takes no --kubeconfig, --nats-url, --redis-url"
             " or --prefix"
         )
+    if opts.scenario == "maintenance":
+        if opts.in_cluster or opts.kubeconfig:
+            raise CliError(
+                "--scenario maintenance runs on kubesim's maintenance cluster: no --in-cluster, --kubeconfig"
+            )
+        return run_maintenance(opts, out, processes=_processes)
     workdir = Path(opts.workdir or tempfile.mkdtemp(prefix="podherd-demo-"))
     workdir.mkdir(parents=True, exist_ok=True)
     with contextlib.ExitStack() as stack:
@@ -128,7 +136,9 @@ class _Services:
     logs: str
 
 
-def _processes(opts: DemoOptions, stack: contextlib.ExitStack, workdir: Path) -> _Services:
+def _processes(
+    opts: DemoOptions, stack: contextlib.ExitStack, workdir: Path, *, scenario: str = "fragmented"
+) -> _Services:
     nats_url, redis_url = opts.nats_url, opts.redis_url
     if nats_url is None:
         nats_srv = nats_server()
@@ -142,10 +152,12 @@ def _processes(opts: DemoOptions, stack: contextlib.ExitStack, workdir: Path) ->
     if opts.kubeconfig:
         kubeconfig = Path(opts.kubeconfig)
     else:
-        handle = start_in_thread(SimOptions(), scenario="fragmented")
+        handle = start_in_thread(SimOptions(), scenario=scenario)
         stack.callback(handle.stop)
         kubeconfig = handle.kubeconfig
     document = _config_document(opts.prefix, nats_url, redis_url, kubeconfig=kubeconfig)
+    if scenario == "maintenance":  # a workload's replicas go one after the other, not one per 5 minutes
+        document["migrationController"] = {"objectLimiters": {"workload": {"duration": "1s"}}}
     kubeconfigs: dict[str, Path] = {}
     processes = ServiceProcesses(workdir / "podherd.yaml", workdir / "logs", kubeconfigs)
     stack.callback(processes.stop_all)

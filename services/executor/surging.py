@@ -11,9 +11,10 @@ so. A HorizontalPodAutoscaler targeting the Deployment refuses the surge unless
 
 from __future__ import annotations
 
+import functools
 import logging
-from collections.abc import Awaitable
-from typing import Any, Protocol
+from collections.abc import Awaitable, Callable
+from typing import Any, ParamSpec, Protocol
 
 import msgspec
 
@@ -38,6 +39,30 @@ class Report(Protocol):
 
 MERGE = "application/merge-patch+json"
 RETRY_S = 0.5
+CONFLICTS_IN_PLACE = 4  # a step whose write loses a race is done again at once this many times at most
+
+
+class Conflict(Retry):
+    """A write lost a race with another writer (the Deployment controller's status, most often)."""
+
+
+P = ParamSpec("P")
+
+
+def again_on_conflict(step: Callable[P, Awaitable[None]]) -> Callable[P, Awaitable[None]]:
+    """A surge step lost a write race: it is done again at once from fresh reads (each step is idempotent:
+    the record says what was done), a few times before the command is handed back."""
+
+    @functools.wraps(step)
+    async def run(*args: P.args, **kwargs: P.kwargs) -> None:
+        for _ in range(CONFLICTS_IN_PLACE - 1):
+            try:
+                return await step(*args, **kwargs)
+            except Conflict:
+                continue
+        return await step(*args, **kwargs)
+
+    return run
 
 
 class SurgeFailed(Exception):
@@ -69,6 +94,7 @@ class Surger:
             return None
         return pod
 
+    @again_on_conflict
     async def surge(self, job: PodMigrationJob, pod: Pod) -> None:
         """Mark the old pod cheapest to delete, record the surge on the Deployment, scale it up by one."""
         try:
@@ -103,6 +129,7 @@ class Surger:
         message = f"Deployment {target} scaled from {record.replicas} to {record.replicas + 1}"
         await self.report(job, "surge", "done", message=message, target=target)
 
+    @again_on_conflict
     async def scale_back(self, job: PodMigrationJob, pod: Pod | None, target: str | None) -> None:
         """The new pod is Ready: back to the count before the surge; the ReplicaSet removes the old pod."""
         found = await self._surging(job, pod, target)
@@ -125,11 +152,14 @@ class Surger:
         if replicas != record.replicas + 1:
             await self._hand_back(job, deploy, record=record, pod=pod, step="scale-back")
             return
-        deploy = await self._scale(deploy, record.replicas)
-        await self._write_record(deploy, msgspec.structs.replace(record, restored=True))
+        # The count and the record in one write: no moment where one is done and the other not.
+        await self._write_record(
+            deploy, msgspec.structs.replace(record, restored=True), replicas=record.replicas
+        )
         message = f"Deployment {name} scaled back to {record.replicas}"
         await self.report(job, "scale-back", "done", message=message, target=name)
 
+    @again_on_conflict
     async def unsurge(self, job: PodMigrationJob, pod: Pod | None, target: str | None) -> None:
         """The job ended: the count the surge added is taken back (once), then the record goes."""
         found = await self._surging(job, pod, target)
@@ -141,9 +171,10 @@ class Surger:
             await self._mark(pod, None)
         replicas = int((deploy.get("spec") or {}).get("replicas", 1))
         if not record.restored and replicas == record.replicas + 1:
-            deploy = await self._scale(deploy, record.replicas)
+            await self._write_record(deploy, None, replicas=record.replicas)
             log.info("restored Deployment %s to %d", _key(deploy), record.replicas)
-        await self._write_record(deploy, None)
+        else:
+            await self._write_record(deploy, None)
 
     # ----------------------------------------------------------------------------------------------------
 
@@ -224,15 +255,21 @@ class Surger:
             if exc.status != 404:
                 raise Retry(f"marking pod {pod.metadata.name}: {exc}", RETRY_S) from exc
 
-    async def _write_record(self, deploy: dict[str, Any], record: SurgeRecord | None) -> dict[str, Any]:
+    async def _write_record(
+        self, deploy: dict[str, Any], record: SurgeRecord | None, *, replicas: int | None = None
+    ) -> dict[str, Any]:
+        """The surge's record on the Deployment (None: removed), and with it its replica count when given,
+        in one write conditional on the resourceVersion read."""
         meta = deploy.get("metadata") or {}
         text = msgspec.json.encode(record).decode() if record is not None else None
-        patch = {
+        patch: dict[str, Any] = {
             "metadata": {
                 "resourceVersion": meta.get("resourceVersion"),
                 "annotations": {ANNOTATION_SURGE: text},
             }
         }
+        if replicas is not None:
+            patch["spec"] = {"replicas": replicas}
         path = paths.deployment(meta.get("namespace", ""), meta.get("name", ""))
         answer = await self._write(self.kube.arequest("PATCH", path, body=patch, content_type=MERGE))
         written: dict[str, Any] = msgspec.json.decode(answer)
@@ -260,8 +297,10 @@ class Surger:
         try:
             return await request
         except KubeError as exc:
-            if exc.status == 409 or exc.retryable:
-                raise Retry(f"the Deployment changed meanwhile: {exc}", RETRY_S) from exc
+            if exc.status == 409:
+                raise Conflict(f"the Deployment changed meanwhile: {exc}", RETRY_S) from exc
+            if exc.retryable:
+                raise Retry(f"the Kubernetes API server is unavailable: {exc}", RETRY_S) from exc
             raise
 
     async def _read(self, request: Awaitable[bytes]) -> bytes:

@@ -175,3 +175,40 @@ def left_running(marker: str) -> list[str]:
             if entry.name.isdigit() and marker in (entry / "cmdline").read_bytes().decode(errors="replace"):
                 found.append(entry.name)
     return found
+
+
+def test_maintenance_demo_drains_with_zero_downtime_beside_a_plain_drain(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k not in ("NATS_URL", "REDIS_URL", "KUBECONFIG")}
+    summary_path = tmp_path / "summary.json"
+    argv = [
+        "demo",
+        "--scenario",
+        "maintenance",
+        "--workdir",
+        str(tmp_path),
+        "--summary-json",
+        str(summary_path),
+    ]
+    done = subprocess.run(
+        [sys.executable, "-m", "podherd", *argv],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=240,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    assert "podherd drain: zero downtime; node node-1 drained" in done.stdout
+    summary = json.loads(summary_path.read_text())
+    ours, plain = summary["podherd_drain"], summary["plain_drain"]
+    assert ours["drained"] and ours["left_on_node"] == [] and ours["failed"] == {}
+    assert all(app["seconds_down"] == 0 and app["lowest_ready"] > 0 for app in ours["apps"].values()), ours
+    # Surge kept the single replica and the zero-budget Deployment at their replicas throughout.
+    assert ours["apps"]["solo"]["lowest_ready"] == 1 and ours["apps"]["guarded"]["lowest_ready"] == 2
+    # The plain drain, on the same cluster: the single replica down until its replacement was Ready, and the
+    # pod whose budget allows no disruption never evicted (so the node was not emptied).
+    assert plain["apps"]["solo"]["lowest_ready"] == 0 and plain["apps"]["solo"]["seconds_down"] > 0
+    assert list(plain["gave_up_on"]) == [p for p in plain["gave_up_on"] if "guarded" in p] != []
+    assert not plain["drained"]
+    assert summary["services_exit_codes"] and set(summary["services_exit_codes"].values()) == {0}
