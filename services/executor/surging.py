@@ -190,12 +190,25 @@ class Surger:
             except SurgeFailed:
                 return None
         else:
-            return None
+            return await self._recorded_for(job)
         deploy = await self._get(paths.deployment(namespace, name))
         record = record_of(deploy) if deploy is not None else None
         if deploy is None or record is None or record.job_uid != job.metadata.uid:
             return None
         return deploy, record
+
+    async def _recorded_for(self, job: PodMigrationJob) -> tuple[dict[str, Any], SurgeRecord] | None:
+        """Neither the Deployment's name (the surge's report was lost) nor the pod (gone) is known: the
+        Deployment of the job's namespace that records a surge for this job."""
+        namespace = job.spec.pod_ref.namespace if job.spec.pod_ref else None
+        if not namespace:
+            return None
+        answer = await self._read(self.kube.arequest("GET", paths.deployments(namespace)))
+        for deploy in msgspec.json.decode(answer).get("items") or []:
+            record = record_of(deploy)
+            if record is not None and record.job_uid == job.metadata.uid:
+                return deploy, record
+        return None
 
     async def _hand_back(
         self,

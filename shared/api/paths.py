@@ -36,6 +36,10 @@ def events(namespace: str) -> str:
     return f"/api/v1/namespaces/{namespace}/events"
 
 
+def deployments(namespace: str) -> str:
+    return f"/apis/apps/v1/namespaces/{namespace}/deployments"
+
+
 def deployment(namespace: str, name: str) -> str:
     return f"/apis/apps/v1/namespaces/{namespace}/deployments/{name}"
 

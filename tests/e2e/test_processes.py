@@ -48,6 +48,8 @@ NEEDED_OFF_THIS_PATH = {
     ("executor", "delete", "", "pods"),
     ("executor", "patch", "", "pods"),
     *SURGE_GRANTS,  # Surge (tests/e2e/test_surge.py asserts they are used)
+    # A surge taken back without its Deployment's name or pod (tests/integration/test_surger.py uses it)
+    ("executor", "list", "apps", "deployments"),
 }
 
 # The tracker's resync (every 30 s) lists the jobs, its room sweep (every 10 s) lists the Reservations, and

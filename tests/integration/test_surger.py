@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from kubesim.sim import SimHandle
+from podherd.install import install_with_accounts
 from services.executor.surging import Surger
 from shared.api import annotations as known
 from shared.api.messages import Outcome, Step
@@ -40,14 +42,20 @@ class Said:
         self.reports.append((step, outcome, message))
 
 
-@pytest.fixture
-async def surger(kubesim_factory: Callable[..., SimHandle]) -> AsyncIterator[tuple[Kube, Surger, Said]]:
-    kube = client_for(kubesim_factory(SINGLE))
+def single_ready(handle: SimHandle) -> Kube:
+    """The client of a kubesim running SINGLE, once its one pod is Ready."""
+    kube = client_for(handle)
     watch_until(
         kube.core.list_namespaced_pod,
         lambda s: len(s) == 1 and all(pod_ready(p) for p in s.values()),
         namespace="default",
     )
+    return kube
+
+
+@pytest.fixture
+async def surger(kubesim_factory: Callable[..., SimHandle]) -> AsyncIterator[tuple[Kube, Surger, Said]]:
+    kube = single_ready(kubesim_factory(SINGLE))
     config = config_from_dict({"kubernetes": {"kubeconfig": str(kube.handle.kubeconfig)}})
     client = KubeClient.from_config(config.kubernetes)
     said = Said()
@@ -121,3 +129,28 @@ async def test_a_deployment_surging_for_another_job_waits(surger: tuple[Kube, Su
         await executor.surge(job("j2", old.metadata.name), pod)
     assert said.reports[-1][:2] == ("surge", "blocked")
     assert state(kube)[0] == 2
+
+
+async def test_a_surge_whose_report_was_lost_and_whose_pod_is_gone_is_still_taken_back(
+    kubesim_factory: Callable[..., SimHandle], tmp_path: Path
+) -> None:
+    """The executor died after the scale-up, before reporting which Deployment it scaled, and the old pod
+    was deleted meanwhile: the ending finds the Deployment by the job's record on it (as the executor's
+    ServiceAccount, whose role lists Deployments for this) and takes the surge back."""
+    handle = kubesim_factory(SINGLE)
+    kube = single_ready(handle)
+    install_with_accounts(handle.kubeconfig, tmp_path, ("executor",), seconds=3600)
+    config = config_from_dict({"kubernetes": {"kubeconfig": str(tmp_path / "kubeconfig-executor")}})
+    client = KubeClient.from_config(config.kubernetes)
+    try:
+        executor = Surger(client, config.migration_controller, Said())
+        old, _, moving = await surged(kube, executor)
+        kube.core.delete_namespaced_pod(old.metadata.name, "default", grace_period_seconds=0)
+        assert state(kube)[0] == 2
+        await executor.unsurge(moving, None, None)
+    finally:
+        await client.aclose()
+    assert state(kube) == (1, None)
+    assert handle.sim is not None
+    used = {(v, g, r) for u, v, g, r in handle.sim.authorizer.used if u.endswith("podherd-executor")}
+    assert ("list", "apps", "deployments") in used
