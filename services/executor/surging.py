@@ -190,25 +190,12 @@ class Surger:
             except SurgeFailed:
                 return None
         else:
-            return await self._recorded_for(job)
+            return await recorded_for(self.kube, job)
         deploy = await self._get(paths.deployment(namespace, name))
         record = record_of(deploy) if deploy is not None else None
         if deploy is None or record is None or record.job_uid != job.metadata.uid:
             return None
         return deploy, record
-
-    async def _recorded_for(self, job: PodMigrationJob) -> tuple[dict[str, Any], SurgeRecord] | None:
-        """Neither the Deployment's name (the surge's report was lost) nor the pod (gone) is known: the
-        Deployment of the job's namespace that records a surge for this job."""
-        namespace = job.spec.pod_ref.namespace if job.spec.pod_ref else None
-        if not namespace:
-            return None
-        answer = await self._read(self.kube.arequest("GET", paths.deployments(namespace)))
-        for deploy in msgspec.json.decode(answer).get("items") or []:
-            record = record_of(deploy)
-            if record is not None and record.job_uid == job.metadata.uid:
-                return deploy, record
-        return None
 
     async def _hand_back(
         self,
@@ -245,7 +232,7 @@ class Surger:
     async def _refuse_if_autoscaled(self, namespace: str, name: str) -> None:
         if self.args.surge.allow_with_horizontal_pod_autoscaler:
             return
-        answer = await self._read(self.kube.arequest("GET", paths.autoscalers(namespace)))
+        answer = await _read(self.kube.arequest("GET", paths.autoscalers(namespace)))
         for hpa in msgspec.json.decode(answer).get("items") or []:
             target = (hpa.get("spec") or {}).get("scaleTargetRef") or {}
             if target.get("kind") == "Deployment" and target.get("name") == name:
@@ -316,12 +303,6 @@ class Surger:
                 raise Retry(f"the Kubernetes API server is unavailable: {exc}", RETRY_S) from exc
             raise
 
-    async def _read(self, request: Awaitable[bytes]) -> bytes:
-        try:
-            return await request
-        except KubeError as exc:
-            raise Retry(f"reading: {exc}", RETRY_S) from exc
-
     async def _get(self, path: str) -> dict[str, Any] | None:
         try:
             return await self.kube.get_json(path)
@@ -332,3 +313,24 @@ class Surger:
 def _key(deploy: dict[str, Any]) -> str:
     meta = deploy.get("metadata") or {}
     return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+
+
+async def _read(request: Awaitable[bytes]) -> bytes:
+    try:
+        return await request
+    except KubeError as exc:
+        raise Retry(f"reading: {exc}", RETRY_S) from exc
+
+
+async def recorded_for(kube: KubeClient, job: PodMigrationJob) -> tuple[dict[str, Any], SurgeRecord] | None:
+    """Neither the Deployment's name (the surge's report was lost) nor the pod (gone) is known: the
+    Deployment of the job's namespace that records a surge for this job."""
+    namespace = job.spec.pod_ref.namespace if job.spec.pod_ref else None
+    if not namespace:
+        return None
+    answer = await _read(kube.arequest("GET", paths.deployments(namespace)))
+    for deploy in msgspec.json.decode(answer).get("items") or []:
+        record = record_of(deploy)
+        if record is not None and record.job_uid == job.metadata.uid:
+            return deploy, record
+    return None
