@@ -39,7 +39,7 @@ from shared.kube import KubeClient
 
 NODE = "node-1"
 APPS = ["solo", "guarded", "web", "db"]
-PLAIN_TIMEOUT = 10.0  # seconds kubectl drain retries what the budgets refuse (its --timeout)
+PLAIN_TIMEOUT = 6.0  # seconds kubectl drain retries what the budgets refuse (its --timeout)
 RECOVERY = 20.0  # seconds a drained workload may take to be back at its replicas before it is measured
 
 

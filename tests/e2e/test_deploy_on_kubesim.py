@@ -22,6 +22,7 @@ from tests.kube import client_for
 
 pytestmark = [
     pytest.mark.e2e,
+    pytest.mark.xdist_group("pod-processes"),  # one worker runs every test whose pods are real processes
     pytest.mark.kubectl,
     pytest.mark.skipif(KUBECTL is None, reason="kubectl is not on PATH"),
     pytest.mark.skipif(os.geteuid() != 0, reason="pods run as processes in their own namespaces: needs root"),

@@ -19,7 +19,8 @@ from kubernetes import client, config
 
 from tests.procs import alive, descendants
 
-pytestmark = [pytest.mark.integration, pytest.mark.e2e]
+# One worker runs every test whose pods are real processes (the in-cluster demo's), and the demos' process trees.
+pytestmark = [pytest.mark.integration, pytest.mark.e2e, pytest.mark.xdist_group("pod-processes")]
 
 
 def read_until(stream: IO[str], marker: str, seen: list[str]) -> None:

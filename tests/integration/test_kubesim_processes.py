@@ -22,6 +22,7 @@ from tests.kube import Kube, client_for, pod_ready, watch_until
 
 pytestmark = [
     pytest.mark.integration,
+    pytest.mark.xdist_group("pod-processes"),  # one worker runs every test whose pods are real processes
     pytest.mark.skipif(os.geteuid() != 0, reason="pods run as processes in their own namespaces: needs root"),
 ]
 IMAGE = "kubesim.test/python"
