@@ -19,7 +19,7 @@ from kubernetes import client, config
 
 from tests.procs import alive, descendants
 
-# One worker runs every test whose pods are real processes (the in-cluster demo's), and the demos' process trees.
+# One worker runs every test whose pods are real processes (the in-cluster demo's) and the demos.
 pytestmark = [pytest.mark.integration, pytest.mark.e2e, pytest.mark.xdist_group("pod-processes")]
 
 
