@@ -152,7 +152,7 @@ def start_nats_binary(binary: str, workdir: Path | None = None, max_file_store: 
         conf.write_text(f"jetstream {{ store_dir: {json.dumps(str(data / 'jetstream'))}{limit} }}\n")
         return [binary, "-c", str(conf), "-a", "127.0.0.1", "-p", str(port), "-n", f"podherd-{port}"]
 
-    return _start_binary(
+    return start_binary(
         kind="nats", scheme="nats", binary=binary, argv_for=argv_for, wait=_wait_nats, workdir=workdir
     )
 
@@ -226,7 +226,9 @@ def _wait_healthy(monitor_port: int, timeout: float) -> None:
     raise TimeoutError(f"nats /healthz on port {monitor_port} not ok within {timeout:.0f}s ({last})")
 
 
-def start_redis_binary(binary: str, workdir: Path | None = None) -> Server:
+def start_redis_binary(binary: str, workdir: Path | None = None, extra: Sequence[str] = ()) -> Server:
+    """A valkey/redis server on a free loopback port; `extra`: more of its flags (`--replicaof h p`, ...)."""
+
     def argv_for(port: int, data: Path) -> list[str]:
         return [
             binary,
@@ -242,10 +244,11 @@ def start_redis_binary(binary: str, workdir: Path | None = None) -> Server:
             str(data),
             "--protected-mode",
             "no",
+            *extra,
         ]
 
-    return _start_binary(
-        kind="redis", scheme="redis", binary=binary, argv_for=argv_for, wait=_wait_redis, workdir=workdir
+    return start_binary(
+        kind="redis", scheme="redis", binary=binary, argv_for=argv_for, wait=wait_redis, workdir=workdir
     )
 
 
@@ -275,7 +278,7 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _start_binary(
+def start_binary(
     *,
     kind: str,
     scheme: str,
@@ -362,7 +365,7 @@ def _wait_nats(host: str, port: int, timeout: float) -> None:
     _wait_for(host, port, timeout, greeting=None, expect=b"INFO ")
 
 
-def _wait_redis(host: str, port: int, timeout: float) -> None:
+def wait_redis(host: str, port: int, timeout: float) -> None:
     _wait_for(host, port, timeout, greeting=b"PING\r\n", expect=b"+PONG")
 
 
@@ -416,7 +419,7 @@ def _container_or_fail(kind: str, image: str, port: int, *, command: list[str], 
     container.start()
     host = container.get_container_host_ip()
     mapped = int(container.get_exposed_port(port))
-    waiter = _wait_nats if kind == "nats" else _wait_redis
+    waiter = _wait_nats if kind == "nats" else wait_redis
     waiter(host, mapped, START_TIMEOUT)
     scheme = "nats" if kind == "nats" else "redis"
     return Server(

@@ -215,9 +215,30 @@ class NatsConfig(Section):
     replicas: Annotated[int, msgspec.Meta(ge=1, le=5)] = 1
 
 
+class RedisSentinel(Section):
+    """Redis behind Sentinels: the services ask them where the primary of `masterName` is, and follow a
+    failover. `addresses`: the Sentinels, `host:port` each."""
+
+    master_name: str
+    addresses: list[str]
+
+
 class RedisConfig(Section):
     url: str = "redis://127.0.0.1:6379/0"
     key_prefix: Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9_.:-]+$")] = "podherd"
+    # With it, `url` gives only the database, user and password; the primary is the Sentinels' to name.
+    sentinel: RedisSentinel | None = None
+    # A write a safety property rests on (an admission, a replacement's claim) is acted on only once this
+    # many replicas acknowledge it (WAIT), within `waitTimeout`; else it is not acted on and is tried again.
+    # Default: 1 with `sentinel`, else 0 (a single Redis has no replica to wait for).
+    wait_replicas: Annotated[int, msgspec.Meta(ge=0)] | None = None
+    wait_timeout: Duration = "1s"
+
+    @property
+    def replicas_to_wait_for(self) -> int:
+        if self.wait_replicas is not None:
+            return self.wait_replicas
+        return 1 if self.sentinel is not None else 0
 
 
 class KubernetesConfig(Section):

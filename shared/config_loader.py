@@ -250,6 +250,14 @@ def validate(config: PodherdConfig) -> None:
                 raise ConfigError(
                     key, f"expected a URL starting with one of {', '.join(schemes)}, got {url!r}"
                 )
+    sentinel = config.redis.sentinel
+    if sentinel is not None:
+        if not sentinel.addresses:
+            raise ConfigError("redis.sentinel.addresses", "must name at least one Sentinel (host:port)")
+        for i, address in enumerate(sentinel.addresses):
+            host, _, port = address.rpartition(":")
+            if not host or not port.isdigit():
+                raise ConfigError(f"redis.sentinel.addresses[{i}]", f"expected host:port, got {address!r}")
     for i, kind in enumerate(config.watcher.kinds):
         if kind not in WATCHABLE_KINDS:
             raise ConfigError(
@@ -271,6 +279,7 @@ def validate(config: PodherdConfig) -> None:
         ("collector.retention", config.collector.retention),
         ("collector.interval", config.collector.interval),
         ("collector.dedupWindow", config.collector.dedup_window),
+        ("redis.waitTimeout", config.redis.wait_timeout),
     ):
         _positive_duration(key, value)
 

@@ -17,10 +17,13 @@ from typing import Any
 
 import hiredis
 import redis.asyncio as aioredis
-from redis.asyncio.connection import AbstractConnection
+from redis.asyncio.connection import AbstractConnection, parse_url
+from redis.asyncio.sentinel import Sentinel
 from redis.driver_info import DriverInfo
 
 from shared.config import RedisConfig
+from shared.durable import Durability
+from shared.durations import parse_duration
 
 DEAD_PEER_S = 15
 CONNECT_TIMEOUT_S = 5.0
@@ -82,9 +85,51 @@ def connect(config: RedisConfig) -> aioredis.Redis:
         "socket_connect_timeout": CONNECT_TIMEOUT_S,
         "driver_info": DRIVER,
     }
-    if not config.url.startswith("unix://"):  # a local socket's peer cannot vanish without closing it
+    if not config.url.startswith("unix://") or config.sentinel is not None:
+        # a local socket's peer cannot vanish without closing it
         options.update(socket_keepalive=True, socket_keepalive_options=keepalive_options())
-    client = aioredis.from_url(config.url, **options)
+    if config.sentinel is not None:
+        client = _through_sentinels(config, options)
+    else:
+        client = aioredis.from_url(config.url, **options)
     pool = client.connection_pool
     pool.connection_class = _packing(pool.connection_class)
     return client
+
+
+def _through_sentinels(config: RedisConfig, options: dict[str, Any]) -> aioredis.Redis:
+    """A client of the primary the Sentinels name: a connection lost (or told READONLY by a demoted primary)
+    asks them again, so the client follows a failover."""
+    assert config.sentinel is not None
+    url = parse_url(config.url) if config.url.startswith(("redis://", "rediss://")) else {}
+    credentials = {k: url[k] for k in ("db", "username", "password") if url.get(k) is not None}
+    sentinels = []
+    for address in config.sentinel.addresses:
+        host, _, port = address.rpartition(":")
+        sentinels.append((host, int(port)))
+    asking = {"socket_connect_timeout": CONNECT_TIMEOUT_S, "socket_timeout": CONNECT_TIMEOUT_S}
+    manager = Sentinel(sentinels, sentinel_kwargs=asking, **credentials)  # type: ignore[no-untyped-call]
+    client: _Following = manager.master_for(config.sentinel.master_name, redis_class=_Following, **options)
+    client.sentinels = list(manager.sentinels)
+    return client
+
+
+class _Following(aioredis.Redis):
+    """The primary's client, closing with it the clients that ask the Sentinels where the primary is."""
+
+    sentinels: list[aioredis.Redis]
+
+    async def aclose(self, close_connection_pool: bool | None = None) -> None:
+        await super().aclose(close_connection_pool)
+        for sentinel in getattr(self, "sentinels", []):
+            await sentinel.aclose()
+
+
+def durability(client: aioredis.Redis, config: RedisConfig) -> Durability:
+    """The barrier a service passes before acting on writes a safety property rests on (shared.durable)."""
+    return Durability(
+        client,
+        replicas=config.replicas_to_wait_for,
+        timeout=parse_duration(config.wait_timeout),
+        key=f"{config.key_prefix}:barrier",
+    )

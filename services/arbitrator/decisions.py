@@ -22,6 +22,7 @@ from services.arbitrator.rules.facts import queued_facts
 from shared.api import codec
 from shared.api.messages import AuditRecord, Decision, JobRef, WindowOpening
 from shared.api.surge import STRATEGY_SURGE
+from shared.durable import Durability
 from shared.ledger import ADMITTED, Candidate, Ledger, Verdict, as_text
 from shared.slots import Slot
 
@@ -50,6 +51,7 @@ class Decisions:
         keys: ArbitratorKeys,
         publisher: Publisher,
         *,
+        durability: Durability,
         replica: str,
         subject: Callable[[str, str], str],
         audit_subject: Callable[[str], str],
@@ -57,6 +59,7 @@ class Decisions:
         self.ledger, self.keys, self.publisher = ledger, keys, publisher
         self.redis: aioredis.Redis = ledger.client
         self.replica, self.subject, self.audit_subject = replica, subject, audit_subject
+        self.durability = durability
         # The ledger's generation: part of every decision's Msg-Id, so a job decided again after a ledger
         # rebuild is published again, while replicas repeating a decision within one generation are not.
         self.generation = ""
@@ -191,6 +194,8 @@ class Decisions:
         """Publish outcomes a replica took off the queue but may have died before telling (idempotent:
         the decision's Nats-Msg-Id is the same whoever publishes it)."""
         pending = await self.ledger.unannounced(older_than=older_than)
+        if pending:
+            await self.durability.confirm()  # what is told must survive a failover
         for uid, a in pending.items():
             raw = await self.redis.hget(self.keys.jobs, uid)
             name = (queued_facts(raw, "").name if raw else None) or uid

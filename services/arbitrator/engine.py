@@ -8,14 +8,12 @@ reads the head again. So admissions happen in the queue's order whatever the num
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import NamedTuple
 
-import msgspec
 from prometheus_client import Gauge, Histogram
 
 from services.arbitrator.candidates import Prepared, candidate, rejection_of
@@ -27,6 +25,7 @@ from services.arbitrator.pod_events import PodEvents
 from services.arbitrator.rounds import run_rounds
 from services.arbitrator.rules import filters, order
 from services.arbitrator.rules.facts import JobFacts, PodInfo, facts_of, queued_facts, queued_record
+from shared import redis_client
 from shared.api.messages import EventHead
 from shared.api.pmj import ANNOTATION_ABORT, PHASE_PENDING, REASON_INVALID_SPEC, PodMigrationJob
 from shared.api.validation import validate_pmj
@@ -82,10 +81,13 @@ class Engine:
         self.pods = PodEvents(ledger.client, facts, ledger_prefix=ledger.prefix, keys=self.keys)
         stats = MigrationStats(ledger.client, config.redis.key_prefix)
         self.gather = Gatherer(facts, stats, ledger)
+        # What is decided is acted on once Redis replicas hold it (a failover must not lose an admission).
+        self.durability = redis_client.durability(ledger.client, config.redis)
         self.decisions = Decisions(
             ledger,
             self.keys,
             publisher,
+            durability=self.durability,
             replica=config.replica,
             subject=subject,
             audit_subject=audit_subject,
@@ -195,12 +197,6 @@ class Engine:
             if facts is not None and await self.redis.hexists(self.ledger.queued, job_uid):
                 await self._enqueue([facts])
 
-    async def windows_configured(self) -> None:
-        """Jobs parked until an opening of windows configured otherwise are looked at again now."""
-        digest = hashlib.sha1(msgspec.json.encode(self.args.disruption_windows)).hexdigest()
-        if await self.redis.set(self.keys.windows, digest, get=True) not in (digest, digest.encode()):
-            self.next_timer = await self.ledger.tick(rewind=True)
-
     # ----------------------------------------------------------------------------------------------------
     # Admission passes
 
@@ -236,7 +232,11 @@ class Engine:
         return admitted
 
     async def _admit(self, batch: list[Prepared]) -> list[Verdict] | None:
-        return await self.ledger.admit_batch([b.candidate for b in batch], from_queue=True)
+        verdicts = await self.ledger.admit_batch([b.candidate for b in batch], from_queue=True)
+        if verdicts is not None and any(v.outcome != DEFERRED for v in verdicts):
+            # Not durable: raised before any is told; they are told once it is (`announce_pending`).
+            await self.durability.confirm()
+        return verdicts
 
     async def sweep(self) -> None:
         """The safety net at the arbitration interval: look again at the best waiter of some gates."""

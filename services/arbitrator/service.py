@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -158,6 +159,7 @@ class Arbitrator:
             running = await self._running_jobs()
             refilled = await self.refill_from_stream()
             count = await self.ledger.rebuild(running)
+            await self.engine.durability.confirm()  # admitted against only once replicas hold it
             self.engine.decisions.generation = await self.ledger.generation() or ""
             log.warning("ledger rebuilt from %d running jobs (%d events replayed)", count, refilled)
             return True
@@ -166,6 +168,13 @@ class Arbitrator:
             return False
         finally:
             await self.client.delete(lock)
+
+    async def windows_configured(self) -> None:
+        """Jobs parked until an opening of windows configured otherwise are looked at again now."""
+        engine = self.engine
+        digest = hashlib.sha1(msgspec.json.encode(engine.args.disruption_windows)).hexdigest()
+        if await self.client.set(engine.keys.windows, digest, get=True) not in (digest, digest.encode()):
+            engine.next_timer = await self.ledger.tick(rewind=True)
 
     async def refill_from_stream(self) -> int:
         """What Redis lost with the ledger (facts, pending jobs) from the last event of every object on the
@@ -230,7 +239,7 @@ class Arbitrator:
         if sub is None:
             return
         released = await self.nc.subscribe(self.subjects.ledger_released, cb=self._on_release)
-        await self.engine.windows_configured()
+        await self.windows_configured()
         try:
             # One part failing takes the others down: the process exits and is restarted whole.
             async with asyncio.TaskGroup() as group:

@@ -16,6 +16,7 @@ from services.tracker.state import JobState
 from shared import ledger
 from shared.api.pmj import PHASE_FAILED, PHASE_SUCCEEDED, PodMigrationJob
 from shared.api.surge import ANNOTATION_STRATEGY, STRATEGY_SURGE
+from shared.durable import Durability
 from shared.ledger import Ledger, as_text, lua_script
 from shared.stats import MigrationStats
 
@@ -30,9 +31,10 @@ class Endings:
         stats: MigrationStats,
         effects: Effects,
         state: JobState,
+        durability: Durability,
     ) -> None:
         self.client, self.keys, self.ledger, self.stats = client, keys, ledger, stats
-        self.effects, self.state = effects, state
+        self.effects, self.state, self.durability = effects, state, durability
         self._room_ends = client.register_script(lua_script("room.lua"))
 
     async def forget(self, job: PodMigrationJob) -> None:
@@ -86,7 +88,11 @@ class Endings:
 
     async def release(self, job: PodMigrationJob, phase: str) -> None:
         uid = job.metadata.uid or ""
-        if not await self.ledger.release(uid):
+        released = await self.ledger.release(uid)
+        # Held by replicas before anyone hears of it (again on every look at the ended job: a release that a
+        # failover lost is made again, not left to the slot's expiry).
+        await self.durability.confirm()
+        if not released:
             return
         ref = job.spec.pod_ref
         if phase == PHASE_FAILED and ref is not None:

@@ -33,15 +33,23 @@ from shared.api.reservation import LABEL_CONTROLLER, LABEL_JOB, attempt_of, made
 from shared.api.surge import STRATEGY_SURGE, is_surge
 from shared.config import MigrationControllerArgs
 from shared.consume import read_or_retry
+from shared.durable import Durability
 from shared.kube import KubeClient
 from shared.ledger import as_text
 
 
 class Observer:
     def __init__(
-        self, client: aioredis.Redis, keys: TrackerKeys, kube: KubeClient, *, args: MigrationControllerArgs
+        self,
+        client: aioredis.Redis,
+        keys: TrackerKeys,
+        kube: KubeClient,
+        *,
+        args: MigrationControllerArgs,
+        durability: Durability,
     ) -> None:
         self.client, self.keys, self.kube, self.args = client, keys, kube, args
+        self.durability = durability
 
     def replacement_seen(self, pod: PodInfo, controller: str, *, deleted: bool, pipe: Pipeline) -> None:
         """A pod in reserved room: the replacement some job of its workload stands for. Once it is gone,
@@ -248,6 +256,9 @@ class Observer:
                 pipe.hset(self.keys.replacement_jobs, f"{namespace}/{name}", job)
                 pipe.srem(pool, entry)
                 await pipe.execute()
+                # Held by replicas before the job ends on it: a claim a failover lost would let another
+                # job claim the same replacement.
+                await self.durability.confirm()
                 # Read again, now that its changes reconcile this job: one that became Ready after the read
                 # above (and before the line above) kicked no one, and would be waited for until a resync.
                 pods.forget(namespace, name)

@@ -96,9 +96,16 @@ class Tracker:
         self.locks = JobLocks(client, self.keys, self.me, ttl_ms=LOCK_MS, announce=announce)
         self.state = JobState(client, self.keys, self.args.default_job_ttl)
         self.effects = Effects(config, nc, kube, publisher=self.publisher, subjects=self.subjects)
-        self.observer = Observer(client, self.keys, kube, args=self.args)
+        durability = redis_client.durability(client, config.redis)
+        self.observer = Observer(client, self.keys, kube, args=self.args, durability=durability)
         self.endings = Endings(
-            client, self.keys, self.ledger, stats=self.stats, effects=self.effects, state=self.state
+            client,
+            self.keys,
+            self.ledger,
+            stats=self.stats,
+            effects=self.effects,
+            state=self.state,
+            durability=durability,
         )
         self.triggers = Triggers(
             client,

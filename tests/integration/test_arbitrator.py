@@ -25,7 +25,7 @@ from services.arbitrator.candidates import Prepared
 from services.arbitrator.decisions import Decisions
 from services.arbitrator.keys import ArbitratorKeys
 from services.arbitrator.service import Arbitrator
-from shared import bus
+from shared import bus, redis_client
 from shared.api import codec
 from shared.api.messages import (
     EventType,
@@ -354,6 +354,7 @@ async def test_a_deferral_is_audited_once_per_rule_and_holder(
         ledger,
         ArbitratorKeys(config.redis.key_prefix),
         publisher,
+        durability=redis_client.durability(client, config.redis),
         replica="a1",
         subject=subjects.job,
         audit_subject=subjects.audit,

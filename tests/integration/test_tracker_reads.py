@@ -21,12 +21,18 @@ from shared.api.pmj import PodMigrationJob
 from shared.api.pod import pod_from
 from shared.api.reservation import LABEL_ATTEMPT, LABEL_CREATED_BY, LABEL_JOB, reservation_name
 from shared.config import KubernetesConfig, MigrationControllerArgs
+from shared.durable import Durability
 from shared.kube import KubeClient
 from tests.e2e.pipeline import GROUP, VERSION, paused_job
 from tests.e2e.test_lifecycle import cluster, room_taken, start, web_pods
 from tests.kube import Kube, watch_until
 
 pytestmark = [pytest.mark.integration]
+
+
+def single(client: Any) -> Durability:
+    """One Redis: no replica to wait for."""
+    return Durability(client, replicas=0, timeout=1.0, key="barrier")
 
 
 def make_job(kube: Any, name: str, pod: str, phase: str | None) -> PodMigrationJob:
@@ -71,7 +77,7 @@ async def test_reservations_are_read_by_the_names_asked_for_and_listed_once_redi
     client = aioredis.from_url(redis_srv.url)
     api = KubeClient.from_config(KubernetesConfig(kubeconfig=str(kube.handle.kubeconfig)))
     keys = TrackerKeys(test_id)
-    observer = Observer(client, keys, api, args=MigrationControllerArgs())
+    observer = Observer(client, keys, api, args=MigrationControllerArgs(), durability=single(client))
 
     def reads() -> dict[str, int]:
         counted = kube.handle.call(lambda sim: dict(sim.api.requests_by_verb))
@@ -109,7 +115,7 @@ async def test_a_pod_seen_gone_is_not_read_again_till_redis_forgets(
     client = aioredis.from_url(redis_srv.url)
     api = KubeClient.from_config(KubernetesConfig(kubeconfig=str(kube.handle.kubeconfig)))
     keys = TrackerKeys(test_id)
-    observer = Observer(client, keys, api, args=MigrationControllerArgs())
+    observer = Observer(client, keys, api, args=MigrationControllerArgs(), durability=single(client))
 
     async def seen() -> tuple[bool, int]:
         """Whether the job's pod is there, and the pod GETs it took to say so."""
@@ -143,7 +149,7 @@ async def test_the_replacement_bound_in_the_jobs_own_room_is_read_once(
     client = aioredis.from_url(redis_srv.url)
     api = KubeClient.from_config(KubernetesConfig(kubeconfig=str(kube.handle.kubeconfig)))
     keys = TrackerKeys(test_id)
-    observer = Observer(client, keys, api, args=MigrationControllerArgs())
+    observer = Observer(client, keys, api, args=MigrationControllerArgs(), durability=single(client))
     try:
         await client.hset(keys.attempts, job.metadata.uid or "", 1)
         await room_available(kube, reservation_name("moving", 1))

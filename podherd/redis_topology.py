@@ -1,0 +1,177 @@
+"""Redis as production runs it: a primary, a replica and three Sentinels, from the same valkey/redis binary
+(the `embedded` extra's), on loopback ports; for the tests, the chaos run and local trials.
+
+The data nodes refuse writes without a replica in reach (`min-replicas-to-write 1`,
+`min-replicas-max-lag`): a primary cut off from its replica cannot take writes the promoted one will not
+have. The Sentinels declare a silent primary down after `DOWN_AFTER_MS` and promote the replica; the old
+primary, restarted, is turned into a replica of the new one by the Sentinels.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import redis
+
+from podherd.servers import (
+    START_TIMEOUT,
+    Server,
+    ServerUnavailable,
+    start_binary,
+    start_redis_binary,
+    wait_redis,
+)
+
+MASTER = "podherd"
+DOWN_AFTER_MS = 1000
+FAILOVER_TIMEOUT_MS = 4000
+MAX_LAG_S = 5  # a replica silent this long does not count for min-replicas-to-write
+FENCED = ["--min-replicas-to-write", "1", "--min-replicas-max-lag", str(MAX_LAG_S)]
+
+
+@dataclass
+class RedisSentinelTopology:
+    """The data nodes (the primary first, at start) and the Sentinels watching them."""
+
+    data: list[Server]
+    sentinels: list[Server]
+    master_name: str = MASTER
+    workdir: Path | None = None
+    _owned: bool = field(default=False, repr=False)
+
+    @property
+    def addresses(self) -> list[str]:
+        return [f"127.0.0.1:{s.port}" for s in self.sentinels]
+
+    def config(self) -> dict[str, Any]:
+        """Podherd's `redis` section for it."""
+        return {"url": "redis://", "sentinel": {"masterName": self.master_name, "addresses": self.addresses}}
+
+    def primary(self) -> Server:
+        """The data node the Sentinels name as primary now."""
+        for sentinel in self.sentinels:
+            try:
+                with redis.Redis(port=sentinel.port, socket_timeout=2) as ask:
+                    _, port = ask.sentinel_get_master_addr_by_name(self.master_name)
+            except (redis.RedisError, TypeError):
+                continue
+            return next(s for s in self.data if s.port == int(port))
+        raise ServerUnavailable("no Sentinel names a primary")
+
+    def until_primary_is_not(self, old: Server, within: float = 30.0) -> Server:
+        """The Sentinels promoted another data node (and it answers as a primary)."""
+        deadline = time.monotonic() + within
+        while time.monotonic() < deadline:
+            with _quiet():
+                current = self.primary()
+                if current is not old and _role(current) == "master":
+                    return current
+            time.sleep(0.1)
+        raise TimeoutError(f"no failover from {old.url} within {within:.0f}s")
+
+    def until_replicating(self, server: Server, within: float = 30.0) -> None:
+        """`server` is a replica in sync with the primary (the old primary, restarted, turned by the
+        Sentinels), and the primary counts it for min-replicas-to-write."""
+        deadline = time.monotonic() + within
+        while time.monotonic() < deadline:
+            with _quiet():
+                with redis.Redis(port=server.port, socket_timeout=2) as node:
+                    info = node.info("replication")
+                if info.get("role") == "slave" and info.get("master_link_status") == "up":
+                    with redis.Redis(port=self.primary().port, socket_timeout=2) as primary:
+                        if int(primary.info("replication").get("connected_slaves", 0)) >= 1:
+                            return
+            time.sleep(0.1)
+        raise TimeoutError(f"{server.url} did not become a replica within {within:.0f}s")
+
+    def rejoin(self, old: Server, within: float = 30.0) -> None:
+        """Start a stopped data node again as a replica of the primary now (as an operator bringing the old
+        primary back does; the Sentinels would turn it too, on their next look), and wait until in sync."""
+        primary = self.primary()
+        argv = list(old._argv)
+        if "--replicaof" in argv:
+            at = argv.index("--replicaof")
+            del argv[at : at + 3]
+        old._argv = [*argv, "--replicaof", "127.0.0.1", str(primary.port)]
+        old.restart()
+        self.until_replicating(old, within)
+
+    def stop(self) -> None:
+        for server in [*self.sentinels, *self.data]:
+            server.stop()
+        if self._owned and self.workdir is not None:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+class _quiet:
+    """Swallow what a node in the middle of a failover answers (refused, LOADING, no master yet)."""
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: type[BaseException] | None, *_: object) -> bool:
+        return kind is not None and issubclass(
+            kind, (redis.RedisError, OSError, ServerUnavailable, StopIteration)
+        )
+
+
+def _role(server: Server) -> str:
+    with redis.Redis(port=server.port, socket_timeout=2) as node:
+        return str(node.info("replication").get("role"))
+
+
+def start_redis_sentinel(binary: str, workdir: Path | None = None) -> RedisSentinelTopology:
+    """A primary, its replica and three Sentinels; returns once the replica is in sync and every Sentinel
+    knows both."""
+    root = Path(tempfile.mkdtemp(prefix="podherd-redis-ha-")) if workdir is None else workdir
+    primary = start_redis_binary(binary, root / "data-1", extra=FENCED)
+    replica = start_redis_binary(
+        binary, root / "data-2", extra=[*FENCED, "--replicaof", "127.0.0.1", str(primary.port)]
+    )
+    topology = RedisSentinelTopology([primary, replica], [], workdir=root, _owned=workdir is None)
+    try:
+        for index in range(3):
+            topology.sentinels.append(_sentinel(binary, root / f"sentinel-{index + 1}", primary.port))
+        topology.until_replicating(replica, START_TIMEOUT)
+        _until_sentinels_know(topology, START_TIMEOUT)
+    except (TimeoutError, OSError, ServerUnavailable) as exc:
+        topology.stop()
+        raise ServerUnavailable(f"redis with sentinels did not form: {exc}") from exc
+    return topology
+
+
+def _sentinel(binary: str, data: Path, primary_port: int) -> Server:
+    def argv_for(port: int, directory: Path) -> list[str]:
+        conf = directory / "sentinel.conf"  # Sentinel rewrites it: its own file, writable
+        conf.write_text(
+            f"port {port}\nbind 127.0.0.1\ndir {directory}\n"
+            f"sentinel monitor {MASTER} 127.0.0.1 {primary_port} 2\n"
+            f"sentinel down-after-milliseconds {MASTER} {DOWN_AFTER_MS}\n"
+            f"sentinel failover-timeout {MASTER} {FAILOVER_TIMEOUT_MS}\n"
+            f"sentinel parallel-syncs {MASTER} 1\n"
+        )
+        return [binary, str(conf), "--sentinel"]
+
+    return start_binary(
+        kind="sentinel", scheme="redis", binary=binary, argv_for=argv_for, wait=wait_redis, workdir=data
+    )
+
+
+def _until_sentinels_know(topology: RedisSentinelTopology, within: float) -> None:
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        known = 0
+        for sentinel in topology.sentinels:
+            with _quiet(), redis.Redis(port=sentinel.port, socket_timeout=2) as ask:
+                state = ask.sentinel_master(MASTER)
+                if int(state.get("num-slaves", 0)) >= 1 and int(state.get("num-other-sentinels", 0)) >= 2:
+                    known += 1
+        if known == len(topology.sentinels):
+            return
+        time.sleep(0.1)
+    raise TimeoutError("the Sentinels did not learn of the replica and of each other")

