@@ -162,10 +162,16 @@ class NatsCluster:
     """A JetStream cluster of nats-server binaries on loopback ports (streams with `nats.replicas` > 1)."""
 
     servers: list[Server]
+    monitors: list[int] = field(default_factory=list)  # each server's monitoring port, in order
 
     @property
     def url(self) -> str:
         return ",".join(server.url for server in self.servers)
+
+    def restart(self, server: Server) -> None:
+        """Start a killed member again; returns once it is current with the cluster (/healthz)."""
+        server.restart()
+        _wait_healthy(self.monitors[self.servers.index(server)], START_TIMEOUT)
 
     def stop(self) -> None:
         for server in self.servers:
@@ -198,7 +204,7 @@ def start_nats_cluster(
         )  # fmt: skip
         servers.append(server)
         _LIVE.append(server)
-    cluster = NatsCluster(servers)
+    cluster = NatsCluster(servers, [monitor for _, _, monitor in ports])
     if workdir is None:
         servers[-1]._stop = lambda: shutil.rmtree(data, ignore_errors=True)
     try:

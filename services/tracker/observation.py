@@ -72,7 +72,9 @@ class Observer:
         pipe.hget(self.keys.attempts, uid)
         pipe.hget(self.keys.pod_uids, uid)
         pipe.hexists(self.keys.pods_gone, uid)
-        raw_decision, raw_wait, raw_reports, evicting, raw_asked, first_seen, gone = await pipe.execute()
+        pipe.hget(self.keys.phases, job.metadata.name or "")
+        replies = await pipe.execute()
+        raw_decision, raw_wait, raw_reports, evicting, raw_asked, first_seen, gone, audited = replies
         asked = int(raw_asked or 0)
         decision = codec.decode(raw_decision, Decision) if raw_decision else None
         waited = codec.decode(raw_wait, Decision).window if raw_wait else None
@@ -153,6 +155,7 @@ class Observer:
             surged=reports.get("surge"),
             scaled_back=reports.get("scale-back"),
             window=max(openings, key=lambda w: w.opens_at) if openings else None,
+            audited=as_text(audited) if audited is not None else None,
             default_mode=self.args.default_job_mode,
             default_ttl=self.args.default_job_ttl,
             dry_run=self.args.dry_run,

@@ -249,6 +249,11 @@ class Tracker:
                 raise
             await settles(codec.decode(answer, PodMigrationJob))
             await self._transitioned(job, before.phase if before else None, step)
+        elif before is not None and before.phase and before.phase != observed.audited:
+            # Written, but its audit record was never acknowledged (NATS lost it, or this replica died in
+            # between): told now, under the same id (a repeat is dropped by the stream).
+            audited = cast(Phase, observed.audited) if observed.audited else None
+            await self._transitioned(job, audited, machine.Step(before))
         phase = step.status.phase or PHASE_PENDING
         annotations = job.metadata.annotations or {}
         recorded = ledger.ANNOTATION in annotations and (not observed.surge or is_surge(annotations))

@@ -75,6 +75,8 @@ class Observed:
     scaled_back: Report | None = None  # ... and on the scale-down
     # The disruption window's latest opening the arbitrator named for the job: waited for, or admitted in
     window: WindowOpening | None = None
+    # The phase whose transition the audit stream last acknowledged (None: none known)
+    audited: str | None = None
 
 
 @dataclass

@@ -23,7 +23,7 @@ from services.executor.service import Executor
 from services.tracker.service import Tracker
 from services.watcher.service import Watcher
 from shared import bus, redis_client
-from shared.config import KubernetesConfig, PodherdConfig
+from shared.config import KubernetesConfig, PodherdConfig, nats_servers
 from shared.config_loader import config_from_dict
 from shared.kube import KubeClient
 from tests.kube import Kube, watch_until
@@ -92,7 +92,7 @@ class Pipeline:
 
     async def start(self, service: str, replica: str = "r0", cls: type[Any] | None = None) -> Running:
         config = self.config
-        nc = await nats.connect(config.nats.url)
+        nc = await nats.connect(nats_servers(config.nats.url))
         kube = KubeClient.from_config(self._kubernetes(service))
         client = redis_client.connect(config.redis)  # as the services connect (through Sentinels too)
         stop = asyncio.Event()
@@ -152,7 +152,7 @@ class Pipeline:
 @contextlib.asynccontextmanager
 async def pipeline(config: PodherdConfig, replicas: int = 1) -> AsyncIterator[Pipeline]:
     p = Pipeline(config)
-    nc = await nats.connect(config.nats.url)
+    nc = await nats.connect(nats_servers(config.nats.url))
     subjects = bus.Subjects(config.nats.subject_prefix)
     await bus.ensure_events_stream(nc.jetstream(), subjects, config.nats)
     await bus.ensure_work_streams(nc.jetstream(), subjects, config.nats)

@@ -1,0 +1,66 @@
+"""Faults of a JetStream cluster, for the tests and the chaos run: which server leads a stream or a KV
+bucket (each is a Raft group of its own), killing it, and waiting for the group to elect another."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import nats.errors
+import nats.js.errors
+
+from podherd.servers import NatsCluster, Server
+
+NAME_PREFIX = "podherd-n"  # start_nats_cluster names its servers podherd-n1, podherd-n2, ...
+
+
+def server_named(cluster: NatsCluster, name: str) -> Server:
+    index = int(name.removeprefix(NAME_PREFIX)) - 1
+    return cluster.servers[index]
+
+
+def kv_stream(bucket: str) -> str:
+    """The stream behind a KV bucket."""
+    return f"KV_{bucket}"
+
+
+async def leader_of(js: Any, stream: str) -> str | None:
+    """The server leading the stream's Raft group now (None while it elects one)."""
+    try:
+        info = await js.stream_info(stream)
+    except (nats.errors.Error, nats.js.errors.Error, OSError):
+        return None
+    return info.cluster.leader if info.cluster is not None else None
+
+
+async def kill_every_leader(js: Any, cluster: NatsCluster, groups: list[str], *, within: float = 60.0) -> int:
+    """SIGKILL, in turn, the server leading each of `groups` (streams, KV buckets' streams) until each group
+    has lost its leader once; each killed server is restarted, and current again, before the next kill (a
+    server leading several groups at once takes them all down together). Returns how many were killed."""
+    left = list(groups)
+    kills = 0
+    while left:
+        leader = None
+        deadline = time.monotonic() + within
+        while leader is None and time.monotonic() < deadline:
+            leader = await leader_of(js, left[0])
+            if leader is None:
+                await asyncio.sleep(0.1)
+        if leader is None:
+            raise TimeoutError(f"stream {left[0]} has no leader")
+        led = [g for g in left if await leader_of(js, g) == leader]
+        victim = server_named(cluster, leader)
+        victim.kill()
+        kills += 1
+        for group in led:
+            while True:
+                now = await leader_of(js, group)
+                if now is not None and now != leader:
+                    break
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"stream {group} elected no leader after {leader} was killed")
+                await asyncio.sleep(0.1)
+        await asyncio.to_thread(cluster.restart, victim)
+        left = [g for g in left if g not in led]
+    return kills
