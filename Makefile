@@ -57,8 +57,9 @@ bench: $(STAMP)
 	$(PY) -m bench.report
 
 # The full chaos run (1,000 jobs, 3 replicas of each service); `make test` runs a small one.
+TOPOLOGY ?= single
 chaos: $(STAMP)
-	$(PY) -m bench.chaos
+	$(PY) -m bench.chaos --topology $(TOPOLOGY)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

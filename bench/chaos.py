@@ -44,17 +44,15 @@ from typing import Any
 import msgspec
 import nats
 import nats.errors
-import redis as sync_redis
-import redis.asyncio as aioredis
 
 from bench.results_io import emit
 from bench.stack import Parts, deployment, nodes, stack
+from bench.topology import Servers, redis_of, start_servers
 from kubesim.sim import SimHandle
 from podherd.client import audit_records
 from podherd.history import room_checks
 from podherd.invariants import Watchdog
 from podherd.processes import ServiceProcesses
-from podherd.servers import Server, nats_server, redis_server
 from podherd.timeouts import UNKNOWN, timed_out, why_timed_out
 from services.tracker.intake import CONSUMER as INTENTS_CONSUMER
 from services.tracker.intents import job_name
@@ -63,6 +61,7 @@ from shared.api import codec
 from shared.api.messages import IntentReply, MigrationIntent, PodKey
 from shared.api.pmj import GROUP, PLURAL, TERMINAL_PHASES
 from shared.api.reservation import LABEL_CONTROLLER, LABEL_JOB, is_untaken_room
+from shared.config import nats_servers
 from shared.kube import KubeClient, KubeError
 from shared.waits import wait_event
 
@@ -89,6 +88,7 @@ class ChaosOptions:
     stranding_ttl: str = "10s"  # blind evictions stranded, the rest wait for budget until this ttl
     fault_seconds: float = 30.0  # faults stop when the jobs have ended, or after this long (or 2x submitting)
     min_kills: int = 3  # replicas SIGKILLed at least, however short the run
+    topology: str = "single"  # or "ha" (bench.topology)
 
 
 @dataclass
@@ -109,8 +109,7 @@ class Run:
     kube: KubeClient
     processes: ServiceProcesses
     prefix: str
-    nats_srv: Server
-    redis_srv: Server
+    servers: Servers
     rng: random.Random
     submitted: list[Submitted] = field(default_factory=list)
     refused: Counter[str] = field(default_factory=Counter)
@@ -183,7 +182,10 @@ async def submit_all(run: Run, count: int, mode: str | None = None, selector: st
     """`count` jobs at `rate`, on distinct running pods, a third each through request/reply, the intent
     stream and a PMJ created directly; a NATS outage is ridden out by retrying (the key makes it safe)."""
     nc = await nats.connect(
-        run.nats_srv.url, max_reconnect_attempts=-1, reconnect_time_wait=0.2, error_cb=_quiet
+        nats_servers(run.servers.nats_url),
+        max_reconnect_attempts=-1,
+        reconnect_time_wait=0.2,
+        error_cb=_quiet,
     )
     js = nc.jetstream()
     subjects = bus.Subjects(run.prefix)
@@ -280,10 +282,11 @@ async def _submit(
 
 
 async def inject_faults(run: Run, stop: asyncio.Event, span: float) -> None:
-    """SIGKILL a random replica every 2-5 s and start it again; NATS and Redis restarted, Redis flushed. A
-    short run still gets `min_kills` kills (one after the other once `stop` is set) and each server fault."""
+    """SIGKILL a random replica every 2-5 s and start it again; the servers' faults (bench.topology) at a
+    third, a half and seven tenths of the span. A short run still gets `min_kills` kills (one after the
+    other once `stop` is set) and each server fault."""
     started = time.monotonic()
-    planned = {"nats_restart": 0.3, "redis_restart": 0.5, "redis_flush": 0.7}
+    planned = dict(zip(run.servers.faults, (0.3, 0.5, 0.7), strict=False))
     kills = 0
     while not stop.is_set() or kills < run.opts.min_kills:
         await _wait(stop, run.rng.uniform(2.0, 5.0))
@@ -301,26 +304,16 @@ async def inject_faults(run: Run, stop: asyncio.Event, span: float) -> None:
         for fault, at in list(planned.items()):
             if elapsed >= at:
                 del planned[fault]
-                await asyncio.to_thread(_server_fault, run, fault)
+                await _server_fault(run, fault)
     for fault in planned:  # a short run still gets each server fault once
-        await asyncio.to_thread(_server_fault, run, fault)
+        await _server_fault(run, fault)
 
 
-def _server_fault(run: Run, fault: str) -> None:
-    if fault == "nats_restart" and run.nats_srv.managed:
-        run.nats_srv.restart()
-    elif fault == "redis_restart" and run.redis_srv.managed:
-        run.redis_srv.restart()
-    elif fault == "redis_flush":
-        client = sync_redis.from_url(run.redis_srv.url)
-        try:
-            client.flushall()
-        finally:
-            client.close()
-    else:
-        return
-    run.faults[fault] += 1
-    run.happened(fault)
+async def _server_fault(run: Run, fault: str) -> None:
+    run.happened(f"{fault} begins")
+    if await run.servers.inflict(fault, run.prefix, run.rng):
+        run.faults[fault] += 1
+        run.happened(fault)
 
 
 async def disturb(run: Run, stop: asyncio.Event) -> None:
@@ -449,7 +442,9 @@ async def until_ended(run: Run, within: float) -> dict[str, dict[str, Any]]:
 async def intents_handled(run: Run) -> bool:
     """The tracker's intent consumer has nothing left to deliver and nothing delivered unacknowledged."""
     try:
-        nc = await nats.connect(run.nats_srv.url, connect_timeout=2, max_reconnect_attempts=0)
+        nc = await nats.connect(
+            nats_servers(run.servers.nats_url), connect_timeout=2, max_reconnect_attempts=0
+        )
     except Exception:
         return False  # NATS restarting: not settled yet
     try:
@@ -474,7 +469,7 @@ async def settle_reservations(run: Run, jobs: dict[str, dict[str, Any]]) -> None
 
 async def audit_of(run: Run, subject: str) -> list[dict[str, Any]]:
     """The records on one subject of the audit stream (a job's, or a pod's intents'), from its start."""
-    nc = await nats.connect(run.nats_srv.url)
+    nc = await nats.connect(nats_servers(run.servers.nats_url))
     try:
         return [
             json.loads(d) async for d in audit_records(nc, bus.Subjects(run.prefix), subject, follow=False)
@@ -549,14 +544,12 @@ def check_reasons(
 # The two runs
 
 
-async def fault_run(opts: ChaosOptions, nats_srv: Server, redis_srv: Server, work: Path) -> dict[str, Any]:
+async def fault_run(opts: ChaosOptions, servers: Servers, work: Path) -> dict[str, Any]:
     prefix = f"chaos{opts.seed}"
-    async with stack(
-        fault_cluster(opts), nats_srv, redis_srv, prefix, opts.replicas, opts.ttl, work
-    ) as parts:
+    async with stack(fault_cluster(opts), servers, prefix, opts.replicas, opts.ttl, work) as parts:
         handle, kube, processes, config = parts
-        run = Run(opts, handle, kube, processes, prefix, nats_srv, redis_srv, random.Random(opts.seed))
-        client = aioredis.from_url(redis_srv.url)
+        run = Run(opts, handle, kube, processes, prefix, servers, random.Random(opts.seed))
+        client = redis_of(servers, prefix)
         watchdog = Watchdog(
             kube,
             client,
@@ -564,7 +557,7 @@ async def fault_run(opts: ChaosOptions, nats_srv: Server, redis_srv: Server, wor
             args=config.migration_controller,
             interval=0.1,
             excused=run.excused,
-            checks=lambda: room_checks(nats_srv.url, prefix),
+            checks=lambda: room_checks(servers.nats_url, prefix),
         )
         stop, stop_faults = asyncio.Event(), asyncio.Event()
         started = time.monotonic()
@@ -675,29 +668,29 @@ async def fault_run(opts: ChaosOptions, nats_srv: Server, redis_srv: Server, wor
         }
 
 
-async def stranding(opts: ChaosOptions, nats_srv: Server, redis_srv: Server, work: Path) -> dict[str, Any]:
+async def stranding(opts: ChaosOptions, servers: Servers, work: Path) -> dict[str, Any]:
     """The tight cluster, migrated blind (EvictDirectly) and reserving first, from the same start: two
     clusters side by side, each with its own services and prefix."""
     prefixes = {mode: f"strand{opts.seed}{mode[0].lower()}" for mode in ("EvictDirectly", "ReservationFirst")}
     async with contextlib.AsyncExitStack() as stacks:
         parts = {
             mode: await stacks.enter_async_context(
-                stack(tight_cluster(), nats_srv, redis_srv, prefix, 1, opts.stranding_ttl, work)
+                stack(tight_cluster(), servers, prefix, 1, opts.stranding_ttl, work)
             )
             for mode, prefix in prefixes.items()
         }
         results = await asyncio.gather(
-            *(_strand(opts, mode, prefixes[mode], parts[mode], nats_srv, redis_srv) for mode in parts)
+            *(_strand(opts, mode, prefixes[mode], parts[mode], servers) for mode in parts)
         )
     return dict(zip(parts, results, strict=True))
 
 
 async def _strand(
-    opts: ChaosOptions, mode: str, prefix: str, parts: Parts, nats_srv: Server, redis_srv: Server
+    opts: ChaosOptions, mode: str, prefix: str, parts: Parts, servers: Servers
 ) -> dict[str, Any]:
     handle, kube, processes, config = parts
-    run = Run(opts, handle, kube, processes, prefix, nats_srv, redis_srv, random.Random(opts.seed))
-    client = aioredis.from_url(redis_srv.url)
+    run = Run(opts, handle, kube, processes, prefix, servers, random.Random(opts.seed))
+    client = redis_of(servers, prefix)
     watchdog = Watchdog(kube, client, prefix, args=config.migration_controller, interval=0.2)
     stop = asyncio.Event()
     watching = asyncio.create_task(watchdog.run(stop))
@@ -720,18 +713,22 @@ async def _strand(
 
 async def chaos(opts: ChaosOptions) -> dict[str, Any]:
     work = opts.workdir or Path(tempfile.mkdtemp(prefix="podherd-chaos-"))
-    nats_srv, redis_srv = nats_server(work / "nats"), redis_server(work / "redis")
+    servers = start_servers(opts.topology, work)
     try:
         result: dict[str, Any] = {
-            "options": {"jobs": opts.jobs, "replicas": opts.replicas, "seed": opts.seed}
+            "options": {
+                "jobs": opts.jobs,
+                "replicas": opts.replicas,
+                "seed": opts.seed,
+                "topology": opts.topology,
+            }
         }
-        result["fault_run"] = await fault_run(opts, nats_srv, redis_srv, work)
-        result["stranding"] = await stranding(opts, nats_srv, redis_srv, work)
-        result["servers"] = {"nats": nats_srv.origin, "redis": redis_srv.origin}
+        result["fault_run"] = await fault_run(opts, servers, work)
+        result["stranding"] = await stranding(opts, servers, work)
+        result["servers"] = servers.origin()
         return result
     finally:
-        nats_srv.stop()
-        redis_srv.stop()
+        servers.stop()
         if opts.workdir is None:  # a directory the caller named is left for them to read
             shutil.rmtree(work, ignore_errors=True)
 
@@ -742,8 +739,16 @@ def main() -> None:
     parser.add_argument("--replicas", type=int, default=3)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--rate", type=float, default=25.0)
+    parser.add_argument(
+        "--topology",
+        choices=("single", "ha"),
+        default="single",
+        help="single: one NATS, one Redis; ha: a 3-node JetStream cluster and Redis behind Sentinels",
+    )
     args = parser.parse_args()
-    opts = ChaosOptions(jobs=args.jobs, replicas=args.replicas, seed=args.seed, rate=args.rate)
+    opts = ChaosOptions(
+        jobs=args.jobs, replicas=args.replicas, seed=args.seed, rate=args.rate, topology=args.topology
+    )
     result = asyncio.run(chaos(opts))
     emit("chaos", result)
 

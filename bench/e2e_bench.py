@@ -39,10 +39,10 @@ from bench.phases import Change, milestones
 from bench.phases import report as phase_report
 from bench.results_io import emit
 from bench.stack import deployment, nodes, stack
+from bench.topology import Servers, start_servers
 from kubesim.scenarios import generate
 from kubesim.sim import Simulator
 from podherd.processes import SERVICES, ServiceProcesses
-from podherd.servers import Server, nats_server, redis_server
 from shared.api.pmj import GROUP, PLURAL, TERMINAL_PHASES
 from shared.kube import KubeClient
 
@@ -163,12 +163,11 @@ class Run:
     rate: float = 0.0  # jobs created per second; 0: all at once
 
 
-async def run_mode(mode: str, run: Run, servers: tuple[Server, Server], work: Path) -> dict[str, Any]:
+async def run_mode(mode: str, run: Run, servers: Servers, work: Path) -> dict[str, Any]:
     prefix = f"e2e{mode[0].lower()}"
-    nats_srv, redis_srv = servers
     jobs, replicas = run.jobs, run.replicas
     async with stack(
-        cluster(jobs, run.cluster), nats_srv, redis_srv, prefix, replicas, "5m", work, **LIMITS[run.limits]
+        cluster(jobs, run.cluster), servers, prefix, replicas, "5m", work, **LIMITS[run.limits]
     ) as parts:
         handle, kube, processes, _ = parts
         asked_before = handle.call(asked_so_far)
@@ -240,14 +239,11 @@ async def run_mode(mode: str, run: Run, servers: tuple[Server, Server], work: Pa
 
 async def main_async(run: Run) -> dict[str, Any]:
     work = Path(tempfile.mkdtemp(prefix="podherd-e2e-"))
-    nats_srv, redis_srv = nats_server(work / "nats"), redis_server(work / "redis")
+    servers = start_servers("single", work)
     try:
-        modes = [
-            await run_mode(m, run, (nats_srv, redis_srv), work) for m in ("ReservationFirst", "EvictDirectly")
-        ]
+        modes = [await run_mode(m, run, servers, work) for m in ("ReservationFirst", "EvictDirectly")]
     finally:
-        nats_srv.stop()
-        redis_srv.stop()
+        servers.stop()
         shutil.rmtree(work, ignore_errors=True)
     return {"modes": modes}
 

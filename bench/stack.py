@@ -10,11 +10,11 @@ from typing import Any
 
 import yaml
 
+from bench.topology import Servers
 from kubesim.options import SimOptions
 from kubesim.sim import SimHandle, start_in_thread
 from podherd.install import install, service_kubeconfig
 from podherd.processes import SERVICES, ServiceProcesses
-from podherd.servers import Server
 from shared.config import KubernetesConfig, PodherdConfig
 from shared.config_loader import config_from_dict
 from shared.kube import KubeClient
@@ -41,11 +41,11 @@ def deployment(name: str, replicas: int, cpu: str, memory: str, namespace: str =
 
 
 def config_document(
-    handle: SimHandle, nats_url: str, redis_url: str, prefix: str, ttl: str, **migration: Any
+    handle: SimHandle, servers: Servers, prefix: str, ttl: str, **migration: Any
 ) -> dict[str, Any]:
     return {
-        "nats": {"url": nats_url, "subjectPrefix": prefix},
-        "redis": {"url": redis_url, "keyPrefix": prefix},
+        "nats": {**servers.nats_section(), "subjectPrefix": prefix},
+        "redis": {**servers.redis_section(), "keyPrefix": prefix},
         "kubernetes": {"kubeconfig": str(handle.kubeconfig)},
         "watcher": {"checkpointInterval": "200ms"},
         "logging": {"level": "INFO"},
@@ -62,8 +62,7 @@ def config_document(
 @contextlib.asynccontextmanager
 async def stack(
     scenario: dict[str, Any],
-    nats_srv: Server,
-    redis_srv: Server,
+    servers: Servers,
     prefix: str,
     replicas: int,
     ttl: str,
@@ -73,7 +72,7 @@ async def stack(
     handle = start_in_thread(SimOptions(), scenario=scenario)
     kube = KubeClient.from_config(KubernetesConfig(kubeconfig=str(handle.kubeconfig)))
     install(kube, rbac=True)  # each service runs as its own ServiceAccount, as deployed
-    document = config_document(handle, nats_srv.url, redis_srv.url, prefix, ttl, **migration)
+    document = config_document(handle, servers, prefix, ttl, **migration)
     config = config_from_dict(document)
     path = work / f"{prefix}.yaml"
     path.write_text(yaml.safe_dump(document))

@@ -1,0 +1,173 @@
+"""The NATS and Redis a benchmark or the chaos run works against, and the faults each can suffer.
+
+- `single`: one nats-server and one Redis (the suite's and the demo's); faults: NATS restarted, Redis
+  restarted, Redis flushed.
+- `ha`: production's topology: a three-node JetStream cluster (every stream and KV bucket at replicas 3)
+  and a primary, a replica and three Sentinels; faults: the leader of every stream and KV bucket SIGKILLed
+  in turn (each restarted once current again), a node SIGKILLed and restarted, the Redis primary SIGKILLed
+  (the Sentinels promote the replica) and brought back as a replica.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import nats
+import redis as sync_redis
+import redis.asyncio as aioredis
+
+from podherd.nats_faults import kill_every_leader, kv_stream
+from podherd.redis_topology import RedisSentinelTopology, start_redis_sentinel
+from podherd.servers import (
+    NatsCluster,
+    Server,
+    ServerUnavailable,
+    find_nats_binary,
+    find_redis_binary,
+    nats_server,
+    redis_server,
+    start_nats_cluster,
+)
+from shared import bus, redis_client
+from shared.config import nats_servers
+from shared.config_loader import config_from_dict
+
+SINGLE_FAULTS = ("nats_restart", "redis_restart", "redis_flush")
+HA_FAULTS = ("nats_leader_kills", "nats_node_kill", "redis_failover")
+
+
+class Servers(Protocol):
+    faults: tuple[str, ...]
+
+    @property
+    def nats_url(self) -> str: ...
+
+    def redis_section(self) -> dict[str, Any]: ...
+
+    def nats_section(self) -> dict[str, Any]: ...
+
+    async def inflict(self, fault: str, prefix: str, rng: random.Random) -> bool: ...
+
+    def origin(self) -> dict[str, str]: ...
+
+    def stop(self) -> None: ...
+
+
+def redis_of(servers: Servers, prefix: str) -> aioredis.Redis:
+    """A client of the run's Redis, as the services connect (through the Sentinels too)."""
+    return redis_client.connect(
+        config_from_dict({"redis": {**servers.redis_section(), "keyPrefix": prefix}}).redis
+    )
+
+
+@dataclass
+class Single:
+    nats: Server
+    redis: Server
+    faults: tuple[str, ...] = SINGLE_FAULTS
+
+    @property
+    def nats_url(self) -> str:
+        return self.nats.url
+
+    def redis_section(self) -> dict[str, Any]:
+        return {"url": self.redis.url}
+
+    def nats_section(self) -> dict[str, Any]:
+        return {"url": self.nats.url}
+
+    async def inflict(self, fault: str, prefix: str, rng: random.Random) -> bool:
+        if fault == "nats_restart" and self.nats.managed:
+            await asyncio.to_thread(self.nats.restart)
+        elif fault == "redis_restart" and self.redis.managed:
+            await asyncio.to_thread(self.redis.restart)
+        elif fault == "redis_flush":
+            client = sync_redis.from_url(self.redis.url)
+            try:
+                client.flushall()
+            finally:
+                client.close()
+        else:
+            return False
+        return True
+
+    def origin(self) -> dict[str, str]:
+        return {"nats": self.nats.origin, "redis": self.redis.origin}
+
+    def stop(self) -> None:
+        self.nats.stop()
+        self.redis.stop()
+
+
+@dataclass
+class HighlyAvailable:
+    nats: NatsCluster
+    redis: RedisSentinelTopology
+    faults: tuple[str, ...] = HA_FAULTS
+
+    @property
+    def nats_url(self) -> str:
+        return self.nats.url
+
+    def redis_section(self) -> dict[str, Any]:
+        return self.redis.config()
+
+    def nats_section(self) -> dict[str, Any]:
+        return {"url": self.nats.url, "replicas": 3}
+
+    async def inflict(self, fault: str, prefix: str, rng: random.Random) -> bool:
+        if fault == "nats_leader_kills":
+            subjects = bus.Subjects(prefix)
+            groups = [
+                subjects.events_stream,
+                subjects.jobs_stream,
+                subjects.intents_stream,
+                subjects.audit_stream,
+                kv_stream(subjects.watch_bucket),
+                kv_stream(subjects.lease_bucket),
+            ]
+            nc = await nats.connect(nats_servers(self.nats.url))
+            try:
+                await kill_every_leader(nc.jetstream(), self.nats, groups)
+            finally:
+                await nc.close()
+        elif fault == "nats_node_kill":
+            node = rng.choice(self.nats.servers)
+            node.kill()
+            await asyncio.sleep(rng.uniform(1.0, 3.0))
+            await asyncio.to_thread(self.nats.restart, node)
+        elif fault == "redis_failover":
+            old = await asyncio.to_thread(self.redis.primary)
+            old.kill()
+            await asyncio.to_thread(self.redis.until_primary_is_not, old)
+            await asyncio.to_thread(self.redis.rejoin, old)
+        else:
+            return False
+        return True
+
+    def origin(self) -> dict[str, str]:
+        return {"nats": "3-node JetStream cluster", "redis": "primary, replica, 3 Sentinels"}
+
+    def stop(self) -> None:
+        self.nats.stop()
+        self.redis.stop()
+
+
+def start_servers(topology: str, work: Path, *, max_file_store: int | None = None) -> Servers:
+    if topology == "single":
+        return Single(nats_server(work / "nats"), redis_server(work / "redis"))
+    nats_binary, redis_binary = find_nats_binary(), find_redis_binary()
+    if nats_binary is None or redis_binary is None:
+        raise ServerUnavailable(
+            "--topology ha needs nats-server and valkey-server binaries (the embedded extra)"
+        )
+    cluster = start_nats_cluster(nats_binary, 3, work / "nats", max_file_store=max_file_store)
+    try:
+        return HighlyAvailable(cluster, start_redis_sentinel(redis_binary, work / "redis"))
+    except Exception:
+        cluster.stop()
+        raise
