@@ -86,6 +86,7 @@ class Arbitrator:
             audit_subject=self.subjects.audit,
         )
         self.wake = asyncio.Event()
+        self._windows_checked = False
 
     async def setup(self) -> Any:
         await bus.ensure_events_stream(self.js, self.subjects, self.config.nats)
@@ -226,6 +227,9 @@ class Arbitrator:
                 async with asyncio.timeout(PASS_DEADLINE):
                     if not await self.ensure_ledger():
                         continue
+                    if not self._windows_checked:  # once, when Redis first answers (not at start: it may not)
+                        await self.windows_configured()
+                        self._windows_checked = True
                     if time.monotonic() - swept >= interval:
                         swept = time.monotonic()
                         await self.engine.sweep()
@@ -239,7 +243,6 @@ class Arbitrator:
         if sub is None:
             return
         released = await self.nc.subscribe(self.subjects.ledger_released, cb=self._on_release)
-        await self.windows_configured()
         try:
             # One part failing takes the others down: the process exits and is restarted whole.
             async with asyncio.TaskGroup() as group:
