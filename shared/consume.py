@@ -228,6 +228,7 @@ async def run_consumer(
     batch: int = 256,
     batches_at_once: int = 1,
     linger: float = 0.0,
+    durable: Callable[[], Awaitable[None]] | None = None,
 ) -> None:
     """Take what has arrived, handle it, ack, until `stop`. `handle` takes up to `batch` messages that
     arrived together and says per message how it went: None (ack), a SchemaError (undecodable:
@@ -241,7 +242,11 @@ async def run_consumer(
 
     Messages in hand are reported in progress every `heartbeat`, so the ack wait can be short: a message
     held by a replica that died (SIGKILL, a lost node) goes to another replica within one ack wait, while
-    one that is merely slow to handle is never delivered twice."""
+    one that is merely slow to handle is never delivered twice.
+
+    `durable`: awaited before a batch is acknowledged (shared.durable: Redis replicas hold what handling it
+    wrote); when it fails, the batch is handed back instead, so a failover cannot lose a message's effects
+    after the message itself was acknowledged."""
     task = asyncio.current_task()
     in_hand: dict[int, Msg] = {}
     room = asyncio.Semaphore(batches_at_once)
@@ -249,6 +254,12 @@ async def run_consumer(
     async def handled(messages: list[Msg]) -> None:
         try:
             outcomes = await handle(messages)
+            if durable is not None and any(o is None for o in outcomes):
+                try:
+                    await durable()
+                except Exception as exc:  # not held by replicas: redelivered, handled again
+                    log.warning("%s: a batch's effects are not durable, handed back: %s", name, exc)
+                    outcomes = [exc if o is None else o for o in outcomes]
             for msg, outcome in zip(messages, outcomes, strict=True):
                 await _settle(js, subjects, name, msg=msg, outcome=outcome)
         finally:

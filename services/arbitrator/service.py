@@ -254,6 +254,7 @@ class Arbitrator:
                         name=CONSUMER,
                         handle=self.handle_batch,
                         stop=stop,
+                        durable=self.engine.durability.confirm,
                         linger=BATCH_LINGER,
                     )
                 )

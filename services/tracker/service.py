@@ -96,7 +96,7 @@ class Tracker:
         self.locks = JobLocks(client, self.keys, self.me, ttl_ms=LOCK_MS, announce=announce)
         self.state = JobState(client, self.keys, self.args.default_job_ttl)
         self.effects = Effects(config, nc, kube, publisher=self.publisher, subjects=self.subjects)
-        durability = redis_client.durability(client, config.redis)
+        self.durability = durability = redis_client.durability(client, config.redis)
         self.observer = Observer(client, self.keys, kube, args=self.args, durability=durability)
         self.endings = Endings(
             client,
@@ -189,6 +189,7 @@ class Tracker:
                     handle=handle,
                     stop=stop,
                     batches_at_once=BATCHES_AT_ONCE,
+                    durable=self.durability.confirm,
                 )
                 group.create_task(consuming)
             group.create_task(self.intake.serve(self.nc, self.config.nats, stop))
