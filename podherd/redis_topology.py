@@ -53,15 +53,19 @@ class RedisSentinelTopology:
         return {"url": "redis://", "sentinel": {"masterName": self.master_name, "addresses": self.addresses}}
 
     def primary(self) -> Server:
-        """The data node the Sentinels name as primary now."""
+        """The data node most Sentinels name as primary now (one may still be catching up on a failover)."""
+        named: list[int] = []
         for sentinel in self.sentinels:
             try:
                 with redis.Redis(port=sentinel.port, socket_timeout=2) as ask:
                     _, port = ask.sentinel_get_master_addr_by_name(self.master_name)
             except (redis.RedisError, TypeError):
                 continue
-            return next(s for s in self.data if s.port == int(port))
-        raise ServerUnavailable("no Sentinel names a primary")
+            named.append(int(port))
+        for port in set(named):
+            if named.count(port) * 2 > len(self.sentinels):
+                return next(s for s in self.data if s.port == port)
+        raise ServerUnavailable(f"the Sentinels do not agree on a primary yet: {named}")
 
     def until_primary_is_not(self, old: Server, within: float = 30.0) -> Server:
         """The Sentinels promoted another data node (and it answers as a primary)."""
@@ -92,7 +96,7 @@ class RedisSentinelTopology:
     def rejoin(self, old: Server, within: float = 30.0) -> None:
         """Start a stopped data node again as a replica of the primary now (as an operator bringing the old
         primary back does; the Sentinels would turn it too, on their next look), and wait until in sync."""
-        primary = self.primary()
+        primary = self.until_primary_is_not(old, within)
         argv = list(old._argv)
         if "--replicaof" in argv:
             at = argv.index("--replicaof")

@@ -13,7 +13,8 @@ import pytest
 from bench.chaos import ChaosOptions, chaos
 from podherd.timeouts import UNKNOWN
 
-pytestmark = [pytest.mark.integration, pytest.mark.e2e, pytest.mark.slow]
+# The chaos runs load the machine most: one worker runs them, one after the other.
+pytestmark = [pytest.mark.integration, pytest.mark.e2e, pytest.mark.slow, pytest.mark.xdist_group("chaos")]
 
 
 @pytest.mark.timeout(600)
