@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import heapq
 import itertools
+import time
 from collections import OrderedDict
 from typing import Any
 
@@ -17,6 +18,9 @@ from shared.api import codec
 from shared.api.messages import AuditRecord
 
 _GONE = object()
+# How long an ack may take before its publish counts as lost: JetStream answers in milliseconds, a stream
+# electing a leader in seconds; under the tracker's reconcile deadline, so a lost ack fails a reconcile once.
+ACK_WAIT = 10.0
 
 
 class PublishError(Exception):
@@ -61,7 +65,7 @@ class Publisher:
         # Each publish's token (increasing) until its ack comes, oldest first, and what went wrong with those
         # acknowledged as failures: a dict and a heap of waiting flushes rather than a future per publish (a
         # future's callbacks cost more than the publish).
-        self._unacked: OrderedDict[int, None] = OrderedDict()
+        self._unacked: OrderedDict[int, float] = OrderedDict()  # token -> when it was sent (monotonic)
         self._failures: dict[int, str] = {}
         self._claimed = 0  # the newest publish a flush has answered for
         self._next_waiter = 0
@@ -104,7 +108,7 @@ class Publisher:
         await self._ensure_inbox()
         self._next += 1
         tok = self._next
-        self._unacked[tok] = None
+        self._unacked[tok] = time.monotonic()
         hdrs = {"Nats-Msg-Id": msg_id, **headers} if headers else {"Nats-Msg-Id": msg_id}
         if self._epoch is None:
             self._epoch = self._reconnects()
@@ -116,13 +120,15 @@ class Publisher:
         """An audit record; its deterministic id de-duplicates a retried write."""
         await self.publish(subject, codec.encode(record), record.id)
 
-    async def flush(self, ack_wait: float = 30.0) -> int:
+    async def flush(self, ack_wait: float = ACK_WAIT) -> int:
         """Wait until every publish made before this call is acknowledged; return how many this flush
         answers for (those since the last flush began); raise the first failure among them.
 
         Publishes made while it waits are not waited for (the next flush answers for them), so a flush ends
         however busy the publisher is. An ack that never comes (the server went away mid-flight) is a
-        PublishError after `ack_wait`.
+        PublishError once `ack_wait` has passed since it was sent: counted from the publish, not from this
+        flush, so a flush given up by its caller (a deadline of its own) does not leave the next one waiting
+        for the same lost ack again, and again.
         """
         upto, since = self._next, self._claimed
         self._claimed = upto  # a flush that began later answers for the publishes since then
@@ -130,14 +136,17 @@ class Publisher:
         lost = await self._until_acked(upto, epoch, ack_wait)
         # What this flush answers for: its publishes given up on (their acks, if late, are ignored) and those
         # acknowledged as refused.
-        missing = [t for t in itertools.takewhile(lambda t: t <= upto, self._unacked) if t > since]
+        # Every publish up to `upto` still unacknowledged is given up on, those an earlier flush claimed too:
+        # that flush may have been cut short by its caller and never answered for them.
+        missing = list(itertools.takewhile(lambda t: t <= upto, self._unacked))
         for t in missing:
             del self._unacked[t]
         self._wake_flushes()
-        refused = sorted(t for t in self._failures if since < t <= upto)
+        refused = sorted(t for t in self._failures if t <= upto)
         failures = [self._failures.pop(t) for t in refused]
         answered = upto - since
-        self.acked += answered - len(missing) - len(failures)
+        mine = sum(1 for t in missing if t > since) + sum(1 for t in refused if t > since)
+        self.acked += answered - mine
         if missing and lost:
             raise PublishError(
                 f"the NATS connection was lost before {len(missing)} publishes were acknowledged"
@@ -158,7 +167,7 @@ class Publisher:
         done: asyncio.Future[None] = loop.create_future()
         self._next_waiter += 1
         heapq.heappush(self._waiters, (upto, self._next_waiter, done))
-        deadline = loop.time() + ack_wait
+        deadline = loop.time() + max(0.0, self._unacked[oldest] + ack_wait - time.monotonic())
         try:
             while not done.done() and loop.time() < deadline:
                 await asyncio.wait([done], timeout=min(0.25, max(0.0, deadline - loop.time())))

@@ -5,6 +5,7 @@ wrong (JetStream's refusal, no stream, no ack at all) a PublishError at the flus
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 from nats.aio.msg import Msg
@@ -93,6 +94,27 @@ async def test_an_ack_that_never_comes_fails_the_flush_and_coming_late_is_ignore
     await publisher.publish(nats_scope.subject("l"), b"x", "l0")
     assert await publisher.flush() == 1
     assert publisher.acked == 1
+    await sub.unsubscribe()
+    await publisher.close()
+
+
+async def test_a_lost_ack_is_given_up_on_from_its_publish_however_often_flushes_are_cut_short(
+    nats_scope: NatsScope,
+) -> None:
+    """A caller with a deadline of its own (the tracker's reconcile) cancels its flush; the next flush must
+    not wait a whole ack wait again for the same lost ack (the tracker stopped for good that way)."""
+    sub = await nats_scope.nc.subscribe(nats_scope.subject("lost"))  # takes it, never acknowledges
+    publisher = Publisher(nats_scope.nc)
+    await publisher.publish(nats_scope.subject("lost"), b"x", "lost0")
+    published = time.monotonic()
+    for _ in range(2):  # cut short, twice, before the ack wait has passed since the publish
+        with pytest.raises(TimeoutError):
+            async with asyncio.timeout(0.7):
+                await publisher.flush(ack_wait=2.0)
+    with pytest.raises(PublishError, match="1 publishes were not acknowledged"):
+        await publisher.flush(ack_wait=2.0)
+    # Given up on at the publish's ack wait: counted from each flush it would be 0.7 + 0.7 + 2.0 s.
+    assert time.monotonic() - published < 3.0
     await sub.unsubscribe()
     await publisher.close()
 
