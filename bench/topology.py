@@ -20,7 +20,7 @@ import nats
 import redis as sync_redis
 import redis.asyncio as aioredis
 
-from podherd.nats_faults import kill_every_leader, kv_stream
+from podherd.nats_faults import kill_every_leader, raft_groups
 from podherd.redis_topology import RedisSentinelTopology, start_redis_sentinel
 from podherd.servers import (
     NatsCluster,
@@ -121,15 +121,7 @@ class HighlyAvailable:
 
     async def inflict(self, fault: str, prefix: str, rng: random.Random) -> bool:
         if fault == "nats_leader_kills":
-            subjects = bus.Subjects(prefix)
-            groups = [
-                subjects.events_stream,
-                subjects.jobs_stream,
-                subjects.intents_stream,
-                subjects.audit_stream,
-                kv_stream(subjects.watch_bucket),
-                kv_stream(subjects.lease_bucket),
-            ]
+            groups = raft_groups(bus.Subjects(prefix))
             nc = await nats.connect(nats_servers(self.nats.url))
             try:
                 await kill_every_leader(nc.jetstream(), self.nats, groups)

@@ -16,6 +16,17 @@ def builtin(name: str) -> dict[str, Any]:
     return copy.deepcopy(BUILTIN[name])
 
 
+def node_pool(count: int, *, cpu: int, memory: str, pods: int = 110) -> list[dict[str, Any]]:
+    """`count` nodes named node-1, node-2, ... of one capacity."""
+    return [
+        {
+            "name": "node-{i}",
+            "count": count,
+            "capacity": {"cpu": str(cpu), "memory": memory, "pods": str(pods)},
+        }
+    ]
+
+
 def fragmented(nodes: int = 6, node_cpu: int = 4) -> dict[str, Any]:
     """Seed 002's picture: every node half used by small pods, a pod as large as a node pending.
 
@@ -26,13 +37,7 @@ def fragmented(nodes: int = 6, node_cpu: int = 4) -> dict[str, Any]:
     names = [f"node-{i}" for i in range(1, nodes + 1)]
     return {
         "name": "fragmented",
-        "nodes": [
-            {
-                "name": "node-{i}",
-                "count": nodes,
-                "capacity": {"cpu": str(node_cpu), "memory": "16Gi", "pods": "110"},
-            }
-        ],
+        "nodes": node_pool(nodes, cpu=node_cpu, memory="16Gi", pods=110),
         "workloads": [
             {
                 "kind": "Deployment",
@@ -84,13 +89,7 @@ def generate(
     return {
         "name": f"generated-{nodes}x{pods}",
         "namespaces": [f"ns-{i}" for i in range(namespaces)],
-        "nodes": [
-            {
-                "name": "node-{i}",
-                "count": nodes,
-                "capacity": {"cpu": str(node_cpu), "memory": "256Gi", "pods": "250"},
-            }
-        ],
+        "nodes": node_pool(nodes, cpu=node_cpu, memory="256Gi", pods=250),
         "workloads": list(workloads),
     }
 
@@ -117,13 +116,7 @@ def maintenance(nodes: int = 4, node_cpu: int = 8, ready_after: int = 2) -> dict
 
     return {
         "name": "maintenance",
-        "nodes": [
-            {
-                "name": "node-{i}",
-                "count": nodes,
-                "capacity": {"cpu": str(node_cpu), "memory": "32Gi", "pods": "110"},
-            }
-        ],
+        "nodes": node_pool(nodes, cpu=node_cpu, memory="32Gi", pods=110),
         "workloads": [
             workload("solo", 1, ["node-1"]),
             workload("guarded", 2, ["node-1", "node-2"], pdb={"minAvailable": 2}),

@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-import msgspec
 import nats
 from nats.js.api import ConsumerConfig, DeliverPolicy
 
@@ -26,7 +25,7 @@ from podherd.client import ask_tracker, kube_client, kube_get, nats_client, now_
 from podherd.errors import CliError
 from shared import bus
 from shared.api import codec, paths
-from shared.api.drain import ANNOTATION_NODE_DRAIN, ROLLED_BACK, DrainOptions, DrainRecord
+from shared.api.drain import ROLLED_BACK, DrainOptions, DrainRecord, drain_record
 from shared.api.messages import AuditRecord, DrainIntent, DrainReply
 from shared.api.pmj import TERMINAL_PHASES
 from shared.config import PodherdConfig
@@ -142,8 +141,7 @@ def remaining(config: PodherdConfig, node: str, options: DrainOptions) -> list[s
 def record_of(config: PodherdConfig, node: str) -> DrainRecord | None:
     with kube_client(config) as kube:
         found = kube_get(kube, paths.node(node))
-    text = ((found.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION_NODE_DRAIN)
-    return msgspec.json.decode(text, type=DrainRecord) if text else None
+    return drain_record(found)
 
 
 async def status_rows(
@@ -246,7 +244,7 @@ def command(args: Any, config: PodherdConfig) -> int:
             # The jobs' ttl (and an atomic drain's deadline) is the timeout; their endings come just after.
             within = parse_duration(args.timeout) + FOLLOW_GRACE if args.timeout else None
             drain = record_of(config, args.node)
-            began = datetime.fromisoformat(drain.started_at.replace("Z", "+00:00")) if drain else None
+            began = drain.began if drain else None
             outcome = await follow(
                 nc,
                 subjects,

@@ -11,6 +11,7 @@ import nats.errors
 import nats.js.errors
 
 from podherd.servers import NatsCluster, Server
+from shared import bus
 
 NAME_PREFIX = "podherd-n"  # start_nats_cluster names its servers podherd-n1, podherd-n2, ...
 
@@ -23,6 +24,19 @@ def server_named(cluster: NatsCluster, name: str) -> Server:
 def kv_stream(bucket: str) -> str:
     """The stream behind a KV bucket."""
     return f"KV_{bucket}"
+
+
+def raft_groups(subjects: bus.Subjects) -> list[str]:
+    """Every Raft group Podherd's state lives in: its streams, and the streams behind its KV buckets that
+    hold the services' progress (checkpoints, leases)."""
+    return [
+        subjects.events_stream,
+        subjects.jobs_stream,
+        subjects.intents_stream,
+        subjects.audit_stream,
+        kv_stream(subjects.watch_bucket),
+        kv_stream(subjects.lease_bucket),
+    ]
 
 
 async def leader_of(js: Any, stream: str) -> str | None:

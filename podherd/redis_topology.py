@@ -9,6 +9,7 @@ primary, restarted, is turned into a replica of the new one by the Sentinels.
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import tempfile
 import time
@@ -31,6 +32,8 @@ MASTER = "podherd"
 DOWN_AFTER_MS = 1000
 FAILOVER_TIMEOUT_MS = 4000
 MAX_LAG_S = 5  # a replica silent this long does not count for min-replicas-to-write
+# What a node answers in the middle of a failover (refused, LOADING, no primary agreed on yet): looked again.
+_IN_FAILOVER = (redis.RedisError, OSError, ServerUnavailable, StopIteration)
 FENCED = ["--min-replicas-to-write", "1", "--min-replicas-max-lag", str(MAX_LAG_S)]
 
 
@@ -71,7 +74,7 @@ class RedisSentinelTopology:
         """The Sentinels promoted another data node (and it answers as a primary)."""
         deadline = time.monotonic() + within
         while time.monotonic() < deadline:
-            with _quiet():
+            with contextlib.suppress(*_IN_FAILOVER):
                 current = self.primary()
                 if current is not old and _role(current) == "master":
                     return current
@@ -83,7 +86,7 @@ class RedisSentinelTopology:
         Sentinels), and the primary counts it for min-replicas-to-write."""
         deadline = time.monotonic() + within
         while time.monotonic() < deadline:
-            with _quiet():
+            with contextlib.suppress(*_IN_FAILOVER):
                 with redis.Redis(port=server.port, socket_timeout=2) as node:
                     info = node.info("replication")
                 if info.get("role") == "slave" and info.get("master_link_status") == "up":
@@ -110,18 +113,6 @@ class RedisSentinelTopology:
             server.stop()
         if self._owned and self.workdir is not None:
             shutil.rmtree(self.workdir, ignore_errors=True)
-
-
-class _quiet:
-    """Swallow what a node in the middle of a failover answers (refused, LOADING, no master yet)."""
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, kind: type[BaseException] | None, *_: object) -> bool:
-        return kind is not None and issubclass(
-            kind, (redis.RedisError, OSError, ServerUnavailable, StopIteration)
-        )
 
 
 def _role(server: Server) -> str:
@@ -171,7 +162,7 @@ def _until_sentinels_know(topology: RedisSentinelTopology, within: float) -> Non
     while time.monotonic() < deadline:
         known = 0
         for sentinel in topology.sentinels:
-            with _quiet(), redis.Redis(port=sentinel.port, socket_timeout=2) as ask:
+            with contextlib.suppress(*_IN_FAILOVER), redis.Redis(port=sentinel.port, socket_timeout=2) as ask:
                 state = ask.sentinel_master(MASTER)
                 if int(state.get("num-slaves", 0)) >= 1 and int(state.get("num-other-sentinels", 0)) >= 2:
                     known += 1

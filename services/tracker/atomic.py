@@ -27,7 +27,15 @@ from services.tracker.keys import TrackerKeys
 from services.tracker.observe import reservation_view
 from shared import bus
 from shared.api import paths
-from shared.api.drain import ANNOTATION_NODE_DRAIN, MOVING, RESERVING, ROLLED_BACK, DrainRecord, node_hash
+from shared.api.drain import (
+    ANNOTATION_NODE_DRAIN,
+    MOVING,
+    RESERVING,
+    ROLLED_BACK,
+    DrainRecord,
+    drain_record,
+    node_hash,
+)
 from shared.api.messages import AuditRecord
 from shared.api.pmj import ANNOTATION_ABORT, MODE_EVICT_DIRECTLY, TERMINAL_PHASES
 from shared.api.reservation import reservation_name
@@ -70,15 +78,15 @@ class AtomicDrains:
         unpause or abort every job (again after a crash in between: the jobs' reconciles bring it back)."""
         for _ in range(5):
             found = await self.kube.get_json(paths.node(node))
-            text = ((found or {}).get("metadata") or {}).get("annotations", {}).get(ANNOTATION_NODE_DRAIN)
-            record = msgspec.json.decode(text, type=DrainRecord) if text else None
+            record = drain_record(found)
             if found is None or record is None or record.phase is None:
                 await self.client.srem(self.keys.atomic_drains, node)
                 return
             if record.phase == RESERVING:
                 rooms = [await self._room(job) for job in record.jobs]
-                started = datetime.fromisoformat(record.started_at.replace("Z", "+00:00")).timestamp()
-                deadline = started + parse_duration(record.options.timeout or self.default_ttl)
+                deadline = record.began.timestamp() + parse_duration(
+                    record.options.timeout or self.default_ttl
+                )
                 phase, no_room = atomic_step(rooms, now=time.time(), deadline=deadline)
                 if phase == RESERVING:
                     return

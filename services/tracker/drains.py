@@ -32,6 +32,7 @@ from shared.api.drain import (
     ROLLED_BACK,
     DrainRecord,
     drain_job_name,
+    drain_record,
     node_hash,
 )
 from shared.api.messages import AuditRecord, DrainIntent, DrainMove, DrainReply, IntentError, IntentErrorCode
@@ -120,8 +121,7 @@ class Drains:
     async def _after_rollback(self, node: dict[str, Any]) -> dict[str, Any]:
         """An atomic drain rolled back is over: sent again, the drain starts anew (its aborted jobs go)."""
         meta = node.get("metadata") or {}
-        text = (meta.get("annotations") or {}).get(ANNOTATION_NODE_DRAIN)
-        record = msgspec.json.decode(text, type=DrainRecord) if text else None
+        record = drain_record(node)
         if record is None or record.phase != ROLLED_BACK:
             return node
         for job in record.jobs:
@@ -181,8 +181,8 @@ class Drains:
         """The jobs this drain made before (sent before, and interrupted), from the node's record and for
         the pods already going: still the drain's, to be followed until they end."""
         name = (node.get("metadata") or {}).get("name") or ""
-        text = ((node.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION_NODE_DRAIN)
-        before = msgspec.json.decode(text, type=DrainRecord).jobs if text else []
+        recorded = drain_record(node)
+        before = recorded.jobs if recorded else []
         known = {m.job for m in reply.moves}
         for job in [*before, *(drain_job_name(name, uid) for uid in plan.going.values())]:
             if job in known:
@@ -201,8 +201,7 @@ class Drains:
         """Cordon the node and record the drain on it, in one write (its resourceVersion a precondition)."""
         meta = node.get("metadata") or {}
         for _ in range(5):
-            found = (meta.get("annotations") or {}).get(ANNOTATION_NODE_DRAIN)
-            before = msgspec.json.decode(found, type=DrainRecord) if found else None
+            before = drain_record(node)
             unschedulable = bool((node.get("spec") or {}).get("unschedulable"))
             record = DrainRecord(
                 requester=intent.requester,

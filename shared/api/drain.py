@@ -4,7 +4,9 @@ keeps of the drain (what was asked, whether the node was cordoned before, which 
 from __future__ import annotations
 
 import hashlib
-from typing import Final
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any, Final
 
 import msgspec
 
@@ -77,3 +79,14 @@ class DrainRecord(msgspec.Struct, rename="camel", kw_only=True):
     jobs: list[str] = msgspec.field(default_factory=list)
     phase: str | None = None  # an atomic drain's: Reserving, Moving or RolledBack
     no_room: list[str] = msgspec.field(default_factory=list)  # rolled back: each pod that found no room, why
+
+    @property
+    def began(self) -> datetime:
+        return datetime.fromisoformat(self.started_at)
+
+
+def drain_record(node: Mapping[str, Any] | None) -> DrainRecord | None:
+    """The drain a node (as the API server returns it) records, if any."""
+    annotations = ((node or {}).get("metadata") or {}).get("annotations") or {}
+    text = annotations.get(ANNOTATION_NODE_DRAIN)
+    return msgspec.json.decode(text, type=DrainRecord) if text else None

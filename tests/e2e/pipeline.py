@@ -23,6 +23,8 @@ from services.executor.service import Executor
 from services.tracker.service import Tracker
 from services.watcher.service import Watcher
 from shared import bus, redis_client
+from shared.api import codec
+from shared.api.messages import AuditRecord
 from shared.config import KubernetesConfig, PodherdConfig, nats_servers
 from shared.config_loader import config_from_dict
 from shared.kube import KubeClient
@@ -240,3 +242,18 @@ def conditions(job: dict[str, Any]) -> dict[str, tuple[str, str]]:
         c["type"]: (c["status"], c.get("reason") or "")
         for c in (job.get("status") or {}).get("conditions") or []
     }
+
+
+async def audit_order(nats_url: str, subjects: bus.Subjects) -> list[AuditRecord]:
+    """Every audit record so far, in the stream's order."""
+    nc = await nats.connect(nats_servers(nats_url))
+    try:
+        js = nc.jetstream()
+        info = await js.stream_info(subjects.audit_stream)
+        sub = await js.subscribe(subjects.all_audit, ordered_consumer=True)
+        return [
+            codec.decode((await sub.next_msg(timeout=10)).data, AuditRecord)
+            for _ in range(info.state.messages)
+        ]
+    finally:
+        await nc.close()

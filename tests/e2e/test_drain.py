@@ -24,9 +24,19 @@ from podherd.servers import Server
 from shared import bus
 from shared.api import codec
 from shared.api.drain import ANNOTATION_NODE_DRAIN, DrainOptions
-from shared.api.messages import AuditRecord, DrainIntent, DrainReply
+from shared.api.messages import DrainIntent, DrainReply
 from shared.kube import KubeClient
-from tests.e2e.pipeline import GROUP, PLURAL, VERSION, ended, pipeline, pipeline_config, podherd, until_job
+from tests.e2e.pipeline import (
+    GROUP,
+    PLURAL,
+    VERSION,
+    audit_order,
+    ended,
+    pipeline,
+    pipeline_config,
+    podherd,
+    until_job,
+)
 from tests.e2e.test_lifecycle import cluster, start, until_no_reservations, web_pods
 from tests.e2e.test_pipeline import when_served
 from tests.e2e.test_surge import ReadyFloor
@@ -205,19 +215,6 @@ def drain_phase(node: Any) -> str | None:
     text = (node.metadata.annotations or {}).get(ANNOTATION_NODE_DRAIN)
     phase: str | None = json.loads(text).get("phase") if text else None
     return phase
-
-
-async def audit_order(nats_url: str, subjects: bus.Subjects) -> list[AuditRecord]:
-    """Every audit record so far, in the stream's order."""
-    nc = await nats.connect(nats_url)
-    js = nc.jetstream()
-    info = await js.stream_info(subjects.audit_stream)
-    sub = await js.subscribe(subjects.all_audit, ordered_consumer=True)
-    records = []
-    for _ in range(info.state.messages):
-        records.append(codec.decode((await sub.next_msg(timeout=10)).data, AuditRecord))
-    await nc.close()
-    return records
 
 
 async def test_an_atomic_drain_without_room_for_every_pod_evicts_nothing_then_moves_all_once_there_is(

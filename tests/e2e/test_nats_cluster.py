@@ -13,99 +13,52 @@ import nats
 import pytest
 
 from kubesim.sim import SimHandle
-from podherd.invariants import Watchdog
-from podherd.nats_faults import kill_every_leader, kv_stream, leader_of, server_named
+from podherd.nats_faults import kill_every_leader, leader_of, raft_groups, server_named
 from podherd.servers import NatsCluster, Server
-from shared import bus, redis_client
-from shared.api import codec
-from shared.api.messages import AuditRecord
+from shared import bus
 from shared.config import nats_servers
-from shared.kube import KubeClient
-from tests.e2e.pipeline import GROUP, PLURAL, VERSION, create_job, ended, pipeline, pipeline_config
-from tests.e2e.test_lifecycle import cluster, start, until_no_reservations, web_pods
-from tests.e2e.test_pipeline import until_all_ended
-from tests.kube import watch_until
+from tests.e2e.pipeline import audit_order
+from tests.e2e.storms import assert_each_job_moved_once, storm, storm_cluster, storm_config
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration, pytest.mark.slow]
-JOBS = 30
 
 
 async def test_a_storm_through_leader_and_node_kills_of_a_jetstream_cluster_loses_and_doubles_nothing(
     kubesim_factory: Callable[..., SimHandle], nats_cluster: NatsCluster, redis_srv: Server, test_id: str
 ) -> None:
-    kube = start(kubesim_factory, cluster(nodes=12, web=JOBS, node_cpu=16, cpu="100m"))
-    pods = sorted(web_pods(kube))
-    broker = Server("nats", nats_cluster.url, "cluster")
-    base = pipeline_config(
-        kube.handle, broker, redis_srv, test_id, maxMigratingPerWorkload=8, maxUnavailablePerWorkload=8
-    )
+    kube = storm_cluster(kubesim_factory)
+    base = storm_config(kube, Server("nats", nats_cluster.url, "cluster"), redis_srv, test_id)
     config = msgspec.structs.replace(base, nats=msgspec.structs.replace(base.nats, replicas=3))
     subjects = bus.Subjects(test_id)
-    groups = [
-        subjects.events_stream,
-        subjects.jobs_stream,
-        subjects.intents_stream,
-        subjects.audit_stream,
-        kv_stream(subjects.watch_bucket),
-        kv_stream(subjects.lease_bucket),
-    ]
-    redis = redis_client.connect(config.redis)
-    watched = KubeClient.from_config(config.kubernetes)
-    watchdog = Watchdog(watched, redis, test_id, args=config.migration_controller)
-    stop = asyncio.Event()
-    watching = asyncio.create_task(watchdog.run(stop))
+    groups = raft_groups(subjects)
     nc = await nats.connect(nats_servers(nats_cluster.url))
     js = nc.jetstream()
-    async with pipeline(config, replicas=2):
-        for i, pod in enumerate(pods):
-            create_job(kube, f"storm-{i:03d}", pod)
-        await asyncio.to_thread(
-            watch_until,
-            kube.custom.list_cluster_custom_object,
-            lambda state: sum(ended(j) for j in state.values()) >= 3,
-            60,
-            group=GROUP,
-            version=VERSION,
-            plural=PLURAL,
-        )
-        kills = await kill_every_leader(js, nats_cluster, groups)
+    kills: list[int] = []
+    idle: list[Server] = []
+
+    async def leaders_then_a_node() -> None:
+        kills.append(await kill_every_leader(js, nats_cluster, groups))
         leaders = {await leader_of(js, stream) for stream in groups}
-        idle = next(
-            (s for i, s in enumerate(nats_cluster.servers) if f"podherd-n{i + 1}" not in leaders), None
+        # A node leading nothing (when every node leads something: any).
+        name = next(
+            (f"podherd-n{i + 1}" for i in range(3) if f"podherd-n{i + 1}" not in leaders), "podherd-n1"
         )
-        if idle is None:  # every node leads something: take any
-            idle = server_named(nats_cluster, "podherd-n1")
-        idle.kill()
-        final = await until_all_ended(kube, JOBS)
-        await asyncio.to_thread(nats_cluster.restart, idle)
-        await asyncio.to_thread(until_no_reservations, kube)
-    stop.set()
-    findings = await watching
-    ended_records = await _endings(js, subjects)
-    await nc.close()
-    await redis.aclose()
-    await watched.aclose()
-    assert 1 <= kills <= len(groups)
-    phases = [j["status"]["phase"] for j in final.values()]
-    assert phases.count("Succeeded") == JOBS, {p: phases.count(p) for p in set(phases)}
-    replacements = {j["status"]["podRef"]["name"] for j in final.values()}
-    live = web_pods(kube)
-    assert len(replacements) == JOBS and replacements == set(live) and not set(pods) & set(live)
-    assert findings.limits_exceeded == 0, (findings.slot_breaches, findings.workload_breaches)
-    # The audit stream kept every job's ending, once (its records are de-duplicated by id).
-    assert sorted(ended_records) == sorted(final) and len(ended_records) == len(set(ended_records))
+        idle.append(server_named(nats_cluster, name))
+        idle[0].kill()
 
+    async def restart_idle() -> None:
+        await asyncio.to_thread(nats_cluster.restart, idle[0])
 
-async def _endings(js: nats.js.JetStreamContext, subjects: bus.Subjects) -> list[str]:
-    """The job of every audit record of a job reaching Succeeded, in the stream."""
-    info = await js.stream_info(subjects.audit_stream)
-    sub = await js.subscribe(subjects.all_audit, ordered_consumer=True)
-    found = []
     try:
-        for _ in range(info.state.messages):
-            record = codec.decode((await sub.next_msg(timeout=10)).data, AuditRecord)
-            if record.action == "transition" and record.phase == "Succeeded":
-                found.append(record.job or "")
+        ran = await storm(kube, config, leaders_then_a_node, after=restart_idle)
     finally:
-        await sub.unsubscribe()
-    return found
+        await nc.close()
+    assert 1 <= kills[0] <= len(groups)
+    assert_each_job_moved_once(kube, ran)
+    # The audit stream kept every job's ending, once (its records are de-duplicated by id).
+    endings = [
+        r.job or ""
+        for r in await audit_order(nats_cluster.url, subjects)
+        if r.action == "transition" and r.phase == "Succeeded"
+    ]
+    assert sorted(endings) == sorted(ran.final) and len(endings) == len(set(endings))

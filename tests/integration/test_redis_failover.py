@@ -9,6 +9,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 
 import pytest
+import redis.asyncio as aioredis
 import redis.exceptions
 
 from podherd.redis_topology import RedisSentinelTopology
@@ -22,8 +23,13 @@ from shared.slots import Slot
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
-def config_of(topology: RedisSentinelTopology, test_id: str, **more: object) -> RedisConfig:
-    return config_from_dict({"redis": {**topology.config(), "keyPrefix": test_id, **more}}).redis
+def connected(
+    topology: RedisSentinelTopology, test_id: str, **more: object
+) -> tuple[aioredis.Redis, Durability]:
+    """The services' client of the topology (through its Sentinels) and its barrier, as a service has them."""
+    config = config_from_dict({"redis": {**topology.config(), "keyPrefix": test_id, **more}}).redis
+    client = redis_client.connect(config)
+    return client, redis_client.durability(client, config)
 
 
 async def eventually(attempt: Callable[[], Awaitable[None]], within: float = 30.0) -> None:
@@ -40,9 +46,7 @@ async def eventually(attempt: Callable[[], Awaitable[None]], within: float = 30.
 async def test_the_client_follows_a_failover_and_writes_wait_for_the_old_primary_back_as_a_replica(
     topology: RedisSentinelTopology, test_id: str
 ) -> None:
-    config = config_of(topology, test_id)
-    client = redis_client.connect(config)
-    durability = redis_client.durability(client, config)
+    client, durability = connected(topology, test_id)
     try:
         await client.set(f"{test_id}:before", "1")
         await durability.confirm()
@@ -71,9 +75,7 @@ async def test_the_client_follows_a_failover_and_writes_wait_for_the_old_primary
 async def test_admissions_confirmed_before_the_primary_dies_are_all_held_by_the_promoted_one(
     topology: RedisSentinelTopology, test_id: str
 ) -> None:
-    config = config_of(topology, test_id)
-    client = redis_client.connect(config)
-    durability = redis_client.durability(client, config)
+    client, durability = connected(topology, test_id)
     ledger = Ledger(client, test_id, 600)
     admitted: list[str] = []
     try:
@@ -105,9 +107,7 @@ async def _held(ledger: Ledger, job: str) -> bool:
 async def test_a_write_no_replica_acknowledges_is_never_confirmed(
     topology: RedisSentinelTopology, test_id: str
 ) -> None:
-    config = config_of(topology, test_id, waitTimeout="200ms")
-    client = redis_client.connect(config)
-    durability = Durability(client, replicas=1, timeout=0.2, key=f"{test_id}:barrier")
+    client, durability = connected(topology, test_id, waitTimeout="200ms")
     try:
         await durability.confirm()
         topology.data[1].kill()  # the replica
