@@ -43,10 +43,11 @@ class Durability:
         if self.replicas == 0:
             return
         started = time.perf_counter()
-        pipe = self.client.pipeline(transaction=False)
-        pipe.incr(self.key)
-        pipe.execute_command("WAIT", self.replicas, self.timeout_ms)
-        _, acknowledged = await pipe.execute()
+        # As a context: a barrier failing mid-failover gives its connection back (and warns of nothing).
+        async with self.client.pipeline(transaction=False) as pipe:
+            pipe.incr(self.key)
+            pipe.execute_command("WAIT", self.replicas, self.timeout_ms)
+            _, acknowledged = await pipe.execute()
         BARRIER_SECONDS.observe(time.perf_counter() - started)
         if int(acknowledged) < self.replicas:
             raise NotDurable(
