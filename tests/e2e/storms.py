@@ -14,7 +14,6 @@ from podherd.servers import Server
 from shared import redis_client
 from shared.config import PodherdConfig
 from shared.kube import KubeClient
-from shared.ledger import Ledger
 from tests.e2e.pipeline import GROUP, PLURAL, VERSION, create_job, ended, pipeline, pipeline_config
 from tests.e2e.test_lifecycle import cluster, start, until_no_reservations, web_pods
 from tests.e2e.test_pipeline import until_all_ended
@@ -28,7 +27,6 @@ class Storm:
     pods: list[str]  # the pods the jobs moved
     final: dict[str, dict[str, Any]]  # each job as it ended
     findings: Findings  # the watchdog's, from the first job to the last Reservation gone
-    held: dict[str, Any]  # the ledger after it all
 
 
 def storm_cluster(kubesim_factory: Callable[..., SimHandle]) -> Kube:
@@ -77,12 +75,11 @@ async def storm(
             await asyncio.to_thread(until_no_reservations, kube)
         stop.set()
         findings = await watching
-        held = await Ledger(redis, prefix, 600).snapshot()
     finally:
         stop.set()
         await redis.aclose()
         await watched.aclose()
-    return Storm(pods, final, findings, held)
+    return Storm(pods, final, findings)
 
 
 def assert_each_job_moved_once(kube: Kube, ran: Storm) -> None:
