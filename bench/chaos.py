@@ -84,7 +84,7 @@ class ChaosOptions:
     ttl: str = "2m"
     seed: int = 7
     workdir: Path | None = None
-    stranding_jobs: int = 8
+    stranding_jobs: int = 8  # 0: no stranding comparison
     stranding_ttl: str = "10s"  # blind evictions stranded, the rest wait for budget until this ttl
     fault_seconds: float = 30.0  # faults stop when the jobs have ended, or after this long (or 2x submitting)
     min_kills: int = 3  # replicas SIGKILLed at least, however short the run
@@ -724,7 +724,8 @@ async def chaos(opts: ChaosOptions) -> dict[str, Any]:
             }
         }
         result["fault_run"] = await fault_run(opts, servers, work)
-        result["stranding"] = await stranding(opts, servers, work)
+        if opts.stranding_jobs:
+            result["stranding"] = await stranding(opts, servers, work)
         result["servers"] = servers.origin()
         return result
     finally:
@@ -750,7 +751,7 @@ def main() -> None:
         jobs=args.jobs, replicas=args.replicas, seed=args.seed, rate=args.rate, topology=args.topology
     )
     result = asyncio.run(chaos(opts))
-    emit("chaos", result)
+    emit("chaos" if opts.topology == "single" else f"chaos-{opts.topology}", result)
 
 
 if __name__ == "__main__":

@@ -45,6 +45,7 @@ class RedisSentinelTopology:
     sentinels: list[Server]
     master_name: str = MASTER
     workdir: Path | None = None
+    password: str | None = None  # every node's and Sentinel's (requirepass), as the Valkey chart sets auth up
     _owned: bool = field(default=False, repr=False)
 
     @property
@@ -53,14 +54,21 @@ class RedisSentinelTopology:
 
     def config(self) -> dict[str, Any]:
         """Podherd's `redis` section for it."""
-        return {"url": "redis://", "sentinel": {"masterName": self.master_name, "addresses": self.addresses}}
+        sentinel: dict[str, Any] = {"masterName": self.master_name, "addresses": self.addresses}
+        if self.password is None:
+            return {"url": "redis://", "sentinel": sentinel}
+        return {"url": f"redis://:{self.password}@/0", "sentinel": {**sentinel, "usePassword": True}}
+
+    def client(self, server: Server) -> redis.Redis:
+        """A connection to one node or Sentinel, authenticated when they require it."""
+        return redis.Redis(port=server.port, socket_timeout=2, password=self.password)
 
     def primary(self) -> Server:
         """The data node most Sentinels name as primary now (one may still be catching up on a failover)."""
         named: list[int] = []
         for sentinel in self.sentinels:
             try:
-                with redis.Redis(port=sentinel.port, socket_timeout=2) as ask:
+                with self.client(sentinel) as ask:
                     _, port = ask.sentinel_get_master_addr_by_name(self.master_name)
             except (redis.RedisError, TypeError):
                 continue
@@ -76,7 +84,7 @@ class RedisSentinelTopology:
         while time.monotonic() < deadline:
             with contextlib.suppress(*_IN_FAILOVER):
                 current = self.primary()
-                if current is not old and _role(current) == "master":
+                if current is not old and self.role(current) == "master":
                     return current
             time.sleep(0.1)
         raise TimeoutError(f"no failover from {old.url} within {within:.0f}s")
@@ -87,10 +95,10 @@ class RedisSentinelTopology:
         deadline = time.monotonic() + within
         while time.monotonic() < deadline:
             with contextlib.suppress(*_IN_FAILOVER):
-                with redis.Redis(port=server.port, socket_timeout=2) as node:
+                with self.client(server) as node:
                     info = node.info("replication")
                 if info.get("role") == "slave" and info.get("master_link_status") == "up":
-                    with redis.Redis(port=self.primary().port, socket_timeout=2) as primary:
+                    with self.client(self.primary()) as primary:
                         if int(primary.info("replication").get("connected_slaves", 0)) >= 1:
                             return
             time.sleep(0.1)
@@ -108,6 +116,10 @@ class RedisSentinelTopology:
         old.restart()
         self.until_replicating(old, within)
 
+    def role(self, server: Server) -> str:
+        with self.client(server) as node:
+            return str(node.info("replication").get("role"))
+
     def stop(self) -> None:
         for server in [*self.sentinels, *self.data]:
             server.stop()
@@ -115,23 +127,24 @@ class RedisSentinelTopology:
             shutil.rmtree(self.workdir, ignore_errors=True)
 
 
-def _role(server: Server) -> str:
-    with redis.Redis(port=server.port, socket_timeout=2) as node:
-        return str(node.info("replication").get("role"))
-
-
-def start_redis_sentinel(binary: str, workdir: Path | None = None) -> RedisSentinelTopology:
-    """A primary, its replica and three Sentinels; returns once the replica is in sync and every Sentinel
-    knows both."""
+def start_redis_sentinel(
+    binary: str, workdir: Path | None = None, *, password: str | None = None
+) -> RedisSentinelTopology:
+    """A primary, its replica and three Sentinels (all requiring `password`, if given); returns once the
+    replica is in sync and every Sentinel knows both."""
     root = Path(tempfile.mkdtemp(prefix="podherd-redis-ha-")) if workdir is None else workdir
-    primary = start_redis_binary(binary, root / "data-1", extra=FENCED)
+    auth = [] if password is None else ["--requirepass", password, "--masterauth", password]
+    primary = start_redis_binary(binary, root / "data-1", extra=[*FENCED, *auth])
     replica = start_redis_binary(
-        binary, root / "data-2", extra=[*FENCED, "--replicaof", "127.0.0.1", str(primary.port)]
+        binary, root / "data-2", extra=[*FENCED, *auth, "--replicaof", "127.0.0.1", str(primary.port)]
     )
-    topology = RedisSentinelTopology([primary, replica], [], workdir=root, _owned=workdir is None)
+    topology = RedisSentinelTopology(
+        [primary, replica], [], workdir=root, password=password, _owned=workdir is None
+    )
     try:
         for index in range(3):
-            topology.sentinels.append(_sentinel(binary, root / f"sentinel-{index + 1}", primary.port))
+            directory = root / f"sentinel-{index + 1}"
+            topology.sentinels.append(_sentinel(binary, directory, primary.port, password=password))
         topology.until_replicating(replica, START_TIMEOUT)
         _until_sentinels_know(topology, START_TIMEOUT)
     except (TimeoutError, OSError, ServerUnavailable) as exc:
@@ -140,11 +153,13 @@ def start_redis_sentinel(binary: str, workdir: Path | None = None) -> RedisSenti
     return topology
 
 
-def _sentinel(binary: str, data: Path, primary_port: int) -> Server:
+def _sentinel(binary: str, data: Path, primary_port: int, *, password: str | None) -> Server:
+    auth = "" if password is None else f"sentinel auth-pass {MASTER} {password}\nrequirepass {password}\n"
+
     def argv_for(port: int, directory: Path) -> list[str]:
         conf = directory / "sentinel.conf"  # Sentinel rewrites it: its own file, writable
         conf.write_text(
-            f"port {port}\nbind 127.0.0.1\ndir {directory}\n"
+            auth + f"port {port}\nbind 127.0.0.1\ndir {directory}\n"
             f"sentinel monitor {MASTER} 127.0.0.1 {primary_port} 2\n"
             f"sentinel down-after-milliseconds {MASTER} {DOWN_AFTER_MS}\n"
             f"sentinel failover-timeout {MASTER} {FAILOVER_TIMEOUT_MS}\n"
@@ -162,7 +177,7 @@ def _until_sentinels_know(topology: RedisSentinelTopology, within: float) -> Non
     while time.monotonic() < deadline:
         known = 0
         for sentinel in topology.sentinels:
-            with contextlib.suppress(*_IN_FAILOVER), redis.Redis(port=sentinel.port, socket_timeout=2) as ask:
+            with contextlib.suppress(*_IN_FAILOVER), topology.client(sentinel) as ask:
                 state = ask.sentinel_master(MASTER)
                 if int(state.get("num-slaves", 0)) >= 1 and int(state.get("num-other-sentinels", 0)) >= 2:
                     known += 1

@@ -368,14 +368,16 @@ def _terminate(process: subprocess.Popen[bytes]) -> None:
 
 
 def _wait_nats(host: str, port: int, timeout: float) -> None:
-    _wait_for(host, port, timeout, greeting=None, expect=b"INFO ")
+    _wait_for(host, port, timeout, greeting=None, expect=(b"INFO ",))
 
 
-def wait_redis(host: str, port: int, timeout: float) -> None:
-    _wait_for(host, port, timeout, greeting=b"PING\r\n", expect=b"+PONG")
+def wait_redis(host: str, port: int, timeout: float) -> None:  # NOAUTH: up, and requiring a password
+    _wait_for(host, port, timeout, greeting=b"PING\r\n", expect=(b"+PONG", b"-NOAUTH"))
 
 
-def _wait_for(host: str, port: int, timeout: float, *, greeting: bytes | None, expect: bytes) -> None:
+def _wait_for(
+    host: str, port: int, timeout: float, *, greeting: bytes | None, expect: tuple[bytes, ...]
+) -> None:
     deadline = time.monotonic() + timeout
     last: Exception | None = None
     while time.monotonic() < deadline:

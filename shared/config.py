@@ -217,10 +217,12 @@ class NatsConfig(Section):
 
 class RedisSentinel(Section):
     """Redis behind Sentinels: the services ask them where the primary of `masterName` is, and follow a
-    failover. `addresses`: the Sentinels, `host:port` each."""
+    failover. `addresses`: the Sentinels, `host:port` each. `usePassword`: the Sentinels require the data
+    nodes' credentials (those of `redis.url`) too, as the Valkey chart's `auth.sentinel` sets them up."""
 
     master_name: str
     addresses: list[str]
+    use_password: bool = False
 
 
 class RedisConfig(Section):

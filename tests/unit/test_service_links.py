@@ -27,7 +27,7 @@ def service(name: str, ip: str, *ports: dict[str, Any], namespace: str = "podher
 
 def deployed() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """deploy/'s Services (given cluster IPs, as the API server would) and pod templates."""
-    docs = [d for d in yaml.safe_load_all((DEPLOY / "services.yaml").read_text()) if d]
+    docs = [d for d in yaml.safe_load_all((DEPLOY / "base" / "services.yaml").read_text()) if d]
     services = [
         {
             **d,
