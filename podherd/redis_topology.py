@@ -35,6 +35,8 @@ MAX_LAG_S = 5  # a replica silent this long does not count for min-replicas-to-w
 # What a node answers in the middle of a failover (refused, LOADING, no primary agreed on yet): looked again.
 _IN_FAILOVER = (redis.RedisError, OSError, ServerUnavailable, StopIteration)
 FENCED = ["--min-replicas-to-write", "1", "--min-replicas-max-lag", str(MAX_LAG_S)]
+# A replica (re)joining is sent the data at once, not after the default 5 s wait for other replicas to join.
+SYNC_AT_ONCE = ["--repl-diskless-sync-delay", "0"]
 
 
 @dataclass
@@ -89,7 +91,7 @@ class RedisSentinelTopology:
             time.sleep(0.1)
         raise TimeoutError(f"no failover from {old.url} within {within:.0f}s")
 
-    def until_replicating(self, server: Server, within: float = 30.0) -> None:
+    def until_replicating(self, server: Server, within: float = 60.0) -> None:
         """`server` is a replica in sync with the primary (the old primary, restarted, turned by the
         Sentinels), and the primary counts it for min-replicas-to-write."""
         deadline = time.monotonic() + within
@@ -104,7 +106,7 @@ class RedisSentinelTopology:
             time.sleep(0.1)
         raise TimeoutError(f"{server.url} did not become a replica within {within:.0f}s")
 
-    def rejoin(self, old: Server, within: float = 30.0) -> None:
+    def rejoin(self, old: Server, within: float = 60.0) -> None:
         """Start a stopped data node again as a replica of the primary now (as an operator bringing the old
         primary back does; the Sentinels would turn it too, on their next look), and wait until in sync."""
         primary = self.until_primary_is_not(old, within)
@@ -134,9 +136,10 @@ def start_redis_sentinel(
     replica is in sync and every Sentinel knows both."""
     root = Path(tempfile.mkdtemp(prefix="podherd-redis-ha-")) if workdir is None else workdir
     auth = [] if password is None else ["--requirepass", password, "--masterauth", password]
-    primary = start_redis_binary(binary, root / "data-1", extra=[*FENCED, *auth])
+    data = [*FENCED, *SYNC_AT_ONCE, *auth]
+    primary = start_redis_binary(binary, root / "data-1", extra=data)
     replica = start_redis_binary(
-        binary, root / "data-2", extra=[*FENCED, *auth, "--replicaof", "127.0.0.1", str(primary.port)]
+        binary, root / "data-2", extra=[*data, "--replicaof", "127.0.0.1", str(primary.port)]
     )
     topology = RedisSentinelTopology(
         [primary, replica], [], workdir=root, password=password, _owned=workdir is None

@@ -5,8 +5,10 @@ nodes; and blind evictions strand replacements in a tight cluster where reservin
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -18,10 +20,25 @@ from podherd.timeouts import UNKNOWN
 pytestmark = [pytest.mark.integration, pytest.mark.e2e, pytest.mark.slow, pytest.mark.xdist_group("chaos")]
 
 
-@pytest.mark.timeout(600)
-def test_a_small_chaos_run_holds_every_invariant(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def fault_run(options: ChaosOptions, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """The run's result, once its fault run held every invariant with at least half its jobs Succeeded and
+    three replicas SIGKILLed."""
     for variable in ("NATS_URL", "REDIS_URL"):  # the run restarts its servers: they must be its own
         monkeypatch.delenv(variable, raising=False)
+    result = asyncio.run(chaos(options))
+    gc.collect()  # a client the run left unclosed warns here, in the test that made it, not in a later one
+    print(json.dumps(result, indent=2))
+    run = result["fault_run"]
+    assert run["invariants"] == dict.fromkeys(run["invariants"], 0), run["examples"]
+    assert run["jobs"]["submitted"] >= options.jobs * 5 // 6
+    assert run["jobs"]["by_phase"].get("Succeeded", 0) >= run["jobs"]["submitted"] // 2
+    assert sum(n for fault, n in run["faults"].items() if fault.startswith("kill_")) >= 3
+    assert run["watchdog"]["samples"] > 50
+    return result
+
+
+@pytest.mark.timeout(600)
+def test_a_small_chaos_run_holds_every_invariant(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     options = ChaosOptions(
         # A job whose workload is rolled out under it waits for a replacement its ReplicaSet never makes: the
         # ttl bounds that wait (a Timeout is an outcome the run explains, not a broken invariant).
@@ -34,16 +51,9 @@ def test_a_small_chaos_run_holds_every_invariant(tmp_path: Path, monkeypatch: py
         stranding_ttl="5s",
         fault_seconds=15,
     )
-    result = asyncio.run(chaos(options))
-    print(json.dumps(result, indent=2))
-    run = result["fault_run"]
-    assert run["invariants"] == dict.fromkeys(run["invariants"], 0), run["examples"]
-    assert run["jobs"]["submitted"] >= 50
-    assert run["jobs"]["by_phase"].get("Succeeded", 0) >= run["jobs"]["submitted"] // 2
-    faults = run["faults"]
+    result = fault_run(options, monkeypatch)
+    faults = result["fault_run"]["faults"]
     assert faults["nats_restart"] == faults["redis_restart"] == faults["redis_flush"] == 1
-    assert sum(n for fault, n in faults.items() if fault.startswith("kill_")) >= 3
-    assert run["watchdog"]["samples"] > 50
     strand = result["stranding"]
     assert strand["EvictDirectly"]["replacements_stranded_pending"] > 0
     assert strand["ReservationFirst"]["replacements_stranded_pending"] == 0
@@ -60,8 +70,6 @@ def test_a_small_chaos_run_on_the_production_topology_holds_every_invariant(
     as its replica), with the replicas' SIGKILLs and the cluster's disturbances around them."""
     if find_nats_binary() is None or find_redis_binary() is None:
         pytest.skip("no nats-server or valkey binary (the embedded extra)")
-    for variable in ("NATS_URL", "REDIS_URL"):
-        monkeypatch.delenv(variable, raising=False)
     options = ChaosOptions(
         # Each leader killed costs its group an election (4-9 s in nats-server): killing every group's leader
         # stalls the pipeline for up to half a minute. The ttl outlasts that, so a Timeout here is one the
@@ -75,12 +83,5 @@ def test_a_small_chaos_run_on_the_production_topology_holds_every_invariant(
         fault_seconds=15,
         topology="ha",
     )
-    result = asyncio.run(chaos(options))
-    print(json.dumps(result, indent=2))
-    run = result["fault_run"]
-    assert run["invariants"] == dict.fromkeys(run["invariants"], 0), run["examples"]
-    assert run["jobs"]["submitted"] >= 40
-    assert run["jobs"]["by_phase"].get("Succeeded", 0) >= run["jobs"]["submitted"] // 2
-    faults = run["faults"]
+    faults = fault_run(options, monkeypatch)["fault_run"]["faults"]
     assert faults["nats_leader_kills"] == faults["nats_node_kill"] == faults["redis_failover"] == 1
-    assert sum(n for fault, n in faults.items() if fault.startswith("kill_")) >= 3
