@@ -136,9 +136,7 @@ def test_a_clustered_nats_server_accepts_the_accounts_the_values_include(tmp_pat
     assert check.returncode == 0, check.stderr
 
 
-@pytest.mark.skipif(
-    HELM is None, reason="helm is not on PATH (the checks above read the charts' own files)"
-)
+@pytest.mark.skipif(HELM is None, reason="helm is not on PATH (the checks above read the charts' own files)")
 @pytest.mark.parametrize(
     ("chart", "values"),
     [
