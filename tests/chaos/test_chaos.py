@@ -5,6 +5,7 @@ nodes; and blind evictions strand replacements in a tight cluster where reservin
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import gc
 import json
 from pathlib import Path
@@ -18,6 +19,19 @@ from podherd.timeouts import UNKNOWN
 
 # The chaos runs load the machine most: one worker runs them, one after the other.
 pytestmark = [pytest.mark.integration, pytest.mark.e2e, pytest.mark.slow, pytest.mark.xdist_group("chaos")]
+
+
+SMALL = ChaosOptions(
+    # A job whose workload is rolled out under it waits for a replacement its ReplicaSet never makes: the ttl
+    # bounds that wait (a Timeout is an outcome the run explains, not a broken invariant).
+    jobs=60,
+    replicas=2,
+    rate=8,
+    ttl="20s",
+    stranding_jobs=6,
+    stranding_ttl="5s",
+    fault_seconds=15,
+)
 
 
 def fault_run(options: ChaosOptions, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
@@ -39,18 +53,7 @@ def fault_run(options: ChaosOptions, monkeypatch: pytest.MonkeyPatch) -> dict[st
 
 @pytest.mark.timeout(600)
 def test_a_small_chaos_run_holds_every_invariant(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    options = ChaosOptions(
-        # A job whose workload is rolled out under it waits for a replacement its ReplicaSet never makes: the
-        # ttl bounds that wait (a Timeout is an outcome the run explains, not a broken invariant).
-        jobs=60,
-        replicas=2,
-        rate=8,
-        ttl="20s",
-        workdir=tmp_path,
-        stranding_jobs=6,
-        stranding_ttl="5s",
-        fault_seconds=15,
-    )
+    options = dataclasses.replace(SMALL, workdir=tmp_path)
     result = fault_run(options, monkeypatch)
     faults = result["fault_run"]["faults"]
     assert faults["nats_restart"] == faults["redis_restart"] == faults["redis_flush"] == 1
@@ -70,18 +73,16 @@ def test_a_small_chaos_run_on_the_production_topology_holds_every_invariant(
     as its replica), with the replicas' SIGKILLs and the cluster's disturbances around them."""
     if find_nats_binary() is None or find_redis_binary() is None:
         pytest.skip("no nats-server or valkey binary (the embedded extra)")
-    options = ChaosOptions(
+    options = dataclasses.replace(
+        SMALL,
         # Each leader killed costs its group an election (4-9 s in nats-server): killing every group's leader
         # stalls the pipeline for up to half a minute. The ttl outlasts that, so a Timeout here is one the
         # run must explain by the cluster (a budget, a rollout), not by the outage it injected.
         jobs=50,
-        replicas=2,
-        rate=8,
         ttl="60s",
-        workdir=tmp_path,
         stranding_jobs=0,  # the single-server run compares stranding; the topology does not change it
-        fault_seconds=15,
         topology="ha",
+        workdir=tmp_path,
     )
     faults = fault_run(options, monkeypatch)["fault_run"]["faults"]
     assert faults["nats_leader_kills"] == faults["nats_node_kill"] == faults["redis_failover"] == 1

@@ -7,7 +7,6 @@ The charts' values files and Valkey's schema are the charts' own, unchanged (tes
 
 from __future__ import annotations
 
-import copy
 import json
 import shutil
 import subprocess
@@ -20,6 +19,7 @@ import pytest
 import yaml
 
 from kubesim import SERVICE_MONITOR_CRD
+from kubesim.patch import merge_patch
 from kubesim.sim import SimHandle
 from podherd.install import DEPLOY
 from podherd.servers import find_nats_binary, free_port
@@ -41,17 +41,9 @@ def _yaml(path: Path) -> Any:
 
 
 def coalesce(defaults: Any, values: Any) -> Any:
-    """The values a chart renders with, as helm coalesces them: maps merged key by key, anything else
-    replaced, a null removing the default."""
-    if not isinstance(defaults, Mapping) or not isinstance(values, Mapping):
-        return copy.deepcopy(values)
-    merged = dict(copy.deepcopy(defaults))
-    for key, value in values.items():
-        if value is None:
-            merged.pop(key, None)
-        else:
-            merged[key] = coalesce(merged.get(key), value)
-    return merged
+    """The values a chart renders with: helm coalesces them as a JSON merge patch does (maps merged key by
+    key, anything else replaced, a null removing the default)."""
+    return merge_patch(defaults, values)
 
 
 def strays(defaults: Mapping[str, Any], values: Mapping[str, Any], path: str = "") -> Iterator[str]:
