@@ -117,6 +117,16 @@ def settled(obj: dict[str, Any]) -> bool:
     )
 
 
+def in_transition(obj: dict[str, Any], *, was: bool) -> bool:
+    """Its controller still owns the workload's gap: rolling it out or scaling it (not `settled`), or, since
+    it was, not every replica has been available yet (the last new pods of a rollout still starting, which
+    the Deployment controller does not hold to any PDB). Once all were available, any gap is a disruption."""
+    if not settled(obj):
+        return True
+    replicas = int((obj.get("spec") or {}).get("replicas") or 0)
+    return was and int((obj.get("status") or {}).get("availableReplicas") or 0) < replicas
+
+
 def pdb_breach(obj: dict[str, Any]) -> str | None:
     status = obj.get("status") or {}
     if not status.get("expectedPods"):
@@ -163,6 +173,7 @@ class Watchdog:
         self.excused = excused
         self.findings = Findings()
         self._known: set[str] = set()
+        self._transitions: set[str] = set()  # workloads their controllers rolled out or scaled, not done yet
         self.checks = checks  # the executor's room checks (audit stream), read when the run ends
         self.history = History()
 
@@ -202,7 +213,10 @@ class Watchdog:
             for obj in await self._items(path)
         ]
         # A workload its controller is still rolling out or scaling owns its gap (and its PDB's), not Podherd.
-        excused |= {_key(obj) for obj in workloads if not settled(obj)}
+        self._transitions = {
+            _key(obj) for obj in workloads if in_transition(obj, was=_key(obj) in self._transitions)
+        }
+        excused |= self._transitions
         for obj in workloads:
             breach = workload_breach(obj, self.args)
             if breach and _key(obj) not in excused:
