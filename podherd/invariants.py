@@ -117,7 +117,7 @@ def settled(obj: dict[str, Any]) -> bool:
     )
 
 
-def in_transition(obj: dict[str, Any], *, was: bool) -> bool:
+def transitioning(obj: dict[str, Any], *, was: bool) -> bool:
     """Its controller still owns the workload's gap: rolling it out or scaling it (not `settled`), or, since
     it was, not every replica has been available yet (the last new pods of a rollout still starting, which
     the Deployment controller does not hold to any PDB). Once all were available, any gap is a disruption."""
@@ -214,7 +214,7 @@ class Watchdog:
         ]
         # A workload its controller is still rolling out or scaling owns its gap (and its PDB's), not Podherd.
         self._transitions = {
-            _key(obj) for obj in workloads if in_transition(obj, was=_key(obj) in self._transitions)
+            _key(obj) for obj in workloads if transitioning(obj, was=_key(obj) in self._transitions)
         }
         excused |= self._transitions
         for obj in workloads:

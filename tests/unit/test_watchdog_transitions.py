@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from podherd.invariants import in_transition
+from podherd.invariants import transitioning
 
 
 def deployment(
@@ -33,10 +33,10 @@ def test_a_rollout_is_in_transition_until_every_new_replica_was_available() -> N
     ]
     was, seen = False, []
     for step in steps:
-        was = in_transition(step, was=was)
+        was = transitioning(step, was=was)
         seen.append(was)
     assert seen == [True, True, True, False, False]
 
 
 def test_a_settled_workload_never_in_transition_is_not_excused_for_a_gap() -> None:
-    assert not in_transition(deployment(generation=1, observed=1, available=3), was=False)
+    assert not transitioning(deployment(generation=1, observed=1, available=3), was=False)
