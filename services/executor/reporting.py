@@ -9,7 +9,6 @@ from datetime import UTC, datetime
 from shared.api import codec
 from shared.api.messages import JobRef, Outcome, Report, Step
 from shared.api.pmj import PodMigrationJob
-from shared.api.pod import Pod
 
 
 def report_of(
@@ -21,13 +20,3 @@ def report_of(
     report = Report(job=ref, step=step, outcome=outcome, message=message, target=target, reported_at=now)
     digest = hashlib.sha1(message.encode()).hexdigest()[:10]
     return codec.encode(report), f"{ref.uid}/{step}/{outcome}/{digest}"
-
-
-def word_on_going(pod: Pod, policy: str) -> tuple[Outcome, str]:
-    """An evict command finding its pod already being deleted: whose doing? An eviction (this command's,
-    delivered before and its report lost) is "done"; evicting through the Eviction API, a pod deleted
-    outright is someone else's doing, "gone"."""
-    where = f"pod {pod.metadata.namespace}/{pod.metadata.name}"
-    if policy != "Eviction" or pod.evicted:
-        return "done", f"{where} was already being evicted"
-    return "gone", f"{where} is being deleted by others"

@@ -25,7 +25,7 @@ from nats.aio.msg import Msg
 from prometheus_client import Counter
 
 from services.executor.refusals import refusal
-from services.executor.reporting import report_of, word_on_going
+from services.executor.reporting import report_of
 from services.executor.reservations import reservation_for, to_delete
 from services.executor.room import no_room, room_checked
 from services.executor.surging import Surger
@@ -186,14 +186,13 @@ class Executor:
         assert ref is not None
         path = paths.pod(str(ref.namespace), str(ref.name))
         pod = await self._pod(str(ref.namespace), str(ref.name))
-        gone = f"pod {ref.namespace}/{ref.name} is already gone"
         if pod is None or (pod_uid and pod.metadata.uid != pod_uid):
-            await self._report(job, "evict", "gone", message=gone)
+            await self._report(
+                job, "evict", "gone", message=f"pod {ref.namespace}/{ref.name} is already gone"
+            )
             return
-        if pod.metadata.deletion_timestamp is not None:  # already going: never evicted twice
-            outcome, word = word_on_going(pod, self.args.eviction_policy)
-            await self._report(job, "evict", outcome, message=word)
-            return
+        if pod.metadata.deletion_timestamp is not None:
+            return  # already going: never evicted twice
         room = ""
         if (job.spec.mode or self.args.default_job_mode) != MODE_EVICT_DIRECTLY:
             reservation = await self._current_reservation(job, command.attempt)
@@ -234,7 +233,9 @@ class Executor:
                 await self.kube.arequest("POST", f"{path}/eviction", body=eviction)
         except KubeError as exc:
             if exc.status == 404:
-                await self._report(job, "evict", "gone", message=gone)
+                await self._report(
+                    job, "evict", "gone", message=f"pod {ref.namespace}/{ref.name} is already gone"
+                )
                 return
             outcome = refusal(exc.status, exc.message, exc.causes, annotations=pod.metadata.annotations or {})
             if outcome == "background":

@@ -19,7 +19,6 @@ from services.tracker.claims import Ident
 from services.tracker.keys import TrackerKeys
 from services.tracker.observe import node_ready, pod_view, reservation_view
 from services.tracker.progress import PodView, ReservationView
-from services.tracker.views import EVICTION_WORDS
 from shared.api import codec, paths
 from shared.api.messages import Decision, PodInfo, Report
 from shared.api.pmj import (
@@ -149,9 +148,6 @@ class Observer:
             else None,
             # Sent, and not refused or done yet: the executor may have found the room and be evicting.
             eviction_sent=bool(evicting) and (evict_report is None or evict_report.outcome == "checked"),
-            eviction_word=evict_report.outcome
-            if evict_report and evict_report.outcome in EVICTION_WORDS
-            else None,
             reserve_failed=reserve_report.message
             if reserve_report and reserve_report.outcome == "failed" and not current
             else None,

@@ -206,9 +206,6 @@ class _Progress(_Writer):
     def evict_directly(self, started: bool) -> Step:
         pod = self.o.pod
         if started and (pod is None or pod.terminating):
-            unsettled = eviction_unsettled(self)
-            if unsettled is not None:
-                return unsettled
             self.set(COND_EVICTION, STATUS_TRUE, REASON_EVICT_COMPLETE, message="the pod was evicted")
             if pod is not None:  # gone means gone: not while the pod object (with its uid) still exists
                 return self.stay(PHASE_RUNNING, "", f"evicted; waiting until it is gone: {pod.going()}")
@@ -272,8 +269,6 @@ class _Progress(_Writer):
             return self.surging(r)
         if pod is not None and not pod.terminating:
             return self.evicting()
-        if o.eviction_word == "gone":
-            return deleted_by_others(self)
         self.set(COND_EVICTION, STATUS_TRUE, REASON_EVICT_COMPLETE, message="the pod was evicted")
         if o.claimed is None:
             self.set(
@@ -293,9 +288,6 @@ class _Progress(_Writer):
             return waiting
         if pod is not None:  # the old pod still exists (a finalizer, a NotReady node): not moved yet
             return self.stay(PHASE_RUNNING, "", f"{namespace}/{name} is Ready; waiting: {pod.going()}")
-        unsettled = eviction_unsettled(self)
-        if unsettled is not None:
-            return unsettled
         return self.end(PHASE_SUCCEEDED, "", f"moved to {name} on {self.node}")
 
     def _replacement_ready(self, claimed: tuple[str, str, str], *, took: str, whose: str) -> Step | None:
@@ -403,25 +395,6 @@ class _Progress(_Writer):
         # One eviction command per Reservation: after reserving again, the new one is not a duplicate.
         step.attempt = max(1, self.o.attempt)
         return step
-
-
-def eviction_unsettled(w: _Writer) -> Step | None:
-    """The pod went after its eviction was asked for, but did Podherd evict it? Only the executor knows:
-    a pod deleted by someone else (its controller scaling down) in the meantime is not a move."""
-    word = w.o.eviction_word
-    if word == "gone":
-        return deleted_by_others(w)
-    if word is None and w.o.pod is None:
-        why = "the pod is gone; waiting for the executor's word"
-        return w.stay(PHASE_RUNNING, REASON_EVICTING, why)
-    return None
-
-
-def deleted_by_others(w: _Writer) -> Step:
-    ref = w.o.job.spec.pod_ref
-    where = f"{ref.namespace}/{ref.name}" if ref else "the pod"
-    why = f"{where} was deleted by others before its eviction"
-    return w.end(PHASE_FAILED, REASON_MISSING_POD, why)
 
 
 def reserving_ahead(w: _Writer) -> Step:

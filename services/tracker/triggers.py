@@ -26,11 +26,7 @@ from shared.publisher import Publisher
 
 # Reports that change nothing the job decides now: an eviction on its way ("checked", read when the room is
 # seen taken meanwhile) and one done (the pod's own events follow it, marked for deletion, then gone).
-# A word the next reconcile, brought by the pod's own events, reads. Not "done": a job whose pod went before
-# the word came waits for it.
-UNEVENTFUL_REPORTS = frozenset({("evict", "checked")})
-# What an eviction came to is not taken back by a later delivery of its command finding the pod gone.
-SETTLED_EVICTION = frozenset({"done", "background"})
+UNEVENTFUL_REPORTS = frozenset({("evict", "checked"), ("evict", "done")})
 
 
 class Triggers:
@@ -124,12 +120,7 @@ class Triggers:
             return [codec.decode(msg.data, JobRef).name]
         if step == "report":
             report = codec.decode(msg.data, Report)
-            key = self.keys.reports(report.job.uid)
-            if report.step == "evict" and report.outcome == "gone":
-                held = await self.client.hget(key, report.step)
-                if held is not None and codec.decode(held, Report).outcome in SETTLED_EVICTION:
-                    return []
-            await self.client.hset(key, report.step, codec.encode(report))
+            await self.client.hset(self.keys.reports(report.job.uid), report.step, codec.encode(report))
             if (report.step, report.outcome) in UNEVENTFUL_REPORTS:
                 return []  # kept for the job's next reconcile, which the pod's own events bring
             return [report.job.name]

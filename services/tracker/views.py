@@ -17,9 +17,6 @@ from shared.api.pmj import (
     PodMigrationJobStatus,
 )
 
-# The executor's words on an eviction that settle it (`Observed.eviction_word`).
-EVICTION_WORDS = frozenset({"done", "background", "gone"})
-
 
 @dataclass(frozen=True)
 class PodView:
@@ -70,9 +67,6 @@ class Observed:
     default_ttl: str
     dry_run: bool = False
     eviction_sent: bool = False  # the executor found the room and sent the eviction; no outcome yet
-    # The executor's word on the eviction: "done" or "background" (it evicted the pod), "gone" (the pod went
-    # by other hands before it was evicted), None (no word yet).
-    eviction_word: str | None = None
     attempt: int = 0  # the current Reservation's attempt (0: none made yet)
     asked: int = 0  # the latest attempt the tracker asked the executor to make (0: none known)
     claimed: tuple[str, str, str] | None = None  # the replacement claimed, even if it is gone now

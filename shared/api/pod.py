@@ -8,18 +8,11 @@ from typing import Any
 
 import msgspec
 
-from shared.api.annotations import DISRUPTION_TARGET, EVICTION_BY_EVICTION_API
 from shared.api.meta import KubeStruct, ObjectMeta
-
-
-class PodCondition(KubeStruct):
-    type: str = ""
-    reason: str | None = None
 
 
 class PodStatus(KubeStruct):
     phase: str | None = None
-    conditions: list[PodCondition] | None = None
 
 
 class Pod(KubeStruct):
@@ -31,14 +24,6 @@ class Pod(KubeStruct):
     def node_name(self) -> str | None:
         node = self.spec.get("nodeName")
         return str(node) if node else None
-
-    @property
-    def evicted(self) -> bool:
-        """Deleted through the Eviction API (its `DisruptionTarget` condition), not outright."""
-        return any(
-            c.type == DISRUPTION_TARGET and c.reason == EVICTION_BY_EVICTION_API
-            for c in self.status.conditions or []
-        )
 
     @property
     def unscheduled(self) -> bool:
