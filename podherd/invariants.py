@@ -15,6 +15,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 import msgspec
@@ -147,6 +148,26 @@ WATCHED = {
 }
 
 
+def _now() -> str:
+    return datetime.now(UTC).strftime("%H:%M:%S.%f")[:-3]
+
+
+def _ready(pod: dict[str, Any]) -> dict[str, Any]:
+    conditions = (pod.get("status") or {}).get("conditions") or []
+    return next((c for c in conditions if c.get("type") == "Ready"), {})
+
+
+def _healthy(pod: dict[str, Any]) -> bool:
+    return not pod["metadata"].get("deletionTimestamp") and _ready(pod).get("status") == "True"
+
+
+def _why_unhealthy(pod: dict[str, Any]) -> str:
+    meta, ready = pod["metadata"], _ready(pod)
+    going = f" deleted {meta['deletionTimestamp']}" if meta.get("deletionTimestamp") else ""
+    since = f" not Ready since {ready.get('lastTransitionTime')}" if ready.get("status") != "True" else ""
+    return f"{meta['name']} on {(pod.get('spec') or {}).get('nodeName')}{going}{since}"
+
+
 def _key(obj: dict[str, Any]) -> str:
     return f"{obj['metadata'].get('namespace')}/{obj['metadata']['name']}"
 
@@ -229,8 +250,20 @@ class Watchdog:
             # during a rollout) describes the controller's transition, not a disruption.
             in_transition = _key(obj) in wanted and expected != wanted[_key(obj)]
             if breach and _key(obj) not in excused and not in_transition:
-                f.pdb_breaches.append(breach)
+                f.pdb_breaches.append(f"{breach} at {_now()}; {await self._unhealthy(obj)}")
         f.samples += 1
+
+    async def _unhealthy(self, pdb: dict[str, Any]) -> str:
+        """Which of a breached PDB's pods are not Ready, or going, and since when: whose gap it is."""
+        meta, labels = (
+            pdb["metadata"],
+            ((pdb.get("spec") or {}).get("selector") or {}).get("matchLabels") or {},
+        )
+        selector = ",".join(f"{k}={v}" for k, v in labels.items())
+        pods = await self._items(f"/api/v1/namespaces/{meta['namespace']}/pods?labelSelector={selector}")
+        return "unhealthy: " + (
+            ", ".join(_why_unhealthy(p) for p in pods if not _healthy(p)) or "none listed"
+        )
 
     async def _items(self, path: str) -> list[dict[str, Any]]:
         try:

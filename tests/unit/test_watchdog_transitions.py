@@ -40,3 +40,23 @@ def test_a_rollout_is_in_transition_until_every_new_replica_was_available() -> N
 
 def test_a_settled_workload_never_in_transition_is_not_excused_for_a_gap() -> None:
     assert not transitioning(deployment(generation=1, observed=1, available=3), was=False)
+
+
+def test_a_breach_names_each_unhealthy_pod_where_and_since_when() -> None:
+    from podherd.invariants import _healthy, _why_unhealthy
+
+    ready = {"type": "Ready", "status": "True"}
+    unready = {"type": "Ready", "status": "False", "lastTransitionTime": "2026-11-26T03:40:01Z"}
+    pods = [
+        {"metadata": {"name": "a"}, "spec": {"nodeName": "n1"}, "status": {"conditions": [ready]}},
+        {"metadata": {"name": "b"}, "spec": {"nodeName": "n2"}, "status": {"conditions": [unready]}},
+        {
+            "metadata": {"name": "c", "deletionTimestamp": "2026-11-26T03:40:02Z"},
+            "spec": {"nodeName": "n3"},
+            "status": {"conditions": [ready]},
+        },
+    ]
+    assert [_why_unhealthy(p) for p in pods if not _healthy(p)] == [
+        "b on n2 not Ready since 2026-11-26T03:40:01Z",
+        "c on n3 deleted 2026-11-26T03:40:02Z",
+    ]
