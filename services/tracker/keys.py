@@ -79,6 +79,10 @@ class TrackerKeys:
         """Jobs by the time their ttl ends (sorted set)."""
         return f"{self.base}:deadlines"
 
+    def deletion(self, pod_uid: str) -> str:
+        """How a pod a job was made for is being deleted: "evicted" (the Eviction API) or "deleted"."""
+        return f"{self.base}:deletion:{pod_uid}"
+
     # Which job a pod or a name points at.
     @property
     def pod_jobs(self) -> str:

@@ -126,6 +126,8 @@ class Observer:
             claimed = await self._claim_bound(job, current, pods)  # the surge's pod: its Reservation's taker
         replacement = await pods.view(claimed) if claimed else None
         evict_report = reports.get("evict")
+        going = not ended and started and not surge and (pod is None or pod.terminating)
+        deleted_by_others = await _deleted_by_others(self, first_seen, going=going, report=evict_report)
         reserve_report = reports.get("reserve")
         return machine.Observed(
             job=job,
@@ -148,6 +150,7 @@ class Observer:
             else None,
             # Sent, and not refused or done yet: the executor may have found the room and be evicting.
             eviction_sent=bool(evicting) and (evict_report is None or evict_report.outcome == "checked"),
+            deleted_by_others=deleted_by_others,
             reserve_failed=reserve_report.message
             if reserve_report and reserve_report.outcome == "failed" and not current
             else None,
@@ -304,3 +307,16 @@ class _PodReads:
             self.found[namespace, name] = pod_view(found) if found is not None else None
         view = self.found[namespace, name]
         return view if view is not None and view.uid == uid else None
+
+
+async def _deleted_by_others(
+    o: Observer, first_seen: bytes | None, *, going: bool, report: Report | None
+) -> bool:
+    """Evicting through the Eviction API, a pod deleted outright went by someone else's hand (a scale-down,
+    a preemption) before its eviction. Not so after a surge's scale-down (not `going` here), or an eviction
+    answered "evicting in background" (a controller deletes the pod for it)."""
+    if not going or first_seen is None or o.args.eviction_policy != "Eviction":
+        return False
+    if report is not None and report.outcome == "background":
+        return False
+    return bool(await o.client.get(o.keys.deletion(as_text(first_seen))) == b"deleted")

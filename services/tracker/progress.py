@@ -205,6 +205,8 @@ class _Progress(_Writer):
 
     def evict_directly(self, started: bool) -> Step:
         pod = self.o.pod
+        if started and self.o.deleted_by_others:
+            return deleted_by_others(self)
         if started and (pod is None or pod.terminating):
             self.set(COND_EVICTION, STATUS_TRUE, REASON_EVICT_COMPLETE, message="the pod was evicted")
             if pod is not None:  # gone means gone: not while the pod object (with its uid) still exists
@@ -269,6 +271,8 @@ class _Progress(_Writer):
             return self.surging(r)
         if pod is not None and not pod.terminating:
             return self.evicting()
+        if o.deleted_by_others:
+            return deleted_by_others(self)
         self.set(COND_EVICTION, STATUS_TRUE, REASON_EVICT_COMPLETE, message="the pod was evicted")
         if o.claimed is None:
             self.set(
@@ -395,6 +399,13 @@ class _Progress(_Writer):
         # One eviction command per Reservation: after reserving again, the new one is not a duplicate.
         step.attempt = max(1, self.o.attempt)
         return step
+
+
+def deleted_by_others(w: _Writer) -> Step:
+    """The pod was deleted outright by someone else while its eviction waited: gone, but not moved."""
+    ref = w.o.job.spec.pod_ref
+    where = f"{ref.namespace}/{ref.name}" if ref else "the pod"
+    return w.end(PHASE_FAILED, REASON_MISSING_POD, f"{where} was deleted by others before its eviction")
 
 
 def reserving_ahead(w: _Writer) -> Step:

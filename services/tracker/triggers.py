@@ -26,6 +26,7 @@ from shared.publisher import Publisher
 
 # Reports that change nothing the job decides now: an eviction on its way ("checked", read when the room is
 # seen taken meanwhile) and one done (the pod's own events follow it, marked for deletion, then gone).
+DELETION_MEMORY_S = 3600  # how long a pod's way of going is kept: past any job's reconcile of it
 UNEVENTFUL_REPORTS = frozenset({("evict", "checked"), ("evict", "done")})
 
 
@@ -104,6 +105,10 @@ class Triggers:
         if controller:
             await self._kick(replies[-3])
         made_for, replacing = replies[-2:]
+        if made_for is not None and (pod.deletion_timestamp is not None or head.type == "DELETED"):
+            # Told before its job is reconciled on it: the pod's last state says whose doing its end is.
+            how = "evicted" if pod.evicted else "deleted"
+            await self.client.set(self.keys.deletion(pod.uid), how, ex=DELETION_MEMORY_S)
         if head.type == "MODIFIED" and _running_and_staying(pod) and not in_room:
             # The pod a job was made for changed, and is neither placed anew nor going: nothing its job
             # decides on changed (a condition, its readiness; the eviction's DisruptionTarget condition

@@ -67,6 +67,8 @@ class Observed:
     default_ttl: str
     dry_run: bool = False
     eviction_sent: bool = False  # the executor found the room and sent the eviction; no outcome yet
+    # The pod went, after its eviction was asked for, deleted outright by someone else: not evicted, not moved
+    deleted_by_others: bool = False
     attempt: int = 0  # the current Reservation's attempt (0: none made yet)
     asked: int = 0  # the latest attempt the tracker asked the executor to make (0: none known)
     claimed: tuple[str, str, str] | None = None  # the replacement claimed, even if it is gone now

@@ -69,6 +69,7 @@ class RawMeta(msgspec.Struct):
 class RawCondition(msgspec.Struct):
     type: str = ""
     status: str = ""
+    reason: str = ""
 
 
 class RawPodStatus(msgspec.Struct):
@@ -255,6 +256,10 @@ def pod_info(pod: RawPod, resolver: WorkloadResolver | None = None) -> PodInfo:
         phase=status.phase,
         ready=any(c.type == "Ready" and c.status == "True" for c in status.conditions or ()),
         deletion_timestamp=meta.deletionTimestamp,
+        evicted=any(
+            c.type == known.DISRUPTION_TARGET and c.reason == known.EVICTION_BY_EVICTION_API
+            for c in status.conditions or ()
+        ),
         created_at=meta.creationTimestamp,
         owner=_ref(meta.controller(), meta.namespace),
         workload=(resolver or _NO_RESOLVER).resolve(pod),

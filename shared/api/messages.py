@@ -158,6 +158,8 @@ class PodInfo(msgspec.Struct, rename="camel", kw_only=True, omit_defaults=True):
     phase: str | None = None
     ready: bool = False
     deletion_timestamp: datetime | None = None
+    # Deleted through the Eviction API (its DisruptionTarget condition), not outright by someone.
+    evicted: bool = False
     created_at: datetime | None = None
     owner: ObjectReference | None = None
     workload: WorkloadRef | None = None

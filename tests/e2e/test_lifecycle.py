@@ -21,6 +21,7 @@ from podherd.client import audit_records
 from podherd.servers import Server
 from shared import bus
 from shared.api.pod import pod_from
+from shared.config import PodherdConfig
 from shared.ledger import Ledger
 from tests.e2e.pipeline import (
     GROUP,
@@ -373,6 +374,17 @@ def loosen_budget(kube: Kube, min_available: int) -> None:
     )
 
 
+def held_by_budget(
+    kubesim_factory: Callable[..., SimHandle], *, nats: Server, redis: Server, test_id: str
+) -> tuple[Kube, str, PodherdConfig]:
+    """A cluster whose budget (unseen by the arbitrator) refuses evicting any web pod, the pod to move, and
+    the pipeline's configuration."""
+    kube = start(kubesim_factory, cluster())
+    tight_budget(kube, 3)
+    name = sorted(web_pods(kube))[0]
+    return kube, name, pipeline_config(kube.handle, nats, redis, test_id, watch=BLIND_TO_BUDGETS)
+
+
 def evicting_blocked(job: dict[str, Any]) -> bool:
     for c in (job.get("status") or {}).get("conditions") or []:
         if c["type"] == "Eviction" and "disruption budget web" in (c.get("message") or ""):
@@ -383,10 +395,7 @@ def evicting_blocked(job: dict[str, Any]) -> bool:
 async def test_a_budget_refusing_the_eviction_shows_in_status_then_the_job_succeeds(
     kubesim_factory: Callable[..., SimHandle], nats_srv: Server, redis_srv: Server, test_id: str
 ) -> None:
-    kube = start(kubesim_factory, cluster())
-    tight_budget(kube, 3)
-    name = sorted(web_pods(kube))[0]
-    config = pipeline_config(kube.handle, nats_srv, redis_srv, test_id, watch=BLIND_TO_BUDGETS)
+    kube, name, config = held_by_budget(kubesim_factory, nats=nats_srv, redis=redis_srv, test_id=test_id)
     async with pipeline(config):
         create_job(kube, "budgeted", name)
         blocked = await until_job(kube, "budgeted", evicting_blocked)
@@ -396,6 +405,23 @@ async def test_a_budget_refusing_the_eviction_shows_in_status_then_the_job_succe
         job = await until_job(kube, "budgeted", ended)
     assert job["status"]["phase"] == "Succeeded", job["status"]
     assert name not in web_pods(kube)
+
+
+async def test_a_pod_deleted_outright_while_its_eviction_waits_ends_the_job_missing_not_moved(
+    kubesim_factory: Callable[..., SimHandle], nats_srv: Server, redis_srv: Server, test_id: str
+) -> None:
+    """A budget holds the eviction back; meanwhile someone deletes the pod outright (no Eviction API, so no
+    DisruptionTarget condition on it) and its ReplicaSet makes another, which may take the reserved room:
+    the job did not move the pod, whatever took the room."""
+    kube, name, config = held_by_budget(kubesim_factory, nats=nats_srv, redis=redis_srv, test_id=test_id)
+    async with pipeline(config):
+        create_job(kube, "overtaken", name)
+        await until_job(kube, "overtaken", evicting_blocked)
+        kube.core.delete_namespaced_pod(name, "default")
+        job = await until_job(kube, "overtaken", ended)
+    assert (job["status"]["phase"], job["status"]["reason"]) == ("Failed", "MissingPod"), job["status"]
+    assert job["status"]["message"] == f"default/{name} was deleted by others before its eviction"
+    assert kube.handle.call(lambda sim: sum(sim.store.evictions.values())) == 0
 
 
 async def test_a_reservation_taken_while_the_eviction_waits_is_made_again_before_evicting(
@@ -493,10 +519,7 @@ async def room_checked(nc: Any, subjects: bus.Subjects, job: str) -> dict[str, A
 async def test_timeout_cleans_up_and_evicts_nothing(
     kubesim_factory: Callable[..., SimHandle], nats_srv: Server, redis_srv: Server, test_id: str
 ) -> None:
-    kube = start(kubesim_factory, cluster())
-    tight_budget(kube, 3)
-    name = sorted(web_pods(kube))[0]
-    config = pipeline_config(kube.handle, nats_srv, redis_srv, test_id, watch=BLIND_TO_BUDGETS)
+    kube, name, config = held_by_budget(kubesim_factory, nats=nats_srv, redis=redis_srv, test_id=test_id)
     async with pipeline(config):
         create_job(kube, "slow", name, ttl="3s")
         job = await until_job(kube, "slow", ended)
@@ -510,10 +533,7 @@ async def test_timeout_cleans_up_and_evicts_nothing(
 async def test_abort_ends_the_job_and_nothing_is_evicted_afterwards(
     kubesim_factory: Callable[..., SimHandle], nats_srv: Server, redis_srv: Server, test_id: str
 ) -> None:
-    kube = start(kubesim_factory, cluster())
-    tight_budget(kube, 3)
-    name = sorted(web_pods(kube))[0]
-    config = pipeline_config(kube.handle, nats_srv, redis_srv, test_id, watch=BLIND_TO_BUDGETS)
+    kube, name, config = held_by_budget(kubesim_factory, nats=nats_srv, redis=redis_srv, test_id=test_id)
     async with pipeline(config):
         create_job(kube, "stop-me", name)
         await until_job(kube, "stop-me", evicting_blocked)

@@ -283,6 +283,20 @@ def test_reservation_first_waits_for_the_old_pod_even_with_its_replacement_ready
     assert progress(replace(o, pod=None)).status.phase == "Succeeded"
 
 
+@pytest.mark.parametrize("mode", ["ReservationFirst", "EvictDirectly"])
+def test_a_pod_deleted_outright_by_others_while_its_eviction_waits_is_missing_not_moved(mode: str) -> None:
+    """Its eviction asked for and not done yet, the pod is deleted outright (its controller scaling down,
+    no DisruptionTarget); a pod of the scale-up takes the room. The job did not move it."""
+    bound = reservation("Succeeded", bound=(("default", "web-9", "new-uid"),))
+    o = evicted(seen(job=job(mode=mode), reservation=reservation()))
+    o = replace(o, pod=None, reservation=bound, claimed=("default", "web-9", "new-uid"), replacement=NEW)
+    assert progress(o).status.phase == "Succeeded"  # evicted (or nothing known of how it went): a move
+    step = progress(replace(o, deleted_by_others=True))
+    assert (step.status.phase, step.status.reason) == ("Failed", "MissingPod")
+    assert step.status.message == "default/web-0 was deleted by others before its eviction"
+    assert RELEASE in step.actions
+
+
 def test_a_reservation_taken_while_the_eviction_waits_is_made_again_or_fails_if_named() -> None:
     # The eviction was asked for (a budget refused it) and the pod is still there: not evicted yet.
     o = evicted(seen(reservation=reservation(), eviction_note="The disruption budget web needs 3"))
