@@ -227,12 +227,15 @@ class Watchdog:
             await self._sample_ledger()
         except (RedisError, OSError):
             f.ledger_unavailable += 1  # Redis restarting: nothing to read, nothing admitted either
-        excused = self.excused()
         workloads = [
             obj
             for path in ("/apis/apps/v1/deployments", "/apis/apps/v1/statefulsets")
             for obj in await self._items(path)
         ]
+        pdbs = await self._items("/apis/policy/v1/poddisruptionbudgets")
+        # Read after the objects: a disturbance is excused before it is made, so one these objects show is
+        # excused here (read before, an excuse set while they were listed would be missed).
+        excused = self.excused()
         # A workload its controller is still rolling out or scaling owns its gap (and its PDB's), not Podherd.
         self._transitions = {
             _key(obj) for obj in workloads if transitioning(obj, was=_key(obj) in self._transitions)
@@ -243,7 +246,7 @@ class Watchdog:
             if breach and _key(obj) not in excused:
                 f.workload_breaches.append(breach)
         wanted = {_key(obj): int((obj.get("spec") or {}).get("replicas") or 0) for obj in workloads}
-        for obj in await self._items("/apis/policy/v1/poddisruptionbudgets"):
+        for obj in pdbs:
             breach = pdb_breach(obj)
             expected = int((obj.get("status") or {}).get("expectedPods") or 0)
             # A PDB still counting another set of pods than its workload wants (old and new ReplicaSets
