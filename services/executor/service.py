@@ -265,14 +265,15 @@ class Executor:
             items = await self._list_reservations(f"{LABEL_CREATED_BY}=podherd,{LABEL_JOB}={job_name}")
         doomed = to_delete(items, keep_untaken)
         if also:
-            kept = await self._list_reservations(
-                f"{LABEL_CREATED_BY}=podherd,{LABEL_JOB} in ({','.join(also)})"
-            )
+            selector = f"{LABEL_CREATED_BY}=podherd,{LABEL_JOB} in ({','.join(also)})"
+            kept = await self._list_reservations(selector)
             doomed += to_delete(kept, keep_untaken=False)
         for reservation in doomed:
             with contextlib.suppress(KubeError):
                 await self.kube.arequest("DELETE", paths.reservation(reservation))
             ACTIONS.labels("cleanup", "", "done").inc()
+        if doomed:  # as their creation is: when the room went is part of a job's story
+            log.info("deleted Reservations %s", ", ".join(doomed), extra={"job": job_name})
 
     async def _list_reservations(self, selector: str) -> list[dict[str, Any]]:
         return await read_or_retry(
