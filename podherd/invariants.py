@@ -258,15 +258,13 @@ class Watchdog:
 
     async def _unhealthy(self, pdb: dict[str, Any]) -> str:
         """Which of a breached PDB's pods are not Ready, or going, and since when: whose gap it is."""
-        meta, labels = (
-            pdb["metadata"],
-            ((pdb.get("spec") or {}).get("selector") or {}).get("matchLabels") or {},
+        selector = ((pdb.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
+        labels = ",".join(f"{k}={v}" for k, v in selector.items())
+        pods = await self._items(
+            f"/api/v1/namespaces/{pdb['metadata']['namespace']}/pods?labelSelector={labels}"
         )
-        selector = ",".join(f"{k}={v}" for k, v in labels.items())
-        pods = await self._items(f"/api/v1/namespaces/{meta['namespace']}/pods?labelSelector={selector}")
-        return "unhealthy: " + (
-            ", ".join(_why_unhealthy(p) for p in pods if not _healthy(p)) or "none listed"
-        )
+        unhealthy = [_why_unhealthy(p) for p in pods if not _healthy(p)]
+        return "unhealthy: " + (", ".join(unhealthy) or "none listed")
 
     async def _items(self, path: str) -> list[dict[str, Any]]:
         try:

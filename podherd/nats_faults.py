@@ -55,26 +55,24 @@ async def kill_every_leader(js: Any, cluster: NatsCluster, groups: list[str], *,
     left = list(groups)
     kills = 0
     while left:
-        leader = None
         deadline = time.monotonic() + within
-        while leader is None and time.monotonic() < deadline:
-            leader = await leader_of(js, left[0])
-            if leader is None:
-                await asyncio.sleep(0.1)
-        if leader is None:
-            raise TimeoutError(f"stream {left[0]} has no leader")
+        leader = await _elected(js, left[0], deadline=deadline)
         led = [g for g in left if await leader_of(js, g) == leader]
         victim = server_named(cluster, leader)
         victim.kill()
         kills += 1
         for group in led:
-            while True:
-                now = await leader_of(js, group)
-                if now is not None and now != leader:
-                    break
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"stream {group} elected no leader after {leader} was killed")
-                await asyncio.sleep(0.1)
+            await _elected(js, group, deadline=deadline, other_than=leader)
         await asyncio.to_thread(cluster.restart, victim)
         left = [g for g in left if g not in led]
     return kills
+
+
+async def _elected(js: Any, group: str, *, deadline: float, other_than: str | None = None) -> str:
+    """The group's leader, once it has one (other than `other_than`, the server just killed)."""
+    while time.monotonic() < deadline:
+        leader = await leader_of(js, group)
+        if leader is not None and leader != other_than:
+            return leader
+        await asyncio.sleep(0.1)
+    raise TimeoutError(f"stream {group} elected no leader" + (f" after {other_than}" if other_than else ""))

@@ -13,9 +13,10 @@ import contextlib
 import shutil
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import redis
 
@@ -28,6 +29,7 @@ from podherd.servers import (
     wait_redis,
 )
 
+T = TypeVar("T")
 MASTER = "podherd"
 DOWN_AFTER_MS = 1000
 FAILOVER_TIMEOUT_MS = 4000
@@ -82,29 +84,26 @@ class RedisSentinelTopology:
 
     def until_primary_is_not(self, old: Server, within: float = 30.0) -> Server:
         """The Sentinels promoted another data node (and it answers as a primary)."""
-        deadline = time.monotonic() + within
-        while time.monotonic() < deadline:
-            with contextlib.suppress(*_IN_FAILOVER):
-                current = self.primary()
-                if current is not old and self.role(current) == "master":
-                    return current
-            time.sleep(0.1)
-        raise TimeoutError(f"no failover from {old.url} within {within:.0f}s")
+
+        def promoted() -> Server | None:
+            current = self.primary()
+            return current if current is not old and self.role(current) == "master" else None
+
+        return _until(promoted, within, f"no failover from {old.url}")
 
     def until_replicating(self, server: Server, within: float = 60.0) -> None:
         """`server` is a replica in sync with the primary (the old primary, restarted, turned by the
         Sentinels), and the primary counts it for min-replicas-to-write."""
-        deadline = time.monotonic() + within
-        while time.monotonic() < deadline:
-            with contextlib.suppress(*_IN_FAILOVER):
-                with self.client(server) as node:
-                    info = node.info("replication")
-                if info.get("role") == "slave" and info.get("master_link_status") == "up":
-                    with self.client(self.primary()) as primary:
-                        if int(primary.info("replication").get("connected_slaves", 0)) >= 1:
-                            return
-            time.sleep(0.1)
-        raise TimeoutError(f"{server.url} did not become a replica within {within:.0f}s")
+
+        def in_sync() -> bool:
+            with self.client(server) as node:
+                info = node.info("replication")
+            if info.get("role") != "slave" or info.get("master_link_status") != "up":
+                return False
+            with self.client(self.primary()) as primary:
+                return int(primary.info("replication").get("connected_slaves", 0)) >= 1
+
+        _until(in_sync, within, f"{server.url} did not become a replica")
 
     def rejoin(self, old: Server, within: float = 60.0) -> None:
         """Start a stopped data node again as a replica of the primary now (as an operator bringing the old
@@ -176,15 +175,26 @@ def _sentinel(binary: str, data: Path, primary_port: int, *, password: str | Non
 
 
 def _until_sentinels_know(topology: RedisSentinelTopology, within: float) -> None:
+    def knows(sentinel: Server) -> bool:
+        with topology.client(sentinel) as ask:
+            state = ask.sentinel_master(MASTER)
+        return int(state.get("num-slaves", 0)) >= 1 and int(state.get("num-other-sentinels", 0)) >= 2
+
+    _until(
+        lambda: all(knows(s) for s in topology.sentinels),
+        within,
+        "the Sentinels did not learn of the replica and of each other",
+    )
+
+
+def _until(check: Callable[[], T | None], within: float, failing: str) -> T:
+    """`check`'s first truthy answer, asked every 0.1 s; what a node answers mid-failover (refused,
+    LOADING, no primary agreed on yet) counts as not yet. TimeoutError, saying `failing`, after `within`."""
     deadline = time.monotonic() + within
     while time.monotonic() < deadline:
-        known = 0
-        for sentinel in topology.sentinels:
-            with contextlib.suppress(*_IN_FAILOVER), topology.client(sentinel) as ask:
-                state = ask.sentinel_master(MASTER)
-                if int(state.get("num-slaves", 0)) >= 1 and int(state.get("num-other-sentinels", 0)) >= 2:
-                    known += 1
-        if known == len(topology.sentinels):
-            return
+        with contextlib.suppress(*_IN_FAILOVER):
+            found = check()
+            if found:
+                return found
         time.sleep(0.1)
-    raise TimeoutError("the Sentinels did not learn of the replica and of each other")
+    raise TimeoutError(f"{failing} within {within:.0f}s")

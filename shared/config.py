@@ -202,6 +202,12 @@ def nats_servers(url: str) -> list[str]:
     return [part.strip() for part in url.split(",") if part.strip()]
 
 
+def host_port(address: str) -> tuple[str, int] | None:
+    """`host:port` split (None when it is not one): a Sentinel's address."""
+    host, _, port = address.rpartition(":")
+    return (host, int(port)) if host and port.isdigit() else None
+
+
 class NatsConfig(Section):
     # One server, or a cluster's members: a list, or separated by commas (nats://a:4222,nats://b:4222).
     url: str = "nats://127.0.0.1:4222"

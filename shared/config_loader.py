@@ -25,6 +25,7 @@ from shared.config import (
     ConfigError,
     PodherdConfig,
     default_object_limiters,
+    host_port,
     nats_servers,
 )
 from shared.durations import parse_duration
@@ -260,8 +261,7 @@ def validate(config: PodherdConfig) -> None:
         if not sentinel.addresses:
             raise ConfigError("redis.sentinel.addresses", "must name at least one Sentinel (host:port)")
         for i, address in enumerate(sentinel.addresses):
-            host, _, port = address.rpartition(":")
-            if not host or not port.isdigit():
+            if host_port(address) is None:
                 raise ConfigError(f"redis.sentinel.addresses[{i}]", f"expected host:port, got {address!r}")
         if sentinel.use_password and urlsplit(config.redis.url).password is None:
             raise ConfigError(

@@ -21,7 +21,7 @@ from redis.asyncio.connection import AbstractConnection, parse_url
 from redis.asyncio.sentinel import Sentinel
 from redis.driver_info import DriverInfo
 
-from shared.config import RedisConfig
+from shared.config import RedisConfig, host_port
 from shared.durable import Durability
 from shared.durations import parse_duration
 
@@ -103,10 +103,7 @@ def _through_sentinels(config: RedisConfig, options: dict[str, Any]) -> aioredis
     assert config.sentinel is not None
     url = parse_url(config.url) if config.url.startswith(("redis://", "rediss://")) else {}
     credentials = {k: url[k] for k in ("db", "username", "password") if url.get(k) is not None}
-    sentinels = []
-    for address in config.sentinel.addresses:
-        host, _, port = address.rpartition(":")
-        sentinels.append((host, int(port)))
+    sentinels = [found for address in config.sentinel.addresses if (found := host_port(address))]
     asking: dict[str, Any] = {
         "socket_connect_timeout": CONNECT_TIMEOUT_S,
         "socket_timeout": CONNECT_TIMEOUT_S,

@@ -24,9 +24,9 @@ from shared.api.reservation import LABEL_CONTROLLER, LABEL_JOB
 from shared.ledger import as_text
 from shared.publisher import Publisher
 
+DELETION_MEMORY_S = 3600  # how long a pod's way of going is kept: past any job's reconcile of it
 # Reports that change nothing the job decides now: an eviction on its way ("checked", read when the room is
 # seen taken meanwhile) and one done (the pod's own events follow it, marked for deletion, then gone).
-DELETION_MEMORY_S = 3600  # how long a pod's way of going is kept: past any job's reconcile of it
 UNEVENTFUL_REPORTS = frozenset({("evict", "checked"), ("evict", "done")})
 
 
