@@ -5,10 +5,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import heapq
-import itertools
 import time
 from collections import OrderedDict
-from typing import Any
+from contextvars import ContextVar
+from typing import Any, TypeVar
 
 import msgspec
 from nats.aio.client import Client as NatsClient
@@ -18,9 +18,13 @@ from shared.api import codec
 from shared.api.messages import AuditRecord
 
 _GONE = object()
+_T = TypeVar("_T")
 # How long an ack may take before its publish counts as lost: JetStream answers in milliseconds, a stream
 # electing a leader in seconds; under the tracker's reconcile deadline, so a lost ack fails a reconcile once.
 ACK_WAIT = 10.0
+# How long a publish's failure is kept for the flush of the task that made it (a flush follows its publishes
+# at once: it ends within an ack wait of them).
+FAILURE_MEMORY_S = 2 * ACK_WAIT
 
 
 class PublishError(Exception):
@@ -56,6 +60,11 @@ class Publisher:
     the first failure; the caller then resumes from its last checkpoint (Nats-Msg-Id removes what had
     already been stored). nats-py's own `publish_async` yields to the loop on every message, which costs a
     socket write per message; this is several times faster (bench/watcher_bench.py).
+
+    Tasks sharing a publisher (the executor's and tracker's jobs, side by side) each learn of their own
+    publishes' failures: a flush answers for those its task made since its last flush, whichever other
+    flush waited for them too; a flush in a task that published nothing (the watcher's checkpoint, beside
+    the task that publishes) answers, once, for every publish before it.
     """
 
     def __init__(self, nc: NatsClient, window: int = 4096) -> None:
@@ -66,7 +75,12 @@ class Publisher:
         # acknowledged as failures: a dict and a heap of waiting flushes rather than a future per publish (a
         # future's callbacks cost more than the publish).
         self._unacked: OrderedDict[int, float] = OrderedDict()  # token -> when it was sent (monotonic)
-        self._failures: dict[int, str] = {}
+        # Publishes that failed, by token: JetStream's refusal, or given up on (no ack in time; True if the
+        # connection was lost meanwhile), each with when it was known.
+        self._failures: dict[int, tuple[str, float]] = {}
+        self._given_up: dict[int, tuple[bool, float]] = {}
+        # The calling task's first publish since its last flush: what its flush answers for starts there.
+        self._first_of_task: ContextVar[int | None] = ContextVar(f"publisher-{id(self)}", default=None)
         self._claimed = 0  # the newest publish a flush has answered for
         self._next_waiter = 0
         self._waiters: list[tuple[int, int, asyncio.Future[None]]] = []  # (up to which token, seq, flush)
@@ -88,10 +102,13 @@ class Publisher:
         if not tok.isdigit() or self._unacked.pop(int(tok), _GONE) is _GONE:
             return  # not one of ours, or a flush gave up on it already
         data = msg.data
-        if not data.startswith(b'{"stream"') or b'"error"' in data:
-            failure = _ack_failure(data, msg.headers)
-            if failure:
-                self._failures[int(tok)] = failure
+        failure = (
+            _ack_failure(data, msg.headers) if not data.startswith(b'{"stream"') or b'"error"' in data else ""
+        )
+        if failure:
+            self._failures[int(tok)] = (failure, time.monotonic())
+        else:
+            self.acked += 1
         self._wake_flushes()
 
     def _wake_flushes(self) -> None:
@@ -112,6 +129,8 @@ class Publisher:
         hdrs = {"Nats-Msg-Id": msg_id, **headers} if headers else {"Nats-Msg-Id": msg_id}
         if self._epoch is None:
             self._epoch = self._reconnects()
+        if self._first_of_task.get() is None:
+            self._first_of_task.set(tok)
         await self.nc.publish(subject, data, reply=f"{self._prefix}.{tok}", headers=hdrs)
         if len(self._unacked) >= self.window:
             await self.flush()
@@ -122,7 +141,8 @@ class Publisher:
 
     async def flush(self, ack_wait: float = ACK_WAIT) -> int:
         """Wait until every publish made before this call is acknowledged; return how many this flush
-        answers for (those since the last flush began); raise the first failure among them.
+        answers for (those since the last flush began); raise the first failure of those the calling task
+        made since its last flush (of all before it, if it made none).
 
         Publishes made while it waits are not waited for (the next flush answers for them), so a flush ends
         however busy the publisher is. An ack that never comes (the server went away mid-flight) is a
@@ -133,29 +153,41 @@ class Publisher:
         upto, since = self._next, self._claimed
         self._claimed = upto  # a flush that began later answers for the publishes since then
         epoch, self._epoch = self._epoch, None
-        lost = await self._until_acked(upto, epoch, ack_wait)
-        # What this flush answers for: its publishes given up on (their acks, if late, are ignored) and those
-        # acknowledged as refused.
-        # Every publish up to `upto` still unacknowledged is given up on, those an earlier flush claimed too:
-        # that flush may have been cut short by its caller and never answered for them.
-        missing = list(itertools.takewhile(lambda t: t <= upto, self._unacked))
-        for t in missing:
-            del self._unacked[t]
+        first = self._first_of_task.get()
+        lost = await self._until_acked(upto, epoch, ack_wait)  # cut short: the next flush answers for them
+        self._first_of_task.set(None)
+        now = time.monotonic()
+        # Every publish up to `upto` still unacknowledged is given up on (its ack, if late, is ignored), those
+        # an earlier flush claimed too: that flush may have been cut short by its caller.
+        while self._unacked and (oldest := next(iter(self._unacked))) <= upto:
+            del self._unacked[oldest]
+            self._given_up[oldest] = (lost, now)
         self._wake_flushes()
-        refused = sorted(t for t in self._failures if t <= upto)
-        failures = [self._failures.pop(t) for t in refused]
-        answered = upto - since
-        mine = sum(1 for t in missing if t > since) + sum(1 for t in refused if t > since)
-        self.acked += answered - mine
-        if missing and lost:
-            raise PublishError(
-                f"the NATS connection was lost before {len(missing)} publishes were acknowledged"
-            )
-        if missing:
-            raise PublishError(f"{len(missing)} publishes were not acknowledged within {ack_wait:.0f}s")
-        if failures:
-            raise PublishError(failures[0])
-        return answered
+        given_up = self._answered(self._given_up, first, upto)
+        refused = self._answered(self._failures, first, upto)
+        if given_up:
+            n = len(given_up)
+            if any(dropped for _, (dropped, _) in given_up):
+                raise PublishError(f"the NATS connection was lost before {n} publishes were acknowledged")
+            raise PublishError(f"{n} publishes were not acknowledged within {ack_wait:.0f}s")
+        if refused:
+            raise PublishError(refused[0][1][0])
+        return upto - since
+
+    def _answered(
+        self, failed: dict[int, tuple[_T, float]], first: int | None, upto: int
+    ) -> list[tuple[int, tuple[_T, float]]]:
+        """The failed publishes a flush answers for, oldest first: its task's since `first`, kept for other
+        tasks' flushes that waited for them too; or, with no publishes of its task (`first` None), every one
+        up to `upto`, taken (told once). Failures older than FAILURE_MEMORY_S go."""
+        horizon = time.monotonic() - FAILURE_MEMORY_S
+        for t in [t for t, (_, known) in failed.items() if known < horizon]:
+            del failed[t]
+        mine = sorted((t, v) for t, v in failed.items() if t <= upto and (first is None or t >= first))
+        if first is None:
+            for t, _ in mine:
+                del failed[t]
+        return mine
 
     async def _until_acked(self, upto: int, epoch: int | None, ack_wait: float) -> bool:
         """Wait until no publish up to `upto` awaits its ack, or `ack_wait` passes; True if the connection

@@ -142,3 +142,41 @@ async def test_a_flush_waits_for_what_was_published_before_it_not_after(nats_sco
     assert publisher.acked == 4
     await held.unsubscribe()
     await publisher.close()
+
+
+async def test_each_task_learns_of_its_own_failed_publish_whichever_flush_waited_for_it(
+    nats_scope: NatsScope,
+) -> None:
+    """Jobs handled side by side share a publisher: a failure must reach the flush of the task that
+    published it, not only whichever flush happened to wait for it (an eviction went ahead so once, its
+    room-checked audit record lost to a leader election, its failure raised in another job's flush)."""
+    await nats_scope.js.add_stream(
+        StreamConfig(name=nats_scope.stream("G"), subjects=[nats_scope.subject("good")])
+    )
+    held = await nats_scope.nc.subscribe(nats_scope.subject("held"))  # takes publishes, acknowledges none
+    publisher = Publisher(nats_scope.nc)
+    published = asyncio.Event()
+    outcomes: dict[str, str] = {}
+
+    async def job(name: str, subject: str, *, after: asyncio.Event | None = None) -> None:
+        if after is not None:
+            await after.wait()
+        await publisher.publish(nats_scope.subject(subject), b"x", name)
+        if after is None:
+            published.set()
+            await other_flushed.wait()  # the other job's flush has waited for this publish, and ended
+        try:
+            await publisher.flush(ack_wait=1.0)
+            outcomes[name] = "stored"
+        except PublishError as exc:
+            outcomes[name] = str(exc)
+        if after is not None:
+            other_flushed.set()
+
+    for bad, why in (("nowhere", "no stream captures the subject"), ("held", "not acknowledged within 1s")):
+        other_flushed, published = asyncio.Event(), asyncio.Event()
+        await asyncio.gather(job(f"a-{bad}", bad), job(f"b-{bad}", "good", after=published))
+        assert why in outcomes[f"a-{bad}"]  # before: "stored", its failure taken by the other job's flush
+        assert outcomes[f"b-{bad}"] == "stored"  # its own publish was stored: the other's failure is not its
+    await held.unsubscribe()
+    await publisher.close()
