@@ -25,17 +25,23 @@ async def wait_event(event: asyncio.Event, seconds: float | None) -> bool:
     return True
 
 
+# A task still running this long after its cancellation is cancelled again (see `cancel_and_wait`).
+RECANCEL_S = 1.0
+
+
 async def cancel_and_wait(*tasks: asyncio.Future[Any] | None) -> None:
     """Cancel `tasks` and wait until each has ended, without raising their outcomes (they count as
     retrieved). `suppress(CancelledError)` around `await task` would also swallow a cancellation of the
-    caller itself; here that one propagates."""
-    pending = {task for task in tasks if task is not None}
-    if not pending:
-        return
-    for task in pending:
-        task.cancel()
-    await asyncio.wait(pending)
-    for task in pending:
+    caller itself; here that one propagates. A task still running RECANCEL_S after its cancellation is
+    cancelled again: a library's own `asyncio.wait_for` (nats-py's requests) swallows, on Python 3.11, a
+    cancellation that arrives as its answer does, and a renewing or publishing loop then runs on for good."""
+    started = {task for task in tasks if task is not None}
+    pending = started
+    while pending:
+        for task in pending:
+            task.cancel()
+        _, pending = await asyncio.wait(pending, timeout=RECANCEL_S)
+    for task in started:
         if not task.cancelled():
             task.exception()
 

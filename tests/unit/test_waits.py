@@ -89,3 +89,28 @@ def test_when_set_calls_back_once_the_event_is_set_and_not_once_cancelled() -> N
         return called
 
     assert asyncio.run(main()) == ["stop"]
+
+
+async def _renewing(answers: asyncio.Queue[asyncio.Future[str]], renewed: list[str]) -> None:
+    """A lease-renewing loop whose request, as nats-py's, waits for its answer through `asyncio.wait_for`."""
+    while True:
+        answer: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        await answers.put(answer)
+        renewed.append(await asyncio.wait_for(answer, 5))  # noqa: TID251 (as the library waits, on purpose)
+
+
+async def test_cancel_and_wait_ends_a_task_whose_library_swallowed_the_cancellation() -> None:
+    answers: asyncio.Queue[asyncio.Future[str]] = asyncio.Queue()
+    renewed: list[str] = []
+    renewer = asyncio.create_task(_renewing(answers, renewed))
+    answer = await answers.get()
+    await asyncio.sleep(0)  # the renewer waits for the answer
+    answer.set_result("renewed")  # the answer arrives...
+    stopping = asyncio.create_task(cancel_and_wait(renewer))  # ...and the cancellation in the same iteration
+    # The loop went on (Python 3.11's wait_for returned the answer instead): it asks again, and its next
+    # wait is where the repeated cancellation lands.
+    async with asyncio.timeout(5):
+        await answers.get()
+    done, _ = await asyncio.wait([stopping], timeout=5)
+    assert done and renewer.cancelled()
+    assert renewed == ["renewed"]
