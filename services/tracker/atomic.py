@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import msgspec
+import nats.errors
 import redis.asyncio as aioredis
 
 from services.tracker.keys import TrackerKeys
@@ -42,7 +43,7 @@ from shared.api.reservation import reservation_name
 from shared.drain_plan import Room, atomic_step
 from shared.durations import parse_duration
 from shared.kube import KubeClient, KubeError
-from shared.publisher import Publisher
+from shared.publisher import Publisher, PublishError
 from shared.waits import wait_event
 
 log = logging.getLogger(__name__)
@@ -68,8 +69,8 @@ class AtomicDrains:
             try:
                 for node in await self.client.smembers(self.keys.atomic_drains):
                     await self.settle(node.decode() if isinstance(node, bytes) else str(node))
-            except (KubeError, OSError, aioredis.RedisError) as exc:
-                log.warning("atomic drains: %s; trying again", exc)
+            except (KubeError, OSError, aioredis.RedisError, PublishError, nats.errors.Error) as exc:
+                log.warning("atomic drains: %s; trying again", exc)  # an outage of the API, Redis or NATS
             await wait_event(stop, EVERY)
 
     async def settle(self, node: str) -> None:

@@ -13,6 +13,7 @@ still held (a Reservation, ledger slots) goes with it.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 from datetime import UTC, datetime
@@ -67,7 +68,11 @@ class Collector:
     async def run(self, stop: asyncio.Event) -> None:
         if not self.config.collector.enabled:
             return
-        names = await collected_names(self.js, self.subjects, self.config)
+        # Tried again while JetStream elects its leaders, as every service's setup is.
+        bucket = functools.partial(collected_names, self.js, self.subjects, self.config)
+        names = await bus.prepared(stop, bucket, "collector")
+        if names is None:
+            return
         while not stop.is_set():
             await wait_event(stop, self.interval)
             if stop.is_set():

@@ -44,7 +44,7 @@ from shared.api.messages import (
 )
 from shared.api.pmj import PodMigrationJob
 from shared.config import NatsConfig
-from shared.consume import durable, one_by_one, run_consumer
+from shared.consume import Durable, durable, one_by_one, run_consumer
 from shared.kube import KubeClient, KubeError
 from shared.publisher import Publisher
 
@@ -221,16 +221,24 @@ class IntentIntake:
                 raise RuntimeError(reply.error.message)  # redelivered later
 
         js = self._js = nc.jetstream()
-        await bus.ensure_work_streams(js, self.subjects, config)
-        # Redelivered until handled (an API outage is waited out): an intent is never dropped after N tries.
-        sub = await durable(
-            nc,
-            self.subjects.intents_stream,
-            CONSUMER,
-            filters=[self.subjects.all_intents],
-            config=config,
-            max_deliver=-1,
-        )
+
+        async def setup() -> Durable:
+            await bus.ensure_work_streams(js, self.subjects, config)
+            # Redelivered until handled (an API outage is waited out): never dropped after N tries.
+            return await durable(
+                nc,
+                self.subjects.intents_stream,
+                CONSUMER,
+                filters=[self.subjects.all_intents],
+                config=config,
+                max_deliver=-1,
+            )
+
+        # Tried again while JetStream elects a leader, as every other consumer is: a replica started then
+        # must not exit on it.
+        sub = await bus.prepared(stop, setup, "intents")
+        if sub is None:
+            return
         requests = await nc.subscribe(self.subjects.intent_request, queue=QUEUE_GROUP, cb=on_request)
         await nc.flush()  # the server has the subscription: a request now finds this replica
         self.answering.set()
