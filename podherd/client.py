@@ -232,6 +232,14 @@ def list_jobs(config: PodherdConfig) -> list[dict[str, Any]]:
 # audit
 
 
+# How long a read of the audit stream waits for its next record before it counts as stalled.
+STALL_S = 5.0
+
+
+class AuditStalled(CliError):
+    """The audit stream stopped delivering in the middle of a read: what was read is not all of it."""
+
+
 async def audit_records(
     nc: Any, subjects: bus.Subjects, job: str | None, *, follow: bool
 ) -> AsyncIterator[bytes]:
@@ -247,14 +255,22 @@ async def audit_records(
     if not follow and info.state.messages == 0:
         return
     sub = await js.subscribe(subject, ordered_consumer=True)
+    read = 0
     try:
         while True:
             try:
-                msg = await sub.next_msg(timeout=1.0 if not follow else 3600)
+                # A job's records may be none at all (a second says so); once they flow, a pause is a stall.
+                msg = await sub.next_msg(timeout=3600 if follow else (STALL_S if read else 1.0))
             except (TimeoutError, nats.errors.TimeoutError):
                 if follow:
                     continue
+                if read:
+                    raise AuditStalled(
+                        f"the audit stream {subjects.audit_stream} stopped delivering after {read} records"
+                        " (a JetStream leader election?): try again"
+                    ) from None
                 return
+            read += 1
             yield msg.data
             if not follow and msg.metadata.num_pending == 0:
                 return

@@ -12,6 +12,8 @@ executor's records; the watchdog gathers both.
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,12 +22,14 @@ import msgspec
 import nats
 import nats.errors
 import nats.js.api
+from nats.aio.client import Client as NatsClient
 
-from podherd.client import audit_records
+from podherd.client import AuditStalled, audit_records
 from podherd.errors import CliError
 from shared import bus
 from shared.api import annotations as known
 from shared.api.pmj import MODE_EVICT_DIRECTLY, PHASE_SUCCEEDED, TERMINAL_PHASES
+from shared.bus import TRANSIENT
 from shared.config import nats_servers
 
 POD, RESERVATION, JOB = "Pod", "Reservation", "PodMigrationJob"
@@ -209,12 +213,28 @@ def _job_seen(
     job.ended = phase in TERMINAL_PHASES
 
 
-async def room_checks(nats_url: str, subject_prefix: str) -> list[RoomCheck]:
-    """Every `room-checked` record on the audit stream of a deployment (subjects under `subject_prefix`)."""
-    out: list[RoomCheck] = []
+async def room_checks(nats_url: str, subject_prefix: str, *, within: float = 60.0) -> list[RoomCheck]:
+    """Every `room-checked` record on the audit stream of a deployment (subjects under `subject_prefix`),
+    read again from the start while JetStream cannot answer or stops delivering midway (a leader election),
+    for up to `within` seconds: a partial read would hold evictions against checks it never saw."""
     nc = await nats.connect(nats_servers(nats_url))
+    deadline = time.monotonic() + within
     try:
-        async for data in audit_records(nc, bus.Subjects(subject_prefix), None, follow=False):
+        while True:
+            try:
+                return await _room_checks(nc, bus.Subjects(subject_prefix))
+            except (AuditStalled, *TRANSIENT):
+                if time.monotonic() > deadline:
+                    raise
+            await asyncio.sleep(0.5)  # an election takes seconds; nothing to wait on but the stream itself
+    finally:
+        await nc.close()
+
+
+async def _room_checks(nc: NatsClient, subjects: bus.Subjects) -> list[RoomCheck]:
+    out: list[RoomCheck] = []
+    try:
+        async for data in audit_records(nc, subjects, None, follow=False):
             record = msgspec.json.decode(data)
             details = record.get("details") or {}
             if record.get("action") == "room-checked" and str(details.get("resourceVersion")).isdigit():
@@ -226,8 +246,8 @@ async def room_checks(nats_url: str, subject_prefix: str) -> list[RoomCheck]:
                         node=details.get("node") or "",
                     )
                 )
+    except AuditStalled:
+        raise
     except CliError:
         return []  # no audit stream: nothing was ever checked
-    finally:
-        await nc.close()
     return out
