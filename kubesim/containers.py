@@ -53,6 +53,7 @@ class Host(Protocol):
     """What a container's loop needs of the runtime."""
 
     exits: dict[str, list[int]]
+    last_words: dict[str, str]  # a failed container's termination message (its log's tail), by container
 
     def pod_of(self, run: PodRun) -> Obj | None: ...
     def image(self, pod: Obj) -> list[ImageConfig] | None: ...
@@ -87,7 +88,11 @@ async def run_container(host: Host, run: PodRun, container: Container) -> None:
         code = await container.process.wait()
         await cancelled(probes)
         host.exits.setdefault(f"{run.key[0]}/{run.key[1]}/{container.name}", []).append(code)
-        ended = terminated(code, container.state.get("running", {}).get("startedAt", now_iso()), log)
+        ended = terminated(
+            code, container.state.get("running", {}).get("startedAt", now_iso()), log, spec=container.spec
+        )
+        if ended.get("message"):
+            host.last_words[f"{run.key[0]}/{run.key[1]}/{container.name}"] = ended["message"]
         container.ready = False
         if run.stopping or not restarts(pod, ended["exitCode"]):
             container.state = {"terminated": ended}

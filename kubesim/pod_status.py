@@ -95,10 +95,20 @@ def restarts(pod: Obj, exit_code: int) -> bool:
     return policy == "Always" or (policy == "OnFailure" and exit_code != 0)
 
 
-def terminated(code: int, started_at: str, log_file: Path) -> dict[str, Any]:
-    """A container's `terminated` state for exit status `code` (negative: killed by that signal)."""
+# What the kubelet takes of a failed container's log for its termination message (FallbackToLogsOnError):
+# kubecontainer.MaxContainerTerminationMessageLogLines and ...LogLength.
+MESSAGE_LOG_LINES, MESSAGE_LOG_BYTES = 80, 2048
+
+
+def terminated(
+    code: int, started_at: str, log_file: Path, *, spec: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """A container's `terminated` state for exit status `code` (negative: killed by that signal); with
+    `terminationMessagePolicy: FallbackToLogsOnError` in its `spec`, a failed container's message is the
+    tail of its log, as the kubelet makes it."""
+    exit_code = code if code >= 0 else 128 - code
     state: dict[str, Any] = {
-        "exitCode": code if code >= 0 else 128 - code,
+        "exitCode": exit_code,
         "reason": "Completed" if code == 0 else "Error",
         "startedAt": started_at,
         "finishedAt": now_iso(),
@@ -108,4 +118,10 @@ def terminated(code: int, started_at: str, log_file: Path) -> dict[str, Any]:
             last = log_file.read_text(errors="replace").rstrip().splitlines()[-1]
             if last.startswith("kubesim: "):
                 state.update(reason="StartError", message=last.removeprefix("kubesim: "))
+    elif exit_code != 0 and (spec or {}).get("terminationMessagePolicy") == "FallbackToLogsOnError":
+        with contextlib.suppress(OSError):
+            lines = log_file.read_bytes().splitlines(keepends=True)[-MESSAGE_LOG_LINES:]
+            tail = b"".join(lines)[-MESSAGE_LOG_BYTES:]
+            if tail:
+                state["message"] = tail.decode(errors="replace")
     return state

@@ -90,6 +90,7 @@ class ProcessRuntime:
         self.runs: dict[Key, PodRun] = {}
         self.closing = False  # kubesim is stopping: no pod starts again
         self.exits: dict[str, list[int]] = {}  # "namespace/pod/container" -> each run's exit code
+        self.last_words: dict[str, str] = {}  # "namespace/pod/container" -> its last failed run's message
         self.api_address: Address = ("127.0.0.1", 0)
         # Service (namespace, name) -> its address in a pod's sandbox; `kubernetes` is the API server's.
         self.service_ips: dict[tuple[str, str], str] = {("default", "kubernetes"): KUBERNETES_SERVICE_IP}

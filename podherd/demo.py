@@ -66,6 +66,10 @@ class DemoOptions:
     scenario: str = "defragment"  # or "maintenance": a node drained, plainly and by Podherd
 
 
+# How much of a failed service's log the summary shows.
+LAST_WORDS_LINES = 12
+
+
 def run_demo(opts: DemoOptions, out: TextIO = sys.stdout) -> int:
     started = time.monotonic()
     if opts.in_cluster and (opts.kubeconfig or opts.nats_url or opts.redis_url or opts.prefix != "podherd"):
@@ -104,6 +108,9 @@ def run_demo(opts: DemoOptions, out: TextIO = sys.stdout) -> int:
         summary["metrics"] = services.metrics(kube) if opts.keep else "stopped with the services"
         codes = {} if opts.keep else services.stop(kube)
         summary["services_exit_codes"] = codes
+        said = services.last_words()
+        summary["services_failed"] = {name: said.get(name, "") for name, code in codes.items() if code}
+        summary["services_stopped"] = not opts.keep
         summary["seconds"] = round(time.monotonic() - started, 1)
         summary["audit"] = f"podherd audit tail --config {config_path}   (stream {summary.pop('_stream')})"
         summary["logs"] = services.logs
@@ -132,6 +139,7 @@ class _Services:
     authorizer: Authorizer | None
     start: Callable[[KubeClient], list[str]]  # starts them; lines describing each
     stop: Callable[[KubeClient], dict[str, int]]  # stops them; each one's exit code
+    last_words: Callable[[], dict[str, str]]  # once stopped: what a service that failed said last
     metrics: Callable[[KubeClient], list[str]]
     logs: str
 
@@ -175,12 +183,21 @@ def _processes(
             raise CliError(f"a service did not start: {exc}") from exc
         return [f"{p.name:<14} pid {p.process.pid:<7} metrics {p.metrics_url}" for p in processes.running]
 
+    said: dict[str, str] = {}
+
+    def stop(kube: KubeClient) -> dict[str, int]:
+        replicas = list(processes.running)
+        codes = processes.stop_all()
+        said.update((p.name, p.tail(LAST_WORDS_LINES)) for p in replicas if codes.get(p.name))
+        return codes
+
     return _Services(
         kubeconfig=kubeconfig,
         config_document=document,
         authorizer=handle.sim.authorizer if handle is not None and handle.sim is not None else None,
         start=start,
-        stop=lambda kube: processes.stop_all(),
+        stop=stop,
+        last_words=lambda: said,
         metrics=lambda kube: [p.metrics_url for p in processes.running],
         logs=str(workdir / "logs"),
     )
@@ -200,6 +217,7 @@ def _in_cluster(opts: DemoOptions, stack: contextlib.ExitStack, workdir: Path) -
         authorizer=cluster.handle.sim.authorizer,
         start=start,
         stop=lambda kube: demo_cluster.stop(cluster, kube, IN_CLUSTER_STOP),
+        last_words=lambda: demo_cluster.last_words(cluster),
         metrics=lambda kube: [line.rsplit(" ", 1)[1] for line in demo_cluster.pod_lines(kube)],
         logs="kubectl logs -n podherd <pod>",
     )
@@ -383,6 +401,9 @@ def _print_summary(summary: dict[str, Any], out: TextIO) -> bool:
         "no job Succeeded before its old pod was gone": not summary["succeeded_before_old_pod_gone"],
         "no Reservation left": summary["reservations_left"] == 0,
         "every service within its ClusterRole": _roles_held(summary),
+        "every service ended with 0 on SIGTERM": not summary["services_failed"]
+        if summary["services_stopped"]
+        else "not checked: --keep keeps them up",
     }
     print("\nsummary", file=out)
     print(f"  jobs: {summary['jobs_succeeded']}/{len(summary['jobs'])} succeeded", file=out)
@@ -400,6 +421,11 @@ def _print_summary(summary: dict[str, Any], out: TextIO) -> bool:
     shown = ", ".join(metrics) if isinstance(metrics, list) else f"{metrics} (--keep keeps them up)"
     print(f"  metrics: {shown}", file=out)
     print(f"  logs: {summary['logs']}", file=out)
+    for name, words in summary["services_failed"].items():
+        code = summary["services_exit_codes"][name]
+        print(f"  {name} exited with {code}; its last words:", file=out)
+        for line in words.splitlines()[-LAST_WORDS_LINES:]:
+            print(f"    {line}", file=out)
     for name, passed in checks.items():
         if isinstance(passed, str):
             print(f"  [--] {name}: {passed}", file=out)

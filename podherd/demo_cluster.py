@@ -154,3 +154,10 @@ def exit_codes(cluster: InCluster) -> dict[str, int]:
     """Each container's last exit code ("pod/container"), of every pod kubesim ran so far."""
     exits = cluster.handle.call(lambda sim: dict(sim.runtime.exits) if sim.runtime is not None else {})
     return {key.split("/", 1)[1]: codes[-1] for key, codes in exits.items()}
+
+
+def last_words(cluster: InCluster) -> dict[str, str]:
+    """The termination message of each container whose last run failed ("pod/container"): the tail of its
+    log, as deploy/ asks the kubelet for (`terminationMessagePolicy: FallbackToLogsOnError`)."""
+    said = cluster.handle.call(lambda sim: dict(sim.runtime.last_words) if sim.runtime is not None else {})
+    return {key.split("/", 1)[1]: message for key, message in said.items()}

@@ -20,7 +20,7 @@ from kubesim.pod_env import (
     verify_run_as_non_root,
 )
 from kubesim.pod_files import MountError, atomic_write, hosts_file, service_names, volume_files
-from kubesim.pod_status import restart_delay
+from kubesim.pod_status import MESSAGE_LOG_BYTES, MESSAGE_LOG_LINES, restart_delay, terminated
 from kubesim.runtime import repository
 from shared.config import nats_servers
 
@@ -191,3 +191,31 @@ def test_command_and_args_replace_the_images_entrypoint_and_cmd() -> None:
     assert command_line({"args": []}, image, env) == ["podherd"]
     assert command_line({"command": ["sh"], "args": ["-c", "$$(x)"]}, image, env) == ["sh", "-c", "$(x)"]
     assert command_line({"command": ["sh"]}, image, env) == ["sh"]
+
+
+@pytest.mark.parametrize(
+    ("policy", "code", "message"),
+    [
+        ("FallbackToLogsOnError", 1, "tail"),
+        ("FallbackToLogsOnError", -9, "tail"),  # SIGKILLed: 137, a failure too
+        ("FallbackToLogsOnError", 0, None),  # only a failed container's log becomes its message
+        ("File", 1, None),  # the default: the termination message file (kubesim's containers write none)
+        (None, 1, None),
+    ],
+)
+def test_a_failed_containers_message_is_its_logs_tail_only_when_its_policy_says_so(
+    tmp_path: Path, policy: str | None, code: int, message: str | None
+) -> None:
+    log = tmp_path / "c.log"
+    written = [f"line {i:03} {'x' * 30}\n" for i in range(200)]  # 80 of them are more than 2048 bytes
+    log.write_text("".join(written))
+    spec = {"name": "c", **({"terminationMessagePolicy": policy} if policy else {})}
+    state = terminated(code, "2026-01-01T00:00:00Z", log, spec=spec)
+    assert state["exitCode"] == (code if code >= 0 else 128 - code)
+    if message is None:
+        assert "message" not in state
+        return
+    # The kubelet's readLastStringFromContainerLogs: the last 80 lines, of those the last 2048 bytes.
+    assert state["message"] == "".join(written[-MESSAGE_LOG_LINES:])[-MESSAGE_LOG_BYTES:]
+    assert state["message"].startswith("x") and len(state["message"]) == 2048  # cut inside a line
+    assert state["message"].endswith(f"line 199 {'x' * 30}\n")
