@@ -15,7 +15,9 @@ and the ledger, never from Podherd's logs:
   exactly once; a refusal before eviction: never evicted; MissingPod: the pod went away by other hands);
 - no intent is lost: each became a job or was refused with a reason on the audit stream;
 - no pod is evicted twice; no Reservation outlives its job (20 s of grace for a crashed cleanup; room no
-  pod took stays while a job of its workload is in flight, for that job's replacement), none at the end;
+  pod took stays while a job of its workload is in flight, for that job's replacement; no cleanup can be
+  made while a server fault holds it back, so the grace counts from when the services have taken in what
+  queued up meanwhile, bench.backlog), none at the end;
 - at no sample does a node, namespace or the cluster hold more migrations than its limit (ledger), or a
   workload or PDB fall below what it allows while Podherd alone is disturbing it (workloads rolling out,
   scaling, or with pods on a NotReady node are excused while that lasts, and 10 s after);
@@ -31,13 +33,15 @@ import argparse
 import asyncio
 import contextlib
 import json
+import math
 import random
+import re
 import shutil
 import tempfile
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +49,7 @@ import msgspec
 import nats
 import nats.errors
 
+from bench.backlog import until_caught_up
 from bench.results_io import emit
 from bench.stack import Parts, deployment, nodes, stack
 from bench.topology import Servers, redis_of, start_servers
@@ -103,6 +108,43 @@ class Submitted:
 
 
 @dataclass
+class Orphan:
+    """A Reservation seen past its grace: what the harness knew then, and when it went (if it did)."""
+
+    job: str
+    outcome: str
+    untaken: bool
+    ended: str  # UTC time the harness first saw its job ended
+    late_by: float  # seconds past the later of the job's end and its workload going idle
+    gone_after: float | None = None  # seconds from being flagged until it was gone
+    flagged: float = field(default_factory=time.monotonic)
+
+    def story(self, name: str, logs: Path) -> str:
+        went = f"gone {self.gone_after:.0f}s later" if self.gone_after is not None else "never deleted"
+        room = "untaken room" if self.untaken else "taken"
+        said = "; ".join(_said_of(self.job, logs)) or "nothing"
+        return (
+            f"{name} ({room}) of {self.job} ({self.outcome}, ended {self.ended}) still there"
+            f" {self.late_by:.0f}s past its grace, {went}; the executors said: {said}"
+        )
+
+
+def _said_of(job: str, logs: Path) -> list[str]:
+    """The executors' log lines about a job, in time order (a flagged orphan's cleanup, or its absence)."""
+    named = re.compile(rf"\b{re.escape(job)}(-\d+)?\b")  # the job, or a Reservation of it (another's cleanup)
+    lines = []
+    for log in sorted(logs.glob("executor-*.log")):
+        for line in log.read_text(errors="replace").splitlines():
+            if job not in line:
+                continue
+            with contextlib.suppress(msgspec.DecodeError):
+                said = msgspec.json.decode(line)
+                if said.get("job") == job or named.search(said.get("msg", "")):
+                    lines.append(f"{said.get('ts', '')} {said.get('replica', '')}: {said.get('msg', '')}")
+    return sorted(lines)
+
+
+@dataclass
 class Run:
     opts: ChaosOptions
     handle: SimHandle
@@ -116,11 +158,14 @@ class Run:
     excused_until: dict[str, float] = field(default_factory=dict)
     faults: Counter[str] = field(default_factory=Counter)
     disturbances: Counter[str] = field(default_factory=Counter)
-    orphans: set[str] = field(default_factory=set)
+    orphans: dict[str, Orphan] = field(default_factory=dict)  # by Reservation name
     ended_at: dict[str, float] = field(default_factory=dict)
     disturbed: dict[str, set[str]] = field(default_factory=dict)  # namespace/workload: what befell it
     idle_since: dict[str | None, float] = field(default_factory=dict)  # controller: no job in flight since
     timeline: list[str] = field(default_factory=list)  # "<UTC time> <what the harness did>"
+    # Since when the services have been past the last server fault (bench.backlog): no cleanup before.
+    caught_up_at: float = 0.0
+    catching_up: asyncio.Task[None] | None = None
 
     def happened(self, what: str) -> None:
         self.timeline.append(f"{datetime.now(UTC).isoformat(timespec='milliseconds')} {what}")
@@ -311,9 +356,21 @@ async def inject_faults(run: Run, stop: asyncio.Event, span: float) -> None:
 
 async def _server_fault(run: Run, fault: str) -> None:
     run.happened(f"{fault} begins")
-    if await run.servers.inflict(fault, run.prefix, run.rng):
-        run.faults[fault] += 1
-        run.happened(fault)
+    run.caught_up_at = math.inf
+    if run.catching_up is not None:
+        run.catching_up.cancel()
+    try:
+        if await run.servers.inflict(fault, run.prefix, run.rng):
+            run.faults[fault] += 1
+            run.happened(fault)
+    finally:
+        run.catching_up = asyncio.create_task(_catch_up(run, fault))
+
+
+async def _catch_up(run: Run, fault: str) -> None:
+    took = await until_caught_up(run.servers.nats_url, run.prefix)
+    run.caught_up_at = time.monotonic()
+    run.happened(f"past {fault}: the services took in what it held back in {took:.1f}s")
 
 
 async def disturb(run: Run, stop: asyncio.Event) -> None:
@@ -415,15 +472,35 @@ async def watch_reservations(run: Run, stop: asyncio.Event) -> None:
             }
             for controller in busy:
                 run.idle_since.pop(controller, None)
+            present = {r["metadata"]["name"] for r in items}
+            for name, orphan in run.orphans.items():
+                if orphan.gone_after is None and name not in present:
+                    orphan.gone_after = now - orphan.flagged
             for r, lab in zip(items, labels, strict=True):
                 owner, controller = lab.get(LABEL_JOB), lab.get(LABEL_CONTROLLER)
                 if is_untaken_room(r) and controller in busy:
                     continue
                 # Kept room goes when its workload has no job in flight: the grace counts from then.
-                since = max(run.ended_at.get(owner or "", now), run.idle_since.setdefault(controller, now))
-                if owner and now - since > ORPHAN_GRACE:
-                    run.orphans.add(r["metadata"]["name"])
+                # Nor could it go while a server fault held its cleanup back: the grace counts from past it.
+                since = max(
+                    run.ended_at.get(owner or "", now),
+                    run.idle_since.setdefault(controller, now),
+                    run.caught_up_at,
+                )
+                name = r["metadata"]["name"]
+                if owner and now - since > ORPHAN_GRACE and name not in run.orphans:
+                    run.orphans[name] = Orphan(
+                        job=owner,
+                        outcome=outcome(jobs[owner]) if owner in jobs else "deleted",
+                        untaken=is_untaken_room(r),
+                        ended=_utc_ago(now - run.ended_at.get(owner, now)),
+                        late_by=now - since - ORPHAN_GRACE,
+                    )
         await _wait(stop, 1.0)
+
+
+def _utc_ago(seconds: float) -> str:
+    return (datetime.now(UTC) - timedelta(seconds=seconds)).isoformat(timespec="milliseconds")
 
 
 async def until_ended(run: Run, within: float) -> dict[str, dict[str, Any]]:
@@ -582,6 +659,10 @@ async def fault_run(opts: ChaosOptions, servers: Servers, work: Path) -> dict[st
             stop.set()
             findings = await watching
             await orphans
+            if run.catching_up is not None:
+                run.catching_up.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await run.catching_up
             await client.aclose()
         evictions = handle.call(lambda sim: dict(sim.store.evictions))
         denied = handle.call(
@@ -629,6 +710,7 @@ async def fault_run(opts: ChaosOptions, servers: Servers, work: Path) -> dict[st
             "succeeded_before_old_pod_gone": len(findings.succeeded_before_gone),
             "rbac_denials": len(denied),  # each service runs as its own ServiceAccount
         }
+        logs = run.processes.workdir
         return {
             "invariants": invariants,
             "examples": {
@@ -637,7 +719,7 @@ async def fault_run(opts: ChaosOptions, servers: Servers, work: Path) -> dict[st
                 "mismatches": mismatches[:5],
                 "breaches": (findings.slot_breaches + findings.workload_breaches + findings.pdb_breaches)[:5],
                 "pending": pending[:5],
-                "orphans": sorted(run.orphans)[:5],
+                "orphans": [o.story(name, logs) for name, o in sorted(run.orphans.items())][:5],
                 "timeouts": dict(sorted(causes.items())[:10]),
                 "evictions_without_room": findings.evictions_without_room[:5],
                 "succeeded_before_old_pod_gone": findings.succeeded_before_gone[:5],

@@ -65,6 +65,7 @@ from shared.runtime import close_nats, nats_check
 from shared.stats import MigrationStats
 
 log = logging.getLogger(__name__)
+EVENTS_CONSUMER, JOBS_CONSUMER = "tracker", "tracker-jobs"  # durable names: the cluster's objects, the jobs'
 LOCK_MS = 15_000
 # How long a reconcile waits for another one of the same job to end before handing its message back.
 LOCK_WAIT = 1.0
@@ -155,7 +156,7 @@ class Tracker:
         events = await durable(
             self.nc,
             self.subjects.events_stream,
-            "tracker",
+            EVENTS_CONSUMER,
             filters=[self.subjects.events_of(k) for k in kinds],
             config=self.config.nats,
             max_deliver=-1,
@@ -164,7 +165,7 @@ class Tracker:
         decisions = await durable(
             self.nc,
             self.subjects.jobs_stream,
-            "tracker-jobs",
+            JOBS_CONSUMER,
             filters=[self.subjects.jobs_at(s) for s in steps],
             config=self.config.nats,
             max_deliver=-1,
@@ -177,8 +178,8 @@ class Tracker:
         # One part failing takes the others down: the process exits and is restarted whole.
         async with asyncio.TaskGroup() as group:
             for consumer, name, note in (
-                (events, "tracker", self.triggers.on_event),
-                (decisions, "tracker-jobs", self.triggers.on_job_message),
+                (events, EVENTS_CONSUMER, self.triggers.on_event),
+                (decisions, JOBS_CONSUMER, self.triggers.on_job_message),
             ):
                 handle = coalesced(note, self.reconcile, concurrency=RECONCILES_AT_ONCE, runs=runs)
                 consuming = run_consumer(
