@@ -19,6 +19,7 @@ import nats
 import pytest
 import redis.asyncio as aioredis
 
+from podherd.processes import ServiceProcess
 from podherd.servers import Server
 from services.arbitrator import engine as engine_module
 from services.arbitrator.candidates import Prepared
@@ -708,7 +709,15 @@ async def test_killing_a_replica_mid_stream_loses_no_job(
             )
         )
         log.close()
+    replicas = [
+        ServiceProcess("arbitrator", f"a{i}", proc, tmp_path / f"a{i}.log") for i, proc in enumerate(procs)
+    ]
     try:
+        # Every replica up before the storm: one still importing when SIGTERM comes dies of it (-15).
+        async with asyncio.timeout(60):
+            while not all(await asyncio.gather(*(asyncio.to_thread(r.ready) for r in replicas))):
+                assert all(r.alive() for r in replicas), [r.tail() for r in replicas]
+                await asyncio.sleep(0.1)  # a process's readiness is polled: no event crosses to it
         for i in range(150):
             await cluster.job(f"j{i}", f"p{i}", created=i)
         await decisions(nc, subjects, lambda ds: len(admitted(ds)) >= 20, within=30)
@@ -730,7 +739,8 @@ async def test_killing_a_replica_mid_stream_loses_no_job(
     assert sorted(set(names)) == sorted(f"j{i}" for i in range(300))
     assert len(names) == 300, "a decision was published twice"
     assert all(d["decision"] == "admitted" for d in final)
-    assert all(proc.returncode in (0, -signal.SIGKILL) for proc in procs)
+    ended = {r.name: r.process.returncode for r in replicas}
+    assert set(ended.values()) <= {0, -signal.SIGKILL}, (ended, [r.tail() for r in replicas])
     await nc.close()
 
 
