@@ -120,6 +120,20 @@ class Pipeline:
         self.running.append(running)
         return running
 
+    async def ready(self) -> None:
+        """Once every tracker answers requests (an intent sent now finds one): as long as that takes on a busy
+        machine (the test's timeout bounds it), but a service that ended meanwhile fails it at once."""
+        answering = [asyncio.create_task(r.answering.wait()) for r in self.running if r.answering is not None]
+        services: dict[asyncio.Future[Any], str] = {r.task: r.name for r in self.running}
+        try:
+            while not all(w.done() for w in answering):
+                done, _ = await asyncio.wait([*answering, *services], return_when=asyncio.FIRST_COMPLETED)
+                ended = [services[t] for t in done if t in services]
+                assert not ended, f"{', '.join(ended)} ended before every tracker answered"
+        finally:
+            for waiting in answering:
+                waiting.cancel()
+
     async def stop(self, running: Running) -> None:
         running.stop.set()
         with contextlib.suppress(Exception):
@@ -159,18 +173,14 @@ async def pipeline(config: PodherdConfig, replicas: int = 1) -> AsyncIterator[Pi
     await bus.ensure_events_stream(nc.jetstream(), subjects, config.nats)
     await bus.ensure_work_streams(nc.jetstream(), subjects, config.nats)
     await nc.close()
-    await p.start("watcher")
-    for i in range(replicas):
-        for service in ("arbitrator", "executor", "tracker"):
-            await p.start(service, f"r{i}")
-    # Ready once every tracker answers requests: an intent sent now finds one.
-    async with asyncio.timeout(30):
-        for running in p.running:
-            if running.answering is not None:
-                await running.answering.wait()
     try:
+        await p.start("watcher")
+        for i in range(replicas):
+            for service in ("arbitrator", "executor", "tracker"):
+                await p.start(service, f"r{i}")
+        await p.ready()
         yield p
-    finally:
+    finally:  # also when starting failed: nothing a test started outlives it
         for running in list(p.running):
             await p.stop(running)
 
