@@ -68,7 +68,7 @@ from shared.api.pmj import GROUP, PLURAL, TERMINAL_PHASES
 from shared.api.reservation import LABEL_CONTROLLER, LABEL_JOB, is_untaken_room
 from shared.config import nats_servers
 from shared.kube import KubeClient, KubeError
-from shared.waits import wait_event
+from shared.waits import cancel_and_wait, wait_event
 
 JOBS = f"/apis/{GROUP}/v1alpha1/{PLURAL}"
 RESERVATIONS = f"/apis/{GROUP}/v1alpha1/reservations"
@@ -357,8 +357,7 @@ async def inject_faults(run: Run, stop: asyncio.Event, span: float) -> None:
 async def _server_fault(run: Run, fault: str) -> None:
     run.happened(f"{fault} begins")
     run.caught_up_at = math.inf
-    if run.catching_up is not None:
-        run.catching_up.cancel()
+    await cancel_and_wait(run.catching_up)  # the catch-up after an earlier fault: this one supersedes it
     try:
         if await run.servers.inflict(fault, run.prefix, run.rng):
             run.faults[fault] += 1
@@ -659,10 +658,7 @@ async def fault_run(opts: ChaosOptions, servers: Servers, work: Path) -> dict[st
             stop.set()
             findings = await watching
             await orphans
-            if run.catching_up is not None:
-                run.catching_up.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await run.catching_up
+            await cancel_and_wait(run.catching_up)
             await client.aclose()
         evictions = handle.call(lambda sim: dict(sim.store.evictions))
         denied = handle.call(

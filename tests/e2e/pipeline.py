@@ -28,6 +28,7 @@ from shared.api.messages import AuditRecord
 from shared.config import KubernetesConfig, PodherdConfig, nats_servers
 from shared.config_loader import config_from_dict
 from shared.kube import KubeClient
+from shared.waits import cancel_and_wait
 from tests.kube import Kube, watch_until
 
 GROUP, VERSION, PLURAL = "scheduling.koordinator.sh", "v1alpha1", "podmigrationjobs"
@@ -139,6 +140,10 @@ class Pipeline:
         with contextlib.suppress(Exception):
             async with asyncio.timeout(15):
                 await running.task
+        await self._closed(running)
+
+    async def _closed(self, running: Running) -> None:
+        """Its connections closed (whatever fails to close, dropped) and it is no longer running."""
         for close in running.closers:
             with contextlib.suppress(Exception):
                 result = close()
@@ -148,21 +153,8 @@ class Pipeline:
 
     async def kill(self, running: Running) -> None:
         """As SIGKILL would: no shutdown at all, connections dropped."""
-        # A cancellation can land in a library that swallows it (nats-py's fetch): cancel until it ends.
-        # Cancel once and let the task unwind (cancelling again would interrupt its connections' cleanup).
-        for _ in range(10):
-            running.task.cancel()
-            done, _pending = await asyncio.wait([running.task], timeout=2.0)
-            if done:
-                break
-        if running.task.done() and not running.task.cancelled():
-            running.task.exception()  # it crashed (a test's fault injection): seen
-        for close in running.closers:
-            with contextlib.suppress(Exception):
-                result = close()
-                if asyncio.iscoroutine(result):
-                    await result
-        self.running.remove(running)
+        await cancel_and_wait(running.task)  # again while a library swallows the cancellation (nats-py)
+        await self._closed(running)
 
 
 @contextlib.asynccontextmanager
