@@ -19,6 +19,7 @@ from kubesim.sim import SimHandle
 from podherd.install import install, service_kubeconfig
 from podherd.servers import Server
 from services.arbitrator.service import Arbitrator
+from services.executor.service import CONSUMER as EXECUTOR_CONSUMER
 from services.executor.service import Executor
 from services.tracker.service import Tracker
 from services.watcher.service import Watcher
@@ -233,6 +234,22 @@ async def until_job(
     )
     job: dict[str, Any] = state[f"/{name}"]
     return job
+
+
+async def until_executors_idle(config: PodherdConfig, within: float = 60.0) -> None:
+    """Until the executors' consumer holds no command, delivered or not. An eviction a budget refused is
+    retried until its job ends and then acknowledged unacted: once idle, none of an ended job can come."""
+    nc = await nats.connect(nats_servers(config.nats.url))
+    stream = bus.Subjects(config.nats.subject_prefix).jobs_stream
+    try:
+        async with asyncio.timeout(within):
+            while True:
+                info = await nc.jetstream().consumer_info(stream, EXECUTOR_CONSUMER)
+                if not info.num_pending and not info.num_ack_pending:
+                    return
+                await asyncio.sleep(0.1)  # read again: JetStream tells no one that a consumer emptied
+    finally:
+        await nc.close()
 
 
 def ended(job: dict[str, Any]) -> bool:

@@ -32,6 +32,7 @@ from tests.e2e.pipeline import (
     ended,
     pipeline,
     pipeline_config,
+    until_executors_idle,
     until_job,
 )
 from tests.kube import Kube, client_for, watch_until, with_crds
@@ -526,7 +527,7 @@ async def test_timeout_cleans_up_and_evicts_nothing(
         assert (job["status"]["phase"], job["status"]["reason"]) == ("Failed", "Timeout")
         await until_reservations_gone(kube)
         loosen_budget(kube, 0)
-        await asyncio.sleep(1.0)  # give a stray eviction the time to happen: none may
+        await until_executors_idle(config)  # the refused eviction's retries are over: none may have evicted
     assert name in web_pods(kube) and web_pods(kube)[name].metadata.deletion_timestamp is None
 
 
@@ -548,7 +549,7 @@ async def test_abort_ends_the_job_and_nothing_is_evicted_afterwards(
         assert (job["status"]["phase"], job["status"]["reason"]) == ("Aborted", "Aborted")
         await until_reservations_gone(kube)
         loosen_budget(kube, 0)
-        await asyncio.sleep(1.5)  # the executor's retry would fire within this: it must not evict
+        await until_executors_idle(config)  # the executor's retries are over: they must not have evicted
     assert name in web_pods(kube) and web_pods(kube)[name].metadata.deletion_timestamp is None
 
 

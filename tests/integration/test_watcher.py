@@ -116,8 +116,12 @@ async def wait_events(
         await nc.close()
 
 
-async def wait_checkpoint(url: str, prefix: str, kind: str, within: float = 20.0) -> str:
-    """Wait until the watcher has listed `kind` and checkpointed (its watch is then established)."""
+async def wait_checkpoint(
+    url: str, prefix: str, kind: str, within: float = 20.0, *, at_least: int = 0
+) -> str:
+    """Wait until the watcher has listed `kind` and checkpointed (its watch is then established), at
+    `at_least` that resourceVersion: every event up to it is then published and acknowledged, so any
+    repeat a replay from an older checkpoint would publish has come too."""
     nc = await nats.connect(url)
     try:
         deadline = time.monotonic() + within
@@ -125,8 +129,8 @@ async def wait_checkpoint(url: str, prefix: str, kind: str, within: float = 20.0
             with contextlib.suppress(Exception):
                 kv = await nc.jetstream().key_value(Subjects(prefix).watch_bucket)
                 entry = await kv.get(f"rv.{kind}")
-                if entry.value:
-                    return str(json.loads(entry.value)["rv"])
+                if entry.value and int(rv := str(json.loads(entry.value)["rv"])) >= at_least:
+                    return rv
             await asyncio.sleep(0.05)
         raise TimeoutError(f"no checkpoint for {kind}")
     finally:
@@ -398,6 +402,11 @@ def churn(kube: Kube, start: int, count: int) -> None:
             kube.core.delete_namespaced_pod(f"p-{i}", "default")
 
 
+def last_version(handle: SimHandle) -> int:
+    """The resourceVersion of the last pod event kubesim emitted."""
+    return int(truth(handle, "pods")[-1][2])
+
+
 def assert_exactly_the_truth(events: list[dict[str, Any]], handle: SimHandle) -> None:
     streamed = [
         (e["type"], e["uid"], e["resourceVersion"]) for e in events if not e["_msgid"].endswith("/deleted")
@@ -467,7 +476,7 @@ async def test_killed_watcher_resumes_without_loss_or_duplicates(
         proc.start()
         final = len(truth(handle, "pods"))
         await wait_events(nats_srv.url, test_id, lambda ev: len(ev) >= final, kind="pods")
-        await asyncio.sleep(0.5)  # a duplicate, if any were to come, would come now
+        await wait_checkpoint(nats_srv.url, test_id, "pods", at_least=last_version(handle))
         assert_exactly_the_truth(await read_events(nats_srv.url, test_id, "pods"), handle)
         assert proc.terminate() == 0
     finally:
@@ -544,7 +553,7 @@ async def test_two_replicas_one_publishes_and_the_other_takes_over(
         await wait_events(nats_srv.url, test_id, lambda ev: len(ev) >= final, kind="pods", within=20)
         took_over = time.monotonic() - killed_at
         assert took_over < 2 + 3  # the lease TTL (2 s) plus a generous allowance for the catch-up
-        await asyncio.sleep(0.5)
+        await wait_checkpoint(nats_srv.url, test_id, "pods", at_least=last_version(handle))
         assert_exactly_the_truth(await read_events(nats_srv.url, test_id, "pods"), handle)
         nc = await nats.connect(nats_srv.url)
         kv = await nc.jetstream().key_value(Subjects(test_id).lease_bucket)
