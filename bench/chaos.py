@@ -54,7 +54,7 @@ from bench.results_io import emit
 from bench.stack import Parts, deployment, nodes, stack
 from bench.topology import Servers, redis_of, start_servers
 from kubesim.sim import SimHandle
-from podherd.client import audit_records
+from podherd.client import audit_records, signed
 from podherd.history import room_checks
 from podherd.invariants import Watchdog
 from podherd.processes import ServiceProcesses
@@ -153,6 +153,7 @@ class Run:
     prefix: str
     servers: Servers
     rng: random.Random
+    headers: dict[str, str] = field(default_factory=dict)  # a request's: the requester's token
     submitted: list[Submitted] = field(default_factory=list)
     refused: Counter[str] = field(default_factory=Counter)
     excused_until: dict[str, float] = field(default_factory=dict)
@@ -288,7 +289,8 @@ async def _submit(
     for attempt in range(200):
         try:
             if source == "request":
-                msg = await nc.request(subjects.intent_request, codec.encode(intent), timeout=5)
+                data = codec.encode(intent)
+                msg = await nc.request(subjects.intent_request, data, timeout=5, headers=run.headers)
                 reply = codec.decode(msg.data, IntentReply)
                 if reply.error is not None and reply.error.code == "Unavailable":
                     raise TimeoutError(reply.error.message)  # "retry later": a real client does
@@ -624,7 +626,7 @@ async def fault_run(opts: ChaosOptions, servers: Servers, work: Path) -> dict[st
     prefix = f"chaos{opts.seed}"
     async with stack(fault_cluster(opts), servers, prefix, opts.replicas, opts.ttl, work) as parts:
         handle, kube, processes, config = parts
-        run = Run(opts, handle, kube, processes, prefix, servers, random.Random(opts.seed))
+        run = Run(opts, handle, kube, processes, prefix, servers, random.Random(opts.seed), signed(config))
         client = redis_of(servers, prefix)
         watchdog = Watchdog(
             kube,
@@ -767,7 +769,7 @@ async def _strand(
     opts: ChaosOptions, mode: str, prefix: str, parts: Parts, servers: Servers
 ) -> dict[str, Any]:
     handle, kube, processes, config = parts
-    run = Run(opts, handle, kube, processes, prefix, servers, random.Random(opts.seed))
+    run = Run(opts, handle, kube, processes, prefix, servers, random.Random(opts.seed), signed(config))
     client = redis_of(servers, prefix)
     watchdog = Watchdog(kube, client, prefix, args=config.migration_controller, interval=0.2)
     stop = asyncio.Event()

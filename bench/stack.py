@@ -13,7 +13,7 @@ import yaml
 from bench.topology import Servers
 from kubesim.options import SimOptions
 from kubesim.sim import SimHandle, start_in_thread
-from podherd.install import install, service_kubeconfig
+from podherd.install import install, requester_file, service_kubeconfig
 from podherd.processes import SERVICES, ServiceProcesses
 from shared.config import KubernetesConfig, PodherdConfig
 from shared.config_loader import config_from_dict
@@ -73,6 +73,9 @@ async def stack(
     kube = KubeClient.from_config(KubernetesConfig(kubeconfig=str(handle.kubeconfig)))
     install(kube, rbac=True)  # each service runs as its own ServiceAccount, as deployed
     document = config_document(handle, servers, prefix, ttl, **migration)
+    # Intents are authorized as deploy/ configures it: the harness sends them as ServiceAccount podherd/bench.
+    token = requester_file(kube, work / f"requester-{prefix}.token", audience="podherd", name="bench")
+    document["intents"] = {"tokenFile": str(token)}
     config = config_from_dict(document)
     path = work / f"{prefix}.yaml"
     path.write_text(yaml.safe_dump(document))

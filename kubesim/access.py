@@ -35,6 +35,21 @@ class Access:
             self.authorizer.check(user, Attributes("impersonate", "", "groups", "", None, group))
         return as_user
 
+    def answer(self, user: User, target: Target, body: dict[str, Any]) -> dict[str, Any]:
+        """A review of the authentication and authorization groups: who a token is (TokenReview), who is
+        asking (SelfSubjectReview, `kubectl auth whoami`), or what someone may do (the access reviews)."""
+        if target.rt.kind == "TokenReview":
+            return self.auth.review(body)
+        if target.rt.kind == "SelfSubjectReview":
+            info = {
+                "username": user.name,
+                "groups": list(user.groups),
+                **({"uid": user.uid} if user.uid else {}),
+            }
+            body = {"kind": "SelfSubjectReview", "apiVersion": "authentication.k8s.io/v1", "metadata": {}}
+            return {**body, "status": {"userInfo": info}}
+        return self.review(user, target, body)
+
     def review(self, user: User, target: Target, body: dict[str, Any]) -> dict[str, Any]:
         """SelfSubjectAccessReview, SubjectAccessReview and SelfSubjectRulesReview, answered from RBAC."""
         spec = dict(body.get("spec") or {})

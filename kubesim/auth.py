@@ -3,7 +3,11 @@
 - The administrator's bearer token is random per kubesim and only in the kubeconfig kubesim writes
   (user `kubernetes-admin`, group `system:masters`).
 - A ServiceAccount token exists only when kubesim issued it (TokenRequest, as the kubelet's projected
-  token is): random, bound to the ServiceAccount's uid, and valid until it expires or the account goes.
+  token is): a signed JWT (`kubesim.tokens`) for its audiences, bound to the ServiceAccount's uid (and to
+  the pod it was requested for), valid until it expires or the account (or the pod) goes.
+- The API server takes a token only when the API server is among its audiences: a token made for a third
+  party (`--audience podherd`) is `401` here, and the third party proves it with a TokenReview naming its
+  own audience, as kube-apiserver answers it.
 - A request without credentials is `system:anonymous` (group `system:unauthenticated`); a token kubesim did
   not issue, a hand-made one included, is `401 Unauthorized`.
 - `Impersonate-User` / `Impersonate-Group` make a request another user's, if the requester may
@@ -12,13 +16,16 @@
 
 from __future__ import annotations
 
+import json
 import secrets
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from kubesim.errors import ApiError, FieldError, invalid_fields
 from kubesim.records import now_iso
+from kubesim.tokens import Claims, Signer, new_jti
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -60,23 +67,20 @@ def service_account_user(namespace: str, name: str, uid: str = "") -> User:
     return User(f"{SA_PREFIX}{namespace}:{name}", groups, uid)
 
 
-@dataclass(frozen=True)
-class _Issued:
-    namespace: str
-    name: str
-    uid: str
-    expires: float
-
-
 def unauthorized() -> ApiError:
     return ApiError(401, "Unauthorized", "Unauthorized")
+
+
+class TokenInvalid(Exception):
+    """Why a ServiceAccount token authenticates no one, in the API server's words."""
 
 
 @dataclass
 class Authenticator:
     store: Store
     admin_token: str = field(default_factory=lambda: secrets.token_urlsafe(32))
-    _issued: dict[str, _Issued] = field(default_factory=dict)
+    signer: Signer = field(default_factory=Signer)
+    clock: Callable[[], float] = time.time  # tests may move it on to see a token expire
 
     def authenticate(self, headers: Mapping[str, str]) -> User:
         header = headers.get("Authorization", "")
@@ -88,14 +92,67 @@ class Authenticator:
         token = token.strip()
         if secrets.compare_digest(token, self.admin_token):
             return User(ADMIN, (MASTERS, AUTHENTICATED))
-        issued = self._issued.get(token)
-        if issued is None or issued.expires < time.time():
-            raise unauthorized()
-        rt = self.store.registry.get("", "v1", "serviceaccounts")
-        account = self.store.find(rt, issued.namespace, issued.name) if rt else None
-        if account is None or account["metadata"].get("uid") != issued.uid:
-            raise unauthorized()  # a bound token dies with its ServiceAccount
-        return service_account_user(issued.namespace, issued.name, issued.uid)
+        try:
+            return self._account_user(token, (DEFAULT_AUDIENCE,))[0]
+        except TokenInvalid:
+            raise unauthorized() from None
+
+    def _account_user(self, token: str, audiences: tuple[str, ...]) -> tuple[User, Claims]:
+        claims = self.signer.verify(token)
+        if claims is None:
+            raise TokenInvalid("token lookup failed")
+        if not set(claims.audiences) & set(audiences):
+            raise TokenInvalid(
+                f"token audiences {_quoted(claims.audiences)} is invalid for the target audiences "
+                f"{_quoted(audiences)}"
+            )
+        if claims.expires < self.clock():
+            raise TokenInvalid("service account token has expired")
+        account = self._find("serviceaccounts", claims.namespace, claims.name)
+        if account is None:
+            raise TokenInvalid("service account token has been invalidated")
+        if account["metadata"].get("uid") != claims.uid:
+            raise TokenInvalid(
+                f"service account UID ({account['metadata'].get('uid')}) does not match claim ({claims.uid})"
+            )
+        if claims.bound is not None and claims.bound["kind"] == "Pod":
+            pod = self._find("pods", claims.namespace, claims.bound["name"])
+            if pod is None or pod["metadata"].get("uid") != claims.bound["uid"]:
+                raise TokenInvalid(f"pod {claims.bound['name']} has been deleted or recreated")
+        return service_account_user(claims.namespace, claims.name, claims.uid), claims
+
+    def _find(self, plural: str, namespace: str, name: str) -> dict[str, Any] | None:
+        rt = self.store.registry.get("", "v1", plural)
+        return self.store.find(rt, namespace, name) if rt else None
+
+    def review(self, body: dict[str, Any]) -> dict[str, Any]:
+        """A TokenReview (authentication.k8s.io/v1): who a token is, for the audiences asked (by default the
+        API server's own), as kube-apiserver's ServiceAccount token authenticator answers it."""
+        spec = dict(body.get("spec") or {})
+        asked = tuple(spec.get("audiences") or ()) or (DEFAULT_AUDIENCE,)
+        token = str(spec.get("token") or "")
+        status: dict[str, Any] = {"user": {}}
+        if secrets.compare_digest(token, self.admin_token) and DEFAULT_AUDIENCE in asked:
+            info = {"username": ADMIN, "groups": [MASTERS, AUTHENTICATED]}
+            status = {"authenticated": True, "user": info, "audiences": [DEFAULT_AUDIENCE]}
+        else:
+            try:
+                user, claims = self._account_user(token, asked)
+            except TokenInvalid as exc:
+                status["error"] = f"[invalid bearer token, {exc}]"
+            else:
+                status = {
+                    "authenticated": True,
+                    "user": {**_user_info(user), "extra": _extra(claims)},
+                    "audiences": [a for a in claims.audiences if a in asked],
+                }
+        return {
+            "kind": "TokenReview",
+            "apiVersion": "authentication.k8s.io/v1",
+            "metadata": {"creationTimestamp": None},
+            "spec": spec,
+            "status": status,
+        }
 
     def request_token(self, namespace: str, name: str, body: dict[str, Any]) -> dict[str, Any]:
         """The `token` subresource of a ServiceAccount: a TokenRequest answered with a fresh token."""
@@ -114,16 +171,43 @@ class Authenticator:
             raise invalid_fields("TokenRequest", "authentication.k8s.io", name, errors=[error])
         spec.update(expirationSeconds=seconds, audiences=spec.get("audiences") or [DEFAULT_AUDIENCE])
         spec.setdefault("boundObjectRef", None)
-        token = secrets.token_urlsafe(32)
-        expires = time.time() + seconds
-        self._issued[token] = _Issued(namespace, name, account["metadata"]["uid"], expires)
+        now = int(self.clock())
+        bound = spec["boundObjectRef"]
+        claims = Claims(
+            namespace=namespace,
+            name=name,
+            uid=account["metadata"]["uid"],
+            audiences=tuple(spec["audiences"]),
+            issued=now,
+            expires=now + seconds,
+            jti=new_jti(),
+            bound={k: str(bound[k]) for k in ("kind", "name", "uid")} if bound else None,
+        )
         return {
             "kind": "TokenRequest",
             "apiVersion": "authentication.k8s.io/v1",
             "metadata": {"name": name, "namespace": namespace, "creationTimestamp": now_iso()},
             "spec": spec,
-            "status": {"token": token, "expirationTimestamp": now_iso(expires)},
+            "status": {"token": self.signer.issue(claims), "expirationTimestamp": now_iso(claims.expires)},
         }
+
+
+def _user_info(user: User) -> dict[str, Any]:
+    return {"username": user.name, "uid": user.uid, "groups": list(user.groups)}
+
+
+def _extra(claims: Claims) -> dict[str, list[str]]:
+    """The `extra` of a ServiceAccount token's user: its credential id, and the pod it is bound to."""
+    extra = {"authentication.kubernetes.io/credential-id": [f"JTI={claims.jti}"]}
+    if claims.bound is not None and claims.bound["kind"] == "Pod":
+        extra["authentication.kubernetes.io/pod-name"] = [claims.bound["name"]]
+        extra["authentication.kubernetes.io/pod-uid"] = [claims.bound["uid"]]
+    return extra
+
+
+def _quoted(values: tuple[str, ...]) -> str:
+    """A Go `%q` of a string slice: `["a" "b"]`."""
+    return "[" + " ".join(json.dumps(v) for v in values) + "]"
 
 
 def impersonated(headers: Mapping[str, str], groups: list[str]) -> User | None:

@@ -162,6 +162,7 @@ def _builtin() -> list[ResourceType]:
         ResourceType(
             "authentication.k8s.io", "v1", "SelfSubjectReview", "selfsubjectreviews", False, verbs=("create",)
         ),
+        ResourceType("authentication.k8s.io", "v1", "TokenReview", "tokenreviews", False, verbs=("create",)),
         *(
             ResourceType(
                 "authorization.k8s.io", "v1", kind, kind.lower() + "s", namespaced, verbs=("create",)

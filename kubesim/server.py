@@ -120,16 +120,8 @@ class ApiServer:
         )
         self.authorizer.check(user, attrs)
         self.requests_by_verb[(user.name, attrs.verb, target.resource)] += 1
-        if rt.group == "authorization.k8s.io":
-            return json_response(self.access.review(user, target, await read_body(request)), 201)
-        if rt.kind == "SelfSubjectReview":  # kubectl auth whoami
-            info = {
-                "username": user.name,
-                "groups": list(user.groups),
-                **({"uid": user.uid} if user.uid else {}),
-            }
-            body = {"kind": "SelfSubjectReview", "apiVersion": "authentication.k8s.io/v1", "metadata": {}}
-            return json_response({**body, "status": {"userInfo": info}}, 201)
+        if rt.group in ("authorization.k8s.io", "authentication.k8s.io"):  # reviews: answered, never stored
+            return json_response(self.access.answer(user, target, await read_body(request)), 201)
         return await self._resource(request, target)
 
     def _target(self, parts: list[str]) -> Target:

@@ -38,8 +38,10 @@ def _cmd_config(args: argparse.Namespace) -> int:
 
         print(config_reference(), end="")
         return 0
+    from shared.redact import redacted
+
     config = load_config(args.config)
-    print(json.dumps(msgspec.to_builtins(config), indent=2, sort_keys=True))
+    print(json.dumps(redacted(msgspec.to_builtins(config)), indent=2, sort_keys=True))
     return 0
 
 
@@ -157,7 +159,6 @@ def _cmd_submit(args: argparse.Namespace) -> int:
     from podherd import client
     from shared.api import codec
     from shared.api.messages import MigrationIntent, PodKey
-    from shared.bus import Subjects
 
     config = load_config(args.config)
     namespace, name = _pod_key(args.pod)
@@ -174,17 +175,17 @@ def _cmd_submit(args: argparse.Namespace) -> int:
         codec.decode(codec.encode(intent), MigrationIntent)  # the constraints the tracker will check
     except codec.SchemaError as exc:
         raise CliError(str(exc)) from exc
-    subjects = Subjects(config.nats.subject_prefix)
+    sender = client.Sender.of(config, args.token_file)
 
     async def submit() -> int:
         async with client.nats_client(config) as nc:
-            reply = await client.request_intent(nc, subjects, intent, within=args.timeout)
+            reply = await client.request_intent(nc, sender, intent, within=args.timeout)
             print(f"job {reply.job} {'created' if reply.created else 'exists'}")
             if not args.wait:
                 return 0
             assert reply.job is not None
             last = await client.follow_job(
-                nc, subjects, reply.job, within=args.wait_timeout, show=_show_record
+                nc, sender.subjects, reply.job, within=args.wait_timeout, show=_show_record
             )
             return 0 if last.phase == "Succeeded" else EXIT_FAILED
 
@@ -234,7 +235,6 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     import asyncio
 
     from podherd import client
-    from shared.bus import Subjects
 
     config = load_config(args.config)
     chosen = client.plan_cluster(config, args.pod)
@@ -247,11 +247,11 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     if not args.apply:
         return 0
     intents = client.plan_intents(chosen, "podherd-plan", f"make room for {chosen.pending.key}")
-    subjects = Subjects(config.nats.subject_prefix)
+    sender = client.Sender.of(config, args.token_file)
 
     async def publish() -> int:
         async with client.nats_client(config) as nc:
-            replies = await client.gather_replies(nc, subjects, intents, within=args.timeout)
+            replies = await client.gather_replies(nc, sender, intents, within=args.timeout)
         for intent, reply in zip(intents, replies, strict=True):
             print(f"{intent.pod.namespace}/{intent.pod.name} -> job {reply.job}")
         return 0
@@ -334,6 +334,10 @@ def build_parser() -> argparse.ArgumentParser:
     submit.add_argument("--requester", default="podherd-cli", help="who asks (default: podherd-cli)")
     submit.add_argument("--key", help="idempotency key (default: derived from the pod and options)")
     submit.add_argument(
+        "--token-file",
+        help="the ServiceAccount token (audience podherd) the intents carry (default: intents.tokenFile)",
+    )
+    submit.add_argument(
         "--wait", action="store_true", help="follow the job to its end; exit 1 unless it succeeds"
     )
     submit.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for the intent's answer")
@@ -353,6 +357,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--pod", metavar="NAMESPACE/POD", help="the pod to make room for (default: largest pending)"
     )
     plan.add_argument("--apply", action="store_true", help="publish the plan's moves as intents")
+    plan.add_argument(
+        "--token-file",
+        help="the ServiceAccount token (audience podherd) the intents carry (default: intents.tokenFile)",
+    )
     plan.add_argument("-o", "--output", choices=("table", "json"), default="table")
     plan.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for each intent's answer")
     plan.set_defaults(func=_cmd_plan)
@@ -407,6 +415,10 @@ def _drain_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     drain.add_argument("--dry-run", action="store_true", help="print the plan; cordon and move nothing")
     drain.add_argument("--status", action="store_true", help="the node's drain: each job and how it went")
     drain.add_argument("--requester", default="podherd-cli", help="who asks (default: podherd-cli)")
+    drain.add_argument(
+        "--token-file",
+        help="the ServiceAccount token (audience podherd) the intents carry (default: intents.tokenFile)",
+    )
     drain.add_argument(
         "--request-timeout", type=float, default=30.0, help="seconds to wait for the drain's answer"
     )

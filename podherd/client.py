@@ -10,7 +10,9 @@ import json
 import re
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -27,6 +29,7 @@ from shared.api.messages import AuditRecord, IntentReply, MigrationIntent, PodKe
 from shared.api.pmj import REASON_WAIT_FOR_WINDOW, TERMINAL_PHASES
 from shared.config import PodherdConfig, nats_servers
 from shared.kube import KubeClient, KubeError
+from shared.redact import without_credentials
 
 # ---------------------------------------------------------------------------------------------------------
 # Connections
@@ -76,7 +79,10 @@ async def nats_client(config: PodherdConfig) -> AsyncIterator[Any]:
             error_cb=_quiet,
         )
     except (OSError, TimeoutError, nats.errors.Error) as exc:
-        raise CliError(f"cannot reach NATS at {config.nats.url}: {exc or type(exc).__name__}") from exc
+        where = without_credentials(config.nats.url)
+        raise CliError(
+            f"cannot reach NATS at {where}: {without_credentials(str(exc)) or type(exc).__name__}"
+        ) from exc
     try:
         yield nc
     finally:
@@ -94,22 +100,73 @@ def intent_key(namespace: str, name: str, target_node: str | None, *, mode: str 
     return hashlib.sha256(f"{namespace}/{name}|{target_node}|{mode}|{minute}".encode()).hexdigest()[:32]
 
 
-async def ask_tracker(nc: Any, subjects: bus.Subjects, data: bytes, *, within: float) -> bytes:
+@dataclass(frozen=True)
+class Sender:
+    """How this client sends intents, as the trackers take them (`intents.authorization`): with `subject`,
+    on the subject of the pod's namespace (drains on theirs); with `kubernetes`, carrying the token in
+    `intents.tokenFile`, read at each send (a projected token is rotated in place)."""
+
+    subjects: bus.Subjects
+    authorization: str = "none"
+    token_file: str | None = None
+
+    @classmethod
+    def of(cls, config: PodherdConfig, token_file: str | None = None) -> Sender:
+        intents = config.intents
+        sender = cls(
+            bus.Subjects(config.nats.subject_prefix), intents.authorization, token_file or intents.token_file
+        )
+        if sender.authorization == "kubernetes" and sender.token_file is None:
+            raise CliError(
+                "intents are authorized by the sender's ServiceAccount token: give one made for the audience "
+                f"{intents.audience!r} with --token-file or intents.tokenFile "
+                f"(e.g. kubectl create token NAME --audience {intents.audience} > token)"
+            )
+        return sender
+
+    def subject(self, *, namespace: str | None = None, drain: bool = False) -> str:
+        if self.authorization != "subject":
+            return self.subjects.intent_request
+        if drain:
+            return self.subjects.drain_request
+        return self.subjects.intent_request_in(namespace or "")
+
+    def headers(self) -> dict[str, str] | None:
+        if self.token_file is None:
+            return None
+        try:
+            token = Path(self.token_file).read_text().strip()
+        except OSError as exc:
+            raise CliError(f"cannot read the token file {self.token_file}: {exc.strerror}") from exc
+        return {"Authorization": f"Bearer {token}"}
+
+
+def signed(config: PodherdConfig) -> dict[str, str]:
+    """The NATS headers of an intent sent with this configuration's token (none without one)."""
+    return (
+        Sender(bus.Subjects(config.nats.subject_prefix), token_file=config.intents.token_file).headers() or {}
+    )
+
+
+async def ask_tracker(
+    nc: Any, sender: Sender, data: bytes, *, within: float, namespace: str | None = None, drain: bool = False
+) -> bytes:
     """A request on the intent subject (a migration or a drain) and the tracker's answer."""
+    subject = sender.subject(namespace=namespace, drain=drain)
     try:
-        msg = await nc.request(subjects.intent_request, data, timeout=within)
+        msg = await nc.request(subject, data, timeout=within, headers=sender.headers())
     except nats.errors.NoRespondersError as exc:
-        raise CliError(f"no tracker answers on {subjects.intent_request}: is Podherd running?") from exc
+        raise CliError(f"no tracker answers on {subject}: is Podherd running?") from exc
     except (TimeoutError, nats.errors.TimeoutError) as exc:
-        raise CliError(f"no answer on {subjects.intent_request} within {within:.0f} s") from exc
+        raise CliError(f"no answer on {subject} within {within:.0f} s") from exc
     answer: bytes = msg.data
     return answer
 
 
-async def request_intent(
-    nc: Any, subjects: bus.Subjects, intent: MigrationIntent, *, within: float
-) -> IntentReply:
-    reply = codec.decode(await ask_tracker(nc, subjects, codec.encode(intent), within=within), IntentReply)
+async def request_intent(nc: Any, sender: Sender, intent: MigrationIntent, *, within: float) -> IntentReply:
+    data = codec.encode(intent)
+    answer = await ask_tracker(nc, sender, data, within=within, namespace=intent.pod.namespace)
+    reply = codec.decode(answer, IntentReply)
     if not reply.ok or reply.job is None:
         error = reply.error
         where = f" ({error.field})" if error and error.field else ""
@@ -330,6 +387,6 @@ def now_utc() -> datetime:
 
 
 async def gather_replies(
-    nc: Any, subjects: bus.Subjects, intents: list[MigrationIntent], *, within: float
+    nc: Any, sender: Sender, intents: list[MigrationIntent], *, within: float
 ) -> list[IntentReply]:
-    return list(await asyncio.gather(*(request_intent(nc, subjects, i, within=within) for i in intents)))
+    return list(await asyncio.gather(*(request_intent(nc, sender, i, within=within) for i in intents)))

@@ -34,19 +34,20 @@ from kubesim.sim import start_in_thread
 from podherd import client, demo_cluster
 from podherd.errors import CliError
 from podherd.history import room_checks
-from podherd.install import install, service_account, service_token
+from podherd.install import install, requester_file, service_account, service_token
 from podherd.invariants import Findings, Watchdog
 from podherd.maintenance import run_maintenance
 from podherd.planner import Plan
 from podherd.processes import SERVICES, ServiceFailed, ServiceProcesses
 from podherd.servers import nats_server, redis_server
-from shared import bus, redis_client
+from shared import redis_client
 from shared.api import paths
 from shared.api.pmj import TERMINAL_PHASES
 from shared.config import PodherdConfig
 from shared.config_loader import config_from_dict
 from shared.kube import KubeClient
 from shared.quantity import milli
+from shared.redact import without_credentials
 
 IN_CLUSTER_STOP = 60.0  # seconds: deploy/ gives each pod 45 s to stop
 CLEANUP_WAIT = 15.0  # seconds an ended job's Reservation may take to be deleted before the summary counts it
@@ -88,15 +89,18 @@ def run_demo(opts: DemoOptions, out: TextIO = sys.stdout) -> int:
     with contextlib.ExitStack() as stack:
         services = _in_cluster(opts, stack, workdir) if opts.in_cluster else _processes(opts, stack, workdir)
         config_path = workdir / "podherd.yaml"
+        token_file = workdir / "requester.token"  # the demo's planner sends intents as podherd-demo
+        services.config_document.setdefault("intents", {})["tokenFile"] = str(token_file)
         config_path.write_text(yaml.safe_dump(services.config_document))
         config = config_from_dict(services.config_document)
         kube = KubeClient.from_config(config.kubernetes)
         stack.callback(kube.close)
         print(f"kubesim / cluster  KUBECONFIG={services.kubeconfig}", file=out)
-        print(f"NATS               {config.nats.url}", file=out)
-        print(f"Redis              {config.redis.url}", file=out)
+        print(f"NATS               {without_credentials(config.nats.url)}", file=out)
+        print(f"Redis              {without_credentials(config.redis.url)}", file=out)
         for line in services.start(kube):
             print(f"  {line}", file=out)
+        requester_file(kube, token_file, audience=config.intents.audience)
         out.flush()
         summary = asyncio.run(_defragment(config, kube, opts, out=out))
         authorizer = services.authorizer
@@ -118,11 +122,10 @@ def run_demo(opts: DemoOptions, out: TextIO = sys.stdout) -> int:
         if opts.summary_json:
             Path(opts.summary_json).write_text(json.dumps(summary, indent=2))
         if opts.keep:
-            where = f"KUBECONFIG={services.kubeconfig} NATS_URL={config.nats.url}"
+            where = f"KUBECONFIG={services.kubeconfig} NATS_URL={without_credentials(config.nats.url)}"
             print(f"\n--keep: everything stays up. {where} ", file=out)
-            print(
-                f"REDIS_URL={config.redis.url} PODHERD_CONFIG={config_path}; Ctrl-C stops it all.", file=out
-            )
+            redis_url = without_credentials(config.redis.url)
+            print(f"REDIS_URL={redis_url} PODHERD_CONFIG={config_path}; Ctrl-C stops it all.", file=out)
             out.flush()
             with contextlib.suppress(KeyboardInterrupt):
                 while True:
@@ -262,11 +265,12 @@ async def _defragment(
     )
     stop = asyncio.Event()
     watching = asyncio.create_task(watchdog.run(stop))
-    subjects = bus.Subjects(config.nats.subject_prefix)
+    sender = client.Sender.of(config)
+    subjects = sender.subjects
     try:
         intents = client.plan_intents(chosen, "podherd-demo", f"make room for {chosen.pending.key}")
         async with client.nats_client(config) as nc:
-            replies = await client.gather_replies(nc, subjects, intents, within=30)
+            replies = await client.gather_replies(nc, sender, intents, within=30)
         jobs = sorted({r.job for r in replies if r.job})
         print(f"published {len(intents)} intents -> jobs {', '.join(jobs)}\n", file=out)
         await _follow(kube, chosen, jobs, watchdog=watchdog, within=opts.timeout, out=out)

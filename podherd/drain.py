@@ -21,7 +21,7 @@ from typing import Any
 import nats
 from nats.js.api import ConsumerConfig, DeliverPolicy
 
-from podherd.client import ask_tracker, kube_client, kube_get, nats_client, now_utc, table
+from podherd.client import Sender, ask_tracker, kube_client, kube_get, nats_client, now_utc, table
 from podherd.errors import CliError
 from shared import bus
 from shared.api import codec, paths
@@ -45,8 +45,10 @@ class Outcome:
         return {job: message for job, (phase, message) in self.ended.items() if phase != "Succeeded"}
 
 
-async def request_drain(nc: Any, subjects: bus.Subjects, intent: DrainIntent, *, within: float) -> DrainReply:
-    reply = codec.decode(await ask_tracker(nc, subjects, codec.encode(intent), within=within), DrainReply)
+async def request_drain(nc: Any, sender: Sender, intent: DrainIntent, *, within: float) -> DrainReply:
+    reply = codec.decode(
+        await ask_tracker(nc, sender, codec.encode(intent), within=within, drain=True), DrainReply
+    )
     if not reply.ok and not reply.refusals:
         error = reply.error
         raise CliError(f"drain refused: {error.code if error else '?'}: {error.message if error else ''}")
@@ -225,8 +227,9 @@ def command(args: Any, config: PodherdConfig) -> int:
 
     async def run() -> int:
         started = now_utc()
+        sender = Sender.of(config, args.token_file)
         async with nats_client(config) as nc:
-            reply = await request_drain(nc, subjects, intent, within=args.request_timeout)
+            reply = await request_drain(nc, sender, intent, within=args.request_timeout)
             for line in plan_lines(reply):
                 print(line, flush=True)
             if reply.refusals:

@@ -71,12 +71,17 @@ def service_account(service: str) -> tuple[str, str]:
 
 def service_token(kube: KubeClient, service: str, seconds: int = 86_400) -> str:
     """A token for the service's ServiceAccount (a TokenRequest, as the kubelet asks for a pod's)."""
-    namespace, name = service_account(service)
-    body = {
-        "apiVersion": "authentication.k8s.io/v1",
-        "kind": "TokenRequest",
-        "spec": {"expirationSeconds": seconds},
-    }
+    return account_token(kube, *service_account(service), seconds=seconds)
+
+
+def account_token(
+    kube: KubeClient, namespace: str, name: str, *, seconds: int = 86_400, audience: str | None = None
+) -> str:
+    """A TokenRequest for a ServiceAccount: for the API server, or for `audience` (Podherd's, for intents)."""
+    spec: dict[str, Any] = {"expirationSeconds": seconds}
+    if audience is not None:
+        spec["audiences"] = [audience]
+    body = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": spec}
     answer = kube.request(
         "POST",
         f"/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token",
@@ -84,6 +89,35 @@ def service_token(kube: KubeClient, service: str, seconds: int = 86_400) -> str:
         content_type="application/json",
     )
     return str(json.loads(answer)["status"]["token"])
+
+
+REQUESTER_ROLES = ("podherd-intent-sender", "podherd-drainer")
+
+
+def requester_token(
+    kube: KubeClient,
+    name: str,
+    *,
+    audience: str,
+    seconds: int = 86_400,
+    roles: tuple[str, ...] = REQUESTER_ROLES,
+) -> str:
+    """A ServiceAccount `podherd/<name>` for a system that sends intents (the demo's planner and drains),
+    bound cluster-wide to `roles` of `deploy/rbac/requesters.yaml`, and a token for it made for Podherd."""
+    subject = {"kind": "ServiceAccount", "name": name, "namespace": NAMESPACE}
+    docs: list[dict[str, Any]] = [{"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name}}]
+    docs += [
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": f"{name}-{role}"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+            "subjects": [subject],
+        }
+        for role in roles
+    ]
+    apply(kube, docs)
+    return account_token(kube, NAMESPACE, name, seconds=seconds, audience=audience)
 
 
 def service_kubeconfig(
@@ -128,3 +162,10 @@ def install_with_accounts(
             temporary.replace(target)
     finally:
         kube.close()
+
+
+def requester_file(kube: KubeClient, path: Path, *, audience: str, name: str = "podherd-demo") -> Path:
+    """`requester_token` written to `path`, where a client's `intents.tokenFile` reads it."""
+    path.write_text(requester_token(kube, name, audience=audience))
+    path.chmod(0o600)
+    return path

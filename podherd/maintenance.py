@@ -29,8 +29,8 @@ from kubesim.options import SimOptions
 from kubesim.sim import start_in_thread
 from podherd import client, drain
 from podherd.availability import Availability
+from podherd.install import requester_file
 from podherd.plain_drain import plain_drain
-from shared import bus
 from shared.api.drain import DrainOptions
 from shared.api.messages import DrainIntent
 from shared.config import PodherdConfig
@@ -97,13 +97,14 @@ def plain_run(out: TextIO, *, timeout: float) -> dict[str, Any]:
 
 
 async def _podherd_drain(config: PodherdConfig, out: TextIO, *, within: float) -> dict[str, Any]:
-    subjects = bus.Subjects(config.nats.subject_prefix)
+    sender = client.Sender.of(config)
+    subjects = sender.subjects
     options = DrainOptions(ignore_daemonsets=True, timeout=f"{within:.0f}s")
     intent = DrainIntent(kind="Drain", node=NODE, requester="podherd-demo", options=options)
     started = client.now_utc()
     clock = time.monotonic()
     async with client.nats_client(config) as nc:
-        reply = await drain.request_drain(nc, subjects, intent, within=30)
+        reply = await drain.request_drain(nc, sender, intent, within=30)
         for line in drain.plan_lines(reply):
             print(f"   {line}", file=out, flush=True)
         jobs = {move.job: move.pod for move in reply.moves}
@@ -157,11 +158,14 @@ def run_maintenance(opts: Any, out: TextIO, *, processes: Any) -> int:
     workdir.mkdir(parents=True, exist_ok=True)
     with contextlib.ExitStack() as stack:
         services = processes(opts, stack, workdir, scenario="maintenance")
+        token_file = workdir / "requester.token"
+        services.config_document.setdefault("intents", {})["tokenFile"] = str(token_file)
         (workdir / "podherd.yaml").write_text(yaml.safe_dump(services.config_document))
         config = config_from_dict(services.config_document)
         kube = KubeClient.from_config(config.kubernetes)
         stack.callback(kube.close)
         services.start(kube)
+        requester_file(kube, token_file, audience=config.intents.audience)
         _agent(services.kubeconfig)
         ours = podherd_run(config, services.kubeconfig, out, within=opts.timeout)
         codes = services.stop(kube)

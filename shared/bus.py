@@ -6,6 +6,7 @@ Subjects (prefix `p`, default `podherd`; one stream per purpose, named with the 
 |------------|------------------------------------------------|--------------------------------------|
 | `P_EVENTS` | `p.events.<kind>.<namespace or _>.<name>`      | the watcher's object events          |
 | `P_INTENTS`| `p.intents.<namespace>`                        | migration intents (fire and forget)  |
+|            | `p.intent.request[.<namespace>]`, `p.drain.request` | requests (core NATS, not stored)  |
 | `P_JOBS`   | `p.jobs.<step>.<job>`                          | the job pipeline between services    |
 | `P_AUDIT`  | `p.audit.<job>`                                | the append-only audit trail          |
 | `P_DLQ`    | `p.dlq.<consumer>`                             | messages a consumer could not decode |
@@ -95,6 +96,19 @@ class Subjects:
     @property
     def intent_request(self) -> str:
         return f"{self.prefix}.intent.request"
+
+    def intent_request_in(self, namespace: str) -> str:
+        """The request subject for migrations of one namespace's pods (what NATS permissions can scope)."""
+        return f"{self.prefix}.intent.request.{token(namespace)}"
+
+    @property
+    def namespaced_intent_requests(self) -> str:
+        return f"{self.prefix}.intent.request.*"
+
+    @property
+    def drain_request(self) -> str:
+        """The request subject reserved for drains (a node is no namespace's)."""
+        return f"{self.prefix}.drain.request"
 
     @property
     def jobs_stream(self) -> str:

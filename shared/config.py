@@ -267,6 +267,7 @@ WATCHABLE_KINDS: Final = (
     "replicasets",
     "statefulsets",
     "nodes",
+    "serviceaccounts",  # a deleted one's tokens are refused at once, not once their review's cache ends
 )
 
 
@@ -328,6 +329,35 @@ class CollectorConfig(Section):
     dedup_window: Duration = "24h"
 
 
+class RateLimit(Section):
+    """A token bucket per requester that sends requests (per tracker replica): `qps` refilled, `burst` at
+    once; qps 0 is off. Anonymous requests (`authorization: none`) and the intent stream are not limited."""
+
+    qps: Annotated[float, msgspec.Meta(ge=0)] = 100.0
+    burst: Annotated[int, msgspec.Meta(ge=1)] = 1000
+
+
+class IntentsConfig(Section):
+    """Who may send intents and drains (README "Who may move what").
+
+    `authorization`: `kubernetes` (a request carries its sender's ServiceAccount token for `audience`,
+    verified by TokenReview and authorized by SubjectAccessReview as that user), `subject` (the NATS
+    server's permissions on namespace-scoped subjects are the authorization), or `none` (anyone who can
+    publish may move any pod: only by choice, and every service says so at start). `enforcement: audit`
+    records what would be refused and lets it through, to turn authorization on without breaking anyone."""
+
+    authorization: Literal["kubernetes", "subject", "none"] = "kubernetes"
+    enforcement: Literal["enforce", "audit"] = "enforce"
+    audience: Annotated[str, msgspec.Meta(min_length=1)] = "podherd"
+    # A verified token's identity is reused for at most this long, and never past the token's expiry.
+    token_cache_ttl: Duration = msgspec.field(default="1m", name="tokenCacheTTL")
+    token_cache_size: Annotated[int, msgspec.Meta(ge=0)] = 10_000
+    rate_limit: RateLimit = msgspec.field(default_factory=RateLimit)
+    # The sending side (`podherd submit`, `drain`, `plan --apply`): the file holding the ServiceAccount token
+    # its intents carry (a projected token rotates, so it is read at each send).
+    token_file: str | None = None
+
+
 class PodherdConfig(Section):
     api_version: str | None = None
     kind: str | None = None
@@ -338,6 +368,7 @@ class PodherdConfig(Section):
     watcher: WatcherConfig = msgspec.field(default_factory=WatcherConfig)
     arbitrator: ArbitratorConfig = msgspec.field(default_factory=ArbitratorConfig)
     collector: CollectorConfig = msgspec.field(default_factory=CollectorConfig)
+    intents: IntentsConfig = msgspec.field(default_factory=IntentsConfig)
     http: HttpConfig = msgspec.field(default_factory=HttpConfig)
     logging: LoggingConfig = msgspec.field(default_factory=LoggingConfig)
     # This replica's identity: in leases, audit records and decisions.

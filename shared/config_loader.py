@@ -29,6 +29,7 @@ from shared.config import (
     nats_servers,
 )
 from shared.durations import parse_duration
+from shared.redact import without_credentials
 
 # ---------------------------------------------------------------------------------------------------------
 # Loading
@@ -254,7 +255,9 @@ def validate(config: PodherdConfig) -> None:
         for url in urls:
             if not url.startswith(schemes):
                 raise ConfigError(
-                    key, f"expected a URL starting with one of {', '.join(schemes)}, got {url!r}"
+                    key,
+                    f"expected a URL starting with one of {', '.join(schemes)}, "
+                    f"got {without_credentials(url)!r}",
                 )
     sentinel = config.redis.sentinel
     if sentinel is not None:

@@ -26,11 +26,29 @@ async def serve(name: str, config: PodherdConfig, main: ServiceMain) -> None:
     ops = OpsServer(config.http)
     await ops.start()
     log.info("%s starting", name, extra={"replica": config.replica})
+    warn_if_open(config, name)
     try:
         await main(config, stop, ops)
     finally:
         await ops.stop()
         log.info("%s stopped", name)
+
+
+def warn_if_open(config: PodherdConfig, service: str) -> None:
+    """One line at start when intents are not authorized (or only audited): who can then do what."""
+    intents = config.intents
+    if intents.authorization == "none":
+        log.warning(
+            "%s: intents.authorization is none: anyone who can publish on NATS may move any pod and drain "
+            "any node with Podherd's rights",
+            service,
+        )
+    elif intents.enforcement == "audit":
+        log.warning(
+            "%s: intents.enforcement is audit: intents that would be refused are logged and audited, "
+            "and carried out",
+            service,
+        )
 
 
 def nats_check(nc: NatsClient) -> Callable[[], Awaitable[str | None]]:

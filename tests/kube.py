@@ -134,3 +134,51 @@ def refusal(error: kubernetes.client.ApiException) -> dict[str, Any]:
     assert error.body, f"no Status in {error}"
     status: dict[str, Any] = json.loads(error.body)
     return status
+
+
+EVICT = {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]}
+PLACE = {"apiGroups": [""], "resources": ["pods/binding"], "verbs": ["create"]}
+DRAIN = [
+    {"apiGroups": [""], "resources": ["nodes"], "verbs": ["patch"]},
+    {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]},
+]
+
+
+def requester(
+    kube: Kube,
+    name: str,
+    rules: list[dict[str, Any]],
+    *,
+    namespace: str = "default",
+    granted_in: str | None = None,
+    audience: str = "podherd",
+) -> str:
+    """A ServiceAccount `namespace/name` holding `rules` (through a RoleBinding in `granted_in`, else a
+    ClusterRoleBinding), and a token for it made for `audience`: an external system that sends intents."""
+    kube.core.create_namespaced_service_account(namespace, {"metadata": {"name": name}})
+    rbac = kube.client("RbacAuthorizationV1Api")
+    subject = {"kind": "ServiceAccount", "name": name, "namespace": namespace}
+    role_name = f"requester-{namespace}-{name}"
+    if granted_in is None:
+        rbac.create_cluster_role({"metadata": {"name": role_name}, "rules": rules})
+        ref = {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role_name}
+        rbac.create_cluster_role_binding(
+            {"metadata": {"name": role_name}, "roleRef": ref, "subjects": [subject]}
+        )
+    else:
+        rbac.create_namespaced_role(granted_in, {"metadata": {"name": role_name}, "rules": rules})
+        ref = {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role_name}
+        binding = {"metadata": {"name": role_name}, "roleRef": ref, "subjects": [subject]}
+        rbac.create_namespaced_role_binding(granted_in, binding)
+    return token_for(kube, name, namespace=namespace, audience=audience)
+
+
+def token_for(kube: Kube, name: str, *, namespace: str = "default", audience: str = "podherd") -> str:
+    body = {"spec": {"audiences": [audience], "expirationSeconds": 3600}}
+    answer = kube.core.create_namespaced_service_account_token(name, namespace, body)
+    return str(answer.status.token)
+
+
+def bearer(token: str) -> dict[str, str]:
+    """The NATS headers of a request sent with `token`."""
+    return {"Authorization": f"Bearer {token}"}

@@ -6,6 +6,9 @@ refused whole, naming the pods, and changes nothing. Otherwise the node is cordo
 on it (annotation `podherd.io/drain`: who asked, the flags, whether it was cordoned before, the jobs) in one
 write, then one job per pod is created. Job names come from the node and the pod's uid, so a drain sent
 again (an interrupted CLI, a retrying tool) finds the jobs it made and creates only the missing ones.
+
+Its sender is authorized once the plan says which namespaces it moves pods from (`shared.permissions`), and
+before anything is written: a refused drain cordons nothing and creates nothing.
 """
 
 from __future__ import annotations
@@ -13,12 +16,13 @@ from __future__ import annotations
 import json
 import logging
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 from prometheus_client import Counter
 
 from services.tracker.intents import ANNOTATION_REASON, new_job
+from services.tracker.requesters import Forbidden, Requesters, Verdict, refusal_key
 from shared import bus
 from shared.api import codec, paths
 from shared.api.drain import (
@@ -37,11 +41,20 @@ from shared.api.drain import (
 )
 from shared.api.messages import AuditRecord, DrainIntent, DrainMove, DrainReply, IntentError, IntentErrorCode
 from shared.api.meta import ObjectReference
-from shared.api.pmj import ANNOTATION_REQUESTER, PodMigrationJob, PodMigrationJobSpec
+from shared.api.pmj import (
+    ANNOTATION_CLAIMED_REQUESTER,
+    ANNOTATION_REQUESTER,
+    PodMigrationJob,
+    PodMigrationJobSpec,
+)
 from shared.config import MigrationControllerArgs
 from shared.drain_plan import DrainPlan, Move, plan_drain
 from shared.kube import KubeClient, KubeError
+from shared.permissions import Identity, drain_node_needs, drain_pod_needs
 from shared.publisher import Publisher
+
+if TYPE_CHECKING:
+    from nats.aio.msg import Msg
 
 log = logging.getLogger(__name__)
 DRAINS = Counter("podherd_tracker_drains_total", "Drain intents received", ["outcome"])
@@ -53,10 +66,11 @@ class DrainRefused(Exception):
         self.error = IntentError(code=code, message=message, field=field)
 
 
-def drain_job(node: str, move: Move, intent: DrainIntent) -> PodMigrationJob:
+def drain_job(node: str, move: Move, intent: DrainIntent, *, requester: str) -> PodMigrationJob:
     annotations = {
         ANNOTATION_DRAIN_NODE: node,
-        ANNOTATION_REQUESTER: intent.requester,
+        ANNOTATION_REQUESTER: requester,
+        ANNOTATION_CLAIMED_REQUESTER: intent.requester,
         ANNOTATION_REASON: f"drain of node {node}",
     }
     if move.lifts:
@@ -86,9 +100,16 @@ class Drains:
         self.kube, self.publisher, self.subjects, self.args = kube, publisher, subjects, args
         self.replica = replica
 
-    async def answer(self, intent: DrainIntent) -> DrainReply:
+    async def answer(self, intent: DrainIntent, msg: Msg, requesters: Requesters) -> DrainReply:
+        verdict: Verdict | None = None
         try:
-            reply = await self._drain(intent)
+            verdict = await requesters.identify(msg.subject, msg.headers)
+            requesters.door(verdict, msg.subject, drain=True)
+            reply = await self._drain(intent, verdict, requesters)
+        except Forbidden as refused:
+            DRAINS.labels(refused.error.code).inc()
+            await self._audit(intent, refused.who, reply=None, refused=refused.error.message)
+            return DrainReply(ok=False, node=intent.node, error=refused.error)
         except DrainRefused as refused:
             DRAINS.labels(refused.error.code).inc()
             return DrainReply(ok=False, node=intent.node, error=refused.error)
@@ -99,23 +120,29 @@ class Drains:
             return DrainReply(ok=False, node=intent.node, error=error)
         DRAINS.labels("planned" if intent.dry_run else ("started" if reply.ok else "refused")).inc()
         if not intent.dry_run:
-            await self._audit(intent, reply)
+            await self._audit(intent, verdict.who, reply=reply)
         return reply
 
-    async def _drain(self, intent: DrainIntent) -> DrainReply:
+    async def _drain(self, intent: DrainIntent, verdict: Verdict, requesters: Requesters) -> DrainReply:
+        await requesters.authorize(verdict, drain_node_needs(intent.node))  # before the node is looked up
         node = await self.kube.get_json(paths.node(intent.node))
         if node is None:
             raise DrainRefused("MissingNode", f"node {intent.node} not found", "node")
         if not intent.dry_run:
             node = await self._after_rollback(node)
         plan = plan_drain(await self._pods(intent), intent.options, scheduler_names=self.args.scheduler_names)
+        deletes = self.args.eviction_policy == "Delete"
+        needs = drain_pod_needs((m.namespace for m in plan.moves), deletes=deletes)
+        await requesters.authorize(verdict, needs)
         reply = self._reply(intent.node, plan)
+        if verdict.objection:
+            reply.warnings.append(f"would be refused (enforcement: audit): {verdict.objection}")
         await self._already_moving(node, plan, reply)
         if not reply.ok or intent.dry_run:
             return reply
-        await self._cordon(intent, node, [m.job for m in reply.moves])
+        await self._cordon(intent, verdict.who, node, jobs=[m.job for m in reply.moves])
         for move in plan.moves:
-            await self._create(drain_job(intent.node, move, intent))
+            await self._create(drain_job(intent.node, move, intent, requester=verdict.who.username))
         return reply
 
     async def _after_rollback(self, node: dict[str, Any]) -> dict[str, Any]:
@@ -197,14 +224,16 @@ class Drains:
             reply.moves.append(DrainMove(pod=pod, job=job, mode=mode))
             reply.stays.pop(pod, None)
 
-    async def _cordon(self, intent: DrainIntent, node: dict[str, Any], jobs: list[str]) -> None:
+    async def _cordon(
+        self, intent: DrainIntent, who: Identity, node: dict[str, Any], *, jobs: list[str]
+    ) -> None:
         """Cordon the node and record the drain on it, in one write (its resourceVersion a precondition)."""
         meta = node.get("metadata") or {}
         for _ in range(5):
             before = drain_record(node)
             unschedulable = bool((node.get("spec") or {}).get("unschedulable"))
             record = DrainRecord(
-                requester=intent.requester,
+                requester=who.username,
                 started_at=before.started_at
                 if before
                 else datetime.now(UTC).isoformat().replace("+00:00", "Z"),
@@ -246,19 +275,37 @@ class Drains:
             if found is not None and wanted is not None and ref.get("uid") != wanted.uid:
                 raise DrainRefused("Conflict", f"job {job.metadata.name} exists for another pod") from exc
 
-    async def _audit(self, intent: DrainIntent, reply: DrainReply) -> None:
+    async def _audit(
+        self,
+        intent: DrainIntent,
+        who: Identity | None,
+        *,
+        reply: DrainReply | None,
+        refused: str | None = None,
+    ) -> None:
+        jobs = [m.job for m in reply.moves] if reply is not None else []
+        details = {
+            "node": intent.node,
+            "jobs": json.dumps(jobs),
+            "options": codec.encode(intent.options).decode(),
+            "claimedRequester": intent.requester,
+        }
+        if who is not None and who.groups:
+            details["groups"] = ",".join(who.groups)
+        if reply is not None:
+            message = f"drain of node {intent.node}: {len(reply.moves)} pods to move, {len(reply.stays)} stay"
+        else:
+            message = f"drain of node {intent.node} refused: {refused}"
+        outcome = "refused" if refused else "started"
         record = AuditRecord(
-            id=f"drain/{intent.node}/{'-'.join(m.job for m in reply.moves)[:64]}/{len(reply.moves)}",
+            id=f"drain/{intent.node}/{outcome}/{'-'.join(jobs)[:64]}/{len(jobs)}/{refusal_key(who, refused)}",
             time=datetime.now(UTC),
             action="drain",
             actor=f"tracker/{self.replica}",
-            requester=intent.requester,
-            message=f"drain of node {intent.node}: {len(reply.moves)} pods to move, {len(reply.stays)} stay",
-            details={
-                "node": intent.node,
-                "jobs": json.dumps([m.job for m in reply.moves]),
-                "options": codec.encode(intent.options).decode(),
-            },
+            requester=who.username if who is not None else None,
+            reason="Forbidden" if refused else None,
+            message=message,
+            details=details,
         )
         await self.publisher.publish_audit(self.subjects.audit(f"drain-{node_hash(intent.node)}"), record)
         await self.publisher.flush()

@@ -9,6 +9,10 @@ Two ways in, one handling:
   to the audit stream, an API outage leaves it to be redelivered.
 The job's name comes from the idempotency key, so the same intent twice (either way, any replica) answers
 with the same job and creates it once. Every outcome is an audit record.
+
+Before anything is looked up or created, the sender is identified and authorized (`requesters`): a refusal
+is a `Forbidden` answer and an audit record naming the verified identity, and nothing is created. The job
+records that identity as its requester; what the intent claimed (`requester`) is kept beside it.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from prometheus_client import Counter
 
 from services.tracker.drains import Drains
 from services.tracker.intents import conflict, job_for
+from services.tracker.requesters import Forbidden, Requesters, Verdict, bearer, refusal_key
 from shared import bus
 from shared.api import codec, paths
 from shared.api.codec import SchemaError
@@ -46,6 +51,7 @@ from shared.api.pmj import PodMigrationJob
 from shared.config import NatsConfig
 from shared.consume import Durable, durable, one_by_one, run_consumer
 from shared.kube import KubeClient, KubeError
+from shared.permissions import Identity, migration_needs
 from shared.publisher import Publisher
 
 log = logging.getLogger(__name__)
@@ -70,8 +76,10 @@ class IntentIntake:
         subjects: bus.Subjects,
         *,
         replica: str,
+        requesters: Requesters,
         drains: Drains | None = None,
     ) -> None:
+        self.requesters = requesters
         self.drains = drains  # drain intents (on the request subject only: they answer with a plan)
         self.kube = kube
         self.publisher = publisher
@@ -82,9 +90,10 @@ class IntentIntake:
         self.answering = asyncio.Event()  # requests on the intent subject reach this replica
         self._names: KeyValue | None = None
 
-    async def submit(self, intent: MigrationIntent) -> tuple[str, bool]:
-        """Create the intent's job (or find it). Returns (job name, created); raises Refused."""
-        job = job_for(intent)
+    async def submit(self, intent: MigrationIntent, who: Identity) -> tuple[str, bool]:
+        """Create the intent's job (or find it), `who` its requester. Returns (job name, created); raises
+        Refused."""
+        job = job_for(intent, who.username)
         name = job.metadata.name or ""
         existing = await self._get(paths.job(name))
         if existing is not None:
@@ -155,44 +164,85 @@ class IntentIntake:
 
     # ----------------------------------------------------------------------------------------------------
 
-    async def answer(self, intent: MigrationIntent, path: str) -> IntentReply:
-        """Submit and audit one intent; the reply says how it went."""
+    async def answer(self, intent: MigrationIntent, msg: Msg, path: str) -> IntentReply:
+        """Authorize, submit and audit one intent; the reply says how it went."""
+        verdict: Verdict | None = None
         try:
-            name, created = await self.submit(intent)
-        except Refused as refused:
+            verdict = await self.requesters.identify(msg.subject, msg.headers)
+            self.requesters.door(verdict, msg.subject, drain=False, pod_namespace=intent.pod.namespace)
+            target = bool(intent.target_node)
+            await self.requesters.authorize(
+                verdict, migration_needs(intent.pod.namespace, intent.pod.name, target_node=target)
+            )
+            name, created = await self.submit(intent, verdict.who)
+        except (Refused, Forbidden) as refused:
             INTENTS.labels(path, refused.error.code).inc()
             if refused.error.code not in ("Unavailable", "Internal"):
+                who = refused.who if isinstance(refused, Forbidden) else None
+                who = who or (verdict.who if verdict is not None else None)
                 await self._audit(
-                    intent, None, "refused", message=refused.error.message, reason=refused.error.code
+                    intent,
+                    who,
+                    job=None,
+                    outcome="refused",
+                    message=refused.error.message,
+                    reason=refused.error.code,
                 )
             return IntentReply(ok=False, error=refused.error)
         INTENTS.labels(path, "created" if created else "existing").inc()
+        outcome = "created" if created else "repeated"
         await self._audit(
-            intent, name, "created" if created else "repeated", message=f"job {name}", reason=None
+            intent,
+            verdict.who,
+            job=name,
+            outcome=outcome,
+            message=f"job {name}",
+            reason=None,
+            objection=verdict.objection,
         )
         return IntentReply(ok=True, job=name, created=created)
 
     async def _audit(
-        self, intent: MigrationIntent, job: str | None, outcome: str, *, message: str, reason: str | None
+        self,
+        intent: MigrationIntent,
+        who: Identity | None,
+        *,
+        job: str | None,
+        outcome: str,
+        message: str,
+        reason: str | None,
+        objection: str | None = None,
     ) -> None:
+        details = {
+            "intent": intent.idempotency_key,
+            "pod": f"{intent.pod.namespace}/{intent.pod.name}",
+            "outcome": outcome,
+            "claimedRequester": intent.requester,
+        }
+        if who is not None and who.groups:
+            details["groups"] = ",".join(who.groups)
+        if objection:
+            details["wouldRefuse"] = objection  # enforcement: audit
         record = AuditRecord(
-            id=f"intent/{intent.idempotency_key}/{outcome}",
+            id=f"intent/{intent.idempotency_key}/{outcome}/{refusal_key(who, message if reason else None)}",
             time=datetime.now(UTC),
             action="intent",
             actor=f"tracker/{self.replica}",
             job=job,
-            requester=intent.requester,
+            requester=who.username if who is not None else None,
             reason=reason,
             message=message,
-            details={
-                "intent": intent.idempotency_key,
-                "pod": f"{intent.pod.namespace}/{intent.pod.name}",
-                "outcome": outcome,
-            },
+            details=details,
         )
         subject = self.subjects.audit(job or f"intent-{intent.pod.namespace}-{intent.pod.name}")
         await self.publisher.publish_audit(subject, record)
         await self.publisher.flush()
+
+    async def _erase(self, js: JetStreamContext, msg: Msg) -> None:
+        try:
+            await js.delete_msg(self.subjects.intents_stream, msg.metadata.sequence.stream)
+        except Exception as exc:  # the intent is refused all the same; the stream's max age ends the token
+            log.warning("could not erase a token sent into the intent stream: %s", exc)
 
     # ----------------------------------------------------------------------------------------------------
 
@@ -204,9 +254,11 @@ class IntentIntake:
             try:
                 kind = codec.decode(msg.data, IntentKind).kind
                 if kind == "Drain" and self.drains is not None:
-                    reply = await self.drains.answer(codec.decode(msg.data, DrainIntent))
+                    reply = await self.drains.answer(
+                        codec.decode(msg.data, DrainIntent), msg, self.requesters
+                    )
                 else:
-                    reply = await self.answer(codec.decode(msg.data, MigrationIntent), "request")
+                    reply = await self.answer(codec.decode(msg.data, MigrationIntent), msg, "request")
             except SchemaError as exc:
                 INTENTS.labels("request", "InvalidIntent").inc()
                 error = IntentError(code="InvalidIntent", message=str(exc), field=exc.field or None)
@@ -215,8 +267,10 @@ class IntentIntake:
                 await msg.respond(codec.encode(reply))
 
         async def on_intent(msg: Msg) -> None:
+            if bearer(msg.headers) is not None:  # a token must not stay in the stream: erased once read
+                await self._erase(js, msg)
             intent = codec.decode(msg.data, MigrationIntent)  # undecodable: dead-lettered by the loop
-            reply = await self.answer(intent, "stream")
+            reply = await self.answer(intent, msg, "stream")
             if reply.error is not None and reply.error.code in ("Unavailable", "Internal"):
                 raise RuntimeError(reply.error.message)  # redelivered later
 
@@ -239,11 +293,23 @@ class IntentIntake:
         sub = await bus.prepared(stop, setup, "intents")
         if sub is None:
             return
-        requests = await nc.subscribe(self.subjects.intent_request, queue=QUEUE_GROUP, cb=on_request)
-        await nc.flush()  # the server has the subscription: a request now finds this replica
+        doors = (
+            self.subjects.intent_request,
+            self.subjects.namespaced_intent_requests,
+            self.subjects.drain_request,
+        )
+        requests = [await nc.subscribe(door, queue=QUEUE_GROUP, cb=on_request) for door in doors]
+
+        async def on_account(msg: Msg) -> None:
+            self.requesters.forget(msg.data)
+
+        # Every replica hears every ServiceAccount event (no queue group): each has its own cache.
+        requests.append(await nc.subscribe(self.subjects.events_of("serviceaccounts"), cb=on_account))
+        await nc.flush()  # the server has the subscriptions: a request now finds this replica
         self.answering.set()
         try:
             await run_consumer(sub, js, self.subjects, name=CONSUMER, handle=one_by_one(on_intent), stop=stop)
         finally:
             self.answering.clear()
-            await requests.unsubscribe()
+            for subscription in requests:
+                await subscription.unsubscribe()

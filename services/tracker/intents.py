@@ -3,8 +3,9 @@ that job.
 
 The job's name is derived from the intent's idempotency key alone (`podherd-` and 20 hex digits of its
 SHA-256), so the same intent sent twice, by any path and to any replica, names one job. What the intent
-says beyond the spec travels as annotations: the key, the requester, the migration priority (the sort
-reads it), the target node (seed 002; the executor pins the Reservation there) and the reason.
+says beyond the spec travels as annotations: the key, the requester as verified (the identity the intent
+was authorized as) and the one it claimed, the migration priority (the sort reads it), the target node
+(seed 002; the executor pins the Reservation there) and the reason.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import hashlib
 from shared.api.messages import MigrationIntent
 from shared.api.meta import ObjectMeta, ObjectReference
 from shared.api.pmj import (
+    ANNOTATION_CLAIMED_REQUESTER,
     ANNOTATION_INTENT_ID,
     ANNOTATION_MIGRATION_PRIORITY,
     ANNOTATION_REQUESTER,
@@ -32,10 +34,11 @@ def job_name(idempotency_key: str) -> str:
     return "podherd-" + hashlib.sha256(idempotency_key.encode()).hexdigest()[:20]
 
 
-def job_for(intent: MigrationIntent) -> PodMigrationJob:
+def job_for(intent: MigrationIntent, requester: str) -> PodMigrationJob:
     annotations = {
         ANNOTATION_INTENT_ID: intent.idempotency_key,
-        ANNOTATION_REQUESTER: intent.requester,
+        ANNOTATION_REQUESTER: requester,
+        ANNOTATION_CLAIMED_REQUESTER: intent.requester,
         ANNOTATION_MIGRATION_PRIORITY: str(intent.priority),
     }
     if intent.target_node:

@@ -38,6 +38,7 @@ from services.tracker.keys import TrackerKeys
 from services.tracker.locks import JobLocks, announcer
 from services.tracker.observation import Observer
 from services.tracker.periodic import Periodic
+from services.tracker.requesters import Requesters
 from services.tracker.state import JobState
 from services.tracker.triggers import Triggers
 from shared import bus, ledger, redis_client
@@ -127,7 +128,10 @@ class Tracker:
             effects=self.effects,
         )
         drains = Drains(kube, self.publisher, self.subjects, args=self.args, replica=config.replica)
-        self.intake = IntentIntake(kube, self.publisher, self.subjects, replica=config.replica, drains=drains)
+        requesters = Requesters(kube, config.intents, self.subjects)
+        self.intake = IntentIntake(
+            kube, self.publisher, self.subjects, replica=config.replica, requesters=requesters, drains=drains
+        )
         self.collector = Collector(config, client, kube, publisher=self.publisher, js=self.js)
         self.atomic = AtomicDrains(
             client,

@@ -23,7 +23,7 @@ from services.watcher.decode import (
     workload_info,
 )
 from shared.api.codec import SchemaError
-from shared.api.messages import NodeInfo, PdbInfo, PodInfo, WatchedKind, WorkloadInfo
+from shared.api.messages import AccountInfo, NodeInfo, PdbInfo, PodInfo, WatchedKind, WorkloadInfo
 from shared.api.meta import ObjectMeta
 from shared.api.pmj import PodMigrationJob
 from shared.api.reservation import Reservation
@@ -87,6 +87,15 @@ def _strict(
             return Decoded(meta, minimal(meta.uid, meta.namespace or "", meta.name), str(exc))
 
     return decode
+
+
+def _account(raw: bytes, _: WorkloadResolver) -> Decoded:
+    meta = msgspec.json.decode(raw, type=MetaOnly).metadata
+    return Decoded(meta, _minimal_account(meta.uid, meta.namespace or "", meta.name))
+
+
+def _minimal_account(uid: str, namespace: str, name: str) -> AccountInfo:
+    return AccountInfo(uid=uid, namespace=namespace, name=name)
 
 
 def _minimal_pmj(uid: str, namespace: str, name: str) -> PodMigrationJob:
@@ -160,5 +169,6 @@ KINDS: dict[str, KindSpec] = {
             _minimal_workload("StatefulSet"),
         ),
         KindSpec("Node", "nodes", "", "v1", False, _node, lambda u, ns, n: NodeInfo(uid=u, name=n)),
+        KindSpec("ServiceAccount", "serviceaccounts", "", "v1", True, _account, _minimal_account),
     )
 }

@@ -84,7 +84,15 @@ class IntentKind(msgspec.Struct, kw_only=True):
 
 
 IntentErrorCode: TypeAlias = Literal[
-    "InvalidIntent", "MissingPod", "MissingNode", "Refused", "Conflict", "Unavailable", "Internal"
+    "InvalidIntent",
+    "MissingPod",
+    "MissingNode",
+    "Refused",
+    "Conflict",
+    "Forbidden",
+    "TooManyRequests",
+    "Unavailable",
+    "Internal",
 ]
 
 
@@ -136,6 +144,7 @@ WatchedKind: TypeAlias = Literal[
     "ReplicaSet",
     "StatefulSet",
     "Node",
+    "ServiceAccount",
 ]
 
 
@@ -225,7 +234,17 @@ class EventHead(msgspec.Struct, rename="camel"):
         return f"{self.namespace}/{self.name}" if self.namespace else self.name
 
 
-Payload = TypeVar("Payload", PodInfo, PodMigrationJob, Reservation, PdbInfo, WorkloadInfo, NodeInfo)
+class AccountInfo(msgspec.Struct, rename="camel", kw_only=True):
+    """A ServiceAccount, as far as Podherd cares: that it exists (a token of a deleted one proves nothing)."""
+
+    uid: str
+    namespace: str
+    name: str
+
+
+Payload = TypeVar(
+    "Payload", PodInfo, PodMigrationJob, Reservation, PdbInfo, WorkloadInfo, NodeInfo, AccountInfo
+)
 
 
 class ObjectEvent(Message, Generic[Payload], kw_only=True):

@@ -54,3 +54,7 @@ def replicaset(namespace: str, name: str) -> str:
 
 def autoscalers(namespace: str) -> str:
     return f"/apis/autoscaling/v2/namespaces/{namespace}/horizontalpodautoscalers"
+
+
+TOKEN_REVIEWS: Final = "/apis/authentication.k8s.io/v1/tokenreviews"
+SUBJECT_ACCESS_REVIEWS: Final = "/apis/authorization.k8s.io/v1/subjectaccessreviews"

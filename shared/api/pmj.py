@@ -110,7 +110,8 @@ REASONS: Final = frozenset(
 # Podherd's annotations on a PMJ (contract 1 of the architecture brief: never new fields).
 ANNOTATION_TARGET_NODE: Final = "podherd.io/target-node"
 ANNOTATION_INTENT_ID: Final = "podherd.io/intent-id"
-ANNOTATION_REQUESTER: Final = "podherd.io/requester"
+ANNOTATION_REQUESTER: Final = "podherd.io/requester"  # as verified: who the request was authorized as
+ANNOTATION_CLAIMED_REQUESTER: Final = "podherd.io/claimed-requester"  # what the intent said it was from
 ANNOTATION_MIGRATION_PRIORITY: Final = "podherd.io/migration-priority"
 ANNOTATION_ATTEMPT: Final = "podherd.io/attempt"
 ANNOTATION_ABORT: Final = "podherd.io/abort"

@@ -16,7 +16,7 @@ from typing import Any
 import nats
 
 from kubesim.sim import SimHandle
-from podherd.install import install, service_kubeconfig
+from podherd.install import install, requester_file, service_kubeconfig
 from podherd.servers import Server
 from services.arbitrator.service import Arbitrator
 from services.executor.service import CONSUMER as EXECUTOR_CONSUMER
@@ -50,6 +50,7 @@ def pipeline_config(
             "nats": {"url": nats_srv.url, "subjectPrefix": prefix},
             "redis": {"url": redis_srv.url, "keyPrefix": prefix},
             "kubernetes": {"kubeconfig": str(handle.kubeconfig)},
+            "intents": {"tokenFile": str(requester(handle))},
             "replica": replica,
             "watcher": {"checkpointInterval": "200ms", **({"kinds": watch} if watch else {})},
             "migrationController": {
@@ -60,6 +61,20 @@ def pipeline_config(
             },
         }
     )
+
+
+def requester(handle: SimHandle) -> Path:
+    """The token file of the tests' intent sender (ServiceAccount podherd/tests, bound to the requester roles
+    of deploy/rbac), made once per cluster: intents are authorized as in deploy/."""
+    path = handle.kubeconfig.with_name("requester.token")
+    if not path.exists():
+        admin = KubeClient.from_config(KubernetesConfig(kubeconfig=str(handle.kubeconfig)))
+        try:
+            install(admin, rbac=True)
+            requester_file(admin, path, audience="podherd", name="tests")
+        finally:
+            admin.close()
+    return path
 
 
 @dataclass

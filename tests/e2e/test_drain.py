@@ -19,6 +19,7 @@ import redis.asyncio as aioredis
 import yaml
 
 from kubesim.sim import SimHandle
+from podherd.client import signed
 from podherd.invariants import Watchdog
 from podherd.servers import Server
 from shared import bus
@@ -106,7 +107,8 @@ async def test_a_drain_empties_the_node_keeping_every_workload_up(
     stop = asyncio.Event()
     watching = asyncio.create_task(watchdog.run(stop))
     async with pipeline(config):
-        reply = codec.decode(await when_served(nc, bus.Subjects(test_id), codec.encode(intent)), DrainReply)
+        answer = await when_served(nc, bus.Subjects(test_id), codec.encode(intent), signed(config))
+        reply = codec.decode(answer, DrainReply)
         assert reply.ok, reply
         jobs = {
             m.pod.split("/")[1].rsplit("-", 2)[0] if m.pod != "default/bare" else "bare": m

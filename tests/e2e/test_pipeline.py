@@ -15,6 +15,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from kubesim.sim import SimHandle
+from podherd.client import signed
 from podherd.servers import Server
 from services.executor.service import Executor
 from services.tracker.service import Tracker
@@ -23,7 +24,16 @@ from shared.api import codec, paths
 from shared.api.messages import Command, IntentReply, MigrationIntent, PodKey
 from shared.config import CollectorConfig
 from shared.ledger import Ledger, as_text
-from tests.e2e.pipeline import GROUP, PLURAL, VERSION, create_job, ended, pipeline, pipeline_config, until_job
+from tests.e2e.pipeline import (
+    GROUP,
+    PLURAL,
+    VERSION,
+    create_job,
+    ended,
+    pipeline,
+    pipeline_config,
+    until_job,
+)
 from tests.e2e.test_lifecycle import (
     BLIND_TO_BUDGETS,
     cluster,
@@ -77,7 +87,7 @@ async def test_an_intent_becomes_a_job_that_moves_the_pod(
     async with pipeline(config):
         replies = []
         for _ in range(3):  # the same intent thrice: one job
-            replies.append(await until_answered(nc, subjects, intent))
+            replies.append(await until_answered(nc, subjects, intent, signed(config)))
         assert len({r.job for r in replies}) == 1 and [r.created for r in replies] == [True, False, False]
         job_name = replies[0].job
         assert job_name is not None
@@ -103,12 +113,14 @@ async def test_finished_jobs_are_collected_and_an_intent_sent_again_moves_nothin
     )
 
     async def ask(what: MigrationIntent) -> IntentReply:
-        msg = await nc.request(subjects.intent_request, codec.encode(what), timeout=10)
+        msg = await nc.request(
+            subjects.intent_request, codec.encode(what), timeout=10, headers=signed(config)
+        )
         return codec.decode(msg.data, IntentReply)
 
     async with pipeline(config):
         create_job(kube, "in-flight", other, paused=True)  # held Pending: never collected, however old
-        reply = await until_answered(nc, subjects, intent)
+        reply = await until_answered(nc, subjects, intent, signed(config))
         assert reply.ok and reply.created and reply.job
         job = await until_job(kube, reply.job, ended)
         assert job["status"]["phase"] == "Succeeded"
@@ -193,17 +205,19 @@ def gone(key: str) -> Callable[[dict[str, Any]], bool]:
     return holds
 
 
-async def until_answered(nc: Any, subjects: bus.Subjects, intent: MigrationIntent) -> IntentReply:
+async def until_answered(
+    nc: Any, subjects: bus.Subjects, intent: MigrationIntent, headers: dict[str, str]
+) -> IntentReply:
     """The intent's answer from the pipeline's tracker (which `pipeline` waits for to answer)."""
-    return codec.decode(await when_served(nc, subjects, codec.encode(intent)), IntentReply)
+    return codec.decode(await when_served(nc, subjects, codec.encode(intent), headers), IntentReply)
 
 
-async def when_served(nc: Any, subjects: bus.Subjects, data: bytes) -> bytes:
+async def when_served(nc: Any, subjects: bus.Subjects, data: bytes, headers: dict[str, str]) -> bytes:
     """The answer to a request on the intent subject. `pipeline` waits for its trackers to answer; a
     request that still finds none (seen, rarely, just after) is sent again."""
     while True:
         try:
-            msg = await nc.request(subjects.intent_request, data, timeout=10)
+            msg = await nc.request(subjects.intent_request, data, timeout=10, headers=headers)
         except nats.errors.NoRespondersError:
             await asyncio.sleep(0.1)  # no event tells when the server routes to the subscription
             continue

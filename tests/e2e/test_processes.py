@@ -21,6 +21,7 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from kubesim.sim import SimHandle
+from podherd.client import signed
 from podherd.history import room_checks
 from podherd.install import install, manifests, service_token
 from podherd.invariants import Watchdog
@@ -191,7 +192,10 @@ async def test_four_service_processes_with_their_own_roles_carry_a_storm_of_inte
         ]
         half = len(intents) // 2
         replies = await asyncio.gather(
-            *(nc.request(subjects.intent_request, codec.encode(i), timeout=30) for i in intents[:half])
+            *(
+                nc.request(subjects.intent_request, codec.encode(i), timeout=30, headers=signed(config))
+                for i in intents[:half]
+            )
         )
         assert all(json.loads(r.data)["ok"] for r in replies)
         js = nc.jetstream()

@@ -15,6 +15,7 @@ import pytest
 import urllib3
 
 from kubesim.sim import SimHandle
+from podherd.client import signed
 from podherd.servers import Server
 from shared import bus
 from shared.api import annotations as known
@@ -228,7 +229,7 @@ async def test_a_drain_moves_a_single_replica_by_surge_without_downtime(
     nc = await nats.connect(nats_srv.url)
     async with pipeline(config):
         intent = DrainIntent(kind="Drain", node=old.spec.node_name, requester="tests")
-        answer = await when_served(nc, bus.Subjects(test_id), codec.encode(intent))
+        answer = await when_served(nc, bus.Subjects(test_id), codec.encode(intent), signed(config))
         reply = codec.decode(answer, DrainReply)
         assert reply.ok and [m.pod for m in reply.moves] == [f"default/{name}"], reply
         job = await until_job(kube, reply.moves[0].job, ended)

@@ -35,6 +35,7 @@ from shared.publisher import Publisher
 from tests.fuzz import sizes
 from tests.fuzz.test_decoders import intents, json_values
 from tests.kube import client_for, with_crds
+from tests.security.doors import unchecked
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 PODS = [f"p-{i}" for i in range(5)]
@@ -139,7 +140,7 @@ async def serve_intake(handle: SimHandle, nats_url: str, prefix: str) -> Intake:
     nc = await nats.connect(nats_url)
     kube = KubeClient.from_config(KubernetesConfig(kubeconfig=str(handle.kubeconfig)))
     subjects = bus.Subjects(prefix)
-    intake = IntentIntake(kube, Publisher(nc), subjects, replica="fuzz")
+    intake = IntentIntake(kube, Publisher(nc), subjects, replica="fuzz", requesters=unchecked(kube, subjects))
     stop = asyncio.Event()
     serving = asyncio.create_task(intake.serve(nc, NatsConfig(url=nats_url, subject_prefix=prefix), stop))
     for _ in range(100):  # the intake subscribing

@@ -110,7 +110,14 @@ def test_demo_defragments_the_cluster_and_the_cluster_shows_it(tmp_path: Path) -
             for p in core.list_namespaced_pod("default", label_selector="app=web").items
             if p.spec.node_name != emptied
         )
-        example = intent_example().replace("nats://127.0.0.1:4222", nats_url.group(1)).replace("web-0", other)
+        workdir = re.search(r"PODHERD_CONFIG=(\S+)/podherd\.yaml", output)
+        assert workdir, output
+        example = (
+            intent_example()
+            .replace("nats://127.0.0.1:4222", nats_url.group(1))
+            .replace("web-0", other)
+            .replace("/var/run/secrets/podherd/token", f"{workdir.group(1)}/requester.token")
+        )
         ran = subprocess.run(
             [sys.executable, "-c", example], capture_output=True, text=True, timeout=60, check=False
         )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -29,25 +30,35 @@ from shared.config_loader import config_from_dict
 from shared.kube import KubeClient
 from shared.publisher import Publisher
 from tests.conftest import NatsScope
-from tests.kube import Kube, client_for, with_crds
+from tests.kube import DRAIN, EVICT, Kube, bearer, client_for, requester, with_crds
+from tests.security.doors import checked
 
 pytestmark = pytest.mark.integration
 GROUP, VERSION, PLURAL = "scheduling.koordinator.sh", "v1alpha1", "podmigrationjobs"
 
 
+@dataclasses.dataclass(frozen=True)
+class Signed(bus.Subjects):
+    """The subjects, and the headers of a request signed by a requester that may drain any node."""
+
+    headers: dict[str, str] = dataclasses.field(default_factory=dict)
+
+
 @contextlib.asynccontextmanager
-async def tracker_intake(kube: Kube, nats_srv: Server, nats_scope: NatsScope) -> AsyncIterator[bus.Subjects]:
+async def tracker_intake(kube: Kube, nats_srv: Server, nats_scope: NatsScope) -> AsyncIterator[Signed]:
     config = config_from_dict(
         {
             "nats": {"url": nats_srv.url, "subjectPrefix": nats_scope.prefix},
             "kubernetes": {"kubeconfig": str(kube.handle.kubeconfig)},
         }
     )
-    subjects = bus.Subjects(nats_scope.prefix)
+    subjects = Signed(nats_scope.prefix, bearer(requester(kube, "drainer", [*DRAIN, EVICT])))
     client = KubeClient.from_config(config.kubernetes)
     publisher = Publisher(nats_scope.nc)
     drains = Drains(client, publisher, subjects, args=config.migration_controller, replica="t0")
-    handler = IntentIntake(client, publisher, subjects, replica="t0", drains=drains)
+    handler = IntentIntake(
+        client, publisher, subjects, replica="t0", requesters=checked(client, subjects), drains=drains
+    )
     stop = asyncio.Event()
     task = asyncio.create_task(handler.serve(nats_scope.nc, config.nats, stop))
     async with asyncio.timeout(30):
@@ -60,12 +71,13 @@ async def tracker_intake(kube: Kube, nats_srv: Server, nats_scope: NatsScope) ->
         await client.aclose()
 
 
-async def drain(nats_scope: NatsScope, subjects: bus.Subjects, node: str, **options: Any) -> DrainReply:
+async def drain(nats_scope: NatsScope, subjects: Signed, node: str, **options: Any) -> DrainReply:
     dry_run = options.pop("dry_run", False)
     intent = DrainIntent(
         kind="Drain", node=node, requester="tests", options=DrainOptions(**options), dry_run=dry_run
     )
-    msg = await nats_scope.nc.request(subjects.intent_request, codec.encode(intent), timeout=10)
+    request = codec.encode(intent)
+    msg = await nats_scope.nc.request(subjects.intent_request, request, timeout=10, headers=subjects.headers)
     return codec.decode(msg.data, DrainReply)
 
 
@@ -131,7 +143,9 @@ async def test_a_drain_cordons_records_and_makes_one_job_per_pod_however_often_i
     found = cluster.core.read_node(node)
     assert found.spec.unschedulable
     record = json.loads(found.metadata.annotations[ANNOTATION_NODE_DRAIN])
-    assert record["cordonedBefore"] is False and record["requester"] == "tests"
+    # The requester is who the token proved, not what the intent claimed ("tests").
+    assert record["cordonedBefore"] is False
+    assert record["requester"] == "system:serviceaccount:default:drainer"
     assert sorted(record["jobs"]) == sorted(jobs) and record["options"]["timeout"] == "5m"
 
 
@@ -152,7 +166,7 @@ async def test_bad_drains_get_a_specific_error(
         missing = await drain(nats_scope, subjects, "node-404")
         selector = await drain(nats_scope, subjects, "node-1", pod_selector="app in (")
         raw = b'{"kind":"Drain","node":"Node_1","requester":"t"}'
-        msg = await nats_scope.nc.request(subjects.intent_request, raw, timeout=10)
+        msg = await nats_scope.nc.request(subjects.intent_request, raw, timeout=10, headers=subjects.headers)
         invalid = codec.decode(msg.data, IntentReply)
     assert missing.error is not None and (missing.error.code, missing.error.field) == ("MissingNode", "node")
     assert selector.error is not None and (selector.error.code, selector.error.field) == (

@@ -24,6 +24,7 @@ from shared.kube import KubeClient
 from shared.publisher import Publisher
 from tests.conftest import NatsScope
 from tests.kube import Kube
+from tests.security.doors import unchecked
 
 pytestmark = pytest.mark.integration
 GROUP, VERSION, PLURAL = "scheduling.koordinator.sh", "v1alpha1", "podmigrationjobs"
@@ -53,7 +54,13 @@ async def intake(
     for i in range(replicas):
         client = KubeClient.from_config(config.kubernetes)
         clients.append(client)
-        handler = IntentIntake(client, Publisher(nats_scope.nc), subjects, replica=f"t{i}")
+        handler = IntentIntake(
+            client,
+            Publisher(nats_scope.nc),
+            subjects,
+            replica=f"t{i}",
+            requesters=unchecked(client, subjects),
+        )
         handlers.append(handler)
         tasks.append(asyncio.create_task(handler.serve(nats_scope.nc, config.nats, stop)))
     # Ready when every replica says it answers (its durable consumer exists by then).
@@ -203,7 +210,9 @@ async def test_an_intake_that_says_it_answers_does_answer(
     config = config_from_dict({"nats": {"url": nats_srv.url, "subjectPrefix": nats_scope.prefix}})
     subjects = bus.Subjects(nats_scope.prefix)
     client = KubeClient.from_config(KubernetesConfig(kubeconfig=str(kube.handle.kubeconfig)))
-    handler = IntentIntake(client, Publisher(nats_scope.nc), subjects, replica="t0")
+    handler = IntentIntake(
+        client, Publisher(nats_scope.nc), subjects, replica="t0", requesters=unchecked(client, subjects)
+    )
     assert not handler.answering.is_set()
     stop = asyncio.Event()
     serving = asyncio.create_task(handler.serve(nats_scope.nc, config.nats, stop))
@@ -251,7 +260,9 @@ async def test_a_replica_started_while_jetstream_has_no_quorum_answers_once_it_h
     logging.getLogger("shared.bus").addHandler(retried)
     nc = await nats.connect(first.url)
     client = KubeClient.from_config(config.kubernetes)
-    handler = IntentIntake(client, Publisher(nc), subjects, replica="t0")
+    handler = IntentIntake(
+        client, Publisher(nc), subjects, replica="t0", requesters=unchecked(client, subjects)
+    )
     serving = asyncio.create_task(handler.serve(nc, config.nats, stop))
     try:
         # Its setup failed at least once, and the replica is still there (before: it ended on the timeout).

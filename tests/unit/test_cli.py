@@ -29,6 +29,19 @@ def test_config_prints_effective_values(
     assert shown["nats"]["url"] == "nats://elsewhere:4222"
 
 
+def test_config_never_prints_a_password(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("REDIS_URL", "redis://podherd:s3cret@redis:6379/0")
+    monkeypatch.setenv("NATS_URL", "nats://svc:pa55@nats-0:4222,nats://svc:pa55@nats-1:4222")
+    assert main(["config"]) == 0
+    out = capsys.readouterr().out
+    assert "s3cret" not in out and "pa55" not in out
+    shown = json.loads(out)
+    assert shown["redis"]["url"] == "redis://podherd:***@redis:6379/0"
+    assert shown["nats"]["url"] == "nats://svc:***@nats-0:4222,nats://svc:***@nats-1:4222"
+
+
 @pytest.mark.parametrize(
     ("content", "needle"),
     [
@@ -50,6 +63,9 @@ def test_config_errors_are_one_line(tmp_path: Path, content: str | None, needle:
     assert result.returncode == 1
     assert result.stderr.count("\n") == 1 and needle in result.stderr
     assert "Traceback" not in result.stderr
+
+
+TOKEN = {"PODHERD_INTENTS__TOKENFILE": "/dev/null"}  # read only once a request is sent
 
 
 def podherd(*argv: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -87,14 +103,15 @@ def unreachable_kubeconfig(tmp_path: Path) -> str:
         (["run", "everything"], {}, "invalid choice", 2),
         (
             ["submit", "default/p"],
-            {"NATS_URL": "nats://127.0.0.1:1"},
-            "cannot reach NATS at nats://127.0.0.1:1",
+            {"NATS_URL": "nats://someone:s3cret@127.0.0.1:1", **TOKEN},
+            "cannot reach NATS at nats://127.0.0.1:1",  # the URL's credentials are never printed
             1,
         ),
+        (["submit", "default/p"], {}, "--token-file", 1),  # intents carry a token by default
         (["audit", "tail"], {"NATS_URL": "nats://127.0.0.1:1"}, "cannot reach NATS", 1),
         (["drain", "Node_1"], {}, "node", 1),
         (["drain", "node-1", "--timeout", "soon"], {}, "options.timeout", 1),
-        (["drain", "node-1"], {"NATS_URL": "nats://127.0.0.1:1"}, "cannot reach NATS", 1),
+        (["drain", "node-1"], {"NATS_URL": "nats://127.0.0.1:1", **TOKEN}, "cannot reach NATS", 1),
         (["drain"], {}, "required", 2),
         (["jobs"], {"PODHERD_KUBERNETES__KUBECONFIG": "/nonexistent/kubeconfig"}, "no usable kubeconfig", 1),
         (["jobs"], {"PODHERD_MIGRATIONCONTROLLER__EVICTIONPOLICY": "Evict"}, "evictionPolicy", 1),

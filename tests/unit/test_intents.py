@@ -22,7 +22,11 @@ def intent(key: str = "defrag-1", pod: str = "web-0", **extra: Any) -> Migration
 
 def test_the_name_depends_on_the_key_only_and_is_a_valid_object_name() -> None:
     assert job_name("k") == job_name("k") != job_name("k2")
-    assert job_for(intent("k", "a")).metadata.name == job_for(intent("k", "b")).metadata.name == job_name("k")
+    assert (
+        job_for(intent("k", "a"), "u").metadata.name
+        == job_for(intent("k", "b"), "u").metadata.name
+        == job_name("k")
+    )
     long_key = "x" * 200
     assert DNS_NAME.match(job_name(long_key)) and len(job_name(long_key)) <= 63
 
@@ -31,7 +35,8 @@ def test_the_job_carries_the_intent() -> None:
     job = job_for(
         intent(
             target_node="node-7", mode="EvictDirectly", ttl="10m", priority=5, reason="defrag", paused=True
-        )
+        ),
+        "system:serviceaccount:tools:defragmenter",
     )
     assert job.api_version == "scheduling.koordinator.sh/v1alpha1" and job.kind == "PodMigrationJob"
     assert job.spec.pod_ref is not None
@@ -40,7 +45,9 @@ def test_the_job_carries_the_intent() -> None:
     annotations = job.metadata.annotations or {}
     assert annotations["podherd.io/target-node"] == "node-7"
     assert annotations["podherd.io/migration-priority"] == "5"
-    assert annotations["podherd.io/requester"] == "defragmenter"
+    # The requester as verified, and what the intent claimed beside it.
+    assert annotations["podherd.io/requester"] == "system:serviceaccount:tools:defragmenter"
+    assert annotations["podherd.io/claimed-requester"] == "defragmenter"
     assert annotations["podherd.io/intent-id"] == "defrag-1"
     # The job round-trips through the wire format the API server stores.
     assert codec.decode(codec.encode(job), type(job)) == job
@@ -56,5 +63,5 @@ def test_the_job_carries_the_intent() -> None:
     ],
 )
 def test_conflicts(existing: MigrationIntent, wanted: MigrationIntent, expected: str | None) -> None:
-    found = conflict(job_for(existing), wanted)
+    found = conflict(job_for(existing, "u"), wanted)
     assert found is None if expected is None else (found is not None and expected in found)
