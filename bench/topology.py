@@ -20,17 +20,16 @@ import nats
 import redis as sync_redis
 import redis.asyncio as aioredis
 
+from podherd.nats_cluster import NatsCluster, start_nats_cluster
 from podherd.nats_faults import kill_every_leader, raft_groups
 from podherd.redis_topology import RedisSentinelTopology, start_redis_sentinel
 from podherd.servers import (
-    NatsCluster,
     Server,
     ServerUnavailable,
     find_nats_binary,
     find_redis_binary,
     nats_server,
     redis_server,
-    start_nats_cluster,
 )
 from shared import bus, redis_client
 from shared.config import nats_servers

@@ -41,6 +41,12 @@ def _cmd_config(args: argparse.Namespace) -> int:
     from shared.redact import redacted
 
     config = load_config(args.config)
+    if args.nats_accounts:
+        from shared.bus import Subjects
+        from shared.nats_permissions import accounts_file
+
+        print(accounts_file(Subjects(config.nats.subject_prefix)), end="")
+        return 0
     print(json.dumps(redacted(msgspec.to_builtins(config)), indent=2, sort_keys=True))
     return 0
 
@@ -283,6 +289,11 @@ def build_parser() -> argparse.ArgumentParser:
         "config", parents=[common], help="print the effective configuration after file and environment"
     )
     config.add_argument("--reference", action="store_true", help="print every key, default and variable")
+    config.add_argument(
+        "--nats-accounts",
+        action="store_true",
+        help="print the NATS accounts (one user per service, by client certificate) for nats.subjectPrefix",
+    )
     config.set_defaults(func=_cmd_config)
     run = sub.add_parser("run", parents=[common], help="run a service (production entry point)")
     run.add_argument("service", choices=(*SERVICES, "all"), help="one service, or all four in one process")

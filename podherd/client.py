@@ -29,6 +29,7 @@ from shared.api.messages import AuditRecord, IntentReply, MigrationIntent, PodKe
 from shared.api.pmj import REASON_WAIT_FOR_WINDOW, TERMINAL_PHASES
 from shared.config import PodherdConfig, nats_servers
 from shared.kube import KubeClient, KubeError
+from shared.nats_access import Access
 from shared.redact import without_credentials
 
 # ---------------------------------------------------------------------------------------------------------
@@ -77,6 +78,7 @@ async def nats_client(config: PodherdConfig) -> AsyncIterator[Any]:
             max_reconnect_attempts=1,  # 0 would mean "forever" to nats-py's first connect
             reconnect_time_wait=0.2,
             error_cb=_quiet,
+            **Access(config.nats).options,
         )
     except (OSError, TimeoutError, nats.errors.Error) as exc:
         where = without_credentials(config.nats.url)

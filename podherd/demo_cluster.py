@@ -23,7 +23,8 @@ from kubesim.sim import SimHandle, start_in_thread
 from podherd.client import kube_get
 from podherd.errors import CliError
 from podherd.install import DEPLOY, NAMESPACE
-from podherd.servers import find_nats_binary, redis_server, start_nats_cluster
+from podherd.nats_cluster import start_nats_cluster
+from podherd.servers import find_nats_binary, redis_server
 from shared.config import KubernetesConfig
 from shared.kube import KubeClient
 

@@ -10,7 +10,8 @@ from typing import Any
 import nats.errors
 import nats.js.errors
 
-from podherd.servers import NatsCluster, Server
+from podherd.nats_cluster import NatsCluster
+from podherd.servers import Server
 from shared import bus
 
 NAME_PREFIX = "podherd-n"  # start_nats_cluster names its servers podherd-n1, podherd-n2, ...
@@ -21,11 +22,6 @@ def server_named(cluster: NatsCluster, name: str) -> Server:
     return cluster.servers[index]
 
 
-def kv_stream(bucket: str) -> str:
-    """The stream behind a KV bucket."""
-    return f"KV_{bucket}"
-
-
 def raft_groups(subjects: bus.Subjects) -> list[str]:
     """Every Raft group Podherd's state lives in: its streams, and the streams behind its KV buckets that
     hold the services' progress (checkpoints, leases)."""
@@ -34,8 +30,8 @@ def raft_groups(subjects: bus.Subjects) -> list[str]:
         subjects.jobs_stream,
         subjects.intents_stream,
         subjects.audit_stream,
-        kv_stream(subjects.watch_bucket),
-        kv_stream(subjects.lease_bucket),
+        bus.kv_stream(subjects.watch_bucket),
+        bus.kv_stream(subjects.lease_bucket),
     ]
 
 

@@ -26,7 +26,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -143,93 +142,32 @@ def find_redis_binary() -> str | None:
     return _find_binary(["valkey-server", "redis-server"], extra=extra)
 
 
-def start_nats_binary(binary: str, workdir: Path | None = None, max_file_store: int | None = None) -> Server:
+def start_nats_binary(
+    binary: str, workdir: Path | None = None, max_file_store: int | None = None, *, conf: str = ""
+) -> Server:
+    """`conf`: more of the server's configuration (TLS, accounts), after JetStream's."""
+
     def argv_for(port: int, data: Path) -> list[str]:
         # nats-server has no flag for the store limit: JetStream is configured in a file, which the
         # address flags then complete.
-        conf = data / "nats.conf"
         limit = f", max_file_store: {max_file_store}" if max_file_store is not None else ""
-        conf.write_text(f"jetstream {{ store_dir: {json.dumps(str(data / 'jetstream'))}{limit} }}\n")
-        return [binary, "-c", str(conf), "-a", "127.0.0.1", "-p", str(port), "-n", f"podherd-{port}"]
+        store = json.dumps(str(data / "jetstream"))
+        (data / "nats.conf").write_text(f"jetstream {{ store_dir: {store}{limit} }}\n{conf}")
+        return [
+            binary,
+            "-c",
+            str(data / "nats.conf"),
+            "-a",
+            "127.0.0.1",
+            "-p",
+            str(port),
+            "-n",
+            f"podherd-{port}",
+        ]
 
     return start_binary(
         kind="nats", scheme="nats", binary=binary, argv_for=argv_for, wait=_wait_nats, workdir=workdir
     )
-
-
-@dataclass
-class NatsCluster:
-    """A JetStream cluster of nats-server binaries on loopback ports (streams with `nats.replicas` > 1)."""
-
-    servers: list[Server]
-    monitors: list[int] = field(default_factory=list)  # each server's monitoring port, in order
-
-    @property
-    def url(self) -> str:
-        return ",".join(server.url for server in self.servers)
-
-    def restart(self, server: Server) -> None:
-        """Start a killed member again; returns once it is current with the cluster (/healthz)."""
-        server.restart()
-        _wait_healthy(self.monitors[self.servers.index(server)], START_TIMEOUT)
-
-    def stop(self) -> None:
-        for server in self.servers:
-            server.stop()
-
-
-def start_nats_cluster(
-    binary: str, size: int = 3, workdir: Path | None = None, *, max_file_store: int | None = None
-) -> NatsCluster:
-    """`size` nats-servers routed into one JetStream cluster; returns once its meta leader is elected."""
-    data = Path(tempfile.mkdtemp(prefix="podherd-nats-cluster-")) if workdir is None else workdir
-    ports = [(free_port(), free_port(), free_port()) for _ in range(size)]  # client, route, monitoring
-    routes = ", ".join(f"nats-route://127.0.0.1:{route}" for _, route, _ in ports)
-    limit = f", max_file_store: {max_file_store}" if max_file_store is not None else ""
-    servers: list[Server] = []
-    for index, (client, route, monitor) in enumerate(ports):
-        node = data / f"n{index + 1}"
-        node.mkdir(parents=True, exist_ok=True)
-        conf = node / "nats.conf"
-        conf.write_text(
-            f"server_name: podherd-n{index + 1}\nlisten: 127.0.0.1:{client}\nhttp: 127.0.0.1:{monitor}\n"
-            f"jetstream {{ store_dir: {json.dumps(str(node / 'jetstream'))}{limit} }}\n"
-            f"cluster {{ name: podherd, listen: 127.0.0.1:{route}, routes: [{routes}],"
-            " no_advertise: true }\n"
-        )
-        argv = [binary, "-c", str(conf)]
-        server = Server(
-            "nats", f"nats://127.0.0.1:{client}", f"binary:{binary}", port=client, workdir=node,
-            _argv=argv, _process=_spawn(argv, node, "nats"), _ready=_wait_nats,
-        )  # fmt: skip
-        servers.append(server)
-        _LIVE.append(server)
-    cluster = NatsCluster(servers, [monitor for _, _, monitor in ports])
-    if workdir is None:
-        servers[-1]._stop = lambda: shutil.rmtree(data, ignore_errors=True)
-    try:
-        for server, (_, _, monitor) in zip(servers, ports, strict=True):
-            _wait_nats(server.host, server.port, START_TIMEOUT)
-            _wait_healthy(monitor, START_TIMEOUT)
-    except (TimeoutError, OSError) as exc:
-        cluster.stop()
-        raise ServerUnavailable(f"nats cluster of {size} did not form: {exc}") from exc
-    return cluster
-
-
-def _wait_healthy(monitor_port: int, timeout: float) -> None:
-    """nats-server's /healthz answers 200 once its JetStream is current with the cluster's meta leader."""
-    deadline = time.monotonic() + timeout
-    last = ""
-    while time.monotonic() < deadline:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{monitor_port}/healthz", timeout=1.0) as answer:
-                if answer.status == 200:
-                    return
-        except (OSError, ValueError) as exc:
-            last = str(exc)
-        time.sleep(0.1)
-    raise TimeoutError(f"nats /healthz on port {monitor_port} not ok within {timeout:.0f}s ({last})")
 
 
 def start_redis_binary(binary: str, workdir: Path | None = None, extra: Sequence[str] = ()) -> Server:

@@ -45,6 +45,7 @@ from nats.js.kv import KeyValue
 
 from shared.config import NatsConfig, nats_servers
 from shared.durations import parse_duration
+from shared.nats_access import DENIED, Access
 from shared.waits import wait_event
 
 log = logging.getLogger(__name__)
@@ -56,6 +57,11 @@ CLUSTER_SCOPE = "_"
 def token(text: str) -> str:
     """A Kubernetes name or namespace as one NATS subject token."""
     return text.replace(".", "_").replace("*", "_").replace(">", "_").replace(" ", "_") or CLUSTER_SCOPE
+
+
+def kv_stream(bucket: str) -> str:
+    """The stream behind a KV bucket."""
+    return f"KV_{bucket}"
 
 
 @dataclass(frozen=True)
@@ -176,10 +182,13 @@ class Subjects:
 async def connect(
     config: NatsConfig, name: str, on_state: Callable[[str], Awaitable[None]] | None = None
 ) -> NatsClient:
-    """Connect with unlimited reconnects: a NATS restart is an outage to ride out, not a crash."""
+    """Connect with unlimited reconnects: a NATS restart is an outage to ride out, not a crash. TLS and
+    credentials as configured (`shared.nats_access`); a refused permission is reported once."""
+    access = Access(config)
 
     async def disconnected() -> None:
         log.warning("NATS disconnected")
+        access.refresh()  # a renewed certificate serves the reconnection
         if on_state:
             await on_state("disconnected")
 
@@ -189,7 +198,8 @@ async def connect(
             await on_state("reconnected")
 
     async def error(exc: Exception) -> None:
-        log.warning("NATS error: %s", exc)
+        if not DENIED.seen(str(exc)):
+            log.warning("NATS error: %s", exc)
 
     return await nats.connect(
         nats_servers(config.url),
@@ -200,6 +210,7 @@ async def connect(
         disconnected_cb=disconnected,
         reconnected_cb=reconnected,
         error_cb=error,
+        **access.options,
     )
 
 

@@ -208,6 +208,17 @@ def host_port(address: str) -> tuple[str, int] | None:
     return (host, int(port)) if host and port.isdigit() else None
 
 
+class Tls(Section):
+    """TLS to a server: `ca` (PEM) is what its certificate must chain to (else the system's roots); `cert`
+    and `key` (PEM) are this client's, for servers that want one (NATS maps it to a user with
+    `verify_and_map`). Files, as mounted from Secrets: read again when they change, so a renewed
+    certificate is used from the next connection on."""
+
+    ca: str | None = None
+    cert: str | None = None
+    key: str | None = None
+
+
 class NatsConfig(Section):
     # One server, or a cluster's members: a list, or separated by commas (nats://a:4222,nats://b:4222).
     url: str = "nats://127.0.0.1:4222"
@@ -219,6 +230,9 @@ class NatsConfig(Section):
     max_deliver: Annotated[int, msgspec.Meta(ge=1)] = 10
     ack_wait: Duration = "4s"
     replicas: Annotated[int, msgspec.Meta(ge=1, le=5)] = 1
+    # A file: an nkey seed (`SU…`) or a `.creds` file (a user JWT and its seed), read at each connection.
+    credentials: str | None = None
+    tls: Tls | None = None
 
 
 class RedisSentinel(Section):

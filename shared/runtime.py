@@ -12,6 +12,7 @@ from nats.aio.client import Client as NatsClient
 
 from shared.config import PodherdConfig
 from shared.logs import setup_logging
+from shared.nats_access import DENIED
 from shared.ops import OpsServer
 
 log = logging.getLogger(__name__)
@@ -23,6 +24,7 @@ async def serve(name: str, config: PodherdConfig, main: ServiceMain) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    DENIED.handler = lambda _: stop.set()  # a permission NATS refuses is never granted by waiting
     ops = OpsServer(config.http)
     await ops.start()
     log.info("%s starting", name, extra={"replica": config.replica})
@@ -71,7 +73,12 @@ async def close_nats(nc: NatsClient) -> None:
 def run(name: str, config: PodherdConfig, main: ServiceMain) -> int:
     setup_logging(name, config.replica, config.logging.level, fmt=config.logging.format)
     asyncio.run(serve(name, config, main))
-    return 0
+    return _exit_code()
+
+
+def _exit_code() -> int:
+    """1 when NATS refused a permission (the one error line said which), else 0."""
+    return 1 if DENIED.first is not None else 0
 
 
 def run_together(config: PodherdConfig, mains: dict[str, ServiceMain]) -> int:
@@ -84,7 +91,7 @@ def run_together(config: PodherdConfig, mains: dict[str, ServiceMain]) -> int:
 
     setup_logging("all", config.replica, config.logging.level, fmt=config.logging.format)
     asyncio.run(serve("+".join(mains), config, together))
-    return 0
+    return _exit_code()
 
 
 async def _awaited(awaitable: Awaitable[None]) -> None:

@@ -27,16 +27,9 @@ from nats.js import JetStreamContext
 
 from kubesim.options import SimOptions
 from kubesim.sim import SimHandle, start_in_thread
+from podherd.nats_cluster import NatsCluster, start_nats_cluster
 from podherd.redis_topology import RedisSentinelTopology, start_redis_sentinel
-from podherd.servers import (
-    NatsCluster,
-    Server,
-    find_nats_binary,
-    find_redis_binary,
-    nats_server,
-    redis_server,
-    start_nats_cluster,
-)
+from podherd.servers import Server, find_nats_binary, find_redis_binary, nats_server, redis_server
 from shared.config import PodherdConfig
 from shared.config_loader import config_from_dict
 from tests.fuzz import sizes

@@ -13,10 +13,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import nats
 
 from kubesim.sim import SimHandle
 from podherd.install import install, requester_file, service_kubeconfig
+from podherd.nats_pki import Pki
 from podherd.servers import Server
 from services.arbitrator.service import Arbitrator
 from services.executor.service import CONSUMER as EXECUTOR_CONSUMER
@@ -26,9 +28,10 @@ from services.watcher.service import Watcher
 from shared import bus, redis_client
 from shared.api import codec
 from shared.api.messages import AuditRecord
-from shared.config import KubernetesConfig, PodherdConfig, nats_servers
+from shared.config import KubernetesConfig, NatsConfig, PodherdConfig, nats_servers
 from shared.config_loader import config_from_dict
 from shared.kube import KubeClient
+from shared.nats_access import DENIED, Access
 from shared.waits import cancel_and_wait
 from tests.kube import Kube, watch_until
 
@@ -77,6 +80,11 @@ def requester(handle: SimHandle) -> Path:
     return path
 
 
+async def _noted(exc: Exception) -> None:
+    """A service's NATS errors: a refused permission is recorded (`DENIED`), as in a service process."""
+    DENIED.seen(str(exc))
+
+
 @dataclass
 class Running:
     name: str
@@ -89,8 +97,9 @@ class Running:
 class Pipeline:
     """The services, each as its own ServiceAccount (installed with Podherd's RBAC from `deploy/`)."""
 
-    def __init__(self, config: PodherdConfig) -> None:
+    def __init__(self, config: PodherdConfig, pki: Pki | None = None) -> None:
         self.config = config
+        self.pki = pki  # with one: TLS to NATS, each service as its own NATS user
         self.running: list[Running] = []
         self.kubeconfigs: dict[str, KubernetesConfig] = {}
 
@@ -111,7 +120,12 @@ class Pipeline:
 
     async def start(self, service: str, replica: str = "r0", cls: type[Any] | None = None) -> Running:
         config = self.config
-        nc = await nats.connect(nats_servers(config.nats.url))
+        nc = await nats.connect(
+            nats_servers(config.nats.url),
+            name=f"podherd-{service}-{replica}",
+            error_cb=_noted,
+            **Access(self.nats_as(f"podherd-{service}")).options,
+        )
         kube = KubeClient.from_config(self._kubernetes(service))
         client = redis_client.connect(config.redis)  # as the services connect (through Sentinels too)
         stop = asyncio.Event()
@@ -136,6 +150,12 @@ class Pipeline:
         running.answering = intake.answering if intake is not None else None
         self.running.append(running)
         return running
+
+    def nats_as(self, user: str) -> NatsConfig:
+        """The NATS settings of `user` (its certificate, with a PKI)."""
+        if self.pki is None:
+            return self.config.nats
+        return msgspec.structs.replace(self.config.nats, tls=self.pki.tls(user))
 
     async def ready(self) -> None:
         """Once every tracker answers requests (an intent sent now finds one): as long as that takes on a busy
@@ -174,9 +194,12 @@ class Pipeline:
 
 
 @contextlib.asynccontextmanager
-async def pipeline(config: PodherdConfig, replicas: int = 1) -> AsyncIterator[Pipeline]:
-    p = Pipeline(config)
-    nc = await nats.connect(nats_servers(config.nats.url))
+async def pipeline(
+    config: PodherdConfig, replicas: int = 1, pki: Pki | None = None
+) -> AsyncIterator[Pipeline]:
+    p = Pipeline(config, pki)
+    # The streams made first, as the tracker would (the one service that may make them all).
+    nc = await nats.connect(nats_servers(config.nats.url), **Access(p.nats_as("podherd-tracker")).options)
     subjects = bus.Subjects(config.nats.subject_prefix)
     await bus.ensure_events_stream(nc.jetstream(), subjects, config.nats)
     await bus.ensure_work_streams(nc.jetstream(), subjects, config.nats)

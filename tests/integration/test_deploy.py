@@ -1,26 +1,31 @@
 """`deploy/`: the kustomization applies to a cluster with the real kubectl, the ClusterRoles are enforced
-(kubesim's RBAC for ServiceAccount tokens), and the NATS accounts example confines intent publishers and audit
-readers to their subjects on a real nats-server."""
+(kubesim's RBAC for ServiceAccount tokens), and the shipped NATS accounts confine senders of intents and audit
+readers to their subjects on a real nats-server with TLS."""
 
 from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
-from collections.abc import Callable
+import shutil
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import nats
 import nats.errors
 import pytest
-from nats.aio.client import Client as NATS
 
 from kubesim import SERVICE_MONITOR_CRD
 from kubesim.sim import SimHandle
+from podherd import nats_pki
 from podherd.install import DEPLOY, install, service_token
-from podherd.servers import find_nats_binary, free_port
-from shared.config import KubernetesConfig
+from podherd.nats_pki import Pki
+from podherd.servers import Server, find_nats_binary, start_nats_binary
+from shared import bus
+from shared.config import KubernetesConfig, NatsConfig
 from shared.kube import KubeClient, KubeError
+from shared.nats_access import Access
+from shared.nats_permissions import accounts_file
 from tests.integration.test_kubesim_kubectl import KUBECTL, kubectl
 
 pytestmark = pytest.mark.integration
@@ -101,80 +106,64 @@ def test_each_service_may_do_only_what_its_cluster_role_grants(
             kube.close()
 
 
+def test_the_shipped_nats_accounts_are_the_generated_ones() -> None:
+    shipped = (DEPLOY / "nats" / "accounts.conf").read_text()
+    assert shipped == accounts_file(bus.Subjects("podherd")), "run `podherd config --nats-accounts`"
+
+
 @pytest.fixture
-def accounts_server(tmp_path: Path) -> object:
+def accounts_server(tmp_path: Path) -> Iterator[tuple[Server, Pki]]:
+    """nats-server with the shipped accounts.conf included beside TLS that maps client certificates."""
     binary = find_nats_binary()
     if binary is None:
         pytest.skip("no nats-server binary")
-    port = free_port()
-    conf = tmp_path / "server.conf"
-    conf.write_text(f"port: {port}\nhost: 127.0.0.1\njetstream: {{store_dir: '{tmp_path}'}}\n")
-    conf.write_text(conf.read_text() + (DEPLOY / "nats" / "accounts.conf").read_text())
-    check = subprocess.run([binary, "-t", "-c", str(conf)], capture_output=True, text=True, check=False)
-    assert check.returncode == 0, check.stderr
-    process = subprocess.Popen(
-        [binary, "-c", str(conf)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
-    yield f"127.0.0.1:{port}"
-    process.terminate()
-    process.wait(10)
+    pki = nats_pki.issue(tmp_path / "pki")
+    data = tmp_path / "server"
+    data.mkdir()
+    shutil.copy(DEPLOY / "nats" / "accounts.conf", data / "accounts.conf")
+    server = start_nats_binary(binary, data, conf=pki.tls_conf() + "include accounts.conf\n")
+    yield server, pki
+    server.stop()
 
 
-class Errors(list[str]):
-    """Errors the server sent, and a way to wait for them (they arrive after the call that caused them)."""
+async def test_nats_accounts_confine_senders_and_auditors(accounts_server: tuple[Server, Pki]) -> None:
+    server, pki = accounts_server
+    errors: list[str] = []
+    arrived = asyncio.Event()
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.arrived = asyncio.Event()
-
-    async def until(self, count: int, within: float = 30.0) -> list[str]:
-        async with asyncio.timeout(within):
-            while len(self.violations()) < count:
-                self.arrived.clear()
-                await self.arrived.wait()
-        return self.violations()
-
-    def violations(self) -> list[str]:
-        return [e for e in self if "permissions violation" in e.lower()]
-
-
-async def connect_as(address: str, user: str, password: str, errors: Errors) -> NATS:
     async def on_error(exc: Exception) -> None:
-        errors.append(str(exc))
-        errors.arrived.set()
+        errors.append(str(exc).lower())
+        arrived.set()
 
-    for _ in range(50):
-        try:
-            return await nats.connect(f"nats://{user}:{password}@{address}", error_cb=on_error)
-        except (nats.errors.NoServersError, OSError):
-            await asyncio.sleep(0.1)  # the server is still starting
-    raise AssertionError("nats-server did not start")
+    def options(user: str) -> dict[str, Any]:
+        tls = Access(NatsConfig(url=server.url, tls=pki.tls(user))).options
+        return {"error_cb": on_error, "allow_reconnect": False, **tls}
 
-
-async def test_nats_accounts_confine_publishers_and_auditors(accounts_server: str) -> None:
-    errors = Errors()
-    publisher = await connect_as(accounts_server, "intent-publisher", "change-me-publisher", errors)
-    auditor = await connect_as(accounts_server, "audit-reader", "change-me-auditor", errors)
-    services = await connect_as(accounts_server, "podherd", "change-me-services", errors)
+    sender = await nats.connect(server.url, **options("podherd-intent-sender"))
+    auditor = await nats.connect(server.url, **options("podherd-auditor"))
+    tracker = await nats.connect(server.url, **options("podherd-tracker"))
     try:
-        got = await services.subscribe("podherd.>")
-        await services.flush()  # the subscription is on the server before anything is published
-        await publisher.publish("podherd.intents.default", b"{}")  # allowed
-        await publisher.publish("podherd.jobs.admitted.x", b"{}")  # not an intent: refused
-        await auditor.publish("podherd.intents.default", b"{}")  # auditors publish nothing
-        await publisher.flush()
+        got = await tracker.subscribe("podherd.intent.request")
+        await tracker.flush()  # the subscription is on the server before anything is published
+        await sender.publish("podherd.intent.request", b"{}")  # allowed
+        await sender.publish("podherd.jobs.evict.x", b"{}")  # an executor command: refused
+        await auditor.publish("podherd.intent.request", b"{}")  # auditors publish nothing
+        await sender.flush()
         await auditor.flush()
         msg = await got.next_msg(timeout=30)  # a bound for failing only: it arrives at once when quiet
-        assert msg.subject == "podherd.intents.default"
+        assert msg.subject == "podherd.intent.request"
         with pytest.raises(nats.errors.TimeoutError):
             await got.next_msg(timeout=0.5)  # neither refused message arrived
         await auditor.subscribe("podherd.jobs.>")  # not audit: refused
         await auditor.subscribe("podherd.audit.>")  # allowed
         await auditor.flush()
-        violations = await errors.until(3)
-        assert len(violations) == 3, errors
-        assert any("podherd.jobs.admitted.x" in e for e in violations)
-        assert any('subscription to "podherd.jobs.>"' in e.lower() for e in violations)
+        async with asyncio.timeout(30):
+            while len(errors) < 3:
+                arrived.clear()
+                await arrived.wait()
+        assert len(errors) == 3, errors
+        assert any('publish to "podherd.jobs.evict.x"' in e for e in errors)
+        assert any('subscription to "podherd.jobs.>"' in e for e in errors)
     finally:
-        for nc in (publisher, auditor, services):
+        for nc in (sender, auditor, tracker):
             await nc.close()

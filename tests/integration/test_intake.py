@@ -13,7 +13,8 @@ from typing import Any
 import nats
 import pytest
 
-from podherd.servers import NatsCluster, Server
+from podherd.nats_cluster import NatsCluster
+from podherd.servers import Server
 from services.tracker.intake import CONSUMER, IntentIntake
 from shared import bus
 from shared.api import codec

@@ -10,7 +10,7 @@ import nats
 import pytest
 
 from podherd.history import RoomCheck, room_checks
-from podherd.servers import NatsCluster
+from podherd.nats_cluster import NatsCluster
 from shared import bus
 from shared.api.messages import AuditRecord
 from shared.config_loader import config_from_dict

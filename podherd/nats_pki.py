@@ -1,0 +1,68 @@
+"""NATS as `deploy/` runs it, for the demo and the tests: TLS from a CA of Podherd's own, every client by
+certificate, each certificate mapped to its NATS user (`verify_and_map`) with the rights of
+`shared.nats_permissions`. The files are what a cert-manager Certificate's Secret holds (`ca.crt`,
+`tls.crt`, `tls.key`), one directory per user.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from kubesim.tls import Authority
+from shared import bus
+from shared.config import Tls
+from shared.nats_permissions import AUDITOR, INTENT_SENDER, SERVICES, accounts
+
+SERVER = "nats-server"
+USERS = (*(f"podherd-{s}" for s in SERVICES), INTENT_SENDER, AUDITOR)
+SERVER_NAMES = ("localhost", "nats", "nats.podherd.svc", "nats.podherd.svc.cluster.local")
+
+
+@dataclass(frozen=True)
+class Pki:
+    directory: Path
+
+    @property
+    def ca(self) -> Path:
+        return self.directory / "ca.crt"
+
+    def tls(self, user: str) -> Tls:
+        """The files a client presents as `user` (a directory like a mounted Secret)."""
+        where = self.directory / user
+        return Tls(ca=str(self.ca), cert=str(where / "tls.crt"), key=str(where / "tls.key"))
+
+    def server_conf(self, prefix: str) -> str:
+        """TLS requiring a client certificate mapped to a user; the accounts of Podherd's users (`prefix`)."""
+        return self.tls_conf() + f"accounts: {json.dumps(accounts(bus.Subjects(prefix)))}\n"
+
+    def tls_conf(self) -> str:
+        """The server's TLS block: its certificate, the CA, and every client by certificate, mapped."""
+        server = self.directory / SERVER
+        tls = {
+            "cert_file": str(server / "tls.crt"),
+            "key_file": str(server / "tls.key"),
+            "ca_file": str(self.ca),
+            "verify_and_map": True,
+            "timeout": 5,
+        }
+        return f"tls: {json.dumps(tls)}\n"
+
+
+def issue(directory: Path, users: tuple[str, ...] = USERS, *, authority: Authority | None = None) -> Pki:
+    """A CA (or `authority`), the server's certificate for loopback and the in-cluster names, and one
+    client certificate per user, written under `directory`."""
+    ca = authority or Authority.new("podherd-nats-ca")
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "ca.crt").write_bytes(ca.pem)
+    leaves = {SERVER: ca.leaf(SERVER, names=SERVER_NAMES, ips=("127.0.0.1",))}
+    leaves.update((user, ca.leaf(user, client=True)) for user in users)
+    for name, (cert, key) in leaves.items():
+        where = directory / name
+        where.mkdir(exist_ok=True)
+        (where / "ca.crt").write_bytes(ca.pem)
+        (where / "tls.crt").write_bytes(cert)
+        (where / "tls.key").write_bytes(key)
+        (where / "tls.key").chmod(0o600)
+    return Pki(directory)
