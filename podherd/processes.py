@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from podherd.nats_pki import Pki
 from podherd.servers import spawn_logged
 
 SERVICES = ("watcher", "arbitrator", "executor", "tracker")
@@ -86,6 +87,7 @@ class ServiceProcesses:
     workdir: Path
     kubeconfigs: Mapping[str, Path] = field(default_factory=dict)  # per service, e.g. ServiceAccount tokens
     env: Mapping[str, str] = field(default_factory=dict)
+    pki: Pki | None = None  # NATS by certificate: each service presents its own (its NATS user)
     running: list[ServiceProcess] = field(default_factory=list)
 
     def start(self, service: str, replica: str = "0") -> ServiceProcess:
@@ -102,6 +104,10 @@ class ServiceProcesses:
         }
         if service in self.kubeconfigs:
             env["PODHERD_KUBERNETES__KUBECONFIG"] = str(self.kubeconfigs[service])
+        if self.pki is not None:
+            tls = self.pki.tls(f"podherd-{service}")
+            env.update(PODHERD_NATS__TLS__CA=tls.ca or "", PODHERD_NATS__TLS__CERT=tls.cert or "")
+            env["PODHERD_NATS__TLS__KEY"] = tls.key or ""
         argv = [sys.executable, "-m", "podherd", "run", service, "--config", str(self.config)]
         process = spawn_logged(argv, log, env=env)
         started = ServiceProcess(service, replica, process, log)

