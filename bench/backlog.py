@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from typing import Any
 
 import nats
 import nats.errors
@@ -41,14 +42,14 @@ def past(info: ConsumerInfo, mark: int, *, handled: bool) -> bool:
     return not info.num_pending and (not handled or not info.num_ack_pending)
 
 
-async def until_caught_up(nats_url: str, prefix: str) -> float:
+async def until_caught_up(nats_url: str, prefix: str, **options: Any) -> float:
     """Wait until every consumer of the pipeline is past what its stream held when this was called (its
     state read again while NATS elects or reconnects); the seconds it took."""
     started = time.monotonic()
     subjects = bus.Subjects(prefix)
     streams = {"events": subjects.events_stream, "jobs": subjects.jobs_stream}
     marks: dict[str, int] = {}
-    nc = await nats.connect(nats_servers(nats_url), max_reconnect_attempts=-1)
+    nc = await nats.connect(nats_servers(nats_url), max_reconnect_attempts=-1, **options)  # options: TLS
     try:
         while True:
             with contextlib.suppress(nats.errors.Error, TimeoutError):

@@ -52,7 +52,7 @@ import nats.errors
 from bench.backlog import until_caught_up
 from bench.results_io import emit
 from bench.stack import Parts, deployment, nodes, stack
-from bench.topology import Servers, redis_of, start_servers
+from bench.topology import Servers, nats_options, redis_of, start_servers
 from kubesim.sim import SimHandle
 from podherd.client import audit_records, signed
 from podherd.history import room_checks
@@ -232,6 +232,7 @@ async def submit_all(run: Run, count: int, mode: str | None = None, selector: st
         max_reconnect_attempts=-1,
         reconnect_time_wait=0.2,
         error_cb=_quiet,
+        **nats_options(run.servers),
     )
     js = nc.jetstream()
     subjects = bus.Subjects(run.prefix)
@@ -369,7 +370,7 @@ async def _server_fault(run: Run, fault: str) -> None:
 
 
 async def _catch_up(run: Run, fault: str) -> None:
-    took = await until_caught_up(run.servers.nats_url, run.prefix)
+    took = await until_caught_up(run.servers.nats_url, run.prefix, **nats_options(run.servers))
     run.caught_up_at = time.monotonic()
     run.happened(f"past {fault}: the services took in what it held back in {took:.1f}s")
 
@@ -521,7 +522,10 @@ async def intents_handled(run: Run) -> bool:
     """The tracker's intent consumer has nothing left to deliver and nothing delivered unacknowledged."""
     try:
         nc = await nats.connect(
-            nats_servers(run.servers.nats_url), connect_timeout=2, max_reconnect_attempts=0
+            nats_servers(run.servers.nats_url),
+            connect_timeout=2,
+            max_reconnect_attempts=0,
+            **nats_options(run.servers),
         )
     except Exception:
         return False  # NATS restarting: not settled yet
@@ -547,7 +551,7 @@ async def settle_reservations(run: Run, jobs: dict[str, dict[str, Any]]) -> None
 
 async def audit_of(run: Run, subject: str) -> list[dict[str, Any]]:
     """The records on one subject of the audit stream (a job's, or a pod's intents'), from its start."""
-    nc = await nats.connect(nats_servers(run.servers.nats_url))
+    nc = await nats.connect(nats_servers(run.servers.nats_url), **nats_options(run.servers))
     try:
         return [
             json.loads(d) async for d in audit_records(nc, bus.Subjects(run.prefix), subject, follow=False)
@@ -635,7 +639,7 @@ async def fault_run(opts: ChaosOptions, servers: Servers, work: Path) -> dict[st
             args=config.migration_controller,
             interval=0.1,
             excused=run.excused,
-            checks=lambda: room_checks(servers.nats_url, prefix),
+            checks=lambda: room_checks(servers.nats_url, prefix, tls=config.nats.tls),
         )
         stop, stop_faults = asyncio.Event(), asyncio.Event()
         started = time.monotonic()
@@ -707,6 +711,7 @@ async def fault_run(opts: ChaosOptions, servers: Servers, work: Path) -> dict[st
             "evictions_without_room": len(findings.evictions_without_room),
             "succeeded_before_old_pod_gone": len(findings.succeeded_before_gone),
             "rbac_denials": len(denied),  # each service runs as its own ServiceAccount
+            "nats_permissions_refused": len(nats_refusals(run.processes.workdir)),  # and its own NATS user
         }
         logs = run.processes.workdir
         return {
@@ -751,7 +756,7 @@ async def fault_run(opts: ChaosOptions, servers: Servers, work: Path) -> dict[st
 async def stranding(opts: ChaosOptions, servers: Servers, work: Path) -> dict[str, Any]:
     """The tight cluster, migrated blind (EvictDirectly) and reserving first, from the same start: two
     clusters side by side, each with its own services and prefix."""
-    prefixes = {mode: f"strand{opts.seed}{mode[0].lower()}" for mode in ("EvictDirectly", "ReservationFirst")}
+    prefixes = stranding_prefixes(opts)
     async with contextlib.AsyncExitStack() as stacks:
         parts = {
             mode: await stacks.enter_async_context(
@@ -791,9 +796,26 @@ async def _strand(
     }
 
 
+def nats_refusals(logs: Path) -> list[str]:
+    """Every line in which a service said NATS refused its user a permission (it then stopped)."""
+    return [
+        line
+        for log in sorted(logs.glob("*.log"))
+        for line in log.read_text(errors="replace").splitlines()
+        if "NATS refused" in line
+    ]
+
+
+def stranding_prefixes(opts: ChaosOptions) -> dict[str, str]:
+    return {mode: f"strand{opts.seed}{mode[0].lower()}" for mode in ("EvictDirectly", "ReservationFirst")}
+
+
 async def chaos(opts: ChaosOptions) -> dict[str, Any]:
     work = opts.workdir or Path(tempfile.mkdtemp(prefix="podherd-chaos-"))
-    servers = start_servers(opts.topology, work)
+    # NATS as deploy/ runs it: TLS, each service its own user, for the run's prefixes (chaos, stranding).
+    servers = start_servers(
+        opts.topology, work, prefixes=(f"chaos{opts.seed}", *stranding_prefixes(opts).values())
+    )
     try:
         result: dict[str, Any] = {
             "options": {

@@ -16,12 +16,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+import msgspec
 import nats
 import redis as sync_redis
 import redis.asyncio as aioredis
 
+from podherd import nats_pki
 from podherd.nats_cluster import NatsCluster, start_nats_cluster
 from podherd.nats_faults import kill_every_leader, raft_groups
+from podherd.nats_pki import HARNESS, Pki
 from podherd.redis_topology import RedisSentinelTopology, start_redis_sentinel
 from podherd.servers import (
     Server,
@@ -49,6 +52,9 @@ class Servers(Protocol):
 
     def nats_section(self) -> dict[str, Any]: ...
 
+    @property
+    def pki(self) -> Pki | None: ...
+
     async def inflict(self, fault: str, prefix: str, rng: random.Random) -> bool: ...
 
     def origin(self) -> dict[str, str]: ...
@@ -68,6 +74,7 @@ class Single:
     nats: Server
     redis: Server
     faults: tuple[str, ...] = SINGLE_FAULTS
+    pki: Pki | None = None
 
     @property
     def nats_url(self) -> str:
@@ -77,7 +84,7 @@ class Single:
         return {"url": self.redis.url}
 
     def nats_section(self) -> dict[str, Any]:
-        return {"url": self.nats.url}
+        return {"url": self.nats.url, **harness_tls(self.pki)}
 
     async def inflict(self, fault: str, prefix: str, rng: random.Random) -> bool:
         if fault == "nats_restart" and self.nats.managed:
@@ -107,6 +114,7 @@ class HighlyAvailable:
     nats: NatsCluster
     redis: RedisSentinelTopology
     faults: tuple[str, ...] = HA_FAULTS
+    pki: Pki | None = None
 
     @property
     def nats_url(self) -> str:
@@ -116,12 +124,12 @@ class HighlyAvailable:
         return self.redis.config()
 
     def nats_section(self) -> dict[str, Any]:
-        return {"url": self.nats.url, "replicas": 3}
+        return {"url": self.nats.url, "replicas": 3, **harness_tls(self.pki)}
 
     async def inflict(self, fault: str, prefix: str, rng: random.Random) -> bool:
         if fault == "nats_leader_kills":
             groups = raft_groups(bus.Subjects(prefix))
-            nc = await nats.connect(nats_servers(self.nats.url))
+            nc = await nats.connect(nats_servers(self.nats.url), **nats_options(self))
             try:
                 await kill_every_leader(nc.jetstream(), self.nats, groups)
             finally:
@@ -148,17 +156,33 @@ class HighlyAvailable:
         self.redis.stop()
 
 
-def start_servers(topology: str, work: Path, *, max_file_store: int | None = None) -> Servers:
+def harness_tls(pki: Pki | None) -> dict[str, Any]:
+    """The run's configuration is the harness's (the services get their own certificates): its TLS."""
+    return {} if pki is None else {"tls": msgspec.to_builtins(pki.tls(HARNESS))}
+
+
+def nats_options(servers: Servers) -> dict[str, Any]:
+    """nats-py's options for the harness's own connections."""
+    return {} if servers.pki is None else servers.pki.options(HARNESS)
+
+
+def start_servers(
+    topology: str, work: Path, *, max_file_store: int | None = None, prefixes: tuple[str, ...] = ()
+) -> Servers:
+    """The run's servers; with `prefixes`, NATS as deploy/ runs it for deployments under them (TLS, one
+    user per service by certificate)."""
+    pki = nats_pki.issue(work / "pki", nats_pki.TEST_USERS) if prefixes else None
+    conf = pki.server_conf(*prefixes, harness=True) if pki is not None else ""
     if topology == "single":
-        return Single(nats_server(work / "nats"), redis_server(work / "redis"))
+        return Single(nats_server(work / "nats", conf=conf), redis_server(work / "redis"), pki=pki)
     nats_binary, redis_binary = find_nats_binary(), find_redis_binary()
     if nats_binary is None or redis_binary is None:
         raise ServerUnavailable(
             "--topology ha needs nats-server and valkey-server binaries (the embedded extra)"
         )
-    cluster = start_nats_cluster(nats_binary, 3, work / "nats", max_file_store=max_file_store)
+    cluster = start_nats_cluster(nats_binary, 3, work / "nats", max_file_store=max_file_store, conf=conf)
     try:
-        return HighlyAvailable(cluster, start_redis_sentinel(redis_binary, work / "redis"))
+        return HighlyAvailable(cluster, start_redis_sentinel(redis_binary, work / "redis"), pki=pki)
     except Exception:
         cluster.stop()
         raise

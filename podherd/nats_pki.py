@@ -18,11 +18,14 @@ import yaml
 
 from kubesim.tls import Authority
 from shared import bus
-from shared.config import Tls
+from shared.config import NatsConfig, Tls
+from shared.nats_access import Access
 from shared.nats_permissions import AUDITOR, INTENT_SENDER, OPERATOR, SERVICES, accounts
 
 SERVER = "nats-server"
+HARNESS = "podherd-harness"
 USERS = (*(f"podherd-{s}" for s in SERVICES), INTENT_SENDER, AUDITOR, OPERATOR)
+TEST_USERS = (*USERS, HARNESS)
 # The names clients reach NATS by: deploy/'s Service, and each server of the chart's StatefulSet (deploy/ha).
 SERVER_NAMES = (
     "localhost",
@@ -47,9 +50,26 @@ class Pki:
         where = self.directory / user
         return Tls(ca=str(self.ca), cert=str(where / "tls.crt"), key=str(where / "tls.key"))
 
-    def server_conf(self, prefix: str) -> str:
-        """TLS requiring a client certificate mapped to a user; the accounts of Podherd's users (`prefix`)."""
-        return self.tls_conf() + f"accounts: {json.dumps(accounts(bus.Subjects(prefix)))}\n"
+    def server_conf(self, *prefixes: str, harness: bool = False) -> str:
+        """TLS requiring a client certificate mapped to a user; the accounts of Podherd's users, each with
+        its rights under every one of `prefixes` (deployments sharing the server), and with `harness` a
+        user that may do anything (the chaos run's faults and checks: never deployed)."""
+        blocks = accounts(bus.Subjects(prefixes[0]))
+        users = next(iter(blocks.values()))["users"]
+        for prefix in prefixes[1:]:
+            more = next(iter(accounts(bus.Subjects(prefix)).values()))["users"]
+            for user, extra in zip(users, more, strict=True):
+                for way in ("publish", "subscribe"):
+                    allowed = user["permissions"][way]["allow"]
+                    allowed += [a for a in extra["permissions"][way]["allow"] if a not in allowed]
+        if harness:
+            rights = {"publish": {"allow": [">"]}, "subscribe": {"allow": [">"]}}
+            users.append({"user": f"CN={HARNESS}", "permissions": rights})
+        return self.tls_conf() + f"accounts: {json.dumps(blocks)}\n"
+
+    def options(self, user: str) -> dict[str, Any]:
+        """nats-py's connect options for `user`."""
+        return Access(NatsConfig(tls=self.tls(user))).options
 
     def tls_conf(self) -> str:
         """The server's TLS block: its certificate, the CA, and every client by certificate, mapped."""
