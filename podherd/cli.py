@@ -31,9 +31,9 @@ def _cmd_version(_: argparse.Namespace) -> int:
 
 
 def _cmd_certs(args: argparse.Namespace) -> int:
-    from podherd import nats_pki
+    from podherd.credentials import secrets_yaml
 
-    print(nats_pki.secrets_yaml(args.namespace, keep=args.dir), end="")
+    print(secrets_yaml(args.namespace, keep=args.dir), end="")
     return 0
 
 
@@ -46,6 +46,11 @@ def _cmd_config(args: argparse.Namespace) -> int:
     from shared.redact import redacted
 
     config = load_config(args.config)
+    if args.redis_acl:
+        from shared.redis_acl import setuser_lines
+
+        print(setuser_lines(config.redis.key_prefix), end="")
+        return 0
     if args.nats_accounts:
         from shared.bus import Subjects
         from shared.nats_permissions import accounts_file
@@ -246,6 +251,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     config.add_argument("--reference", action="store_true", help="print every key, default and variable")
     config.add_argument(
+        "--redis-acl",
+        action="store_true",
+        help="print the ACL SETUSER lines of each service's Redis user for redis.keyPrefix",
+    )
+    config.add_argument(
         "--nats-accounts",
         action="store_true",
         help="print the NATS accounts (one user per service, by client certificate) for nats.subjectPrefix",
@@ -253,7 +263,7 @@ def build_parser() -> argparse.ArgumentParser:
     config.set_defaults(func=_cmd_config)
     certs = sub.add_parser(
         "certs",
-        help="a CA of its own and the NATS certificates deploy/ mounts, as Secrets (kubectl apply -f -)",
+        help="the NATS certificates (a CA of its own) and Redis passwords deploy/ mounts, as Secrets",
     )
     certs.add_argument("--namespace", default="podherd", help="the Secrets' namespace (default: podherd)")
     certs.add_argument("--dir", help="also keep the files here, the CA's key among them (to issue more)")

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
+import redis as sync_redis
 import yaml
 
 from kubesim import SERVICE_MONITOR_CRD
@@ -23,14 +24,16 @@ from kubesim.scenarios import fragmented
 from kubesim.sim import SimHandle, start_in_thread
 from podherd import nats_pki
 from podherd.client import kube_get
+from podherd.credentials import new_passwords, redis_secrets
 from podherd.errors import CliError
 from podherd.install import DEPLOY, NAMESPACE
 from podherd.nats_cluster import start_nats_cluster
 from podherd.nats_pki import Pki
-from podherd.servers import find_nats_binary, redis_server
+from podherd.servers import Server, find_nats_binary, redis_server
 from shared.config import KubernetesConfig
 from shared.kube import KubeClient
 from shared.nats_permissions import OPERATOR
+from shared.redis_acl import rule
 
 NATS_REPLICAS = 3
 SYSTEM_NODE = "system-1"
@@ -94,8 +97,11 @@ def start(stack: contextlib.ExitStack, workdir: Path) -> InCluster:
     cluster.run_kubectl("cordon", *workers(document))
     cluster.run_kubectl("apply", "-f", str(SERVICE_MONITOR_CRD))  # a cluster with the Prometheus Operator
     cluster.run_kubectl("create", "namespace", NAMESPACE)
-    secrets = workdir / "nats-secrets.yaml"
-    secrets.write_text(yaml.safe_dump_all(nats_pki.secrets(pki, NAMESPACE)))
+    passwords = redis_users(redis)
+    secrets = workdir / "secrets.yaml"
+    secrets.write_text(
+        yaml.safe_dump_all(nats_pki.secrets(pki, NAMESPACE) + redis_secrets(passwords, NAMESPACE))
+    )
     secrets.chmod(0o600)
     cluster.run_kubectl("apply", "-f", str(secrets))  # before the pods that mount them
     cluster.run_kubectl("apply", "-k", str(DEPLOY))
@@ -106,6 +112,19 @@ def start(stack: contextlib.ExitStack, workdir: Path) -> InCluster:
         kube.close()
     cluster.run_kubectl("uncordon", *workers(document))
     return cluster
+
+
+def redis_users(server: Server) -> dict[str, str]:
+    """Each service's Redis user on the demo's server (`podherd config --redis-acl`, with fresh passwords)."""
+    passwords = new_passwords()
+    admin = sync_redis.Redis.from_url(server.url)
+    try:
+        for service, password in passwords.items():
+            rules = rule(service, "podherd")
+            admin.execute_command("ACL", "SETUSER", f"podherd-{service}", "reset", *rules, f">{password}")  # type: ignore[no-untyped-call]
+    finally:
+        admin.close()
+    return passwords
 
 
 def client_config(cluster: InCluster) -> dict[str, Any]:

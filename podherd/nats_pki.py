@@ -8,13 +8,9 @@ from __future__ import annotations
 
 import base64
 import json
-import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-import yaml
 
 from kubesim.tls import Authority
 from shared import bus
@@ -124,14 +120,3 @@ def secrets(pki: Pki, namespace: str) -> list[dict[str, Any]]:
             }
         )
     return docs
-
-
-def secrets_yaml(namespace: str, *, keep: str | None = None) -> str:
-    """`podherd certs`: a new CA and every certificate, as Secrets of `namespace` in YAML. The files (the
-    CA's key among them, to issue more) are kept in `keep`, else removed."""
-    directory = Path(keep) if keep else Path(tempfile.mkdtemp(prefix="podherd-certs-"))
-    try:
-        return str(yaml.safe_dump_all(secrets(issue(directory), namespace), sort_keys=False))
-    finally:
-        if not keep:
-            shutil.rmtree(directory)

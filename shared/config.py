@@ -249,6 +249,11 @@ class RedisConfig(Section):
     url: str = "redis://127.0.0.1:6379/0"
     key_prefix: Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9_.:-]+$")] = "podherd"
     # With it, `url` gives only the database, user and password; the primary is the Sentinels' to name.
+    # An ACL user (each service its own: `podherd config --redis-acl`) and the file holding its password (a
+    # mounted Secret), read again for each new connection: a rotated password counts from the next one.
+    # Never put a password in the URL of a ConfigMap.
+    username: str | None = None
+    password_file: str | None = None
     sentinel: RedisSentinel | None = None
     # A write a safety property rests on (an admission, a replacement's claim) is acted on only once this
     # many replicas acknowledge it (WAIT), within `waitTimeout`; else it is not acted on and is tried again.

@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import socket
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 import hiredis
 import redis.asyncio as aioredis
 from redis.asyncio.connection import AbstractConnection, parse_url
 from redis.asyncio.sentinel import Sentinel
+from redis.credentials import CredentialProvider
 from redis.driver_info import DriverInfo
 
 from shared.config import RedisConfig, host_port
@@ -46,6 +48,20 @@ def keepalive_options() -> dict[int, int]:
         if hasattr(socket, name):  # Linux has them all; elsewhere the system's defaults stand
             options[getattr(socket, name)] = value
     return options
+
+
+class FileCredentials(CredentialProvider):
+    """An ACL user and the password in a file, read for each new connection (a Secret's rotation)."""
+
+    def __init__(self, username: str | None, password_file: str | None) -> None:
+        self.username, self.password_file = username, password_file
+
+    def get_credentials(self) -> tuple[str] | tuple[str, str]:
+        password = Path(self.password_file).read_text().strip() if self.password_file else ""
+        return (self.username, password) if self.username else (password,)
+
+    async def get_credentials_async(self) -> tuple[str] | tuple[str, str]:
+        return self.get_credentials()
 
 
 class _HiredisPacking(AbstractConnection):
@@ -78,16 +94,21 @@ def _packing(connection_class: type[AbstractConnection]) -> type[AbstractConnect
     return _PACKING[connection_class]
 
 
-def connect(config: RedisConfig) -> aioredis.Redis:
+def connect(config: RedisConfig, name: str | None = None) -> aioredis.Redis:
+    """A client of the configured Redis; `name` is what `CLIENT LIST` shows of each of its connections."""
     options: dict[str, Any] = {
         "max_connections": CONNECTIONS,
         "socket_timeout": None,
         "socket_connect_timeout": CONNECT_TIMEOUT_S,
         "driver_info": DRIVER,
     }
+    if name:
+        options["client_name"] = name
     if not config.url.startswith("unix://") or config.sentinel is not None:
         # a local socket's peer cannot vanish without closing it
         options.update(socket_keepalive=True, socket_keepalive_options=keepalive_options())
+    if config.username or config.password_file:
+        options["credential_provider"] = FileCredentials(config.username, config.password_file)
     if config.sentinel is not None:
         client = _through_sentinels(config, options)
     else:

@@ -299,7 +299,7 @@ async def _apply_run(
 
 async def main(config: PodherdConfig, stop: asyncio.Event, ops: OpsServer) -> None:
     nc = await bus.connect(config.nats, name=f"podherd-arbitrator-{config.replica}")
-    client = redis_client.connect(config.redis)
+    client = redis_client.connect(config.redis, name=f"podherd-arbitrator-{config.replica}")
     kube = None
     with contextlib.suppress(Exception):
         kube = KubeClient.from_config(config.kubernetes)

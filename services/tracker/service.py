@@ -320,7 +320,7 @@ class Tracker:
 
 async def main(config: PodherdConfig, stop: asyncio.Event, ops: OpsServer) -> None:
     nc = await bus.connect(config.nats, name=f"podherd-tracker-{config.replica}")
-    client = redis_client.connect(config.redis)
+    client = redis_client.connect(config.redis, name=f"podherd-tracker-{config.replica}")
     kube = KubeClient.from_config(config.kubernetes)
     ops.add_check("nats", nats_check(nc))
     tracker = Tracker(config, nc, client, kube=kube)

@@ -28,7 +28,7 @@ from services.watcher.service import Watcher
 from shared import bus, redis_client
 from shared.api import codec
 from shared.api.messages import AuditRecord
-from shared.config import KubernetesConfig, NatsConfig, PodherdConfig, nats_servers
+from shared.config import KubernetesConfig, NatsConfig, PodherdConfig, RedisConfig, nats_servers
 from shared.config_loader import config_from_dict
 from shared.kube import KubeClient
 from shared.nats_access import DENIED, Access
@@ -97,9 +97,12 @@ class Running:
 class Pipeline:
     """The services, each as its own ServiceAccount (installed with Podherd's RBAC from `deploy/`)."""
 
-    def __init__(self, config: PodherdConfig, pki: Pki | None = None) -> None:
+    def __init__(
+        self, config: PodherdConfig, pki: Pki | None = None, redis_users: dict[str, RedisConfig] | None = None
+    ) -> None:
         self.config = config
         self.pki = pki  # with one: TLS to NATS, each service as its own NATS user
+        self.redis_users = redis_users or {}  # each service's own Redis user
         self.running: list[Running] = []
         self.kubeconfigs: dict[str, KubernetesConfig] = {}
 
@@ -127,7 +130,9 @@ class Pipeline:
             **Access(self.nats_as(f"podherd-{service}")).options,
         )
         kube = KubeClient.from_config(self._kubernetes(service))
-        client = redis_client.connect(config.redis)  # as the services connect (through Sentinels too)
+        # As the services connect (through Sentinels too), each named for itself.
+        redis = self.redis_users.get(service, config.redis)
+        client = redis_client.connect(redis, name=f"podherd-{service}-{replica}")
         stop = asyncio.Event()
         runner: Any
         if cls is not None:  # a service with a fault injected (tests)
@@ -195,9 +200,12 @@ class Pipeline:
 
 @contextlib.asynccontextmanager
 async def pipeline(
-    config: PodherdConfig, replicas: int = 1, pki: Pki | None = None
+    config: PodherdConfig,
+    replicas: int = 1,
+    pki: Pki | None = None,
+    redis_users: dict[str, RedisConfig] | None = None,
 ) -> AsyncIterator[Pipeline]:
-    p = Pipeline(config, pki)
+    p = Pipeline(config, pki, redis_users)
     # The streams made first, as the tracker would (the one service that may make them all).
     nc = await nats.connect(nats_servers(config.nats.url), **Access(p.nats_as("podherd-tracker")).options)
     subjects = bus.Subjects(config.nats.subject_prefix)

@@ -46,6 +46,13 @@ def test_kubectl_applies_the_kustomization(kubesim_factory: Callable[..., SimHan
     }
     for d in deployments:
         pod = d["spec"]["template"]["spec"]
+        service = d["metadata"]["name"].removeprefix("podherd-")
+        env = {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}
+        secrets = {v["secret"]["secretName"] for v in pod["volumes"] if "secret" in v}
+        assert f"podherd-{service}-nats" in secrets  # its NATS certificate: its NATS user
+        if service in ("arbitrator", "tracker"):  # its own Redis user, its password from its Secret
+            assert env["PODHERD_REDIS__USERNAME"] == f"podherd-{service}"
+            assert f"podherd-{service}-redis" in secrets
         assert d["spec"]["replicas"] >= 2
         assert pod["serviceAccountName"] == d["metadata"]["name"]
         assert pod["containers"][0]["args"][:2] == ["run", d["metadata"]["name"].removeprefix("podherd-")]

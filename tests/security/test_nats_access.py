@@ -38,6 +38,7 @@ from shared.nats_access import DENIED, Access
 from shared.nats_permissions import AUDITOR, INTENT_SENDER
 from tests.e2e.pipeline import ended, pipeline, pipeline_config, until_job
 from tests.e2e.test_lifecycle import cluster, start, web_pods
+from tests.e2e.test_pipeline import when_served
 
 pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("secured-nats")]
 PREFIX = "sec"
@@ -172,13 +173,17 @@ async def test_the_four_services_carry_a_job_as_their_own_users(
         for n in (first, second)
     )
     sender = await connect(server, pki.tls(INTENT_SENDER))
-    async with pipeline(config, pki=pki):
-        msg = await sender.request(S.intent_request, codec.encode(asked), timeout=10, headers=signed(config))
-        reply = codec.decode(msg.data, IntentReply)
-        assert reply.ok and reply.job, reply
-        await sender.jetstream().publish(S.intent("default"), codec.encode(sent))  # the stream's door
-        jobs = [await until_job(kube, name, ended) for name in (reply.job, job_name(sent.idempotency_key))]
-    await sender.close()
+    try:
+        async with pipeline(config, pki=pki):
+            answer = await when_served(sender, S, codec.encode(asked), signed(config))
+            reply = codec.decode(answer, IntentReply)
+            assert reply.ok and reply.job, reply
+            await sender.jetstream().publish(S.intent("default"), codec.encode(sent))  # the stream's door
+            jobs = [
+                await until_job(kube, name, ended) for name in (reply.job, job_name(sent.idempotency_key))
+            ]
+    finally:
+        await sender.close()
     assert [j["status"]["phase"] for j in jobs] == ["Succeeded", "Succeeded"], [j["status"] for j in jobs]
     assert DENIED.first is None, DENIED.first  # no service was refused anything it does
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import yaml
 
-from podherd import nats_pki
+from podherd.credentials import secrets_yaml
 from podherd.install import DEPLOY
 from shared import bus
 from shared.config_loader import load_config
@@ -50,8 +50,8 @@ def test_every_nats_user_has_its_certificate_from_cert_manager_and_podherd_certs
     assert {f"CN={cn}" for secret, cn in certificates.items() if secret.endswith("-nats")} == users
     assert all(certificates[f"{cn.removeprefix('CN=')}-nats"] == cn.removeprefix("CN=") for cn in users)
     assert "nats-server-tls" in certificates
-    made = {s["metadata"]["name"] for s in yaml.safe_load_all(nats_pki.secrets_yaml("podherd"))}
-    assert made == set(certificates) - {"podherd-ca"}
+    made = {s["metadata"]["name"] for s in yaml.safe_load_all(secrets_yaml("podherd"))}
+    assert made == set(certificates) - {"podherd-ca"} | {"podherd-arbitrator-redis", "podherd-tracker-redis"}
 
 
 def test_only_podherd_reaches_the_nats_and_valkey_pods() -> None:
