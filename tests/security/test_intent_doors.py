@@ -30,6 +30,7 @@ from shared.config_loader import config_from_dict
 from shared.kube import KubeClient
 from shared.publisher import Publisher
 from tests.conftest import NatsScope
+from tests.integration.test_intake import next_message
 from tests.kube import DRAIN, EVICT, Kube, bearer, client_for, requester, token_for, with_crds
 
 pytestmark = pytest.mark.integration
@@ -52,15 +53,8 @@ class Door:
         return codec.decode(msg.data, DrainReply if isinstance(intent, DrainIntent) else IntentReply)
 
     async def audit(self, predicate: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
-        sub = await self.nats_scope.js.subscribe(f"{self.subjects.prefix}.audit.>", ordered_consumer=True)
-        try:
-            async with asyncio.timeout(15):
-                while True:
-                    record: dict[str, Any] = json.loads((await sub.next_msg(timeout=15)).data)
-                    if predicate(record):
-                        return record
-        finally:
-            await sub.unsubscribe()
+        """The first record on the audit stream that `predicate` holds for."""
+        return await next_message(self.nats_scope, self.subjects.all_audit, predicate)
 
 
 @contextlib.asynccontextmanager
