@@ -8,9 +8,24 @@ from typing import Any
 
 from aiohttp import web
 
-from kubesim.auth import Authenticator, User, impersonated, user_named
+from kubesim.auth import AUTHENTICATED, Authenticator, User, impersonated, user_named
 from kubesim.http_common import Target
 from kubesim.rbac import Attributes, Authorizer, review_attributes
+
+
+def certificate_user(request: web.Request) -> User | None:
+    """The user of a verified client certificate: its CN the name, its Os the groups, as the API server's
+    x509 authenticator converts them (`CommonNameUserConversion`)."""
+    transport = request.transport
+    peer = transport.get_extra_info("peercert") if transport is not None else None
+    if not peer:
+        return None
+    fields = [(k, v) for rdn in peer.get("subject", ()) for k, v in rdn]
+    name = next((v for k, v in fields if k == "commonName"), "")
+    if not name:
+        return None
+    groups = [v for k, v in fields if k == "organizationName"]
+    return User(name, (*groups, AUTHENTICATED))
 
 
 class Access:
@@ -19,8 +34,9 @@ class Access:
         self.authorizer = authorizer
 
     def user(self, request: web.Request) -> User:
-        """Who is asking: authenticated, then (if asked and allowed) impersonated."""
-        user = self.auth.authenticate(request.headers)
+        """Who is asking: authenticated (a client certificate first, as kube-apiserver's x509 authenticator
+        comes before its token authenticators), then (if asked and allowed) impersonated."""
+        user = certificate_user(request) or self.auth.authenticate(request.headers)
         as_user = impersonated(request.headers, request.headers.getall("Impersonate-Group", []))
         if as_user is None:
             return user

@@ -178,10 +178,16 @@ def kubeconfig_token(path: Path) -> str:
 
 
 def write_kubeconfig(
-    url: str, path: Path, token: str, *, ca_pem: bytes | None = None, name: str = "kubesim"
+    url: str,
+    path: Path,
+    token: str | None,
+    *,
+    ca_pem: bytes | None = None,
+    name: str = "kubesim",
+    cert: tuple[bytes, bytes] | None = None,
 ) -> Path:
-    """A kubeconfig for `url` (trusting `ca_pem`) whose user presents `token`: kubesim's administrator
-    token, or a ServiceAccount's from a TokenRequest (`podherd.install.service_token`)."""
+    """A kubeconfig for `url` (trusting `ca_pem`) whose user presents `token` (kubesim's administrator
+    token, or a ServiceAccount's from a TokenRequest) or a client certificate and its key (`cert`)."""
     cluster: dict[str, str] = {"server": url}
     if ca_pem is not None:
         cluster["certificate-authority-data"] = base64.b64encode(ca_pem).decode()
@@ -189,7 +195,7 @@ def write_kubeconfig(
         "apiVersion": "v1",
         "kind": "Config",
         "clusters": [{"name": name, "cluster": cluster}],
-        "users": [{"name": name, "user": {"token": token}}],
+        "users": [{"name": name, "user": _credentials(token, cert)}],
         "contexts": [{"name": name, "context": {"cluster": name, "user": name, "namespace": "default"}}],
         "current-context": name,
         "preferences": {},
@@ -197,6 +203,13 @@ def write_kubeconfig(
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(yaml.safe_dump(config))
     return path
+
+
+def _credentials(token: str | None, cert: tuple[bytes, bytes] | None) -> dict[str, str]:
+    if cert is not None:
+        data = (base64.b64encode(part).decode() for part in cert)
+        return dict(zip(("client-certificate-data", "client-key-data"), data, strict=True))
+    return {"token": token or ""}
 
 
 @dataclass
@@ -244,6 +257,12 @@ class SimHandle:
     def kubeconfig_for(self, path: Path, token: str) -> Path:
         """A kubeconfig for this kubesim presenting `token` (a ServiceAccount's)."""
         return write_kubeconfig(self.url, path, token, ca_pem=self.ca_pem)
+
+    def kubeconfig_with_cert(self, path: Path, user: str, groups: tuple[str, ...] = ()) -> Path:
+        """A kubeconfig for this kubesim whose user presents a client certificate of kubesim's CA."""
+        assert self.sim is not None
+        cert, key = self.sim.tls.client_cert(user, groups)
+        return write_kubeconfig(self.url, path, None, ca_pem=self.ca_pem, cert=(cert, key))
 
     def call(self, fn: Callable[[Simulator], T], timeout: float = 30.0) -> T:
         """Run `fn(sim)` on the simulator's loop (in-process handles only) and return its result."""

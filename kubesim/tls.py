@@ -31,9 +31,19 @@ class ServingCert:
     ca_pem: bytes
     cert_pem: bytes
     key_pem: bytes
+    authority: Authority | None = None  # kubesim's CA, to issue client certificates (`client_cert`)
+
+    def client_cert(self, user: str, groups: tuple[str, ...] = ()) -> tuple[bytes, bytes]:
+        """A client certificate of kubesim's CA for `user` (CN) in `groups` (O), as a cluster's CA signs
+        them (`kubeadm kubeconfig user`, the CSR API): (certificate, key) in PEM."""
+        assert self.authority is not None
+        return self.authority.leaf(user, client=True, organizations=groups)
 
     def server_context(self) -> ssl.SSLContext:
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        # A client may present a certificate (kube-apiserver's --client-ca-file): verified if given.
+        context.verify_mode = ssl.CERT_OPTIONAL
+        context.load_verify_locations(cadata=self.ca_pem.decode())
         with tempfile.TemporaryDirectory(prefix="kubesim-tls-") as directory:
             cert, key = Path(directory) / "tls.crt", Path(directory) / "tls.key"
             cert.write_bytes(self.cert_pem + self.ca_pem)
@@ -93,15 +103,14 @@ class Authority:
         names: tuple[str, ...] = (),
         ips: tuple[str, ...] = (),
         client: bool = False,
-        organization: str | None = None,
+        organizations: tuple[str, ...] = (),
     ) -> tuple[bytes, bytes]:
         """(certificate, key) in PEM: for serving `names` and `ips`, or (`client`) for TLS client
-        authentication as `CN=common_name[,O=organization]`."""
+        authentication as `CN=common_name[,O=organization…]`."""
         now = datetime.datetime.now(datetime.UTC)
         key = ec.generate_private_key(ec.SECP256R1())
         attributes = [x509.NameAttribute(NameOID.COMMON_NAME, common_name)]
-        if organization:
-            attributes.append(x509.NameAttribute(NameOID.ORGANIZATION_NAME, organization))
+        attributes += [x509.NameAttribute(NameOID.ORGANIZATION_NAME, o) for o in organizations]
         usage = ExtendedKeyUsageOID.CLIENT_AUTH if client else ExtendedKeyUsageOID.SERVER_AUTH
         builder = (
             x509.CertificateBuilder()
@@ -131,4 +140,4 @@ def issue(extra_names: tuple[str, ...] = ()) -> ServingCert:
     """A fresh CA and a serving certificate for loopback, the in-cluster names and `extra_names`."""
     ca = Authority.new("kubesim-ca")
     cert, key = ca.leaf("kube-apiserver", names=DEFAULT_NAMES + extra_names, ips=DEFAULT_IPS)
-    return ServingCert(ca.pem, cert, key)
+    return ServingCert(ca.pem, cert, key, ca)
