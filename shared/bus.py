@@ -25,7 +25,7 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, TypeVar, get_args
 
 import nats
 from nats.aio.client import Client as NatsClient
@@ -43,6 +43,7 @@ from nats.js.api import (
 from nats.js.errors import APIError, BadRequestError, NotFoundError, ServiceUnavailableError
 from nats.js.kv import KeyValue
 
+from shared.api.messages import DecisionKind, Step
 from shared.config import NatsConfig, nats_servers
 from shared.durations import parse_duration
 from shared.nats_access import DENIED, Access
@@ -57,6 +58,13 @@ CLUSTER_SCOPE = "_"
 def token(text: str) -> str:
     """A Kubernetes name or namespace as one NATS subject token."""
     return text.replace(".", "_").replace("*", "_").replace(">", "_").replace(" ", "_") or CLUSTER_SCOPE
+
+
+# The job pipeline's steps (`p.jobs.<step>.<job>`), each published by one service and consumed by another.
+DECISION_STEPS: tuple[str, ...] = get_args(DecisionKind)  # the arbitrator's, to the tracker
+COMMAND_STEPS: tuple[str, ...] = get_args(Step)  # the tracker's, to the executor
+REPORT_STEP = "report"  # the executor's, to the tracker
+KICK_STEP = "kick"  # the tracker's, to itself: reconcile a job now
 
 
 def kv_stream(bucket: str) -> str:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from shared.bus import Subjects, kv_stream
+from shared.bus import COMMAND_STEPS, DECISION_STEPS, KICK_STEP, REPORT_STEP, Subjects, kv_stream
 
 SERVICES = ("watcher", "arbitrator", "executor", "tracker")
 INTENT_SENDER = "podherd-intent-sender"
@@ -44,6 +44,7 @@ def _stream(name: str, *, create: bool = True, consume: bool = True, read: bool 
             f"$JS.API.CONSUMER.DELETE.{name}.>",
             f"$JS.API.CONSUMER.MSG.NEXT.{name}.>",
             f"$JS.ACK.{name}.>",
+            f"$JS.FC.{name}.>",  # an ordered consumer's flow-control answers
         ]
     if read:
         calls += [f"$JS.API.STREAM.MSG.GET.{name}", f"$JS.API.DIRECT.GET.{name}"]
@@ -73,19 +74,19 @@ def service_permissions(s: Subjects) -> dict[str, dict[str, Any]]:
             *_kv(s.lease_bucket),
         ],
         "arbitrator": [
-            f"{p}.jobs.admitted.>",
+            *(s.jobs_at(step) for step in DECISION_STEPS),
             *audit_and_dead,
             *_stream(s.events_stream, read=True),
             *_work_streams(s),
         ],
         "executor": [
-            f"{p}.jobs.report.>",
+            s.jobs_at(REPORT_STEP),
             *audit_and_dead,
             *_stream(s.jobs_stream),
             *_work_streams(s),
         ],
         "tracker": [
-            *(f"{p}.jobs.{step}.>" for step in TRACKER_STEPS),
+            *(s.jobs_at(step) for step in (*COMMAND_STEPS, KICK_STEP)),
             s.ledger_released,
             s.job_unlocked,
             *audit_and_dead,
@@ -118,10 +119,6 @@ def service_permissions(s: Subjects) -> dict[str, dict[str, Any]]:
         }
         for service in SERVICES
     }
-
-
-# What the tracker tells the executor (and itself) to do, one subject each (`p.jobs.<step>.<job>`).
-TRACKER_STEPS = ("reserve", "evict", "cleanup", "surge", "unsurge", "scale-back", "kick")
 
 
 def outside_permissions(s: Subjects) -> dict[str, dict[str, Any]]:

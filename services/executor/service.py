@@ -92,8 +92,7 @@ class Executor:
 
     async def setup(self) -> Any:
         await bus.ensure_work_streams(self.js, self.subjects, self.config.nats)
-        steps = ("reserve", "evict", "cleanup", "surge", "scale-back", "unsurge")
-        filters = [self.subjects.jobs_at(step) for step in steps]
+        filters = [self.subjects.jobs_at(step) for step in bus.COMMAND_STEPS]
         # Unbounded redelivery: a blocked eviction is retried until its job ends (the job's TTL bounds it).
         return await durable(
             self.nc,
@@ -327,7 +326,9 @@ class Executor:
         self, job: PodMigrationJob, step: Step, outcome: Outcome, *, message: str, target: str | None = None
     ) -> None:
         data, msg_id = report_of(job, step, outcome, message=message, target=target)
-        await self.publisher.publish(self.subjects.job("report", job.metadata.name or ""), data, msg_id)
+        await self.publisher.publish(
+            self.subjects.job(bus.REPORT_STEP, job.metadata.name or ""), data, msg_id
+        )
         await self.publisher.flush()
 
 

@@ -165,7 +165,7 @@ class Tracker:
             config=self.config.nats,
             max_deliver=-1,
         )
-        steps = ("admitted", "rejected", "deferred", "report", "kick")
+        steps = (*bus.DECISION_STEPS, bus.REPORT_STEP, bus.KICK_STEP)
         decisions = await durable(
             self.nc,
             self.subjects.jobs_stream,

@@ -142,7 +142,7 @@ class Triggers:
         for name in names:
             ref = JobRef(name=name, uid="")
             await self.publisher.publish(
-                self.subjects.job("kick", name), msgspec.json.encode(ref), uuid.uuid4().hex
+                self.subjects.job(bus.KICK_STEP, name), msgspec.json.encode(ref), uuid.uuid4().hex
             )
         if names:
             await self.publisher.flush()
