@@ -326,9 +326,8 @@ class Executor:
         self, job: PodMigrationJob, step: Step, outcome: Outcome, *, message: str, target: str | None = None
     ) -> None:
         data, msg_id = report_of(job, step, outcome, message=message, target=target)
-        await self.publisher.publish(
-            self.subjects.job(bus.REPORT_STEP, job.metadata.name or ""), data, msg_id
-        )
+        subject = self.subjects.job(bus.REPORT_STEP, job.metadata.name or "")
+        await self.publisher.publish(subject, data, msg_id)
         await self.publisher.flush()
 
 
