@@ -218,3 +218,27 @@ def test_a_service_refused_a_permission_stops_with_one_line_naming_it(
     assert ran.returncode == 1, ran.stderr[-3000:]
     assert len(errors) == 1 and "permissions violation" in errors[0], ran.stderr[-3000:]
     assert "Traceback" not in ran.stderr
+
+
+async def test_a_renewed_certificate_is_taken_at_the_next_connection(
+    secured: tuple[Server, Pki], tmp_path: Path
+) -> None:
+    """As cert-manager renews a Secret in place: the client's files change under it, and bus.connect's
+    reconnection presents the new certificate without a restart."""
+    server, pki = secured
+    mounted = tmp_path / "mounted"
+    mounted.mkdir()
+    stale = nats_pki.issue(tmp_path / "stale", ("podherd-tracker",), authority=Authority.new("retired-ca"))
+    for name in ("ca.crt", "tls.crt", "tls.key"):  # what an old Secret held: another CA's
+        (mounted / name).write_bytes((stale.directory / "podherd-tracker" / name).read_bytes())
+    tls = Tls(ca=str(mounted / "ca.crt"), cert=str(mounted / "tls.crt"), key=str(mounted / "tls.key"))
+    access = Access(NatsConfig(url=server.url, tls=tls))
+    with pytest.raises((nats.errors.Error, OSError, ssl.SSLError, TimeoutError)):
+        nc = await nats.connect(server.url, connect_timeout=3, allow_reconnect=False, **access.options)
+        await nc.close()
+    for name in ("ca.crt", "tls.crt", "tls.key"):  # renewed in place
+        (mounted / name).write_bytes((pki.directory / "podherd-tracker" / name).read_bytes())
+    access.refresh()  # what bus.connect does before each reconnection
+    nc = await nats.connect(server.url, connect_timeout=3, allow_reconnect=False, **access.options)
+    assert nc.is_connected
+    await nc.close()
