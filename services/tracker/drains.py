@@ -108,7 +108,8 @@ class Drains:
             reply = await self._drain(intent, verdict, requesters)
         except Forbidden as refused:
             DRAINS.labels(refused.error.code).inc()
-            await self._audit(intent, refused.who, reply=None, refused=refused.error.message)
+            if refused.error.code != "Unavailable":  # nothing was decided: to be sent again
+                await self._audit(intent, refused.who, reply=None, refused=refused.error.message)
             return DrainReply(ok=False, node=intent.node, error=refused.error)
         except DrainRefused as refused:
             DRAINS.labels(refused.error.code).inc()

@@ -33,6 +33,7 @@ from shared.config import IntentsConfig
 from shared.durations import parse_duration
 from shared.kube import KubeClient
 from shared.permissions import ANONYMOUS, Identity, Need
+from shared.redact import without_credentials
 from shared.reviews import TokenRefused, review_access, review_token, token_expiry
 
 log = logging.getLogger(__name__)
@@ -66,6 +67,15 @@ def refusal_key(who: Identity | None, refusal: str | None) -> str:
     if refusal is None:
         return ""
     return hashlib.sha256(f"{who.username if who else ''}\n{refusal}".encode()).hexdigest()[:12]
+
+
+def unavailable(exc: Exception, who: Identity = ANONYMOUS) -> Forbidden:
+    """The API server could not answer a review: the request is to be sent again, not refused."""
+    return Forbidden("Unavailable", f"cannot review the requester now (retry): {redacted_error(exc)}", who)
+
+
+def redacted_error(exc: Exception) -> str:
+    return without_credentials(str(exc) or type(exc).__name__)
 
 
 def subject_identity(subject: str) -> Identity:
@@ -135,6 +145,8 @@ class Requesters:
             return await self._reviewed(token)
         except TokenRefused as exc:
             raise TokenRefused(f"the token was refused: {exc}") from None
+        except Exception as exc:  # the API server unreachable or failing: ask again later, nothing decided
+            raise unavailable(exc) from exc
 
     async def _reviewed(self, token: str) -> Identity:
         key = hashlib.sha256(token.encode()).digest()
@@ -184,7 +196,10 @@ class Requesters:
             return
         missing = []
         for need in needs:
-            allowed, reason = await review_access(self.kube, who, need)
+            try:
+                allowed, reason = await review_access(self.kube, who, need)
+            except Exception as exc:
+                raise unavailable(exc, who) from exc
             if not allowed:
                 missing.append(f"{need}" + (f" ({reason})" if reason else ""))
         if missing:

@@ -11,6 +11,7 @@ import contextlib
 import json
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,7 +20,7 @@ from kubesim.sim import SimHandle
 from podherd.servers import Server
 from services.tracker.drains import Drains
 from services.tracker.intake import IntentIntake
-from services.tracker.requesters import Requesters
+from services.tracker.requesters import Forbidden, Requesters
 from services.watcher.service import Watcher
 from shared import bus
 from shared.api import codec
@@ -317,3 +318,21 @@ async def test_a_deleted_service_account_s_token_is_refused_while_its_review_is_
         await watching
         await events.unsubscribe()
         await kube.aclose()
+
+
+async def test_an_api_server_that_cannot_review_makes_it_unavailable_not_refused(tmp_path: Path) -> None:
+    """Nothing is decided while the API server cannot answer: the sender is told to retry."""
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: x\n"
+        "clusters: [{name: x, cluster: {server: 'http://127.0.0.1:1'}}]\n"
+        "users: [{name: x, user: {token: t}}]\ncontexts: [{name: x, context: {cluster: x, user: x}}]\n"
+    )
+    kube = KubeClient.from_config(KubernetesConfig(kubeconfig=str(kubeconfig)))
+    requesters = Requesters(kube, IntentsConfig(), bus.Subjects("p"))
+    try:
+        with pytest.raises(Forbidden) as unavailable:
+            await requesters.identify("p.intent.request", bearer("a.b.c"))
+    finally:
+        await kube.aclose()
+    assert unavailable.value.error.code == "Unavailable" and "retry" in unavailable.value.error.message
