@@ -26,7 +26,7 @@ from shared.durations import parse_duration
 KOORDINATOR_KINDS: Final = frozenset({"MigrationControllerArgs"})
 DESCHEDULER_KINDS: Final = frozenset({"DeschedulerConfiguration"})
 
-# The arbitration gates `skipEvictionGates` can switch off, one per non-retryable filter of issue 5.
+# The arbitration gates `skipEvictionGates` can switch off, one per non-retryable filter of the arbitrator.
 # Missing pods and another active job for the same pod are not gates: they can never be skipped.
 EVICTION_GATES: Final = frozenset(
     {
