@@ -30,6 +30,7 @@ typecheck: $(STAMP)
 # The services' bytecode is written once, before the tests start service processes by the dozen: a replica
 # that compiles its imports on start (a fresh clone) starts slower, and a chaos run kills it every few seconds.
 test: lint typecheck
+	@scripts/install_tls_redis.sh $(VENV)/tls-redis
 	@$(PY) -m compileall -q -j 0 services shared podherd kubesim
 	$(PY) -m pytest
 

@@ -44,9 +44,10 @@ from shared import bus, redis_client
 from shared.api.messages import PodInfo, WorkloadInfo, WorkloadRef
 from shared.api.meta import ObjectMeta, ObjectReference
 from shared.api.pmj import PodMigrationJob, PodMigrationJobSpec
-from shared.config import PodherdConfig
+from shared.config import PodherdConfig, nats_servers
 from shared.config_loader import config_from_dict
 from shared.ledger import Ledger
+from shared.nats_access import Access
 from shared.publisher import Publisher
 from shared.slots import Slot
 from shared.waits import wait_event
@@ -151,20 +152,30 @@ class Bench:
                 return admitted
 
 
+def new_prefix(pending: int) -> str:
+    return f"bench{pending}x{random.randrange(10**6)}"
+
+
 async def run_depth(
     redis: dict[str, Any],
-    nats_url: str,
+    nats_url: str | dict[str, Any],
     pending: int,
     burst: int,
     rate: float,
     offered: int,
     depth: int = 256,
+    *,
+    prefix: str | None = None,
+    server_redis: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    prefix = f"bench{pending}x{random.randrange(10**6)}"
+    """`nats_url`: a URL, or the `nats` section (TLS files, ...); `server_redis`: a connection allowed what
+    the arbitrator's user is not (INFO), for the server's memory and CPU (default: the arbitrator's own)."""
+    prefix = prefix or new_prefix(pending)
+    nats_section = {"url": nats_url} if isinstance(nats_url, str) else nats_url
     config = config_from_dict(
         {
             "redis": {**redis, "keyPrefix": prefix},
-            "nats": {"url": nats_url, "subjectPrefix": prefix},
+            "nats": {**nats_section, "subjectPrefix": prefix},
             "arbitrator": {"scanDepth": depth},
             "migrationController": {
                 "evictQPS": 10**6,
@@ -180,7 +191,8 @@ async def run_depth(
         }
     )
     client = redis_client.connect(config.redis)  # as the service connects: no timer per command
-    nc = await nats.connect(nats_url)
+    server = redis_client.connect(config_from_dict({"redis": server_redis}).redis) if server_redis else client
+    nc = await nats.connect(servers=nats_servers(config.nats.url), **Access(config.nats).options)
     js = nc.jetstream()
     subjects = bus.Subjects(prefix)
     await bus.ensure_work_streams(js, subjects, config.nats)
@@ -206,18 +218,18 @@ async def run_depth(
     started = time.perf_counter()
     await bench.drain()
     park_seconds = time.perf_counter() - started
-    redis_memory = (await client.info("memory"))["used_memory"]
+    redis_memory = (await server.info("memory"))["used_memory"]
 
     # Capacity: a burst of admissible jobs, each on its own node, admitted as fast as possible.
     ready = await bench.add_pods([f"node-b{k}" for k in range(burst)])
     await bench.queue_directly(ready)
-    redis_cpu = await redis_cpu_seconds(client)
+    redis_cpu = await redis_cpu_seconds(server)
     cpu = time.process_time()
     started = time.perf_counter()
     admitted = await bench.drain()
     capacity_seconds = time.perf_counter() - started
     cpu = time.process_time() - cpu
-    redis_cpu = await redis_cpu_seconds(client) - redis_cpu
+    redis_cpu = await redis_cpu_seconds(server) - redis_cpu
 
     # Latency at an offered rate, through the intake (`on_job`) and an admission loop as in the service.
     arriving = await bench.add_pods([f"node-r{k}" for k in range(offered)])
@@ -276,6 +288,8 @@ async def run_depth(
             await js.delete_stream(f"{subjects.stream_prefix}_{stream}")
     await nc.close()
     await client.aclose()
+    if server is not client:
+        await server.aclose()
     return {
         "pending": pending,
         "backlog_parked_per_s": round(pending / park_seconds),
@@ -338,9 +352,9 @@ def koordinator_model(pending: int, interval: float = 0.5) -> dict[str, Any]:
 
 
 async def main_async(
-    depths: list[int], burst: int, rate: float, offered: int, *, sentinel: bool = False
+    depths: list[int], burst: int, rate: float, offered: int, *, sentinel: bool = False, secured: bool = False
 ) -> dict[str, Any]:
-    podherd, replicated = [], []
+    podherd, replicated, security = [], [], []
     for depth in depths:  # fresh servers per depth: no depth inherits another's memory and fragmentation
         redis = redis_server()
         broker = nats_server()
@@ -351,6 +365,10 @@ async def main_async(
         finally:
             redis.stop()
             broker.stop()
+        if secured:
+            from bench import security_cost  # noqa: PLC0415 - it runs `run_depth`, from this module
+
+            security.append(await security_cost.compare(depth, burst, rate, offered))
     model = [koordinator_model(depth) for depth in depths]
     growth = None
     if len(podherd) > 1:
@@ -364,6 +382,7 @@ async def main_async(
     return {
         "podherd": podherd,
         **sides,
+        **({"security_cost": security} if secured else {}),
         "koordinator_model_500ms": model,
         "per_decision_cost_growth_first_to_last_depth": growth,
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
@@ -384,9 +403,16 @@ def main() -> None:
         action="store_true",
         help="also run each depth on a primary, a replica and three Sentinels, admissions confirmed by WAIT",
     )
+    parser.add_argument(
+        "--secured",
+        action="store_true",
+        help="also run each depth plain and with TLS and ACL users, one Redis and NATS binary for both",
+    )
     args = parser.parse_args()
     result = asyncio.run(
-        main_async(args.pending, args.burst, args.rate, args.offered, sentinel=args.sentinel)
+        main_async(
+            args.pending, args.burst, args.rate, args.offered, sentinel=args.sentinel, secured=args.secured
+        )
     )
     emit("arbitrator", result)
 

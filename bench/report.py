@@ -25,12 +25,12 @@ from bench.results_io import RESULTS
 
 FULL = {
     "watcher": ["--nodes", "5000", "--pods", "100000", "--changes", "100000"],
-    "arbitrator": ["--pending", "1000", "10000", "100000"],
+    "arbitrator": ["--pending", "1000", "10000", "100000", "--secured"],
     "e2e": ["--jobs", "400", "--replicas", "2"],
 }
 QUICK = {
     "watcher": ["--nodes", "500", "--pods", "10000", "--changes", "10000"],
-    "arbitrator": ["--pending", "1000", "10000", "--burst", "2000", "--offered", "1000"],
+    "arbitrator": ["--pending", "1000", "10000", "--burst", "2000", "--offered", "1000", "--secured"],
     "e2e": ["--jobs", "100", "--replicas", "1"],
 }
 
@@ -110,6 +110,7 @@ def markdown(results: dict[str, Any]) -> str:
             )
         )
     lines.append(f"\nPeak RSS of the arbitrator benchmark process: {arbitrator.get('peak_rss_mb')} MB.\n")
+    lines += security_table(arbitrator.get("security_cost") or [])
     lines += [
         "## End to end: jobs through the four services as processes\n",
         _row(
@@ -141,6 +142,39 @@ def markdown(results: dict[str, Any]) -> str:
         )
     lines.append("\n![admission latency against pending jobs](admission_latency.png)\n")
     return "\n".join(lines)
+
+
+def security_table(rows: list[dict[str, Any]]) -> list[str]:
+    """The arbitrator plain and as deploy/ runs it (TLS to Redis and NATS, an ACL user), same servers."""
+    if not rows:
+        return []
+    lines = [
+        "### What TLS and ACL users cost the arbitrator (one redis-server and nats-server binary for both)\n",
+        _row(
+            [
+                "pending",
+                "decisions/s plain / TLS+ACL",
+                "p99 ms plain / TLS+ACL",
+                "CPU µs per decision",
+                "ratio",
+            ]
+        ),
+        _row(["---"] * 5),
+    ]
+    for r in rows:
+        cpu = f"{r['arbitrator_cpu_us_per_decision_plain']} / {r['arbitrator_cpu_us_per_decision_tls_acl']}"
+        lines.append(
+            _row(
+                [
+                    f"{r['pending']:,}",
+                    f"{r['decisions_per_second_plain']:,} / {r['decisions_per_second_tls_acl']:,}",
+                    f"{r['latency_ms_p99_plain']} / {r['latency_ms_p99_tls_acl']}",
+                    cpu,
+                    r["decisions_ratio_tls_acl_to_plain"],
+                ]
+            )
+        )
+    return [*lines, ""]
 
 
 def plot(arbitrator: dict[str, Any], path: Path) -> None:

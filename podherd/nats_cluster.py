@@ -47,9 +47,28 @@ def start_nats_cluster(
     """`size` nats-servers routed into one JetStream cluster; returns once its meta leader is elected.
     `conf`: more of each member's configuration (TLS, accounts)."""
     data = Path(tempfile.mkdtemp(prefix="podherd-nats-cluster-")) if workdir is None else workdir
+    limit = f", max_file_store: {max_file_store}" if max_file_store is not None else ""
+    last: Exception | None = None
+    for _ in range(3):  # a free port can be taken by another process between choosing it and binding it
+        cluster = _start(binary, size, data, limit=limit, conf=conf)
+        try:
+            for server, monitor in zip(cluster.servers, cluster.monitors, strict=True):
+                _wait_member(server, monitor)
+        except (TimeoutError, OSError) as exc:
+            cluster.stop()
+            last = exc
+            continue
+        if workdir is None:
+            cluster.servers[-1]._stop = lambda: shutil.rmtree(data, ignore_errors=True)
+        return cluster
+    if workdir is None:
+        shutil.rmtree(data, ignore_errors=True)
+    raise ServerUnavailable(f"nats cluster of {size} did not form: {last}") from last
+
+
+def _start(binary: str, size: int, data: Path, *, limit: str, conf: str) -> NatsCluster:
     ports = [(free_port(), free_port(), free_port()) for _ in range(size)]  # client, route, monitoring
     routes = ", ".join(f"nats-route://127.0.0.1:{route}" for _, route, _ in ports)
-    limit = f", max_file_store: {max_file_store}" if max_file_store is not None else ""
     servers: list[Server] = []
     for index, (client, route, monitor) in enumerate(ports):
         node = data / f"n{index + 1}"
@@ -68,17 +87,23 @@ def start_nats_cluster(
         )  # fmt: skip
         servers.append(server)
         _LIVE.append(server)
-    cluster = NatsCluster(servers, [monitor for _, _, monitor in ports])
-    if workdir is None:
-        servers[-1]._stop = lambda: shutil.rmtree(data, ignore_errors=True)
-    try:
-        for server, (_, _, monitor) in zip(servers, ports, strict=True):
-            _wait_nats(server.host, server.port, START_TIMEOUT)
-            _wait_healthy(monitor, START_TIMEOUT)
-    except (TimeoutError, OSError) as exc:
-        cluster.stop()
-        raise ServerUnavailable(f"nats cluster of {size} did not form: {exc}") from exc
-    return cluster
+    return NatsCluster(servers, [monitor for _, _, monitor in ports])
+
+
+def _wait_member(server: Server, monitor: int) -> None:
+    """Until `server` answers and is current with the cluster; a member that exited (its port was taken)
+    fails at once rather than after the whole timeout."""
+    deadline = time.monotonic() + START_TIMEOUT
+    while True:
+        if server._process is not None and server._process.poll() is not None:
+            raise OSError(f"nats-server on port {server.port} exited ({server._process.returncode})")
+        try:
+            _wait_nats(server.host, server.port, 0.5)
+            break
+        except (TimeoutError, OSError):
+            if time.monotonic() > deadline:
+                raise
+    _wait_healthy(monitor, max(deadline - time.monotonic(), 1.0))
 
 
 def _wait_healthy(monitor_port: int, timeout: float) -> None:

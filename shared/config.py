@@ -254,6 +254,9 @@ class RedisConfig(Section):
     # Never put a password in the URL of a ConfigMap.
     username: str | None = None
     password_file: str | None = None
+    # TLS to Redis (and to its Sentinels): on with `tls` or a `rediss://` url. The server's certificate is
+    # verified against `tls.ca` and its host name; `cert`/`key` only for a server that asks for one.
+    tls: Tls | None = None
     sentinel: RedisSentinel | None = None
     # A write a safety property rests on (an admission, a replacement's claim) is acted on only once this
     # many replicas acknowledge it (WAIT), within `waitTimeout`; else it is not acted on and is tried again.

@@ -259,9 +259,11 @@ def validate(config: PodherdConfig) -> None:
                     f"expected a URL starting with one of {', '.join(schemes)}, "
                     f"got {without_credentials(url)!r}",
                 )
-    tls = config.nats.tls
-    if tls is not None and bool(tls.cert) != bool(tls.key):
-        raise ConfigError("nats.tls", "a client certificate (cert) and its key (key) go together")
+    for key, tls in (("nats.tls", config.nats.tls), ("redis.tls", config.redis.tls)):
+        if tls is not None and bool(tls.cert) != bool(tls.key):
+            raise ConfigError(key, "a client certificate (cert) and its key (key) go together")
+    if config.redis.tls is not None and config.redis.url.startswith("unix://"):
+        raise ConfigError("redis.tls", "TLS needs a TCP address (redis:// or rediss://), not a unix socket")
     sentinel = config.redis.sentinel
     if sentinel is not None:
         if not sentinel.addresses:
@@ -269,9 +271,14 @@ def validate(config: PodherdConfig) -> None:
         for i, address in enumerate(sentinel.addresses):
             if host_port(address) is None:
                 raise ConfigError(f"redis.sentinel.addresses[{i}]", f"expected host:port, got {address!r}")
-        if sentinel.use_password and urlsplit(config.redis.url).password is None:
+        if (
+            sentinel.use_password
+            and urlsplit(config.redis.url).password is None
+            and config.redis.password_file is None
+        ):
             raise ConfigError(
-                "redis.sentinel.usePassword", "redis.url gives no password to send the Sentinels"
+                "redis.sentinel.usePassword",
+                "neither redis.passwordFile nor redis.url gives a password to send the Sentinels",
             )
     for i, kind in enumerate(config.watcher.kinds):
         if kind not in WATCHABLE_KINDS:

@@ -56,7 +56,6 @@ COMMON = (
     "role",
     "hello",
     "client|setname",
-    "client|setinfo",
 )
 EXTRA = {"arbitrator": ("scan",), "tracker": ()}
 REDIS_SERVICES = tuple(EXTRA)  # the services that use Redis

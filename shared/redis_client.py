@@ -18,23 +18,24 @@ from typing import Any
 
 import hiredis
 import redis.asyncio as aioredis
-from redis.asyncio.connection import AbstractConnection, parse_url
-from redis.asyncio.sentinel import Sentinel
+from redis.asyncio.connection import AbstractConnection, Connection, SSLConnection, parse_url
+from redis.asyncio.sentinel import Sentinel, SentinelManagedConnection, SentinelManagedSSLConnection
 from redis.credentials import CredentialProvider
 from redis.driver_info import DriverInfo
 
-from shared.config import RedisConfig, host_port
+from shared.config import RedisConfig, Tls, host_port
 from shared.durable import Durability
 from shared.durations import parse_duration
+from shared.tls_files import TlsFiles
 
 DEAD_PEER_S = 15
 CONNECT_TIMEOUT_S = 5.0
 # The services bound their own concurrency (reconciles, commands, notes at once: a few hundred Redis calls
 # in flight at most); redis-py's default pool of 100 would fail the calls beyond it instead of queueing them.
 CONNECTIONS = 1024
-# What each connection tells the server (CLIENT SETINFO), made once: redis-py would read its version from
-# the package metadata for every new connection (1.3 ms each, while a burst grows the pool).
-DRIVER = DriverInfo()
+# No CLIENT SETINFO: Redis before 7.2 does not know it, and an ACL user cannot be granted a command its server
+# does not know (`client_name` says who a connection is). Explicitly None: redis-py's default would send it.
+DRIVER: DriverInfo | None = None
 
 
 def keepalive_options() -> dict[int, int]:
@@ -83,6 +84,26 @@ class _HiredisPacking(AbstractConnection):
         return [b"".join(chunk for command in commands for chunk in self.pack_command(*command))]
 
 
+class _TlsFromFiles(SSLConnection):
+    """TLS with the context of `redis.tls`'s files, loaded again when they change (a renewed certificate
+    counts from the next connection); redis-py's own would keep a reconnecting connection's first one."""
+
+    tls_files: TlsFiles
+
+    def _connection_arguments(self) -> Any:
+        arguments = dict(Connection._connection_arguments(self))
+        self.tls_files.refresh()
+        arguments["ssl"] = self.tls_files.context
+        return arguments
+
+
+def _tls(connection_class: type[AbstractConnection], files: TlsFiles) -> type[AbstractConnection]:
+    """`connection_class` (to a primary the Sentinels name, or to one address) over TLS from `files`."""
+    managed = issubclass(connection_class, SentinelManagedConnection)
+    base = SentinelManagedSSLConnection if managed else SSLConnection
+    return type(f"TlsFiles{base.__name__}", (_TlsFromFiles, base), {"tls_files": files})
+
+
 _PACKING: dict[type[AbstractConnection], type[AbstractConnection]] = {}
 
 
@@ -114,7 +135,10 @@ def connect(config: RedisConfig, name: str | None = None) -> aioredis.Redis:
     else:
         client = aioredis.from_url(config.url, **options)
     pool = client.connection_pool
-    pool.connection_class = _packing(pool.connection_class)
+    connection_class = pool.connection_class
+    if config.tls is not None or config.url.startswith("rediss://"):
+        connection_class = _tls(connection_class, TlsFiles(config.tls or Tls()))
+    pool.connection_class = _packing(connection_class)
     return client
 
 
@@ -130,7 +154,16 @@ def _through_sentinels(config: RedisConfig, options: dict[str, Any]) -> aioredis
         "socket_timeout": CONNECT_TIMEOUT_S,
     }
     if config.sentinel.use_password:
-        asking.update((k, v) for k, v in credentials.items() if k in ("username", "password"))
+        if config.password_file:
+            asking["credential_provider"] = FileCredentials(config.username, config.password_file)
+        else:
+            asking.update((k, v) for k, v in credentials.items() if k in ("username", "password"))
+    tls = config.tls
+    if tls is not None or config.url.startswith("rediss://"):
+        tls = tls or Tls()
+        asking.update(
+            ssl=True, ssl_ca_certs=tls.ca, ssl_certfile=tls.cert, ssl_keyfile=tls.key, ssl_check_hostname=True
+        )
     manager = Sentinel(sentinels, sentinel_kwargs=asking, **credentials)  # type: ignore[no-untyped-call]
     client: _Following = manager.master_for(config.sentinel.master_name, redis_class=_Following, **options)
     client.sentinels = list(manager.sentinels)

@@ -23,7 +23,7 @@ from kubesim.patch import merge_patch
 from kubesim.sim import SimHandle
 from podherd.install import DEPLOY
 from podherd.servers import find_nats_binary, free_port
-from shared.config import ConfigError, nats_servers
+from shared.config import nats_servers
 from shared.config_loader import load_config
 from tests.integration.test_kubesim_kubectl import KUBECTL, kubectl
 
@@ -144,8 +144,8 @@ def test_helm_template_renders_the_values(chart: str, values: str) -> None:
     assert "StatefulSet" in kinds
 
 
-def test_the_ha_configuration_takes_its_password_from_the_environment() -> None:
-    config = load_config(HA / "config.yaml", env={"PODHERD_REDIS__URL": "redis://:s3cret@/0"})
+def test_the_ha_configuration_reads_its_password_from_a_file_and_speaks_tls() -> None:
+    config = load_config(HA / "config.yaml", env={})
     assert config.nats.replicas == 3 and len(nats_servers(config.nats.url)) == 3
     assert config.redis.sentinel is not None and config.redis.sentinel.use_password
     assert (
@@ -153,8 +153,10 @@ def test_the_ha_configuration_takes_its_password_from_the_environment() -> None:
         == _yaml(HELM_VALUES / "valkey.values.yaml")["sentinel"]["primarySet"]
     )
     assert config.redis.replicas_to_wait_for == 1
-    with pytest.raises(ConfigError, match="usePassword"):
-        load_config(HA / "config.yaml", env={})
+    assert config.redis.password_file and "@" not in config.redis.url  # never a password in the ConfigMap
+    assert config.redis.url.startswith("rediss://") and config.redis.tls is not None
+    tls = _yaml(HELM_VALUES / "valkey.values.yaml")["tls"]
+    assert tls["enabled"] and tls["existingSecret"] == "valkey-server-tls"
 
 
 @pytest.mark.kubectl
@@ -167,13 +169,16 @@ def test_kubectl_applies_the_ha_overlay(kubesim_factory: Callable[..., SimHandle
     assert applied.count(" created") == len(base) == 33, applied
     deployments = json.loads(kubectl(sim, "get", "deploy", "-n", "podherd", "-o", "json"))["items"]
     assert len(deployments) == 4
+    password_from = {}
     for d in deployments:
-        env = d["spec"]["template"]["spec"]["containers"][0]["env"]
-        names = [e["name"] for e in env]
-        # The password is defined before the URL that expands it ($(VAR) sees only what comes before).
-        assert names.index("REDIS_PASSWORD") < names.index("PODHERD_REDIS__URL")
-        secret = env[names.index("REDIS_PASSWORD")]["valueFrom"]["secretKeyRef"]
-        assert secret == {"name": "valkey", "key": "valkey-password"}  # the Valkey chart's Secret
+        spec = d["spec"]["template"]["spec"]
+        assert not [e for e in spec["containers"][0]["env"] if "REDIS" in e["name"]]  # no password in env
+        volumes = {v["name"]: v for v in spec["volumes"]}
+        if "redis-password" in volumes:
+            password_from[d["metadata"]["name"]] = volumes["redis-password"]["secret"]
+    # the Valkey chart's Secret, as a file, to the two services that use Valkey and no other
+    chart = {"secretName": "valkey", "items": [{"key": "valkey-password", "path": "password"}]}
+    assert password_from == {"podherd-arbitrator": chart, "podherd-tracker": chart}
     ha = [d for d in yaml.safe_load_all(kubectl(sim, "kustomize", str(HA))) if d]
     roles = [d for d in base if d["kind"] in ("ClusterRole", "ClusterRoleBinding", "ServiceAccount")]
     assert roles == [d for d in ha if d["kind"] in ("ClusterRole", "ClusterRoleBinding", "ServiceAccount")]

@@ -141,19 +141,25 @@ async def test_sentinels_that_require_the_password_are_asked_with_it(tmp_path: P
             pytest.raises(redis.exceptions.AuthenticationError),
         ):
             unasked.sentinel_get_master_addr_by_name(topology.master_name)
-        client, durability = connected(topology, test_id)
-        try:
-            await client.set(f"{test_id}:k", "1")
-            await durability.confirm()
-            assert await client.get(f"{test_id}:k") == b"1"
-        finally:
-            await client.aclose()
+        password_file = tmp_path / "password"
+        password_file.write_text("s3cret\n")
+        # the password in the URL, or (as deploy/ha mounts the chart's Secret) in a file, for both
+        for way in ({}, {"url": "redis:///0", "passwordFile": str(password_file)}):
+            client, durability = connected(topology, test_id, **way)
+            try:
+                await client.set(f"{test_id}:k", str(len(way)))
+                await durability.confirm()
+                assert await client.get(f"{test_id}:k") == str(len(way)).encode()
+            finally:
+                await client.aclose()
     finally:
         topology.stop()
 
 
-def test_use_password_needs_a_password_in_the_url() -> None:
+def test_use_password_needs_a_password_in_the_url_or_a_file() -> None:
     sentinel = {"masterName": "podherd", "addresses": ["a:26379"], "usePassword": True}
-    with pytest.raises(ConfigError, match=r"`redis\.sentinel\.usePassword`: redis\.url gives no password"):
+    with pytest.raises(ConfigError, match=r"`redis\.sentinel\.usePassword`: neither redis\.passwordFile nor"):
         config_from_dict({"redis": {"url": "redis://", "sentinel": sentinel}})
     assert config_from_dict({"redis": {"url": "redis://:pw@/0", "sentinel": sentinel}}).redis.sentinel
+    in_file = {"url": "redis:///0", "passwordFile": "/run/secret", "sentinel": sentinel}
+    assert config_from_dict({"redis": in_file}).redis.sentinel

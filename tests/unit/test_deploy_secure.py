@@ -27,9 +27,12 @@ def docs(*parts: str) -> list[dict[str, Any]]:
 
 def test_each_service_talks_to_nats_over_tls_as_its_own_certificate() -> None:
     for config in ("config.yaml", "ha/config.yaml"):
-        nats = load_config(DEPLOY / config, env={"PODHERD_REDIS__URL": "redis://:x@/0"}).nats
+        loaded = load_config(DEPLOY / config, env={})
+        nats, redis = loaded.nats, loaded.redis
         assert all(url.startswith("tls://") for url in re.split(r",\s*", nats.url)), nats.url
         assert nats.tls is not None and nats.tls.cert and nats.tls.key and nats.tls.ca
+        # Redis over TLS too, its server's certificate from the same CA (valkey-server-tls)
+        assert redis.url.startswith("rediss://") and redis.tls is not None and redis.tls.ca == nats.tls.ca
     mounted = {}
     for d in docs("base"):
         if d["kind"] == "Deployment":
@@ -49,7 +52,7 @@ def test_every_nats_user_has_its_certificate_from_cert_manager_and_podherd_certs
     users = {u["user"] for u in accounts(bus.Subjects("podherd"))["PODHERD"]["users"]}
     assert {f"CN={cn}" for secret, cn in certificates.items() if secret.endswith("-nats")} == users
     assert all(certificates[f"{cn.removeprefix('CN=')}-nats"] == cn.removeprefix("CN=") for cn in users)
-    assert "nats-server-tls" in certificates
+    assert {"nats-server-tls", "valkey-server-tls"} <= set(certificates)
     made = {s["metadata"]["name"] for s in yaml.safe_load_all(secrets_yaml("podherd"))}
     assert made == set(certificates) - {"podherd-ca"} | {"podherd-arbitrator-redis", "podherd-tracker-redis"}
 
