@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import msgspec
 
 from podherd import __version__
-from podherd.errors import CliError
+from podherd.errors import EXIT_FAILED, CliError
 from podherd.servers import ServerUnavailable
 from podherd.signals import stop_on_signals
 from shared.bus import StreamRefused
@@ -22,7 +22,6 @@ if TYPE_CHECKING:
     from shared.runtime import ServiceMain
 
 EXIT_USAGE = 2
-EXIT_FAILED = 1
 
 
 def _cmd_version(_: argparse.Namespace) -> int:
@@ -142,6 +141,10 @@ def _cmd_submit(args: argparse.Namespace) -> int:
         codec.decode(codec.encode(intent), MigrationIntent)  # the constraints the tracker will check
     except codec.SchemaError as exc:
         raise CliError(str(exc)) from exc
+    if args.via == "kubernetes":
+        from podherd import via_kubernetes
+
+        return via_kubernetes.submit_command(config, intent, wait=args.wait, within=args.wait_timeout)
     sender = client.Sender.of(config, args.token_file)
 
     async def submit() -> int:
@@ -325,6 +328,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--wait", action="store_true", help="follow the job to its end; exit 1 unless it succeeds"
     )
     submit.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for the intent's answer")
+    _via(submit)
     submit.add_argument("--wait-timeout", type=float, default=600.0, help="seconds to follow the job")
     submit.set_defaults(func=_cmd_submit)
     jobs = sub.add_parser("jobs", parents=[common], help="list PodMigrationJobs: phase, reason, age")
@@ -406,7 +410,18 @@ def _drain_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     drain.add_argument(
         "--request-timeout", type=float, default=30.0, help="seconds to wait for the drain's answer"
     )
+    _via(drain)
     drain.set_defaults(func=_cmd_drain)
+
+
+def _via(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--via",
+        choices=("nats", "kubernetes"),
+        default="nats",
+        help="nats: an intent to the tracker (a ServiceAccount token, --token-file); kubernetes: the jobs "
+        "written through the API server with your kubeconfig's own credentials (README: Who may move what)",
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -11,6 +11,7 @@ their last audit record).
 from __future__ import annotations
 
 import asyncio
+import functools
 import sys
 import time
 from collections.abc import Callable
@@ -21,6 +22,7 @@ from typing import Any
 import nats
 from nats.js.api import ConsumerConfig, DeliverPolicy
 
+from podherd import via_kubernetes
 from podherd.client import Sender, ask_tracker, kube_client, kube_get, nats_client, now_utc, table
 from podherd.errors import CliError
 from shared import bus
@@ -31,6 +33,7 @@ from shared.api.pmj import TERMINAL_PHASES
 from shared.config import PodherdConfig
 from shared.drain_plan import plan_drain
 from shared.durations import parse_duration
+from shared.kube import KubeClient
 
 FOLLOW_GRACE = 15.0
 
@@ -225,38 +228,53 @@ def command(args: Any, config: PodherdConfig) -> int:
         print(table(("JOB", "POD", "PHASE", "MESSAGE"), rows))
         return 0
 
+    def announce(reply: DrainReply) -> int | None:
+        """The plan as the user sees it; an exit code where the drain ends here (refused, a dry run)."""
+        for line in plan_lines(reply):
+            print(line, flush=True)
+        if reply.refusals:
+            for refusal in reply.refusals:
+                print(f"error: {refusal}", file=sys.stderr)
+            return 1
+        if args.dry_run:
+            print(pacing(config))
+            print(f"node/{args.node} would be drained ({len(reply.moves)} pods to move) (dry run)")
+            return 0
+        print(f"node/{args.node} cordoned; {len(reply.moves)} pods to move", flush=True)
+        if args.atomic:
+            print("reserving room for every pod before any is evicted (atomic)", flush=True)
+        return None
+
+    # The jobs' ttl (and an atomic drain's deadline) is the timeout; their endings come just after.
+    within = parse_duration(args.timeout) + FOLLOW_GRACE if args.timeout else None
+    show = functools.partial(print, flush=True)
+
     async def run() -> int:
         started = now_utc()
         sender = Sender.of(config, args.token_file)
         async with nats_client(config) as nc:
             reply = await request_drain(nc, sender, intent, within=args.request_timeout)
-            for line in plan_lines(reply):
-                print(line, flush=True)
-            if reply.refusals:
-                for refusal in reply.refusals:
-                    print(f"error: {refusal}", file=sys.stderr)
-                return 1
-            if args.dry_run:
-                print(pacing(config))
-                print(f"node/{args.node} would be drained ({len(reply.moves)} pods to move) (dry run)")
-                return 0
-            print(f"node/{args.node} cordoned; {len(reply.moves)} pods to move", flush=True)
-            if args.atomic:
-                print("reserving room for every pod before any is evicted (atomic)", flush=True)
+            ends = announce(reply)
+            if ends is not None:
+                return ends
             jobs = {move.job: move.pod for move in reply.moves}
-            # The jobs' ttl (and an atomic drain's deadline) is the timeout; their endings come just after.
-            within = parse_duration(args.timeout) + FOLLOW_GRACE if args.timeout else None
             drain = record_of(config, args.node)
             began = drain.began if drain else None
             outcome = await follow(
-                nc,
-                subjects,
-                jobs,
-                since=started,
-                within=within,
-                show=lambda line: print(line, flush=True),
-                drain_began=began,
+                nc, subjects, jobs, since=started, within=within, show=show, drain_began=began
             )
+        return summary(jobs, outcome)
+
+    async def run_via_kubernetes(kube: KubeClient) -> int:
+        reply = await via_kubernetes.drain(kube, intent, config.migration_controller)
+        ends = announce(reply)
+        if ends is not None:
+            return ends
+        jobs = {move.job: move.pod for move in reply.moves}
+        ended = await via_kubernetes.follow(kube, list(jobs), within=within, show=show)
+        return summary(jobs, Outcome(ended))
+
+    def summary(jobs: dict[str, str], outcome: Outcome) -> int:
         failed = outcome.failed()
         record = record_of(config, args.node)
         if args.atomic and record is not None and record.phase == ROLLED_BACK:
@@ -272,4 +290,6 @@ def command(args: Any, config: PodherdConfig) -> int:
         print(f"node/{args.node} drained")
         return 0
 
+    if args.via == "kubernetes" and not args.status:
+        return via_kubernetes.run(config, run_via_kubernetes)
     return asyncio.run(status() if args.status else run())

@@ -1,4 +1,6 @@
-"""The CLI's one expected failure type."""
+"""The CLI's one expected failure type, and its exit code."""
+
+EXIT_FAILED = 1
 
 
 class CliError(Exception):

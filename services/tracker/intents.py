@@ -34,13 +34,15 @@ def job_name(idempotency_key: str) -> str:
     return "podherd-" + hashlib.sha256(idempotency_key.encode()).hexdigest()[:20]
 
 
-def job_for(intent: MigrationIntent, requester: str) -> PodMigrationJob:
+def job_for(intent: MigrationIntent, requester: str | None) -> PodMigrationJob:
+    """`requester`: who the intent was authorized as, where Podherd verified it (None: only claimed)."""
     annotations = {
         ANNOTATION_INTENT_ID: intent.idempotency_key,
-        ANNOTATION_REQUESTER: requester,
         ANNOTATION_CLAIMED_REQUESTER: intent.requester,
         ANNOTATION_MIGRATION_PRIORITY: str(intent.priority),
     }
+    if requester is not None:
+        annotations[ANNOTATION_REQUESTER] = requester
     if intent.target_node:
         annotations[ANNOTATION_TARGET_NODE] = intent.target_node
     if intent.reason:
