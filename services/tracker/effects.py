@@ -19,7 +19,7 @@ from services.tracker.recorder import EventRecorder
 from shared import bus
 from shared.api import codec, paths
 from shared.api.messages import AuditRecord, Command, JobRef, Step
-from shared.api.pmj import API_VERSION, GROUP, PHASE_PENDING, Phase, PodMigrationJob
+from shared.api.pmj import ANNOTATION_REQUESTER, API_VERSION, GROUP, PHASE_PENDING, Phase, PodMigrationJob
 from shared.config import PodherdConfig
 from shared.kube import KubeClient, KubeError
 from shared.publisher import Publisher
@@ -99,6 +99,7 @@ class Effects:
         conditions: dict[str, str] = {
             str(c.type): f"{c.status}/{c.reason or ''}" for c in status.conditions or []
         }
+        asked = (job.metadata.annotations or {}).get(ANNOTATION_REQUESTER)  # as verified, if it was
         if previous is None and status.phase != PHASE_PENDING:
             # Admitted before any status was written: the job was Pending from its creation until now, and
             # its history on the audit stream starts there, as every other job's does.
@@ -110,6 +111,7 @@ class Effects:
                 job=name,
                 job_uid=uid,
                 phase=PHASE_PENDING,
+                requester=asked,
                 message="created",
             )
             await self.publisher.publish_audit(self.subjects.audit(name), created)
@@ -123,6 +125,7 @@ class Effects:
             job_uid=uid,
             phase=status.phase,
             previous_phase=previous or PHASE_PENDING,
+            requester=asked,
             reason=status.reason,
             message=status.message,
             details={"status": status.status or "", **conditions},

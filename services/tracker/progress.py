@@ -24,6 +24,7 @@ from shared.api.drain import ANNOTATION_ATOMIC, ANNOTATION_STRATEGY_REASON
 from shared.api.meta import ObjectReference
 from shared.api.pmj import (
     ANNOTATION_ABORT,
+    ANNOTATION_REQUESTER,
     COND_BOUND_POD_READY,
     COND_DISRUPTION_WINDOW,
     COND_EVICTION,
@@ -194,7 +195,9 @@ class _Progress(_Writer):
                 return self.stay(PHASE_PENDING, "", "paused: the job waits until spec.paused is false")
             if window is not None and window.waiting:
                 return self.stay(PHASE_PENDING, window.reason, window.message)
-            return self.stay(PHASE_PENDING, "", "waiting for admission (the arbitrator audits why)")
+            asked = (job.metadata.annotations or {}).get(ANNOTATION_REQUESTER)
+            by = f"; requested by {asked}" if asked else ""
+            return self.stay(PHASE_PENDING, "", f"waiting for admission (the arbitrator audits why){by}")
         if o.dry_run:
             return self.end(
                 PHASE_SUCCEEDED, "", "dry run: admitted; no Reservation created and no pod evicted"

@@ -92,9 +92,17 @@ async def test_an_intent_becomes_a_job_that_moves_the_pod(
         job_name = replies[0].job
         assert job_name is not None
         job = await until_job(kube, job_name, ended)
+        # Every step of its history on the audit stream names who asked, as the cluster proved it.
+        history = await nc.jetstream().subscribe(subjects.audit(job_name), ordered_consumer=True)
+        steps: list[tuple[str, str | None]] = []
+        while not steps or steps[-1][0] != "Succeeded":
+            entry = json.loads((await history.next_msg(timeout=10)).data)
+            if entry["action"] == "transition":
+                steps.append((entry["phase"], entry.get("requester")))
     await nc.close()
     assert job["status"]["phase"] == "Succeeded"
     assert list(all_jobs(kube)) == [job_name]
+    assert {who for _, who in steps} == {"system:serviceaccount:podherd:tests"}, steps
 
 
 async def test_finished_jobs_are_collected_and_an_intent_sent_again_moves_nothing(
