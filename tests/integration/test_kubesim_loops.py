@@ -449,8 +449,21 @@ def test_a_deleted_namespace_terminates_its_content_then_goes(
             "field": "metadata.namespace",
         }
     ]
-    # Read Terminating above; on a busy machine it may be gone before the watch lists: gone is gone.
-    watch_until(kube.core.list_namespace, lambda state: "/shop" not in state, 60)
+    # Listed, then followed from the list's version: on a busy machine it may be gone before the list.
+    listing = kube.core.list_namespace()
+    if "shop" in {n.metadata.name for n in listing.items}:
+        watch = kubernetes.watch.Watch()
+        events = watch.stream(
+            kube.core.list_namespace, resource_version=listing.metadata.resource_version, timeout_seconds=60
+        )
+        try:
+            deleted = next(
+                (e for e in events if e["type"] == "DELETED" and e["object"].metadata.name == "shop"), None
+            )
+        finally:
+            watch.stop()
+            events.close()  # the stream's connection with it
+        assert deleted is not None, "namespace shop was not deleted within 60 s"
     assert kube.core.list_namespaced_pod("shop").items == []
     assert kube.core.list_namespaced_config_map("shop").items == []
     with pytest.raises(kubernetes.client.ApiException) as immortal:
