@@ -25,7 +25,8 @@ from services.tracker.drain_writes import DrainRefused, DrainWrites
 from services.tracker.intents import conflict, job_for
 from shared.api import paths
 from shared.api.messages import DrainIntent, DrainReply, MigrationIntent
-from shared.api.pmj import TERMINAL_PHASES, PodMigrationJob
+from shared.api.pmj import TERMINAL_PHASES
+from shared.api.pmj_read import read_pmj
 from shared.config import MigrationControllerArgs, PodherdConfig
 from shared.kube import KubeClient, KubeError
 
@@ -80,7 +81,7 @@ async def submit(kube: KubeClient, intent: MigrationIntent) -> tuple[str, bool]:
         if exc.status != 409:
             raise _refused("POST", paths.JOBS, exc) from exc
     found = await kube.get_json(paths.job(name))
-    problem = conflict(msgspec.convert(found, PodMigrationJob), intent) if found else None
+    problem = conflict(read_pmj(found)[0], intent) if found else None
     if problem:
         raise CliError(problem)
     return name, False

@@ -32,6 +32,7 @@ from shared import bus, redis_client
 from shared.api import codec, paths
 from shared.api.messages import EventHead, ObjectEvent, PdbInfo, PodInfo, WorkloadInfo
 from shared.api.pmj import PHASE_RUNNING, PodMigrationJob
+from shared.api.pmj_read import read_pmj
 from shared.config import PodherdConfig
 from shared.consume import durable, run_consumer
 from shared.durations import parse_duration
@@ -197,7 +198,9 @@ class Arbitrator:
         body = await self.kube.arequest("GET", paths.JOBS)
         held = []
         for item in msgspec.json.decode(body)["items"]:
-            job = msgspec.convert(item, PodMigrationJob)
+            job, invalid = read_pmj(item)
+            if invalid is not None:
+                continue  # holds nothing: the tracker ends it
             record = recorded(job.metadata.uid or "", job.metadata.annotations or {})
             if job.phase == PHASE_RUNNING and record is not None:
                 held.append(record)

@@ -39,6 +39,7 @@ from shared.api.pmj import (
     TERMINAL_PHASES,
     PodMigrationJob,
 )
+from shared.api.pmj_read import runnable
 from shared.api.pod import Pod, pod_from
 from shared.api.reservation import (
     LABEL_CREATED_BY,
@@ -282,8 +283,7 @@ class Executor:
     # ----------------------------------------------------------------------------------------------------
 
     async def _job(self, name: str) -> PodMigrationJob | None:
-        found = await self._get(paths.job(name))
-        return msgspec.convert(found, PodMigrationJob) if found is not None else None
+        return runnable(await self._get(paths.job(name)))  # one that cannot run is the tracker's to end
 
     async def _pod(self, namespace: str, name: str) -> Pod | None:
         raw = await self._get(paths.pod(namespace, name))

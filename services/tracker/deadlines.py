@@ -20,7 +20,6 @@ from shared.api.pmj import (
     ConditionStatus,
     PodMigrationJobStatus,
 )
-from shared.durations import parse_duration
 
 
 def _at(moment: datetime) -> str:
@@ -72,7 +71,7 @@ def counted_from(status: PodMigrationJobStatus) -> str:
 
 
 def ttl_seconds(o: Observed) -> float:
-    return parse_duration(o.job.spec.ttl or o.default_ttl)
+    return o.job.spec.ttl_seconds(o.default_ttl)
 
 
 def expired(o: Observed) -> bool:

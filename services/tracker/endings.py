@@ -1,24 +1,33 @@
 """How a job's holdings end: its Reservations cleaned up (room a sibling may still use kept until the
 workload's last job ends), its ledger slots released exactly once with the statistics they feed, what it
-holds recorded on the PMJ while it runs, and everything forgotten when the PMJ is deleted.
+holds recorded on the PMJ while it runs, and everything forgotten when the PMJ is deleted. A job that
+cannot run (`shared.api.pmj_read`) ends here too, once.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
+import msgspec
 import redis.asyncio as aioredis
 
 from services.tracker.effects import Effects
+from services.tracker.invalid import end_invalid
 from services.tracker.keys import TrackerKeys
 from services.tracker.progress import ReservationView
 from services.tracker.state import JobState
 from shared import ledger
+from shared.api import paths
 from shared.api.pmj import PHASE_FAILED, PHASE_SUCCEEDED, PodMigrationJob
 from shared.api.surge import ANNOTATION_STRATEGY, STRATEGY_SURGE
+from shared.api.validation import Invalid
 from shared.durable import Durability
+from shared.kube import KubeError
 from shared.ledger import Ledger, as_text, lua_script
 from shared.stats import MigrationStats
+
+log = logging.getLogger("services.tracker")
 
 
 class Endings:
@@ -36,6 +45,26 @@ class Endings:
         self.client, self.keys, self.ledger, self.stats = client, keys, ledger, stats
         self.effects, self.state, self.durability = effects, state, durability
         self._room_ends = client.register_script(lua_script("room.lua"))
+
+    async def end_invalid(self, raw: dict[str, Any], job: PodMigrationJob, invalid: Invalid) -> bool:
+        """A job that cannot run ends Failed: one write, one log line, never a retry. False: the job
+        changed meanwhile, to be read again."""
+        name = job.metadata.name or ""
+        step = end_invalid(job, invalid)
+        if step.status != job.status:
+            body = {**raw, "status": msgspec.to_builtins(step.status)}
+            try:
+                await self.effects.kube.arequest("PUT", paths.job_status(name), body=body)
+            except KubeError as exc:
+                if exc.status in (404, 409):
+                    return exc.status == 404
+                raise
+            log.warning("job %s cannot run: %s", name, invalid.message, extra={"job": name})
+            await self.effects.transitioned(job, job.status.phase if job.status else None, step)
+            await self.state.phase_written(name, PHASE_FAILED)
+            await self.release(job, PHASE_FAILED)
+        await self.state.untrack(job)
+        return True
 
     async def forget(self, job: PodMigrationJob) -> None:
         """The PMJ was deleted: whatever it held goes (its Reservation, its ledger slots)."""

@@ -47,7 +47,7 @@ from shared.api.messages import (
     IntentReply,
     MigrationIntent,
 )
-from shared.api.pmj import PodMigrationJob
+from shared.api.pmj_read import read_pmj
 from shared.config import NatsConfig
 from shared.consume import Durable, durable, one_by_one, run_consumer
 from shared.kube import KubeClient, KubeError
@@ -144,7 +144,7 @@ class IntentIntake:
         return found
 
     def _same(self, found: dict[str, Any], intent: MigrationIntent) -> bool:
-        why = conflict(msgspec.convert(found, PodMigrationJob), intent)
+        why = conflict(read_pmj(found)[0], intent)
         if why is not None:
             raise Refused("Conflict", why, "idempotencyKey")
         return False

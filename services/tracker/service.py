@@ -52,6 +52,7 @@ from shared.api.pmj import (
     Phase,
     PodMigrationJob,
 )
+from shared.api.pmj_read import read_pmj
 from shared.api.surge import is_surge
 from shared.config import PodherdConfig
 from shared.consume import Durable, Retry, coalesced, durable, run_consumer
@@ -231,7 +232,9 @@ class Tracker:
         raw = await self.observer.get(paths.job(name))
         if raw is None:
             return True
-        job = msgspec.convert(raw, PodMigrationJob)
+        job, invalid = read_pmj(raw)
+        if invalid is not None:
+            return await self.endings.end_invalid(raw, job, invalid)
         observed = await self.observer.observe(job)
         step = machine.progress(observed)
         before = job.status

@@ -12,7 +12,6 @@ from redis.asyncio.client import Pipeline
 
 from services.tracker.keys import TrackerKeys
 from shared.api.pmj import TERMINAL_PHASES, PodMigrationJob
-from shared.durations import parse_duration
 from shared.ledger import as_text
 
 # How long the tracker's own writes of a job are known after its last one: longer than any event waits in
@@ -61,7 +60,7 @@ class JobState:
         happens (by default, when its ttl counted from its creation ends)."""
         name = job.metadata.name or ""
         if at is None:
-            ttl = parse_duration(job.spec.ttl or self.default_ttl)
+            ttl = job.spec.ttl_seconds(self.default_ttl)
             created = job.metadata.creation_timestamp
             at = (created.timestamp() if created else time.time()) + ttl
         deadline = at + 0.05

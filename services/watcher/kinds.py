@@ -26,6 +26,7 @@ from shared.api.codec import SchemaError
 from shared.api.messages import AccountInfo, NodeInfo, PdbInfo, PodInfo, WatchedKind, WorkloadInfo
 from shared.api.meta import ObjectMeta
 from shared.api.pmj import PodMigrationJob
+from shared.api.pmj_read import decode_pmj
 from shared.api.reservation import Reservation
 
 
@@ -98,6 +99,14 @@ def _minimal_account(uid: str, namespace: str, name: str) -> AccountInfo:
     return AccountInfo(uid=uid, namespace=namespace, name=name)
 
 
+def _pmj(raw: bytes, _: WorkloadResolver) -> Decoded:
+    """A job that cannot be read whole goes on as what can be read of it, with why in the author's terms:
+    the arbitrator records that, and the tracker ends the job InvalidSpec saying the same."""
+    meta = msgspec.json.decode(raw, type=MetaOnly).metadata
+    job, unreadable = decode_pmj(msgspec.json.decode(raw))
+    return Decoded(meta, job, unreadable) if unreadable else Decoded(meta, job)
+
+
 def _minimal_pmj(uid: str, namespace: str, name: str) -> PodMigrationJob:
     return PodMigrationJob(metadata=ObjectMeta(name=name, uid=uid))
 
@@ -120,7 +129,7 @@ KINDS: dict[str, KindSpec] = {
             "scheduling.koordinator.sh",
             "v1alpha1",
             False,
-            _strict(PodMigrationJob, _minimal_pmj),
+            _pmj,
             _minimal_pmj,
         ),
         KindSpec(

@@ -9,6 +9,7 @@ Podherd's own additions live in `podherd.io/` annotations, never in new fields.
 
 from __future__ import annotations
 
+import math
 from datetime import datetime
 from typing import Any, Final, Literal, TypeAlias
 
@@ -16,6 +17,7 @@ import msgspec
 
 from shared.api.meta import DeleteOptions, Duration, KubeStruct, ObjectMeta, ObjectReference
 from shared.api.reservation import attempt_named
+from shared.durations import parse_duration
 
 GROUP: Final = "scheduling.koordinator.sh"
 VERSION: Final = "v1alpha1"
@@ -143,6 +145,15 @@ class PodMigrationJobSpec(KubeStruct):
     pod_ref: ObjectReference | None = None
     reservation_options: PodMigrateReservationOptions | None = None
     delete_options: DeleteOptions | None = None
+
+    def ttl_seconds(self, default: str) -> float:
+        """How long the job may take: its own ttl, else `default`. A ttl of 0 is none at all, as Koordinator
+        reads it (its controller sets a deadline only for a ttl above 0); a negative one is refused
+        (`validation.validate_pmj`)."""
+        if self.ttl is None:
+            return parse_duration(default)
+        seconds = parse_duration(self.ttl)
+        return math.inf if seconds == 0 else seconds
 
     @property
     def reservation_ref_name(self) -> str | None:
