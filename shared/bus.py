@@ -28,7 +28,6 @@ from dataclasses import dataclass
 from typing import Any, TypeVar, get_args
 
 import nats
-from nats.aio.client import Client as NatsClient
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 from nats.js.api import (
@@ -44,9 +43,8 @@ from nats.js.errors import APIError, BadRequestError, NotFoundError, ServiceUnav
 from nats.js.kv import KeyValue
 
 from shared.api.messages import DecisionKind, Step
-from shared.config import NatsConfig, nats_servers
+from shared.config import NatsConfig
 from shared.durations import parse_duration
-from shared.nats_access import DENIED, Access
 from shared.waits import wait_event
 
 log = logging.getLogger(__name__)
@@ -185,41 +183,6 @@ class Subjects:
     def collected_bucket(self) -> str:
         """Names of collected jobs (each kept for `collector.dedupWindow`): intents naming them make none."""
         return f"{self.stream_prefix}_collected"
-
-
-async def connect(
-    config: NatsConfig, name: str, on_state: Callable[[str], Awaitable[None]] | None = None
-) -> NatsClient:
-    """Connect with unlimited reconnects: a NATS restart is an outage to ride out, not a crash. TLS and
-    credentials as configured (`shared.nats_access`); a refused permission is reported once."""
-    access = Access(config)
-
-    async def disconnected() -> None:
-        log.warning("NATS disconnected")
-        access.refresh()  # a renewed certificate serves the reconnection
-        if on_state:
-            await on_state("disconnected")
-
-    async def reconnected() -> None:
-        log.info("NATS reconnected")
-        if on_state:
-            await on_state("reconnected")
-
-    async def error(exc: Exception) -> None:
-        if not DENIED.seen(str(exc)):
-            log.warning("NATS error: %s", exc)
-
-    return await nats.connect(
-        nats_servers(config.url),
-        name=name,
-        max_reconnect_attempts=-1,
-        reconnect_time_wait=0.5,
-        connect_timeout=5,
-        disconnected_cb=disconnected,
-        reconnected_cb=reconnected,
-        error_cb=error,
-        **access.options,
-    )
 
 
 class StreamRefused(RuntimeError):

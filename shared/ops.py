@@ -31,14 +31,24 @@ class OpsServer:
         self._runner: web.AppRunner | None = None
         self.port = 0
         self._prefix = ""
+        self._starting: set[str] = set()  # services not ready before they register their checks
+
+    def starting(self) -> None:
+        """Not ready until this service registers its first check (once connected): a pod is not sent work
+        from its first second on."""
+        self._starting.add(self._prefix)
+
+    def started(self) -> None:
+        self._starting.discard(self._prefix)
 
     def add_check(self, name: str, check: ReadyCheck) -> None:
         self.checks[self._prefix + name] = check
+        self.started()
 
     def scoped(self, service: str) -> OpsServer:
         """A view for one of several services sharing this endpoint: its checks are named `service/check`."""
         view = OpsServer(self.config, self.registry)
-        view.checks = self.checks
+        view.checks, view._starting = self.checks, self._starting
         view._prefix = f"{service}/"
         return view
 
@@ -64,7 +74,7 @@ class OpsServer:
         return web.Response(text="ok\n")
 
     async def _readyz(self, _: web.Request) -> web.Response:
-        problems = {}
+        problems = {f"{prefix}start": "starting: not connected yet" for prefix in self._starting}
         for name, check in self.checks.items():
             try:
                 async with asyncio.timeout(self.check_deadline):

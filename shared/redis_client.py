@@ -18,6 +18,7 @@ from typing import Any
 
 import hiredis
 import redis.asyncio as aioredis
+import redis.exceptions
 from redis.asyncio.connection import AbstractConnection, Connection, SSLConnection, parse_url
 from redis.asyncio.sentinel import Sentinel, SentinelManagedConnection, SentinelManagedSSLConnection
 from redis.credentials import CredentialProvider
@@ -26,9 +27,18 @@ from redis.driver_info import DriverInfo
 from shared.config import RedisConfig, Tls, host_port
 from shared.durable import Durability
 from shared.durations import parse_duration
+from shared.redact import without_credentials
 from shared.tls_files import TlsFiles
 
 DEAD_PEER_S = 15
+# What a Redis that does not answer raises (not a bug: waited out with a backoff, `shared.backoff`).
+OUTAGE = (
+    redis.exceptions.ConnectionError,
+    redis.exceptions.TimeoutError,
+    redis.exceptions.BusyLoadingError,
+    OSError,
+    TimeoutError,
+)
 CONNECT_TIMEOUT_S = 5.0
 # The services bound their own concurrency (reconciles, commands, notes at once: a few hundred Redis calls
 # in flight at most); redis-py's default pool of 100 would fail the calls beyond it instead of queueing them.
@@ -179,6 +189,13 @@ class _Following(aioredis.Redis):
         await super().aclose(close_connection_pool)
         for sentinel in getattr(self, "sentinels", []):
             await sentinel.aclose()
+
+
+def redis_address(config: RedisConfig) -> str:
+    """Where Redis is, for a person reading a log line: the Sentinels when it is found through them."""
+    if config.sentinel is not None:
+        return f"{config.sentinel.master_name} via Sentinels {','.join(config.sentinel.addresses)}"
+    return without_credentials(config.url)
 
 
 def durability(client: aioredis.Redis, config: RedisConfig) -> Durability:

@@ -13,10 +13,14 @@ from nats.aio.client import Client as NatsClient
 from shared.config import PodherdConfig
 from shared.logs import setup_logging
 from shared.nats_access import DENIED
+from shared.nats_connect import Stopped
 from shared.ops import OpsServer
+from shared.waits import when_set
 
 log = logging.getLogger(__name__)
 ServiceMain = Callable[[PodherdConfig, asyncio.Event, OpsServer], Awaitable[None]]
+# How long a service told to stop may take to end by itself (deploy/ gives a pod 45 s).
+STOP_GRACE_S = 8.0
 
 
 async def serve(name: str, config: PodherdConfig, main: ServiceMain) -> None:
@@ -29,11 +33,36 @@ async def serve(name: str, config: PodherdConfig, main: ServiceMain) -> None:
     await ops.start()
     log.info("%s starting", name, extra={"replica": config.replica})
     warn_if_open(config, name)
+    ops.starting()
+    running = asyncio.create_task(_until_stopped(main(config, stop, ops)))
+    stopping = when_set(stop, lambda: _cancel_after(running, STOP_GRACE_S))
     try:
-        await main(config, stop, ops)
+        await asyncio.wait({running})
+        if not running.cancelled():  # cancelled: by `_cancel_after`, past the grace a stop has
+            running.result()
     finally:
+        stopping.cancel()
         await ops.stop()
         log.info("%s stopped", name)
+
+
+async def _until_stopped(work: Awaitable[None]) -> None:
+    try:
+        await work
+    except Stopped:
+        log.info("stopped before NATS could be reached")
+
+
+def _cancel_after(task: asyncio.Task[None], seconds: float) -> None:
+    """A service told to stop that has not ended `seconds` later (a dependency that does not answer holds
+    it) is cancelled: SIGTERM always ends it, and what it had not acknowledged is delivered again."""
+
+    def cancel() -> None:
+        if not task.done():
+            log.warning("not stopped within %.0fs of the stop signal: cancelling what is left", seconds)
+            task.cancel()
+
+    asyncio.get_running_loop().call_later(seconds, cancel)
 
 
 def warn_if_open(config: PodherdConfig, service: str) -> None:
@@ -85,14 +114,14 @@ def run_together(config: PodherdConfig, mains: dict[str, ServiceMain]) -> int:
     """Several services in one process (`podherd run all`): one ops endpoint and stop; a failure stops all."""
 
     async def together(config: PodherdConfig, stop: asyncio.Event, ops: OpsServer) -> None:
+        views = {name: ops.scoped(name) for name in mains}
+        for view in views.values():
+            view.starting()
+        ops.started()  # each service is ready or not by itself
         async with asyncio.TaskGroup() as group:
             for name, main in mains.items():
-                group.create_task(_awaited(main(config, stop, ops.scoped(name))), name=name)
+                group.create_task(_until_stopped(main(config, stop, views[name])), name=name)
 
     setup_logging("all", config.replica, config.logging.level, fmt=config.logging.format)
     asyncio.run(serve("+".join(mains), config, together))
     return _exit_code()
-
-
-async def _awaited(awaitable: Awaitable[None]) -> None:
-    await awaitable

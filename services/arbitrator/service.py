@@ -28,18 +28,20 @@ from prometheus_client import Gauge
 
 from services.arbitrator.engine import Engine
 from services.arbitrator.fact_store import FactStore
-from shared import bus, redis_client
+from shared import bus, nats_connect, redis_client
 from shared.api import codec, paths
 from shared.api.messages import EventHead, ObjectEvent, PdbInfo, PodInfo, WorkloadInfo
 from shared.api.pmj import PHASE_RUNNING, PodMigrationJob
 from shared.api.pmj_read import read_pmj
+from shared.backoff import Backoff
 from shared.config import PodherdConfig
 from shared.consume import durable, run_consumer
 from shared.durations import parse_duration
-from shared.kube import KubeClient
+from shared.kube import KubeClient, KubeError
 from shared.ledger import HeldJob, Ledger, recorded
 from shared.ops import OpsServer
 from shared.publisher import Publisher
+from shared.redis_client import redis_address
 from shared.runtime import close_nats, nats_check
 from shared.slots import limit_of
 from shared.waits import wait_event, when_set
@@ -87,6 +89,8 @@ class Arbitrator:
             audit_subject=self.subjects.audit,
         )
         self.wake = asyncio.Event()
+        self.redis_down = Backoff("Redis", redis_address(config.redis))
+        self.api_down = Backoff("the Kubernetes API server", kube.api.configuration.host if kube else "")
         self._windows_checked = False
 
     async def setup(self) -> Any:
@@ -165,6 +169,8 @@ class Arbitrator:
             self.engine.decisions.generation = await self.ledger.generation() or ""
             log.warning("ledger rebuilt from %d running jobs (%d events replayed)", count, refilled)
             return True
+        except (*redis_client.OUTAGE, KubeError):
+            raise  # the admission loop waits it out
         except Exception:
             log.exception("ledger rebuild failed; admissions stay closed")
             return False
@@ -237,9 +243,17 @@ class Arbitrator:
                         swept = time.monotonic()
                         await self.engine.sweep()
                     await self.engine.admit_pass()
+            except (*redis_client.OUTAGE, KubeError) as exc:  # not a bug: one line, a pass after a backoff
+                down = self.api_down if isinstance(exc, KubeError) else self.redis_down
+                if not await down.pause(stop, exc):
+                    break
+                self.wake.set()
+                continue
             except Exception:
                 log.exception("admission pass failed")
                 await asyncio.sleep(0.2)
+            self.redis_down.answered()
+            self.api_down.answered()
 
     async def run(self, stop: asyncio.Event) -> None:
         sub = await bus.prepared(stop, self.setup, "arbitrator")
@@ -301,7 +315,7 @@ async def _apply_run(
 
 
 async def main(config: PodherdConfig, stop: asyncio.Event, ops: OpsServer) -> None:
-    nc = await bus.connect(config.nats, name=f"podherd-arbitrator-{config.replica}")
+    nc = await nats_connect.connect(config.nats, name=f"podherd-arbitrator-{config.replica}", stop=stop)
     client = redis_client.connect(config.redis, name=f"podherd-arbitrator-{config.replica}")
     kube = None
     with contextlib.suppress(Exception):

@@ -29,7 +29,7 @@ from services.executor.reporting import report_of
 from services.executor.reservations import reservation_for, to_delete
 from services.executor.room import no_room, room_checked
 from services.executor.surging import Surger
-from shared import bus
+from shared import bus, nats_connect
 from shared.api import annotations as known
 from shared.api import codec, paths
 from shared.api.messages import Command, Outcome, Step
@@ -332,7 +332,7 @@ class Executor:
 
 
 async def main(config: PodherdConfig, stop: asyncio.Event, ops: OpsServer) -> None:
-    nc = await bus.connect(config.nats, name=f"podherd-executor-{config.replica}")
+    nc = await nats_connect.connect(config.nats, name=f"podherd-executor-{config.replica}", stop=stop)
     kube = KubeClient.from_config(config.kubernetes)
     ops.add_check("nats", nats_check(nc))
     try:

@@ -19,11 +19,13 @@ from services.tracker.effects import Effects
 from services.tracker.keys import TrackerKeys
 from services.tracker.observation import Observer
 from services.tracker.state import JobState
+from shared import redis_client
 from shared.api import paths
 from shared.api.meta import ObjectMeta
 from shared.api.pmj import PHASE_PENDING, TERMINAL_PHASES, PodMigrationJob
 from shared.api.pmj_read import read_pmj
 from shared.api.reservation import LABEL_CONTROLLER, LABEL_CREATED_BY, LABEL_JOB, is_untaken_room
+from shared.backoff import Backoff
 from shared.consume import Retry, read_or_retry
 from shared.kube import KubeClient
 from shared.ledger import as_text
@@ -48,9 +50,11 @@ class Periodic:
         observer: Observer,
         state: JobState,
         effects: Effects,
+        redis_address: str = "redis",
     ) -> None:
         self.client, self.keys, self.kube, self.reconcile = client, keys, kube, reconcile
         self.observer, self.state, self.effects = observer, state, effects
+        self.redis_down = Backoff("Redis", redis_address)
 
     async def deadlines(self, stop: asyncio.Event) -> None:
         """Jobs whose ttl has passed are reconciled (and time out) even if nothing else happens to them;
@@ -59,20 +63,32 @@ class Periodic:
         last = [time.monotonic()] * len(periodic)
         while not stop.is_set():
             await wait_event(stop, 0.5)
-            for i, (every, task) in enumerate(periodic):
-                if time.monotonic() - last[i] >= every:
-                    last[i] = time.monotonic()
-                    try:
-                        await task()
-                    except Exception:
-                        log.exception("%s failed", task.__name__)
             try:
+                for i, (every, task) in enumerate(periodic):
+                    if time.monotonic() - last[i] >= every:
+                        last[i] = time.monotonic()
+                        await self._logged(task)
                 due = await self.client.zrangebyscore(self.keys.deadlines, "-inf", time.time())
                 for name in cast(list[bytes], due):  # members only: no scores asked for
                     with contextlib.suppress(Retry):
                         await self.reconcile(as_text(name))
+            except redis_client.OUTAGE as exc:  # not a bug: one line, then a backoff
+                if not await self.redis_down.pause(stop, exc):
+                    return
+                continue
             except Exception:
                 log.exception("deadline sweep failed")
+            self.redis_down.answered()
+
+    @staticmethod
+    async def _logged(task: Callable[[], Awaitable[None]]) -> None:
+        """A periodic task; its failure said once, with the traceback of the bug it is, unless an outage."""
+        try:
+            await task()
+        except redis_client.OUTAGE:
+            raise
+        except Exception:
+            log.exception("%s failed", task.__name__)
 
     async def report_phases(self, stop: asyncio.Event, every: float = 5.0) -> None:
         """`podherd_jobs{phase}` from the phases the trackers wrote (every replica reports the same count)."""

@@ -41,7 +41,7 @@ from services.tracker.periodic import Periodic
 from services.tracker.requesters import Requesters
 from services.tracker.state import JobState
 from services.tracker.triggers import Triggers
-from shared import bus, ledger, redis_client
+from shared import bus, ledger, nats_connect, redis_client
 from shared.api import codec, paths
 from shared.api.drain import ANNOTATION_ATOMIC, ANNOTATION_DRAIN_NODE
 from shared.api.pmj import (
@@ -127,6 +127,7 @@ class Tracker:
             observer=self.observer,
             state=self.state,
             effects=self.effects,
+            redis_address=redis_client.redis_address(config.redis),
         )
         drains = Drains(kube, self.publisher, self.subjects, args=self.args, replica=config.replica)
         requesters = Requesters(kube, config.intents, self.subjects)
@@ -322,7 +323,7 @@ class Tracker:
 
 
 async def main(config: PodherdConfig, stop: asyncio.Event, ops: OpsServer) -> None:
-    nc = await bus.connect(config.nats, name=f"podherd-tracker-{config.replica}")
+    nc = await nats_connect.connect(config.nats, name=f"podherd-tracker-{config.replica}", stop=stop)
     client = redis_client.connect(config.redis, name=f"podherd-tracker-{config.replica}")
     kube = KubeClient.from_config(config.kubernetes)
     ops.add_check("nats", nats_check(nc))

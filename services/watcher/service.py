@@ -24,7 +24,7 @@ from services.watcher import metrics
 from services.watcher.checkpoints import Checkpoints
 from services.watcher.kinds import KINDS, KindSpec
 from services.watcher.loop import KindWatcher
-from shared import bus
+from shared import bus, nats_connect
 from shared.config import PodherdConfig
 from shared.durations import parse_duration
 from shared.kube import KubeClient
@@ -117,7 +117,7 @@ def _term_of(lease: Lease) -> Callable[[], int | None]:
 
 
 async def main(config: PodherdConfig, stop: asyncio.Event, ops: OpsServer) -> None:
-    nc = await bus.connect(config.nats, name=f"podherd-watcher-{config.replica}")
+    nc = await nats_connect.connect(config.nats, name=f"podherd-watcher-{config.replica}", stop=stop)
     kube = KubeClient.from_config(config.kubernetes)
     watcher = Watcher(config, nc, kube)
 

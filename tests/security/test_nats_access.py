@@ -223,7 +223,7 @@ def test_a_service_refused_a_permission_stops_with_one_line_naming_it(
 async def test_a_renewed_certificate_is_taken_at_the_next_connection(
     secured: tuple[Server, Pki], tmp_path: Path
 ) -> None:
-    """As cert-manager renews a Secret in place: the client's files change under it, and bus.connect's
+    """As cert-manager renews a Secret in place: the client's files change under it, and nats_connect.connect's
     reconnection presents the new certificate without a restart."""
     server, pki = secured
     mounted = tmp_path / "mounted"
@@ -238,7 +238,7 @@ async def test_a_renewed_certificate_is_taken_at_the_next_connection(
         await nc.close()
     for name in ("ca.crt", "tls.crt", "tls.key"):  # renewed in place
         (mounted / name).write_bytes((pki.directory / "podherd-tracker" / name).read_bytes())
-    access.refresh()  # what bus.connect does before each reconnection
+    access.refresh()  # what nats_connect.connect does before each reconnection
     nc = await nats.connect(server.url, connect_timeout=3, allow_reconnect=False, **access.options)
     assert nc.is_connected
     await nc.close()

@@ -1,0 +1,219 @@
+"""The four services on a bad day, as processes: a dependency that stays away (NATS at start, Redis, the API
+server) costs one line per attempt with a growing wait, never a traceback; `/readyz` answers 503 from the
+first second until the service can work, and 200 again once the dependency is back, without a restart;
+SIGTERM ends a service within 10 s with exit 0 whatever it is waiting for."""
+
+from __future__ import annotations
+
+import signal
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from kubesim.sim import SimHandle
+from podherd.processes import SERVICES, ServiceProcess, ServiceProcesses
+from podherd.servers import (
+    Server,
+    find_nats_binary,
+    find_redis_binary,
+    free_port,
+    start_nats_binary,
+    start_redis_binary,
+)
+from tests.kube import client_for, with_crds
+
+pytestmark = [pytest.mark.e2e, pytest.mark.integration]
+STOP_WITHIN_S = 10.0
+
+
+# At most this many lines for one dependency in the first `seconds` of an outage: the waits double from
+# 0.25 s (NATS) or 0.5 s (Redis), each at least half of its step.
+def most_lines(seconds: float, first: float) -> int:
+    lines, waited, step = 1, 0.0, first
+    while waited + step / 2 <= seconds:
+        waited += step / 2
+        step *= 2
+        lines += 1
+    return lines
+
+
+def crds(handle: SimHandle) -> SimHandle:
+    with_crds(client_for(handle)).api.close()
+    return handle
+
+
+def readyz(proc: ServiceProcess) -> int | None:
+    """The status `/readyz` answers; None before the service listens."""
+    if not proc.port:
+        return None
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{proc.port}/readyz", timeout=2) as answer:
+            return int(answer.status)
+    except urllib.error.HTTPError as refused:
+        return refused.code
+    except (urllib.error.URLError, OSError):
+        return None
+
+
+def until(condition: Callable[[], bool], within: float, what: str) -> None:
+    deadline = time.monotonic() + within
+    while not condition():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{what}: not within {within:.0f} s")
+        time.sleep(0.05)
+
+
+def lines(proc: ServiceProcess, text: str) -> int:
+    return sum(text in line for line in proc.log.read_text(errors="replace").splitlines())
+
+
+def stop_all(processes: ServiceProcesses) -> dict[str, tuple[int, float]]:
+    """SIGTERM to each at once: (exit code, seconds it took), by replica."""
+    started = time.monotonic()
+    for proc in processes.running:
+        proc.process.send_signal(signal.SIGTERM)
+    ended = {}
+    for proc in list(processes.running):
+        code = proc.process.wait(STOP_WITHIN_S + 5)  # one SIGTERM, as the kubelet sends
+        ended[proc.name] = (code, time.monotonic() - started)
+    return ended
+
+
+@pytest.fixture
+def nats_down(tmp_path: Path) -> Iterator[Server]:
+    """A NATS server that was started once, then killed: its address refuses connections until `restart`."""
+    binary = find_nats_binary()
+    if binary is None:
+        pytest.skip("no nats-server binary")
+    server = start_nats_binary(binary, tmp_path / "nats")
+    server.kill()
+    yield server
+    server.stop()
+
+
+def config(tmp_path: Path, *, nats_url: str, redis_url: str, kubeconfig: Path) -> Path:
+    path = tmp_path / "podherd.yaml"
+    document = {
+        "nats": {"url": nats_url, "subjectPrefix": "outage"},
+        "redis": {"url": redis_url, "keyPrefix": "outage"},
+        "kubernetes": {"kubeconfig": str(kubeconfig)},
+        "intents": {"authorization": "none"},
+    }
+    path.write_text(yaml.safe_dump(document))
+    return path
+
+
+def test_nats_away_at_start_costs_a_line_per_attempt_and_sigterm_ends_each_service(
+    kubesim_factory: Callable[..., SimHandle], redis_srv: Server, nats_down: Server, tmp_path: Path
+) -> None:
+    handle = crds(kubesim_factory())
+    cfg = config(tmp_path, nats_url=nats_down.url, redis_url=redis_srv.url, kubeconfig=handle.kubeconfig)
+    processes = ServiceProcesses(cfg, tmp_path / "services")
+    procs = processes.start_all()
+    try:
+        for proc in procs:  # not ready from the first answer on
+            until(lambda p=proc: readyz(p) is not None, 30, f"{proc.name} listening")
+            assert readyz(proc) == 503, proc.tail()
+        waited = time.monotonic()
+        for proc in procs:
+            until(lambda p=proc: lines(p, "NATS unreachable at") >= 2, 30, f"{proc.name} trying again")
+        outage = time.monotonic() - waited + 2.0
+        ended = stop_all(processes)
+    finally:
+        processes.stop_all()
+    for proc in procs:
+        code, took = ended[proc.name]
+        assert code == 0 and took < STOP_WITHIN_S, (proc.name, code, took, proc.tail())
+        log = proc.log.read_text(errors="replace")
+        assert "Traceback" not in log, log
+        assert f"NATS unreachable at {nats_down.url.removeprefix('nats://')}" in log or nats_down.url in log
+        assert lines(proc, "NATS unreachable at") <= most_lines(outage + took, 0.25), log
+
+
+def test_nats_back_makes_each_service_ready_without_a_restart(
+    kubesim_factory: Callable[..., SimHandle], redis_srv: Server, nats_down: Server, tmp_path: Path
+) -> None:
+    handle = crds(kubesim_factory())
+    cfg = config(tmp_path, nats_url=nats_down.url, redis_url=redis_srv.url, kubeconfig=handle.kubeconfig)
+    processes = ServiceProcesses(cfg, tmp_path / "services")
+    procs = processes.start_all()
+    try:
+        for proc in procs:
+            until(lambda p=proc: lines(p, "NATS unreachable at") >= 1, 30, f"{proc.name} trying")
+        nats_down.restart()
+        for proc in procs:
+            until(lambda p=proc: readyz(p) == 200, 30, f"{proc.name} ready once NATS is back")
+            assert "answers again" in proc.log.read_text(errors="replace")
+        ended = stop_all(processes)
+    finally:
+        processes.stop_all()
+    assert {name: code for name, (code, _) in ended.items()} == {f"{s}-0": 0 for s in SERVICES}
+
+
+def test_redis_away_costs_a_line_per_attempt_not_a_traceback(
+    kubesim_factory: Callable[..., SimHandle], nats_srv: Server, tmp_path: Path
+) -> None:
+    binary = find_redis_binary()
+    if binary is None:
+        pytest.skip("no redis binary")
+    redis = start_redis_binary(binary, tmp_path / "redis")
+    handle = crds(kubesim_factory())
+    cfg = config(tmp_path, nats_url=nats_srv.url, redis_url=redis.url, kubeconfig=handle.kubeconfig)
+    processes = ServiceProcesses(cfg, tmp_path / "services")
+    try:
+        arbitrator, tracker = processes.start("arbitrator"), processes.start("tracker")
+        processes.wait_ready(60)
+        redis.kill()
+        gone = time.monotonic()
+        until(lambda: readyz(arbitrator) == 503, 30, "arbitrator not ready while Redis is away")
+        until(lambda: lines(arbitrator, "Redis unreachable at") >= 3, 30, "arbitrator trying again")
+        outage = time.monotonic() - gone
+        counted = {p.name: lines(p, "Redis unreachable at") for p in (arbitrator, tracker)}
+        redis.restart()
+        until(lambda: readyz(arbitrator) == 200, 30, "arbitrator ready once Redis is back")
+        ended = stop_all(processes)
+    finally:
+        processes.stop_all()
+        redis.stop()
+    for proc in (arbitrator, tracker):
+        log = proc.log.read_text(errors="replace")
+        assert "Traceback" not in log, log
+        assert counted[proc.name] <= most_lines(outage + 1, 0.5), (proc.name, counted, log)
+        assert ended[proc.name][0] == 0 and ended[proc.name][1] < STOP_WITHIN_S, ended
+
+
+def test_an_api_server_away_holds_no_service_past_sigterm(
+    nats_srv: Server, redis_srv: Server, tmp_path: Path
+) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    dead = f"https://127.0.0.1:{free_port()}"
+    kubeconfig.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "c", "cluster": {"server": dead, "insecure-skip-tls-verify": True}}],
+                "users": [{"name": "u", "user": {"token": "t"}}],
+                "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+                "current-context": "x",
+            }
+        )
+    )
+    cfg = config(tmp_path, nats_url=nats_srv.url, redis_url=redis_srv.url, kubeconfig=kubeconfig)
+    processes = ServiceProcesses(cfg, tmp_path / "services")
+    procs = processes.start_all()
+    try:
+        for proc in procs:
+            until(lambda p=proc: readyz(p) is not None, 30, f"{proc.name} listening")
+        time.sleep(1.0)  # a second into the outage: each is in whatever wait the API server puts it
+        ended = stop_all(processes)
+    finally:
+        processes.stop_all()
+    for proc in procs:
+        code, took = ended[proc.name]
+        assert code == 0 and took < STOP_WITHIN_S, (proc.name, code, took, proc.tail())
