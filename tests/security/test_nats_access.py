@@ -223,8 +223,8 @@ def test_a_service_refused_a_permission_stops_with_one_line_naming_it(
 async def test_a_renewed_certificate_is_taken_at_the_next_connection(
     secured: tuple[Server, Pki], tmp_path: Path
 ) -> None:
-    """As cert-manager renews a Secret in place: the client's files change under it, and nats_connect.connect's
-    reconnection presents the new certificate without a restart."""
+    """As cert-manager renews a Secret in place: the client's files change under it, and a service's
+    reconnection (`nats_connect.connect`) presents the new certificate without a restart."""
     server, pki = secured
     mounted = tmp_path / "mounted"
     mounted.mkdir()
