@@ -60,6 +60,15 @@ def readyz(proc: ServiceProcess) -> int | None:
         return None
 
 
+def answers(proc: ServiceProcess, status: int | None = None) -> Callable[[], bool]:
+    """Whether `/readyz` answers at all, or answers `status`."""
+    return lambda: readyz(proc) is not None if status is None else readyz(proc) == status
+
+
+def said(proc: ServiceProcess, text: str, times: int) -> Callable[[], bool]:
+    return lambda: lines(proc, text) >= times
+
+
 def until(condition: Callable[[], bool], within: float, what: str) -> None:
     deadline = time.monotonic() + within
     while not condition():
@@ -117,11 +126,11 @@ def test_nats_away_at_start_costs_a_line_per_attempt_and_sigterm_ends_each_servi
     procs = processes.start_all()
     try:
         for proc in procs:  # not ready from the first answer on
-            until(lambda p=proc: readyz(p) is not None, 30, f"{proc.name} listening")
+            until(answers(proc), 30, f"{proc.name} listening")
             assert readyz(proc) == 503, proc.tail()
         waited = time.monotonic()
         for proc in procs:
-            until(lambda p=proc: lines(p, "NATS unreachable at") >= 2, 30, f"{proc.name} trying again")
+            until(said(proc, "NATS unreachable at", 2), 30, f"{proc.name} trying again")
         outage = time.monotonic() - waited + 2.0
         ended = stop_all(processes)
     finally:
@@ -144,10 +153,10 @@ def test_nats_back_makes_each_service_ready_without_a_restart(
     procs = processes.start_all()
     try:
         for proc in procs:
-            until(lambda p=proc: lines(p, "NATS unreachable at") >= 1, 30, f"{proc.name} trying")
+            until(said(proc, "NATS unreachable at", 1), 30, f"{proc.name} trying")
         nats_down.restart()
         for proc in procs:
-            until(lambda p=proc: readyz(p) == 200, 30, f"{proc.name} ready once NATS is back")
+            until(answers(proc, 200), 30, f"{proc.name} ready once NATS is back")
             assert "answers again" in proc.log.read_text(errors="replace")
         ended = stop_all(processes)
     finally:
@@ -170,12 +179,12 @@ def test_redis_away_costs_a_line_per_attempt_not_a_traceback(
         processes.wait_ready(60)
         redis.kill()
         gone = time.monotonic()
-        until(lambda: readyz(arbitrator) == 503, 30, "arbitrator not ready while Redis is away")
-        until(lambda: lines(arbitrator, "Redis unreachable at") >= 3, 30, "arbitrator trying again")
+        until(answers(arbitrator, 503), 30, "arbitrator not ready while Redis is away")
+        until(said(arbitrator, "Redis unreachable at", 3), 30, "arbitrator trying again")
         outage = time.monotonic() - gone
         counted = {p.name: lines(p, "Redis unreachable at") for p in (arbitrator, tracker)}
         redis.restart()
-        until(lambda: readyz(arbitrator) == 200, 30, "arbitrator ready once Redis is back")
+        until(answers(arbitrator, 200), 30, "arbitrator ready once Redis is back")
         ended = stop_all(processes)
     finally:
         processes.stop_all()
@@ -209,7 +218,7 @@ def test_an_api_server_away_holds_no_service_past_sigterm(
     procs = processes.start_all()
     try:
         for proc in procs:
-            until(lambda p=proc: readyz(p) is not None, 30, f"{proc.name} listening")
+            until(answers(proc), 30, f"{proc.name} listening")
         time.sleep(1.0)  # a second into the outage: each is in whatever wait the API server puts it
         ended = stop_all(processes)
     finally:
