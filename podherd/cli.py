@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import msgspec
 
-from podherd import __version__
+from podherd import __version__, arguments
 from podherd.errors import EXIT_FAILED, CliError
 from podherd.servers import ServerUnavailable
 from podherd.signals import stop_on_signals
@@ -112,13 +113,6 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return run(args.service, config, mains[args.service])
 
 
-def _pod_key(text: str) -> tuple[str, str]:
-    namespace, sep, name = text.partition("/")
-    if not sep or not namespace or not name or "/" in name:
-        raise CliError(f"{text!r} is not NAMESPACE/POD")
-    return namespace, name
-
-
 def _cmd_submit(args: argparse.Namespace) -> int:
     import asyncio
 
@@ -127,7 +121,7 @@ def _cmd_submit(args: argparse.Namespace) -> int:
     from shared.api.messages import MigrationIntent, PodKey
 
     config = load_config(args.config)
-    namespace, name = _pod_key(args.pod)
+    namespace, name = args.pod
     intent = MigrationIntent(
         idempotency_key=args.key or client.intent_key(namespace, name, args.target_node, mode=args.mode),
         pod=PodKey(namespace=namespace, name=name),
@@ -155,18 +149,11 @@ def _cmd_submit(args: argparse.Namespace) -> int:
                 return 0
             assert reply.job is not None
             last = await client.follow_job(
-                nc, sender.subjects, reply.job, within=args.wait_timeout, show=_show_record
+                nc, sender.subjects, reply.job, within=args.wait_timeout, show=client.show_record
             )
             return 0 if last.phase == "Succeeded" else EXIT_FAILED
 
     return asyncio.run(submit())
-
-
-def _show_record(record: Any) -> None:
-    what = record.phase or record.action
-    why = f" {record.reason}" if record.reason else ""
-    text = f": {record.message}" if record.message else ""
-    print(f"{record.time:%H:%M:%S} {record.job} {what}{why}{text}", flush=True)
 
 
 def _cmd_jobs(args: argparse.Namespace) -> int:
@@ -246,6 +233,7 @@ def build_parser() -> argparse.ArgumentParser:
     common = _Parser(add_help=False)
     common.add_argument("--config", help="YAML config file (default: $PODHERD_CONFIG)")
     parser = _Parser(prog="podherd", description="Safe pod migration for Kubernetes.")
+    parser.add_argument("--version", action="version", version=f"podherd {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     sub.add_parser("version", help="print the version").set_defaults(func=_cmd_version)
@@ -313,10 +301,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sim.set_defaults(func=_cmd_sim)
     submit = sub.add_parser("submit", parents=[common], help="ask Podherd to migrate one pod (an intent)")
-    submit.add_argument("pod", metavar="NAMESPACE/POD")
-    submit.add_argument("--target-node", help="reserve room on this node")
+    submit.add_argument("pod", metavar="NAMESPACE/POD", type=arguments.pod_key)
+    submit.add_argument("--target-node", type=arguments.node_name, help="reserve room on this node")
     submit.add_argument("--mode", choices=("ReservationFirst", "EvictDirectly"))
-    submit.add_argument("--ttl", help="the job's deadline, e.g. 10m (default: defaultJobTTL)")
+    submit.add_argument(
+        "--ttl", type=arguments.duration, help="the job's deadline, e.g. 10m (default: defaultJobTTL)"
+    )
     submit.add_argument("--reason", help="why, for the audit trail")
     submit.add_argument("--requester", default="podherd-cli", help="who asks (default: podherd-cli)")
     submit.add_argument("--key", help="idempotency key (default: derived from the pod and options)")
@@ -327,9 +317,13 @@ def build_parser() -> argparse.ArgumentParser:
     submit.add_argument(
         "--wait", action="store_true", help="follow the job to its end; exit 1 unless it succeeds"
     )
-    submit.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for the intent's answer")
+    submit.add_argument(
+        "--timeout", type=arguments.seconds, default=10.0, help="seconds to wait for the intent's answer"
+    )
     _via(submit)
-    submit.add_argument("--wait-timeout", type=float, default=600.0, help="seconds to follow the job")
+    submit.add_argument(
+        "--wait-timeout", type=arguments.seconds, default=600.0, help="seconds to follow the job"
+    )
     submit.set_defaults(func=_cmd_submit)
     jobs = sub.add_parser("jobs", parents=[common], help="list PodMigrationJobs: phase, reason, age")
     jobs.add_argument("-o", "--output", choices=("table", "json"), default="table")
@@ -350,7 +344,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="the ServiceAccount token (audience podherd) the intents carry (default: intents.tokenFile)",
     )
     plan.add_argument("-o", "--output", choices=("table", "json"), default="table")
-    plan.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for each intent's answer")
+    plan.add_argument(
+        "--timeout", type=arguments.seconds, default=10.0, help="seconds to wait for each intent's answer"
+    )
     plan.set_defaults(func=_cmd_plan)
     _drain_parser(sub, common)
     demo = sub.add_parser("demo", help="a defragmentation end to end on the embedded default")
@@ -385,7 +381,7 @@ def _drain_parser(sub: Any, common: argparse.ArgumentParser) -> None:
         parents=[common],
         help="move every pod off a node, each with a job (room reserved first), then leave it cordoned",
     )
-    drain.add_argument("node", metavar="NODE")
+    drain.add_argument("node", metavar="NODE", type=arguments.node_name)
     drain.add_argument("--ignore-daemonsets", action="store_true", help="leave DaemonSet-managed pods")
     drain.add_argument(
         "--delete-emptydir-data",
@@ -394,7 +390,11 @@ def _drain_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     )
     drain.add_argument("--force", action="store_true", help="evict pods that declare no controller")
     drain.add_argument("--pod-selector", help="only the pods matching this label selector")
-    drain.add_argument("--timeout", help="each job's ttl and how long to wait, e.g. 10m (default: none)")
+    drain.add_argument(
+        "--timeout",
+        type=arguments.duration,
+        help="each job's ttl and how long to wait, e.g. 10m (default: none)",
+    )
     drain.add_argument(
         "--atomic",
         action="store_true",
@@ -408,7 +408,10 @@ def _drain_parser(sub: Any, common: argparse.ArgumentParser) -> None:
         help="the ServiceAccount token (audience podherd) the intents carry (default: intents.tokenFile)",
     )
     drain.add_argument(
-        "--request-timeout", type=float, default=30.0, help="seconds to wait for the drain's answer"
+        "--request-timeout",
+        type=arguments.seconds,
+        default=30.0,
+        help="seconds to wait for the drain's answer",
     )
     _via(drain)
     drain.set_defaults(func=_cmd_drain)
@@ -430,9 +433,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     func: Callable[[argparse.Namespace], int] = args.func
     try:
         with stop_on_signals():
-            return func(args)
+            code = func(args)
+        sys.stdout.flush()  # here, where a closed pipe is caught, not at exit
+        return code
     except (CliError, ConfigError, ServerUnavailable, StreamRefused) as exc:
         print(f"podherd: {exc}", file=sys.stderr)
         return EXIT_FAILED
+    except BrokenPipeError:  # the reader went away (`| head`): nothing more to say, and nothing to flush
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except KeyboardInterrupt:
+        print(f"podherd: interrupted; {arguments.what_goes_on(args.command, vars(args))}", file=sys.stderr)
         return 130

@@ -27,6 +27,7 @@ from shared import bus
 from shared.api import codec, paths
 from shared.api.messages import AuditRecord, IntentReply, MigrationIntent, PodKey
 from shared.api.pmj import REASON_WAIT_FOR_WINDOW, TERMINAL_PHASES
+from shared.backoff import describe
 from shared.config import PodherdConfig, nats_servers
 from shared.kube import KubeClient, KubeError
 from shared.nats_access import Access
@@ -63,12 +64,13 @@ def _root(exc: BaseException) -> str:
     return str(reason or exc)
 
 
-async def _quiet(_: Exception) -> None:
-    """nats-py logs each failed attempt with a traceback; the CLI reports the outcome once."""
-
-
 @contextlib.asynccontextmanager
 async def nats_client(config: PodherdConfig) -> AsyncIterator[Any]:
+    failures: list[Exception] = []
+
+    async def noted(exc: Exception) -> None:  # nats-py would log each failed attempt; the CLI says why once
+        failures.append(exc)
+
     try:
         nc = await nats.connect(
             nats_servers(config.nats.url),
@@ -77,14 +79,12 @@ async def nats_client(config: PodherdConfig) -> AsyncIterator[Any]:
             allow_reconnect=False,
             max_reconnect_attempts=1,  # 0 would mean "forever" to nats-py's first connect
             reconnect_time_wait=0.2,
-            error_cb=_quiet,
+            error_cb=noted,
             **Access(config.nats).options,
         )
     except (OSError, TimeoutError, nats.errors.Error) as exc:
         where = without_credentials(config.nats.url)
-        raise CliError(
-            f"cannot reach NATS at {where}: {without_credentials(str(exc)) or type(exc).__name__}"
-        ) from exc
+        raise CliError(f"cannot reach NATS at {where}: {describe(failures[0] if failures else exc)}") from exc
     try:
         yield nc
     finally:
@@ -392,3 +392,11 @@ async def gather_replies(
     nc: Any, sender: Sender, intents: list[MigrationIntent], *, within: float
 ) -> list[IntentReply]:
     return list(await asyncio.gather(*(request_intent(nc, sender, i, within=within) for i in intents)))
+
+
+def show_record(record: Any) -> None:
+    """One audit record of a followed job, as a line: time, job, phase or action, reason, message."""
+    what = record.phase or record.action
+    why = f" {record.reason}" if record.reason else ""
+    text = f": {record.message}" if record.message else ""
+    print(f"{record.time:%H:%M:%S} {record.job} {what}{why}{text}", flush=True)

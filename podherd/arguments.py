@@ -1,0 +1,81 @@
+"""The CLI's argument types (pure): a value that can never work is a usage error (exit 2, argparse's usage
+line), said in the user's terms: which name is wrong and what it must look like, with an example; never a
+type name or a regular expression."""
+
+from __future__ import annotations
+
+import argparse
+import re
+
+from shared.durations import DURATION_PATTERN, parse_duration
+
+_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+DURATION_EXAMPLE = "such as 30s, 5m or 1h30m"
+
+
+def pod_key(text: str) -> tuple[str, str]:
+    """NAMESPACE/POD, each a valid Kubernetes name."""
+    namespace, sep, name = text.partition("/")
+    if not sep or not namespace or not name or "/" in name:
+        raise argparse.ArgumentTypeError(f"{text!r} is not NAMESPACE/POD (for example default/web-0)")
+    return _namespace(namespace), _object_name(name, "a pod name")
+
+
+def node_name(text: str) -> str:
+    return _object_name(text, "a node name")
+
+
+def duration(text: str) -> str:
+    """A Go duration, 0 or more (as Kubernetes writes them)."""
+    if re.match(DURATION_PATTERN, text) is None:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a duration; use one {DURATION_EXAMPLE}")
+    if parse_duration(text) < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is negative; use a duration {DURATION_EXAMPLE}")
+    return text
+
+
+def seconds(text: str) -> float:
+    """A wait in seconds, more than 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds (for example 10)") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be more than 0 seconds, got {text}")
+    return value
+
+
+def _namespace(text: str) -> str:
+    if len(text) > 63 or _LABEL.match(text) is None:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a namespace: lowercase letters, digits and '-', at most 63 of them "
+            "(for example default)"
+        )
+    return text
+
+
+def _object_name(text: str, what: str) -> str:
+    if len(text) > 253 or _SUBDOMAIN.match(text) is None:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not {what}: lowercase letters, digits, '-' and '.', starting and ending with a "
+            "letter or digit"
+        )
+    return text
+
+
+def what_goes_on(command: str, args: dict[str, object]) -> str:
+    """After Ctrl-C: what goes on without the CLI, and how to stop it."""
+    if command == "drain" and not args.get("status") and not args.get("dry_run"):
+        node = args.get("node")
+        return (
+            f"the drain goes on without this command: its jobs keep moving pods and node {node} stays "
+            f"cordoned. `podherd drain {node} --status` shows it; to stop it, abort its jobs "
+            f"(kubectl annotate pmj NAME podherd.io/abort=why) and `kubectl uncordon {node}`"
+        )
+    if command == "submit":
+        return (
+            "the job goes on without this command (`podherd jobs` shows it); to stop it, "
+            "kubectl annotate pmj NAME podherd.io/abort=why"
+        )
+    return "nothing was left running"
