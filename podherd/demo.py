@@ -19,7 +19,6 @@ import json
 import sys
 import tempfile
 import time
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,7 +30,7 @@ import yaml
 from kubesim.options import SimOptions
 from kubesim.rbac import Authorizer
 from kubesim.sim import start_in_thread
-from podherd import client, demo_cluster, nats_pki
+from podherd import client, demo_cluster, demo_mistyped, demo_progress, nats_pki
 from podherd.errors import CliError
 from podherd.history import room_checks
 from podherd.install import install, requester_file, service_account, service_token
@@ -42,12 +41,10 @@ from podherd.processes import SERVICES, ServiceFailed, ServiceProcesses
 from podherd.servers import nats_server, redis_server
 from shared import redis_client
 from shared.api import paths
-from shared.api.pmj import TERMINAL_PHASES
 from shared.config import PodherdConfig
 from shared.config_loader import config_from_dict
 from shared.kube import KubeClient
 from shared.nats_permissions import OPERATOR
-from shared.quantity import milli
 from shared.redact import without_credentials
 
 IN_CLUSTER_STOP = 60.0  # seconds: deploy/ gives each pod 45 s to stop
@@ -279,9 +276,14 @@ async def _defragment(
         async with client.nats_client(config) as nc:
             replies = await client.gather_replies(nc, sender, intents, within=30)
         jobs = sorted({r.job for r in replies if r.job})
-        print(f"published {len(intents)} intents -> jobs {', '.join(jobs)}\n", file=out)
+        print(f"published {len(intents)} intents -> jobs {', '.join(jobs)}", file=out)
+        namespace, _, pod = chosen.pending.key.partition("/")
+        typo = await demo_mistyped.create(kube, namespace, pod)
+        print(f"created {typo} with spec.mode: evictdirectly (a typo): it must end InvalidSpec\n", file=out)
         await _follow(kube, chosen, jobs, watchdog=watchdog, within=opts.timeout, out=out)
         await _cleaned_up(kube, CLEANUP_WAIT)
+        async with client.nats_client(config) as nc:
+            mistyped = await demo_mistyped.outcome(kube, nc, subjects)
     finally:
         stop.set()
         findings = await watching
@@ -291,6 +293,7 @@ async def _defragment(
     finally:
         await kube.aclose()  # this loop's connections; the summary reads on through the blocking pool
     facts["_stream"] = subjects.audit_stream
+    facts["mistyped"] = mistyped
     return facts
 
 
@@ -301,8 +304,8 @@ async def _follow(
     deadline = time.monotonic() + within
     last = ""
     while time.monotonic() < deadline:
-        state = await _state(kube, chosen, jobs)
-        line = _progress_line(state, watchdog.findings)
+        state = await demo_progress.state(kube, chosen, jobs)
+        line = demo_progress.line(state, watchdog.findings)
         if live:
             out.write("\r\033[K" + line)
             out.flush()
@@ -324,48 +327,6 @@ async def _cleaned_up(kube: KubeClient, within: float) -> None:
         if not ((await kube.get_json(paths.RESERVATIONS) or {}).get("items")):
             return
         await asyncio.sleep(0.1)
-
-
-async def _state(kube: KubeClient, chosen: Plan, jobs: list[str]) -> dict[str, Any]:
-    phases: Counter[str] = Counter()
-    for name in jobs:
-        job = await kube.get_json(paths.job(name)) or {}
-        phases[(job.get("status") or {}).get("phase") or "Pending"] += 1
-    namespace, _, name = chosen.pending.key.partition("/")
-    pending = await kube.get_json(paths.pod(namespace, name)) or {}
-    pods = msgspec.json.decode(await kube.arequest("GET", paths.PODS)).get("items") or []
-    nodes = msgspec.json.decode(await kube.arequest("GET", paths.NODES)).get("items") or []
-    fill = {}
-    for node in nodes:
-        capacity = milli((node.get("status") or {}).get("allocatable", {}).get("cpu", "0"))
-        used = sum(
-            milli(c.get("resources", {}).get("requests", {}).get("cpu", "0"))
-            for p in pods
-            if (p.get("spec") or {}).get("nodeName") == node["metadata"]["name"]
-            and (p.get("status") or {}).get("phase") in ("Pending", "Running")
-            for c in p["spec"].get("containers") or []
-        )
-        fill[node["metadata"]["name"]] = used / capacity if capacity else 0.0
-    return {
-        "phases": phases,
-        "ended": sum(n for phase, n in phases.items() if phase in TERMINAL_PHASES),
-        "pending_phase": (pending.get("status") or {}).get("phase"),
-        "pending_node": (pending.get("spec") or {}).get("nodeName"),
-        "fill": fill,
-    }
-
-
-def _bar(fraction: float, width: int = 4) -> str:
-    full = round(min(max(fraction, 0.0), 1.0) * width)
-    return "█" * full + "·" * (width - full)
-
-
-def _progress_line(state: dict[str, Any], findings: Findings) -> str:
-    phases = " ".join(f"{p}={n}" for p, n in sorted(state["phases"].items()))
-    nodes = " ".join(f"{n.removeprefix('node-')}[{_bar(f)}]" for n, f in sorted(state["fill"].items()))
-    slots = " ".join(f"{k}={v}" for k, v in sorted(findings.peak_slots.items())) or "-"
-    where = state["pending_node"] or "pending"
-    return f"jobs {phases} | peak slots {slots} | big: {where} | nodes {nodes}"
 
 
 async def _facts(kube: KubeClient, chosen: Plan, jobs: list[str], *, findings: Findings) -> dict[str, Any]:
@@ -411,6 +372,7 @@ def _print_summary(summary: dict[str, Any], out: TextIO) -> bool:
         and not summary["evictions_without_room"],
         "no job Succeeded before its old pod was gone": not summary["succeeded_before_old_pod_gone"],
         "no Reservation left": summary["reservations_left"] == 0,
+        "an invalid job ended InvalidSpec, once": demo_mistyped.ended_once(summary["mistyped"]),
         "every service within its ClusterRole": _roles_held(summary),
         "every service ended with 0 on SIGTERM": not summary["services_failed"]
         if summary["services_stopped"]

@@ -86,9 +86,14 @@ def test_demo_defragments_the_cluster_and_the_cluster_shows_it(tmp_path: Path) -
         api = config.new_client_from_config(config_file=kubeconfig.group(1))
         core: Any = client.CoreV1Api(api)  # models' fields all optional: the asserts read them
         custom: Any = client.CustomObjectsApi(api)
-        jobs = custom.list_cluster_custom_object("scheduling.koordinator.sh", "v1alpha1", "podmigrationjobs")
+        group, version = "scheduling.koordinator.sh", "v1alpha1"
+        listed = custom.list_cluster_custom_object(group, version, "podmigrationjobs")
+        typo = next(j for j in listed["items"] if j["metadata"]["name"] == "demo-mistyped")
+        jobs = {"items": [j for j in listed["items"] if j is not typo]}
         phases = [(j.get("status") or {}).get("phase") for j in jobs["items"]]
         assert phases and all(p == "Succeeded" for p in phases), phases
+        assert (typo["status"]["phase"], typo["status"]["reason"]) == ("Failed", "InvalidSpec")
+        assert "[ok] an invalid job ended InvalidSpec, once" in output
         big = core.read_namespaced_pod(pending, namespace)
         assert big.status.phase == "Running" and big.spec.node_name == emptied
         on_node = core.list_pod_for_all_namespaces(field_selector=f"spec.nodeName={emptied}").items
