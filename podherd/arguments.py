@@ -1,12 +1,17 @@
-"""The CLI's argument types (pure): a value that can never work is a usage error (exit 2, argparse's usage
-line), said in the user's terms: which name is wrong and what it must look like, with an example; never a
-type name or a regular expression."""
+"""The CLI's arguments. Their types: a value that can never work is a usage error (exit 2), said in the
+user's terms (which name is wrong and what it must look like, with an example; never a type name or a
+regular expression). The configuration they name, with kubectl's `--kubeconfig` and `--context` over it.
+What goes on after Ctrl-C."""
 
 from __future__ import annotations
 
 import argparse
 import re
 
+import msgspec
+
+from shared.config import PodherdConfig
+from shared.config_loader import load_config
 from shared.durations import DURATION_PATTERN, parse_duration
 
 _LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -62,6 +67,16 @@ def _object_name(text: str, what: str) -> str:
             "letter or digit"
         )
     return text
+
+
+def loaded(args: argparse.Namespace) -> PodherdConfig:
+    """The configuration, with `--kubeconfig` and `--context` over it (as kubectl's)."""
+    config = load_config(args.config)
+    chosen = {k: v for k, v in (("kubeconfig", args.kubeconfig), ("context", args.context)) if v}
+    if not chosen:
+        return config
+    kubernetes = msgspec.structs.replace(config.kubernetes, **chosen, in_cluster=False)
+    return msgspec.structs.replace(config, kubernetes=kubernetes)
 
 
 def what_goes_on(command: str, args: dict[str, object]) -> str:

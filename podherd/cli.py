@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import msgspec
+import yaml
 
 from podherd import __version__, arguments
 from podherd.errors import EXIT_FAILED, CliError
@@ -17,7 +17,6 @@ from podherd.servers import ServerUnavailable
 from podherd.signals import stop_on_signals
 from shared.bus import StreamRefused
 from shared.config import ConfigError
-from shared.config_loader import load_config
 
 if TYPE_CHECKING:
     from shared.runtime import ServiceMain
@@ -45,7 +44,7 @@ def _cmd_config(args: argparse.Namespace) -> int:
         return 0
     from shared.redact import redacted
 
-    config = load_config(args.config)
+    config = arguments.loaded(args)
     if args.redis_acl:
         from shared.redis_acl import setuser_lines
 
@@ -57,7 +56,7 @@ def _cmd_config(args: argparse.Namespace) -> int:
 
         print(accounts_file(Subjects(config.nats.subject_prefix)), end="")
         return 0
-    print(json.dumps(redacted(msgspec.to_builtins(config)), indent=2, sort_keys=True))
+    print(yaml.safe_dump(redacted(msgspec.to_builtins(config)), sort_keys=False), end="")
     return 0
 
 
@@ -106,7 +105,7 @@ def _service_mains() -> dict[str, ServiceMain]:
 def _cmd_run(args: argparse.Namespace) -> int:
     from shared.runtime import run, run_together
 
-    config = load_config(args.config)
+    config = arguments.loaded(args)
     mains = _service_mains()
     if args.service == "all":
         return run_together(config, mains)
@@ -120,7 +119,7 @@ def _cmd_submit(args: argparse.Namespace) -> int:
     from shared.api import codec
     from shared.api.messages import MigrationIntent, PodKey
 
-    config = load_config(args.config)
+    config = arguments.loaded(args)
     namespace, name = args.pod
     intent = MigrationIntent(
         idempotency_key=args.key or client.intent_key(namespace, name, args.target_node, mode=args.mode),
@@ -157,16 +156,10 @@ def _cmd_submit(args: argparse.Namespace) -> int:
 
 
 def _cmd_jobs(args: argparse.Namespace) -> int:
-    from podherd import client
+    from podherd import jobs_command
 
-    config = load_config(args.config)
-    items = client.list_jobs(config)
-    if args.output == "json":
-        print(json.dumps(items))
-        return 0
-    rows = client.job_rows(items, client.now_utc())
-    print(client.table(("NAME", "PHASE", "REASON", "POD", "NODE", "AGE"), rows))
-    return 0
+    config = arguments.loaded(args)
+    return jobs_command.command(config, output=args.output, selector=args.selector, watch=args.watch)
 
 
 def _cmd_audit(args: argparse.Namespace) -> int:
@@ -175,7 +168,7 @@ def _cmd_audit(args: argparse.Namespace) -> int:
     from podherd import client
     from shared.bus import Subjects
 
-    config = load_config(args.config)
+    config = arguments.loaded(args)
     subjects = Subjects(config.nats.subject_prefix)
 
     async def tail() -> int:
@@ -193,7 +186,7 @@ def _cmd_plan(args: argparse.Namespace) -> int:
 
     from podherd import client
 
-    config = load_config(args.config)
+    config = arguments.loaded(args)
     chosen = client.plan_cluster(config, args.pod)
     if args.output == "json":
         print(client.plan_json(chosen))
@@ -219,7 +212,7 @@ def _cmd_plan(args: argparse.Namespace) -> int:
 def _cmd_drain(args: argparse.Namespace) -> int:
     from podherd import drain
 
-    return drain.command(args, load_config(args.config))
+    return drain.command(args, arguments.loaded(args))
 
 
 class _Parser(argparse.ArgumentParser):
@@ -232,6 +225,8 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     common = _Parser(add_help=False)
     common.add_argument("--config", help="YAML config file (default: $PODHERD_CONFIG)")
+    common.add_argument("--kubeconfig", help="the kubeconfig to use (default: kubernetes.kubeconfig)")
+    common.add_argument("--context", help="its context to use (default: its current context)")
     parser = _Parser(prog="podherd", description="Safe pod migration for Kubernetes.")
     parser.add_argument("--version", action="version", version=f"podherd {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -326,7 +321,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     submit.set_defaults(func=_cmd_submit)
     jobs = sub.add_parser("jobs", parents=[common], help="list PodMigrationJobs: phase, reason, age")
-    jobs.add_argument("-o", "--output", choices=("table", "json"), default="table")
+    jobs.add_argument("-o", "--output", choices=("table", "wide", "json", "yaml"), default="table")
+    jobs.add_argument("-l", "--selector", help="only jobs with these labels (as kubectl's -l)")
+    jobs.add_argument("-w", "--watch", action="store_true", help="then print each change as it comes")
     jobs.set_defaults(func=_cmd_jobs)
     audit = sub.add_parser("audit", help="read the audit stream")
     audit_sub = audit.add_subparsers(dest="audit_command", required=True, metavar="COMMAND")

@@ -32,10 +32,11 @@ class PodView:
 
     def going(self) -> str:
         """What a pod that is terminating but still exists is waiting on, for the status."""
-        since = f" since {self.deleted_at:%Y-%m-%dT%H:%M:%SZ}" if self.deleted_at else ""
         where = f" on node {self.node}" if self.node else ""
+        # its deletionTimestamp is when its grace period ends, not when its deletion began
+        ends = f"; its grace period ends {self.deleted_at:%Y-%m-%dT%H:%M:%SZ}" if self.deleted_at else ""
         stuck = " (NotReady: its kubelet cannot finish it)" if self.node_ready is False else ""
-        return f"pod {self.namespace}/{self.name} is terminating{since}{where}{stuck}"
+        return f"pod {self.namespace}/{self.name} is terminating{where}{stuck}{ends}"
 
 
 @dataclass(frozen=True)

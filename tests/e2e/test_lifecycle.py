@@ -263,7 +263,7 @@ async def held(ledger: Ledger) -> set[str]:
 
 
 def still_going(job: dict[str, Any]) -> bool:
-    return "is terminating since" in ((job.get("status") or {}).get("message") or "")
+    return "grace period ends" in ((job.get("status") or {}).get("message") or "")
 
 
 @pytest.mark.parametrize("mode", ["EvictDirectly", "ReservationFirst"])
@@ -283,7 +283,7 @@ async def test_a_pod_stuck_terminating_holds_the_job_and_its_slots_until_it_is_g
         uid = create_job(kube, "stuck", name, mode=mode)["metadata"]["uid"]
         waiting = await until_job(kube, "stuck", still_going)
         assert waiting["status"]["phase"] == "Running", waiting["status"]
-        assert f"pod default/{name} is terminating since" in waiting["status"]["message"]
+        assert f"pod default/{name} is terminating on node" in waiting["status"]["message"]
         assert f"on node {node}" in waiting["status"]["message"]
         assert uid in await held(ledger)  # its slots are held while it waits
         kube.core.patch_namespaced_pod(name, "default", {"metadata": {"finalizers": None}})
@@ -320,7 +320,7 @@ async def test_a_pod_that_never_goes_times_the_job_out_naming_it(
     await client.aclose()
     await nc.close()
     assert (job["status"]["phase"], job["status"].get("reason")) == ("Failed", "Timeout"), job["status"]
-    assert f"pod default/{name} is terminating since" in job["status"]["message"]
+    assert f"pod default/{name} is terminating on node" in job["status"]["message"]
     assert f"on node {node}" in job["status"]["message"]
     assert uid not in released
     kube.core.patch_namespaced_pod(name, "default", {"metadata": {"finalizers": None}})

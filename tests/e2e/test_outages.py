@@ -117,24 +117,32 @@ def config(tmp_path: Path, *, nats_url: str, redis_url: str, kubeconfig: Path) -
     return path
 
 
-def test_nats_away_at_start_costs_a_line_per_attempt_and_sigterm_ends_each_service(
+@pytest.fixture
+def without_nats(
     kubesim_factory: Callable[..., SimHandle], redis_srv: Server, nats_down: Server, tmp_path: Path
-) -> None:
+) -> Iterator[tuple[ServiceProcesses, list[ServiceProcess]]]:
+    """The four services started while NATS is away."""
     handle = crds(kubesim_factory())
     cfg = config(tmp_path, nats_url=nats_down.url, redis_url=redis_srv.url, kubeconfig=handle.kubeconfig)
     processes = ServiceProcesses(cfg, tmp_path / "services")
-    procs = processes.start_all()
     try:
-        for proc in procs:  # not ready from the first answer on
-            until(answers(proc), 30, f"{proc.name} listening")
-            assert readyz(proc) == 503, proc.tail()
-        waited = time.monotonic()
-        for proc in procs:
-            until(said(proc, "NATS unreachable at", 2), 30, f"{proc.name} trying again")
-        outage = time.monotonic() - waited + 2.0
-        ended = stop_all(processes)
+        yield processes, processes.start_all()
     finally:
         processes.stop_all()
+
+
+def test_nats_away_at_start_costs_a_line_per_attempt_and_sigterm_ends_each_service(
+    without_nats: tuple[ServiceProcesses, list[ServiceProcess]], nats_down: Server
+) -> None:
+    processes, procs = without_nats
+    for proc in procs:  # not ready from the first answer on
+        until(answers(proc), 30, f"{proc.name} listening")
+        assert readyz(proc) == 503, proc.tail()
+    waited = time.monotonic()
+    for proc in procs:
+        until(said(proc, "NATS unreachable at", 2), 30, f"{proc.name} trying again")
+    outage = time.monotonic() - waited + 2.0
+    ended = stop_all(processes)
     for proc in procs:
         code, took = ended[proc.name]
         assert code == 0 and took < STOP_WITHIN_S, (proc.name, code, took, proc.tail())
@@ -145,22 +153,16 @@ def test_nats_away_at_start_costs_a_line_per_attempt_and_sigterm_ends_each_servi
 
 
 def test_nats_back_makes_each_service_ready_without_a_restart(
-    kubesim_factory: Callable[..., SimHandle], redis_srv: Server, nats_down: Server, tmp_path: Path
+    without_nats: tuple[ServiceProcesses, list[ServiceProcess]], nats_down: Server
 ) -> None:
-    handle = crds(kubesim_factory())
-    cfg = config(tmp_path, nats_url=nats_down.url, redis_url=redis_srv.url, kubeconfig=handle.kubeconfig)
-    processes = ServiceProcesses(cfg, tmp_path / "services")
-    procs = processes.start_all()
-    try:
-        for proc in procs:
-            until(said(proc, "NATS unreachable at", 1), 30, f"{proc.name} trying")
-        nats_down.restart()
-        for proc in procs:
-            until(answers(proc, 200), 30, f"{proc.name} ready once NATS is back")
-            assert "answers again" in proc.log.read_text(errors="replace")
-        ended = stop_all(processes)
-    finally:
-        processes.stop_all()
+    processes, procs = without_nats
+    for proc in procs:
+        until(said(proc, "NATS unreachable at", 1), 30, f"{proc.name} trying")
+    nats_down.restart()
+    for proc in procs:
+        until(answers(proc, 200), 30, f"{proc.name} ready once NATS is back")
+        assert "answers again" in proc.log.read_text(errors="replace")
+    ended = stop_all(processes)
     assert {name: code for name, (code, _) in ended.items()} == {f"{s}-0": 0 for s in SERVICES}
 
 

@@ -256,8 +256,8 @@ def test_evict_directly_is_not_succeeded_while_the_old_pod_still_exists() -> Non
     waiting = progress(replace(o, pod=STUCK))
     assert (waiting.status.phase, waiting.actions) == ("Running", ())  # nothing released yet
     assert waiting.status.message == (
-        "evicted; waiting until it is gone: pod default/web-0 is terminating since 2026-11-22T11:59:56Z "
-        "on node node-1 (NotReady: its kubelet cannot finish it)"
+        "evicted; waiting until it is gone: pod default/web-0 is terminating on node node-1 (NotReady: its "
+        "kubelet cannot finish it); its grace period ends 2026-11-22T11:59:56Z"
     )
     done = progress(replace(o, pod=None))
     assert (done.status.phase, done.actions) == ("Succeeded", (RELEASE,))
