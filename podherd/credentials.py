@@ -1,7 +1,8 @@
 """`podherd certs`: what deploy/ mounts, made without cert-manager: a CA of its own with the NATS
 certificates (`nats_pki`), the Redis (Valkey) server's certificate from the same CA, and a password for each
 service's Redis user (`shared.redis_acl`), as Secrets; with `--dir`, the files too, the CA's key and the
-Redis users' `ACL SETUSER` lines among them."""
+Redis users' `ACL SETUSER` lines, and the Valkey chart's commonConfiguration with those users (deploy/ha),
+among them."""
 
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ import yaml
 
 from kubesim.tls import Authority
 from podherd import nats_pki
-from shared.redis_acl import REDIS_SERVICES, setuser_lines
+from podherd.install import DEPLOY
+from shared.redis_acl import REDIS_SERVICES, config_lines, setuser_lines
 
 
 def redis_secrets(passwords: dict[str, str], namespace: str) -> list[dict[str, Any]]:
@@ -59,6 +61,14 @@ def redis_server_secret(authority: Authority, namespace: str) -> dict[str, Any]:
     }
 
 
+def valkey_common_conf(key_prefix: str, passwords: dict[str, str]) -> str:
+    """The Valkey chart's `commonConfiguration` of deploy/helm/valkey.values.yaml with the services' users
+    (for `helm install --set-file commonConfiguration=...`): their passwords as SHA-256 only."""
+    values = yaml.safe_load((DEPLOY / "helm" / "valkey.values.yaml").read_text())
+    common = str(values.get("commonConfiguration") or "").rstrip("\n")
+    return f"{common}\n{config_lines(key_prefix, passwords)}"
+
+
 def new_passwords() -> dict[str, str]:
     return {service: secrets.token_urlsafe(24) for service in REDIS_SERVICES}
 
@@ -75,6 +85,7 @@ def secrets_yaml(namespace: str, *, keep: str | None = None, key_prefix: str = "
             acl = directory / "redis-acl.txt"
             acl.write_text(setuser_lines(key_prefix, passwords))
             acl.chmod(0o600)
+            (directory / "valkey.common.conf").write_text(valkey_common_conf(key_prefix, passwords))
         return str(yaml.safe_dump_all(docs, sort_keys=False))
     finally:
         if not keep:

@@ -243,6 +243,9 @@ class RedisSentinel(Section):
     master_name: str
     addresses: list[str]
     use_password: bool = False
+    # The Sentinels' own password in a file (the Valkey chart's default user's), when the services use Redis
+    # as users of their own; without it they are asked with the data nodes' credentials.
+    password_file: str | None = None
 
 
 class RedisConfig(Section):

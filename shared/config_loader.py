@@ -275,6 +275,7 @@ def validate(config: PodherdConfig) -> None:
             sentinel.use_password
             and urlsplit(config.redis.url).password is None
             and config.redis.password_file is None
+            and sentinel.password_file is None
         ):
             raise ConfigError(
                 "redis.sentinel.usePassword",

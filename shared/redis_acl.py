@@ -10,6 +10,8 @@ The watcher and the executor use no Redis. No user may run what empties or recon
 
 from __future__ import annotations
 
+import hashlib
+
 from shared.ledger import ledger_prefix
 
 # Read and write the data types the services use, run their scripts, and the connection's own commands.
@@ -102,4 +104,14 @@ def setuser_lines(key_prefix: str, passwords: dict[str, str] | None = None) -> s
         secret = (passwords or {}).get(service)
         password = f">{secret}" if secret else "><password>"
         lines.append(" ".join(["ACL", "SETUSER", f"podherd-{service}", *rule(service, key_prefix), password]))
+    return "\n".join(lines) + "\n"
+
+
+def config_lines(key_prefix: str, passwords: dict[str, str]) -> str:
+    """The same users as `user` lines of a server's configuration (valkey.conf, the Valkey chart's
+    `commonConfiguration`), each password only as its SHA-256 (`#<hex>`): the file may sit in a ConfigMap."""
+    lines = []
+    for service in EXTRA:
+        digest = hashlib.sha256(passwords[service].encode()).hexdigest()
+        lines.append(" ".join(["user", f"podherd-{service}", *rule(service, key_prefix), f"#{digest}"]))
     return "\n".join(lines) + "\n"

@@ -164,7 +164,9 @@ def _through_sentinels(config: RedisConfig, options: dict[str, Any]) -> aioredis
         "socket_timeout": CONNECT_TIMEOUT_S,
     }
     if config.sentinel.use_password:
-        if config.password_file:
+        if config.sentinel.password_file:
+            asking["credential_provider"] = FileCredentials(None, config.sentinel.password_file)
+        elif config.password_file:
             asking["credential_provider"] = FileCredentials(config.username, config.password_file)
         else:
             asking.update((k, v) for k, v in credentials.items() if k in ("username", "password"))

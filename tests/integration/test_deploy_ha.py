@@ -154,6 +154,7 @@ def test_the_ha_configuration_reads_its_password_from_a_file_and_speaks_tls() ->
     )
     assert config.redis.replicas_to_wait_for == 1
     assert config.redis.password_file and "@" not in config.redis.url  # never a password in the ConfigMap
+    assert config.redis.sentinel.password_file  # the chart's, for the Sentinels
     assert config.redis.url.startswith("rediss://") and config.redis.tls is not None
     tls = _yaml(HELM_VALUES / "valkey.values.yaml")["tls"]
     assert tls["enabled"] and tls["existingSecret"] == "valkey-server-tls"
@@ -169,16 +170,25 @@ def test_kubectl_applies_the_ha_overlay(kubesim_factory: Callable[..., SimHandle
     assert applied.count(" created") == len(base) == 33, applied
     deployments = json.loads(kubectl(sim, "get", "deploy", "-n", "podherd", "-o", "json"))["items"]
     assert len(deployments) == 4
-    password_from = {}
+    passwords: dict[str, tuple[Any, ...]] = {}
     for d in deployments:
         spec = d["spec"]["template"]["spec"]
-        assert not [e for e in spec["containers"][0]["env"] if "REDIS" in e["name"]]  # no password in env
+        env = {e["name"]: e.get("value") for e in spec["containers"][0]["env"] if "REDIS" in e["name"]}
         volumes = {v["name"]: v for v in spec["volumes"]}
-        if "redis-password" in volumes:
-            password_from[d["metadata"]["name"]] = volumes["redis-password"]["secret"]
-    # the Valkey chart's Secret, as a file, to the two services that use Valkey and no other
+        if env or "redis-password" in volumes:
+            secrets = (volumes["redis-password"]["secret"], volumes["sentinel-password"]["secret"])
+            passwords[d["metadata"]["name"]] = (env, *secrets)
+    # Only the two services that use Valkey: each as its own user, its password and the chart's (for the
+    # Sentinels) as files, none in the environment.
     chart = {"secretName": "valkey", "items": [{"key": "valkey-password", "path": "password"}]}
-    assert password_from == {"podherd-arbitrator": chart, "podherd-tracker": chart}
+    assert passwords == {
+        f"podherd-{s}": (
+            {"PODHERD_REDIS__USERNAME": f"podherd-{s}"},
+            {"secretName": f"podherd-{s}-redis"},
+            chart,
+        )
+        for s in ("arbitrator", "tracker")
+    }
     ha = [d for d in yaml.safe_load_all(kubectl(sim, "kustomize", str(HA))) if d]
     roles = [d for d in base if d["kind"] in ("ClusterRole", "ClusterRoleBinding", "ServiceAccount")]
     assert roles == [d for d in ha if d["kind"] in ("ClusterRole", "ClusterRoleBinding", "ServiceAccount")]

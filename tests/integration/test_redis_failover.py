@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis.asyncio as aioredis
@@ -144,12 +145,18 @@ async def test_sentinels_that_require_the_password_are_asked_with_it(tmp_path: P
         password_file = tmp_path / "password"
         password_file.write_text("s3cret\n")
         # the password in the URL, or (as deploy/ha mounts the chart's Secret) in a file, for both
-        for way in ({}, {"url": "redis:///0", "passwordFile": str(password_file)}):
+        sentinel = {**topology.config()["sentinel"], "passwordFile": str(password_file)}
+        ways: list[dict[str, Any]] = [
+            {},
+            {"url": "redis:///0", "passwordFile": str(password_file)},
+            {"sentinel": sentinel},  # the Sentinels' password apart from the data nodes' credentials
+        ]
+        for way in ways:
             client, durability = connected(topology, test_id, **way)
             try:
-                await client.set(f"{test_id}:k", str(len(way)))
+                await client.set(f"{test_id}:k", str(ways.index(way)))
                 await durability.confirm()
-                assert await client.get(f"{test_id}:k") == str(len(way)).encode()
+                assert await client.get(f"{test_id}:k") == str(ways.index(way)).encode()
             finally:
                 await client.aclose()
     finally:

@@ -16,13 +16,13 @@ import redis.exceptions
 
 from kubesim.sim import SimHandle
 from podherd.client import signed
-from podherd.servers import Server
+from podherd.servers import Server, find_redis_binary, start_redis_binary
 from services.tracker.intents import job_name
 from shared import bus, redis_client
 from shared.api import codec
 from shared.api.messages import MigrationIntent, PodKey
 from shared.config import RedisConfig
-from shared.redis_acl import NEVER, rule
+from shared.redis_acl import NEVER, REDIS_SERVICES, config_lines, rule
 from tests.e2e.pipeline import ended, pipeline, pipeline_config, until_job
 from tests.e2e.test_lifecycle import cluster, start, web_pods
 from tests.e2e.test_pipeline import when_served
@@ -137,3 +137,31 @@ async def test_the_services_carry_jobs_as_their_own_redis_users(
 ) -> None:
     users = make_users(redis_srv, test_id, tmp_path)
     assert await carry_two_jobs(kubesim_factory, nats_srv, redis_srv, test_id, users) == ["Succeeded"] * 2
+
+
+def test_the_users_as_server_configuration_work_and_keep_no_password(tmp_path: Path, test_id: str) -> None:
+    """deploy/ha's way: the users in the server's configuration (the chart's commonConfiguration), each
+    password only as its SHA-256."""
+    binary = find_redis_binary()
+    if binary is None:
+        pytest.skip("no valkey/redis binary")
+    passwords = {service: secrets.token_urlsafe(16) for service in REDIS_SERVICES}
+    conf = tmp_path / "users.conf"
+    conf.write_text(config_lines(test_id, passwords))
+    assert not [p for p in passwords.values() if p in conf.read_text()]
+    server = start_redis_binary(binary, tmp_path / "redis", extra=["--include", str(conf)])
+    try:
+        url = server.url
+        tracker = redis.Redis.from_url(url, username="podherd-tracker", password=passwords["tracker"])
+        tracker.hset(f"{test_id}:tracker:phases", "job", "Running")
+        with pytest.raises(redis.exceptions.NoPermissionError):
+            tracker.flushall()
+        with pytest.raises(redis.exceptions.NoPermissionError):
+            tracker.get(f"{test_id}:arbitrator:jobs")
+        tracker.close()
+        wrong = redis.Redis.from_url(url, username="podherd-arbitrator", password=passwords["tracker"])
+        with pytest.raises(redis.exceptions.AuthenticationError):
+            wrong.ping()
+        wrong.close()
+    finally:
+        server.stop()

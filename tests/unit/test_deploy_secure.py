@@ -4,7 +4,10 @@ user the shipped accounts know, and NetworkPolicies in front of the NATS and Val
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import re
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -65,3 +68,16 @@ def test_only_podherd_reaches_the_nats_and_valkey_pods() -> None:
         assert spec["policyTypes"] == ["Ingress"]
         clients = spec["ingress"][0]["from"]
         assert {"podSelector": {"matchLabels": {"app.kubernetes.io/part-of": "podherd"}}} in clients
+
+
+def test_podherd_certs_gives_deploy_ha_the_valkey_users_with_their_passwords_hashed(tmp_path: Path) -> None:
+    made = {s["metadata"]["name"]: s for s in yaml.safe_load_all(secrets_yaml("podherd", keep=str(tmp_path)))}
+    conf = (tmp_path / "valkey.common.conf").read_text()
+    chart = yaml.safe_load((DEPLOY / "helm" / "valkey.values.yaml").read_text())["commonConfiguration"]
+    assert conf.startswith(chart.rstrip("\n"))  # the chart's own lines kept
+    for service in ("arbitrator", "tracker"):
+        password = base64.b64decode(made[f"podherd-{service}-redis"]["data"]["password"]).decode()
+        assert f"user podherd-{service} on " in conf and password not in conf
+        assert f"#{hashlib.sha256(password.encode()).hexdigest()}" in conf
+    ha = load_config(DEPLOY / "ha" / "config.yaml", env={"PODHERD_REDIS__USERNAME": "podherd-tracker"})
+    assert ha.redis.sentinel is not None and ha.redis.sentinel.password_file and ha.redis.password_file
