@@ -157,10 +157,13 @@ def _processes(
         nats_url = nats_srv.url
         if nats_srv.origin.startswith("env:"):  # $NATS_URL's server, as it is
             pki = None
-    if redis_url is None:
+    users: dict[str, tuple[str, Path]] = {}
+    if redis_url is None:  # Redis as deploy/ has it: each service that uses it as a user of its own
         redis_srv = redis_server()
         stack.callback(redis_srv.stop)
         redis_url = redis_srv.url
+        if not redis_srv.origin.startswith("env:"):  # $REDIS_URL's server, as it is
+            users = _redis_users(redis_url, opts.prefix, workdir)
     handle = None
     if opts.kubeconfig:
         kubeconfig = Path(opts.kubeconfig)
@@ -174,7 +177,9 @@ def _processes(
     if scenario == "maintenance":  # a workload's replicas go one after the other, not one per 5 minutes
         document["migrationController"] = {"objectLimiters": {"workload": {"duration": "1s"}}}
     kubeconfigs: dict[str, Path] = {}
-    processes = ServiceProcesses(workdir / "podherd.yaml", workdir / "logs", kubeconfigs, pki=pki)
+    processes = ServiceProcesses(
+        workdir / "podherd.yaml", workdir / "logs", kubeconfigs, pki=pki, redis_users=users
+    )
     stack.callback(processes.stop_all)
 
     def start(kube: KubeClient) -> list[str]:
@@ -208,6 +213,16 @@ def _processes(
         metrics=lambda kube: [p.metrics_url for p in processes.running],
         logs=str(workdir / "logs"),
     )
+
+
+def _redis_users(url: str, prefix: str, workdir: Path) -> dict[str, tuple[str, Path]]:
+    users = {}
+    for service, password in demo_cluster.redis_users(url, None, prefix).items():
+        path = workdir / f"redis-{service}.password"
+        path.write_text(password)
+        path.chmod(0o600)
+        users[service] = (f"podherd-{service}", path)
+    return users
 
 
 def _in_cluster(opts: DemoOptions, stack: contextlib.ExitStack, workdir: Path) -> _Services:

@@ -125,13 +125,13 @@ def start(stack: contextlib.ExitStack, workdir: Path) -> InCluster:
     return cluster
 
 
-def redis_users(url: str, ca: Path) -> dict[str, str]:
+def redis_users(url: str, ca: Path | None, key_prefix: str = "podherd") -> dict[str, str]:
     """Each service's Redis user on the demo's server (`podherd config --redis-acl`, with fresh passwords)."""
     passwords = new_passwords()
-    admin = sync_redis.Redis.from_url(url, ssl_ca_certs=str(ca))
+    admin = sync_redis.Redis.from_url(url, **({"ssl_ca_certs": str(ca)} if ca else {}))
     try:
         for service, password in passwords.items():
-            rules = rule(service, "podherd")
+            rules = rule(service, key_prefix)
             admin.execute_command("ACL", "SETUSER", f"podherd-{service}", "reset", *rules, f">{password}")  # type: ignore[no-untyped-call]
     finally:
         admin.close()

@@ -88,6 +88,8 @@ class ServiceProcesses:
     kubeconfigs: Mapping[str, Path] = field(default_factory=dict)  # per service, e.g. ServiceAccount tokens
     env: Mapping[str, str] = field(default_factory=dict)
     pki: Pki | None = None  # NATS by certificate: each service presents its own (its NATS user)
+    # Redis as users of their own: (user, password file) by service
+    redis_users: Mapping[str, tuple[str, Path]] = field(default_factory=dict)
     running: list[ServiceProcess] = field(default_factory=list)
 
     def start(self, service: str, replica: str = "0") -> ServiceProcess:
@@ -108,6 +110,9 @@ class ServiceProcesses:
             tls = self.pki.tls(f"podherd-{service}")
             env.update(PODHERD_NATS__TLS__CA=tls.ca or "", PODHERD_NATS__TLS__CERT=tls.cert or "")
             env["PODHERD_NATS__TLS__KEY"] = tls.key or ""
+        if service in self.redis_users:
+            user, password = self.redis_users[service]
+            env.update(PODHERD_REDIS__USERNAME=user, PODHERD_REDIS__PASSWORDFILE=str(password))
         argv = [sys.executable, "-m", "podherd", "run", service, "--config", str(self.config)]
         process = spawn_logged(argv, log, env=env)
         started = ServiceProcess(service, replica, process, log)

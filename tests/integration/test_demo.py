@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import IO, Any
 
 import pytest
+import redis
 from kubernetes import client, config
 
 from tests.procs import alive, descendants
@@ -130,6 +131,13 @@ def test_demo_defragments_the_cluster_and_the_cluster_shows_it(tmp_path: Path) -
         assert ran.returncode == 0 and "'ok': True" in ran.stdout, ran.stdout + ran.stderr
         api.close()
         assert "[FAILED]" not in output
+        # The services that use Redis do so as users of their own, as deploy/ has them.
+        redis_url = re.search(r"REDIS_URL=(\S+)", output)
+        assert redis_url, output
+        admin = redis.Redis.from_url(redis_url.group(1))
+        users = {c["user"] for c in admin.client_list()}
+        admin.close()
+        assert {"podherd-arbitrator", "podherd-tracker"} <= users, users
     finally:
         rest, left = stop_demo(demo, signal.SIGINT)
     assert demo.returncode == 0, "".join(seen[-20:]) + rest[-2000:]
