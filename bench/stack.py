@@ -83,7 +83,9 @@ async def stack(
         s: service_kubeconfig(kube, handle.kubeconfig, s, path=work / f"kubeconfig-{prefix}-{s}")
         for s in SERVICES
     }
-    processes = ServiceProcesses(path, work / f"logs-{prefix}", kubeconfigs, pki=servers.pki)
+    processes = ServiceProcesses(
+        path, work / f"logs-{prefix}", kubeconfigs, pki=servers.pki, redis_users=servers.redis_users
+    )
     try:
         processes.start_all(replicas)
         processes.wait_ready(90)

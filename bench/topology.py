@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -22,6 +22,7 @@ import redis as sync_redis
 import redis.asyncio as aioredis
 
 from podherd import nats_pki
+from podherd.credentials import new_passwords
 from podherd.nats_cluster import NatsCluster, start_nats_cluster
 from podherd.nats_faults import kill_every_leader, raft_groups
 from podherd.nats_pki import HARNESS, Pki
@@ -33,10 +34,12 @@ from podherd.servers import (
     find_redis_binary,
     nats_server,
     redis_server,
+    start_redis_binary,
 )
 from shared import bus, redis_client
 from shared.config import nats_servers
 from shared.config_loader import config_from_dict
+from shared.redis_acl import config_lines
 
 SINGLE_FAULTS = ("nats_restart", "redis_restart", "redis_flush")
 HA_FAULTS = ("nats_leader_kills", "nats_node_kill", "redis_failover")
@@ -57,6 +60,9 @@ class Servers(Protocol):
 
     async def inflict(self, fault: str, prefix: str, rng: random.Random) -> bool: ...
 
+    @property
+    def redis_users(self) -> dict[str, tuple[str, Path]]: ...
+
     def origin(self) -> dict[str, str]: ...
 
     def stop(self) -> None: ...
@@ -75,6 +81,7 @@ class Single:
     redis: Server
     faults: tuple[str, ...] = SINGLE_FAULTS
     pki: Pki | None = None
+    redis_users: dict[str, tuple[str, Path]] = field(default_factory=dict)  # (user, password file)
 
     @property
     def nats_url(self) -> str:
@@ -115,6 +122,7 @@ class HighlyAvailable:
     redis: RedisSentinelTopology
     faults: tuple[str, ...] = HA_FAULTS
     pki: Pki | None = None
+    redis_users: dict[str, tuple[str, Path]] = field(default_factory=dict)  # (user, password file)
 
     @property
     def nats_url(self) -> str:
@@ -169,20 +177,47 @@ def nats_options(servers: Servers) -> dict[str, Any]:
 def start_servers(
     topology: str, work: Path, *, max_file_store: int | None = None, prefixes: tuple[str, ...] = ()
 ) -> Servers:
-    """The run's servers; with `prefixes`, NATS as deploy/ runs it for deployments under them (TLS, one
-    user per service by certificate)."""
+    """The run's servers; with `prefixes`, as deploy/ runs them for deployments under them: NATS over TLS,
+    one user per service by certificate, and Redis with a user of its own for each service that uses it
+    (in the data nodes' configuration, so a restart keeps them; the run's own faults and checks are the
+    default user's)."""
     pki = nats_pki.issue(work / "pki", nats_pki.TEST_USERS) if prefixes else None
     conf = pki.server_conf(*prefixes, harness=True) if pki is not None else ""
+    redis_binary = find_redis_binary()
+    include, users = _redis_users(work, prefixes) if prefixes and redis_binary else ([], {})
     if topology == "single":
-        return Single(nats_server(work / "nats", conf=conf), redis_server(work / "redis"), pki=pki)
-    nats_binary, redis_binary = find_nats_binary(), find_redis_binary()
+        nats = nats_server(work / "nats", conf=conf)
+        if redis_binary is not None and include:
+            return Single(
+                nats,
+                start_redis_binary(redis_binary, work / "redis", extra=include),
+                pki=pki,
+                redis_users=users,
+            )
+        return Single(nats, redis_server(work / "redis"), pki=pki)
+    nats_binary = find_nats_binary()
     if nats_binary is None or redis_binary is None:
         raise ServerUnavailable(
             "--topology ha needs nats-server and valkey-server binaries (the embedded extra)"
         )
     cluster = start_nats_cluster(nats_binary, 3, work / "nats", max_file_store=max_file_store, conf=conf)
     try:
-        return HighlyAvailable(cluster, start_redis_sentinel(redis_binary, work / "redis"), pki=pki)
+        redis = start_redis_sentinel(redis_binary, work / "redis", extra=include)
+        return HighlyAvailable(cluster, redis, pki=pki, redis_users=users)
     except Exception:
         cluster.stop()
         raise
+
+
+def _redis_users(work: Path, prefixes: tuple[str, ...]) -> tuple[list[str], dict[str, tuple[str, Path]]]:
+    """The flags giving a Redis server the services' users for `prefixes`; each user's password file."""
+    work.mkdir(parents=True, exist_ok=True)
+    passwords = new_passwords()
+    conf = work / "redis-users.conf"
+    conf.write_text(config_lines(prefixes[0], passwords, *prefixes[1:]))
+    users = {}
+    for service, password in passwords.items():
+        path = work / f"redis-{service}.password"
+        path.write_text(password)
+        users[service] = (f"podherd-{service}", path)
+    return ["--include", str(conf)], users

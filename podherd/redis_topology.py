@@ -13,7 +13,7 @@ import contextlib
 import shutil
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -129,13 +129,13 @@ class RedisSentinelTopology:
 
 
 def start_redis_sentinel(
-    binary: str, workdir: Path | None = None, *, password: str | None = None
+    binary: str, workdir: Path | None = None, *, password: str | None = None, extra: Sequence[str] = ()
 ) -> RedisSentinelTopology:
     """A primary, its replica and three Sentinels (all requiring `password`, if given); returns once the
-    replica is in sync and every Sentinel knows both."""
+    replica is in sync and every Sentinel knows both. `extra`: more of the data nodes' flags (their users)."""
     root = Path(tempfile.mkdtemp(prefix="podherd-redis-ha-")) if workdir is None else workdir
     auth = [] if password is None else ["--requirepass", password, "--masterauth", password]
-    data = [*FENCED, *SYNC_AT_ONCE, *auth]
+    data = [*FENCED, *SYNC_AT_ONCE, *auth, *extra]
     primary = start_redis_binary(binary, root / "data-1", extra=data)
     replica = start_redis_binary(
         binary, root / "data-2", extra=[*data, "--replicaof", "127.0.0.1", str(primary.port)]

@@ -84,13 +84,15 @@ def keys_of(service: str, key_prefix: str) -> list[str]:
     return [*own[service], *shared]
 
 
-def rule(service: str, key_prefix: str) -> list[str]:
-    """The ACL rule of `podherd-<service>` (no password: it is added where the user is made)."""
+def rule(service: str, key_prefix: str, *more_prefixes: str) -> list[str]:
+    """The ACL rule of `podherd-<service>` (no password: it is added where the user is made); with
+    `more_prefixes`, for the deployments under those key prefixes too (servers shared by test runs)."""
     commands = sorted({*COMMON, *EXTRA[service]})
+    patterns = [p for prefix in (key_prefix, *more_prefixes) for p in keys_of(service, prefix)]
     return [
         "on",
         "resetkeys",
-        *(f"~{pattern}" for pattern in keys_of(service, key_prefix)),
+        *(f"~{pattern}" for pattern in patterns),
         "resetchannels",
         "-@all",
         *(f"+{command}" for command in commands),
@@ -107,11 +109,12 @@ def setuser_lines(key_prefix: str, passwords: dict[str, str] | None = None) -> s
     return "\n".join(lines) + "\n"
 
 
-def config_lines(key_prefix: str, passwords: dict[str, str]) -> str:
+def config_lines(key_prefix: str, passwords: dict[str, str], *more_prefixes: str) -> str:
     """The same users as `user` lines of a server's configuration (valkey.conf, the Valkey chart's
     `commonConfiguration`), each password only as its SHA-256 (`#<hex>`): the file may sit in a ConfigMap."""
     lines = []
     for service in EXTRA:
         digest = hashlib.sha256(passwords[service].encode()).hexdigest()
-        lines.append(" ".join(["user", f"podherd-{service}", *rule(service, key_prefix), f"#{digest}"]))
+        rules = rule(service, key_prefix, *more_prefixes)
+        lines.append(" ".join(["user", f"podherd-{service}", *rules, f"#{digest}"]))
     return "\n".join(lines) + "\n"

@@ -14,6 +14,7 @@ import pytest
 import redis
 import redis.exceptions
 
+from bench.topology import Single, start_servers
 from kubesim.sim import SimHandle
 from podherd.client import signed
 from podherd.servers import Server, find_redis_binary, start_redis_binary
@@ -165,3 +166,22 @@ def test_the_users_as_server_configuration_work_and_keep_no_password(tmp_path: P
         wrong.close()
     finally:
         server.stop()
+
+
+def test_the_chaos_runs_servers_keep_each_services_user_across_a_restart(tmp_path: Path) -> None:
+    """The chaos run's Redis, as deploy/ has it: a user per service, kept when a fault restarts the server."""
+    servers = start_servers("single", tmp_path, prefixes=("chaos",))
+    try:
+        if not servers.redis_users:
+            pytest.skip("no valkey/redis binary: the run's Redis is not its own to configure")
+        user, password = servers.redis_users["tracker"]
+        assert isinstance(servers, Single)
+        for _ in range(2):  # before and after a restart
+            client = redis.Redis.from_url(servers.redis.url, username=user, password=password.read_text())
+            client.hset("chaos:tracker:phases", "job", "Running")
+            with pytest.raises(redis.exceptions.NoPermissionError):
+                client.get("chaos:arbitrator:jobs")
+            client.close()
+            servers.redis.restart()
+    finally:
+        servers.stop()
