@@ -12,7 +12,7 @@ readiness check); elsewhere it is waited for as a slow one would be.
 from __future__ import annotations
 
 import socket
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +24,7 @@ from redis.asyncio.sentinel import Sentinel, SentinelManagedConnection, Sentinel
 from redis.credentials import CredentialProvider
 from redis.driver_info import DriverInfo
 
+from shared.backoff import describe
 from shared.config import RedisConfig, Tls, host_port
 from shared.durable import Durability
 from shared.durations import parse_duration
@@ -191,6 +192,20 @@ class _Following(aioredis.Redis):
         await super().aclose(close_connection_pool)
         for sentinel in getattr(self, "sentinels", []):
             await sentinel.aclose()
+
+
+def redis_check(client: aioredis.Redis) -> Callable[[], Awaitable[str | None]]:
+    """A readiness check: a service that cannot work without Redis is not ready while it does not answer
+    (within the ops endpoint's deadline for a check)."""
+
+    async def check() -> str | None:
+        try:
+            await client.ping()
+        except OUTAGE as exc:
+            return f"Redis does not answer: {describe(exc)}"
+        return None
+
+    return check
 
 
 def redis_address(config: RedisConfig) -> str:

@@ -333,6 +333,7 @@ async def main(config: PodherdConfig, stop: asyncio.Event, ops: OpsServer) -> No
         return None if tracker.intake.answering.is_set() else "not answering intents yet"
 
     ops.add_check("intents", answering)
+    ops.add_check("redis", redis_client.redis_check(client))
     try:
         await tracker.run(stop)
     finally:

@@ -178,11 +178,13 @@ def test_redis_away_costs_a_line_per_attempt_not_a_traceback(
         redis.kill()
         gone = time.monotonic()
         until(answers(arbitrator, 503), 30, "arbitrator not ready while Redis is away")
+        until(answers(tracker, 503), 30, "tracker not ready while Redis is away")
         until(said(arbitrator, "Redis unreachable at", 3), 30, "arbitrator trying again")
         outage = time.monotonic() - gone
         counted = {p.name: lines(p, "Redis unreachable at") for p in (arbitrator, tracker)}
         redis.restart()
         until(answers(arbitrator, 200), 30, "arbitrator ready once Redis is back")
+        until(answers(tracker, 200), 30, "tracker ready once Redis is back")
         ended = stop(processes.running)
     finally:
         processes.stop_all()
