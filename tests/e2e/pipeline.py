@@ -264,12 +264,11 @@ def get_job(kube: Kube, name: str) -> dict[str, Any]:
     return found
 
 
-async def until_job(
+def job_when(
     kube: Kube, name: str, predicate: Callable[[dict[str, Any]], bool], within: float = 30.0
 ) -> dict[str, Any]:
-    """Follow the job's watch until `predicate(job)` holds (in a thread: the services run on this loop)."""
-    state = await asyncio.to_thread(
-        watch_until,
+    """Follow the job's watch until `predicate(job)` holds."""
+    state = watch_until(
         kube.custom.list_cluster_custom_object,
         lambda st: predicate(st[f"/{name}"]),
         within,
@@ -280,6 +279,13 @@ async def until_job(
     )
     job: dict[str, Any] = state[f"/{name}"]
     return job
+
+
+async def until_job(
+    kube: Kube, name: str, predicate: Callable[[dict[str, Any]], bool], within: float = 30.0
+) -> dict[str, Any]:
+    """`job_when`, in a thread: the services run on this loop."""
+    return await asyncio.to_thread(job_when, kube, name, predicate, within)
 
 
 async def until_executors_idle(config: PodherdConfig, within: float = 60.0) -> None:

@@ -20,11 +20,11 @@ from hypothesis import strategies as st
 
 from kubesim.sim import SimHandle
 from podherd.servers import Server
-from tests.e2e.pipeline import GROUP, PLURAL, VERSION, ended, pipeline, pipeline_config
+from tests.e2e.pipeline import GROUP, PLURAL, VERSION, ended, job_when, pipeline, pipeline_config
 from tests.e2e.test_lifecycle import cluster, start, web_pods
 from tests.fuzz import sizes
 from tests.fuzz.test_intent_subject import LoopThread
-from tests.kube import Kube, watch_until
+from tests.kube import Kube
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e]
 EXAMPLES = sizes.count(ci=10, full=150)
@@ -110,19 +110,6 @@ def create(kube: Kube, name: str, spec: dict[str, Any]) -> None:
     kube.custom.create_cluster_custom_object(GROUP, VERSION, PLURAL, body)
 
 
-def until_ended(kube: Kube, name: str, within: float) -> dict[str, Any]:
-    state = watch_until(
-        kube.custom.list_cluster_custom_object,
-        lambda st: ended(st[f"/{name}"]),
-        within,
-        group=GROUP,
-        version=VERSION,
-        plural=PLURAL,
-    )
-    job: dict[str, Any] = state[f"/{name}"]
-    return job
-
-
 def test_every_job_that_cannot_run_ends_once_naming_its_field(
     kubesim_factory: Callable[..., SimHandle],
     nats_srv: Server,
@@ -151,7 +138,7 @@ def test_every_job_that_cannot_run_ends_once_naming_its_field(
             spec = {**spec, "podRef": {**spec["podRef"], **_real(spec["podRef"], pods)}}
             created = time.monotonic()
             create(kube, name, spec)
-            job = until_ended(kube, name, 10)
+            job = job_when(kube, name, ended, 10)
             took = time.monotonic() - created
             status = job["status"]
             assert (status["phase"], status["reason"]) == ("Failed", reason), (spec, status)
@@ -161,7 +148,7 @@ def test_every_job_that_cannot_run_ends_once_naming_its_field(
         one()
         # Beside them, a job that can run moves its pod as ever.
         create(kube, "valid", {"podRef": {"namespace": "default", "name": pods[0]}})
-        assert until_ended(kube, "valid", 30)["status"]["phase"] == "Succeeded"
+        assert job_when(kube, "valid", ended, 30)["status"]["phase"] == "Succeeded"
     tracebacks = [r for r in caplog.records if r.exc_info and r.name.startswith(("services", "shared"))]
     assert not tracebacks, [r.getMessage() for r in tracebacks]
     for name in names:  # ended once: one line said why, however often its events came back
