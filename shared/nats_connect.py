@@ -96,7 +96,7 @@ async def connect(
             elif not await attempts.pause(stop, failed.reason):
                 raise Stopped from None
             continue
-        except Stopped:
+        except BaseException:  # stopped, or the service cancelled: nothing of this client may outlive it
             with contextlib.suppress(Exception):
                 await nc.close()
             raise
@@ -116,9 +116,10 @@ async def _until_stopped(attempt: Awaitable[None], stop: asyncio.Event | None) -
         await asyncio.wait({task, stopping}, return_when=asyncio.FIRST_COMPLETED)
     finally:
         stopping.cancel()
-    if not task.done():
-        task.cancel()
-        with contextlib.suppress(BaseException):
-            await task
+        if not task.done():  # stopped first, or this wait itself cancelled: the attempt goes with it
+            task.cancel()
+            with contextlib.suppress(BaseException):
+                await task
+    if task.cancelled():
         raise Stopped
     task.result()

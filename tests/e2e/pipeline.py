@@ -209,8 +209,14 @@ async def pipeline(
     # The streams made first, as the tracker would (the one service that may make them all).
     nc = await nats.connect(nats_servers(config.nats.url), **Access(p.nats_as("podherd-tracker")).options)
     subjects = bus.Subjects(config.nats.subject_prefix)
-    await bus.ensure_events_stream(nc.jetstream(), subjects, config.nats)
-    await bus.ensure_work_streams(nc.jetstream(), subjects, config.nats)
+
+    async def streams() -> None:
+        await bus.ensure_events_stream(nc.jetstream(), subjects, config.nats)
+        await bus.ensure_work_streams(nc.jetstream(), subjects, config.nats)
+
+    # As the tracker makes them: again while JetStream cannot answer yet (a cluster just formed, busy).
+    async with asyncio.timeout(60):
+        await bus.prepared(asyncio.Event(), streams, "the test's streams")
     await nc.close()
     try:
         await p.start("watcher")
