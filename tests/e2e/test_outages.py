@@ -162,6 +162,29 @@ def test_nats_away_at_start_costs_a_line_per_attempt_and_sigterm_ends_each_servi
         )
 
 
+def test_nats_lost_mid_run_is_waited_out_and_sigterm_still_ends_each_service(
+    kubesim_factory: Callable[..., SimHandle], redis_srv: Server, nats_down: Server, tmp_path: Path
+) -> None:
+    nats_down.restart()  # up at start this time
+    handle = crds(kubesim_factory())
+    cfg = config(tmp_path, nats_url=nats_down.url, redis_url=redis_srv.url, kubeconfig=handle.kubeconfig)
+    processes = ServiceProcesses(cfg, tmp_path / "services")
+    try:
+        procs = processes.start_all()
+        processes.wait_ready(60)
+        nats_down.kill()
+        for proc in procs:
+            until(answers(proc, 503), 30, f"{proc.name} not ready while NATS is away")
+            until(said(proc, "NATS unreachable at", 2), 30, f"{proc.name} trying again")
+        ended = stop(processes.running)
+    finally:
+        processes.stop_all()
+    for proc in procs:
+        code, took = ended[proc.name]
+        assert code == 0 and took < STOP_WITHIN_S, (proc.name, code, took, proc.tail())
+        assert "Traceback" not in proc.log.read_text(errors="replace"), proc.tail(40)
+
+
 def test_redis_away_costs_a_line_per_attempt_not_a_traceback(
     kubesim_factory: Callable[..., SimHandle], nats_srv: Server, tmp_path: Path
 ) -> None:
