@@ -26,12 +26,15 @@ from prometheus_client import Counter
 from shared.api import codec
 from shared.api.codec import SchemaError
 from shared.api.messages import DeadLetter
+from shared.backoff import describe
 from shared.bus import Subjects
 from shared.config import NatsConfig
 from shared.durations import parse_duration
 from shared.keyed import Coalescing, InOrder
 from shared.kube import KubeError
+from shared.publisher import PublishError
 from shared.pull import PullConsumer
+from shared.redis_client import OUTAGE
 from shared.waits import when_set
 
 log = logging.getLogger(__name__)
@@ -310,6 +313,12 @@ async def _settle(
         log.debug("%s: %s: again in %.1fs", name, outcome, outcome.delay)
         with contextlib.suppress(Exception):
             await msg.nak(delay=outcome.delay)
+    elif _outage(outcome):  # a dependency away, not a bug: one line, and the message again in a second
+        log.warning(
+            "%s: a message on %s waits for %s; it will be redelivered", name, msg.subject, describe(outcome)
+        )
+        with contextlib.suppress(Exception):
+            await msg.nak(delay=1.0)
     else:
         log.error(
             "%s: handling a message on %s failed; it will be redelivered: %r",
@@ -320,6 +329,13 @@ async def _settle(
         )
         with contextlib.suppress(Exception):
             await msg.nak(delay=1.0)
+
+
+def _outage(error: BaseException) -> bool:
+    """Redis, NATS or the API server not answering (for now), as opposed to a bug."""
+    if isinstance(error, KubeError):
+        return error.retryable
+    return isinstance(error, (*OUTAGE, PublishError))
 
 
 async def _hand_back(messages: Iterable[Msg]) -> None:

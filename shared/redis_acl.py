@@ -19,6 +19,7 @@ COMMON = (
     "get",
     "set",
     "del",
+    "incrby",  # redis-py sends INCR as INCRBY
     "exists",
     "mget",
     "expire",
@@ -40,6 +41,7 @@ COMMON = (
     "sscan",
     "zadd",
     "zrem",
+    "zscore",
     "zcard",
     "zrange",
     "zrangebyscore",

@@ -8,6 +8,7 @@ from typing import Any
 
 import nats
 import pytest
+import redis.exceptions
 
 from shared.bus import Subjects
 from shared.config import NatsConfig
@@ -115,3 +116,49 @@ async def test_a_slow_message_holds_up_no_other_and_stopping_finishes_what_is_in
     info = await nats_scope.js.consumer_info(stream, "workers")
     assert handled[-1] == "slow"
     assert (info.num_ack_pending, info.num_pending, info.num_redelivered) == (0, 0, 0)
+
+
+async def test_a_handler_waiting_on_a_dependency_is_one_line_and_a_bug_keeps_its_traceback(
+    nats_scope: NatsScope, caplog: pytest.LogCaptureFixture
+) -> None:
+    stream = nats_scope.stream("WORK")
+    await nats_scope.js.add_stream(name=stream, subjects=[nats_scope.subject("work", ">")])
+    config = NatsConfig(url="unused", subject_prefix=nats_scope.prefix)
+    subjects = Subjects(nats_scope.prefix)
+    seen: dict[str, int] = {}
+    both = asyncio.Event()
+
+    async def handle(msg: Any) -> None:
+        kind = msg.subject.rsplit(".", 1)[-1]
+        seen[kind] = seen.get(kind, 0) + 1
+        if all(seen.get(k, 0) >= 2 for k in ("away", "bug")):
+            both.set()
+        if kind == "away":
+            raise redis.exceptions.ConnectionError(
+                "Error 111 connecting to 127.0.0.1:6379. Connection refused."
+            )
+        raise KeyError("a bug")
+
+    consumer = await durable(
+        nats_scope.nc, stream, "workers", filters=[nats_scope.subject("work", ">")], config=config
+    )
+    stop = asyncio.Event()
+    running = asyncio.create_task(
+        run_consumer(consumer, nats_scope.js, subjects, name="workers", handle=one_by_one(handle), stop=stop)
+    )
+    for kind in ("away", "bug"):
+        await nats_scope.js.publish(nats_scope.subject("work", kind), b"job")
+    async with asyncio.timeout(30):
+        await both.wait()  # each handled, refused, and delivered again
+    stop.set()
+    await running
+    away = [
+        r
+        for r in caplog.records
+        if r.getMessage().startswith("workers: a message on") and "away" in r.getMessage()
+    ]
+    assert away and all(r.exc_info is None and "Connection refused" in r.getMessage() for r in away)
+    bugs = [
+        r for r in caplog.records if "handling a message on" in r.getMessage() and "bug" in r.getMessage()
+    ]
+    assert bugs and all(r.exc_info is not None for r in bugs)

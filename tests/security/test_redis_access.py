@@ -23,6 +23,7 @@ from shared import bus, redis_client
 from shared.api import codec
 from shared.api.messages import MigrationIntent, PodKey
 from shared.config import RedisConfig
+from shared.durable import Durability, NotDurable
 from shared.redis_acl import NEVER, REDIS_SERVICES, config_lines, rule
 from tests.e2e.pipeline import ended, pipeline, pipeline_config, until_job
 from tests.e2e.test_lifecycle import cluster, start, web_pods
@@ -80,6 +81,24 @@ def test_each_service_touches_only_its_keys_and_never_the_server(
     finally:
         arbitrator.close()
         tracker.close()
+
+
+async def test_each_service_may_run_every_command_its_own_code_sends(
+    redis_srv: Server, test_id: str, tmp_path: Path
+) -> None:
+    """What only a failover or a flush makes a service send: the WAIT barrier's INCR (redis.sentinel) and
+    the resync's ZSCORE. Refused, a service would never act on an admission, or never find a job again."""
+    users = make_users(redis_srv, test_id, tmp_path)
+    for service, config in users.items():
+        client = redis_client.connect(config)
+        try:
+            barrier = Durability(client, replicas=1, timeout=0.05, key=f"{test_id}:barrier")
+            with pytest.raises(NotDurable):  # no replica to wait for: not durable, and not refused
+                await barrier.confirm()
+            if service == "tracker":
+                assert await client.zscore(f"{test_id}:tracker:deadlines", "job") is None
+        finally:
+            await client.aclose()
 
 
 async def test_a_password_rotated_in_its_file_counts_from_the_next_connection(
