@@ -219,9 +219,8 @@ def test_redis_away_costs_a_line_per_attempt_not_a_traceback(
         assert ended[proc.name][0] == 0 and ended[proc.name][1] < STOP_WITHIN_S, ended
 
 
-def test_an_api_server_away_holds_no_service_past_sigterm(
-    nats_srv: Server, redis_srv: Server, tmp_path: Path
-) -> None:
+def dead_kubeconfig(tmp_path: Path) -> Path:
+    """A kubeconfig naming an API server that is not there."""
     kubeconfig = tmp_path / "kubeconfig"
     dead = f"https://127.0.0.1:{free_port()}"
     kubeconfig.write_text(
@@ -236,6 +235,13 @@ def test_an_api_server_away_holds_no_service_past_sigterm(
             }
         )
     )
+    return kubeconfig
+
+
+def test_an_api_server_away_holds_no_service_past_sigterm(
+    nats_srv: Server, redis_srv: Server, tmp_path: Path
+) -> None:
+    kubeconfig = dead_kubeconfig(tmp_path)
     cfg = config(tmp_path, nats_url=nats_srv.url, redis_url=redis_srv.url, kubeconfig=kubeconfig)
     processes = ServiceProcesses(cfg, tmp_path / "services")
     procs = processes.start_all()
@@ -249,3 +255,27 @@ def test_an_api_server_away_holds_no_service_past_sigterm(
     for proc in procs:
         code, took = ended[proc.name]
         assert code == 0 and took < STOP_WITHIN_S, (proc.name, code, took, proc.tail())
+
+
+def test_everything_away_holds_no_service_past_sigterm(nats_down: Server, tmp_path: Path) -> None:
+    """NATS, Redis and the API server all unreachable from the start."""
+    kubeconfig = dead_kubeconfig(tmp_path)
+    cfg = config(
+        tmp_path,
+        nats_url=nats_down.url,
+        redis_url=f"redis://127.0.0.1:{free_port()}/0",
+        kubeconfig=kubeconfig,
+    )
+    processes = ServiceProcesses(cfg, tmp_path / "services")
+    procs = processes.start_all()
+    try:
+        for proc in procs:
+            until(answers(proc, 503), 30, f"{proc.name} listening, not ready")
+            until(said(proc, "NATS unreachable at", 1), 30, f"{proc.name} trying")
+        ended = stop(processes.running)
+    finally:
+        processes.stop_all()
+    for proc in procs:
+        code, took = ended[proc.name]
+        assert code == 0 and took < STOP_WITHIN_S, (proc.name, code, took, proc.tail())
+        assert "Traceback" not in proc.log.read_text(errors="replace"), proc.tail(40)
