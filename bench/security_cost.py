@@ -4,20 +4,18 @@ arbitrator's ACL user with its password from a file; NATS over TLS, the client k
 
 from __future__ import annotations
 
-import secrets
 import tempfile
 from pathlib import Path
 from typing import Any
 
 import msgspec
-import redis
 
 from bench.arbitrator_bench import new_prefix, run_depth
 from kubesim.tls import Authority
 from podherd import nats_pki
+from podherd.demo_cluster import redis_users
 from podherd.servers import Server, find_nats_binary, start_nats_binary, start_redis_binary
 from podherd.tls_redis import find_tls_redis_binary, start_tls_redis
-from shared.redis_acl import rule
 
 COMPARED = (
     "burst_admitted",
@@ -72,19 +70,8 @@ async def compare(pending: int, burst: int, rate: float, offered: int) -> dict[s
 
 
 def _acl_user(url: str, ca: Path, prefix: str, directory: Path) -> dict[str, str]:
-    """The arbitrator's ACL user (`podherd config --redis-acl`), its password in a file."""
+    """The arbitrator's ACL user (`podherd config --redis-acl`, as the in-cluster demo makes it), its
+    password in a file."""
     password = directory / "arbitrator.password"
-    password.write_text(secrets.token_urlsafe(24))
-    admin = redis.Redis.from_url(url, ssl_ca_certs=str(ca))
-    try:
-        admin.execute_command(  # type: ignore[no-untyped-call]
-            "ACL",
-            "SETUSER",
-            "podherd-arbitrator",
-            "reset",
-            *rule("arbitrator", prefix),
-            f">{password.read_text()}",
-        )
-    finally:
-        admin.close()
+    password.write_text(redis_users(url, ca, prefix)["arbitrator"])
     return {"username": "podherd-arbitrator", "passwordFile": str(password)}

@@ -109,7 +109,9 @@ async def follow(
     kube: KubeClient, jobs: list[str], *, within: float | None, show: Callable[[str], None]
 ) -> dict[str, tuple[str, str]]:
     """Each job's phase changes, shown as they are seen, until every job has ended (or `within` seconds
-    pass): the phase and message each ended with, by name. A job already collected counts as ended."""
+    pass): the phase and message each ended with, by name. A job already collected counts as ended.
+    Read with a `get` each, every POLL_S: a watch would need `list` and `watch` on every PodMigrationJob in
+    the cluster, more than a person needs to move their own pods."""
     deadline = None if within is None else time.monotonic() + within
     seen: dict[str, tuple[str, str]] = {}
     ended: dict[str, tuple[str, str]] = {}

@@ -41,12 +41,14 @@ class Backoff:
         self.dependency, self.address = dependency, without_credentials(address)
         self.first, self.cap = first, cap
         self.failures = 0
+        self._up = False  # as the gauge last said (answered on every admission pass: the gauge once)
         self._rng = random.Random()
 
     def failed(self, reason: BaseException | str) -> float:
         """One line for this failed attempt; the seconds to wait before the next."""
         self.failures += 1
         wait = delay(self.failures, first=self.first, cap=self.cap, rng=self._rng)
+        self._up = False
         UP.labels(self.dependency).set(0)
         FAILURES.labels(self.dependency).inc()
         log.warning(
@@ -61,6 +63,8 @@ class Backoff:
         return wait
 
     def answered(self) -> None:
+        if self._up:
+            return
         if self.failures:
             log.info(
                 "%s at %s answers again after %d failed attempts",
@@ -68,7 +72,7 @@ class Backoff:
                 self.address,
                 self.failures,
             )
-        self.failures = 0
+        self.failures, self._up = 0, True
         UP.labels(self.dependency).set(1)
 
     async def pause(self, stop: asyncio.Event, reason: BaseException | str) -> bool:

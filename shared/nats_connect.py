@@ -42,36 +42,38 @@ async def connect(
 ) -> NatsClient:
     access = Access(config)
     attempts = Backoff("NATS", ",".join(nats_servers(config.url)), first=FIRST_DELAY_S, cap=MAX_DELAY_S)
-    pending = [0.0]  # the wait before the next reconnection attempt
-    connected = [False]
+    pending = 0.0  # the wait before the next reconnection attempt
+    connected = False
 
     async def disconnected() -> None:
-        if connected[0]:
+        if connected:
             log.warning("NATS disconnected")
         access.refresh()  # a renewed certificate serves the reconnection
         if on_state:
             await on_state("disconnected")
 
     async def reconnected() -> None:
+        nonlocal pending
         attempts.answered()
-        pending[0] = 0.0
+        pending = 0.0
         if on_state:
             await on_state("reconnected")
 
     async def error(exc: Exception) -> None:
+        nonlocal pending
         if DENIED.seen(str(exc)):
             return
-        if not connected[0]:
+        if not connected:
             raise _AttemptFailed(
                 exc
             )  # out of nats-py's own first-connection loop: ours waits and tries again
         if nc.is_reconnecting:
-            pending[0] = attempts.failed(exc)
+            pending = attempts.failed(exc)
         else:
             log.warning("NATS error: %s", exc)
 
     def next_server(servers: list[Any], _: dict[str, Any]) -> tuple[Any, float]:
-        return min(servers, key=lambda s: s.reconnects), pending[0]  # the one tried least, in turn
+        return min(servers, key=lambda s: s.reconnects), pending  # the one tried least, in turn
 
     options: dict[str, Any] = {
         "name": name,
@@ -100,7 +102,7 @@ async def connect(
             with contextlib.suppress(Exception):
                 await nc.close()
             raise
-        connected[0] = True
+        connected = True
         attempts.answered()
         return nc
 
