@@ -194,6 +194,15 @@ _INSUFFICIENT_STORAGE = 10047
 
 # What NATS answers while JetStream cannot yet: a server starting, a cluster electing its leaders.
 TRANSIENT = (TimeoutError, nats.errors.NoRespondersError, ServiceUnavailableError)
+_NO_PEERS = 10005  # "no suitable peers for placement", with the reasons it found
+
+
+def not_ready_yet(exc: BaseException) -> bool:
+    """Whether JetStream refused only because it cannot answer yet. A stream's replicas cannot be placed
+    while a peer that just came back is still seen offline: that passes; no room for them does not."""
+    if isinstance(exc, TRANSIENT):
+        return True
+    return isinstance(exc, APIError) and exc.err_code == _NO_PEERS and "offline" in (exc.description or "")
 
 
 async def prepared(
@@ -207,7 +216,7 @@ async def prepared(
         except Exception as exc:
             if stop.is_set():
                 return None
-            if not isinstance(exc, TRANSIENT):
+            if not not_ready_yet(exc):
                 raise
             log.warning("%s: JetStream not ready (%r); trying again in %.2fs", what, exc, delay)
         await wait_event(stop, delay)

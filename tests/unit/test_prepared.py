@@ -7,6 +7,7 @@ import asyncio
 
 import nats.errors
 import pytest
+from nats.js.errors import BadRequestError
 
 from shared import bus
 from shared.bus import StreamRefused
@@ -41,3 +42,16 @@ async def test_a_setup_that_cannot_succeed_fails_at_once() -> None:
 
     with pytest.raises(StreamRefused):
         await bus.prepared(asyncio.Event(), setup, "test", delay=0.001)
+
+
+@pytest.mark.parametrize(
+    ("description", "passes"),
+    [
+        ("no suitable peers for placement, peer offline", True),  # a server back, not yet seen as such
+        ("no suitable peers for placement, insufficient storage", False),
+        ("no suitable peers for placement, tags not matched ['ssd']", False),
+    ],
+)
+def test_replicas_that_cannot_be_placed_wait_only_for_a_peer_offline(description: str, passes: bool) -> None:
+    refused = BadRequestError(code=400, err_code=10005, description=description)
+    assert bus.not_ready_yet(refused) is passes
