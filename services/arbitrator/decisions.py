@@ -19,6 +19,7 @@ from services.arbitrator.candidates import RULE_WINDOW, Prepared, rejection_of
 from services.arbitrator.keys import ArbitratorKeys
 from services.arbitrator.rules import filters
 from services.arbitrator.rules.facts import queued_facts
+from services.arbitrator.wait_words import wait_words
 from shared.api import codec
 from shared.api.messages import AuditRecord, Decision, JobRef, WindowOpening
 from shared.api.surge import STRATEGY_SURGE
@@ -111,9 +112,9 @@ class Decisions:
 
     async def deferred(self, items: list[tuple[Prepared, Verdict]]) -> None:
         """Audit a deferral when its rule or the object holding the job changes (a slot, a token bucket,
-        missing facts), not each time the job is looked at again: a countdown or a count in the message
-        is no change. A wait for a disruption window is also told to the tracker (it writes the opening into
-        the job's status), again for each new opening."""
+        missing facts, a window's next opening), not each time the job is looked at again: a countdown or a
+        count in the message is no change. Each such change is also told to the tracker, which writes what
+        the job waits for into its status (a window's opening too)."""
         if not items:
             return
         uids = [item.candidate.job_uid for item, _ in items]
@@ -127,10 +128,9 @@ class Decisions:
             if previously == holder:
                 continue
             changed[uid] = holder
-            if window is not None:
-                await self._waits(item, verdict, window)
             DECISIONS.labels("deferred", verdict.rule).inc()
-            digest = hashlib.sha1(f"{previously}>{verdict.holder}".encode()).hexdigest()[:12]
+            digest = hashlib.sha1(f"{previously}>{holder}".encode()).hexdigest()[:12]
+            await self._tell_wait(item, verdict, window=window, digest=digest)
             record = AuditRecord(
                 id=f"{uid}/deferred/{digest}",
                 time=datetime.now(UTC),
@@ -146,17 +146,19 @@ class Decisions:
         if changed:
             await self.redis.hset(self.keys.deferred, mapping=changed)
 
-    async def _waits(self, item: Prepared, verdict: Verdict, window: WindowOpening) -> None:
+    async def _tell_wait(
+        self, item: Prepared, verdict: Verdict, *, window: WindowOpening | None, digest: str
+    ) -> None:
         decision = Decision(
             job=JobRef(name=item.name, uid=item.candidate.job_uid),
             decision="deferred",
             rule=verdict.rule,
-            message=verdict.message,
+            message=wait_words(verdict, item.candidate.buckets),
             decided_at=datetime.now(UTC),
             replica=self.replica,
             window=window,
         )
-        msg_id = f"{item.candidate.job_uid}/deferred/{window.opens_at.timestamp()}/{self.generation}"
+        msg_id = f"{item.candidate.job_uid}/deferred/{digest}/{self.generation}"
         await self.publisher.publish(self.subject("deferred", item.name), codec.encode(decision), msg_id)
 
     async def send(self, decision: Decision) -> None:

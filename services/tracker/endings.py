@@ -80,6 +80,7 @@ class Endings:
         kept = (
             self.keys.decisions,
             self.keys.windows,
+            self.keys.deferrals,
             self.keys.pod_uids,
             self.keys.pods_gone,
             self.keys.replacement,

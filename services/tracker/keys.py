@@ -31,6 +31,11 @@ class TrackerKeys:
         return f"{self.base}:windows"
 
     @property
+    def deferrals(self) -> str:
+        """Hash: job uid -> the arbitrator's latest deferral (what the job waits for, in its words)."""
+        return f"{self.base}:deferrals"
+
+    @property
     def pod_uids(self) -> str:
         return f"{self.base}:pod-uids"
 

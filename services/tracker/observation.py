@@ -65,16 +65,16 @@ class Observer:
         uid = job.metadata.uid or ""
         ref = job.spec.pod_ref
         pipe = self.client.pipeline(transaction=False)
-        pipe.hget(self.keys.decisions, uid)
-        pipe.hget(self.keys.windows, uid)
+        for kept in (self.keys.decisions, self.keys.windows, self.keys.deferrals):
+            pipe.hget(kept, uid)
         pipe.hgetall(self.keys.reports(uid))
         pipe.hexists(self.keys.workload_uid_of, job.metadata.name or "")  # an eviction was sent
         pipe.hget(self.keys.attempts, uid)
         pipe.hget(self.keys.pod_uids, uid)
         pipe.hexists(self.keys.pods_gone, uid)
         pipe.hget(self.keys.phases, job.metadata.name or "")
-        replies = await pipe.execute()
-        raw_decision, raw_wait, raw_reports, evicting, raw_asked, first_seen, gone, audited = replies
+        got = await pipe.execute()
+        raw_decision, raw_wait, deferral, raw_reports, evicting, raw_asked, first_seen, gone, audited = got
         asked = int(raw_asked or 0)
         decision = codec.decode(raw_decision, Decision) if raw_decision else None
         waited = codec.decode(raw_wait, Decision).window if raw_wait else None
@@ -159,6 +159,7 @@ class Observer:
             scaled_back=reports.get("scale-back"),
             window=max(openings, key=lambda w: w.opens_at) if openings else None,
             audited=as_text(audited) if audited is not None else None,
+            deferral=_deferral(deferral),
             default_mode=self.args.default_job_mode,
             default_ttl=self.args.default_job_ttl,
             dry_run=self.args.dry_run,
@@ -320,3 +321,9 @@ async def _deleted_by_others(
     if report is not None and report.outcome == "background":
         return False
     return bool(await o.client.get(o.keys.deletion(as_text(first_seen))) == b"deleted")
+
+
+def _deferral(raw: bytes | None) -> str:
+    """What the arbitrator last said the job waits for; a window's wait is said from its opening instead."""
+    deferred = codec.decode(raw, Decision) if raw else None
+    return deferred.message if deferred is not None and deferred.window is None else ""

@@ -197,7 +197,8 @@ class _Progress(_Writer):
                 return self.stay(PHASE_PENDING, window.reason, window.message)
             asked = (job.metadata.annotations or {}).get(ANNOTATION_REQUESTER)
             by = f"; requested by {asked}" if asked else ""
-            return self.stay(PHASE_PENDING, "", f"waiting for admission (the arbitrator audits why){by}")
+            why = f": {o.deferral}" if o.deferral else " (the arbitrator audits why)"
+            return self.stay(PHASE_PENDING, "", f"waiting for admission{why}{by}")
         if o.dry_run:
             return self.end(
                 PHASE_SUCCEEDED, "", "dry run: admitted; no Reservation created and no pod evicted"

@@ -130,9 +130,17 @@ class Triggers:
                 return []  # kept for the job's next reconcile, which the pod's own events bring
             return [report.job.name]
         decision = codec.decode(msg.data, Decision)
-        # A wait for a window is kept apart: it never takes the place of the admission or rejection.
-        kept = self.keys.windows if step == "deferred" else self.keys.decisions
-        await self.client.hset(kept, decision.job.uid, codec.encode(decision))
+        # A wait is kept apart: it never takes the place of the admission or rejection. A window's opening
+        # is kept until the job ends (its ttl counts from it), whatever the job waits for after it.
+        encoded = codec.encode(decision)
+        if step != "deferred":
+            await self.client.hset(self.keys.decisions, decision.job.uid, encoded)
+            return [decision.job.name]
+        pipe = self.client.pipeline(transaction=False)
+        pipe.hset(self.keys.deferrals, decision.job.uid, encoded)
+        if decision.window is not None:
+            pipe.hset(self.keys.windows, decision.job.uid, encoded)
+        await pipe.execute()
         return [decision.job.name]
 
     async def _kick(self, waiting: Iterable[bytes]) -> None:

@@ -78,6 +78,8 @@ class Observed:
     scaled_back: Report | None = None  # ... and on the scale-down
     # The disruption window's latest opening the arbitrator named for the job: waited for, or admitted in
     window: WindowOpening | None = None
+    # What the arbitrator last said the job waits for before its admission ("": nothing said)
+    deferral: str = ""
     # The phase whose transition the audit stream last acknowledged (None: none known)
     audited: str | None = None
 

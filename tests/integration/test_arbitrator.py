@@ -221,9 +221,13 @@ async def passes_after(count: int, within: float = 15.0) -> None:
 
 
 async def follow(
-    nc: Any, subject: str, predicate: Callable[[list[dict[str, Any]]], bool], within: float = 15.0
+    nc: Any,
+    subject: str,
+    predicate: Callable[[list[dict[str, Any]]], bool],
+    within: float = 15.0,
+    keep: Callable[[dict[str, Any]], bool] = lambda _: True,
 ) -> list[dict[str, Any]]:
-    """Read `subject` on JetStream from the start until `predicate(messages so far)` holds."""
+    """Read `subject` on JetStream from the start until `predicate(messages so far that it keeps)` holds."""
     sub = await nc.jetstream().subscribe(subject, ordered_consumer=True)
     seen: list[dict[str, Any]] = []
     loop = asyncio.get_running_loop()
@@ -234,7 +238,9 @@ async def follow(
             if remaining <= 0:
                 raise TimeoutError(f"not met on {subject}; so far: {seen[-5:]}")
             with contextlib.suppress(TimeoutError, nats.errors.TimeoutError):
-                seen.append(json.loads((await sub.next_msg(timeout=min(1.0, remaining))).data))
+                message = json.loads((await sub.next_msg(timeout=min(1.0, remaining))).data)
+                if keep(message):
+                    seen.append(message)
         return seen
     finally:
         await sub.unsubscribe()
@@ -243,7 +249,10 @@ async def follow(
 async def decisions(
     nc: Any, subjects: bus.Subjects, predicate: Callable[[list[dict[str, Any]]], bool], within: float = 15.0
 ) -> list[dict[str, Any]]:
-    return await follow(nc, f"{subjects.prefix}.jobs.>", predicate, within)
+    """The admissions and rejections (what the tracker is told a job waits for is left out)."""
+    return await follow(
+        nc, f"{subjects.prefix}.jobs.>", predicate, within, keep=lambda d: d.get("decision") != "deferred"
+    )
 
 
 def admitted(ds: list[dict[str, Any]]) -> list[str]:
@@ -397,6 +406,11 @@ async def test_a_deferral_is_audited_once_per_rule_and_holder(
         (limiter, bucket),
     ]
     assert records[0]["message"] == exhausted.format(599.5)
+    # The tracker is told each change too (it writes the wait into the job's status), without the countdown.
+    told_tracker = await nc.jetstream().stream_info(
+        subjects.jobs_stream, subjects_filter=subjects.job("deferred", "j1")
+    )
+    assert told_tracker.state.messages == 3
     await client.aclose()
     await nc.close()
 

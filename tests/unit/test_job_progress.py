@@ -22,7 +22,7 @@ from services.tracker.progress import (
 )
 from shared.api.codec import to_builtins
 from shared.api.meta import ObjectMeta, ObjectReference
-from shared.api.pmj import PodMigrationJob, PodMigrationJobSpec, PodMigrationJobStatus
+from shared.api.pmj import ANNOTATION_REQUESTER, PodMigrationJob, PodMigrationJobSpec, PodMigrationJobStatus
 from shared.api.pod import pod_from
 
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
@@ -397,3 +397,16 @@ def test_a_waiting_job_says_who_asked_for_it_where_podherd_verified_it() -> None
     assert message.endswith("; requested by system:serviceaccount:tools:defrag"), message
     claimed = job(annotations={"podherd.io/claimed-requester": "anyone"})
     assert "requested by" not in (progress(seen(admitted=False, job=claimed)).status.message or "")
+
+
+def test_a_job_waiting_for_admission_says_what_the_arbitrator_said_it_waits_for() -> None:
+    held = "PodDisruptionBudget 0/0 on PodDisruptionBudget default/web"
+    waiting = progress(
+        seen(admitted=False, deferral=held, job=job(annotations={ANNOTATION_REQUESTER: "ann"}))
+    )
+    assert waiting.status.phase == "Pending"
+    assert waiting.status.message == f"waiting for admission: {held}; requested by ann"
+    # Before the arbitrator said anything, the status says where to look.
+    assert (
+        progress(seen(admitted=False)).status.message == "waiting for admission (the arbitrator audits why)"
+    )
