@@ -205,20 +205,43 @@ def not_ready_yet(exc: BaseException) -> bool:
     return isinstance(exc, APIError) and exc.err_code == _NO_PEERS and "offline" in (exc.description or "")
 
 
+class SetUp:
+    """A service's setup on JetStream as its readiness check sees it: not ready until `prepared` has done
+    it, saying why meanwhile (a service answering while its streams cannot be made would be sent work)."""
+
+    def __init__(self, what: str) -> None:
+        self.what, self.done, self.why = what, False, "not set up yet"
+
+    async def check(self) -> str | None:
+        return None if self.done else f"{self.what}: JetStream not ready ({self.why})"
+
+
 async def prepared(
-    stop: asyncio.Event, setup: Callable[[], Awaitable[T]], what: str, *, delay: float = 0.25
+    stop: asyncio.Event,
+    setup: Callable[[], Awaitable[T]],
+    what: str,
+    *,
+    delay: float = 0.25,
+    state: SetUp | None = None,
 ) -> T | None:
     """`setup` (streams, buckets, consumers) tried again while JetStream cannot answer yet, until it is done
-    or the service stops (None: stopped first, which ends the service cleanly rather than as a failure)."""
+    or the service stops (None: stopped first, which ends the service cleanly rather than as a failure).
+    `state`: where the service's readiness check reads whether it is done."""
     while not stop.is_set():
         try:
-            return await setup()
+            done = await setup()
         except Exception as exc:
             if stop.is_set():
                 return None
             if not not_ready_yet(exc):
                 raise
+            if state is not None:
+                state.why = repr(exc)
             log.warning("%s: JetStream not ready (%r); trying again in %.2fs", what, exc, delay)
+        else:
+            if state is not None:
+                state.done = True
+            return done
         await wait_event(stop, delay)
         delay = min(5.0, delay * 2)
     return None

@@ -76,6 +76,7 @@ class Arbitrator:
         self.nc = nc
         self.js = nc.jetstream()
         self.subjects = bus.Subjects(config.nats.subject_prefix)
+        self.set_up = bus.SetUp("arbitrator")
         self.client = client
         self.kube = kube
         self.facts = FactStore(client, config.redis.key_prefix)
@@ -256,7 +257,7 @@ class Arbitrator:
             self.api_down.answered()
 
     async def run(self, stop: asyncio.Event) -> None:
-        sub = await bus.prepared(stop, self.setup, "arbitrator")
+        sub = await bus.prepared(stop, self.setup, "arbitrator", state=self.set_up)
         if sub is None:
             return
         released = await self.nc.subscribe(self.subjects.ledger_released, cb=self._on_release)
@@ -329,6 +330,7 @@ async def main(config: PodherdConfig, stop: asyncio.Event, ops: OpsServer) -> No
             return f"Redis unavailable: {exc}"
 
     ops.add_check("nats", nats_check(nc))
+    ops.add_check("jetstream", arbitrator.set_up.check)
     ops.add_check("ledger", ledger_ready)
     try:
         await arbitrator.run(stop)

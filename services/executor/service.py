@@ -88,6 +88,7 @@ class Executor:
         self.js = nc.jetstream()
         self.kube = kube
         self.subjects = bus.Subjects(config.nats.subject_prefix)
+        self.set_up = bus.SetUp("executor")
         self.publisher = Publisher(nc)
         self.surger = Surger(kube, self.args, self._report)
 
@@ -105,7 +106,7 @@ class Executor:
         )
 
     async def run(self, stop: asyncio.Event) -> None:
-        sub = await bus.prepared(stop, self.setup, "executor")
+        sub = await bus.prepared(stop, self.setup, "executor", state=self.set_up)
         if sub is None:
             return
         # A job's commands in their order; different jobs' at the same time (each waits on the API server).
@@ -334,9 +335,11 @@ class Executor:
 async def main(config: PodherdConfig, stop: asyncio.Event, ops: OpsServer) -> None:
     nc = await nats_connect.connect(config.nats, name=f"podherd-executor-{config.replica}", stop=stop)
     kube = KubeClient.from_config(config.kubernetes)
+    executor = Executor(config, nc, kube)
     ops.add_check("nats", nats_check(nc))
+    ops.add_check("jetstream", executor.set_up.check)
     try:
-        await Executor(config, nc, kube).run(stop)
+        await executor.run(stop)
     finally:
         await close_nats(nc)
         await kube.aclose()

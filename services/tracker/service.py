@@ -90,6 +90,7 @@ class Tracker:
         self.client = client
         self.kube = kube
         self.subjects = bus.Subjects(config.nats.subject_prefix)
+        self.set_up = bus.SetUp("tracker")
         self.publisher = Publisher(nc)
         self.ledger = Ledger(client, config.redis.key_prefix, parse_duration(config.arbitrator.slot_ttl))
         self.keys = TrackerKeys(config.redis.key_prefix)
@@ -145,7 +146,7 @@ class Tracker:
         )
 
     async def run(self, stop: asyncio.Event) -> None:
-        consumers = await bus.prepared(stop, self.setup, "tracker")
+        consumers = await bus.prepared(stop, self.setup, "tracker", state=self.set_up)
         if consumers is None:
             return
         events, decisions = consumers
@@ -332,6 +333,7 @@ async def main(config: PodherdConfig, stop: asyncio.Event, ops: OpsServer) -> No
     async def answering() -> str | None:  # ready means a request for a migration finds this replica
         return None if tracker.intake.answering.is_set() else "not answering intents yet"
 
+    ops.add_check("jetstream", tracker.set_up.check)
     ops.add_check("intents", answering)
     ops.add_check("redis", redis_client.redis_check(client))
     try:

@@ -48,6 +48,7 @@ class Watcher:
         self.leases: dict[str, Lease] = {}
         # Set once this replica has listed (or resumed) a kind; cleared again when it stands down.
         self.synced = {kind: asyncio.Event() for kind in config.watcher.kinds}
+        self.set_up = bus.SetUp("watcher")
 
     async def setup(self) -> tuple[KeyValue, KeyValue]:
         await bus.ensure_events_stream(self.js, self.subjects, self.config.nats)
@@ -56,7 +57,7 @@ class Watcher:
         return checkpoints, leases
 
     async def run(self, stop: asyncio.Event) -> None:
-        buckets = await bus.prepared(stop, self.setup, "watcher")
+        buckets = await bus.prepared(stop, self.setup, "watcher", state=self.set_up)
         if buckets is None:
             return
         checkpoint_kv, lease_kv = buckets
@@ -126,6 +127,7 @@ async def main(config: PodherdConfig, stop: asyncio.Event, ops: OpsServer) -> No
         return f"watches not established: {', '.join(waiting)}" if waiting else None
 
     ops.add_check("nats", nats_check(nc))
+    ops.add_check("jetstream", watcher.set_up.check)
     ops.add_check("watches", watches_ready)
     try:
         await watcher.run(stop)

@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 from kubesim.sim import SimHandle
+from podherd.nats_cluster import NatsCluster
 from podherd.processes import ServiceProcess, ServiceProcesses
 from podherd.servers import (
     Server,
@@ -113,10 +114,10 @@ def nats_down(tmp_path: Path) -> Iterator[Server]:
     server.stop()
 
 
-def config(tmp_path: Path, *, nats_url: str, redis_url: str, kubeconfig: Path) -> Path:
+def config(tmp_path: Path, *, nats_url: str, redis_url: str, kubeconfig: Path, replicas: int = 1) -> Path:
     path = tmp_path / "podherd.yaml"
     document = {
-        "nats": {"url": nats_url, "subjectPrefix": "outage"},
+        "nats": {"url": nats_url, "subjectPrefix": "outage", "replicas": replicas},
         "redis": {"url": redis_url, "keyPrefix": "outage"},
         "kubernetes": {"kubeconfig": str(kubeconfig)},
         "intents": {"authorization": "none"},
@@ -277,6 +278,37 @@ def test_everything_away_holds_no_service_past_sigterm(nats_down: Server, tmp_pa
             until(answers(proc, 503), 30, f"{proc.name} listening, not ready")
             until(said(proc, "NATS unreachable at", 1), 30, f"{proc.name} trying")
         ended = stop(processes.running)
+    finally:
+        processes.stop_all()
+    ended_cleanly(procs, ended)
+
+
+def test_jetstream_without_quorum_is_waited_out_and_sigterm_still_ends_each_service(
+    kubesim_factory: Callable[..., SimHandle], redis_srv: Server, nats_cluster: NatsCluster, tmp_path: Path
+) -> None:
+    """Two of three servers down: NATS answers, JetStream cannot (no leader for the streams at replicas 3).
+    Two services are stopped meanwhile; the servers come back and the other two work, not restarted."""
+    first, *others = nats_cluster.servers
+    for server in others:
+        server.kill()
+    handle = crds(kubesim_factory())
+    cfg = config(
+        tmp_path, nats_url=first.url, redis_url=redis_srv.url, kubeconfig=handle.kubeconfig, replicas=3
+    )
+    processes = ServiceProcesses(cfg, tmp_path / "services")
+    try:
+        procs = processes.start_all()
+        for proc in procs:
+            until(answers(proc), 30, f"{proc.name} listening")
+            until(said(proc, "JetStream not ready", 1), 30, f"{proc.name} waiting for JetStream")
+            assert readyz(proc) == 503, proc.tail()
+        stopped, staying = procs[:2], procs[2:]
+        ended = stop(stopped)
+        for server in others:
+            nats_cluster.restart(server)
+        for proc in staying:
+            until(answers(proc, 200), 60, f"{proc.name} ready once JetStream has its quorum, not restarted")
+        ended.update(stop(staying))
     finally:
         processes.stop_all()
     ended_cleanly(procs, ended)

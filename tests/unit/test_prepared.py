@@ -22,8 +22,25 @@ async def test_setup_is_tried_again_while_jetstream_cannot_answer() -> None:
             raise nats.errors.TimeoutError if len(tries) == 1 else nats.errors.NoRespondersError
         return "ready"
 
-    assert await bus.prepared(asyncio.Event(), setup, "test", delay=0.001) == "ready"
+    state = bus.SetUp("test")
+    assert await state.check() == "test: JetStream not ready (not set up yet)"
+    assert await bus.prepared(asyncio.Event(), setup, "test", delay=0.001, state=state) == "ready"
     assert len(tries) == 3
+    assert await state.check() is None  # ready once its setup is done
+
+
+async def test_a_service_not_set_up_says_why_it_is_not_ready() -> None:
+    state, stop = bus.SetUp("watcher"), asyncio.Event()
+    tries: list[int] = []
+
+    async def setup() -> str:
+        tries.append(1)
+        if len(tries) == 2:
+            stop.set()  # stopped while its second try waits for an answer
+        raise nats.errors.NoRespondersError
+
+    assert await bus.prepared(stop, setup, "watcher", delay=0.001, state=state) is None
+    assert await state.check() == "watcher: JetStream not ready (NoRespondersError())"
 
 
 async def test_a_service_stopped_while_its_setup_waits_ends_cleanly() -> None:
