@@ -33,12 +33,12 @@ STOP_WITHIN_S = 10.0
 
 
 # At most this many lines for one dependency in the first `seconds` of an outage: the waits double from
-# 0.25 s (NATS) or 0.5 s (Redis), each at least half of its step.
-def most_lines(seconds: float, first: float) -> int:
+# 0.25 s (NATS) or 0.5 s (Redis) up to their cap (5 s, 30 s), each at least half of its step.
+def most_lines(seconds: float, first: float, cap: float = float("inf")) -> int:
     lines, waited, step = 1, 0.0, first
     while waited + step / 2 <= seconds:
         waited += step / 2
-        step *= 2
+        step = min(cap, step * 2)
         lines += 1
     return lines
 
@@ -312,3 +312,52 @@ def test_jetstream_without_quorum_is_waited_out_and_sigterm_still_ends_each_serv
     finally:
         processes.stop_all()
     ended_cleanly(procs, ended)
+
+
+LONG_OUTAGE_S = 60.0
+
+
+@pytest.mark.slow
+@pytest.mark.full  # a minute each: `pytest -m slow` runs them, `make test` the short outages above
+@pytest.mark.parametrize(("dependency", "first", "cap"), [("NATS", 0.25, 5.0), ("Redis", 0.5, 30.0)])
+def test_a_minute_without_a_dependency_costs_a_line_per_backoff_step(
+    kubesim_factory: Callable[..., SimHandle],
+    tmp_path: Path,
+    dependency: str,
+    first: float,
+    cap: float,
+) -> None:
+    nats_binary, redis_binary = find_nats_binary(), find_redis_binary()
+    if nats_binary is None or redis_binary is None:
+        pytest.skip("needs the nats-server and redis-server binaries")
+    servers = {
+        "NATS": start_nats_binary(nats_binary, tmp_path / "nats"),
+        "Redis": start_redis_binary(redis_binary, tmp_path / "redis"),
+    }
+    handle = crds(kubesim_factory())
+    cfg = config(
+        tmp_path, nats_url=servers["NATS"].url, redis_url=servers["Redis"].url, kubeconfig=handle.kubeconfig
+    )
+    processes = ServiceProcesses(cfg, tmp_path / "services")
+    away = servers[dependency]
+    try:
+        procs = processes.start_all() if dependency == "NATS" else [processes.start("arbitrator")]
+        processes.wait_ready(60)
+        away.kill()
+        gone = time.monotonic()
+        for proc in procs:
+            until(answers(proc, 503), 30, f"{proc.name} not ready while {dependency} is away")
+        time.sleep(max(0.0, LONG_OUTAGE_S - (time.monotonic() - gone)))  # the outage itself: a minute
+        outage = time.monotonic() - gone
+        counted = {p.name: lines(p, f"{dependency} unreachable at") for p in procs}
+        away.restart()
+        for proc in procs:
+            until(answers(proc, 200), 60, f"{proc.name} ready once {dependency} is back, not restarted")
+        ended = stop(processes.running)
+    finally:
+        processes.stop_all()
+        for server in servers.values():
+            server.stop()
+    ended_cleanly(procs, ended)
+    for proc in procs:
+        assert 2 <= counted[proc.name] <= most_lines(outage + 1, first, cap), (proc.name, counted)
