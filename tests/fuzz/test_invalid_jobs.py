@@ -138,12 +138,12 @@ def test_every_job_that_cannot_run_ends_once_naming_its_field(
             spec = {**spec, "podRef": {**spec["podRef"], **_real(spec["podRef"], pods)}}
             created = time.monotonic()
             create(kube, name, spec)
-            job = job_when(kube, name, ended, 10)
+            job = job_when(kube, name, ended, 5)
             took = time.monotonic() - created
             status = job["status"]
             assert (status["phase"], status["reason"]) == ("Failed", reason), (spec, status)
             assert status["message"].startswith(field), (spec, status)
-            assert took < 10, took
+            assert took < 5, took
 
         one()
         # Beside them, a job that can run moves its pod as ever.
