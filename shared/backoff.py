@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import time
 
 from prometheus_client import Counter, Gauge
 
@@ -78,6 +79,30 @@ class Backoff:
     async def pause(self, stop: asyncio.Event, reason: BaseException | str) -> bool:
         """Wait before the next attempt; False when `stop` was set meanwhile (give up: the service stops)."""
         return not await wait_event(stop, self.failed(reason))
+
+
+class SharedBackoff:
+    """One dependency that several loops try at once (the watcher's watch of each kind): they wait out the
+    same steps, and the dependency costs one line per step, whichever loop fails first in it."""
+
+    def __init__(
+        self, dependency: str, address: str, *, first: float = FIRST_DELAY_S, cap: float = MAX_DELAY_S
+    ) -> None:
+        self.backoff = Backoff(dependency, address, first=first, cap=cap)
+        self._step_ends = 0.0  # monotonic: the loops failing before then wait with the one that said it
+
+    def failed(self, reason: BaseException | str) -> float:
+        now = time.monotonic()
+        if now < self._step_ends:
+            return self._step_ends - now
+        wait = self.backoff.failed(reason)
+        self._step_ends = now + wait
+        return wait
+
+    def answered(self) -> None:
+        if self.backoff.failures:
+            self._step_ends = 0.0
+        self.backoff.answered()
 
 
 def describe(reason: BaseException | str) -> str:

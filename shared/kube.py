@@ -17,7 +17,7 @@ import contextlib
 import ssl
 import threading
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlencode
@@ -28,6 +28,7 @@ import msgspec
 import urllib3
 from kubernetes.client import ApiClient, Configuration
 
+from shared.backoff import describe
 from shared.config import KubernetesConfig
 from shared.request_budget import RequestBudget
 
@@ -276,11 +277,13 @@ class KubeClient:
         body: Any = None,
         request_timeout: float = 30.0,
         content_type: str | None = None,
+        budgeted: bool = True,
     ) -> bytes:
         """A request from the event loop; the raw body on 2xx, else KubeError. A GET whose kept-alive
         connection the server had closed is sent once more, on a new one (aiohttp does, as RFC 9112 allows
-        for idempotent requests); a POST is not. Within the client's request budget (`kubernetes.qps`)."""
-        if self.budget is not None:
+        for idempotent requests); a POST is not. Within the client's request budget (`kubernetes.qps`)
+        unless not `budgeted` (a readiness probe must not wait behind the work)."""
+        if self.budget is not None and budgeted:
             await self.budget.wait()
         credentials = self._credentials
         if credentials is None or time.monotonic() >= credentials.until:
@@ -325,10 +328,17 @@ class KubeClient:
         return items
 
     async def stream(
-        self, path: str, query: Query, read_timeout: float, *, max_chunks_in_flight: int = 64
+        self,
+        path: str,
+        query: Query,
+        read_timeout: float,
+        *,
+        max_chunks_in_flight: int = 64,
+        opened: Callable[[], None] | None = None,
     ) -> AsyncIterator[bytes]:
         """Yield complete lines of a watch stream. Ends when the server ends the stream; raises KubeError
-        for an error status, and urllib3's ReadTimeoutError when nothing arrived for `read_timeout`."""
+        for an error status, and urllib3's ReadTimeoutError when nothing arrived for `read_timeout`.
+        `opened` is called (on the loop) once the server has accepted the watch."""
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[bytes | BaseException | None] = asyncio.Queue()
         slots = threading.Semaphore(max_chunks_in_flight)
@@ -341,6 +351,8 @@ class KubeClient:
                 holder["response"] = response
                 if response.status >= 300:
                     raise error_from(response.status, response.data)
+                if opened is not None:
+                    loop.call_soon_threadsafe(opened)
                 chunks = response.read_chunked() if response.chunked else response.stream(65536)
                 for chunk in chunks:
                     if stopping.is_set():
@@ -352,10 +364,10 @@ class KubeClient:
                 if not stopping.is_set():
                     loop.call_soon_threadsafe(queue.put_nowait, exc)
             finally:
-                opened = holder.get("response")
-                if opened is not None:
+                held = holder.get("response")
+                if held is not None:
                     with contextlib.suppress(Exception):
-                        opened.release_conn()
+                        held.release_conn()
 
         # A stream holds its thread for its whole life: a dedicated thread, never the shared executor's
         # few workers (a dozen watches would starve every other blocking call).
@@ -399,3 +411,24 @@ class KubeClient:
             with contextlib.suppress(TimeoutError):  # the reader thread ends once its response is shut
                 async with asyncio.timeout(5):
                     await asyncio.shield(finished)
+
+
+def unanswered(exc: BaseException) -> bool:
+    """The API server did not answer, for now: no connection, one dropped, a 429 or a 5xx (not a bug)."""
+    return isinstance(exc, aiohttp.ClientError) or (isinstance(exc, KubeError) and exc.retryable)
+
+
+def api_check(kube: KubeClient, within: float = 1.5) -> Callable[[], Awaitable[str | None]]:
+    """A readiness check: a service that cannot work without the API server is not ready while it does not
+    answer. It is asked for `/version`, which every client may read (system:public-info-viewer)."""
+
+    async def check() -> str | None:
+        try:
+            await kube.arequest("GET", "/version", request_timeout=within, budgeted=False)
+        except KubeError as exc:
+            return f"the Kubernetes API server refused: {exc}"
+        except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+            return f"the Kubernetes API server does not answer: {describe(exc)}"
+        return None
+
+    return check

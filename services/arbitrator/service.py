@@ -20,6 +20,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
+import aiohttp
 import msgspec
 import redis.asyncio as aioredis
 from nats.aio.client import Client as NatsClient
@@ -37,7 +38,7 @@ from shared.backoff import Backoff
 from shared.config import PodherdConfig
 from shared.consume import durable, run_consumer
 from shared.durations import parse_duration
-from shared.kube import KubeClient, KubeError
+from shared.kube import KubeClient, KubeError, unanswered
 from shared.ledger import HeldJob, Ledger, recorded
 from shared.ops import OpsServer
 from shared.publisher import Publisher
@@ -170,7 +171,7 @@ class Arbitrator:
             self.engine.decisions.generation = await self.ledger.generation() or ""
             log.warning("ledger rebuilt from %d running jobs (%d events replayed)", count, refilled)
             return True
-        except (*redis_client.OUTAGE, KubeError):
+        except (*redis_client.OUTAGE, KubeError, aiohttp.ClientError):
             raise  # the admission loop waits it out
         except Exception:
             log.exception("ledger rebuild failed; admissions stay closed")
@@ -244,8 +245,9 @@ class Arbitrator:
                         swept = time.monotonic()
                         await self.engine.sweep()
                     await self.engine.admit_pass()
-            except (*redis_client.OUTAGE, KubeError) as exc:  # not a bug: one line, a pass after a backoff
-                down = self.api_down if isinstance(exc, KubeError) else self.redis_down
+            except (*redis_client.OUTAGE, KubeError, aiohttp.ClientError) as exc:  # one line, then a backoff
+                # (the API server's client errors are OSErrors too: they are its, not Redis's)
+                down = self.api_down if isinstance(exc, KubeError) or unanswered(exc) else self.redis_down
                 if not await down.pause(stop, exc):
                     break
                 self.wake.set()

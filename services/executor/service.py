@@ -51,7 +51,7 @@ from shared.api.reservation import (
 from shared.api.soft_eviction import soft_eviction
 from shared.config import PodherdConfig
 from shared.consume import Retry, by_key, durable, read_or_retry, run_consumer
-from shared.kube import KubeClient, KubeError
+from shared.kube import KubeClient, KubeError, api_check
 from shared.logs import about_job
 from shared.ops import OpsServer
 from shared.publisher import Publisher
@@ -338,6 +338,7 @@ async def main(config: PodherdConfig, stop: asyncio.Event, ops: OpsServer) -> No
     executor = Executor(config, nc, kube)
     ops.add_check("nats", nats_check(nc))
     ops.add_check("jetstream", executor.set_up.check)
+    ops.add_check("kubernetes", api_check(kube))
     try:
         await executor.run(stop)
     finally:

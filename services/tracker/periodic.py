@@ -27,7 +27,7 @@ from shared.api.pmj_read import read_pmj
 from shared.api.reservation import LABEL_CONTROLLER, LABEL_CREATED_BY, LABEL_JOB, is_untaken_room
 from shared.backoff import Backoff
 from shared.consume import Retry, read_or_retry
-from shared.kube import KubeClient
+from shared.kube import KubeClient, unanswered
 from shared.ledger import as_text
 from shared.waits import wait_event
 
@@ -55,6 +55,7 @@ class Periodic:
         self.client, self.keys, self.kube, self.reconcile = client, keys, kube, reconcile
         self.observer, self.state, self.effects = observer, state, effects
         self.redis_down = Backoff("Redis", redis_address)
+        self.api_down = Backoff("the Kubernetes API server", kube.api.configuration.host)
 
     async def deadlines(self, stop: asyncio.Event) -> None:
         """Jobs whose ttl has passed are reconciled (and time out) even if nothing else happens to them;
@@ -72,22 +73,31 @@ class Periodic:
                 for name in cast(list[bytes], due):  # members only: no scores asked for
                     with contextlib.suppress(Retry):
                         await self.reconcile(as_text(name))
-            except redis_client.OUTAGE as exc:  # not a bug: one line, then a backoff
-                if not await self.redis_down.pause(stop, exc):
+            except Exception as exc:  # an outage is not a bug: one line, then a backoff
+                down = self._outage_of(exc)
+                if down is None:
+                    log.exception("deadline sweep failed")
+                elif not await down.pause(stop, exc):
                     return
-                continue
-            except Exception:
-                log.exception("deadline sweep failed")
+                else:
+                    continue
             self.redis_down.answered()
+            self.api_down.answered()
+
+    def _outage_of(self, exc: BaseException) -> Backoff | None:
+        """The dependency that did not answer (the API server's client errors are OSErrors too)."""
+        if unanswered(exc):
+            return self.api_down
+        return self.redis_down if isinstance(exc, redis_client.OUTAGE) else None
 
     @staticmethod
     async def _logged(task: Callable[[], Awaitable[None]]) -> None:
         """A periodic task; its failure said once, with the traceback of the bug it is, unless an outage."""
         try:
             await task()
-        except redis_client.OUTAGE:
-            raise
-        except Exception:
+        except Exception as exc:
+            if unanswered(exc) or isinstance(exc, redis_client.OUTAGE):
+                raise
             log.exception("%s failed", task.__name__)
 
     async def report_phases(self, stop: asyncio.Event, every: float = 5.0) -> None:

@@ -58,7 +58,7 @@ from shared.config import PodherdConfig
 from shared.consume import Durable, Retry, coalesced, durable, run_consumer
 from shared.durations import parse_duration
 from shared.keyed import Coalescing
-from shared.kube import KubeClient, KubeError
+from shared.kube import KubeClient, KubeError, api_check
 from shared.ledger import Ledger
 from shared.logs import about_job
 from shared.ops import OpsServer
@@ -334,6 +334,7 @@ async def main(config: PodherdConfig, stop: asyncio.Event, ops: OpsServer) -> No
         return None if tracker.intake.answering.is_set() else "not answering intents yet"
 
     ops.add_check("jetstream", tracker.set_up.check)
+    ops.add_check("kubernetes", api_check(kube))
     ops.add_check("intents", answering)
     ops.add_check("redis", redis_client.redis_check(client))
     try:

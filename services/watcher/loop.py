@@ -28,6 +28,7 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
 
+import aiohttp
 import msgspec
 import urllib3
 from nats.js import JetStreamContext
@@ -39,6 +40,7 @@ from services.watcher.kinds import Decoded, KindSpec
 from services.watcher.sources import Known, decode_or_skip, follow_replicasets, known_from_stream
 from shared.api import codec
 from shared.api.messages import EventType, ObjectEvent
+from shared.backoff import SharedBackoff
 from shared.bus import Subjects
 from shared.config import WatcherConfig
 from shared.durations import parse_duration
@@ -99,12 +101,14 @@ class KindWatcher:
         term: Callable[[], int | None],
         publisher: Publisher | None = None,
         ready: asyncio.Event | None = None,
+        api_down: SharedBackoff | None = None,
     ) -> None:
         self.spec, self.kube, self.js, self.subjects = spec, kube, js, subjects
         self.checkpoints, self.config, self.term = checkpoints, config, term
         self.publisher = publisher or Publisher(js._nc)
         self.resolver = WorkloadResolver()
-        self.known: Known = {}
+        self.api_down = api_down or api_backoff(kube, config)  # shared by the kinds: one line per step
+        self.known: Known = {}  # what the stream holds, complete once listed
         self.known_complete = False
         self.rv: str | None = None  # resourceVersion of the last event handed to the publisher
         self.saved_rv: str | None = None  # resourceVersion of the last checkpoint
@@ -117,9 +121,6 @@ class KindWatcher:
         self._counters = {t: metrics.EVENTS.labels(spec.plural, t) for t in EVENT_TYPES}
         self.selection = Selection(spec, config)
 
-    # ----------------------------------------------------------------------------------------------------
-    # The loop
-
     async def run(self, stop: asyncio.Event) -> None:
         self.rv = self.saved_rv = await self.checkpoints.load(self.spec.plural)
         backoff = 0.25
@@ -129,7 +130,8 @@ class KindWatcher:
         try:
             if self.spec.plural == "pods":
                 resolver = asyncio.create_task(
-                    follow_replicasets(self.kube, self.resolver, stop), name="replicasets-for-pods"
+                    follow_replicasets(self.kube, self.resolver, stop, api_down=self.api_down),
+                    name="replicasets-for-pods",
                 )
             while not stop.is_set():
                 try:
@@ -148,14 +150,14 @@ class KindWatcher:
                     reason = "throttled" if exc.status == 429 else ("server" if exc.retryable else "client")
                     metrics.RESTARTS.labels(self.spec.plural, reason).inc()
                     log.warning("%s: API error %s", self.spec.plural, exc)
-                except (urllib3.exceptions.HTTPError, OSError, TimeoutError) as exc:
-                    reason = (
-                        "inactive" if isinstance(exc, urllib3.exceptions.ReadTimeoutError) else "connection"
-                    )
-                    metrics.RESTARTS.labels(self.spec.plural, reason).inc()
-                    log.warning("%s: watch stream ended (%s): %s", self.spec.plural, reason, exc)
-                    if reason == "inactive":
+                except (urllib3.exceptions.HTTPError, aiohttp.ClientError, OSError, TimeoutError) as exc:
+                    if isinstance(exc, urllib3.exceptions.ReadTimeoutError):  # nothing came for too long
+                        metrics.RESTARTS.labels(self.spec.plural, "inactive").inc()
+                        log.warning("%s: watch stream ended (inactive): %s", self.spec.plural, exc)
                         continue
+                    metrics.RESTARTS.labels(self.spec.plural, "connection").inc()
+                    await _sleep_or_stop(stop, self.api_down.failed(f"{self.spec.plural}: {exc}"))
+                    continue
                 except PublishFailed as exc:
                     metrics.RESTARTS.labels(self.spec.plural, "publish").inc()
                     log.warning(
@@ -227,6 +229,7 @@ class KindWatcher:
         self.rv = list_rv
         await self.checkpoint()
         self.ready.set()
+        self.api_down.answered()
 
     async def watch(self) -> None:
         query = [
@@ -240,6 +243,7 @@ class KindWatcher:
             self.spec.path(self.selection.namespace_path()),
             query,
             read_timeout=parse_duration(self.config.inactivity_timeout),
+            opened=self.api_down.answered,
         )
         self.ready.set()
         async for line in stream:
@@ -335,9 +339,6 @@ class KindWatcher:
             except Exception:
                 log.exception("%s: checkpoint failed", self.spec.plural)
 
-    # ----------------------------------------------------------------------------------------------------
-    # What the stream already holds, and the ReplicaSets that name pods' workloads
-
 
 class PublishFailed(Exception):
     """JetStream did not acknowledge a publish; the loop resumes from its last checkpoint."""
@@ -357,3 +358,9 @@ async def _until(stop: asyncio.Event, work: Awaitable[None]) -> None:
         await cancel_and_wait(stopper, task)
     if not task.cancelled():
         task.result()  # re-raises the work's own exception, if any
+
+
+def api_backoff(kube: KubeClient, config: WatcherConfig) -> SharedBackoff:
+    """The API server as the watch loops wait for it: from 0.25 s, doubling up to `watcher.backoffMax`."""
+    cap = parse_duration(config.backoff_max)
+    return SharedBackoff("the Kubernetes API server", kube.api.configuration.host, first=0.25, cap=cap)

@@ -23,11 +23,11 @@ from nats.js.kv import KeyValue
 from services.watcher import metrics
 from services.watcher.checkpoints import Checkpoints
 from services.watcher.kinds import KINDS, KindSpec
-from services.watcher.loop import KindWatcher
+from services.watcher.loop import KindWatcher, api_backoff
 from shared import bus, nats_connect
 from shared.config import PodherdConfig
 from shared.durations import parse_duration
-from shared.kube import KubeClient
+from shared.kube import KubeClient, api_check
 from shared.lease import Lease
 from shared.ops import OpsServer
 from shared.runtime import close_nats, nats_check
@@ -49,6 +49,7 @@ class Watcher:
         # Set once this replica has listed (or resumed) a kind; cleared again when it stands down.
         self.synced = {kind: asyncio.Event() for kind in config.watcher.kinds}
         self.set_up = bus.SetUp("watcher")
+        self.api_down = api_backoff(kube, config.watcher)  # one line per step for all the kinds' watches
 
     async def setup(self) -> tuple[KeyValue, KeyValue]:
         await bus.ensure_events_stream(self.js, self.subjects, self.config.nats)
@@ -90,6 +91,7 @@ class Watcher:
                 config=self.config.watcher,
                 term=_term_of(lease),
                 ready=self.synced[spec.plural],
+                api_down=self.api_down,
             )
             self.active[spec.plural] = watcher
             work = asyncio.create_task(watcher.run(inner), name=f"watch-{spec.plural}")
@@ -128,6 +130,7 @@ async def main(config: PodherdConfig, stop: asyncio.Event, ops: OpsServer) -> No
 
     ops.add_check("nats", nats_check(nc))
     ops.add_check("jetstream", watcher.set_up.check)
+    ops.add_check("kubernetes", api_check(kube))
     ops.add_check("watches", watches_ready)
     try:
         await watcher.run(stop)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
+import aiohttp
 import msgspec
 from nats.js import JetStreamContext
 
@@ -15,6 +16,7 @@ from services.watcher import metrics
 from services.watcher.decode import RawList, RawWorkload, WatchLine, WorkloadResolver
 from services.watcher.kinds import KINDS, Decoded, KindSpec
 from shared.api.messages import EventHead
+from shared.backoff import SharedBackoff
 from shared.bus import Subjects, last_per_subject
 from shared.kube import KubeClient
 from shared.waits import wait_event
@@ -37,8 +39,11 @@ async def known_from_stream(js: JetStreamContext, subjects: Subjects, plural: st
     return known
 
 
-async def follow_replicasets(kube: KubeClient, resolver: WorkloadResolver, stop: asyncio.Event) -> None:
-    """Keep `resolver` knowing every ReplicaSet's owner, so pods name their Deployment."""
+async def follow_replicasets(
+    kube: KubeClient, resolver: WorkloadResolver, stop: asyncio.Event, *, api_down: SharedBackoff
+) -> None:
+    """Keep `resolver` knowing every ReplicaSet's owner, so pods name their Deployment. An API server that
+    does not answer is waited for with the watches' backoff (one line per step for all of them)."""
     spec = KINDS["replicasets"]
     rv = ""
     while not stop.is_set():
@@ -55,7 +60,7 @@ async def follow_replicasets(kube: KubeClient, resolver: WorkloadResolver, stop:
                 ("allowWatchBookmarks", "true"),
                 ("timeoutSeconds", "300"),
             ]
-            async for line in kube.stream(spec.path(), query, read_timeout=300):
+            async for line in kube.stream(spec.path(), query, read_timeout=300, opened=api_down.answered):
                 event = msgspec.json.decode(line, type=WatchLine)
                 if event.type == "ERROR":
                     rv = ""
@@ -64,6 +69,9 @@ async def follow_replicasets(kube: KubeClient, resolver: WorkloadResolver, stop:
                 if event.type != "BOOKMARK":
                     resolver.observe(event.type, obj)
                 rv = obj.metadata.resourceVersion or rv
+        except (OSError, TimeoutError, aiohttp.ClientError) as exc:
+            rv = ""
+            await wait_event(stop, api_down.failed(f"replicasets: {exc}"))
         except Exception as exc:
             log.warning("replicaset follower restarting: %s", exc)
             rv = ""
