@@ -85,11 +85,12 @@ class Findings:
 
 
 def slot_limit(key: str, args: MigrationControllerArgs) -> int | None:
-    kind = limit_of(key)
+    """The limit on a ledger set, None where none applies (unset, or its gate skipped)."""
+    kind, skip = limit_of(key), args.skipped_gates
     limit = {
-        "node": args.max_migrating_per_node,
-        "namespace": args.max_migrating_per_namespace,
-        "global": args.max_migrating_globally,
+        "node": 0 if "MaxMigratingPerNode" in skip else args.max_migrating_per_node,
+        "namespace": 0 if "MaxMigratingPerNamespace" in skip else args.max_migrating_per_namespace,
+        "global": 0 if "MaxMigratingGlobally" in skip else args.max_migrating_globally,
     }.get(kind, 0)
     return limit or None
 
@@ -99,6 +100,8 @@ def workload_breach(obj: dict[str, Any], args: MigrationControllerArgs) -> str |
     replicas = int(spec.get("replicas") or 0)
     if not replicas or status.get("observedGeneration", 0) < obj["metadata"].get("generation", 0):
         return None  # scaling or rolling out: its controller, not Podherd, owns the gap
+    if "MaxUnavailablePerWorkload" in args.skipped_gates:
+        return None
     available = int(status.get("availableReplicas") or 0)
     allowed = max_unavailable(replicas, args.max_unavailable_per_workload)
     if replicas - available > allowed:

@@ -26,26 +26,31 @@ from shared.durations import parse_duration
 KOORDINATOR_KINDS: Final = frozenset({"MigrationControllerArgs"})
 DESCHEDULER_KINDS: Final = frozenset({"DeschedulerConfiguration"})
 
-# The arbitration gates `skipEvictionGates` can switch off, one per non-retryable filter of the arbitrator.
-# Missing pods and another active job for the same pod are not gates: they can never be skipped.
-EVICTION_GATES: Final = frozenset(
-    {
-        "EvictionCost",
-        "SchedulerName",
-        "Namespace",
-        "LabelSelector",
-        "PriorityThreshold",
-        "SystemCritical",
-        "LocalStorage",
-        "PVC",
-        "BarePod",
-        "DaemonSet",
-        "MirrorPod",
-        "StaticPod",
-        "Terminating",
-        "ExpectedReplicas",
-    }
+# What `skipEvictionGates` can switch off: Koordinator's gates, by its names and with its meaning (its
+# `EvictionGate`s: the workload, node, namespace and global limits, and the filters), then Podherd's own
+# filters under names no Koordinator gate can be mistaken for. Missing pods and another active job for the
+# same pod are not gates: they can never be skipped.
+KOORDINATOR_GATES: Final = (
+    "MaxUnavailablePerWorkload",
+    "MaxMigratingPerWorkload",
+    "MaxMigratingPerNode",
+    "MaxMigratingPerNamespace",
+    "MaxMigratingGlobally",
+    "ExpectedReplicas",
+    "PVC",
+    "BarePods",
+    "LocalStorage",
+    "SystemCritical",
+    "PriorityThreshold",
+    "LabelSelector",
+    "Namespaces",
+    "NodeFit",
 )
+PODHERD_GATES: Final = tuple(
+    f"podherd.io/{name}"
+    for name in ("EvictionCost", "SchedulerName", "DaemonSet", "MirrorPod", "StaticPod", "Terminating")
+)
+EVICTION_GATES: Final = frozenset(KOORDINATOR_GATES + PODHERD_GATES)
 
 EvictionPolicy = Literal["Eviction", "Delete", "SoftEviction"]
 JobMode = Literal["ReservationFirst", "EvictDirectly"]
@@ -183,6 +188,10 @@ class MigrationControllerArgs(Section):
     # Seed 000 (v1.4) names of the global flow control; read as evictQPS / evictBurst when those are unset.
     flow_control_qps: str | None = msgspec.field(default=None, name="flowControlQPS")
     flow_control_burst: int | None = None
+
+    @property
+    def skipped_gates(self) -> frozenset[str]:
+        return frozenset(self.skip_eviction_gates)
 
     @property
     def evict_qps_value(self) -> float:

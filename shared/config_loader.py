@@ -20,7 +20,9 @@ from shared.api.codec import error_location
 from shared.config import (
     DESCHEDULER_KINDS,
     EVICTION_GATES,
+    KOORDINATOR_GATES,
     KOORDINATOR_KINDS,
+    PODHERD_GATES,
     WATCHABLE_KINDS,
     ConfigError,
     PodherdConfig,
@@ -238,8 +240,7 @@ def validate(config: PodherdConfig) -> None:
         _positive_duration(f"{prefix}objectLimiters.{name}.duration", limiter.duration)
     for i, gate in enumerate(args.skip_eviction_gates):
         if gate not in EVICTION_GATES:
-            known = ", ".join(sorted(EVICTION_GATES))
-            raise ConfigError(f"{prefix}skipEvictionGates[{i}]", f"unknown gate {gate!r}; known: {known}")
+            raise ConfigError(f"{prefix}skipEvictionGates[{i}]", unknown_gate(gate))
     for i, window in enumerate(args.disruption_windows):
         problem = windows.check(window)
         if problem is not None:
@@ -310,3 +311,15 @@ def validate(config: PodherdConfig) -> None:
 def _positive_duration(key: str, value: str) -> None:
     if parse_duration(value) <= 0:
         raise ConfigError(key, f"must be a positive duration, got {value!r}")
+
+
+def unknown_gate(gate: str) -> str:
+    """Why `gate` is refused, with the name meant where it is near one (Koordinator's plurals, Podherd's own
+    gates without their prefix)."""
+    def key(name: str) -> str:
+        return name.removeprefix("podherd.io/").lower().rstrip("s")
+
+    meant = [known for known in sorted(EVICTION_GATES) if key(known) == key(gate)]
+    if meant:
+        return f"unknown gate {gate!r}; did you mean {meant[0]!r}?"
+    return f"unknown gate {gate!r}; known: {', '.join(KOORDINATOR_GATES + PODHERD_GATES)}"

@@ -60,13 +60,15 @@ def default_workload_limit(replicas: int) -> IntOrString:
 
 @functools.lru_cache(maxsize=4096)  # the same few (replicas, setting) pairs, for every job of a workload
 def max_unavailable(replicas: int, configured: IntOrString | None) -> int:
-    """`GetMaxUnavailable` as Koordinator computes it: a value that scales to 0 (unset, `0`, `"0%"`) takes
-    seed 000's default (seed 001: 0 means the defaults), and the result is capped at the replica count, so
-    `"150%"` or `7` of 6 replicas is 6 (which the expected-replicas rule refuses). Percentages round up, as
-    seed 001 specifies (Koordinator's current code rounds down)."""
-    scaled = scaled_value(configured, replicas, round_up=True) if configured is not None else 0
-    if scaled == 0:
+    """`GetMaxUnavailable` as Koordinator v1.8.0 computes it: a value that is set and scales to 0 (`0`,
+    `"0%"`) is 1; only an unset one takes the default (1 up to 3 replicas, 2 for 4-10, 10% above); the
+    result is capped at the replica count, so `"150%"` or `7` of 6 replicas is 6 (which the expected-replicas
+    rule refuses). Percentages round up, as seed 000 specifies (Koordinator's code rounds down). Seed 001
+    read a 0 as the default: the code decides."""
+    if configured is None:
         scaled = scaled_value(default_workload_limit(replicas), replicas, round_up=True)
+    else:
+        scaled = scaled_value(configured, replicas, round_up=True) or 1
     return min(scaled, replicas)
 
 

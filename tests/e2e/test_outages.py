@@ -186,13 +186,23 @@ def test_nats_lost_mid_run_is_waited_out_and_sigterm_still_ends_each_service(
         procs = processes.start_all()
         processes.wait_ready(60)
         nats_down.kill()
+        gone = time.monotonic()
         for proc in procs:
             until(answers(proc, 503), 30, f"{proc.name} not ready while NATS is away")
             until(said(proc, "NATS unreachable at", 2), 30, f"{proc.name} trying again")
-        ended = stop(processes.running)
+        stopped, staying = procs[:2], procs[2:]
+        ended = stop(stopped)
+        outage = time.monotonic() - gone
+        counted = {p.name: lines(p, "NATS unreachable at") for p in procs}
+        nats_down.restart()
+        for proc in staying:
+            until(answers(proc, 200), 30, f"{proc.name} ready once NATS is back, not restarted")
+        ended.update(stop(staying))
     finally:
         processes.stop_all()
     ended_cleanly(procs, ended)
+    for proc in procs:  # one line per reconnection attempt, the waits growing
+        assert counted[proc.name] <= most_lines(outage + 1, 0.25, 5.0), (proc.name, counted)
 
 
 def test_redis_away_costs_a_line_per_attempt_not_a_traceback(

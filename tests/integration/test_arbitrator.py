@@ -450,35 +450,37 @@ async def test_filters_reject_and_a_pod_the_facts_do_not_know_waits_until_it_is_
     assert (by_name["never"]["decision"], by_name["never"]["reason"], by_name["never"]["rule"]) == (
         "rejected",
         "ForbiddenMigratePod",
-        "EvictionCost",
+        "podherd.io/EvictionCost",
     )
     assert by_name["invalid"]["reason"] == "InvalidPodRef"
     await nc.close()
 
 
-async def test_a_workload_limit_that_comes_to_zero_takes_the_default(
-    nats_srv: Server, redis_srv: Server, test_id: str
-) -> None:
-    # "0%" of 50 replicas is 0: Koordinator's GetMaxUnavailable then takes the default, 10% of 50 = 5.
+async def test_a_workload_limit_set_to_zero_is_one(nats_srv: Server, redis_srv: Server, test_id: str) -> None:
+    # "0%" of 50 replicas is 0, and a value set that comes to 0 is 1 (Koordinator's GetMaxUnavailable): not
+    # the default (10% of 50 = 5), and not "nothing, ever".
     config = arbitrator_config(
         nats_srv, redis_srv, test_id, maxMigratingPerWorkload="0%", maxUnavailablePerWorkload="0%"
     )
     nc, subjects, cluster = await setup_cluster(config)
     await cluster.deployment("web", 50)
-    for i in range(6):
+    for i in range(3):
         await cluster.pod(f"web-{i}", f"node-{i}", "web")
     await cluster.other_replicas()
     async with arbitrators([config]):
-        for i in range(6):
+        for i in range(3):
             await cluster.job(f"j{i}", f"web-{i}", created=i)
-        ds = await decisions(nc, subjects, lambda ds: len(admitted(ds)) == 5)
+        ds = await decisions(nc, subjects, lambda ds: len(admitted(ds)) == 1)
         audit = await _audit_until(
-            nc, subjects, lambda rs: any(r.get("job") == "j5" and r.get("rule") for r in rs)
+            nc,
+            subjects,
+            lambda rs: all(any(r.get("job") == f"j{i}" and r.get("rule") for r in rs) for i in (1, 2)),
         )
-    assert sorted(admitted(ds)) == [f"j{i}" for i in range(5)]
-    deferral = next(r for r in audit if r.get("job") == "j5" and r.get("rule"))
-    assert deferral["rule"] in ("maxMigratingPerWorkload", "maxUnavailablePerWorkload"), deferral
-    assert "5/5" in deferral["message"], deferral
+    assert admitted(ds) == ["j0"]
+    for i in (1, 2):
+        deferral = next(r for r in audit if r.get("job") == f"j{i}" and r.get("rule"))
+        assert deferral["rule"] in ("maxMigratingPerWorkload", "maxUnavailablePerWorkload"), deferral
+        assert "1/1" in deferral["message"], deferral
     await nc.close()
 
 

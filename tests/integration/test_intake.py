@@ -6,14 +6,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import logging
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-import nats
 import pytest
 
-from podherd.nats_cluster import NatsCluster
 from podherd.servers import Server
 from services.tracker.intake import CONSUMER, IntentIntake
 from shared import bus
@@ -227,60 +224,3 @@ async def test_an_intake_that_says_it_answers_does_answer(
     await client.aclose()
     assert reply.error is not None and reply.error.code == "InvalidIntent"
     assert not handler.answering.is_set()  # stopped: no longer ready
-
-
-class _Said(logging.Handler):
-    """Sets `event` when a record says `words` (what a retry loop logs, awaited instead of slept for)."""
-
-    def __init__(self, words: str) -> None:
-        super().__init__()
-        self.words, self.event = words, asyncio.Event()
-
-    def emit(self, record: logging.LogRecord) -> None:
-        if self.words in record.getMessage():
-            self.event.set()
-
-
-async def test_a_replica_started_while_jetstream_has_no_quorum_answers_once_it_has(
-    kube: Kube, nats_cluster: NatsCluster, test_id: str
-) -> None:
-    """A tracker replica starting while its cluster elects (two of three servers down: no JetStream leader)
-    keeps trying its setup instead of exiting, and answers intents once the cluster is back."""
-    make_pod(kube, "web-0")
-    first, *others = nats_cluster.servers
-    for server in others:
-        server.kill()
-    config = config_from_dict(
-        {
-            "nats": {"url": nats_cluster.url, "subjectPrefix": test_id, "replicas": 3},
-            "kubernetes": {"kubeconfig": str(kube.handle.kubeconfig)},
-        }
-    )
-    subjects, stop = bus.Subjects(test_id), asyncio.Event()
-    retried = _Said("intents: JetStream not ready")
-    logging.getLogger("shared.bus").addHandler(retried)
-    nc = await nats.connect(first.url)
-    client = KubeClient.from_config(config.kubernetes)
-    handler = IntentIntake(
-        client, Publisher(nc), subjects, replica="t0", requesters=unchecked(client, subjects)
-    )
-    serving = asyncio.create_task(handler.serve(nc, config.nats, stop))
-    try:
-        # Its setup failed at least once, and the replica is still there (before: it ended on the timeout).
-        trying = asyncio.create_task(retried.event.wait())
-        await asyncio.wait({trying, serving}, timeout=60, return_when=asyncio.FIRST_COMPLETED)
-        assert not serving.done(), serving.exception()
-        assert trying.done() and not handler.answering.is_set()
-        for server in others:
-            await asyncio.to_thread(nats_cluster.restart, server)
-        async with asyncio.timeout(60):
-            await handler.answering.wait()
-        msg = await nc.request(subjects.intent_request, intent_bytes("after", "web-0"), timeout=10)
-        reply = codec.decode(msg.data, IntentReply)
-        assert reply.ok and reply.created and reply.job in jobs(kube)
-    finally:
-        logging.getLogger("shared.bus").removeHandler(retried)
-        stop.set()
-        await serving
-        await client.aclose()
-        await nc.close()

@@ -53,15 +53,19 @@ def _fields(p: PodInfo) -> dict[str, Any]:
 @pytest.mark.parametrize(
     ("gate", "changes", "config"),
     [
-        ("EvictionCost", {"annotations": {"scheduling.koordinator.sh/eviction-cost": "2147483647"}}, {}),
-        ("Terminating", {"deletion_timestamp": datetime(2026, 1, 1, tzinfo=UTC)}, {}),
-        ("MirrorPod", {"mirror": True}, {}),
-        ("StaticPod", {"annotations": {"kubernetes.io/config.source": "file"}}, {}),
-        ("DaemonSet", {"owner": ObjectReference(kind="DaemonSet", name="ds")}, {}),
-        ("BarePod", {"owner": None}, {}),
-        ("SchedulerName", {"scheduler_name": "default-scheduler"}, {}),
-        ("Namespace", {}, {"namespaces": {"exclude": ["default"]}}),
-        ("Namespace", {}, {"namespaces": {"include": ["prod"]}}),
+        (
+            "podherd.io/EvictionCost",
+            {"annotations": {"scheduling.koordinator.sh/eviction-cost": "2147483647"}},
+            {},
+        ),
+        ("podherd.io/Terminating", {"deletion_timestamp": datetime(2026, 1, 1, tzinfo=UTC)}, {}),
+        ("podherd.io/MirrorPod", {"mirror": True}, {}),
+        ("podherd.io/StaticPod", {"annotations": {"kubernetes.io/config.source": "file"}}, {}),
+        ("podherd.io/DaemonSet", {"owner": ObjectReference(kind="DaemonSet", name="ds")}, {}),
+        ("BarePods", {"owner": None}, {}),
+        ("podherd.io/SchedulerName", {"scheduler_name": "default-scheduler"}, {}),
+        ("Namespaces", {}, {"namespaces": {"exclude": ["default"]}}),
+        ("Namespaces", {}, {"namespaces": {"include": ["prod"]}}),
         ("LabelSelector", {}, {"labelSelector": {"matchLabels": {"app": "api"}}}),
         ("PriorityThreshold", {"priority": 1000}, {"priorityThreshold": {"value": 1000}}),
         ("SystemCritical", {"priority": 2_000_000_000}, {}),
@@ -437,3 +441,42 @@ def test_lex_key_handles_extremes() -> None:
         for m in (-(10**12), 0, 10**12)
     ]
     assert sorted(keys) == sorted(keys, key=order.lex_key)
+
+
+# Koordinator's limit gates: each limit holds a second job back, and skipping its gate (by Koordinator's
+# name) lets it through, as `filterMaxMigrating*` of its arbitrator are switched off.
+OPEN_LIMITS = {
+    "evictBurst": 10,
+    "evictQPS": 100,
+    "maxMigratingPerNode": 50,
+    "maxMigratingPerNamespace": 50,
+    "maxMigratingPerWorkload": 10,
+    "maxUnavailablePerWorkload": 10,
+    "objectLimiters": {"workload": {"duration": "1s", "maxMigrating": 1000}},  # not a gate in Koordinator
+}
+
+
+@pytest.mark.parametrize(
+    ("gate", "limit", "rule"),
+    [
+        ("MaxMigratingGlobally", {"maxMigratingGlobally": 1}, "maxMigratingGlobally"),
+        ("MaxMigratingPerNode", {"maxMigratingPerNode": 1}, "maxMigratingPerNode"),
+        ("MaxMigratingPerNamespace", {"maxMigratingPerNamespace": 1}, "maxMigratingPerNamespace"),
+        ("MaxMigratingPerWorkload", {"maxMigratingPerWorkload": 1}, "maxMigratingPerWorkload"),
+        ("MaxUnavailablePerWorkload", {"maxUnavailablePerWorkload": 1}, "maxUnavailablePerWorkload"),
+    ],
+)
+def test_each_limit_holds_and_its_koordinator_gate_lifts_it(
+    gate: str, limit: dict[str, Any], rule: str
+) -> None:
+    workload = WorkloadFacts(key="Deployment/default/web", replicas=40)
+
+    def second_job(**skips: Any) -> limits.Outcome:
+        config = args(**{**OPEN_LIMITS, **limit, **skips})
+        ledger = empty_ledger(ready=40)
+        assert admit(ledger, limits.plan(*job_pod(0), workload, pdbs=(), args=config)).admitted
+        return admit(ledger, limits.plan(*job_pod(1), workload, pdbs=(), args=config))
+
+    held = second_job()
+    assert not held.admitted and held.rule == rule, held
+    assert second_job(skipEvictionGates=[gate]).admitted

@@ -258,3 +258,29 @@ def test_kubeconfig_list_takes_the_first_file_that_exists(tmp_path: Path) -> Non
     assert load_config(None, env={"KUBECONFIG": listed}).kubernetes.kubeconfig == str(present)
     absent = f"{tmp_path / 'a'}:{tmp_path / 'b'}"
     assert load_config(None, env={"KUBECONFIG": absent}).kubernetes.kubeconfig == str(tmp_path / "a")
+
+
+@pytest.mark.parametrize(
+    ("gate", "said"),
+    [
+        ("BarePod", "did you mean 'BarePods'?"),  # Koordinator's names are plural where they are
+        ("namespace", "did you mean 'Namespaces'?"),
+        ("DaemonSet", "did you mean 'podherd.io/DaemonSet'?"),  # Podherd's own gates carry its prefix
+        ("Teleport", "known: MaxUnavailablePerWorkload, MaxMigratingPerWorkload,"),
+    ],
+)
+def test_a_gate_near_a_known_one_is_refused_naming_it(gate: str, said: str) -> None:
+    with pytest.raises(ConfigError) as refused:
+        config_from_dict({"migrationController": {"skipEvictionGates": [gate]}})
+    assert refused.value.key == "migrationController.skipEvictionGates[0]"
+    assert said in str(refused.value), refused.value
+
+
+def test_koordinators_fourteen_gates_are_accepted_by_its_names() -> None:
+    names = [
+        "MaxUnavailablePerWorkload", "MaxMigratingPerWorkload", "MaxMigratingPerNode",
+        "MaxMigratingPerNamespace", "MaxMigratingGlobally", "ExpectedReplicas", "PVC", "BarePods",
+        "LocalStorage", "SystemCritical", "PriorityThreshold", "LabelSelector", "Namespaces", "NodeFit",
+    ]  # fmt: skip
+    config = config_from_dict({"migrationController": {"skipEvictionGates": names}})
+    assert config.migration_controller.skipped_gates == frozenset(names)

@@ -149,7 +149,7 @@ def test_a_drain_lifts_the_local_storage_filter_for_emptydir_only() -> None:
 def test_a_forced_drain_lifts_the_bare_pod_filter() -> None:
     bare = replace(POD, owner=None)
     refused = filters.evaluate(JOB, bare, None, args=args())
-    assert refused is not None and refused.message.startswith("BarePod:")
+    assert refused is not None and refused.message.startswith("BarePods:")
     assert filters.evaluate(replace(JOB, lifts=frozenset({"BarePod"})), bare, None, args=args()) is None
 
 

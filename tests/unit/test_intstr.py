@@ -27,7 +27,6 @@ from shared.intstr import max_migrating, max_unavailable, scaled_value, validate
 def test_default_limits(replicas: int, expected: int) -> None:
     assert max_unavailable(replicas, None) == expected
     assert max_migrating(replicas, None) == expected
-    assert max_unavailable(replicas, 0) == expected  # seed 001: 0 means the defaults
 
 
 @pytest.mark.parametrize(
@@ -58,16 +57,18 @@ def test_configured_values_override_defaults() -> None:
 @pytest.mark.parametrize(
     ("replicas", "configured", "expected"),
     [
-        (50, "0%", 5),  # comes to 0: the default (10% of 50), not "nothing, ever"
-        (50, 0, 5),
-        (6, "0%", 2),
+        (50, "0%", 1),  # set, and comes to 0: 1 (Koordinator's GetMaxUnavailable), not the default
+        (50, 0, 1),
+        (6, "0%", 1),
+        (50, "1%", 1),
+        (0, 0, 0),  # capped at the replica count
         (6, "150%", 6),  # above the replica count: capped at it
         (6, 7, 6),
         (6, "100%", 6),
         (2, 5, 2),
     ],
 )
-def test_values_that_come_to_zero_take_the_default_and_all_are_capped(
+def test_set_values_that_come_to_zero_are_one_and_all_are_capped(
     replicas: int, configured: int | str, expected: int
 ) -> None:
     assert max_unavailable(replicas, configured) == expected

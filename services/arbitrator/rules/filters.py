@@ -195,14 +195,14 @@ def _expected_replicas(s: Subject) -> str | None:
 
 
 _GATES = (
-    ("EvictionCost", _eviction_cost),
-    ("Terminating", _terminating),
-    ("MirrorPod", _mirror),
-    ("StaticPod", _static),
-    ("DaemonSet", _daemonset),
-    ("BarePod", _bare_pod),
-    ("SchedulerName", _scheduler_name),
-    ("Namespace", _namespace),
+    ("podherd.io/EvictionCost", _eviction_cost),
+    ("podherd.io/Terminating", _terminating),
+    ("podherd.io/MirrorPod", _mirror),
+    ("podherd.io/StaticPod", _static),
+    ("podherd.io/DaemonSet", _daemonset),
+    ("BarePods", _bare_pod),
+    ("podherd.io/SchedulerName", _scheduler_name),
+    ("Namespaces", _namespace),
     ("LabelSelector", _label_selector),
     ("PriorityThreshold", _priority_threshold),
     ("SystemCritical", _system_critical),

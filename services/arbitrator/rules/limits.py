@@ -63,7 +63,8 @@ def plan(
     # A surge removes the old pod only once the new one is Ready: its limits and budgets allow one more (the
     # pods expected, against which the unavailable ones are counted, stay as they are).
     extra = 1 if job.surge else 0
-    if args.max_migrating_globally > 0:
+    skip = args.skipped_gates
+    if args.max_migrating_globally > 0 and "MaxMigratingGlobally" not in skip:
         slots.append(Slot("maxMigratingGlobally", GLOBAL, args.max_migrating_globally, "the cluster"))
     if EVICT_ANNOTATION not in pod.annotations:
         limiters = args.object_limiters
@@ -93,7 +94,7 @@ def plan(
                     count=limiters.namespace.max_migrating,
                 )
             )
-        if args.max_migrating_per_node > 0 and pod.node_name:
+        if args.max_migrating_per_node > 0 and pod.node_name and "MaxMigratingPerNode" not in skip:
             slots.append(
                 Slot(
                     "maxMigratingPerNode",
@@ -102,7 +103,7 @@ def plan(
                     f"node {pod.node_name}",
                 )
             )
-        if args.max_migrating_per_namespace > 0:
+        if args.max_migrating_per_namespace > 0 and "MaxMigratingPerNamespace" not in skip:
             slots.append(
                 Slot(
                     "maxMigratingPerNamespace",
@@ -111,7 +112,7 @@ def plan(
                     f"namespace {pod.namespace}",
                 )
             )
-        if workload is not None:
+        if workload is not None and "MaxMigratingPerWorkload" not in skip:
             slots.append(
                 Slot(
                     "maxMigratingPerWorkload",
@@ -120,6 +121,7 @@ def plan(
                     f"workload {workload.key}",
                 )
             )
+        if workload is not None and "MaxUnavailablePerWorkload" not in skip:
             # Same set, counted with the workload's pods that are not Ready: each job in flight once.
             slots.append(
                 Slot(
