@@ -316,6 +316,7 @@ def _positive_duration(key: str, value: str) -> None:
 def unknown_gate(gate: str) -> str:
     """Why `gate` is refused, with the name meant where it is near one (Koordinator's plurals, Podherd's own
     gates without their prefix)."""
+
     def key(name: str) -> str:
         return name.removeprefix("podherd.io/").lower().rstrip("s")
 
