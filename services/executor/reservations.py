@@ -1,12 +1,15 @@
-"""The Reservation a job creates for its pod's replacement (pure), built as Koordinator builds it.
+"""The Reservation a job creates for its pod's replacement (pure), built as Koordinator's
+`CreateOrUpdateReservationOptions` builds it from `reservationOptions.template`, a ReservationTemplateSpec:
 
-- template: the pod's metadata (labels, annotations) and spec with `nodeName` cleared, merged with
-  `reservationOptions.template` when the job gives one;
-- a required node-affinity term excluding the pod's current node (added to every existing term, since terms
-  are OR-ed), or, for a job with a target node (seed 002), `nodeName` pinned there;
-- owners: the pod's controller (with its namespace), or the pod itself when it is Pending and unscheduled;
-- `allocateOnce: true`; ttl the job's unless the template sets one; a name derived from the job (its own);
-  labels saying Podherd created it, for which job.
+- its `metadata` is the Reservation's (labels and annotations kept; Podherd's own labels added and its own
+  name per attempt, so each attempt is a Reservation of its own);
+- its `spec` is the Reservation's spec (`owners`, `ttl`, `expires`, `taints`, `preAllocation`, ... as
+  written); what it leaves out is filled from the pod: `template` (the pod's labels, annotations and spec),
+  `owners` (the pod's controller, with its namespace, or the pod itself when it is Pending and
+  unscheduled); `allocateOnce` is always true and the pod template's `nodeName` always cleared;
+- a required node-affinity term excluding the pod's current node is added to the pod template's every term
+  (terms are OR-ed), or, for a job with a target node, the template's `nodeName` is pinned there;
+- `ttl` the job's (else the configured default job ttl) unless the template sets a `ttl` or `expires`.
 """
 
 from __future__ import annotations
@@ -27,51 +30,51 @@ from shared.api.reservation import (
     is_untaken_room,
     reservation_name,
 )
+from shared.durations import parse_duration
 
 API_VERSION = "scheduling.koordinator.sh/v1alpha1"
 
 
 def reservation_for(job: PodMigrationJob, pod: Pod, default_ttl: str, *, attempt: int = 1) -> dict[str, Any]:
     job_name = job.metadata.name or ""
-    meta = pod.metadata
-    spec = copy.deepcopy(pod.spec)
-    node = spec.pop("nodeName", None)
-    template: dict[str, Any] = {
-        "metadata": {"labels": dict(meta.labels or {}), "annotations": dict(meta.annotations or {})},
-        "spec": spec,
-    }
     options = job.spec.reservation_options
-    extra = options.template if options is not None else None
-    ttl = job.spec.ttl or default_ttl
-    if extra is not None:
-        template["metadata"].update(extra.metadata or {})
-        template["spec"].update(extra.spec or {})
+    given = options.template if options is not None else None
+    meta: dict[str, Any] = copy.deepcopy(given.metadata or {}) if given is not None else {}
+    spec: dict[str, Any] = copy.deepcopy(given.spec or {}) if given is not None else {}
+    template = spec.get("template") or _pod_template(pod)
+    pod_spec = template.setdefault("spec", {})
+    pod_spec.pop("nodeName", None)
     target = (job.metadata.annotations or {}).get(ANNOTATION_TARGET_NODE)
     if target:
-        template["spec"]["nodeName"] = target
-    elif node:
-        _exclude_node(template["spec"], node)
-    reservation_spec: dict[str, Any] = {
-        "template": template,
-        "owners": [_owner(pod)],
-        "allocateOnce": True,
-        "ttl": ttl,
+        pod_spec["nodeName"] = target
+    elif pod.spec.get("nodeName"):
+        _exclude_node(pod_spec, pod.spec["nodeName"])
+    spec["template"] = template
+    if not spec.get("owners"):
+        spec["owners"] = [_owner(pod)]
+    spec["allocateOnce"] = True
+    ttl = job.spec.ttl if job.spec.ttl is not None else default_ttl
+    if not spec.get("ttl") and not spec.get("expires") and parse_duration(ttl) > 0:
+        spec["ttl"] = ttl  # a job without a ttl (0) leaves the Reservation's to its CRD's default
+    labels = {
+        **(meta.get("labels") or {}),
+        LABEL_CREATED_BY: "podherd",
+        LABEL_JOB: job_name,
+        LABEL_ATTEMPT: str(attempt),
+        LABEL_CONTROLLER: _controller_uid(pod),
     }
-    if extra is not None and extra.spec and extra.spec.get("ttl"):
-        reservation_spec["ttl"] = extra.spec["ttl"]
+    metadata: dict[str, Any] = {"name": reservation_name(job_name, attempt), "labels": labels}
+    if meta.get("annotations"):
+        metadata["annotations"] = dict(meta["annotations"])
+    return {"apiVersion": API_VERSION, "kind": "Reservation", "metadata": metadata, "spec": spec}
+
+
+def _pod_template(pod: Pod) -> dict[str, Any]:
+    """The pod as a pod template: its labels, annotations and spec."""
+    meta = pod.metadata
     return {
-        "apiVersion": API_VERSION,
-        "kind": "Reservation",
-        "metadata": {
-            "name": reservation_name(job_name, attempt),
-            "labels": {
-                LABEL_CREATED_BY: "podherd",
-                LABEL_JOB: job_name,
-                LABEL_ATTEMPT: str(attempt),
-                LABEL_CONTROLLER: _controller_uid(pod),
-            },
-        },
-        "spec": reservation_spec,
+        "metadata": {"labels": dict(meta.labels or {}), "annotations": dict(meta.annotations or {})},
+        "spec": copy.deepcopy(pod.spec),
     }
 
 

@@ -6,7 +6,7 @@ which is what a user reading `kubectl get pmj -o yaml` needs to fix it.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from shared.api.pmj import (
     REASON_INVALID_POD_REF,
@@ -38,4 +38,35 @@ def validate_pmj(job: PodMigrationJob) -> Invalid | None:
     options = job.spec.reservation_options
     if options and options.reservation_ref is not None and not options.reservation_ref.name:
         return Invalid(REASON_INVALID_RESERVATION, "spec.reservationOptions.reservationRef.name is required")
+    if options and options.template is not None:
+        return _template(options.template.spec or {})
     return None
+
+
+# The fields of a ReservationSpec the Reservation is built around, and the JSON type each must have.
+_TEMPLATE_TYPES = {"template": (dict, "an object (a pod template)"), "owners": (list, "a list of owners")}
+
+
+def _template(spec: dict[str, Any]) -> Invalid | None:
+    """`reservationOptions.template` is a ReservationTemplateSpec: its `spec` a ReservationSpec."""
+    where = "spec.reservationOptions.template.spec"
+    for field, (kind, what) in _TEMPLATE_TYPES.items():
+        value = spec.get(field)
+        if value is not None and not isinstance(value, kind):
+            return Invalid(REASON_INVALID_SPEC, f"{where}.{field} must be {what}, got {value!r}")
+    template = spec.get("template") or {}
+    if not isinstance(template.get("spec", {}), dict):
+        return Invalid(REASON_INVALID_SPEC, f"{where}.template.spec must be an object (a pod spec)")
+    ttl = spec.get("ttl")
+    if ttl is not None and _duration(ttl) is None:
+        return Invalid(REASON_INVALID_SPEC, f"{where}.ttl must be a duration such as 30m, got {ttl!r}")
+    return None
+
+
+def _duration(value: object) -> float | None:
+    """Seconds of a Go duration that is not negative; None for anything else."""
+    try:
+        seconds = parse_duration(value) if isinstance(value, str) else -1.0
+    except ValueError:
+        return None
+    return seconds if seconds >= 0 else None

@@ -587,6 +587,41 @@ async def test_target_node_pins_the_replacement(
     assert kube.core.read_namespaced_pod(job["status"]["podRef"]["name"], "default").spec.node_name == target
 
 
+async def test_a_reservation_template_is_the_reservations_spec_and_places_the_replacement(
+    kubesim_factory: Callable[..., SimHandle], nats_srv: Server, redis_srv: Server, test_id: str
+) -> None:
+    """`reservationOptions.template` as Koordinator reads it: its spec is the Reservation's, its pod template
+    (here with a node selector) where the room is made, its metadata the Reservation's labels."""
+    kube = start(kubesim_factory, cluster(nodes=4))
+    pods = web_pods(kube)
+    name = sorted(pods)[0]
+    here = pods[name].spec.node_name
+    target = next(n for n in ("node-4", "node-3", "node-2") if n != here)
+    pod = kube.core.read_namespaced_pod(name, "default")
+    pod_spec = kube.api.sanitize_for_serialization(pod.spec)
+    pod_spec["nodeSelector"] = {"kubernetes.io/hostname": target}
+    template = {
+        "metadata": {"labels": {"team": "payments"}},
+        "spec": {"template": {"metadata": {"labels": dict(pod.metadata.labels)}, "spec": pod_spec}},
+    }
+    config = pipeline_config(kube.handle, nats_srv, redis_srv, test_id)
+    async with pipeline(config):
+        create_job(kube, "templated", name, reservationOptions={"template": template})
+        made = await asyncio.to_thread(
+            watch_until,
+            kube.custom.list_cluster_custom_object,
+            lambda state: "/templated" in state,
+            group="scheduling.koordinator.sh",
+            version="v1alpha1",
+            plural="reservations",
+        )
+        job = await until_job(kube, "templated", ended)
+    assert made["/templated"]["metadata"]["labels"]["team"] == "payments"
+    assert job["status"]["phase"] == "Succeeded", job["status"]
+    assert job["status"]["nodeName"] == target
+    assert kube.core.read_namespaced_pod(job["status"]["podRef"]["name"], "default").spec.node_name == target
+
+
 async def test_dry_run_changes_nothing_in_the_cluster(
     kubesim_factory: Callable[..., SimHandle], nats_srv: Server, redis_srv: Server, test_id: str
 ) -> None:

@@ -38,7 +38,7 @@ def invalid_specs(draw: st.DrawFn) -> tuple[str, str, dict[str, Any]]:
     """(field, reason, spec): a spec valid for the CRD but for one field Podherd reads."""
     pod = {"namespace": "default", "name": draw(st.sampled_from(["web-a", "web-b"]))}
     text = st.text(min_size=1, max_size=20)
-    choice = draw(st.integers(0, 7))
+    choice = draw(st.integers(0, 9))
     if choice == 0:
         return (
             "spec.mode",
@@ -74,6 +74,20 @@ def invalid_specs(draw: st.DrawFn) -> tuple[str, str, dict[str, Any]]:
             "spec.deleteOptions.propagationPolicy",
             "InvalidSpec",
             {"podRef": pod, "deleteOptions": {"propagationPolicy": policy}},
+        )
+    if choice == 7:  # a ReservationTemplateSpec: its spec is the Reservation's
+        ttl = draw(text.filter(lambda t: not _duration(t)))
+        return (
+            "spec.reservationOptions.template.spec.ttl",
+            "InvalidSpec",
+            {"podRef": pod, "reservationOptions": {"template": {"spec": {"ttl": ttl}}}},
+        )
+    if choice == 8:
+        not_a_template = draw(st.one_of(text, st.lists(st.integers(), min_size=1), st.integers()))
+        return (
+            "spec.reservationOptions.template.spec.template",
+            "InvalidSpec",
+            {"podRef": pod, "reservationOptions": {"template": {"spec": {"template": not_a_template}}}},
         )
     ref = {"namespace": "default"}
     return (
