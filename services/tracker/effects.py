@@ -19,7 +19,15 @@ from services.tracker.recorder import EventRecorder
 from shared import bus
 from shared.api import codec, paths
 from shared.api.messages import AuditRecord, Command, JobRef, Step
-from shared.api.pmj import ANNOTATION_REQUESTER, API_VERSION, GROUP, PHASE_PENDING, Phase, PodMigrationJob
+from shared.api.pmj import (
+    ANNOTATION_OWN_ROOM,
+    ANNOTATION_REQUESTER,
+    API_VERSION,
+    GROUP,
+    PHASE_PENDING,
+    Phase,
+    PodMigrationJob,
+)
 from shared.config import PodherdConfig
 from shared.kube import KubeClient, KubeError
 from shared.publisher import Publisher
@@ -73,9 +81,11 @@ class Effects:
         """Name the Reservation Podherd made for the job's current attempt in its reservationRef, as
         Koordinator's controller does, so `kubectl get pmj -o yaml` shows which room the job holds."""
         ref = {"apiVersion": API_VERSION, "kind": "Reservation", "name": reservation.name}
-        return await self.patch_job(
-            job, {"spec": {"reservationOptions": {"reservationRef": {**ref, "uid": reservation.uid or None}}}}
-        )
+        patch = {
+            "metadata": {"annotations": {ANNOTATION_OWN_ROOM: reservation.name}},  # ours, whatever its name
+            "spec": {"reservationOptions": {"reservationRef": {**ref, "uid": reservation.uid or None}}},
+        }
+        return await self.patch_job(job, patch)
 
     async def patch_job(self, job: PodMigrationJob, patch: dict[str, Any]) -> PodMigrationJob | None:
         """A merge patch of the PMJ; one that fails is written again on the job's next look. Returns the job

@@ -183,11 +183,6 @@ class Observer:
             items = [r for r in found_each if r is not None and made_for(r, name)]
         elif job.phase != PHASE_PENDING:  # a Pending job was never asked a Reservation for
             items = await self.list(paths.RESERVATIONS, f"{LABEL_JOB}={name}")
-        if ref is not None and not items and job.phase not in TERMINAL_PHASES:
-            # Named as Podherd names them, yet none of Podherd's is there: a Reservation of the user's?
-            found = await self.get(paths.reservation(ref))
-            if found is not None and not made_for(found, name):
-                return [reservation_view(found)], 1
         items.sort(key=attempt_of)
         attempt = attempt_of(items[-1]) if items else 0
         return [reservation_view(r) for r in items], attempt

@@ -16,7 +16,6 @@ from typing import Any, Final, Literal, TypeAlias
 import msgspec
 
 from shared.api.meta import DeleteOptions, Duration, KubeStruct, ObjectMeta, ObjectReference
-from shared.api.reservation import attempt_named
 from shared.durations import parse_duration
 
 GROUP: Final = "scheduling.koordinator.sh"
@@ -112,6 +111,8 @@ REASONS: Final = frozenset(
 # Podherd's annotations on a PMJ (contract 1 of the architecture brief: never new fields).
 ANNOTATION_TARGET_NODE: Final = "podherd.io/target-node"
 ANNOTATION_INTENT_ID: Final = "podherd.io/intent-id"
+# The reservationRef Podherd wrote (the Reservation it made for the job's current attempt).
+ANNOTATION_OWN_ROOM: Final = "podherd.io/reservation-ref"
 ANNOTATION_REQUESTER: Final = "podherd.io/requester"  # as verified: who the request was authorized as
 ANNOTATION_CLAIMED_REQUESTER: Final = "podherd.io/claimed-requester"  # what the intent said it was from
 ANNOTATION_MIGRATION_PRIORITY: Final = "podherd.io/migration-priority"
@@ -210,10 +211,12 @@ class PodMigrationJob(KubeStruct):
 
     @property
     def user_reservation(self) -> str | None:
-        """The Reservation the user named for this job: a `reservationRef` to a name Podherd never gives a
-        Reservation of this job (Podherd writes its own there too, as Koordinator's controller does)."""
+        """The Reservation the user named for this job: a `reservationRef` Podherd did not write. Podherd
+        writes its own there too, as Koordinator's controller does, and says so in `ANNOTATION_OWN_ROOM`:
+        whose the Reservation is never depends on its name (a user may name one as Podherd would)."""
         ref = self.spec.reservation_ref_name
-        return ref if ref is not None and attempt_named(self.metadata.name or "", ref) is None else None
+        ours = (self.metadata.annotations or {}).get(ANNOTATION_OWN_ROOM)
+        return ref if ref is not None and ref != ours else None
 
 
 def new_pmj(name: str, pod_ref: ObjectReference, **spec: Any) -> PodMigrationJob:

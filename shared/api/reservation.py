@@ -52,15 +52,6 @@ def reservation_name(job_name: str, attempt: int = 1) -> str:
     return job_name if attempt <= 1 else f"{job_name}-{attempt}"
 
 
-def attempt_named(job_name: str, name: str) -> int | None:
-    """The attempt `name` is Podherd's name for (see `reservation_name`); None when Podherd never gives a
-    Reservation of this job that name, so a `reservationRef` to it can only be the user's."""
-    if name == job_name:
-        return 1
-    head, _, tail = name.rpartition("-")
-    return int(tail) if head == job_name and tail.isdigit() and tail[0] != "0" and int(tail) >= 2 else None
-
-
 def attempt_of(reservation: dict[str, Any]) -> int:
     """The attempt a Reservation Podherd made is for (its label; 1 when unlabelled)."""
     labels = (reservation.get("metadata") or {}).get("labels") or {}

@@ -735,9 +735,11 @@ async def test_a_named_reservation_is_used_and_left_to_its_owner(
     assert job["spec"]["reservationOptions"]["reservationRef"] == {"name": room}  # left as named
 
 
+@pytest.mark.parametrize("room", ["brief-room", "short-lived"])  # the second: the name Podherd would give
 async def test_a_named_reservation_that_expires_before_it_is_used_fails_the_job_at_once(
-    kubesim_factory: Callable[..., SimHandle], nats_srv: Server, redis_srv: Server, test_id: str
+    kubesim_factory: Callable[..., SimHandle], nats_srv: Server, redis_srv: Server, test_id: str, room: str
 ) -> None:
+    """A user's Reservation is the user's whatever its name, even the one Podherd would give its own."""
     from services.executor.reservations import reservation_for
     from shared.api.pmj import PodMigrationJob
 
@@ -746,11 +748,11 @@ async def test_a_named_reservation_that_expires_before_it_is_used_fails_the_job_
     name = sorted(web_pods(kube))[0]
     pod = kube.api.sanitize_for_serialization(kube.core.read_namespaced_pod(name, "default"))
     brief = reservation_for(PodMigrationJob(), pod_from(pod), "3s")
-    brief["metadata"] = {"name": "brief-room"}
+    brief["metadata"] = {"name": room}
     kube.custom.create_cluster_custom_object(GROUP, VERSION, "reservations", brief)
     config = pipeline_config(kube.handle, nats_srv, redis_srv, test_id, watch=BLIND_TO_BUDGETS)
     async with pipeline(config):
-        ref = {"reservationRef": {"name": "brief-room"}}
+        ref = {"reservationRef": {"name": room}}
         create_job(kube, "short-lived", name, ttl="60s", reservationOptions=ref)
         job = await until_job(kube, "short-lived", ended)
     assert (job["status"]["phase"], job["status"].get("reason")) == ("Failed", "ReservationExpired"), job

@@ -13,6 +13,7 @@ from shared.api import codec
 from shared.api.codec import SchemaError
 from shared.api.meta import ObjectReference, controller_of
 from shared.api.pmj import (
+    ANNOTATION_OWN_ROOM,
     PHASE_PENDING,
     REASON_INVALID_POD_REF,
     REASON_INVALID_SPEC,
@@ -25,9 +26,7 @@ from shared.api.reservation import (
     LABEL_CREATED_BY,
     LABEL_JOB,
     Reservation,
-    attempt_named,
     made_for,
-    reservation_name,
 )
 from shared.api.validation import validate_pmj
 
@@ -324,33 +323,23 @@ def test_controller_of() -> None:
     assert msgspec.structs.asdict(ref)["kind"] == "ReplicaSet"
 
 
-@pytest.mark.parametrize(
-    ("ref", "user_named"),
-    [
-        ("move-1", False),  # Podherd's name for the first attempt
-        ("move-1-2", False),
-        ("move-1-12", False),
-        ("operators-room", True),
-        ("move-1-0", True),  # never a name Podherd gives
-        ("move-1-1", True),
-        ("move-1-02", True),
-        ("move-10", True),
-        ("move-1-x", True),
-    ],
-)
-def test_a_reservation_ref_is_the_users_unless_podherd_names_its_attempts_so(
-    ref: str, user_named: bool
-) -> None:
-    job = new_pmj(
-        "move-1",
-        ObjectReference(namespace="default", name="web-0"),
-        reservation_options=PodMigrateReservationOptions(reservation_ref=ObjectReference(name=ref)),
-    )
-    assert job.spec.reservation_ref_name == ref
-    assert job.user_reservation == (ref if user_named else None)
-    assert (attempt_named("move-1", ref) is None) == user_named
-    if not user_named:
-        assert reservation_name("move-1", attempt_named("move-1", ref) or 0) == ref
+@pytest.mark.parametrize("ref", ["move-1", "move-1-2", "operators-room"])
+def test_a_reservation_ref_is_the_users_unless_podherd_wrote_it(ref: str) -> None:
+    """Whose a Reservation is does not depend on its name: one named as Podherd names its own (`move-1`,
+    `move-1-2`) is the user's when the user named it."""
+
+    def job(**annotations: str) -> PodMigrationJob:
+        options = PodMigrateReservationOptions(reservation_ref=ObjectReference(name=ref))
+        made = new_pmj(
+            "move-1", ObjectReference(namespace="default", name="web-0"), reservation_options=options
+        )
+        made.metadata.annotations = annotations
+        return made
+
+    assert job().spec.reservation_ref_name == ref
+    assert job().user_reservation == ref
+    assert job(**{ANNOTATION_OWN_ROOM: ref}).user_reservation is None  # Podherd pointed it at its own
+    assert job(**{ANNOTATION_OWN_ROOM: "move-1-3"}).user_reservation == ref  # the user named another since
 
 
 def test_podherds_own_reservations_are_known_by_their_labels() -> None:

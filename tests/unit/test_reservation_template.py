@@ -53,7 +53,7 @@ def job(template: dict[str, Any] | None, ttl: str | None = "10m") -> PodMigratio
 
 
 def test_a_template_spec_is_the_reservations_spec_and_its_metadata_the_reservations() -> None:
-    pod_template = {
+    pod_template: dict[str, Any] = {
         "metadata": {"labels": {"app": "web", "tier": "reserved"}},
         "spec": {
             "nodeName": "node-9",  # cleared: the replacement must be scheduled anew
