@@ -48,11 +48,22 @@ KOORDINATOR_GATES: Final = (
 )
 PODHERD_GATES: Final = tuple(
     f"podherd.io/{name}"
-    for name in ("EvictionCost", "SchedulerName", "DaemonSet", "MirrorPod", "StaticPod", "Terminating")
+    for name in (
+        "EvictionCost",
+        "SchedulerName",
+        "DaemonSet",
+        "MirrorPod",
+        "StaticPod",
+        "Terminating",
+        "NoEviction",
+        "DoNotDisrupt",
+        "MinPodAge",
+    )
 )
 EVICTION_GATES: Final = frozenset(KOORDINATOR_GATES + PODHERD_GATES)
 
 EvictionPolicy = Literal["Eviction", "Delete", "SoftEviction"]
+NoEvictionPolicy = Literal["Preferred", "Mandatory"]
 JobMode = Literal["ReservationFirst", "EvictDirectly"]
 NonNegative = Annotated[int, msgspec.Meta(ge=0)]
 Port = Annotated[int, msgspec.Meta(ge=0, le=65535)]
@@ -184,6 +195,12 @@ class MigrationControllerArgs(Section):
     skip_eviction_gates: list[str] = msgspec.field(default_factory=list)
     surge: SurgeArgs = msgspec.field(default_factory=SurgeArgs)
     disruption_windows: list[DisruptionWindow] = msgspec.field(default_factory=list)
+    # Podherd's own (the descheduler's DefaultEvictor has them; Koordinator's arbitrator has not): how the
+    # pods' own requests to be left be are honoured (Mandatory: never moved; Preferred: moved last), and the
+    # age (since status.startTime) below which a pod's job waits.
+    no_eviction_policy: NoEvictionPolicy = "Preferred"
+    autoscaler_protections: NoEvictionPolicy = "Mandatory"
+    min_pod_age: Duration | None = None
 
     # Seed 000 (v1.4) names of the global flow control; read as evictQPS / evictBurst when those are unset.
     flow_control_qps: str | None = msgspec.field(default=None, name="flowControlQPS")

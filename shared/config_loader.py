@@ -233,6 +233,8 @@ def validate(config: PodherdConfig) -> None:
     if args.namespaces and args.namespaces.include and args.namespaces.exclude:
         raise ConfigError(prefix + "namespaces", "only one of include and exclude can be set")
     _positive_duration(prefix + "defaultJobTTL", args.default_job_ttl)
+    if args.min_pod_age is not None:
+        _positive_duration(prefix + "minPodAge", args.min_pod_age)
     _positive_duration(prefix + "arbitrationArgs.interval", args.arbitration_args.interval)
     if not args.object_limiters.items():
         args.object_limiters = default_object_limiters()

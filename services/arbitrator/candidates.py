@@ -10,9 +10,10 @@ import msgspec
 from services.arbitrator.gather import Loaded
 from services.arbitrator.rules import filters, limits
 from services.arbitrator.rules.facts import PdbFacts, workload_key
-from shared.api.messages import WindowOpening
+from shared.api.messages import PodInfo, WindowOpening
 from shared.api.pmj import REASON_FORBIDDEN_MIGRATE_POD
 from shared.config import MigrationControllerArgs
+from shared.durations import parse_duration
 from shared.ledger import FORBIDDEN, Candidate
 from shared.windows import Closed, Open
 
@@ -20,6 +21,7 @@ from shared.windows import Closed, Open
 # the fact arrives). Facts lag (a watcher restarting, Redis restored): an absent fact never fails a job; the
 # tracker, which reads the pod itself, fails it MissingPod when the pod is gone.
 FACTS_WAIT = 1.0
+RULE_MIN_POD_AGE = "podherd.io/MinPodAge"
 # A job waiting for its disruption window is looked at again this long after the window opens (the timer
 # never fires early, and the window is open by then).
 WINDOW_SLACK = 0.01
@@ -45,6 +47,20 @@ def window_wait(window: Closed, now: datetime) -> tuple[float, str, str]:
         f"(until {o.closes_at:%Y-%m-%dT%H:%M:%SZ})"
     )
     return seconds, RULE_WINDOW, message
+
+
+def too_young(pod: PodInfo, args: MigrationControllerArgs, now: datetime) -> tuple[float, str, str] | None:
+    """A pod younger than `minPodAge` (from its status.startTime; not started yet: younger than any age)
+    waits until it is old enough, as the descheduler's DefaultEvictor leaves it be until then."""
+    if args.min_pod_age is None or RULE_MIN_POD_AGE in args.skipped_gates:
+        return None
+    least = parse_duration(args.min_pod_age)
+    age = (now - pod.started_at).total_seconds() if pod.started_at is not None else 0.0
+    if age >= least:
+        return None
+    since = f"started {pod.started_at:%Y-%m-%dT%H:%M:%SZ}" if pod.started_at else "not started yet"
+    message = f"waiting for the pod to be {args.min_pod_age} old (minPodAge; {since})"
+    return max(least - age, FACTS_WAIT), RULE_MIN_POD_AGE, message
 
 
 def candidate(
@@ -83,6 +99,8 @@ def candidate(
         return rejected(uid, pod.uid, rejection)
     if isinstance(window, Closed) and now is not None:
         return Candidate(uid, pod.uid, (), (), wait=window_wait(window, now))
+    if now is not None and (young := too_young(pod, args, now)) is not None:
+        return Candidate(uid, pod.uid, (), (), wait=young)
     plan = limits.plan(facts, pod, workload, pdbs=budgets, args=args)
     return Candidate(uid, pod.uid, plan.slots, plan.buckets, surge=facts.surge)
 

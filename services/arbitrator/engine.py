@@ -29,7 +29,7 @@ from shared import redis_client
 from shared.api.messages import EventHead
 from shared.api.pmj import ANNOTATION_ABORT, PHASE_PENDING, REASON_INVALID_SPEC, PodMigrationJob
 from shared.api.validation import validate_pmj
-from shared.config import PodherdConfig
+from shared.config import MigrationControllerArgs, PodherdConfig
 from shared.ledger import ADMITTED, DEFERRED, FORBIDDEN, REJECTED, Candidate, Ledger, Verdict, as_text
 from shared.slots import pdb_slot, workload_slot
 from shared.stats import MigrationStats
@@ -173,14 +173,8 @@ class Engine:
         now = repr(time.time())
         entries = []
         for loaded in await self.gather.load(jobs, with_migrating=True):
-            facts, pod, workload = loaded.facts, loaded.pod, loaded.workload
-            # Until its pod is known (its event may come after the job's), rank the job by what it says
-            # itself; the pod's arrival re-ranks it (`on_pod`).
-            subject = pod or PodInfo(uid="", namespace=facts.pod_namespace, name=facts.pod_name)
-            sort_order = self.config.arbitrator.sort_order
-            key = order.sort_key(
-                facts, subject, workload, migrating_in_workload=loaded.migrating, order=sort_order
-            )
+            facts = loaded.facts
+            key = _rank(loaded, self.args, self.config.arbitrator.sort_order)
             pipe.hset(self.keys.jobs, facts.uid, queued_record(facts))
             pipe.hsetnx(self.keys.since, facts.uid, now)
             pipe.hset(self.keys.pod_jobs, f"{facts.pod_namespace}/{facts.pod_name}", facts.uid)
@@ -292,7 +286,7 @@ class Engine:
     def _make_round(self, read: _Round) -> list[Prepared]:
         out = []
         now = time.time()
-        moment = datetime.fromtimestamp(now, UTC) if self.windows else None
+        moment = datetime.fromtimestamp(now, UTC)
         for i, uid in enumerate(read.uids):
             item = read.loaded.get(i)
             raw_since = read.since[i]
@@ -301,7 +295,7 @@ class Engine:
                 out.append(Prepared(Candidate(uid, "", (), (), drop=True), uid, entered))
                 continue
             pod = item.pod
-            window = self.windows.at(pod.namespace, pod.labels, moment) if moment and pod else None
+            window = self.windows.at(pod.namespace, pod.labels, moment) if self.windows and pod else None
             made = candidate(uid, item, self.args, window=window, now=moment)
             name = item.facts.name or uid
             out.append(Prepared(made, name, entered, window=window.opening if window else None))
@@ -310,3 +304,18 @@ class Engine:
     async def _job(self, uid: str) -> JobFacts | None:
         data = await self.redis.hget(self.keys.jobs, uid)
         return queued_facts(data, self.args.default_job_mode) if data else None
+
+
+def _rank(loaded: Loaded, args: MigrationControllerArgs, sort_order: str) -> order.SortKey:
+    """A queued job's sort key. Until its pod is known (its event may come after the job's), the job is
+    ranked by what it says itself; the pod's arrival re-ranks it (`on_pod`)."""
+    facts = loaded.facts
+    subject = loaded.pod or PodInfo(uid="", namespace=facts.pod_namespace, name=facts.pod_name)
+    return order.sort_key(
+        facts,
+        subject,
+        loaded.workload,
+        migrating_in_workload=loaded.migrating,
+        order=sort_order,
+        stays=order.asks_to_stay(subject, args),
+    )

@@ -34,6 +34,9 @@ ANNOTATIONS_OF_INTEREST = frozenset(
         known.CONFIG_MIRROR,
         known.CONFIG_SOURCE,
         known.POD_DELETION_COST,
+        known.PREFER_NO_EVICTION,
+        known.DO_NOT_DISRUPT,
+        known.SAFE_TO_EVICT,
     }
 )
 PODHERD_ANNOTATION_PREFIX = "podherd.io/"
@@ -74,6 +77,7 @@ class RawCondition(msgspec.Struct):
 
 class RawPodStatus(msgspec.Struct):
     phase: str | None = None
+    startTime: datetime | None = None
     qosClass: str | None = None
     conditions: list[RawCondition] | None = None
 
@@ -261,6 +265,7 @@ def pod_info(pod: RawPod, resolver: WorkloadResolver | None = None) -> PodInfo:
             for c in status.conditions or ()
         ),
         created_at=meta.creationTimestamp,
+        started_at=status.startTime,
         owner=_ref(meta.controller(), meta.namespace),
         workload=(resolver or _NO_RESOLVER).resolve(pod),
         priority=spec.priority,

@@ -20,6 +20,12 @@ EVICTION_IN_PROGRESS: Final = "descheduler.alpha.kubernetes.io/eviction-in-progr
 CONFIG_MIRROR: Final = "kubernetes.io/config.mirror"
 CONFIG_SOURCE: Final = "kubernetes.io/config.source"
 POD_DELETION_COST: Final = "controller.kubernetes.io/pod-deletion-cost"
+# What people ask the descheduler and the autoscalers for: leave this pod be (any value of the first, as the
+# descheduler's DefaultEvictor reads it; "true" and "false" of the others, as Karpenter and the
+# cluster-autoscaler read them).
+PREFER_NO_EVICTION: Final = "descheduler.alpha.kubernetes.io/prefer-no-eviction"
+DO_NOT_DISRUPT: Final = "karpenter.sh/do-not-disrupt"
+SAFE_TO_EVICT: Final = "cluster-autoscaler.kubernetes.io/safe-to-evict"
 
 # The pod condition the API server's eviction handler adds before it deletes a pod (PodDisruptionConditions).
 DISRUPTION_TARGET: Final = "DisruptionTarget"

@@ -170,6 +170,7 @@ class PodInfo(msgspec.Struct, rename="camel", kw_only=True, omit_defaults=True):
     # Deleted through the Eviction API (its DisruptionTarget condition), not outright by someone.
     evicted: bool = False
     created_at: datetime | None = None
+    started_at: datetime | None = None  # status.startTime: when the kubelet took the pod on
     owner: ObjectReference | None = None
     workload: WorkloadRef | None = None
     priority: int | None = None

@@ -60,3 +60,28 @@ async def test_a_waiting_job_names_the_budget_then_the_limiter_holding_it(
     assert cli.main(["jobs", "--kubeconfig", str(kube.handle.kubeconfig), "-o", "wide"]) == 0
     row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("limited"))
     assert words in row
+
+
+async def test_a_young_pod_waits_for_min_pod_age_and_one_that_asks_to_stay_is_not_moved(
+    kubesim_factory: Callable[..., SimHandle], nats_srv: Server, redis_srv: Server, test_id: str
+) -> None:
+    kube = start(kubesim_factory, cluster())
+    young, staying, _ = sorted(web_pods(kube))
+    # Annotated before the services start: the watcher's first listing already carries it.
+    kube.core.patch_namespaced_pod(
+        staying, "default", {"metadata": {"annotations": {"karpenter.sh/do-not-disrupt": "true"}}}
+    )
+    config = pipeline_config(kube.handle, nats_srv, redis_srv, test_id, minPodAge="1h")
+    async with pipeline(config):
+        create_job(kube, "too-soon", young)
+        create_job(kube, "asked-not-to", staying)
+        waiting = await until_job(
+            kube, "too-soon", saying("waiting for the pod to be 1h old (minPodAge; started")
+        )
+        refused = await until_job(kube, "asked-not-to", ended)
+    assert waiting["status"]["phase"] == "Pending" and young in web_pods(kube)
+    assert (refused["status"]["phase"], refused["status"]["reason"]) == ("Failed", "ForbiddenMigratePod")
+    assert refused["status"]["message"].startswith(
+        "podherd.io/DoNotDisrupt: the pod is annotated karpenter.sh/do-not-disrupt=true"
+    ), refused["status"]
+    assert staying in web_pods(kube)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -376,13 +376,16 @@ def key_for(
     workload: WorkloadFacts | None = WORKLOAD,
     migrating: int = 0,
     direction: str = "seed",
+    config: MigrationControllerArgs | None = None,
 ) -> order.SortKey:
+    subject = pod(**(pod_changes or {}))
     return order.sort_key(
         replace(JOB, **(job_changes or {})),
-        pod(**(pod_changes or {})),
+        subject,
         workload,
         migrating_in_workload=migrating,
         order=direction,
+        stays=order.asks_to_stay(subject, config or args()),
     )
 
 
@@ -415,7 +418,29 @@ def key_for(
         (key_for(migrating=0), key_for(migrating=1)),
         # lower eviction cost, then older job, then name
         (key_for(pod_changes={"annotations": {"scheduling.koordinator.sh/eviction-cost": "-5"}}), key_for()),
+        # then the lower pod-deletion-cost (the pod its ReplicaSet would remove first)
+        (
+            key_for(pod_changes={"annotations": {"controller.kubernetes.io/pod-deletion-cost": "-10"}}),
+            key_for(pod_changes={"annotations": {"controller.kubernetes.io/pod-deletion-cost": "100"}}),
+        ),
         (key_for(job_changes={"created_at": 50.0}), key_for()),
+        # a pod that prefers to stay goes after every other, however high its QoS (noEvictionPolicy Preferred)
+        (
+            key_for(pod_changes={"labels": {"koordinator.sh/qosClass": "BE"}}),
+            key_for(
+                pod_changes={
+                    "labels": {"koordinator.sh/qosClass": "LSE"},
+                    "annotations": {"descheduler.alpha.kubernetes.io/prefer-no-eviction": ""},
+                }
+            ),
+        ),
+        (
+            key_for(),
+            key_for(
+                pod_changes={"annotations": {"karpenter.sh/do-not-disrupt": "true"}},
+                config=args(autoscalerProtections="Preferred"),
+            ),
+        ),
         (key_for(job_changes={"name": "a"}), key_for(job_changes={"name": "b"})),
     ],
 )
@@ -480,3 +505,55 @@ def test_each_limit_holds_and_its_koordinator_gate_lifts_it(
     held = second_job()
     assert not held.admitted and held.rule == rule, held
     assert second_job(skipEvictionGates=[gate]).admitted
+
+
+# What people ask the descheduler and the autoscalers for, honoured as the descheduler's DefaultEvictor does
+@pytest.mark.parametrize(
+    ("annotations", "config", "gate"),
+    [
+        (
+            {"descheduler.alpha.kubernetes.io/prefer-no-eviction": ""},
+            {"noEvictionPolicy": "Mandatory"},
+            "NoEviction",
+        ),
+        ({"karpenter.sh/do-not-disrupt": "true"}, {}, "DoNotDisrupt"),  # Mandatory unless configured
+        ({"cluster-autoscaler.kubernetes.io/safe-to-evict": "false"}, {}, "DoNotDisrupt"),
+    ],
+)
+def test_a_pod_that_asks_to_stay_is_not_moved_where_that_is_mandatory(
+    annotations: dict[str, str], config: dict[str, Any], gate: str
+) -> None:
+    refused = filters.evaluate(JOB, pod(annotations=annotations), WORKLOAD, args=args(**config))
+    assert refused is not None and refused.rule == f"podherd.io/{gate}", refused
+    preferred = {**config, "noEvictionPolicy": "Preferred", "autoscalerProtections": "Preferred"}
+    assert filters.evaluate(JOB, pod(annotations=annotations), WORKLOAD, args=args(**preferred)) is None
+    skipped = args(**config, skipEvictionGates=[f"podherd.io/{gate}"])
+    assert filters.evaluate(JOB, pod(annotations=annotations), WORKLOAD, args=skipped) is None
+
+
+@pytest.mark.parametrize(
+    ("annotations", "passes"),
+    [
+        ({"karpenter.sh/do-not-disrupt": "false"}, True),
+        ({"cluster-autoscaler.kubernetes.io/safe-to-evict": "true"}, True),
+    ],
+)
+def test_the_autoscalers_annotations_count_by_their_value(annotations: dict[str, str], passes: bool) -> None:
+    assert (filters.evaluate(JOB, pod(annotations=annotations), WORKLOAD, args=args()) is None) == passes
+
+
+def test_a_pod_younger_than_min_pod_age_waits_until_it_is_old_enough() -> None:
+    from services.arbitrator.candidates import too_young
+
+    now = datetime(2026, 11, 26, 12, 0, tzinfo=UTC)
+    config = args(minPodAge="5m")
+    young = too_young(pod(started_at=now - timedelta(seconds=60)), config, now)
+    assert young is not None
+    seconds, rule, message = young
+    assert (seconds, rule) == (240.0, "podherd.io/MinPodAge")
+    assert message == "waiting for the pod to be 5m old (minPodAge; started 2026-11-26T11:59:00Z)"
+    assert too_young(pod(started_at=now - timedelta(minutes=5)), config, now) is None
+    assert too_young(pod(started_at=None), config, now) is not None  # not started: younger than any age
+    assert too_young(pod(started_at=None), args(), now) is None  # no minPodAge: no wait
+    skipped = args(minPodAge="5m", skipEvictionGates=["podherd.io/MinPodAge"])
+    assert too_young(pod(started_at=None), skipped, now) is None

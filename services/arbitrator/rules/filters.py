@@ -27,6 +27,8 @@ SYSTEM_CRITICAL_CLASSES = frozenset({"system-cluster-critical", "system-node-cri
 EVICTION_COST = known.EVICTION_COST
 MIRROR = known.CONFIG_MIRROR
 CONFIG_SOURCE = known.CONFIG_SOURCE
+PREFER_NO_EVICTION = known.PREFER_NO_EVICTION
+DO_NOT_DISRUPT, SAFE_TO_EVICT = known.DO_NOT_DISRUPT, known.SAFE_TO_EVICT
 LOCAL_STORAGE_VOLUMES = frozenset({"emptyDir", "hostPath"})
 
 
@@ -172,6 +174,27 @@ def _static(s: Subject) -> str | None:
     return None
 
 
+def _no_eviction(s: Subject) -> str | None:
+    if s.args.no_eviction_policy == "Mandatory" and PREFER_NO_EVICTION in s.pod.annotations:
+        return f"the pod is annotated {PREFER_NO_EVICTION} (noEvictionPolicy is Mandatory)"
+    return None
+
+
+def _do_not_disrupt(s: Subject) -> str | None:
+    if s.args.autoscaler_protections == "Mandatory" and (asked := autoscaler_protection(s.pod)):
+        return f"the pod is annotated {asked} (autoscalerProtections is Mandatory)"
+    return None
+
+
+def autoscaler_protection(pod: PodInfo) -> str | None:
+    """The annotation by which the pod asks the autoscalers to leave it be, if it does."""
+    if pod.annotations.get(DO_NOT_DISRUPT) == "true":
+        return f"{DO_NOT_DISRUPT}=true"
+    if pod.annotations.get(SAFE_TO_EVICT) == "false":
+        return f"{SAFE_TO_EVICT}=false"
+    return None
+
+
 def _terminating(s: Subject) -> str | None:
     return "the pod is already terminating" if s.pod.deletion_timestamp is not None else None
 
@@ -196,6 +219,8 @@ def _expected_replicas(s: Subject) -> str | None:
 
 _GATES = (
     ("podherd.io/EvictionCost", _eviction_cost),
+    ("podherd.io/NoEviction", _no_eviction),
+    ("podherd.io/DoNotDisrupt", _do_not_disrupt),
     ("podherd.io/Terminating", _terminating),
     ("podherd.io/MirrorPod", _mirror),
     ("podherd.io/StaticPod", _static),
