@@ -14,6 +14,55 @@ SKIP = frozenset(
     {"apiVersion", "kind", "replica", "migrationController.apiVersion", "migrationController.kind"}
 )
 
+# Each field of Koordinator v1.8.0's MigrationControllerArgs as Podherd reads it (by the longest key that
+# starts a row's key); a migrationController key not here is Podherd's own.
+HONOURED = "honoured"
+KOORDINATOR = {
+    **dict.fromkeys(
+        (
+            "dryRun",
+            "evictFailedBarePods",
+            "evictAllBarePods",
+            "evictLocalStoragePods",
+            "evictSystemCriticalPods",
+            "ignorePvcPods",
+            "priorityThreshold",
+            "labelSelector",
+            "namespaces",
+            "maxMigratingGlobally",
+            "maxMigratingPerNode",
+            "maxMigratingPerNamespace",
+            "skipCheckExpectedReplicas",
+            "objectLimiters",
+            "defaultJobMode",
+            "defaultJobTTL",
+            "schedulerNames",
+            "evictQPS",
+            "evictBurst",
+            "evictionPolicy",
+            "defaultDeleteOptions",
+            "arbitrationArgs.interval",
+        ),
+        HONOURED,
+    ),
+    "skipEvictionGates": "honoured (its 14 gates; Podherd's own as podherd.io/...)",
+    "maxMigratingPerWorkload": "honoured; a percentage rounds up (Koordinator's rounds down)",
+    "maxUnavailablePerWorkload": "honoured; a percentage rounds up (Koordinator's rounds down)",
+    "maxConcurrentReconciles": "accepted, not applied: the tracker sets its own concurrency",
+    "arbitrationArgs.enabled": "differs: arbitration is always on",
+    "nodeFit": "refused when true: not applied yet",
+    "nodeSelector": "refused when set: not applied yet",
+}
+
+
+def koordinator(key: str) -> str:
+    """How Podherd reads a migrationController key Koordinator also has ("" for other sections)."""
+    if not key.startswith("migrationController."):
+        return ""
+    field = key.removeprefix("migrationController.")
+    known = [k for k in KOORDINATOR if field == k or field.startswith(k + ".")]
+    return KOORDINATOR[max(known, key=len)] if known else "Podherd's own"
+
 
 def _type_name(t: msgspec.inspect.Type) -> str:
     if isinstance(t, msgspec.inspect.UnionType):
@@ -59,7 +108,7 @@ def rows(struct: msgspec.inspect.StructType, prefix: str = "", defaults: Any = N
             out.extend(rows(nested, f"{key}.", value))
             continue
         env = "PODHERD_" + "__".join(part.upper() for part in key.split("."))
-        out.append((f"`{key}`", _type_name(field.type), _default(value), f"`{env}`"))
+        out.append((f"`{key}`", _type_name(field.type), _default(value), f"`{env}`", koordinator(key)))
     return out
 
 
@@ -67,9 +116,9 @@ def config_reference() -> str:
     struct = msgspec.inspect.type_info(PodherdConfig)
     assert isinstance(struct, msgspec.inspect.StructType)
     table = rows(struct, defaults=PodherdConfig(replica="<hostname>-<pid>"))
-    lines = ["| key | type | default | environment |", "|---|---|---|---|"]
+    lines = ["| key | type | default | environment | Koordinator v1.8.0 |", "|---|---|---|---|---|"]
     lines += ["| " + " | ".join(row) + " |" for row in table]
     lines.append(
-        "| `replica` | str | `<hostname>-<pid>` | `PODHERD_REPLICA` |",
+        "| `replica` | str | `<hostname>-<pid>` | `PODHERD_REPLICA` | |",
     )
     return "\n".join(lines) + "\n"

@@ -172,7 +172,7 @@ class MigrationControllerArgs(Section):
     priority_threshold: PriorityThreshold | None = None
     label_selector: LabelSelector | None = None
     namespaces: Namespaces | None = None
-    # Accepted for compatibility; seed 001 notes they have no effect in Koordinator v1.4 either.
+    # Koordinator v1.8.0 applies them (its DefaultEvictor); Podherd refuses them until it does too.
     node_fit: bool = False
     node_selector: str | None = None
 

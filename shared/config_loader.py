@@ -5,6 +5,7 @@ cannot say is validated."""
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from collections.abc import Mapping
@@ -32,6 +33,13 @@ from shared.config import (
 )
 from shared.durations import parse_duration
 from shared.redact import without_credentials
+
+log = logging.getLogger("shared.config")
+MIGRATION_PLUGIN = "MigrationController"
+NOT_YET = (
+    "not applied by Podherd yet: its arbitrator does not look at {} before admitting a job (a"
+    " ReservationFirst job reserves room first and fails, unevicted, where there is none); leave it out"
+)
 
 # ---------------------------------------------------------------------------------------------------------
 # Loading
@@ -101,6 +109,7 @@ def _normalise(document: dict[str, Any]) -> dict[str, Any]:
         return {"migrationController": document}
     if kind in DESCHEDULER_KINDS or ("profiles" in document and "migrationController" not in document):
         args = _migration_args_from_profiles(document.get("profiles"))
+        _say_what_is_ignored(document)
         return {"migrationController": args}
     return document
 
@@ -110,12 +119,41 @@ def _migration_args_from_profiles(profiles: Any) -> dict[str, Any]:
         raise ConfigError("profiles", "expected a list of descheduler profiles")
     for i, profile in enumerate(profiles):
         for j, plugin in enumerate((profile or {}).get("pluginConfig") or []):
-            if isinstance(plugin, dict) and plugin.get("name") == "MigrationController":
+            if isinstance(plugin, dict) and plugin.get("name") == MIGRATION_PLUGIN:
                 args = plugin.get("args") or {}
                 if not isinstance(args, dict):
                     raise ConfigError(f"profiles[{i}].pluginConfig[{j}].args", "expected a mapping")
                 return args
     raise ConfigError("profiles", "no pluginConfig named MigrationController in any profile")
+
+
+def _say_what_is_ignored(document: dict[str, Any]) -> None:
+    """One warning for what a DeschedulerConfiguration holds besides the MigrationController's args: the
+    descheduler process's own settings, and the other plugins (Podherd moves pods only on request)."""
+    settings = sorted(k for k in document if k not in ("apiVersion", "kind", "profiles"))
+    plugins: set[str] = set()
+    for profile in document.get("profiles") or []:
+        if not isinstance(profile, dict):
+            continue
+        plugins.update(str(p.get("name")) for p in profile.get("pluginConfig") or [] if isinstance(p, dict))
+        for stage in (profile.get("plugins") or {}).values():
+            enabled = (stage or {}).get("enabled") if isinstance(stage, dict) else None
+            plugins.update(str(p.get("name")) for p in enabled or [] if isinstance(p, dict))
+    plugins.discard(MIGRATION_PLUGIN)
+    plugins.discard("*")
+    if settings or plugins:
+        log.warning(
+            "Koordinator's DeschedulerConfiguration: only the %s plugin's args are read; ignored: %s",
+            MIGRATION_PLUGIN,
+            "; ".join(
+                part
+                for part in (
+                    f"the descheduler's own settings {', '.join(settings)}" if settings else "",
+                    f"the plugins {', '.join(sorted(plugins))}" if plugins else "",
+                )
+                if part
+            ),
+        )
 
 
 def _field_names(struct_type: type[msgspec.Struct]) -> dict[str, tuple[str, Any]]:
@@ -243,6 +281,10 @@ def validate(config: PodherdConfig) -> None:
     for i, gate in enumerate(args.skip_eviction_gates):
         if gate not in EVICTION_GATES:
             raise ConfigError(f"{prefix}skipEvictionGates[{i}]", unknown_gate(gate))
+    if args.node_fit and "NodeFit" not in args.skipped_gates:
+        raise ConfigError(prefix + "nodeFit", NOT_YET.format("whether the pod fits another node"))
+    if args.node_selector:
+        raise ConfigError(prefix + "nodeSelector", NOT_YET.format("the nodes a pod is on"))
     for i, window in enumerate(args.disruption_windows):
         problem = windows.check(window)
         if problem is not None:

@@ -1,0 +1,105 @@
+"""Koordinator's own configuration file, read as it is: its MigrationController plugin's args honoured with
+Koordinator's meaning, the rest of the DeschedulerConfiguration ignored with one warning naming it, and
+`podherd config --reference` saying how Podherd reads each of Koordinator's fields."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+
+from podherd import cli
+from podherd.reference import KOORDINATOR, config_reference
+from shared.config import ConfigError
+from shared.config_loader import parse_config_text
+
+SHIPPED = Path(__file__).parents[1] / "data" / "koordinator" / "descheduler-config.yaml"
+# Koordinator v1.8.0's MigrationControllerArgs, field by field (types_pluginargs.go, v1alpha2).
+KOORDINATOR_FIELDS = (
+    "dryRun",
+    "maxConcurrentReconciles",
+    "evictFailedBarePods",
+    "evictAllBarePods",
+    "evictLocalStoragePods",
+    "evictSystemCriticalPods",
+    "ignorePvcPods",
+    "priorityThreshold",
+    "labelSelector",
+    "namespaces",
+    "nodeFit",
+    "nodeSelector",
+    "skipEvictionGates",
+    "maxMigratingGlobally",
+    "maxMigratingPerNode",
+    "maxMigratingPerNamespace",
+    "maxMigratingPerWorkload",
+    "maxUnavailablePerWorkload",
+    "skipCheckExpectedReplicas",
+    "objectLimiters",
+    "defaultJobMode",
+    "defaultJobTTL",
+    "schedulerNames",
+    "evictQPS",
+    "evictBurst",
+    "evictionPolicy",
+    "defaultDeleteOptions",
+    "arbitrationArgs.enabled",
+    "arbitrationArgs.interval",
+)
+
+
+def test_koordinators_shipped_configuration_is_read_as_it_is(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING, "shared.config")
+    args = parse_config_text(SHIPPED.read_text()).migration_controller
+    assert args.eviction_policy == "Eviction"
+    assert args.namespaces is not None and args.namespaces.exclude == ["kube-system", "koordinator-system"]
+    assert (args.evict_qps_value, args.evict_burst) == (10.0, 1)
+    [warning] = [r.getMessage() for r in caplog.records]
+    assert warning.startswith("Koordinator's DeschedulerConfiguration: only the MigrationController plugin's")
+    for ignored in (
+        "deschedulingInterval",
+        "leaderElection",
+        "healthzBindAddress",
+        "the plugins LowNodeLoad",
+    ):
+        assert ignored in warning, warning
+
+
+def test_its_commented_gates_are_accepted_when_written_out() -> None:
+    text = SHIPPED.read_text().replace("# skipEvictionGates:", "skipEvictionGates:")
+    for gate in (
+        "MaxMigratingGlobally",
+        "MaxMigratingPerNode",
+        "MaxMigratingPerNamespace",
+        "ExpectedReplicas",
+    ):
+        text = text.replace(f"#   - {gate}", f"  - {gate}")
+    text = text.replace("#   - MaxMigratingPerWorkload", "  - MaxMigratingPerWorkload")
+    text = text.replace("#   - MaxUnavailablePerWorkload", "  - MaxUnavailablePerWorkload")
+    args = parse_config_text(text).migration_controller
+    assert "MaxUnavailablePerWorkload" in args.skipped_gates and len(args.skip_eviction_gates) == 6
+
+
+def test_podherd_config_prints_it(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["config", "--config", str(SHIPPED)]) == 0
+    assert "evictionPolicy: Eviction" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("field", "value"), [("nodeFit", "true"), ("nodeSelector", "zone=a")])
+def test_a_field_podherd_does_not_apply_is_refused_by_name(field: str, value: str) -> None:
+    with pytest.raises(ConfigError) as refused:
+        parse_config_text(f"kind: MigrationControllerArgs\n{field}: {value}")
+    assert refused.value.key == f"migrationController.{field}"
+    assert "not applied by Podherd yet" in str(refused.value)
+
+
+def test_the_reference_says_how_each_of_koordinators_fields_is_read() -> None:
+    assert set(KOORDINATOR) == set(KOORDINATOR_FIELDS)
+    rows = {line.split(" | ")[0].strip("| `"): line for line in config_reference().splitlines()[2:]}
+    for field in KOORDINATOR_FIELDS:
+        row = rows.get(f"migrationController.{field}") or next(
+            line for key, line in rows.items() if key.startswith(f"migrationController.{field}.")
+        )
+        assert row.endswith(f"| {KOORDINATOR[field]} |"), row
+    assert rows["migrationController.surge.singleReplicaDeployments"].endswith("| Podherd's own |")
