@@ -2,7 +2,8 @@
 open at a given time, and when the next one opens. Pure: the time is an argument (cron from `cronsim`, zones
 from `zoneinfo`, backed by `tzdata` where the OS has none).
 
-A window opens at every time its cron schedule names, read in its zone (so "0 2 * * *" in Europe/Berlin
+A window opens at every time its cron schedule names (five fields as a CronJob's, or six with seconds
+first, for windows opened at a given second), read in its zone (so "0 2 * * *" in Europe/Berlin
 follows daylight saving time; a time a DST change skips fires at the first instant after it, a time it repeats
 fires once), and stays open for its duration.
 """
@@ -61,7 +62,10 @@ def check(window: DisruptionWindow) -> tuple[str, str] | None:
     try:
         next(CronSim(expression(window), _CHECKED_FROM.replace(tzinfo=zone)))
     except (CronSimError, StopIteration) as exc:
-        return "schedule", f"not a five-field cron expression ({exc}): {window.schedule!r}"
+        return (
+            "schedule",
+            f"not a cron expression ({exc}): {window.schedule!r} (five fields, or six with seconds first)",
+        )
     if parse_duration(window.duration) <= 0:
         return "duration", f"must be a positive duration, got {window.duration!r}"
     return None

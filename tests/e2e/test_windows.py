@@ -5,6 +5,7 @@ the next opening."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -24,10 +25,10 @@ OPEN_FOR = 4
 READY_AFTER = OPEN_FOR + 3
 
 
-def next_minute(now: datetime, at_least: float = 5.0) -> datetime:
-    """The first whole minute at least `at_least` seconds away (a cron schedule names minutes)."""
-    minute = now.replace(second=0, microsecond=0) + timedelta(minutes=1)
-    return minute if (minute - now).total_seconds() >= at_least else minute + timedelta(minutes=1)
+def soon(now: datetime, at_least: float = 10.0) -> datetime:
+    """The first whole second at least `at_least` seconds away (a six-field schedule names seconds): time
+    for the job the window does not gate to move before it opens."""
+    return now.replace(microsecond=0) + timedelta(seconds=math.ceil(at_least) + 1)
 
 
 def waiting_for_window(job: dict[str, Any]) -> bool:
@@ -45,11 +46,11 @@ async def test_a_window_gates_its_jobs_until_it_opens_and_running_ones_finish_af
     db = {**scenario["workloads"][0], "name": "db", "replicas": 2, "readinessProbe": None}
     scenario["workloads"].append({k: v for k, v in db.items() if v is not None})
     kube = start(kubesim_factory, scenario)
-    opens = next_minute(datetime.now(UTC))
+    opens = soon(datetime.now(UTC))
     closes = opens + timedelta(seconds=OPEN_FOR)
     window = {
         "name": "e2e",
-        "schedule": f"{opens.minute} {opens.hour} * * *",
+        "schedule": f"{opens.second} {opens.minute} {opens.hour} * * *",
         "duration": f"{OPEN_FOR}s",
         "labelSelector": {"matchLabels": {"app": "web"}},
     }

@@ -91,11 +91,18 @@ def test_weekday_schedules_and_shorthands() -> None:
     )
 
 
+def test_six_fields_name_the_second_first() -> None:
+    every_half_minute = window(schedule="15,45 * * * * *", duration="10s")
+    assert next_opening(every_half_minute, utc(2026, 11, 25, 12)).opens_at == utc(2026, 11, 25, 12, 0, 15)
+    assert open_at(every_half_minute, utc(2026, 11, 25, 12, 0, 20)) is not None
+    assert open_at(every_half_minute, utc(2026, 11, 25, 12, 0, 30)) is None
+
+
 @pytest.mark.parametrize(
     ("fields", "key", "words"),
     [
-        ({"schedule": "0 2 * *"}, "schedule", "five-field cron"),
-        ({"schedule": "0 2 31 2 *"}, "schedule", "five-field cron"),
+        ({"schedule": "0 2 * *"}, "schedule", "five fields, or six with seconds first"),
+        ({"schedule": "0 2 31 2 *"}, "schedule", "not a cron expression"),
         ({"timeZone": "Europe/Atlantis"}, "timeZone", "unknown time zone"),
         ({"duration": "0s"}, "duration", "positive duration"),
         (
