@@ -12,12 +12,12 @@ from __future__ import annotations
 import copy
 from collections import defaultdict
 
-from kubesim.controllers import node_fit
 from kubesim.controllers.base import Controller
 from kubesim.controllers.owned import is_active, is_ready, owner_ref, template_hash
 from kubesim.options import SimOptions
 from kubesim.records import Event, Obj
 from kubesim.store import Store
+from shared import node_fit
 
 _ADDED_TOLERATIONS = (
     ("node.kubernetes.io/not-ready", "NoExecute"),

@@ -20,16 +20,16 @@ from collections import defaultdict
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from kubesim.controllers import node_fit
 from kubesim.controllers import reservation_rules as reservations
 from kubesim.controllers.base import Controller
-from kubesim.controllers.node_fit import Usage, add_usage
 from kubesim.controllers.node_search import feasible_nodes_to_find, search
 from kubesim.controllers.recorder import record_event
 from kubesim.options import SimOptions
 from kubesim.records import Event, Obj, now_iso
 from kubesim.store import Store
+from shared import node_fit
 from shared.api import annotations as known
+from shared.node_fit import Usage, add_usage
 from shared.quantity import pod_requests
 
 RESERVATION_ALLOCATED = known.RESERVATION_ALLOCATED

@@ -1,5 +1,6 @@
 """Whether a pod (or a Reservation's template) fits a node, and how well: the scheduler's filters and
-score, pure over the node object, its usage and the pod spec.
+score, pure over the node object (its JSON), its usage and the pod spec. kubesim's scheduler places pods with
+it; Podherd's arbitrator and planner are to ask it whether a pod fits another node.
 
 Filters: resource requests against allocatable minus what is in use; nodeSelector; required node affinity
 (matchExpressions and matchFields); taints and tolerations, with cordoned and NotReady nodes tainted as the
@@ -9,9 +10,11 @@ node lifecycle controller taints them. Score: least- or most-allocated (lower is
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
-from kubesim.records import Obj
 from shared.quantity import milli
+
+Obj = dict[str, Any]
 
 Usage = dict[str, int]
 
