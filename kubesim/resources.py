@@ -21,6 +21,29 @@ class Column:
     description: str = ""
 
 
+@dataclass(frozen=True)
+class ScalePaths:
+    """A CRD's `subresources.scale`: where its objects keep their replicas, the replicas observed and the
+    selector (as `.spec.replicas`, split at the dots)."""
+
+    spec: tuple[str, ...]
+    status: tuple[str, ...]
+    selector: tuple[str, ...] | None
+
+    @classmethod
+    def of(cls, scale: dict[str, Any]) -> ScalePaths:
+        selector = scale.get("labelSelectorPath")
+        return cls(
+            _path(scale.get("specReplicasPath") or ".spec.replicas"),
+            _path(scale.get("statusReplicasPath") or ".status.replicas"),
+            _path(selector) if selector else None,
+        )
+
+
+def _path(text: str) -> tuple[str, ...]:
+    return tuple(part for part in text.split(".") if part)
+
+
 @dataclass
 class ResourceType:
     group: str
@@ -40,6 +63,8 @@ class ResourceType:
     verbs: tuple[str, ...] = tuple(VERBS)  # what discovery lists (the access reviews: create only)
     # A custom resource's schema, applied on every write through the API (prune, default, validate).
     schema: CrdSchema | None = None
+    # A custom resource's scale subresource: where its replicas, observed replicas and selector are.
+    scale_paths: ScalePaths | None = None
 
     @property
     def api_version(self) -> str:
@@ -349,6 +374,7 @@ def from_crd(crd: dict[str, Any]) -> list[ResourceType]:
                 namespaced=spec.get("scope", "Namespaced") == "Namespaced",
                 subresources=frozenset(k for k in subs if k in ("status", "scale")),
                 status_subresource="status" in subs,
+                scale_paths=ScalePaths.of(subs["scale"] or {}) if "scale" in subs else None,
                 columns=columns,
                 crd=True,
                 schema=CrdSchema(openapi)

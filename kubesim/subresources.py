@@ -87,11 +87,18 @@ async def scale(store: Store, request: web.Request, t: Target) -> web.Response:
     ns, name = t.namespace or "", t.name or ""
     obj = store.get(t.rt, ns, name)
 
+    paths = t.rt.scale_paths
+
     def scale_of(o: Obj) -> dict[str, Any]:
         spec, status = o.get("spec") or {}, o.get("status") or {}
-        selector = ",".join(
-            f"{k}={v}" for k, v in ((spec.get("selector") or {}).get("matchLabels") or {}).items()
-        )
+        if paths is not None:  # a custom resource: where its CRD says (absent: 0, as the API server reads it)
+            desired, observed = _at(o, paths.spec) or 0, _at(o, paths.status) or 0
+            selector = str(_at(o, paths.selector) or "") if paths.selector else ""
+        else:
+            desired, observed = spec.get("replicas", 1), status.get("replicas", 0)
+            selector = ",".join(
+                f"{k}={v}" for k, v in ((spec.get("selector") or {}).get("matchLabels") or {}).items()
+            )
         return {
             "kind": "Scale",
             "apiVersion": "autoscaling/v1",
@@ -100,8 +107,8 @@ async def scale(store: Store, request: web.Request, t: Target) -> web.Response:
                 for k in ("name", "namespace", "uid", "resourceVersion", "creationTimestamp")
                 if k in o["metadata"]
             },
-            "spec": {"replicas": spec.get("replicas", 1)},
-            "status": {"replicas": status.get("replicas", 0), "selector": selector},
+            "spec": {"replicas": desired},
+            "status": {"replicas": observed, "selector": selector},
         }
 
     if request.method == "GET":
@@ -120,7 +127,11 @@ async def scale(store: Store, request: web.Request, t: Target) -> web.Response:
         expected = (wanted.get("metadata") or {}).get("resourceVersion")
 
         def set_replicas(o: Obj) -> Obj:
-            o.setdefault("spec", {})["replicas"] = replicas
+            *parents, leaf = paths.spec if paths is not None else ("spec", "replicas")
+            holder = o
+            for part in parents:
+                holder = holder.setdefault(part, {})
+            holder[leaf] = replicas
             if expected:  # the Scale's resourceVersion is its object's: a precondition (409 when stale)
                 o["metadata"]["resourceVersion"] = expected
             return o
@@ -155,3 +166,13 @@ async def touch(store: Store, request: web.Request, round_: int) -> dict[str, An
         if seq % 200 == 199:
             await asyncio.sleep(0)
     return {"touched": count, "resourceVersion": str(store.rv)}
+
+
+def _at(obj: Obj, path: tuple[str, ...] | None) -> Any:
+    """The value at a JSON path of the object (None where it is absent)."""
+    value: Any = obj
+    for part in path or ():
+        if not isinstance(value, dict):
+            return None
+        value = value.get(part)
+    return value

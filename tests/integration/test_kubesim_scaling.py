@@ -8,7 +8,7 @@ import kubernetes
 import pytest
 
 from kubesim.sim import SimHandle
-from tests.kube import client_for, pod_ready, refusal, watch_until
+from tests.kube import Kube, client_for, pod_ready, refusal, watch_until
 
 pytestmark = pytest.mark.integration
 
@@ -96,3 +96,66 @@ def test_a_scale_with_a_stale_resource_version_is_refused(kubesim_factory: Calla
         "please apply your changes to the latest version and try again"
     )
     assert kube.apps.read_namespaced_deployment("web", "default").spec.replicas == 3
+
+
+ANY_OBJECT = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+# A CloneSet-like workload of a CRD: its scale subresource keeps the replicas where the CRD says.
+CLONESETS = {
+    "apiVersion": "apiextensions.k8s.io/v1",
+    "kind": "CustomResourceDefinition",
+    "metadata": {"name": "clonesets.apps.example.io"},
+    "spec": {
+        "group": "apps.example.io",
+        "names": {"kind": "CloneSet", "plural": "clonesets", "singular": "cloneset"},
+        "scope": "Namespaced",
+        "versions": [
+            {
+                "name": "v1alpha1",
+                "served": True,
+                "storage": True,
+                "schema": {
+                    "openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+                },
+                "subresources": {
+                    "status": {},
+                    "scale": {
+                        "specReplicasPath": ".spec.size",
+                        "statusReplicasPath": ".status.observed.replicas",
+                        "labelSelectorPath": ".status.labelSelector",
+                    },
+                },
+            }
+        ],
+    },
+}
+
+
+def test_a_custom_resources_scale_is_read_and_written_where_its_crd_says(
+    kubesim_factory: Callable[..., SimHandle],
+) -> None:
+    kube = client_for(kubesim_factory("small"))
+    kube.client("ApiextensionsV1Api").create_custom_resource_definition(CLONESETS)
+    where = ("apps.example.io", "v1alpha1", "default", "clonesets")
+    body = {"apiVersion": "apps.example.io/v1alpha1", "kind": "CloneSet", "metadata": {"name": "shop"}}
+    kube.custom.create_namespaced_custom_object(*where, {**body, "spec": {"size": 3}})
+    before = kube.custom.get_namespaced_custom_object_scale(*where, "shop")
+    assert (before["spec"]["replicas"], before["status"]["replicas"], before["status"]["selector"]) == (
+        3,
+        0,
+        "",
+    )
+    status = {"status": {"observed": {"replicas": 2}, "labelSelector": "app=shop"}}
+    kube.custom.patch_namespaced_custom_object_status(*where, "shop", status)
+    seen = kube.custom.get_namespaced_custom_object_scale(*where, "shop")
+    assert (seen["spec"]["replicas"], seen["status"]["replicas"], seen["status"]["selector"]) == (
+        3,
+        2,
+        "app=shop",
+    )
+    kube.custom.patch_namespaced_custom_object_scale(*where, "shop", {"spec": {"replicas": 5}})
+    assert kube.custom.get_namespaced_custom_object(*where, "shop")["spec"] == {"size": 5}
+
+
+def read_scale(kube: Kube, where: tuple[str, str, str, str]) -> tuple[int, int, str]:
+    scale = kube.custom.get_namespaced_custom_object_scale(*where, "shop")
+    return scale["spec"]["replicas"], scale["status"]["replicas"], scale["status"]["selector"]
