@@ -233,6 +233,23 @@ def _builtin() -> list[ResourceType]:
             ],
         ),
         ResourceType(
+            "",
+            "v1",
+            "ReplicationController",
+            "replicationcontrollers",
+            True,
+            short_names=["rc"],
+            categories=["all"],
+            subresources=frozenset({"status", "scale"}),
+            status_subresource=True,
+            columns=[
+                Column("Desired", ".spec.replicas", "integer"),
+                Column("Current", ".status.replicas", "integer"),
+                Column("Ready", ".status.readyReplicas", "integer"),
+                AGE,
+            ],
+        ),
+        ResourceType(
             "apps",
             "v1",
             "ReplicaSet",

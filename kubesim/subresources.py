@@ -96,9 +96,10 @@ async def scale(store: Store, request: web.Request, t: Target) -> web.Response:
             selector = str(_at(o, paths.selector) or "") if paths.selector else ""
         else:
             desired, observed = spec.get("replicas", 1), status.get("replicas", 0)
-            selector = ",".join(
-                f"{k}={v}" for k, v in ((spec.get("selector") or {}).get("matchLabels") or {}).items()
-            )
+            chosen = spec.get("selector") or {}
+            # A ReplicationController's selector is the labels themselves; the apps kinds' a LabelSelector.
+            labels = chosen if t.rt.group == "" else chosen.get("matchLabels") or {}
+            selector = ",".join(f"{k}={v}" for k, v in labels.items())
         return {
             "kind": "Scale",
             "apiVersion": "autoscaling/v1",

@@ -35,6 +35,8 @@ class Workloads(Controller[tuple[str, str, str]]):
         self.pods = self.rt("", "v1", "pods")
         self.deployments = self.rt("apps", "v1", "deployments")
         self.replicasets = self.rt("apps", "v1", "replicasets")
+        # A ReplicationController is a ReplicaSet whose selector is a plain map of labels.
+        self.replication_controllers = self.rt("", "v1", "replicationcontrollers")
         self.statefulsets = self.rt("apps", "v1", "statefulsets")
         # owner uid -> keys of the objects it controls
         self.owned: dict[str, set[tuple[str, str]]] = defaultdict(set)
@@ -43,7 +45,13 @@ class Workloads(Controller[tuple[str, str, str]]):
 
     def on_event(self, event: Event) -> bool:
         rt = event.rt
-        if rt not in (self.pods, self.replicasets, self.deployments, self.statefulsets):
+        if rt not in (
+            self.pods,
+            self.replicasets,
+            self.replication_controllers,
+            self.deployments,
+            self.statefulsets,
+        ):
             return False
         meta = event.obj["metadata"]
         key = (rt.plural, meta.get("namespace", ""), meta["name"])
@@ -70,6 +78,8 @@ class Workloads(Controller[tuple[str, str, str]]):
         plural, namespace, name = key
         if plural == "replicasets":
             self._replicaset(namespace, name)
+        elif plural == "replicationcontrollers":
+            self._replicaset(namespace, name, self.replication_controllers)
         elif plural == "deployments":
             self._deployment(namespace, name)
         elif plural == "statefulsets":
@@ -84,8 +94,9 @@ class Workloads(Controller[tuple[str, str, str]]):
                 out.append(obj)
         return out
 
-    def _replicaset(self, namespace: str, name: str) -> None:
-        rs = self.store.find(self.replicasets, namespace, name)
+    def _replicaset(self, namespace: str, name: str, rt: Any = None) -> None:
+        rt = rt or self.replicasets
+        rs = self.store.find(rt, namespace, name)
         if rs is None or rs["metadata"].get("deletionTimestamp"):
             return
         pods = [p for p in self._children(rs, self.pods) if is_active(p)]
@@ -101,7 +112,7 @@ class Workloads(Controller[tuple[str, str, str]]):
         pods = [p for p in self._children(rs, self.pods) if is_active(p)]
         ready = sum(1 for p in pods if is_ready(p))
         self._status(
-            self.replicasets,
+            rt,
             rs,
             {
                 "replicas": len(pods),

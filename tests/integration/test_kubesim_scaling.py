@@ -159,3 +159,42 @@ def test_a_custom_resources_scale_is_read_and_written_where_its_crd_says(
 def read_scale(kube: Kube, where: tuple[str, str, str, str]) -> tuple[int, int, str]:
     scale = kube.custom.get_namespaced_custom_object_scale(*where, "shop")
     return scale["spec"]["replicas"], scale["status"]["replicas"], scale["status"]["selector"]
+
+
+def test_a_replication_controller_keeps_its_pods_and_scales_through_its_scale(
+    kubesim_factory: Callable[..., SimHandle],
+) -> None:
+    kube = client_for(kubesim_factory("small"))
+    template = {
+        "metadata": {"labels": {"app": "legacy"}},
+        "spec": {"containers": [{"name": "c", "image": "nginx", "resources": {"requests": {"cpu": "100m"}}}]},
+    }
+    body = {
+        "apiVersion": "v1",
+        "kind": "ReplicationController",
+        "metadata": {"name": "legacy"},
+        "spec": {"replicas": 2, "selector": {"app": "legacy"}, "template": template},
+    }
+    kube.core.create_namespaced_replication_controller("default", body)
+    pods = watch_until(
+        kube.core.list_namespaced_pod,
+        lambda s: len(s) == 2 and all(pod_ready(p) for p in s.values()),
+        namespace="default",
+        label_selector="app=legacy",
+    )
+    owner = next(iter(pods.values())).metadata.owner_references[0]
+    assert (owner.kind, owner.name, owner.controller) == ("ReplicationController", "legacy", True)
+    scale = kube.core.read_namespaced_replication_controller_scale("legacy", "default")
+    assert (scale.spec.replicas, scale.status.replicas, scale.status.selector) == (2, 2, "app=legacy")
+    kube.core.patch_namespaced_replication_controller_scale("legacy", "default", {"spec": {"replicas": 3}})
+    watch_until(
+        kube.core.list_namespaced_pod,
+        lambda s: len(s) == 3,
+        namespace="default",
+        label_selector="app=legacy",
+    )
+    watch_until(  # and its status says so
+        kube.core.list_namespaced_replication_controller,
+        lambda s: s["default/legacy"].status.replicas == 3,
+        namespace="default",
+    )
