@@ -35,9 +35,9 @@ class Workloads(Controller[tuple[str, str, str]]):
         self.pods = self.rt("", "v1", "pods")
         self.deployments = self.rt("apps", "v1", "deployments")
         self.replicasets = self.rt("apps", "v1", "replicasets")
-        # A ReplicationController is a ReplicaSet whose selector is a plain map of labels.
-        self.replication_controllers = self.rt("", "v1", "replicationcontrollers")
+        self.rcs = self.rt("", "v1", "replicationcontrollers")  # kept as ReplicaSets are
         self.statefulsets = self.rt("apps", "v1", "statefulsets")
+        self.kinds = (self.pods, self.replicasets, self.rcs, self.deployments, self.statefulsets)
         # owner uid -> keys of the objects it controls
         self.owned: dict[str, set[tuple[str, str]]] = defaultdict(set)
         self._owner_of: dict[tuple[str, str, str], str] = {}
@@ -45,13 +45,7 @@ class Workloads(Controller[tuple[str, str, str]]):
 
     def on_event(self, event: Event) -> bool:
         rt = event.rt
-        if rt not in (
-            self.pods,
-            self.replicasets,
-            self.replication_controllers,
-            self.deployments,
-            self.statefulsets,
-        ):
+        if not any(rt is kind for kind in self.kinds):
             return False
         meta = event.obj["metadata"]
         key = (rt.plural, meta.get("namespace", ""), meta["name"])
@@ -79,7 +73,7 @@ class Workloads(Controller[tuple[str, str, str]]):
         if plural == "replicasets":
             self._replicaset(namespace, name)
         elif plural == "replicationcontrollers":
-            self._replicaset(namespace, name, self.replication_controllers)
+            self._replicaset(namespace, name, self.rcs)
         elif plural == "deployments":
             self._deployment(namespace, name)
         elif plural == "statefulsets":
