@@ -232,40 +232,8 @@ def _builtin() -> list[ResourceType]:
                 AGE,
             ],
         ),
-        ResourceType(
-            "",
-            "v1",
-            "ReplicationController",
-            "replicationcontrollers",
-            True,
-            short_names=["rc"],
-            categories=["all"],
-            subresources=frozenset({"status", "scale"}),
-            status_subresource=True,
-            columns=[
-                Column("Desired", ".spec.replicas", "integer"),
-                Column("Current", ".status.replicas", "integer"),
-                Column("Ready", ".status.readyReplicas", "integer"),
-                AGE,
-            ],
-        ),
-        ResourceType(
-            "apps",
-            "v1",
-            "ReplicaSet",
-            "replicasets",
-            True,
-            short_names=["rs"],
-            categories=["all"],
-            subresources=frozenset({"status", "scale"}),
-            status_subresource=True,
-            columns=[
-                Column("Desired", ".spec.replicas", "integer"),
-                Column("Current", ".status.replicas", "integer"),
-                Column("Ready", ".status.readyReplicas", "integer"),
-                AGE,
-            ],
-        ),
+        _replicated("", "ReplicationController", "replicationcontrollers", short="rc"),
+        _replicated("apps", "ReplicaSet", "replicasets", short="rs"),
         ResourceType(
             "apps",
             "v1",
@@ -356,6 +324,27 @@ def _builtin() -> list[ResourceType]:
             columns=[Column("Created At", ".metadata.creationTimestamp", "date")],
         ),
     ]
+
+
+def _replicated(group: str, kind: str, plural: str, *, short: str) -> ResourceType:
+    """A kind that keeps a number of copies of a pod template (a ReplicaSet, a ReplicationController)."""
+    return ResourceType(
+        group,
+        "v1",
+        kind,
+        plural,
+        True,
+        short_names=[short],
+        categories=["all"],
+        subresources=frozenset({"status", "scale"}),
+        status_subresource=True,
+        columns=[
+            Column("Desired", ".spec.replicas", "integer"),
+            Column("Current", ".status.replicas", "integer"),
+            Column("Ready", ".status.readyReplicas", "integer"),
+            AGE,
+        ],
+    )
 
 
 def from_crd(crd: dict[str, Any]) -> list[ResourceType]:

@@ -141,18 +141,13 @@ def _say_what_is_ignored(document: dict[str, Any]) -> None:
             plugins.update(str(p.get("name")) for p in enabled or [] if isinstance(p, dict))
     plugins.discard(MIGRATION_PLUGIN)
     plugins.discard("*")
-    if settings or plugins:
+    ignored = [f"the descheduler's own settings {', '.join(settings)}"] if settings else []
+    ignored += [f"the plugins {', '.join(sorted(plugins))}"] if plugins else []
+    if ignored:
         log.warning(
             "Koordinator's DeschedulerConfiguration: only the %s plugin's args are read; ignored: %s",
             MIGRATION_PLUGIN,
-            "; ".join(
-                part
-                for part in (
-                    f"the descheduler's own settings {', '.join(settings)}" if settings else "",
-                    f"the plugins {', '.join(sorted(plugins))}" if plugins else "",
-                )
-                if part
-            ),
+            "; ".join(ignored),
         )
 
 

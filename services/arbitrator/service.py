@@ -38,7 +38,7 @@ from shared.backoff import Backoff
 from shared.config import PodherdConfig
 from shared.consume import durable, run_consumer
 from shared.durations import parse_duration
-from shared.kube import KubeClient, KubeError, unanswered
+from shared.kube import KubeClient, KubeError
 from shared.ledger import HeldJob, Ledger, recorded
 from shared.ops import OpsServer
 from shared.publisher import Publisher
@@ -51,6 +51,8 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 Outcomes = list[BaseException | None]  # per message of a fetch: None (done) or why not
 CONSUMER = "arbitrator"
+# What the API server raises when it does not answer or refuses (its client errors are OSErrors too).
+API_OUTAGE = (KubeError, aiohttp.ClientError)
 FACT_KINDS = ("pods", "poddisruptionbudgets", "deployments", "statefulsets", "replicasets")
 USAGE_INTERVAL = 5.0
 # A batch of events waits this long once its first event is in, for those that come with it: applying them
@@ -171,7 +173,7 @@ class Arbitrator:
             self.engine.decisions.generation = await self.ledger.generation() or ""
             log.warning("ledger rebuilt from %d running jobs (%d events replayed)", count, refilled)
             return True
-        except (*redis_client.OUTAGE, KubeError, aiohttp.ClientError):
+        except (*redis_client.OUTAGE, *API_OUTAGE):
             raise  # the admission loop waits it out
         except Exception:
             log.exception("ledger rebuild failed; admissions stay closed")
@@ -245,9 +247,9 @@ class Arbitrator:
                         swept = time.monotonic()
                         await self.engine.sweep()
                     await self.engine.admit_pass()
-            except (*redis_client.OUTAGE, KubeError, aiohttp.ClientError) as exc:  # one line, then a backoff
+            except (*redis_client.OUTAGE, *API_OUTAGE) as exc:  # one line, then a backoff
                 # (the API server's client errors are OSErrors too: they are its, not Redis's)
-                down = self.api_down if isinstance(exc, KubeError) or unanswered(exc) else self.redis_down
+                down = self.api_down if isinstance(exc, API_OUTAGE) else self.redis_down
                 if not await down.pause(stop, exc):
                     break
                 self.wake.set()

@@ -9,7 +9,6 @@ from typing import Any, cast
 import pytest
 
 from podherd.timeouts import timed_out, why_timed_out
-from services.executor.reservations import reservation_for
 from services.tracker.progress import (
     CLEANUP,
     EVICT,
@@ -23,7 +22,6 @@ from services.tracker.progress import (
 from shared.api.codec import to_builtins
 from shared.api.meta import ObjectMeta, ObjectReference
 from shared.api.pmj import ANNOTATION_REQUESTER, PodMigrationJob, PodMigrationJobSpec, PodMigrationJobStatus
-from shared.api.pod import pod_from
 
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 POD = PodView("default", "web-0", "pod-uid", "node-1", terminating=False, ready=True, controller_uid="rs-1")
@@ -186,46 +184,6 @@ def test_terminal_jobs_only_clean_up() -> None:
     finished.status = PodMigrationJobStatus(phase="Succeeded", status="Complete")
     assert progress(seen(job=finished, reservation=reservation())).actions == (CLEANUP, RELEASE)
     assert progress(seen(job=finished)).status == finished.status
-
-
-def test_the_reservation_is_built_as_koordinator_builds_it() -> None:
-    pod: dict[str, Any] = {
-        "metadata": {
-            "name": "web-0",
-            "namespace": "default",
-            "uid": "pod-uid",
-            "labels": {"app": "web"},
-            "ownerReferences": [
-                {
-                    "apiVersion": "apps/v1",
-                    "kind": "ReplicaSet",
-                    "name": "web-rs",
-                    "uid": "rs-1",
-                    "controller": True,
-                }
-            ],
-        },
-        "spec": {"nodeName": "node-1", "containers": [{"name": "c", "image": "nginx"}]},
-        "status": {"phase": "Running"},
-    }
-    body = reservation_for(job(ttl="10m"), pod_from(pod), "5m")
-    spec = body["spec"]
-    assert body["metadata"]["name"] == "j" and body["metadata"]["labels"]["podherd.io/job"] == "j"
-    assert spec["allocateOnce"] is True and spec["ttl"] == "10m"
-    assert spec["owners"] == [
-        {"controller": {**pod["metadata"]["ownerReferences"][0], "namespace": "default"}}
-    ]
-    template = spec["template"]
-    assert "nodeName" not in template["spec"] and template["metadata"]["labels"] == {"app": "web"}
-    [term] = template["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
-        "nodeSelectorTerms"
-    ]
-    assert term["matchFields"] == [{"key": "metadata.name", "operator": "NotIn", "values": ["node-1"]}]
-    pinned = reservation_for(job(annotations={"podherd.io/target-node": "node-7"}), pod_from(pod), "5m")
-    assert pinned["spec"]["template"]["spec"]["nodeName"] == "node-7"
-    assert "affinity" not in pinned["spec"]["template"]["spec"]
-    pending = {**pod, "spec": {"containers": []}, "status": {"phase": "Pending"}}
-    assert reservation_for(job(), pod_from(pending), "5m")["spec"]["owners"][0]["object"]["uid"] == "pod-uid"
 
 
 def test_a_pending_pod_is_not_evicted_it_schedules_into_the_room() -> None:

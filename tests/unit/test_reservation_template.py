@@ -107,3 +107,34 @@ def test_what_the_template_leaves_out_is_the_pods() -> None:
     assert reservation_for(job(None), pod_from(POD), "5m")["spec"]["ttl"] == "10m"  # the job's
     assert reservation_for(job(None, ttl=None), pod_from(POD), "5m")["spec"]["ttl"] == "5m"  # the default
     assert "ttl" not in reservation_for(job(None, ttl="0s"), pod_from(POD), "5m")["spec"]  # no ttl: none
+
+
+def plain(ttl: str | None = None, **annotations: str) -> PodMigrationJob:
+    """A job without reservationOptions."""
+    return PodMigrationJob(
+        metadata=ObjectMeta(name="j", uid="j-uid", annotations=annotations),
+        spec=PodMigrationJobSpec(pod_ref=ObjectReference(namespace="default", name="web-0"), ttl=ttl),
+    )
+
+
+def test_the_reservation_is_built_as_koordinator_builds_it() -> None:
+    body = reservation_for(plain(ttl="10m"), pod_from(POD), "5m")
+    spec = body["spec"]
+    assert body["metadata"]["name"] == "j" and body["metadata"]["labels"]["podherd.io/job"] == "j"
+    assert spec["allocateOnce"] is True and spec["ttl"] == "10m"
+    assert spec["owners"] == [
+        {"controller": {**POD["metadata"]["ownerReferences"][0], "namespace": "default"}}
+    ]
+    template = spec["template"]
+    assert "nodeName" not in template["spec"] and template["metadata"]["labels"] == {"app": "web"}
+    [term] = template["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+        "nodeSelectorTerms"
+    ]
+    assert term["matchFields"] == [EXCLUDE_NODE_1]
+    pinned = reservation_for(plain(**{"podherd.io/target-node": "node-7"}), pod_from(POD), "5m")
+    assert pinned["spec"]["template"]["spec"]["nodeName"] == "node-7"
+    assert "affinity" not in pinned["spec"]["template"]["spec"]
+    pending = {**POD, "spec": {"containers": []}, "status": {"phase": "Pending"}}
+    assert (
+        reservation_for(plain(), pod_from(pending), "5m")["spec"]["owners"][0]["object"]["uid"] == "pod-uid"
+    )
