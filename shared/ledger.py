@@ -209,13 +209,13 @@ class Ledger:
     async def enqueue_many(self, jobs: Iterable[tuple[str, str]], pipe: Pipeline | None = None) -> None:
         """`enqueue` for many (job uid, sort key) pairs in one round trip; with `pipe`, only added to that
         pipeline (the caller executes it)."""
-        batch = self.client.pipeline(transaction=False) if pipe is None else pipe
-        for job_uid, sort_key in jobs:
-            await self._queue(
-                keys=[self.prefix], args=["enqueue", job_uid, f"{sort_key}|{job_uid}"], client=batch
-            )
-        if pipe is None:
-            await batch.execute()
+        if pipe is None:  # its own, handed back even when cancelled while its script is looked up
+            async with self.client.pipeline(transaction=False) as own:
+                await self.enqueue_many(jobs, own)
+                await own.execute()
+            return
+        for job_uid, key in jobs:
+            await self._queue(keys=[self.prefix], args=["enqueue", job_uid, f"{key}|{job_uid}"], client=pipe)
 
     async def dequeue(self, *job_uids: str) -> int:
         """These jobs are no longer pending (gone, aborted, paused), in one step; how many of them were."""

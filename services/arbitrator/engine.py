@@ -169,18 +169,20 @@ class Engine:
         """Queue (or re-rank) jobs at their sort keys, keeping what the rules read of each (its facts)."""
         if not jobs:
             return
-        pipe = self.redis.pipeline(transaction=False)
         now = repr(time.time())
-        entries = []
-        for loaded in await self.gather.load(jobs, with_migrating=True):
-            facts = loaded.facts
-            key = _rank(loaded, self.args, self.config.arbitrator.sort_order)
-            pipe.hset(self.keys.jobs, facts.uid, queued_record(facts))
-            pipe.hsetnx(self.keys.since, facts.uid, now)
-            pipe.hset(self.keys.pod_jobs, f"{facts.pod_namespace}/{facts.pod_name}", facts.uid)
-            entries.append((facts.uid, order.lex_key(key)))
-        await self.ledger.enqueue_many(entries, pipe)
-        await pipe.execute()
+        loaded_jobs = await self.gather.load(jobs, with_migrating=True)
+        # Released even when cancelled before its reply: it carries a script, loaded before it is sent.
+        async with self.redis.pipeline(transaction=False) as pipe:
+            entries = []
+            for loaded in loaded_jobs:
+                facts = loaded.facts
+                key = _rank(loaded, self.args, self.config.arbitrator.sort_order)
+                pipe.hset(self.keys.jobs, facts.uid, queued_record(facts))
+                pipe.hsetnx(self.keys.since, facts.uid, now)
+                pipe.hset(self.keys.pod_jobs, f"{facts.pod_namespace}/{facts.pod_name}", facts.uid)
+                entries.append((facts.uid, order.lex_key(key)))
+            await self.ledger.enqueue_many(entries, pipe)
+            await pipe.execute()
 
     async def on_pods(self, events: Sequence[tuple[EventHead, PodInfo]]) -> None:
         """A fetch's pod events, in order (`PodEvents`); a queued job of a pod that changed is ranked again,

@@ -36,23 +36,23 @@ class PodEvents:
 
     async def apply(self, events: Sequence[tuple[EventHead, PodInfo]]) -> list[Changed]:
         """Each event's fact and Ready set, in order; the pods whose facts changed."""
-        pipe = self.client.pipeline(transaction=False)
-        for head, pod in events:
-            deleted = head.type == "DELETED"
-            fact = None if deleted else pod
-            await self.facts.put_pod(head.ident, head.resource_version, pod=fact, pipe=pipe)
-            if pod.workload is not None:
-                slot = workload_slot(workload_key(pod.workload))
-                ready = ready_args(
-                    head.ident,
-                    head.resource_version,
-                    pod.uid,
-                    ready=available(pod),
-                    workload_key=slot,
-                    deleted=deleted,
-                )
-                await self._ready(keys=[self.prefix], args=ready, client=pipe)
-        replies = iter(await pipe.execute())
+        async with self.client.pipeline(transaction=False) as pipe:
+            for head, pod in events:
+                deleted = head.type == "DELETED"
+                fact = None if deleted else pod
+                await self.facts.put_pod(head.ident, head.resource_version, pod=fact, pipe=pipe)
+                if pod.workload is not None:
+                    slot = workload_slot(workload_key(pod.workload))
+                    ready = ready_args(
+                        head.ident,
+                        head.resource_version,
+                        pod.uid,
+                        ready=available(pod),
+                        workload_key=slot,
+                        deleted=deleted,
+                    )
+                    await self._ready(keys=[self.prefix], args=ready, client=pipe)
+            replies = iter(await pipe.execute())
         changed = []
         for head, pod in events:
             newer = next(replies)
@@ -65,15 +65,15 @@ class PodEvents:
     async def evicting(self, pods: Sequence[Changed]) -> list[str]:
         """Each changed pod's background eviction counted in its slots, or no longer; the uids of the jobs
         queued for these pods."""
-        pipe = self.client.pipeline(transaction=False)
-        for pod, deleted in pods:
-            pipe.hget(self.keys.pod_jobs, f"{pod.namespace}/{pod.name}")
-            in_progress = known.EVICTION_IN_PROGRESS in pod.annotations and (
-                pod.deletion_timestamp is None and not deleted
-            )
-            args = evicting_args(pod.uid, in_progress, _slot_keys(pod))
-            await self._evicting(keys=[self.prefix], args=args, client=pipe)
-        replies = await pipe.execute() if pods else []
+        async with self.client.pipeline(transaction=False) as pipe:
+            for pod, deleted in pods:
+                pipe.hget(self.keys.pod_jobs, f"{pod.namespace}/{pod.name}")
+                in_progress = known.EVICTION_IN_PROGRESS in pod.annotations and (
+                    pod.deletion_timestamp is None and not deleted
+                )
+                args = evicting_args(pod.uid, in_progress, _slot_keys(pod))
+                await self._evicting(keys=[self.prefix], args=args, client=pipe)
+            replies = await pipe.execute() if pods else []
         return [as_text(uid) for uid in replies[::2] if uid is not None]
 
 
