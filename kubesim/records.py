@@ -14,7 +14,7 @@ from typing import Any
 import msgspec
 
 from kubesim.resources import ResourceType
-from kubesim.selectors import LabelMatcher
+from shared.selectors import LabelMatcher
 
 Obj = dict[str, Any]
 Key = tuple[str, str]  # (namespace, name); namespace "" for cluster-scoped objects

@@ -50,8 +50,8 @@ KOORDINATOR = {
     "maxUnavailablePerWorkload": "honoured; a percentage rounds up (Koordinator's rounds down)",
     "maxConcurrentReconciles": "accepted, not applied: the tracker sets its own concurrency",
     "arbitrationArgs.enabled": "differs: arbitration is always on",
-    "nodeFit": "refused when true: not applied yet",
-    "nodeSelector": "refused when set: not applied yet",
+    "nodeFit": "honoured where Koordinator applies it: to intents (its evictor's filter), not to jobs",
+    "nodeSelector": "honoured: the nodes nodeFit counts",
 }
 
 

@@ -172,9 +172,9 @@ class MigrationControllerArgs(Section):
     priority_threshold: PriorityThreshold | None = None
     label_selector: LabelSelector | None = None
     namespaces: Namespaces | None = None
-    # Koordinator v1.8.0 applies them (its DefaultEvictor); Podherd refuses them until it does too.
+    # As Koordinator's evictor applies them: to what asks for a pod to be moved (intents), not to jobs.
     node_fit: bool = False
-    node_selector: str | None = None
+    node_selector: str | None = None  # the nodes nodeFit counts (a label selector, as a string)
 
     max_migrating_per_node: NonNegative = 2
     max_migrating_per_namespace: NonNegative = 0
@@ -209,6 +209,11 @@ class MigrationControllerArgs(Section):
     @property
     def skipped_gates(self) -> frozenset[str]:
         return frozenset(self.skip_eviction_gates)
+
+    @property
+    def fit_checked(self) -> bool:
+        """Whether an intent's pod must fit another node (nodeFit, unless its gate is skipped)."""
+        return self.node_fit and "NodeFit" not in self.skipped_gates
 
     @property
     def evict_qps_value(self) -> float:

@@ -33,13 +33,10 @@ from shared.config import (
 )
 from shared.durations import parse_duration
 from shared.redact import without_credentials
+from shared.selectors import parse_label_selector
 
 log = logging.getLogger("shared.config")
 MIGRATION_PLUGIN = "MigrationController"
-NOT_YET = (
-    "not applied by Podherd yet: its arbitrator does not look at {} before admitting a job (a"
-    " ReservationFirst job reserves room first and fails, unevicted, where there is none); leave it out"
-)
 
 # ---------------------------------------------------------------------------------------------------------
 # Loading
@@ -276,10 +273,10 @@ def validate(config: PodherdConfig) -> None:
     for i, gate in enumerate(args.skip_eviction_gates):
         if gate not in EVICTION_GATES:
             raise ConfigError(f"{prefix}skipEvictionGates[{i}]", unknown_gate(gate))
-    if args.node_fit and "NodeFit" not in args.skipped_gates:
-        raise ConfigError(prefix + "nodeFit", NOT_YET.format("whether the pod fits another node"))
-    if args.node_selector:
-        raise ConfigError(prefix + "nodeSelector", NOT_YET.format("the nodes a pod is on"))
+    try:
+        parse_label_selector(args.node_selector)
+    except ValueError as exc:
+        raise ConfigError(prefix + "nodeSelector", str(exc)) from None
     for i, window in enumerate(args.disruption_windows):
         problem = windows.check(window)
         if problem is not None:

@@ -4,21 +4,26 @@ it; Podherd's arbitrator and planner are to ask it whether a pod fits another no
 
 Filters: resource requests against allocatable minus what is in use; nodeSelector; required node affinity
 (matchExpressions and matchFields); taints and tolerations, with cordoned and NotReady nodes tainted as the
-node lifecycle controller taints them. Score: least- or most-allocated (lower is better).
+node lifecycle controller taints them. Score: least- or most-allocated (lower is better). `elsewhere` is the
+descheduler's NodeFit, which Koordinator's `nodeFit` applies: whether a pod would fit another node.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
-from shared.quantity import milli
+from shared.quantity import milli, pod_requests
+from shared.selectors import matches_selector_dict
 
 Obj = dict[str, Any]
 
 Usage = dict[str, int]
 
 AFFINITY_MISMATCH = "node(s) didn't match Pod's node affinity/selector"
+ANTI_AFFINITY = "node(s) didn't match pod anti-affinity rules"
+UNSCHEDULABLE = "node(s) were unschedulable"
+TERMINAL = ("Succeeded", "Failed")
 
 
 def add_usage(target: Usage, delta: Mapping[str, int], sign: int) -> None:
@@ -69,11 +74,49 @@ def reject(spec: Obj, node: Obj) -> str | None:
             _tolerates(t, taint) for t in tolerations
         ):
             if taint["key"] == "node.kubernetes.io/unschedulable":
-                return "node(s) were unschedulable"
+                return UNSCHEDULABLE
             if taint["key"] == "node.kubernetes.io/not-ready":
                 return "node(s) had untolerated taint {node.kubernetes.io/not-ready: }"
             return f"node(s) had untolerated taint {{{taint['key']}: {taint.get('value', '')}}}"
     return None
+
+
+def elsewhere(pod: Obj, node: Obj, pods_on_node: Iterable[Obj]) -> str | None:
+    """Why `pod` would not fit `node`, another node than its own, by the descheduler's NodeFit: the node
+    cordoned; its labels against the pod's selector and required affinity; a NoSchedule or NoExecute taint
+    the pod does not tolerate; a pod there that the pod's required anti-affinity rules out; too little room
+    left by the pods there (those not yet ended) for the pod's requests. None: it fits."""
+    spec = pod.get("spec") or {}
+    if (node.get("spec") or {}).get("unschedulable"):
+        return UNSCHEDULABLE
+    rejected = reject(spec, node)
+    if rejected is not None:
+        return rejected
+    present = [p for p in pods_on_node if (p.get("status") or {}).get("phase") not in TERMINAL]
+    if _anti_affinity_conflict(pod, node, present):
+        return ANTI_AFFINITY
+    used: Usage = {}
+    for other in present:
+        add_usage(used, pod_requests(other.get("spec") or {}), 1)
+    return insufficient(node, used, pod_requests(spec))
+
+
+def _anti_affinity_conflict(pod: Obj, node: Obj, others: Iterable[Obj]) -> bool:
+    """A pod on `node` matches one of `pod`'s required anti-affinity terms whose topology key the node has."""
+    meta = pod.get("metadata") or {}
+    anti = ((pod.get("spec") or {}).get("affinity") or {}).get("podAntiAffinity") or {}
+    labels = node["metadata"].get("labels") or {}
+    for term in anti.get("requiredDuringSchedulingIgnoredDuringExecution") or []:
+        if term.get("topologyKey") not in labels:
+            continue
+        namespaces = set(term.get("namespaces") or [meta.get("namespace")])
+        for other in others:
+            theirs = other.get("metadata") or {}
+            if theirs.get("name") == meta.get("name") or theirs.get("namespace") not in namespaces:
+                continue
+            if matches_selector_dict(term.get("labelSelector"), theirs.get("labels") or {}):
+                return True
+    return False
 
 
 def node_taints(node: Obj) -> list[Obj]:

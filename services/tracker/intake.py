@@ -3,7 +3,8 @@
 Two ways in, one handling:
 - request/reply on `p.intent.request` (a queue group: any tracker replica answers): the reply is an
   `IntentReply` with the job's name, or a specific error (`InvalidIntent` naming the field, `MissingPod`,
-  `Conflict`, `Unavailable` when the API server cannot be reached: retry later);
+  `Conflict`, `Refused` when nodeFit is on and the pod fits no other node, `Unavailable` when the API
+  server cannot be reached: retry later);
 - fire and forget on `p.intents.<namespace>` (JetStream, durable consumer `tracker-intents`): an
   undecodable intent goes to the dead-letter stream, a refused one is acknowledged and its error written
   to the audit stream, an API outage leaves it to be redelivered.
@@ -20,8 +21,9 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from collections.abc import Awaitable
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
 from nats.aio.client import Client as NatsClient
@@ -32,6 +34,7 @@ from nats.js.kv import KeyValue
 from prometheus_client import Counter
 
 from services.tracker.drains import Drains
+from services.tracker.fit import NodeFit
 from services.tracker.intents import conflict, job_for
 from services.tracker.requesters import Forbidden, Requesters, Verdict, bearer, refusal_key
 from shared import bus
@@ -58,6 +61,7 @@ log = logging.getLogger(__name__)
 INTENTS = Counter("podherd_tracker_intents_total", "Migration intents received", ["path", "outcome"])
 CONSUMER = "tracker-intents"
 QUEUE_GROUP = "podherd-tracker"
+T = TypeVar("T")
 
 
 class Refused(Exception):
@@ -66,6 +70,21 @@ class Refused(Exception):
     def __init__(self, code: IntentErrorCode, message: str, field: str | None = None) -> None:
         super().__init__(message)
         self.error = IntentError(code=code, message=message, field=field)
+
+
+async def api_answer(call: Awaitable[T]) -> T:
+    """The API server's answer; Refused when it has none to give (Unavailable) or an error (Internal)."""
+    try:
+        return await call
+    except KubeError as exc:
+        raise outage(exc) from exc
+    except Exception as exc:  # connection refused, timeouts
+        raise Refused("Unavailable", f"the Kubernetes API server is unreachable: {exc}") from exc
+
+
+def outage(exc: KubeError) -> Refused:
+    code: IntentErrorCode = "Unavailable" if exc.retryable else "Internal"
+    return Refused(code, f"the Kubernetes API server answered {exc}")
 
 
 class IntentIntake:
@@ -78,8 +97,10 @@ class IntentIntake:
         replica: str,
         requesters: Requesters,
         drains: Drains | None = None,
+        fit: NodeFit | None = None,
     ) -> None:
         self.requesters = requesters
+        self.fit = fit  # with nodeFit on: an intent's pod must fit another node
         self.drains = drains  # drain intents (on the request subject only: they answer with a plan)
         self.kube = kube
         self.publisher = publisher
@@ -113,11 +134,12 @@ class IntentIntake:
                 f"pod {intent.pod.namespace}/{intent.pod.name} is now {uid}, not {intent.pod.uid}",
                 "pod.uid",
             )
+        await self._fits(pod, intent)
         try:
             await self.kube.arequest("POST", paths.JOBS, body=msgspec.to_builtins(job))
         except KubeError as exc:
             if exc.status != 409:
-                raise self._outage(exc) from exc
+                raise outage(exc) from exc
             # Another replica created it a moment ago: the same job, if it is this intent's.
             found = await self._get(paths.job(name))
             if found is None:
@@ -150,17 +172,16 @@ class IntentIntake:
         return False
 
     async def _get(self, path: str) -> dict[str, Any] | None:
-        try:
-            return await self.kube.get_json(path)
-        except KubeError as exc:
-            raise self._outage(exc) from exc
-        except Exception as exc:  # connection refused, timeouts
-            raise Refused("Unavailable", f"the Kubernetes API server is unreachable: {exc}") from exc
+        return await api_answer(self.kube.get_json(path))
 
-    @staticmethod
-    def _outage(exc: KubeError) -> Refused:
-        code: IntentErrorCode = "Unavailable" if exc.retryable else "Internal"
-        return Refused(code, f"the Kubernetes API server answered {exc}")
+    async def _fits(self, pod: dict[str, Any], intent: MigrationIntent) -> None:
+        """Refused when nodeFit is on and the pod fits no other node (the pods of no node are not checked)."""
+        if self.fit is None or not (pod.get("spec") or {}).get("nodeName"):
+            return
+        why = await api_answer(self.fit.why_not(pod))
+        if why is not None:
+            where = f"{intent.pod.namespace}/{intent.pod.name}"
+            raise Refused("Refused", f"pod {where} fits no other node (nodeFit): {why}", "pod")
 
     # ----------------------------------------------------------------------------------------------------
 

@@ -33,6 +33,7 @@ from services.tracker.collector import Collector
 from services.tracker.drains import Drains
 from services.tracker.effects import CommandStep, Effects
 from services.tracker.endings import Endings
+from services.tracker.fit import NodeFit
 from services.tracker.intake import IntentIntake
 from services.tracker.keys import TrackerKeys
 from services.tracker.locks import JobLocks, announcer
@@ -132,8 +133,15 @@ class Tracker:
         )
         drains = Drains(kube, self.publisher, self.subjects, args=self.args, replica=config.replica)
         requesters = Requesters(kube, config.intents, self.subjects)
+        fit = NodeFit(kube, node_selector=self.args.node_selector) if self.args.fit_checked else None
         self.intake = IntentIntake(
-            kube, self.publisher, self.subjects, replica=config.replica, requesters=requesters, drains=drains
+            kube,
+            self.publisher,
+            self.subjects,
+            replica=config.replica,
+            requesters=requesters,
+            drains=drains,
+            fit=fit,
         )
         self.collector = Collector(config, client, kube, publisher=self.publisher, js=self.js)
         self.atomic = AtomicDrains(

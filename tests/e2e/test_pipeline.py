@@ -78,7 +78,8 @@ async def test_an_intent_becomes_a_job_that_moves_the_pod(
 ) -> None:
     kube = start(kubesim_factory, cluster())
     name = sorted(web_pods(kube))[0]
-    config = pipeline_config(kube.handle, nats_srv, redis_srv, test_id)
+    # nodeFit on: the tracker finds the pod room elsewhere first, with no more than its RBAC allows.
+    config = pipeline_config(kube.handle, nats_srv, redis_srv, test_id, nodeFit=True)
     nc = await nats.connect(nats_srv.url)
     subjects = bus.Subjects(test_id)
     intent = MigrationIntent(

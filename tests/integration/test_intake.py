@@ -11,7 +11,9 @@ from typing import Any
 
 import pytest
 
+from kubesim.sim import SimHandle
 from podherd.servers import Server
+from services.tracker.fit import NodeFit
 from services.tracker.intake import CONSUMER, IntentIntake
 from shared import bus
 from shared.api import codec
@@ -21,25 +23,29 @@ from shared.config_loader import config_from_dict
 from shared.kube import KubeClient
 from shared.publisher import Publisher
 from tests.conftest import NatsScope
-from tests.kube import Kube
+from tests.kube import Kube, client_for, with_crds
 from tests.security.doors import unchecked
 
 pytestmark = pytest.mark.integration
 GROUP, VERSION, PLURAL = "scheduling.koordinator.sh", "v1alpha1", "podmigrationjobs"
 
 
-def make_pod(kube: Kube, name: str) -> str:
+def make_pod(kube: Kube, name: str, node: str = "node-1", cpu: str | None = None) -> str:
+    container: dict[str, Any] = {"name": "c", "image": "nginx"}
+    if cpu is not None:
+        container["resources"] = {"requests": {"cpu": cpu}}
     body = {
         "metadata": {"name": name, "namespace": "default"},
-        "spec": {"containers": [{"name": "c", "image": "nginx"}], "nodeName": "node-1"},
+        "spec": {"containers": [container], "nodeName": node},
     }
     return str(kube.core.create_namespaced_pod("default", body).metadata.uid)
 
 
 @contextlib.asynccontextmanager
 async def intake(
-    kube: Kube, nats_srv: Server, nats_scope: NatsScope, replicas: int = 1
+    kube: Kube, nats_srv: Server, nats_scope: NatsScope, replicas: int = 1, *, fit: str | None = None
 ) -> AsyncIterator[bus.Subjects]:
+    """`fit`: nodeFit on, with this nodeSelector ("" for every node)."""
     config = config_from_dict(
         {
             "nats": {"url": nats_srv.url, "subjectPrefix": nats_scope.prefix},
@@ -58,6 +64,7 @@ async def intake(
             subjects,
             replica=f"t{i}",
             requesters=unchecked(client, subjects),
+            fit=None if fit is None else NodeFit(client, node_selector=fit),
         )
         handlers.append(handler)
         tasks.append(asyncio.create_task(handler.serve(nats_scope.nc, config.nats, stop)))
@@ -162,6 +169,26 @@ async def test_a_key_reused_for_another_pod_is_a_conflict(
     assert (
         reply.error is not None and reply.error.code == "Conflict" and "default/web-0" in reply.error.message
     )
+
+
+async def test_with_node_fit_a_pod_that_fits_no_other_selected_node_is_refused_naming_what_each_lacks(
+    kubesim_factory: Callable[..., SimHandle], nats_srv: Server, nats_scope: NatsScope
+) -> None:
+    nodes = [{"name": "node-{i}", "count": 3, "capacity": {"cpu": "4", "memory": "8Gi", "pods": "110"}}]
+    kube = with_crds(client_for(kubesim_factory({"name": "fit", "nodes": nodes})))
+    make_pod(kube, "big", cpu="2")
+    make_pod(kube, "small", cpu="500m")
+    make_pod(kube, "filler", "node-2", cpu="3")
+    # node-3 is empty, but not among the nodes nodeFit counts.
+    async with intake(kube, nats_srv, nats_scope, fit="kubernetes.io/hostname!=node-3") as subjects:
+        refused = await ask(nats_scope, subjects, intent_bytes("k-big", "big"))
+        moved = await ask(nats_scope, subjects, intent_bytes("k-small", "small"))
+    assert refused.error is not None and (refused.error.code, refused.error.field) == ("Refused", "pod")
+    assert refused.error.message == (
+        "pod default/big fits no other node (nodeFit): 0/1 nodes are available: 1 Insufficient cpu."
+    )
+    assert moved.ok and moved.created
+    assert list(jobs(kube)) == [moved.job]
 
 
 async def test_fire_and_forget_intents_through_jetstream(

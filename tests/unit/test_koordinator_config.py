@@ -86,12 +86,17 @@ def test_podherd_config_prints_it(capsys: pytest.CaptureFixture[str]) -> None:
     assert "evictionPolicy: Eviction" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize(("field", "value"), [("nodeFit", "true"), ("nodeSelector", "zone=a")])
-def test_a_field_podherd_does_not_apply_is_refused_by_name(field: str, value: str) -> None:
+def test_node_fit_is_on_unless_its_gate_is_skipped_and_its_node_selector_must_parse() -> None:
+    args = parse_config_text("kind: MigrationControllerArgs\nnodeFit: true\nnodeSelector: zone in (a,b)")
+    assert (
+        args.migration_controller.fit_checked and args.migration_controller.node_selector == "zone in (a,b)"
+    )
+    skipped = parse_config_text("kind: MigrationControllerArgs\nnodeFit: true\nskipEvictionGates: [NodeFit]")
+    assert not skipped.migration_controller.fit_checked
     with pytest.raises(ConfigError) as refused:
-        parse_config_text(f"kind: MigrationControllerArgs\n{field}: {value}")
-    assert refused.value.key == f"migrationController.{field}"
-    assert "not applied by Podherd yet" in str(refused.value)
+        parse_config_text("kind: MigrationControllerArgs\nnodeSelector: =a")
+    assert refused.value.key == "migrationController.nodeSelector"
+    assert "unable to parse requirement: '=a'" in str(refused.value)
 
 
 def test_the_reference_says_how_each_of_koordinators_fields_is_read() -> None:
