@@ -8,9 +8,6 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
-import msgspec
-import yaml
-
 from podherd import __version__, arguments
 from podherd.errors import EXIT_FAILED, CliError
 from podherd.servers import ServerUnavailable
@@ -37,27 +34,9 @@ def _cmd_certs(args: argparse.Namespace) -> int:
 
 
 def _cmd_config(args: argparse.Namespace) -> int:
-    if args.reference:
-        from podherd.reference import config_reference
+    from podherd import config_command
 
-        print(config_reference(), end="")
-        return 0
-    from shared.redact import redacted
-
-    config = arguments.loaded(args)
-    if args.redis_acl:
-        from shared.redis_acl import setuser_lines
-
-        print(setuser_lines(config.redis.key_prefix), end="")
-        return 0
-    if args.nats_accounts:
-        from shared.bus import Subjects
-        from shared.nats_permissions import accounts_file
-
-        print(accounts_file(Subjects(config.nats.subject_prefix)), end="")
-        return 0
-    print(yaml.safe_dump(redacted(msgspec.to_builtins(config)), sort_keys=False), end="")
-    return 0
+    return config_command.run(args)
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
@@ -245,6 +224,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--nats-accounts",
         action="store_true",
         help="print the NATS accounts (one user per service, by client certificate) for nats.subjectPrefix",
+    )
+    config.add_argument(
+        "--rbac",
+        action="store_true",
+        help="print the watcher's role for the watcher.workloadKinds deploy/rbac does not grant",
     )
     config.set_defaults(func=_cmd_config)
     certs = sub.add_parser(

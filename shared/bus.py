@@ -53,6 +53,11 @@ T = TypeVar("T")
 CLUSTER_SCOPE = "_"
 
 
+# The events of the configured workload kinds (`<prefix>.events.workloads.<kind>.<namespace>.<name>`): one
+# subscription takes them all, whichever kinds are configured.
+WORKLOADS = "workloads"
+
+
 def token(text: str) -> str:
     """A Kubernetes name or namespace as one NATS subject token."""
     return text.replace(".", "_").replace("*", "_").replace(">", "_").replace(" ", "_") or CLUSTER_SCOPE

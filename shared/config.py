@@ -22,6 +22,7 @@ import msgspec
 
 from shared.api.meta import DeleteOptions, Duration, IntOrPercent, LabelSelector
 from shared.durations import parse_duration
+from shared.workload_kinds import WorkloadKind, default_workload_kinds
 
 KOORDINATOR_KINDS: Final = frozenset({"MigrationControllerArgs"})
 DESCHEDULER_KINDS: Final = frozenset({"DeschedulerConfiguration"})
@@ -331,6 +332,7 @@ class WatcherConfig(Section):
     """The watcher: what it follows, how it narrows it, and its timing."""
 
     kinds: list[str] = msgspec.field(default_factory=lambda: list(WATCHABLE_KINDS))
+    workload_kinds: list[WorkloadKind] = msgspec.field(default_factory=default_workload_kinds)
     # Namespaced kinds only: one `include` namespace watches that namespace alone; several are filtered in
     # the watcher; `exclude` becomes a `metadata.namespace!=` field selector.
     namespaces: Namespaces | None = None

@@ -34,6 +34,7 @@ from shared.config import (
 from shared.durations import parse_duration
 from shared.redact import without_credentials
 from shared.selectors import parse_label_selector
+from shared.workload_kinds import BUILTIN, WorkloadKind
 
 log = logging.getLogger("shared.config")
 MIGRATION_PLUGIN = "MigrationController"
@@ -323,6 +324,7 @@ def validate(config: PodherdConfig) -> None:
             raise ConfigError(
                 f"watcher.kinds[{i}]", f"unknown kind {kind!r}; known: {', '.join(WATCHABLE_KINDS)}"
             )
+    _check_workload_kinds(config.watcher.workload_kinds)
     namespaces = config.watcher.namespaces
     if namespaces and namespaces.include and namespaces.exclude:
         raise ConfigError("watcher.namespaces", "only one of include and exclude can be set")
@@ -360,3 +362,16 @@ def unknown_gate(gate: str) -> str:
     if meant:
         return f"unknown gate {gate!r}; did you mean {meant[0]!r}?"
     return f"unknown gate {gate!r}; known: {', '.join(KOORDINATOR_GATES + PODHERD_GATES)}"
+
+
+def _check_workload_kinds(kinds: list[WorkloadKind]) -> None:
+    seen: set[str] = set()
+    for i, kind in enumerate(kinds):
+        where = f"watcher.workloadKinds[{i}]"
+        for field, value in (("kind", kind.kind), ("resource", kind.resource), ("version", kind.version)):
+            if not value:
+                raise ConfigError(f"{where}.{field}", "must not be empty")
+        if kind.name in BUILTIN or kind.name in seen:
+            said = "is read from its own objects" if kind.name in BUILTIN else "is listed twice"
+            raise ConfigError(f"{where}.kind", f"{kind.name} {said}")
+        seen.add(kind.name)

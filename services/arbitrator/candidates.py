@@ -9,13 +9,14 @@ import msgspec
 
 from services.arbitrator.gather import Loaded
 from services.arbitrator.rules import filters, limits
-from services.arbitrator.rules.facts import PdbFacts, workload_key
+from services.arbitrator.rules.facts import PdbFacts, WorkloadFacts, workload_key
 from shared.api.messages import PodInfo, WindowOpening
 from shared.api.pmj import REASON_FORBIDDEN_MIGRATE_POD
 from shared.config import MigrationControllerArgs
 from shared.durations import parse_duration
 from shared.ledger import FORBIDDEN, Candidate
 from shared.windows import Closed, Open
+from shared.workload_kinds import BUILTIN
 
 # A job whose pod (or workload) the facts do not know yet is looked at again after this long (sooner when
 # the fact arrives). Facts lag (a watcher restarting, Redis restored): an absent fact never fails a job; the
@@ -70,17 +71,20 @@ def candidate(
     *,
     window: Open | Closed | None = None,
     now: datetime | None = None,
+    known: frozenset[str] = frozenset(BUILTIN),
 ) -> Candidate:
+    """`known`: the workload kinds whose replica counts the watcher publishes (a fact not in yet is waited
+    for); a pod of any other kind is counted as Koordinator counts it, as 0 replicas (a drain's, as kubectl
+    drain counts it: under its budgets alone)."""
     facts, pod, workload = item.facts, item.pod, item.workload
     missing = None
     if pod is None:
         missing = f"pod {facts.pod_namespace}/{facts.pod_name}"
-    elif (
-        pod.workload is not None
-        and workload is None
-        and pod.workload.kind in ("Deployment", "StatefulSet", "ReplicaSet")
-    ):
-        missing = f"workload {workload_key(pod.workload)}"
+    elif pod.workload is not None and workload is None:
+        if pod.workload.kind in known:
+            missing = f"workload {workload_key(pod.workload)}"
+        elif not facts.drain:
+            workload = WorkloadFacts(key=workload_key(pod.workload), replicas=0)
     if missing is not None or pod is None:
         waiting = (FACTS_WAIT, "WaitingForFacts", f"waiting for {missing}")
         return Candidate(uid, pod.uid if pod else "", (), (), wait=waiting)

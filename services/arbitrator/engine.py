@@ -34,6 +34,7 @@ from shared.ledger import ADMITTED, DEFERRED, FORBIDDEN, REJECTED, Candidate, Le
 from shared.slots import pdb_slot, workload_slot
 from shared.stats import MigrationStats
 from shared.windows import Windows
+from shared.workload_kinds import BUILTIN
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +74,7 @@ class Engine:
     ) -> None:
         self.config = config
         self.args = config.migration_controller
+        self.workload_kinds = frozenset((*BUILTIN, *(k.name for k in config.watcher.workload_kinds)))
         self.facts = facts
         self.ledger = ledger
         self.publisher = publisher
@@ -298,7 +300,7 @@ class Engine:
                 continue
             pod = item.pod
             window = self.windows.at(pod.namespace, pod.labels, moment) if self.windows and pod else None
-            made = candidate(uid, item, self.args, window=window, now=moment)
+            made = candidate(uid, item, self.args, window=window, now=moment, known=self.workload_kinds)
             name = item.facts.name or uid
             out.append(Prepared(made, name, entered, window=window.opening if window else None))
         return out

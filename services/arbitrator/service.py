@@ -53,7 +53,7 @@ Outcomes = list[BaseException | None]  # per message of a fetch: None (done) or 
 CONSUMER = "arbitrator"
 # What the API server raises when it does not answer or refuses (its client errors are OSErrors too).
 API_OUTAGE = (KubeError, aiohttp.ClientError)
-FACT_KINDS = ("pods", "poddisruptionbudgets", "deployments", "statefulsets", "replicasets")
+FACT_KINDS = ("pods", "poddisruptionbudgets", "deployments", "statefulsets", "replicasets", bus.WORKLOADS)
 USAGE_INTERVAL = 5.0
 # A batch of events waits this long once its first event is in, for those that come with it: applying them
 # costs a few Redis round trips per batch, and the watcher publishes a change's events in a burst.
@@ -148,7 +148,7 @@ class Arbitrator:
             pdb = codec.decode(msg.data, ObjectEvent[PdbInfo]).object
             if await self.facts.put("pdb", ident, head.resource_version, fact=None if deleted else pdb):
                 await self.engine.on_facts("pdb", ident)
-        elif head.kind in ("Deployment", "StatefulSet", "ReplicaSet"):
+        else:  # a workload, of a built-in kind or a configured one
             workload = codec.decode(msg.data, ObjectEvent[WorkloadInfo]).object
             key = f"{head.kind}/{ident}"
             if await self.facts.put(

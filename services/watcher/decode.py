@@ -12,6 +12,7 @@ from typing import Any, Generic, Literal, TypeVar
 
 import msgspec
 
+from shared import workload_kinds
 from shared.api import annotations as known
 from shared.api import codec
 from shared.api.messages import NodeInfo, PdbInfo, PodInfo, WorkloadInfo, WorkloadRef
@@ -196,8 +197,9 @@ def _ref(owner: RawOwner | None, namespace: str | None) -> ObjectReference | Non
 class WorkloadResolver:
     """ReplicaSet uid -> the Deployment that controls it, fed by a ReplicaSet watch.
 
-    A pod's workload is its ReplicaSet's Deployment where there is one; otherwise its own controller. Until
-    a ReplicaSet has been seen, Kubernetes' naming rule (`<deployment>-<pod-template-hash>`) stands in.
+    A pod's workload is its ReplicaSet's controller where there is one (a Deployment, an Argo Rollout);
+    otherwise its own controller. Until a ReplicaSet has been seen, Kubernetes' naming rule
+    (`<deployment>-<pod-template-hash>`) stands in. Kinds are named as `shared.workload_kinds` names them.
     """
 
     def __init__(self) -> None:
@@ -210,7 +212,7 @@ class WorkloadResolver:
         parent = rs.metadata.controller()
         namespace = rs.metadata.namespace or ""
         self.owners[rs.metadata.uid] = (
-            WorkloadRef(kind=parent.kind, namespace=namespace, name=parent.name, uid=parent.uid)
+            WorkloadRef(kind=_kind(parent), namespace=namespace, name=parent.name, uid=parent.uid)
             if parent is not None
             else None
         )
@@ -231,7 +233,11 @@ class WorkloadResolver:
                     return WorkloadRef(
                         kind="Deployment", namespace=namespace, name=owner.name[: -len(template_hash) - 1]
                     )
-        return WorkloadRef(kind=owner.kind, namespace=namespace, name=owner.name, uid=owner.uid)
+        return WorkloadRef(kind=_kind(owner), namespace=namespace, name=owner.name, uid=owner.uid)
+
+
+def _kind(owner: RawOwner) -> str:
+    return workload_kinds.of_reference(owner.apiVersion, owner.kind)
 
 
 def pod_info(pod: RawPod, resolver: WorkloadResolver | None = None) -> PodInfo:

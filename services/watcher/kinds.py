@@ -28,6 +28,9 @@ from shared.api.meta import ObjectMeta
 from shared.api.pmj import PodMigrationJob
 from shared.api.pmj_read import decode_pmj
 from shared.api.reservation import Reservation
+from shared.bus import WORKLOADS, token
+from shared.config import WatcherConfig
+from shared.workload_kinds import WorkloadKind
 
 
 @dataclass(frozen=True)
@@ -39,19 +42,42 @@ class Decoded:
 
 @dataclass(frozen=True)
 class KindSpec:
-    kind: WatchedKind
-    plural: str  # the subject token and the API resource
+    kind: WatchedKind | str  # a configured workload kind: as `shared.workload_kinds` names it
+    plural: str  # the subject token (its checkpoint's, lease's and metrics' name too)
     group: str
     version: str
     namespaced: bool
     decode: Callable[[bytes, WorkloadResolver], Decoded]
     minimal: Callable[[str, str, str], Any]  # (uid, namespace, name) -> payload for a vanished object
+    resource: str = ""  # the API resource, where it is not `plural`
+    scaled: bool = False  # its replica count is read through its /scale subresource
 
     def path(self, namespace: str | None = None) -> str:
         base = f"/api/{self.version}" if not self.group else f"/apis/{self.group}/{self.version}"
+        resource = self.resource or self.plural
         if namespace and self.namespaced:
-            return f"{base}/namespaces/{namespace}/{self.plural}"
-        return f"{base}/{self.plural}"
+            return f"{base}/namespaces/{namespace}/{resource}"
+        return f"{base}/{resource}"
+
+
+def workload_spec(kind: WorkloadKind) -> KindSpec:
+    """A configured workload kind, published on `<prefix>.events.workloads.<kind>.<namespace>.<name>`."""
+    return KindSpec(
+        kind.name,
+        f"{WORKLOADS}.{token(kind.name)}",
+        kind.group,
+        kind.version,
+        True,
+        _workload(kind.name),
+        _minimal_workload(kind.name),
+        resource=kind.resource,
+        scaled=True,
+    )
+
+
+def watched(config: WatcherConfig) -> list[KindSpec]:
+    """What the watcher follows: the kinds it is told to, and every configured workload kind."""
+    return [KINDS[name] for name in config.kinds] + [workload_spec(k) for k in config.workload_kinds]
 
 
 def _pod(raw: bytes, resolver: WorkloadResolver) -> Decoded:

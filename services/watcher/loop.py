@@ -282,7 +282,7 @@ class KindWatcher:
             resource_version=meta.resourceVersion,
             namespace=meta.namespace,
             observed_at=datetime.now(UTC),
-            object=decoded.payload,
+            object=await payload_of(self.kube, self.spec, decoded, event_type=event_type),
             error=decoded.error,
         )
         await self._publish(event, f"{meta.uid}/{meta.resourceVersion}", arrived)
@@ -358,6 +358,18 @@ async def _until(stop: asyncio.Event, work: Awaitable[None]) -> None:
         await cancel_and_wait(stopper, task)
     if not task.cancelled():
         task.result()  # re-raises the work's own exception, if any
+
+
+async def payload_of(kube: KubeClient, spec: KindSpec, decoded: Decoded, *, event_type: EventType) -> Any:
+    """What an event carries: the object as decoded; a configured workload kind's with the replica count its
+    /scale subresource gives (Koordinator's controller finder reads it so), or 0 without one, as that
+    finder counts a controller it cannot scale."""
+    workload = decoded.payload
+    if not spec.scaled or event_type == "DELETED" or decoded.error is not None:
+        return workload
+    scale = await kube.get_json(f"{spec.path(workload.namespace)}/{workload.name}/scale")
+    replicas = ((scale or {}).get("spec") or {}).get("replicas") or 0
+    return msgspec.structs.replace(workload, replicas=int(replicas))
 
 
 def api_backoff(kube: KubeClient, config: WatcherConfig) -> SharedBackoff:

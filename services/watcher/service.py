@@ -22,7 +22,7 @@ from nats.js.kv import KeyValue
 
 from services.watcher import metrics
 from services.watcher.checkpoints import Checkpoints
-from services.watcher.kinds import KINDS, KindSpec
+from services.watcher.kinds import KindSpec, watched
 from services.watcher.loop import KindWatcher, api_backoff
 from shared import bus, nats_connect
 from shared.config import PodherdConfig
@@ -47,7 +47,7 @@ class Watcher:
         self.active: dict[str, KindWatcher] = {}
         self.leases: dict[str, Lease] = {}
         # Set once this replica has listed (or resumed) a kind; cleared again when it stands down.
-        self.synced = {kind: asyncio.Event() for kind in config.watcher.kinds}
+        self.synced = {spec.plural: asyncio.Event() for spec in watched(config.watcher)}
         self.set_up = bus.SetUp("watcher")
         self.api_down = api_backoff(kube, config.watcher)  # one line per step for all the kinds' watches
 
@@ -63,7 +63,7 @@ class Watcher:
             return
         checkpoint_kv, lease_kv = buckets
         checkpoints = Checkpoints(checkpoint_kv, self.scope)
-        kinds = [KINDS[name] for name in self.config.watcher.kinds]
+        kinds = watched(self.config.watcher)
         await asyncio.gather(*(self._supervise(spec, checkpoints, lease_kv, stop=stop) for spec in kinds))
 
     async def _supervise(

@@ -251,7 +251,7 @@ Payload = TypeVar(
 class ObjectEvent(Message, Generic[Payload], kw_only=True):
     """One change of one object. `Nats-Msg-Id` is `uid/resourceVersion`, so a republish is de-duplicated."""
 
-    kind: WatchedKind
+    kind: WatchedKind | str  # or a configured workload kind (`CloneSet.apps.kruise.io`)
     type: EventType
     name: str
     uid: str

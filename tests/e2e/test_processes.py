@@ -51,6 +51,10 @@ NEEDED_OFF_THIS_PATH = {
     *SURGE_GRANTS,  # Surge (tests/e2e/test_surge.py asserts they are used)
     # A surge taken back without its Deployment's name or pod (tests/integration/test_surger.py uses it)
     ("executor", "list", "apps", "deployments"),
+    # A ReplicationController's replicas (tests/e2e/test_workload_kinds.py has one)
+    ("watcher", "get", "", "replicationcontrollers/scale"),
+    # The nodes nodeFit tries (tests/e2e/test_pipeline.py turns it on)
+    ("tracker", "list", "", "nodes"),
 }
 
 # The tracker's resync (every 30 s) lists the jobs, its room sweep (every 10 s) lists the Reservations, and

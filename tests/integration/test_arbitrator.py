@@ -29,6 +29,7 @@ from services.arbitrator.keys import ArbitratorKeys
 from services.arbitrator.service import Arbitrator
 from shared import bus, redis_client
 from shared.api import codec
+from shared.api.drain import ANNOTATION_DRAIN_NODE
 from shared.api.messages import (
     EventType,
     ObjectEvent,
@@ -83,6 +84,7 @@ class Cluster:
         self.subjects = subjects
         self.rv = 0
         self.replicas: dict[str, int] = {}  # deployment -> replicas
+        self.kinds: dict[str, str] = {}  # workload -> its kind, where not a Deployment
         self.pods: Counter[str] = Counter()  # deployment -> pods published
 
     async def _event(
@@ -112,20 +114,25 @@ class Cluster:
             headers={"Nats-Msg-Id": f"{uid}/{self.rv}"},
         )
 
-    async def deployment(self, name: str, replicas: int) -> None:
+    async def deployment(self, name: str, replicas: int, kind: str = "Deployment") -> None:
+        """A Deployment, or a workload of a configured `kind` (on the configured kinds' subjects)."""
         self.replicas[name] = replicas
+        self.kinds[name] = kind
         info = WorkloadInfo(
             uid=f"d-{name}",
-            kind="Deployment",
+            kind=kind,
             namespace="default",
             name=name,
             replicas=replicas,
             ready_replicas=replicas,
             available_replicas=replicas,
         )
-        await self._event("Deployment", "deployments", "default", name, info.uid, info)
+        topic = "deployments" if kind == "Deployment" else f"{bus.WORKLOADS}.{bus.token(kind)}"
+        await self._event(kind, topic, "default", name, info.uid, info)
 
-    async def pod(self, name: str, node: str, workload: str, **extra: Any) -> PodInfo:
+    async def pod(
+        self, name: str, node: str, workload: str, kind: str = "Deployment", **extra: Any
+    ) -> PodInfo:
         info = PodInfo(
             uid=f"p-{name}",
             namespace="default",
@@ -134,7 +141,7 @@ class Cluster:
             phase="Running",
             ready=True,
             owner=ObjectReference(kind="ReplicaSet", name=f"{workload}-rs", uid=f"rs-{workload}"),
-            workload=WorkloadRef(kind="Deployment", namespace="default", name=workload),
+            workload=WorkloadRef(kind=kind, namespace="default", name=workload),
             scheduler_name="koord-scheduler",
             labels={"app": workload},
             **extra,
@@ -148,7 +155,7 @@ class Cluster:
         (the arbitrator counts a workload's unavailable replicas from its pods)."""
         for workload, replicas in self.replicas.items():
             for i in range(self.pods[workload], replicas):
-                await self.pod(f"{workload}-other-{i}", "node-other", workload)
+                await self.pod(f"{workload}-other-{i}", "node-other", workload, self.kinds[workload])
 
     async def pdb(self, name: str, app: str, allowed: int) -> None:
         info = PdbInfo(
@@ -168,6 +175,7 @@ class Cluster:
         created: int = 0,
         event_type: EventType = "ADDED",
         uid: str | None = None,
+        annotations: dict[str, str] | None = None,
         **spec: Any,
     ) -> None:
         job = PodMigrationJob(
@@ -177,7 +185,7 @@ class Cluster:
                 name=name,
                 uid=uid or f"u-{name}",
                 creation_timestamp=EPOCH + timedelta(seconds=created),
-                annotations={"podherd.io/migration-priority": str(priority)},
+                annotations={"podherd.io/migration-priority": str(priority), **(annotations or {})},
             ),
             spec=PodMigrationJobSpec(pod_ref=ObjectReference(namespace="default", name=pod), **spec),
         )
@@ -453,6 +461,43 @@ async def test_filters_reject_and_a_pod_the_facts_do_not_know_waits_until_it_is_
         "podherd.io/EvictionCost",
     )
     assert by_name["invalid"]["reason"] == "InvalidPodRef"
+    await nc.close()
+
+
+async def test_workload_limits_hold_for_a_configured_kind_and_a_kind_without_replicas_is_refused(
+    nats_srv: Server, redis_srv: Server, test_id: str
+) -> None:
+    clonesets = {"kind": "CloneSet", "group": "apps.kruise.io", "resource": "clonesets"}
+    config = arbitrator_config(nats_srv, redis_srv, test_id)
+    config.watcher.workload_kinds = config_from_dict(
+        {"watcher": {"workloadKinds": [clonesets]}}
+    ).watcher.workload_kinds
+    nc, subjects, cluster = await setup_cluster(config)
+    shop = "CloneSet.apps.kruise.io"
+    await cluster.deployment("shop", 3, kind=shop)
+    for i in range(2):
+        await cluster.pod(f"shop-{i}", f"node-{i}", "shop", kind=shop)
+    await cluster.other_replicas()
+    await cluster.pod("report", "node-3", "nightly", kind="Job")
+    await cluster.pod("drained", "node-3", "nightly-2", kind="Job")
+    async with arbitrators([config]):
+        for i in range(2):
+            await cluster.job(f"j{i}", f"shop-{i}", created=i)
+        await cluster.job("batch", "report")
+        # A drain's job counts as kubectl drain counts it: under its budgets alone.
+        await cluster.job("drain", "drained", annotations={ANNOTATION_DRAIN_NODE: "node-3"})
+        ds = await decisions(nc, subjects, lambda ds: len(ds) >= 3)
+        audit = await _audit_until(
+            nc, subjects, lambda rs: any(r.get("job") == "j1" and r.get("rule") for r in rs)
+        )
+    by_name = {d["job"]["name"]: d for d in ds}
+    assert sorted(admitted(ds)) == ["drain", "j0"]
+    deferral = next(r for r in audit if r.get("job") == "j1" and r.get("rule"))
+    assert deferral["rule"] in ("maxMigratingPerWorkload", "maxUnavailablePerWorkload"), deferral
+    assert f"workload {shop}/default/shop" in deferral["message"] and "1/1" in deferral["message"], deferral
+    batch = by_name["batch"]
+    assert (batch["decision"], batch["rule"]) == ("rejected", "ExpectedReplicas")
+    assert "workload Job/default/nightly expects no replicas" in batch["message"]
     await nc.close()
 
 

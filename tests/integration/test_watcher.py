@@ -31,6 +31,7 @@ from shared.bus import Subjects
 from shared.config import PodherdConfig
 from shared.config_loader import config_from_dict
 from shared.kube import KubeClient
+from tests.integration.test_kubesim_scaling import CLONESETS
 from tests.kube import Kube, client_for, with_crds
 
 pytestmark = pytest.mark.integration
@@ -582,3 +583,45 @@ def test_event_payloads_decode_as_the_shared_types() -> None:
         }
     )
     assert msgspec.json.decode(raw, type=ObjectEvent[PodInfo]).object.name == "p"
+
+
+async def test_a_configured_workload_kinds_replicas_are_read_through_its_scale_and_its_pods_name_it(
+    kubesim_factory: Callable[..., SimHandle], nats_srv: Server, test_id: str
+) -> None:
+    # Replicas the CloneSet-like CRD keeps at .spec.size: only its /scale says where they are.
+    handle = kubesim_factory("small")
+    kube = client_for(handle)
+    kube.client("ApiextensionsV1Api").create_custom_resource_definition(CLONESETS)
+    where = ("apps.example.io", "v1alpha1", "default", "clonesets")
+    body = {"apiVersion": "apps.example.io/v1alpha1", "kind": "CloneSet", "metadata": {"name": "shop"}}
+    shop = kube.custom.create_namespaced_custom_object(*where, {**body, "spec": {"size": 3}})
+    owner = {"apiVersion": "apps.example.io/v1alpha1", "kind": "CloneSet", "name": "shop"}
+    pod = {
+        "metadata": {
+            "name": "shop-0",
+            "ownerReferences": [{**owner, "uid": shop["metadata"]["uid"], "controller": True}],
+        },
+        "spec": {"containers": [{"name": "c", "image": "i"}]},
+    }
+    kube.core.create_namespaced_pod("default", pod)
+    clonesets = {
+        "kind": "CloneSet",
+        "group": "apps.example.io",
+        "version": "v1alpha1",
+        "resource": "clonesets",
+    }
+    config = watcher_config(nats_srv.url, handle, test_id, kinds=["pods"], workloadKinds=[clonesets])
+    topic = f"{bus.WORKLOADS}.CloneSet_apps_example_io"
+
+    def replicas(count: int) -> Callable[[list[dict[str, Any]]], bool]:
+        return lambda events: any(e["object"].get("replicas") == count for e in events)
+
+    async with running(config):
+        first = await wait_events(nats_srv.url, test_id, replicas(3), kind=topic)
+        kube.custom.patch_namespaced_custom_object_scale(*where, "shop", {"spec": {"replicas": 5}})
+        later = await wait_events(nats_srv.url, test_id, replicas(5), kind=topic)
+        pods = await wait_events(nats_srv.url, test_id, bool, kind="pods")
+    assert first[0]["kind"] == "CloneSet.apps.example.io"
+    assert first[0]["_subject"] == f"{test_id}.events.{topic}.default.shop"
+    assert [e["object"]["replicas"] for e in later] == [3, 5]
+    assert pods[0]["object"]["workload"]["kind"] == "CloneSet.apps.example.io"

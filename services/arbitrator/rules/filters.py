@@ -206,6 +206,12 @@ def _expected_replicas(s: Subject) -> str | None:
     replicas = workload.replicas
     limit_migrating = max_migrating(replicas, args.max_migrating_per_workload)
     limit_unavailable = max_unavailable(replicas, args.max_unavailable_per_workload)
+    if replicas == 0:
+        return (
+            f"workload {workload.key} expects no replicas: it is scaled to zero, or its kind is one Podherd "
+            "reads no replica count of (not among watcher.workloadKinds, or without a /scale subresource), "
+            "which counts as none (skipCheckExpectedReplicas is off)"
+        )
     if replicas == 1:
         return f"workload {workload.key} has a single replica"
     if replicas in (limit_migrating, limit_unavailable):
