@@ -186,7 +186,7 @@ async def run_depth(
                 "maxMigratingPerWorkload": "100%",
                 "maxUnavailablePerWorkload": "100%",
                 "skipCheckExpectedReplicas": True,
-                "objectLimiters": {"workload": {"duration": "1s", "maxMigrating": 10**7}},
+                "objectLimiters": {"workload": {"duration": "1s", "maxMigrating": 10**7, "burst": 10**7}},
             },
         }
     )

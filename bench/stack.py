@@ -53,7 +53,7 @@ def config_document(
             "evictQPS": 1000,
             "evictBurst": 1000,
             "defaultJobTTL": ttl,
-            "objectLimiters": {"workload": {"duration": "1s", "maxMigrating": 1000}},
+            "objectLimiters": {"workload": {"duration": "1s", "maxMigrating": 1000, "burst": 1000}},
             **migration,
         },
     }

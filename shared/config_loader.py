@@ -269,8 +269,11 @@ def validate(config: PodherdConfig) -> None:
     _positive_duration(prefix + "arbitrationArgs.interval", args.arbitration_args.interval)
     if not args.object_limiters.items():
         args.object_limiters = default_object_limiters()
-    for name, limiter in args.object_limiters.items():
-        _positive_duration(f"{prefix}objectLimiters.{name}.duration", limiter.duration)
+    for name, limiter in args.object_limiters.items():  # 0: that limiter is off, as in Koordinator
+        if parse_duration(limiter.duration) < 0:
+            raise ConfigError(
+                f"{prefix}objectLimiters.{name}.duration", f"must not be negative, got {limiter.duration!r}"
+            )
     for i, gate in enumerate(args.skip_eviction_gates):
         if gate not in EVICTION_GATES:
             raise ConfigError(f"{prefix}skipEvictionGates[{i}]", unknown_gate(gate))

@@ -59,7 +59,7 @@ def pipeline_config(
             "migrationController": {
                 "evictQPS": 1000,
                 "evictBurst": 1000,
-                "objectLimiters": {"workload": {"duration": "1s", "maxMigrating": 1000}},
+                "objectLimiters": {"workload": {"duration": "1s", "maxMigrating": 1000, "burst": 1000}},
                 **migration,
             },
         }

@@ -757,3 +757,18 @@ async def test_a_named_reservation_that_expires_before_it_is_used_fails_the_job_
         job = await until_job(kube, "short-lived", ended)
     assert (job["status"]["phase"], job["status"].get("reason")) == ("Failed", "ReservationExpired"), job
     assert name in web_pods(kube)  # never evicted
+
+
+async def test_podherds_own_reservation_that_expires_while_the_eviction_waits_fails_the_job_at_once(
+    kubesim_factory: Callable[..., SimHandle], nats_srv: Server, redis_srv: Server, test_id: str
+) -> None:
+    kube = start(kubesim_factory, cluster())
+    tight_budget(kube, 3)  # the eviction waits, so the Reservation expires unused
+    name = sorted(web_pods(kube))[0]
+    config = pipeline_config(kube.handle, nats_srv, redis_srv, test_id, watch=BLIND_TO_BUDGETS)
+    async with pipeline(config):
+        # The template's ttl is the Reservation's, shorter than the job's.
+        create_job(kube, "brief", name, ttl="60s", reservationOptions={"template": {"spec": {"ttl": "3s"}}})
+        job = await until_job(kube, "brief", ended)
+    assert (job["status"]["phase"], job["status"].get("reason")) == ("Failed", "ReservationExpired"), job
+    assert name in web_pods(kube)  # never evicted

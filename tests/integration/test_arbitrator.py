@@ -61,7 +61,7 @@ def arbitrator_config(
             "migrationController": {
                 "evictQPS": 10_000,
                 "evictBurst": 10_000,
-                "objectLimiters": {"workload": {"duration": "1s", "maxMigrating": 10_000}},
+                "objectLimiters": {"workload": {"duration": "1s", "maxMigrating": 10_000, "burst": 10_000}},
                 **migration,
             },
         }
@@ -769,7 +769,7 @@ async def test_killing_a_replica_mid_stream_loses_no_job(
         "PODHERD_MIGRATIONCONTROLLER__MAXMIGRATINGPERWORKLOAD": "100%",
         "PODHERD_MIGRATIONCONTROLLER__MAXUNAVAILABLEPERWORKLOAD": "100%",
         "PODHERD_MIGRATIONCONTROLLER__SKIPCHECKEXPECTEDREPLICAS": "true",
-        "PODHERD_MIGRATIONCONTROLLER__OBJECTLIMITERS": "{workload: {duration: 1s, maxMigrating: 100000}}",
+        "PODHERD_MIGRATIONCONTROLLER__OBJECTLIMITERS": "{workload: {duration: 1s, maxMigrating: 100000, burst: 100000}}",
         "KUBECONFIG": str(tmp_path / "none"),
     }
     procs = []
@@ -920,4 +920,55 @@ async def test_more_blocked_jobs_than_a_round_reads_do_not_starve_one_that_fits(
         await cluster.pdb("db", "db", allowed=1)
         ds = await decisions(nc, subjects, lambda ds: "db" in admitted(ds), within=5)
         assert admitted(ds) == ["blocked-00", "lone", "db"]
+    await nc.close()
+
+
+# Koordinator's TestDoOnceArbitrate: of each case's jobs, those failing a non-retryable filter fail, those
+# failing only a retryable one wait, the rest pass. Here a non-retryable filter is the eviction cost that
+# forbids moving a pod, a retryable one a budget that allows no disruption now.
+DO_ONCE_ARBITRATE = {  # case: (jobs, non-retryable, retryable)
+    "test-1": (10, {2}, {3, 7}),
+    "test-2": (10, {3}, {3, 7}),
+    "test-3": (5, {0, 1, 2, 3, 4}, set()),
+    "test-4": (5, set(), {0, 1, 2, 3, 4}),
+    "test-5": (5, set(), {2}),
+}
+
+
+async def test_do_once_arbitrate_fails_the_non_retryable_holds_the_retryable_and_passes_the_rest(
+    nats_srv: Server, redis_srv: Server, test_id: str
+) -> None:
+    unlimited = ["MaxMigratingPerWorkload", "MaxUnavailablePerWorkload", "ExpectedReplicas"]
+    config = arbitrator_config(
+        nats_srv, redis_srv, test_id, maxMigratingPerNode=0, skipEvictionGates=unlimited
+    )
+    nc, subjects, cluster = await setup_cluster(config)
+    never_cost = {"scheduling.koordinator.sh/eviction-cost": "2147483647"}
+    for case, (count, never, later) in DO_ONCE_ARBITRATE.items():
+        free, held = case.replace("-", ""), case.replace("-", "") + "held"
+        await cluster.deployment(free, 100)
+        await cluster.deployment(held, 100)
+        await cluster.pdb(f"{held}-budget", held, 0)
+        for i in range(count):
+            annotations = never_cost if i in never else {}
+            await cluster.pod(f"{case}-{i}", "node-1", held if i in later else free, annotations=annotations)
+    waiting = {f"{case}-j{i}" for case, (_, never, later) in DO_ONCE_ARBITRATE.items() for i in later - never}
+    decided = sum(count for count, _, _ in DO_ONCE_ARBITRATE.values()) - len(waiting)
+    async with arbitrators([config]):
+        for case, (count, _, _) in DO_ONCE_ARBITRATE.items():
+            for i in range(count):
+                await cluster.job(f"{case}-j{i}", f"{case}-{i}", created=i)
+        ds = await decisions(nc, subjects, lambda ds: len(ds) >= decided)
+        audit = await _audit_until(
+            nc,
+            subjects,
+            lambda rs: waiting <= {r.get("job") for r in rs if r.get("rule") == "PodDisruptionBudget"},
+        )
+    outcome = {d["job"]["name"]: d["decision"] for d in ds}
+    deferred = {r["job"] for r in audit if r.get("rule") == "PodDisruptionBudget"}
+    for case, (count, never, later) in DO_ONCE_ARBITRATE.items():
+        jobs = {i: f"{case}-j{i}" for i in range(count)}
+        assert {i for i, j in jobs.items() if outcome.get(j) == "rejected"} == never, case
+        assert {i for i, j in jobs.items() if j in deferred and j not in outcome} == later - never, case
+        assert {i for i, j in jobs.items() if outcome.get(j) == "admitted"} == set(jobs) - never - later, case
     await nc.close()

@@ -6,6 +6,7 @@ the rest of the service, and it is reported as an unclosed session when collecte
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
@@ -26,12 +27,23 @@ class Silent:
     def __init__(self) -> None:
         self.asked = asyncio.Event()  # something asked about scripts
         self.server: asyncio.Server | None = None
+        self.taken: list[asyncio.StreamWriter] = []
 
     async def _take(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.taken.append(writer)
         while data := await reader.read(65536):
             if b"SCRIPT" in data.upper():
                 self.asked.set()
-        writer.close()
+
+    async def close(self) -> None:
+        """Its connections closed too, before the test's loop ends (not left to the collector)."""
+        assert self.server is not None
+        self.server.close()
+        for writer in self.taken:
+            writer.close()
+            with contextlib.suppress(ConnectionError):
+                await writer.wait_closed()
+        await self.server.wait_closed()
 
     async def client(self) -> aioredis.Redis:
         self.server = await asyncio.start_server(self._take, "127.0.0.1", 0)
@@ -46,8 +58,7 @@ async def silent() -> AsyncIterator[tuple[Silent, aioredis.Redis]]:
     client = await server.client()
     yield server, client
     await client.aclose()
-    assert server.server is not None
-    server.server.close()
+    await server.close()
 
 
 def _pod() -> tuple[EventHead, PodInfo]:

@@ -209,7 +209,9 @@ def test_seed_001_three_replicas_admit_one_of_two() -> None:
 
 def test_node_limit_and_the_evict_annotation_bypass() -> None:
     config = args(
-        evictBurst=10, evictQPS=100, objectLimiters={"workload": {"duration": "1s", "maxMigrating": 100}}
+        evictBurst=10,
+        evictQPS=100,
+        objectLimiters={"workload": {"duration": "1s", "maxMigrating": 100, "burst": 100}},
     )
     workload = WorkloadFacts(key="Deployment/default/web", replicas=40)
     ledger = empty_ledger(ready=40)
@@ -268,7 +270,8 @@ def _ready(ledger: limits.LedgerView, *pods: str) -> None:
 
 def six_replicas() -> tuple[limits.LedgerView, Callable[[int, str], limits.Outcome]]:
     """6 Ready replicas (maxUnavailable 2 by default), and a way to ask for moving pod-i on a node."""
-    config = args(evictBurst=10, evictQPS=100, maxMigratingPerWorkload=5)
+    limiter = {"workload": {"duration": "1s", "maxMigrating": 100, "burst": 100}}
+    config = args(evictBurst=10, evictQPS=100, maxMigratingPerWorkload=5, objectLimiters=limiter)
     workload = WorkloadFacts(key="Deployment/default/web", replicas=6)
     ledger = empty_ledger(ready=6)
 
@@ -345,7 +348,7 @@ def test_object_limiter_charged_at_admission() -> None:
         maxMigratingPerNode=0,
         maxMigratingPerWorkload=50,
         maxUnavailablePerWorkload=50,
-        objectLimiters={"workload": {"duration": "10m", "maxMigrating": 2}},
+        objectLimiters={"workload": {"duration": "10m", "maxMigrating": 2, "burst": 2}},
     )
     workload = WorkloadFacts(key="Deployment/default/web", replicas=100)
     ledger = empty_ledger(ready=100)
@@ -477,7 +480,8 @@ OPEN_LIMITS = {
     "maxMigratingPerNamespace": 50,
     "maxMigratingPerWorkload": 10,
     "maxUnavailablePerWorkload": 10,
-    "objectLimiters": {"workload": {"duration": "1s", "maxMigrating": 1000}},  # not a gate in Koordinator
+    # Not a gate in Koordinator.
+    "objectLimiters": {"workload": {"duration": "1s", "maxMigrating": 1000, "burst": 1000}},
 }
 
 

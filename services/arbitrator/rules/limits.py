@@ -145,11 +145,13 @@ def plan(
 
 
 def _limiter(kind: str, key: str, what: str, *, limiter: ObjectLimiter, count: int) -> list[Bucket]:
-    """An object limiter as a token bucket: `count` migrations per `duration`, bursting to `burst`."""
-    if count <= 0:
+    """An object limiter as a token bucket: `count` migrations per `duration`, bursting to `burst` (unset or
+    0: 1, Koordinator's `GetLimiterBurst`: the migrations are spaced evenly over the duration)."""
+    seconds = parse_duration(limiter.duration)
+    if count <= 0 or seconds <= 0:  # a duration of 0 turns the limiter off
         return []
-    rate = count / parse_duration(limiter.duration)
-    return [Bucket(f"objectLimiters.{kind}", key, rate, limiter.burst or count, what)]
+    rate = count / seconds
+    return [Bucket(f"objectLimiters.{kind}", key, rate, limiter.burst or 1, what)]
 
 
 # ---------------------------------------------------------------------------------------------------------
