@@ -769,7 +769,9 @@ async def test_killing_a_replica_mid_stream_loses_no_job(
         "PODHERD_MIGRATIONCONTROLLER__MAXMIGRATINGPERWORKLOAD": "100%",
         "PODHERD_MIGRATIONCONTROLLER__MAXUNAVAILABLEPERWORKLOAD": "100%",
         "PODHERD_MIGRATIONCONTROLLER__SKIPCHECKEXPECTEDREPLICAS": "true",
-        "PODHERD_MIGRATIONCONTROLLER__OBJECTLIMITERS": "{workload: {duration: 1s, maxMigrating: 100000, burst: 100000}}",
+        "PODHERD_MIGRATIONCONTROLLER__OBJECTLIMITERS": (
+            "{workload: {duration: 1s, maxMigrating: 100000, burst: 100000}}"
+        ),
         "KUBECONFIG": str(tmp_path / "none"),
     }
     procs = []
