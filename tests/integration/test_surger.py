@@ -154,3 +154,32 @@ async def test_a_surge_whose_report_was_lost_and_whose_pod_is_gone_is_still_take
     assert handle.sim is not None
     used = {(v, g, r) for u, v, g, r in handle.sim.authorizer.used if u.endswith("podherd-executor")}
     assert ("list", "apps", "deployments") in used
+
+
+async def test_a_pod_of_another_workload_kind_is_refused_surge_plainly(
+    surger: tuple[Kube, Surger, Said],
+) -> None:
+    kube, executor, said = surger
+    template = {
+        "metadata": {"labels": {"app": "legacy"}},
+        "spec": {"containers": [{"name": "c", "image": "i"}]},
+    }
+    controller = {
+        "metadata": {"name": "legacy"},
+        "spec": {"replicas": 1, "selector": {"app": "legacy"}, "template": template},
+    }
+    kube.core.create_namespaced_replication_controller("default", controller)
+    (legacy,) = watch_until(
+        kube.core.list_namespaced_pod, lambda s: len(s) == 1, namespace="default", label_selector="app=legacy"
+    ).values()
+    await executor.surge(
+        job("j1", legacy.metadata.name), pod_from(kube.api.sanitize_for_serialization(legacy))
+    )
+    assert said.reports == [
+        (
+            "surge",
+            "failed",
+            f"Surge moves pods of Deployments; pod {legacy.metadata.name} has ReplicationController legacy",
+        )
+    ]
+    assert kube.core.read_namespaced_replication_controller("legacy", "default").spec.replicas == 1
