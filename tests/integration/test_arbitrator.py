@@ -89,7 +89,7 @@ class Cluster:
 
     async def _event(
         self,
-        kind: WatchedKind,
+        kind: WatchedKind | str,
         plural: str,
         namespace: str | None,
         name: str,

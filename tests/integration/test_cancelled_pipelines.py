@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable, Coroutine
+from typing import Any
 
 import pytest
 import redis.asyncio as aioredis
@@ -67,7 +68,7 @@ def _pod() -> tuple[EventHead, PodInfo]:
     return EventHead(kind="Pod", type="MODIFIED", name="web-1", resource_version="7"), pod
 
 
-def _calls(client: aioredis.Redis) -> dict[str, Callable[[], Awaitable[object]]]:
+def _calls(client: aioredis.Redis) -> dict[str, Callable[[], Coroutine[Any, Any, object]]]:
     ledger = Ledger(client, "t", 600.0)
     events = PodEvents(client, FactStore(client, "t"), ledger_prefix=ledger.prefix, keys=ArbitratorKeys("t"))
     head, pod = _pod()
@@ -90,5 +91,5 @@ async def test_a_pipeline_cancelled_before_its_script_is_found_hands_its_connect
     with pytest.raises(asyncio.CancelledError):
         await sending
     # The pool's only connection is free again (kept, this raises "Too many connections").
-    connection = await client.connection_pool.get_connection()
+    connection = await client.connection_pool.get_connection()  # type: ignore[no-untyped-call]
     await client.connection_pool.release(connection)

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from shared.config_loader import ConfigError, config_from_dict
+from shared.config import ConfigError
+from shared.config_loader import config_from_dict
 from shared.workload_kinds import WorkloadKind, of_reference
 from shared.workload_rbac import workload_rbac
 
