@@ -59,8 +59,8 @@ from podherd.history import room_checks
 from podherd.invariants import Watchdog
 from podherd.processes import ServiceProcesses
 from podherd.timeouts import UNKNOWN, timed_out, why_timed_out
-from services.tracker.intake import CONSUMER as INTENTS_CONSUMER
-from services.tracker.intents import job_name
+from services.tracker.intake.intent_jobs import job_name
+from services.tracker.intake.intents import CONSUMER as INTENTS_CONSUMER
 from shared import bus
 from shared.api import codec
 from shared.api.messages import IntentReply, MigrationIntent, PodKey

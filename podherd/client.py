@@ -245,7 +245,7 @@ def job_rows(items: list[dict[str, Any]], now: datetime) -> list[tuple[str, ...]
     return rows
 
 
-# How a job waiting for a disruption window says when it opens (services.tracker.deadlines.window_mark).
+# How a job waiting for a disruption window says when it opens (services.tracker.jobs.deadlines.window_mark).
 _OPENS_AT = re.compile(r"it opens at (\S+Z)")
 
 

@@ -21,8 +21,8 @@ import msgspec
 
 from podherd.client import kube_client
 from podherd.errors import EXIT_FAILED, CliError
-from services.tracker.drain_writes import DrainRefused, DrainWrites
-from services.tracker.intents import conflict, job_for
+from services.tracker.intake.drain_writes import DrainRefused, DrainWrites
+from services.tracker.intake.intent_jobs import conflict, job_for
 from shared.api import paths
 from shared.api.messages import DrainIntent, DrainReply, MigrationIntent
 from shared.api.pmj import TERMINAL_PHASES

@@ -3,13 +3,13 @@
 Triggers (all event-driven): the job's own events, its pod's and Reservation's events, the replacement
 pod's (it carries the Reservation's name, which is the job's), the arbitrator's decisions, the executor's
 reports, and the job's deadline (`spec.ttl`, default `defaultJobTTL`). On any of them the job is
-reconciled: its live objects are read, `progress.progress` decides the next status and actions, the status
-is written with optimistic concurrency (a 409 re-reads and decides again), commands go to the executor,
-and an ended job's ledger slots are released exactly once. A per-job lock in Redis makes one replica at a
-time handle a job; a message for a job another replica holds is redelivered a moment later.
+reconciled: its live objects are read, `jobs.machine.progress` decides the next status and actions, the
+status is written with optimistic concurrency (a 409 re-reads and decides again), commands go to the
+executor, and an ended job's ledger slots are released exactly once. A per-job lock in Redis makes one
+replica at a time handle a job; a message for a job another replica holds is redelivered a moment later.
 
 Every status change is an audit record (`p.audit.<job>`, action `transition`) and a Kubernetes Event on the
-PMJ. Intents from external systems are turned into jobs here too (`intake.py`).
+PMJ. Intents from external systems are turned into jobs here too (`intake/`).
 
 Abort a job with the annotation `podherd.io/abort` (any value, e.g. the reason): it ends Aborted, what it
 created is cleaned up, and nothing is evicted afterwards.
@@ -26,22 +26,21 @@ import msgspec
 import redis.asyncio as aioredis
 from nats.aio.client import Client as NatsClient
 
-from services.tracker import deadlines
-from services.tracker import progress as machine
-from services.tracker.atomic import AtomicDrains
-from services.tracker.collector import Collector
-from services.tracker.drains import Drains
-from services.tracker.effects import CommandStep, Effects
-from services.tracker.endings import Endings
-from services.tracker.fit import NodeFit
-from services.tracker.intake import IntentIntake
+from services.tracker.collector.collecting import Collector
+from services.tracker.intake.atomic import AtomicDrains
+from services.tracker.intake.drains import Drains
+from services.tracker.intake.intents import IntentIntake
+from services.tracker.intake.node_fit import NodeFit
+from services.tracker.intake.requesters import Requesters
+from services.tracker.jobs import deadlines, machine
+from services.tracker.jobs.effects import CommandStep, Effects
+from services.tracker.jobs.endings import Endings
+from services.tracker.jobs.locks import JobLocks, announcer
+from services.tracker.jobs.observer import Observer
+from services.tracker.jobs.periodic import Periodic
+from services.tracker.jobs.state import JobState
+from services.tracker.jobs.triggers import Triggers
 from services.tracker.keys import TrackerKeys
-from services.tracker.locks import JobLocks, announcer
-from services.tracker.observation import Observer
-from services.tracker.periodic import Periodic
-from services.tracker.requesters import Requesters
-from services.tracker.state import JobState
-from services.tracker.triggers import Triggers
 from shared import bus, ledger, nats_connect, redis_client
 from shared.api import codec, paths
 from shared.api.drain import ANNOTATION_ATOMIC, ANNOTATION_DRAIN_NODE

@@ -1,4 +1,4 @@
--- A job of a workload ends: may the Reservations it did not use go? (Tracker._cleanup)
+-- A job of a workload ends: may the Reservations it did not use go? (the tracker's Endings.cleanup)
 -- KEYS[1]  the workload's jobs in flight past their eviction (set)
 -- KEYS[2]  the workload's ended jobs whose untaken Reservations were kept (set)
 -- ARGV[1]  the job that ended

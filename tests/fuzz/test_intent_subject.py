@@ -24,8 +24,8 @@ from nats.aio.client import Client as NatsClient
 
 from kubesim.sim import SimHandle
 from podherd.servers import Server
-from services.tracker.intake import IntentIntake
-from services.tracker.intents import job_name
+from services.tracker.intake.intent_jobs import job_name
+from services.tracker.intake.intents import IntentIntake
 from shared import bus
 from shared.api import codec
 from shared.api.messages import IntentReply, MigrationIntent

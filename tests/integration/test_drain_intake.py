@@ -14,8 +14,8 @@ import pytest
 
 from kubesim.sim import SimHandle
 from podherd.servers import Server
-from services.tracker.drains import Drains
-from services.tracker.intake import IntentIntake
+from services.tracker.intake.drains import Drains
+from services.tracker.intake.intents import IntentIntake
 from shared import bus
 from shared.api import codec
 from shared.api.drain import (

@@ -14,7 +14,7 @@ from kubernetes.client import ApiClient, Configuration
 from prometheus_client import REGISTRY
 
 from kubesim.sim import SimHandle
-from services.tracker.recorder import EventRecorder
+from services.tracker.jobs.recorder import EventRecorder
 from shared.config import KubernetesConfig
 from shared.kube import KubeClient
 

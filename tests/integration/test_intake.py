@@ -13,8 +13,8 @@ import pytest
 
 from kubesim.sim import SimHandle
 from podherd.servers import Server
-from services.tracker.fit import NodeFit
-from services.tracker.intake import CONSUMER, IntentIntake
+from services.tracker.intake.intents import CONSUMER, IntentIntake
+from services.tracker.intake.node_fit import NodeFit
 from shared import bus
 from shared.api import codec
 from shared.api.messages import IntentReply, MigrationIntent, PodKey

@@ -11,11 +11,11 @@ import pytest
 
 from kubesim.sim import SimHandle
 from podherd.servers import Server
-from services.tracker.effects import Effects
+from services.tracker.jobs.effects import Effects
+from services.tracker.jobs.observer import Observer
+from services.tracker.jobs.periodic import Periodic
+from services.tracker.jobs.state import JobState
 from services.tracker.keys import TrackerKeys
-from services.tracker.observation import Observer
-from services.tracker.periodic import Periodic
-from services.tracker.state import JobState
 from shared import bus, redis_client
 from shared.config import KubernetesConfig, PodherdConfig
 from shared.kube import KubeClient

@@ -9,8 +9,8 @@ import asyncio
 
 import pytest
 
+from services.tracker.jobs.locks import JobLocks, announcer
 from services.tracker.keys import TrackerKeys
-from services.tracker.locks import JobLocks, announcer
 from shared.bus import Subjects
 from tests.conftest import NatsScope, RedisScope
 

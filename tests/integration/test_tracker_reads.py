@@ -15,8 +15,8 @@ import redis.asyncio as aioredis
 from kubesim.sim import SimHandle
 from podherd.servers import Server
 from services.executor.reservations import reservation_for
+from services.tracker.jobs.observer import Observer
 from services.tracker.keys import TrackerKeys
-from services.tracker.observation import Observer
 from shared.api.pmj import PodMigrationJob
 from shared.api.pod import pod_from
 from shared.api.reservation import LABEL_ATTEMPT, LABEL_CREATED_BY, LABEL_JOB, reservation_name

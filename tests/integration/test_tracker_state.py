@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
+from services.tracker.jobs.state import WRITES_REMEMBERED_S, JobState
 from services.tracker.keys import TrackerKeys
-from services.tracker.state import WRITES_REMEMBERED_S, JobState
 from tests.conftest import RedisScope
 
 pytestmark = [pytest.mark.integration]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from services.tracker.requesters import Requesters
+from services.tracker.intake.requesters import Requesters
 from shared import bus
 from shared.config import IntentsConfig
 from shared.kube import KubeClient

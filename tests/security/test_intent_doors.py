@@ -18,9 +18,9 @@ import pytest
 
 from kubesim.sim import SimHandle
 from podherd.servers import Server
-from services.tracker.drains import Drains
-from services.tracker.intake import IntentIntake
-from services.tracker.requesters import Forbidden, Requesters
+from services.tracker.intake.drains import Drains
+from services.tracker.intake.intents import IntentIntake
+from services.tracker.intake.requesters import Forbidden, Requesters
 from services.watcher.service import Watcher
 from shared import bus
 from shared.api import codec

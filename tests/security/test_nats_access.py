@@ -28,7 +28,7 @@ from podherd.client import signed
 from podherd.install import install, service_kubeconfig
 from podherd.nats_pki import Pki
 from podherd.servers import Server, find_nats_binary, start_nats_binary
-from services.tracker.intents import job_name
+from services.tracker.intake.intent_jobs import job_name
 from shared import bus
 from shared.api import codec
 from shared.api.messages import IntentReply, MigrationIntent, PodKey

@@ -18,7 +18,7 @@ from bench.topology import Single, start_servers
 from kubesim.sim import SimHandle
 from podherd.client import signed
 from podherd.servers import Server, find_redis_binary, start_redis_binary
-from services.tracker.intents import job_name
+from services.tracker.intake.intent_jobs import job_name
 from shared import bus, redis_client
 from shared.api import codec
 from shared.api.messages import MigrationIntent, PodKey

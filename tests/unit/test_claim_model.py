@@ -24,9 +24,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from services.executor.reservations import to_delete
-from services.tracker import claims
-from services.tracker import progress as machine
-from services.tracker.progress import PodView, ReservationView
+from services.tracker.jobs import claims, machine
+from services.tracker.jobs.machine import PodView, ReservationView
 from shared.api.meta import ObjectMeta, ObjectReference
 from shared.api.pmj import (
     MODE_RESERVATION_FIRST,

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from services.tracker.collect import collectable, ended_at
+from services.tracker.collector.collectable import collectable, ended_at
 
 NOW = datetime(2026, 11, 23, 12, 0, 0, tzinfo=UTC)
 RETENTION = 30 * 60.0

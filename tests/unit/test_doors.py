@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from services.tracker.doors import door_of, door_refusal
+from services.tracker.intake.doors import door_of, door_refusal
 from shared import bus
 from shared.permissions import drain_node_needs, drain_pod_needs, migration_needs
 from shared.redact import masked, redacted, without_credentials

@@ -11,7 +11,7 @@ from msgspec.structs import replace
 
 from services.arbitrator.rules import filters
 from services.arbitrator.rules.facts import facts_of, queued_facts, queued_record
-from services.tracker.progress import RESERVE, progress
+from services.tracker.jobs.machine import RESERVE, progress
 from shared.api.drain import (
     ANNOTATION_ATOMIC,
     ANNOTATION_LIFTS,

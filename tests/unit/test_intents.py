@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from services.tracker.intents import conflict, job_for, job_name
+from services.tracker.intake.intent_jobs import conflict, job_for, job_name
 from shared.api import codec
 from shared.api.messages import MigrationIntent, PodKey
 

@@ -9,7 +9,7 @@ from typing import Any, cast
 import pytest
 
 from podherd.timeouts import timed_out, why_timed_out
-from services.tracker.progress import (
+from services.tracker.jobs.machine import (
     CLEANUP,
     EVICT,
     RELEASE,

@@ -11,7 +11,7 @@ from prometheus_client import REGISTRY
 
 import services.arbitrator.service
 import services.executor.service
-import services.tracker.intake
+import services.tracker.intake.intents
 import services.tracker.service
 import services.watcher.service
 import shared.consume
@@ -32,7 +32,7 @@ REQUIRED = {
 MODULES = (
     services.arbitrator.service,
     services.executor.service,
-    services.tracker.intake,
+    services.tracker.intake.intents,
     services.tracker.service,
 )
 _ = (MODULES, services.watcher.service, shared.consume)  # imported for their metrics

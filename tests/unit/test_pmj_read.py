@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from services.tracker.invalid import end_invalid
-from services.tracker.progress import RELEASE
+from services.tracker.jobs.invalid import end_invalid
+from services.tracker.jobs.machine import RELEASE
 from shared.api.pmj import PodMigrationJobSpec
 from shared.api.pmj_read import read_pmj
 from shared.api.validation import Invalid

@@ -10,7 +10,7 @@ import pytest
 
 from services.arbitrator.rules import filters, limits
 from services.arbitrator.rules.facts import PdbFacts, WorkloadFacts
-from services.tracker.progress import CLEANUP, RELEASE, RESERVE, SCALE_BACK, SURGE, UNSURGE, progress
+from services.tracker.jobs.machine import CLEANUP, RELEASE, RESERVE, SCALE_BACK, SURGE, UNSURGE, progress
 from shared.api.messages import JobRef, Report
 from tests.unit.test_arbitration_rules import JOB, POD, args
 from tests.unit.test_job_progress import NEW, job, reservation, seen, then

@@ -14,8 +14,8 @@ import pytest
 from podherd.client import job_rows
 from services.arbitrator.candidates import RULE_WINDOW, WINDOW_SLACK, candidate
 from services.arbitrator.gather import Loaded
-from services.tracker import deadlines
-from services.tracker.progress import RESERVE, progress
+from services.tracker.jobs import deadlines
+from services.tracker.jobs.machine import RESERVE, progress
 from shared.api.messages import WindowOpening
 from shared.api.pmj import (
     COND_DISRUPTION_WINDOW,

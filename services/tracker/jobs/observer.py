@@ -13,12 +13,11 @@ from typing import Any
 import redis.asyncio as aioredis
 from redis.asyncio.client import Pipeline
 
-from services.tracker import claims
-from services.tracker import progress as machine
-from services.tracker.claims import Ident
+from services.tracker.jobs import claims, machine
+from services.tracker.jobs.claims import Ident
+from services.tracker.jobs.decode import node_ready, pod_view, reservation_view
+from services.tracker.jobs.machine import PodView, ReservationView
 from services.tracker.keys import TrackerKeys
-from services.tracker.observe import node_ready, pod_view, reservation_view
-from services.tracker.progress import PodView, ReservationView
 from shared.api import codec, paths
 from shared.api.messages import Decision, PodInfo, Report
 from shared.api.pmj import (

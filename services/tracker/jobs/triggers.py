@@ -11,11 +11,11 @@ import msgspec
 import redis.asyncio as aioredis
 from nats.aio.msg import Msg
 
-from services.tracker.endings import Endings
+from services.tracker.jobs.decode import JobEvent, ReservationEvent, ReservationHead
+from services.tracker.jobs.endings import Endings
+from services.tracker.jobs.observer import Observer
+from services.tracker.jobs.state import JobState, is_terminal
 from services.tracker.keys import TrackerKeys
-from services.tracker.observation import Observer
-from services.tracker.observe import JobEvent, ReservationEvent, ReservationHead
-from services.tracker.state import JobState, is_terminal
 from shared import bus
 from shared.api import annotations as known
 from shared.api import codec

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from services.tracker import deadlines
-from services.tracker.views import Conditions, Observed, PodView, ReservationView, Step
+from services.tracker.jobs import deadlines
+from services.tracker.jobs.views import Conditions, Observed, PodView, ReservationView, Step
 from shared.api.drain import ANNOTATION_ATOMIC, ANNOTATION_STRATEGY_REASON
 from shared.api.meta import ObjectReference
 from shared.api.pmj import (

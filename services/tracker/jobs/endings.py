@@ -12,11 +12,11 @@ from typing import Any
 import msgspec
 import redis.asyncio as aioredis
 
-from services.tracker.effects import Effects
-from services.tracker.invalid import end_invalid
+from services.tracker.jobs.effects import Effects
+from services.tracker.jobs.invalid import end_invalid
+from services.tracker.jobs.machine import ReservationView
+from services.tracker.jobs.state import JobState
 from services.tracker.keys import TrackerKeys
-from services.tracker.progress import ReservationView
-from services.tracker.state import JobState
 from shared import ledger
 from shared.api import paths
 from shared.api.pmj import PHASE_FAILED, PHASE_SUCCEEDED, PodMigrationJob

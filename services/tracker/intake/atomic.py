@@ -24,8 +24,8 @@ import msgspec
 import nats.errors
 import redis.asyncio as aioredis
 
+from services.tracker.jobs.decode import reservation_view
 from services.tracker.keys import TrackerKeys
-from services.tracker.observe import reservation_view
 from shared import bus
 from shared.api import paths
 from shared.api.drain import (

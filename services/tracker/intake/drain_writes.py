@@ -16,7 +16,7 @@ from typing import Any
 
 import msgspec
 
-from services.tracker.intents import ANNOTATION_REASON, new_job
+from services.tracker.intake.intent_jobs import ANNOTATION_REASON, new_job
 from shared.api import paths
 from shared.api.drain import (
     ANNOTATION_ATOMIC,

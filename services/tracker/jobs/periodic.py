@@ -15,10 +15,10 @@ from typing import cast
 import redis.asyncio as aioredis
 from prometheus_client import Gauge
 
-from services.tracker.effects import Effects
+from services.tracker.jobs.effects import Effects
+from services.tracker.jobs.observer import Observer
+from services.tracker.jobs.state import JobState
 from services.tracker.keys import TrackerKeys
-from services.tracker.observation import Observer
-from services.tracker.state import JobState
 from shared import redis_client
 from shared.api import paths
 from shared.api.meta import ObjectMeta

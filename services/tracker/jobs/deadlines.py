@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import NamedTuple
 
-from services.tracker.views import Observed
+from services.tracker.jobs.views import Observed
 from shared.api.pmj import (
     COND_DISRUPTION_WINDOW,
     REASON_WAIT_FOR_WINDOW,

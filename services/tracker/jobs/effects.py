@@ -13,9 +13,9 @@ from typing import Any
 from nats.aio.client import Client as NatsClient
 from prometheus_client import Counter
 
-from services.tracker import progress as machine
-from services.tracker.progress import ReservationView
-from services.tracker.recorder import EventRecorder
+from services.tracker.jobs import machine
+from services.tracker.jobs.machine import ReservationView
+from services.tracker.jobs.recorder import EventRecorder
 from shared import bus
 from shared.api import codec, paths
 from shared.api.messages import AuditRecord, Command, JobRef, Step

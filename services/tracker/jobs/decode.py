@@ -1,4 +1,4 @@
-"""Live objects as the state machine sees them (`progress.PodView`, `ReservationView`), decoded from the API
+"""Live objects as the state machine sees them (`machine.PodView`, `ReservationView`), decoded from the API
 server's JSON."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from typing import Any
 
 import msgspec
 
-from services.tracker.progress import PodView, ReservationView
+from services.tracker.jobs.machine import PodView, ReservationView
 from shared.api.meta import parse_time
 from shared.api.pmj import PodMigrationJob
 from shared.api.reservation import LABEL_CREATED_BY

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 from prometheus_client import Counter
 
-from services.tracker.doors import door_refusal
+from services.tracker.intake.doors import door_refusal
 from shared import bus
 from shared.api import codec
 from shared.api.codec import SchemaError

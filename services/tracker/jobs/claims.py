@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from services.tracker.progress import ReservationView
+from services.tracker.jobs.machine import ReservationView
 
 Ident = tuple[str, str, str]  # namespace, name, uid of a pod
 

@@ -33,10 +33,10 @@ from nats.js.errors import KeyNotFoundError, NotFoundError
 from nats.js.kv import KeyValue
 from prometheus_client import Counter
 
-from services.tracker.drains import Drains
-from services.tracker.fit import NodeFit
-from services.tracker.intents import conflict, job_for
-from services.tracker.requesters import Forbidden, Requesters, Verdict, bearer, refusal_key
+from services.tracker.intake.drains import Drains
+from services.tracker.intake.intent_jobs import conflict, job_for
+from services.tracker.intake.node_fit import NodeFit
+from services.tracker.intake.requesters import Forbidden, Requesters, Verdict, bearer, refusal_key
 from shared import bus
 from shared.api import codec, paths
 from shared.api.codec import SchemaError

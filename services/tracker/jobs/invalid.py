@@ -4,8 +4,8 @@ the ledger is released. An ended job is left as it is."""
 
 from __future__ import annotations
 
-from services.tracker.progress import RELEASE
-from services.tracker.views import Step
+from services.tracker.jobs.machine import RELEASE
+from services.tracker.jobs.views import Step
 from shared.api.pmj import (
     PHASE_FAILED,
     STATUS_COMPLETE,

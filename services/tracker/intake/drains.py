@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING
 
 from prometheus_client import Counter
 
-from services.tracker.drain_writes import DrainRefused, DrainWrites
-from services.tracker.requesters import Forbidden, Requesters, Verdict, refusal_key
+from services.tracker.intake.drain_writes import DrainRefused, DrainWrites
+from services.tracker.intake.requesters import Forbidden, Requesters, Verdict, refusal_key
 from shared import bus
 from shared.api import codec
 from shared.api.drain import node_hash

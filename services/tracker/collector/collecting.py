@@ -1,5 +1,5 @@
 """The collector: finished jobs are deleted `collector.retention` after they ended (the rule is in
-`collect.py`), so that at thousands of migrations a day they do not pile up in etcd and slow every list.
+`collectable`), so that at thousands of migrations a day they do not pile up in etcd and slow every list.
 
 One replica collects at a time: each pass (every `collector.interval`) belongs to the replica that sets the
 pass's key in Redis. For each job to collect, in this order: its name goes into the `collected` KV bucket
@@ -24,7 +24,7 @@ from nats.js import JetStreamContext
 from nats.js.kv import KeyValue
 from prometheus_client import Counter
 
-from services.tracker.collect import collectable
+from services.tracker.collector.collectable import collectable
 from services.tracker.keys import TrackerKeys
 from shared import bus
 from shared.api import paths

@@ -1,0 +1,1 @@
+"""Finished jobs collected after their retention (`collectable` decides, `collecting` deletes)."""
