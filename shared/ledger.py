@@ -22,6 +22,7 @@ import msgspec
 import redis.asyncio as aioredis
 from redis.asyncio.client import Pipeline
 
+from shared.api.pmj import ANNOTATION_LEDGER
 from shared.slots import Bucket, Slot, workload_of
 
 ADMITTED = "admitted"
@@ -103,7 +104,7 @@ class Announcement(msgspec.Struct, frozen=True):
 
 
 # On a running PMJ: what its job holds in the ledger ({"pod": uid, "slots": [...]}), to rebuild it from.
-ANNOTATION: Final = "podherd.io/ledger"
+ANNOTATION: Final = ANNOTATION_LEDGER
 
 
 class HeldJob(msgspec.Struct, frozen=True):

@@ -32,7 +32,7 @@ from services.tracker.intake.drains import Drains
 from services.tracker.intake.intents import IntentIntake
 from services.tracker.intake.node_fit import NodeFit
 from services.tracker.intake.requesters import Requesters
-from services.tracker.jobs import deadlines, machine
+from services.tracker.jobs import deeds, machine
 from services.tracker.jobs.effects import CommandStep, Effects
 from services.tracker.jobs.endings import Endings
 from services.tracker.jobs.locks import JobLocks, announcer
@@ -41,19 +41,14 @@ from services.tracker.jobs.periodic import Periodic
 from services.tracker.jobs.state import JobState
 from services.tracker.jobs.triggers import Triggers
 from services.tracker.keys import TrackerKeys
-from shared import bus, ledger, nats_connect, redis_client
+from shared import bus, nats_connect, redis_client
 from shared.api import codec, paths
-from shared.api.drain import ANNOTATION_ATOMIC, ANNOTATION_DRAIN_NODE
 from shared.api.pmj import (
     PHASE_PENDING,
-    PHASE_RUNNING,
-    REASON_WAIT_FOR_POD_BIND_RESERVATION,
-    TERMINAL_PHASES,
     Phase,
     PodMigrationJob,
 )
 from shared.api.pmj_read import read_pmj
-from shared.api.surge import is_surge
 from shared.config import PodherdConfig
 from shared.consume import Durable, Retry, coalesced, durable, run_consumer
 from shared.durations import parse_duration
@@ -238,6 +233,8 @@ class Tracker:
             await self.locks.release(name)
 
     async def _reconcile_once(self, name: str) -> bool:
+        """Read the job, let the machine decide, carry out what that takes (`deeds.plan`). False: the job
+        changed meanwhile, or it has just started waiting for a replacement: look again."""
         raw = await self.observer.get(paths.job(name))
         if raw is None:
             return True
@@ -246,7 +243,7 @@ class Tracker:
             return await self.endings.end_invalid(raw, job, invalid)
         observed = await self.observer.observe(job)
         step = machine.progress(observed)
-        before = job.status
+        todo = deeds.plan(job, observed, step)
 
         async def settles(written: PodMigrationJob | None) -> None:
             """An own write whose event brings nothing to decide, remembered at once: the watcher's event
@@ -255,7 +252,7 @@ class Tracker:
             if written is not None and machine.settled(observed, step, written):
                 await self.state.settled(name, [written.metadata.resource_version or ""])
 
-        if step.status != before:
+        if todo.write:
             body = {**raw, "status": msgspec.to_builtins(step.status)}
             try:
                 answer = await self.kube.arequest("PUT", paths.job_status(name), body=body)
@@ -266,64 +263,56 @@ class Tracker:
                     return True
                 raise
             await settles(codec.decode(answer, PodMigrationJob))
-            await self._transitioned(job, before.phase if before else None, step)
-        elif before is not None and before.phase and before.phase != observed.audited:
+            await self._transitioned(job, job.status.phase if job.status else None, step)
+        elif todo.retell:
             # Written, but its audit record was never acknowledged (NATS lost it, or this replica died in
             # between): told now, under the same id (a repeat is dropped by the stream).
             audited = cast(Phase, observed.audited) if observed.audited else None
-            await self._transitioned(job, audited, machine.Step(before))
-        phase = step.status.phase or PHASE_PENDING
-        annotations = job.metadata.annotations or {}
-        recorded = ledger.ANNOTATION in annotations and (not observed.surge or is_surge(annotations))
-        if phase == PHASE_RUNNING and not recorded:
+            await self._transitioned(job, audited, machine.Step(step.status))
+        if todo.record_ledger:
             # What it holds in the ledger, and a strategy the arbitrator chose, written on the PMJ.
             await settles(await self.endings.record_ledger(job, surge=observed.surge))
-        pod_uid = observed.pod.uid if observed.pod else None
-        workload = observed.reservation.owner_controller_uid if observed.reservation else None
-        for action in step.actions:
-            if action == machine.EVICT and workload:
+        for deed in todo.deeds:
+            await self._carry_out(job, deed)
+        if todo.point_at is not None:
+            # After the commands: the migration goes on.
+            await settles(await self.effects.point_at(job, todo.point_at))
+        return await self._keep(job, todo)
+
+    async def _carry_out(self, job: PodMigrationJob, deed: deeds.Deed) -> None:
+        name = job.metadata.name or ""
+        match deed:
+            case deeds.InFlight(workload):
                 await self.state.in_flight(name, workload)
-            if action == machine.RESERVE and step.attempt > observed.asked:
-                await self.state.asked(job, step.attempt)  # before the command: its name is read from now on
-            if action in (machine.RESERVE, machine.EVICT):
-                await self.effects.command(job, cast(CommandStep, action), pod_uid, attempt=step.attempt)
-            elif action in (machine.SURGE, machine.SCALE_BACK, machine.UNSURGE):
-                target = observed.surged.target if observed.surged else None
-                uid = pod_uid or (job.spec.pod_ref.uid if job.spec.pod_ref else None)
-                await self.effects.command(job, cast(CommandStep, action), uid, target=target)
-            elif action == machine.CLEANUP:
-                await self.endings.cleanup(job, workload, observed.reservation, attempts=observed.asked)
-            elif action == machine.RELEASE:
-                if machine.CLEANUP not in step.actions and await self.state.was_in_flight(name):
-                    # Its Reservation is gone, yet it must leave the set.
+            case deeds.Asked(attempt):
+                await self.state.asked(job, attempt)  # before the command: its name is read from now on
+            case deeds.Command(step, pod_uid, attempt, target):
+                more = {"attempt": attempt} if attempt is not None else {"target": target}
+                await self.effects.command(job, cast(CommandStep, step), pod_uid, **more)
+            case deeds.Cleanup(workload, reservation, attempts):
+                await self.endings.cleanup(job, workload, reservation, attempts=attempts)
+            case deeds.Release(phase, cleanup_if_in_flight):
+                if cleanup_if_in_flight and await self.state.was_in_flight(name):
                     await self.endings.cleanup(job, None)
                 await self.endings.release(job, phase)
-        current = observed.reservation
-        if (
-            phase == PHASE_RUNNING
-            and current
-            and current.ours
-            and current.name != job.spec.reservation_ref_name
-        ):
-            # After the commands: the migration goes on.
-            await settles(await self.effects.point_at(job, current))
-        # What the tracker keeps of the job, in one round trip.
+
+    async def _keep(self, job: PodMigrationJob, todo: deeds.Plan) -> bool:
+        """What the tracker keeps of the job, in one round trip. False when it has just been registered as
+        waiting for a replacement: one that bound in between kicked no one, so look once more (every later
+        bind kicks this job)."""
+        name = job.metadata.name or ""
         pipe = self.client.pipeline(transaction=False)
-        if phase in TERMINAL_PHASES:
+        if todo.look_again_at is None:
             await self.state.untrack(job)
         else:
-            if job.spec.paused and ANNOTATION_ATOMIC in annotations:  # its drain waits for every pod's room
-                pipe.sadd(self.keys.atomic_drains, annotations.get(ANNOTATION_DRAIN_NODE, ""))
-            self.state.tracking(job, pipe, at=deadlines.look_again_at(observed, step.status))
-        controller = observed.reservation.owner_controller_uid if observed.reservation else None
-        waits = phase == PHASE_RUNNING and step.status.reason == REASON_WAIT_FOR_POD_BIND_RESERVATION
-        if controller and not waits:
-            pipe.srem(self.keys.waiting(controller), name)
+            if todo.atomic_drain is not None:  # its drain waits for every pod's room
+                pipe.sadd(self.keys.atomic_drains, todo.atomic_drain)
+            self.state.tracking(job, pipe, at=todo.look_again_at)
+        if todo.waits_no_more_in:
+            pipe.srem(self.keys.waiting(todo.waits_no_more_in), name)
         if len(pipe):
             await pipe.execute()
-        # Registered as waiting after looking: a replacement that bound in between kicked no one. Newly
-        # registered, look once more (False), now that every later bind kicks this job.
-        return not (controller and waits and await self.client.sadd(self.keys.waiting(controller), name))
+        return not (todo.waits_in and await self.client.sadd(self.keys.waiting(todo.waits_in), name))
 
     async def _transitioned(self, job: PodMigrationJob, previous: Phase | None, step: machine.Step) -> None:
         await self.effects.transitioned(job, previous, step)

@@ -118,6 +118,8 @@ ANNOTATION_CLAIMED_REQUESTER: Final = "podherd.io/claimed-requester"  # what the
 ANNOTATION_MIGRATION_PRIORITY: Final = "podherd.io/migration-priority"
 ANNOTATION_ATTEMPT: Final = "podherd.io/attempt"
 ANNOTATION_ABORT: Final = "podherd.io/abort"
+# What a running job holds in the ledger (its slots), from which the ledger is rebuilt after a Redis loss.
+ANNOTATION_LEDGER: Final = "podherd.io/ledger"
 
 
 class ReservationTemplateSpec(KubeStruct):
