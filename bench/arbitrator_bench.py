@@ -33,8 +33,8 @@ import nats
 import redis.asyncio as aioredis
 
 from bench.results_io import emit
-from podherd.redis_topology import start_redis_sentinel
-from podherd.servers import find_redis_binary, nats_server, redis_server
+from podherd.harness.redis_topology import start_redis_sentinel
+from podherd.harness.servers import find_redis_binary, nats_server, redis_server
 from services.arbitrator.engine import Engine
 from services.arbitrator.fact_store import FactStore
 from services.arbitrator.keys import ArbitratorKeys

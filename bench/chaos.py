@@ -55,10 +55,10 @@ from bench.stack import Parts, deployment, nodes, stack
 from bench.topology import Servers, nats_options, redis_of, start_servers
 from kubesim.sim import SimHandle
 from podherd.client import audit_records, signed
-from podherd.history import room_checks
-from podherd.invariants import Watchdog
-from podherd.processes import ServiceProcesses
-from podherd.timeouts import UNKNOWN, timed_out, why_timed_out
+from podherd.harness.processes import ServiceProcesses
+from podherd.watchdog.history import room_checks
+from podherd.watchdog.invariants import Watchdog
+from podherd.watchdog.timeouts import UNKNOWN, timed_out, why_timed_out
 from services.tracker.intake.intent_jobs import job_name
 from services.tracker.intake.intents import CONSUMER as INTENTS_CONSUMER
 from shared import bus

@@ -42,7 +42,7 @@ from bench.stack import deployment, nodes, stack
 from bench.topology import Servers, start_servers
 from kubesim.scenarios import generate
 from kubesim.sim import Simulator
-from podherd.processes import SERVICES, ServiceProcesses
+from podherd.harness.processes import SERVICES, ServiceProcesses
 from shared.api.pmj import GROUP, PLURAL, TERMINAL_PHASES
 from shared.kube import KubeClient
 

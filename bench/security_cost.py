@@ -13,9 +13,9 @@ import msgspec
 from bench.arbitrator_bench import new_prefix, run_depth
 from kubesim.tls import Authority
 from podherd import nats_pki
-from podherd.demo_cluster import redis_users
-from podherd.servers import Server, find_nats_binary, start_nats_binary, start_redis_binary
-from podherd.tls_redis import find_tls_redis_binary, start_tls_redis
+from podherd.demo.cluster import redis_users
+from podherd.harness.servers import Server, find_nats_binary, start_nats_binary, start_redis_binary
+from podherd.harness.tls_redis import find_tls_redis_binary, start_tls_redis
 
 COMPARED = (
     "burst_admitted",

@@ -13,8 +13,8 @@ import yaml
 from bench.topology import Servers
 from kubesim.options import SimOptions
 from kubesim.sim import SimHandle, start_in_thread
+from podherd.harness.processes import SERVICES, ServiceProcesses
 from podherd.install import install, requester_file, service_kubeconfig
-from podherd.processes import SERVICES, ServiceProcesses
 from shared.config import KubernetesConfig, PodherdConfig
 from shared.config_loader import config_from_dict
 from shared.kube import KubeClient

@@ -23,11 +23,10 @@ import redis.asyncio as aioredis
 
 from podherd import nats_pki
 from podherd.credentials import new_passwords
-from podherd.nats_cluster import NatsCluster, start_nats_cluster
-from podherd.nats_faults import kill_every_leader, raft_groups
-from podherd.nats_pki import HARNESS, Pki
-from podherd.redis_topology import RedisSentinelTopology, start_redis_sentinel
-from podherd.servers import (
+from podherd.harness.nats_cluster import NatsCluster, start_nats_cluster
+from podherd.harness.nats_faults import kill_every_leader, raft_groups
+from podherd.harness.redis_topology import RedisSentinelTopology, start_redis_sentinel
+from podherd.harness.servers import (
     Server,
     ServerUnavailable,
     find_nats_binary,
@@ -36,6 +35,7 @@ from podherd.servers import (
     redis_server,
     start_redis_binary,
 )
+from podherd.nats_pki import HARNESS, Pki
 from shared import bus, redis_client
 from shared.config import nats_servers
 from shared.config_loader import config_from_dict

@@ -25,7 +25,7 @@ import nats
 import redis.asyncio as aioredis
 
 from bench.results_io import emit
-from podherd.servers import nats_server, redis_server
+from podherd.harness.servers import nats_server, redis_server
 from services.arbitrator.engine import Engine
 from services.arbitrator.fact_store import FactStore
 from services.arbitrator.keys import ArbitratorKeys

@@ -32,7 +32,7 @@ import nats
 
 from bench.results_io import emit
 from kubesim.sim import kubeconfig_ca, kubeconfig_token, start_subprocess
-from podherd.servers import nats_server
+from podherd.harness.servers import nats_server
 from services.watcher.checkpoints import Checkpoints
 from services.watcher.decode import RawMeta, RawPod, WorkloadResolver, pod_info
 from services.watcher.kinds import KINDS, Decoded, KindSpec

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from podherd import __version__, arguments
 from podherd.errors import EXIT_FAILED, CliError
-from podherd.servers import ServerUnavailable
+from podherd.harness.servers import ServerUnavailable
 from podherd.signals import stop_on_signals
 from shared.bus import StreamRefused
 from shared.config import ConfigError
@@ -40,7 +40,7 @@ def _cmd_config(args: argparse.Namespace) -> int:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    from podherd.demo import DemoOptions, run_demo
+    from podherd.demo.run import DemoOptions, run_demo
 
     return run_demo(
         DemoOptions(

@@ -14,8 +14,8 @@ from kubesim.options import PODHERD_IMAGE, SimOptions, podherd_image
 from kubesim.scenario import resolve
 from kubesim.sim import serve_forever
 from podherd.errors import CliError
+from podherd.harness.processes import SERVICES
 from podherd.install import install_with_accounts
-from podherd.processes import SERVICES
 
 ACCOUNT_TOKEN_SECONDS = 365 * 86_400  # no kubelet refreshes the tokens of compose's services
 

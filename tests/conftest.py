@@ -1,8 +1,9 @@
 """Real servers for the whole test session, isolated per test by prefix.
 
-NATS and Redis come from `podherd.servers` (the same code `make demo` uses): `$NATS_URL` / `$REDIS_URL`, else
-a binary from PATH or the `embedded` extra, else testcontainers. Each test gets its own subject prefix, stream
-names and Redis key prefix, and what it created is deleted afterwards, so tests never see each other's data.
+NATS and Redis come from `podherd.harness.servers` (the same code `make demo` uses): `$NATS_URL` /
+`$REDIS_URL`, else a binary from PATH or the `embedded` extra, else testcontainers. Each test gets its own
+subject prefix, stream names and Redis key prefix, and what it created is deleted afterwards, so tests never
+see each other's data.
 """
 
 from __future__ import annotations
@@ -27,9 +28,9 @@ from nats.js import JetStreamContext
 
 from kubesim.options import SimOptions
 from kubesim.sim import SimHandle, start_in_thread
-from podherd.nats_cluster import NatsCluster, start_nats_cluster
-from podherd.redis_topology import RedisSentinelTopology, start_redis_sentinel
-from podherd.servers import Server, find_nats_binary, find_redis_binary, nats_server, redis_server
+from podherd.harness.nats_cluster import NatsCluster, start_nats_cluster
+from podherd.harness.redis_topology import RedisSentinelTopology, start_redis_sentinel
+from podherd.harness.servers import Server, find_nats_binary, find_redis_binary, nats_server, redis_server
 from shared.config import PodherdConfig
 from shared.config_loader import config_from_dict
 from tests.fuzz import sizes

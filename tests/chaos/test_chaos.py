@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from bench.chaos import ChaosOptions, chaos
-from podherd.servers import find_nats_binary, find_redis_binary
-from podherd.timeouts import UNKNOWN
+from podherd.harness.servers import find_nats_binary, find_redis_binary
+from podherd.watchdog.timeouts import UNKNOWN
 
 # The chaos runs load the machine most: one worker runs them, one after the other.
 pytestmark = [pytest.mark.integration, pytest.mark.e2e, pytest.mark.slow, pytest.mark.xdist_group("chaos")]

@@ -13,9 +13,9 @@ import nats
 import pytest
 
 from kubesim.sim import SimHandle
-from podherd.nats_cluster import NatsCluster
-from podherd.nats_faults import kill_every_leader, leader_of, raft_groups, server_named
-from podherd.servers import Server
+from podherd.harness.nats_cluster import NatsCluster
+from podherd.harness.nats_faults import kill_every_leader, leader_of, raft_groups, server_named
+from podherd.harness.servers import Server
 from shared import bus
 from shared.config import nats_servers
 from tests.e2e.pipeline import audit_order

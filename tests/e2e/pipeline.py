@@ -17,9 +17,9 @@ import msgspec
 import nats
 
 from kubesim.sim import SimHandle
+from podherd.harness.servers import Server
 from podherd.install import install, requester_file, service_kubeconfig
 from podherd.nats_pki import Pki
-from podherd.servers import Server
 from services.arbitrator.service import Arbitrator
 from services.executor.service import CONSUMER as EXECUTOR_CONSUMER
 from services.executor.service import Executor

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from kubesim.sim import SimHandle
-from podherd.invariants import Findings, Watchdog
-from podherd.servers import Server
+from podherd.harness.servers import Server
+from podherd.watchdog.invariants import Findings, Watchdog
 from shared import redis_client
 from shared.config import PodherdConfig
 from shared.kube import KubeClient

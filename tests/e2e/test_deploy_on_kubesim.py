@@ -2,7 +2,7 @@
 from their manifests (kubesim's kubelet runs Podherd's image as processes), each under its own
 ServiceAccount and ClusterRole, against a three-node JetStream cluster and Redis reached by the Service
 names in deploy/config.yaml; a PodMigrationJob created with kubectl then succeeds. This is what
-`podherd demo --in-cluster` sets up (podherd.demo_cluster)."""
+`podherd demo --in-cluster` sets up (podherd.demo.cluster)."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from podherd import demo_cluster
-from podherd.processes import SERVICES
+from podherd.demo import cluster as demo_cluster
+from podherd.harness.processes import SERVICES
 from shared.config import KubernetesConfig
 from shared.kube import KubeClient
 from tests.integration.test_kubesim_kubectl import KUBECTL

@@ -20,8 +20,8 @@ import yaml
 
 from kubesim.sim import SimHandle
 from podherd.client import signed
-from podherd.invariants import Watchdog
-from podherd.servers import Server
+from podherd.harness.servers import Server
+from podherd.watchdog.invariants import Watchdog
 from shared import bus
 from shared.api import codec
 from shared.api.drain import ANNOTATION_NODE_DRAIN, DrainOptions

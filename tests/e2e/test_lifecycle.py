@@ -18,7 +18,7 @@ from prometheus_client import REGISTRY
 
 from kubesim.sim import SimHandle
 from podherd.client import audit_records
-from podherd.servers import Server
+from podherd.harness.servers import Server
 from shared import bus
 from shared.api.pod import pod_from
 from shared.config import PodherdConfig

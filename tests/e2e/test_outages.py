@@ -20,9 +20,9 @@ import yaml
 
 from kubesim.proxy import Forward
 from kubesim.sim import SimHandle
-from podherd.nats_cluster import NatsCluster
-from podherd.processes import ServiceProcess, ServiceProcesses
-from podherd.servers import (
+from podherd.harness.nats_cluster import NatsCluster
+from podherd.harness.processes import ServiceProcess, ServiceProcesses
+from podherd.harness.servers import (
     Server,
     find_nats_binary,
     find_redis_binary,

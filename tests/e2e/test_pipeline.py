@@ -16,7 +16,7 @@ import redis.asyncio as aioredis
 
 from kubesim.sim import SimHandle
 from podherd.client import signed
-from podherd.servers import Server
+from podherd.harness.servers import Server
 from services.executor.service import Executor
 from services.tracker.service import Tracker
 from shared import bus

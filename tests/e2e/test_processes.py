@@ -22,11 +22,11 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from kubesim.sim import SimHandle
 from podherd.client import signed
-from podherd.history import room_checks
+from podherd.harness.processes import SERVICES, ServiceProcess, ServiceProcesses
+from podherd.harness.servers import Server
 from podherd.install import install, manifests, service_token
-from podherd.invariants import Watchdog
-from podherd.processes import SERVICES, ServiceProcess, ServiceProcesses
-from podherd.servers import Server
+from podherd.watchdog.history import room_checks
+from podherd.watchdog.invariants import Watchdog
 from shared import bus
 from shared.api import codec
 from shared.api.messages import MigrationIntent, PodKey

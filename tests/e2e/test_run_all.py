@@ -17,9 +17,9 @@ import pytest
 import yaml
 
 from kubesim.sim import SimHandle
+from podherd.harness.processes import ops_port
+from podherd.harness.servers import Server, spawn_logged
 from podherd.install import install
-from podherd.processes import ops_port
-from podherd.servers import Server, spawn_logged
 from shared.config import KubernetesConfig
 from shared.kube import KubeClient
 from tests.e2e.pipeline import GROUP, PLURAL, VERSION, ended, pipeline_config, podherd

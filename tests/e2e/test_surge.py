@@ -16,7 +16,7 @@ import urllib3
 
 from kubesim.sim import SimHandle
 from podherd.client import signed
-from podherd.servers import Server
+from podherd.harness.servers import Server
 from shared import bus
 from shared.api import annotations as known
 from shared.api import codec

@@ -11,7 +11,7 @@ import pytest
 
 from kubesim.sim import SimHandle
 from podherd import cli
-from podherd.servers import Server
+from podherd.harness.servers import Server
 from tests.e2e.pipeline import create_job, ended, pipeline, pipeline_config, until_job
 from tests.e2e.test_lifecycle import cluster, loosen_budget, start, tight_budget, web_pods
 

@@ -14,7 +14,7 @@ import pytest
 
 from kubesim.sim import SimHandle
 from podherd.client import job_rows
-from podherd.servers import Server
+from podherd.harness.servers import Server
 from tests.e2e.pipeline import conditions, create_job, ended, pipeline, pipeline_config, until_job
 from tests.e2e.test_lifecycle import cluster, start, web_pods
 

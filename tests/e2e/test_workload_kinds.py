@@ -12,7 +12,7 @@ import nats
 import pytest
 
 from kubesim.sim import SimHandle
-from podherd.servers import Server
+from podherd.harness.servers import Server
 from shared import bus
 from tests.e2e.pipeline import create_job, pipeline, pipeline_config, until_job
 from tests.e2e.test_lifecycle import cluster, start, unavailable_deferral, waiting_for_replacement

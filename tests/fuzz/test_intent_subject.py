@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from nats.aio.client import Client as NatsClient
 
 from kubesim.sim import SimHandle
-from podherd.servers import Server
+from podherd.harness.servers import Server
 from services.tracker.intake.intent_jobs import job_name
 from services.tracker.intake.intents import IntentIntake
 from shared import bus

@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from kubesim.sim import SimHandle
-from podherd.servers import Server
+from podherd.harness.servers import Server
 from tests.e2e.pipeline import GROUP, PLURAL, VERSION, ended, job_when, pipeline, pipeline_config
 from tests.e2e.test_lifecycle import cluster, start, web_pods
 from tests.fuzz import sizes

@@ -20,8 +20,8 @@ import pytest
 import redis.asyncio as aioredis
 from prometheus_client import REGISTRY
 
-from podherd.processes import ServiceProcess
-from podherd.servers import Server
+from podherd.harness.processes import ServiceProcess
+from podherd.harness.servers import Server
 from services.arbitrator import engine as engine_module
 from services.arbitrator.candidates import Prepared
 from services.arbitrator.decisions import Decisions

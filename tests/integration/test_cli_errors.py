@@ -14,7 +14,7 @@ import yaml
 
 from podherd import __version__, cli
 from podherd.arguments import what_goes_on
-from podherd.servers import free_port
+from podherd.harness.servers import free_port
 
 pytestmark = pytest.mark.integration
 

@@ -18,9 +18,9 @@ import pytest
 from kubesim import SERVICE_MONITOR_CRD
 from kubesim.sim import SimHandle
 from podherd import nats_pki
+from podherd.harness.servers import Server, find_nats_binary, start_nats_binary
 from podherd.install import DEPLOY, install, service_token
 from podherd.nats_pki import Pki
-from podherd.servers import Server, find_nats_binary, start_nats_binary
 from shared import bus
 from shared.config import KubernetesConfig, NatsConfig
 from shared.kube import KubeClient, KubeError

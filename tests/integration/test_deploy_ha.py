@@ -21,8 +21,8 @@ import yaml
 from kubesim import SERVICE_MONITOR_CRD
 from kubesim.patch import merge_patch
 from kubesim.sim import SimHandle
+from podherd.harness.servers import find_nats_binary, free_port
 from podherd.install import DEPLOY
-from podherd.servers import find_nats_binary, free_port
 from shared.config import nats_servers
 from shared.config_loader import load_config
 from tests.integration.test_kubesim_kubectl import KUBECTL, kubectl

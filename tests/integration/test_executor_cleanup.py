@@ -11,7 +11,7 @@ import nats
 import pytest
 
 from kubesim.sim import SimHandle
-from podherd.servers import Server
+from podherd.harness.servers import Server
 from services.executor.reservations import reservation_for
 from services.executor.service import Executor
 from shared.api.pmj import PodMigrationJob

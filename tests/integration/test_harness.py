@@ -9,7 +9,7 @@ import pytest
 import redis.asyncio as aioredis
 from nats.js.api import StreamConfig
 
-from podherd.servers import (
+from podherd.harness.servers import (
     Server,
     find_nats_binary,
     find_redis_binary,

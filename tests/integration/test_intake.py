@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from kubesim.sim import SimHandle
-from podherd.servers import Server
+from podherd.harness.servers import Server
 from services.tracker.intake.intents import CONSUMER, IntentIntake
 from services.tracker.intake.node_fit import NodeFit
 from shared import bus

@@ -12,7 +12,7 @@ import kubernetes
 import pytest
 
 from kubesim.sim import SimHandle, start_subprocess
-from podherd.processes import SERVICES
+from podherd.harness.processes import SERVICES
 from tests.kube import client_for
 
 pytestmark = pytest.mark.integration

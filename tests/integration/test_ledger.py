@@ -13,7 +13,7 @@ import redis.asyncio as aioredis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from podherd.servers import Server
+from podherd.harness.servers import Server
 from services.arbitrator.rules import limits
 from shared.ledger import Candidate, HeldJob, Ledger, as_text
 from shared.slots import Bucket, Slot

@@ -18,7 +18,7 @@ from nats.aio.client import Client as NatsClient
 from nats.aio.msg import Msg
 from nats.js.api import AckPolicy, ConsumerConfig
 
-from podherd.servers import nats_server
+from podherd.harness.servers import nats_server
 from shared.pull import PullConsumer, PullError
 from tests.conftest import NatsScope
 

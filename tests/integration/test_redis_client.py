@@ -11,7 +11,7 @@ from typing import Any
 import hiredis
 import pytest
 
-from podherd.servers import Server
+from podherd.harness.servers import Server
 from shared import redis_client
 from shared.config import RedisConfig
 from tests.conftest import RedisScope

@@ -1,5 +1,5 @@
-"""Redis as production runs it (a primary, a replica, three Sentinels; podherd.redis_topology), with real
-failovers: the services' client follows the Sentinels to the promoted replica; a write a safety property
+"""Redis as production runs it (a primary, a replica, three Sentinels; podherd.harness.redis_topology), with
+real failovers: the services' client follows the Sentinels to the promoted replica; a write a safety property
 rests on is acted on only once a replica holds it, so a primary dying right after loses none of them; a
 primary without its replica takes no writes (split brain fenced)."""
 
@@ -14,8 +14,8 @@ import pytest
 import redis.asyncio as aioredis
 import redis.exceptions
 
-from podherd.redis_topology import RedisSentinelTopology, start_redis_sentinel
-from podherd.servers import find_redis_binary
+from podherd.harness.redis_topology import RedisSentinelTopology, start_redis_sentinel
+from podherd.harness.servers import find_redis_binary
 from shared import redis_client
 from shared.config import ConfigError, RedisConfig
 from shared.config_loader import config_from_dict

@@ -10,7 +10,7 @@ import nats
 import pytest
 
 from kubesim.sim import SimHandle
-from podherd.servers import Server
+from podherd.harness.servers import Server
 from services.tracker.jobs.effects import Effects
 from services.tracker.jobs.observer import Observer
 from services.tracker.jobs.periodic import Periodic

@@ -9,8 +9,8 @@ from datetime import UTC, datetime
 import nats
 import pytest
 
-from podherd.history import RoomCheck, room_checks
-from podherd.nats_cluster import NatsCluster
+from podherd.harness.nats_cluster import NatsCluster
+from podherd.watchdog.history import RoomCheck, room_checks
 from shared import bus
 from shared.api.messages import AuditRecord
 from shared.config_loader import config_from_dict

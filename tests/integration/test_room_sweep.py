@@ -12,7 +12,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from kubesim.sim import SimHandle
-from podherd.servers import Server
+from podherd.harness.servers import Server
 from services.executor.reservations import reservation_for
 from services.tracker.service import Tracker
 from shared import bus

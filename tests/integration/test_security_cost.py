@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from bench.security_cost import COMPARED, compare
-from podherd.tls_redis import find_tls_redis_binary
+from podherd.harness.tls_redis import find_tls_redis_binary
 
 pytestmark = pytest.mark.integration
 

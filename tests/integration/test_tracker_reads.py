@@ -13,7 +13,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from kubesim.sim import SimHandle
-from podherd.servers import Server
+from podherd.harness.servers import Server
 from services.executor.reservations import reservation_for
 from services.tracker.jobs.observer import Observer
 from services.tracker.keys import TrackerKeys

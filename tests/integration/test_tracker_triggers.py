@@ -18,7 +18,7 @@ import redis.asyncio as aioredis
 from nats.aio.msg import Msg
 
 from kubesim.sim import SimHandle
-from podherd.servers import Server
+from podherd.harness.servers import Server
 from services.tracker.service import Tracker
 from shared import bus
 from shared.api import annotations as known

@@ -18,7 +18,7 @@ import yaml
 from kubesim.auth import DEFAULT_AUDIENCE
 from kubesim.sim import SimHandle
 from podherd import cli
-from podherd.servers import Server
+from podherd.harness.servers import Server
 from shared.api.drain import ANNOTATION_NODE_DRAIN
 from shared.api.pmj import ANNOTATION_CLAIMED_REQUESTER, ANNOTATION_REQUESTER
 from tests.e2e.pipeline import GROUP, PLURAL, VERSION, pipeline, pipeline_config

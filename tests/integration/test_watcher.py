@@ -24,7 +24,7 @@ from nats.js.api import ConsumerConfig, DeliverPolicy
 from prometheus_client import REGISTRY
 
 from kubesim.sim import SimHandle
-from podherd.servers import Server
+from podherd.harness.servers import Server
 from services.watcher.service import Watcher
 from shared import bus
 from shared.bus import Subjects

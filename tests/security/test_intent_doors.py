@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from kubesim.sim import SimHandle
-from podherd.servers import Server
+from podherd.harness.servers import Server
 from services.tracker.intake.drains import Drains
 from services.tracker.intake.intents import IntentIntake
 from services.tracker.intake.requesters import Forbidden, Requesters

@@ -25,9 +25,9 @@ from kubesim.sim import SimHandle
 from kubesim.tls import Authority
 from podherd import nats_pki
 from podherd.client import signed
+from podherd.harness.servers import Server, find_nats_binary, start_nats_binary
 from podherd.install import install, service_kubeconfig
 from podherd.nats_pki import Pki
-from podherd.servers import Server, find_nats_binary, start_nats_binary
 from services.tracker.intake.intent_jobs import job_name
 from shared import bus
 from shared.api import codec

@@ -17,7 +17,7 @@ import redis.exceptions
 from bench.topology import Single, start_servers
 from kubesim.sim import SimHandle
 from podherd.client import signed
-from podherd.servers import Server, find_redis_binary, start_redis_binary
+from podherd.harness.servers import Server, find_redis_binary, start_redis_binary
 from services.tracker.intake.intent_jobs import job_name
 from shared import bus, redis_client
 from shared.api import codec

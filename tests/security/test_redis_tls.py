@@ -17,7 +17,7 @@ import redis.exceptions
 
 from kubesim.sim import SimHandle
 from kubesim.tls import Authority
-from podherd.servers import Server
+from podherd.harness.servers import Server
 from shared import redis_client
 from shared.config import ConfigError, RedisConfig
 from shared.config_loader import config_from_dict

@@ -1,5 +1,5 @@
-"""The TLS-only Redis of the tests of `redis.tls` (`podherd.tls_redis`), with a CA of its own; where no
-TLS-capable redis-server could be had, the tests that need it skip and say why."""
+"""The TLS-only Redis of the tests of `redis.tls` (`podherd.harness.tls_redis`), with a CA of its own; where
+no TLS-capable redis-server could be had, the tests that need it skip and say why."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from kubesim.tls import Authority
-from podherd.servers import Server
-from podherd.tls_redis import UNPACKED, find_tls_redis_binary, start_tls_redis
+from podherd.harness.servers import Server
+from podherd.harness.tls_redis import UNPACKED, find_tls_redis_binary, start_tls_redis
 from shared.config import Tls
 
 

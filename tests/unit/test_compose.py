@@ -15,7 +15,7 @@ from compose_spec import PyCompose
 from compose_spec.models import ComposeSpecification
 
 from podherd.cli import build_parser
-from podherd.processes import SERVICES
+from podherd.harness.processes import SERVICES
 
 ROOT = Path(__file__).resolve().parents[2]
 VARIABLE = re.compile(r"\$\{(?P<name>\w+)(?::-(?P<default>[^}]*))?\}")

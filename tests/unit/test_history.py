@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from podherd.history import JOB, POD, RESERVATION, History, RoomCheck, replay
+from podherd.watchdog.history import JOB, POD, RESERVATION, History, RoomCheck, replay
 
 
 def pod(rv: int, node: str = "node-1", evicted: bool = False, uid: str = "u1") -> dict[str, Any]:

@@ -8,7 +8,7 @@ from typing import Any, cast
 
 import pytest
 
-from podherd.timeouts import timed_out, why_timed_out
+from podherd.watchdog.timeouts import timed_out, why_timed_out
 from services.tracker.jobs.machine import (
     CLEANUP,
     EVICT,

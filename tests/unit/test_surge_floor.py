@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from podherd.surge_floor import surge_floor_breaches
+from podherd.watchdog.surge_floor import surge_floor_breaches
 
 RS = {
     "metadata": {

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from podherd.invariants import transitioning
+from podherd.watchdog.invariants import transitioning
 
 
 def deployment(
@@ -43,7 +43,7 @@ def test_a_settled_workload_never_in_transition_is_not_excused_for_a_gap() -> No
 
 
 def test_a_breach_names_each_unhealthy_pod_where_and_since_when() -> None:
-    from podherd.invariants import _healthy, _why_unhealthy
+    from podherd.watchdog.invariants import _healthy, _why_unhealthy
 
     ready = {"type": "Ready", "status": "True"}
     unready = {"type": "Ready", "status": "False", "lastTransitionTime": "2026-11-26T03:40:01Z"}

@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 
 import redis
 
-from podherd.servers import (
+from podherd.harness.servers import (
     START_TIMEOUT,
     Server,
     ServerUnavailable,

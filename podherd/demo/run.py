@@ -30,15 +30,18 @@ import yaml
 from kubesim.options import SimOptions
 from kubesim.rbac import Authorizer
 from kubesim.sim import start_in_thread
-from podherd import client, demo_cluster, demo_mistyped, demo_progress, nats_pki
+from podherd import client, nats_pki
+from podherd.demo import cluster as demo_cluster
+from podherd.demo import mistyped as demo_mistyped
+from podherd.demo import progress as demo_progress
+from podherd.demo.maintenance import run_maintenance
 from podherd.errors import CliError
-from podherd.history import room_checks
+from podherd.harness.processes import SERVICES, ServiceFailed, ServiceProcesses
+from podherd.harness.servers import nats_server, redis_server
 from podherd.install import install, requester_file, service_account, service_token
-from podherd.invariants import Findings, Watchdog
-from podherd.maintenance import run_maintenance
 from podherd.planner import Plan
-from podherd.processes import SERVICES, ServiceFailed, ServiceProcesses
-from podherd.servers import nats_server, redis_server
+from podherd.watchdog.history import room_checks
+from podherd.watchdog.invariants import Findings, Watchdog
 from shared import redis_client
 from shared.api import paths
 from shared.config import PodherdConfig

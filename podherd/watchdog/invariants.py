@@ -22,8 +22,8 @@ import msgspec
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
-from podherd.history import JOB, POD, RESERVATION, History, HistoryFindings, RoomCheck, replay
-from podherd.surge_floor import DEPLOYMENT, REPLICASET, surge_floor_breaches
+from podherd.watchdog.history import JOB, POD, RESERVATION, History, HistoryFindings, RoomCheck, replay
+from podherd.watchdog.surge_floor import DEPLOYMENT, REPLICASET, surge_floor_breaches
 from shared.api import paths
 from shared.config import MigrationControllerArgs
 from shared.intstr import max_unavailable

@@ -27,11 +27,11 @@ from podherd import nats_pki
 from podherd.client import kube_get
 from podherd.credentials import REDIS_SERVER_NAMES, new_passwords, redis_secrets
 from podherd.errors import CliError
+from podherd.harness.nats_cluster import start_nats_cluster
+from podherd.harness.servers import find_nats_binary
+from podherd.harness.tls_redis import find_tls_redis_binary, start_tls_redis
 from podherd.install import DEPLOY, NAMESPACE
-from podherd.nats_cluster import start_nats_cluster
 from podherd.nats_pki import Pki
-from podherd.servers import find_nats_binary
-from podherd.tls_redis import find_tls_redis_binary, start_tls_redis
 from shared.config import KubernetesConfig
 from shared.kube import KubeClient
 from shared.nats_permissions import OPERATOR

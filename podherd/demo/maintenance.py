@@ -28,9 +28,9 @@ import yaml
 from kubesim.options import SimOptions
 from kubesim.sim import start_in_thread
 from podherd import client, drain
-from podherd.availability import Availability
+from podherd.demo.availability import Availability
+from podherd.demo.plain_drain import plain_drain
 from podherd.install import requester_file
-from podherd.plain_drain import plain_drain
 from shared.api.drain import DrainOptions
 from shared.api.messages import DrainIntent
 from shared.config import PodherdConfig

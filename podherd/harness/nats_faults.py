@@ -10,8 +10,8 @@ from typing import Any
 import nats.errors
 import nats.js.errors
 
-from podherd.nats_cluster import NatsCluster
-from podherd.servers import Server
+from podherd.harness.nats_cluster import NatsCluster
+from podherd.harness.servers import Server
 from shared import bus
 
 NAME_PREFIX = "podherd-n"  # start_nats_cluster names its servers podherd-n1, podherd-n2, ...

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from kubesim.tls import Authority
-from podherd.servers import Server, start_binary
+from podherd.harness.servers import Server, start_binary
 
 UNPACKED = Path(sys.prefix) / "tls-redis" / "bin" / "redis-server"
 

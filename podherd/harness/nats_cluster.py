@@ -12,7 +12,15 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from podherd.servers import _LIVE, START_TIMEOUT, Server, ServerUnavailable, _spawn, _wait_nats, free_port
+from podherd.harness.servers import (
+    _LIVE,
+    START_TIMEOUT,
+    Server,
+    ServerUnavailable,
+    _spawn,
+    _wait_nats,
+    free_port,
+)
 
 
 @dataclass

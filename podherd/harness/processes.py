@@ -18,8 +18,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from podherd.harness.servers import spawn_logged
 from podherd.nats_pki import Pki
-from podherd.servers import spawn_logged
 
 SERVICES = ("watcher", "arbitrator", "executor", "tracker")
 

@@ -8,8 +8,8 @@ from typing import Any
 
 import msgspec
 
-from podherd.invariants import Findings
 from podherd.planner import Plan
+from podherd.watchdog.invariants import Findings
 from shared.api import paths
 from shared.api.pmj import TERMINAL_PHASES
 from shared.kube import KubeClient
