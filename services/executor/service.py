@@ -15,8 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Sequence
-from datetime import UTC, datetime
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import msgspec
@@ -24,13 +23,13 @@ from nats.aio.client import Client as NatsClient
 from nats.aio.msg import Msg
 from prometheus_client import Counter
 
+from services.executor.policies import POLICIES
 from services.executor.refusals import refusal
 from services.executor.reporting import report_of
 from services.executor.reservations import reservation_for, to_delete
 from services.executor.room import no_room, room_checked
 from services.executor.surging import Surger
 from shared import bus, nats_connect
-from shared.api import annotations as known
 from shared.api import codec, paths
 from shared.api.messages import Command, Outcome, Step
 from shared.api.pmj import (
@@ -48,7 +47,6 @@ from shared.api.reservation import (
     made_for,
     reservation_name,
 )
-from shared.api.soft_eviction import soft_eviction
 from shared.config import PodherdConfig
 from shared.consume import Retry, by_key, durable, read_or_retry, run_consumer
 from shared.kube import KubeClient, KubeError, api_check
@@ -77,6 +75,11 @@ def _count_eviction(policy: str, outcome: str) -> None:
 
 CONSUMER = "executor"
 COMMANDS_AT_ONCE = 64  # jobs one replica acts for at once
+# A cleanup is done for a job that is gone too; an unsurge after its job ended (what its surge added goes,
+# once); every other step only while its job runs.
+WITHOUT_JOB: frozenset[Step] = frozenset({"cleanup"})
+AFTER_END: frozenset[Step] = frozenset({"unsurge"})
+Handler = Callable[[PodMigrationJob, Command, Msg], Awaitable[None]]
 BACKOFF_BASE, BACKOFF_MAX = 0.5, 10.0
 
 
@@ -91,6 +94,14 @@ class Executor:
         self.set_up = bus.SetUp("executor")
         self.publisher = Publisher(nc)
         self.surger = Surger(kube, self.args, self._report)
+        # One handler per step of a job that exists (a cleanup is done whatever became of its job).
+        self.handlers: dict[Step, Handler] = {
+            "reserve": self._reserve,
+            "evict": self._evict,
+            "surge": self._surge,
+            "scale-back": self._surge,
+            "unsurge": self._surge,
+        }
 
     async def setup(self) -> Any:
         await bus.ensure_work_streams(self.js, self.subjects, self.config.nats)
@@ -123,7 +134,7 @@ class Executor:
             await self._act(command, msg)
 
     async def _act(self, command: Command, msg: Msg) -> None:
-        if command.step == "cleanup":  # also for a deleted job
+        if command.step in WITHOUT_JOB:
             kept = command.keep_untaken
             await self.cleanup(command.job.name, kept, command.also, attempts=command.attempts)
             return
@@ -131,18 +142,22 @@ class Executor:
         if job is None or job.metadata.uid != command.job.uid:
             return  # the job is gone (or is another job by the same name): nothing to do
         annotations = job.metadata.annotations or {}
-        if command.step == "unsurge":  # the job has ended: what its surge added goes (once)
-            await self.surger.act(job, command)
-            return
-        if job.phase in TERMINAL_PHASES or ANNOTATION_ABORT in annotations or job.metadata.deletion_timestamp:
+        ended = (
+            job.phase in TERMINAL_PHASES or ANNOTATION_ABORT in annotations or job.metadata.deletion_timestamp
+        )
+        if ended and command.step not in AFTER_END:
             return  # ended or aborted: never act for it again
-        if command.step == "reserve":
-            await self.reserve(job, command.attempt)
-        elif command.step in ("surge", "scale-back"):
-            await self.surger.act(job, command)
-        else:
-            delivered = getattr(getattr(msg, "metadata", None), "num_delivered", 1) or 1
-            await self.evict(job, command, delivered)
+        await self.handlers[command.step](job, command, msg)
+
+    async def _reserve(self, job: PodMigrationJob, command: Command, _: Msg) -> None:
+        await self.reserve(job, command.attempt)
+
+    async def _surge(self, job: PodMigrationJob, command: Command, _: Msg) -> None:
+        await self.surger.act(job, command)
+
+    async def _evict(self, job: PodMigrationJob, command: Command, msg: Msg) -> None:
+        delivered = getattr(getattr(msg, "metadata", None), "num_delivered", 1) or 1
+        await self.evict(job, command, delivered)
 
     async def reserve(self, job: PodMigrationJob, attempt: int) -> None:
         if name := job.user_reservation:
@@ -185,7 +200,6 @@ class Executor:
         pod_uid = command.pod_uid
         ref = job.spec.pod_ref
         assert ref is not None
-        path = paths.pod(str(ref.namespace), str(ref.name))
         pod = await self._pod(str(ref.namespace), str(ref.name))
         if pod is None or (pod_uid and pod.metadata.uid != pod_uid):
             await self._report(
@@ -214,24 +228,7 @@ class Executor:
         options = job.spec.delete_options or self.args.default_delete_options
         delete_options = msgspec.to_builtins(options) if options is not None else {}
         try:
-            if policy == "Delete":
-                body = {**delete_options, "preconditions": {"uid": pod.metadata.uid}}
-                await self.kube.arequest("DELETE", path, body=body)
-            elif policy == "SoftEviction":
-                why = f"migration job {job.metadata.name}"
-                record = soft_eviction(datetime.now(UTC), why, delete_options)
-                patch = {"metadata": {"annotations": {known.SOFT_EVICTION: record}}}
-                await self.kube.arequest(
-                    "PATCH", path, body=patch, content_type="application/merge-patch+json"
-                )
-            else:
-                eviction = {
-                    "apiVersion": "policy/v1",
-                    "kind": "Eviction",
-                    "metadata": {"name": ref.name, "namespace": ref.namespace},
-                    "deleteOptions": delete_options or None,
-                }
-                await self.kube.arequest("POST", f"{path}/eviction", body=eviction)
+            await POLICIES[policy](self.kube, pod, delete_options=delete_options, job=job.metadata.name or "")
         except KubeError as exc:
             if exc.status == 404:
                 await self._report(

@@ -33,7 +33,7 @@ from services.tracker.intake.intents import IntentIntake
 from services.tracker.intake.node_fit import NodeFit
 from services.tracker.intake.requesters import Requesters
 from services.tracker.jobs import deeds, machine
-from services.tracker.jobs.effects import CommandStep, Effects
+from services.tracker.jobs.effects import Effects
 from services.tracker.jobs.endings import Endings
 from services.tracker.jobs.locks import JobLocks, announcer
 from services.tracker.jobs.observer import Observer
@@ -288,7 +288,7 @@ class Tracker:
                 await self.state.asked(job, attempt)  # before the command: its name is read from now on
             case deeds.Command(step, pod_uid, attempt, target):
                 more = {"attempt": attempt} if attempt is not None else {"target": target}
-                await self.effects.command(job, cast(CommandStep, step), pod_uid, **more)
+                await self.effects.command(job, step, pod_uid, **more)
             case deeds.Cleanup(workload, reservation, attempts):
                 await self.endings.cleanup(job, workload, reservation, attempts=attempts)
             case deeds.Release(phase, cleanup_if_in_flight):

@@ -16,6 +16,7 @@ from services.tracker.jobs import deadlines
 from services.tracker.jobs.machine import CLEANUP, EVICT, RELEASE, RESERVE, SCALE_BACK, SURGE, UNSURGE
 from services.tracker.jobs.views import Observed, ReservationView, Step
 from shared.api.drain import ANNOTATION_ATOMIC, ANNOTATION_DRAIN_NODE
+from shared.api.messages import Step as CommandStep
 from shared.api.pmj import (
     ANNOTATION_LEDGER,
     PHASE_PENDING,
@@ -43,7 +44,7 @@ class Asked:
 
 @dataclass(frozen=True)
 class Command:
-    step: str  # reserve, evict, surge, scale-back, unsurge
+    step: CommandStep
     pod_uid: str | None
     attempt: int | None = None
     target: str | None = None  # a surge's Deployment

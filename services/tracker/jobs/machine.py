@@ -17,10 +17,12 @@ releases the ledger's slots.
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Final, Literal
 
 from services.tracker.jobs import deadlines
-from services.tracker.jobs.views import Conditions, Observed, PodView, ReservationView, Step
+from services.tracker.jobs.views import Action, Conditions, Observed, PodView, ReservationView, Step
 from shared.api.drain import ANNOTATION_ATOMIC, ANNOTATION_STRATEGY_REASON
+from shared.api.messages import Step as CommandStep
 from shared.api.meta import ObjectReference
 from shared.api.pmj import (
     ANNOTATION_ABORT,
@@ -78,8 +80,14 @@ __all__ = [
     "settled",
 ]
 
-RESERVE, EVICT, CLEANUP, RELEASE = "reserve", "evict", "cleanup", "release"
-SURGE, SCALE_BACK, UNSURGE = "surge", "scale-back", "unsurge"
+# The executor's steps (the commands' own type), and the tracker's one action of its own.
+RESERVE: Final[CommandStep] = "reserve"
+EVICT: Final[CommandStep] = "evict"
+CLEANUP: Final[CommandStep] = "cleanup"
+SURGE: Final[CommandStep] = "surge"
+SCALE_BACK: Final[CommandStep] = "scale-back"
+UNSURGE: Final[CommandStep] = "unsurge"
+RELEASE: Final[Literal["release"]] = "release"
 REASON_ABORTED = "Aborted"
 REASON_SURGING, REASON_SURGE_FAILED = "Surging", "SurgeFailed"
 
@@ -114,8 +122,8 @@ class _Writer:
         self.pod_ref = old.pod_ref
         self.events: list[tuple[str, str, str]] = []
 
-    def _endings(self) -> tuple[str, ...]:
-        ends = (CLEANUP, RELEASE) if self.o.reservation is not None else (RELEASE,)
+    def _endings(self) -> tuple[Action, ...]:
+        ends: tuple[Action, ...] = (CLEANUP, RELEASE) if self.o.reservation is not None else (RELEASE,)
         return (*ends, UNSURGE) if self.o.surge else ends
 
     def end(self, phase: Phase, reason: str, message: str) -> Step:
@@ -125,7 +133,7 @@ class _Writer:
         self.events.append((kind, reason or phase, message))
         return Step(status, self._endings(), self.events)
 
-    def stay(self, phase: Phase, reason: str, message: str, *, actions: tuple[str, ...] = ()) -> Step:
+    def stay(self, phase: Phase, reason: str, message: str, *, actions: tuple[Action, ...] = ()) -> Step:
         return Step(self._status(phase, reason, message), actions, self.events)
 
     def _status(self, phase: Phase, reason: str, message: str) -> PodMigrationJobStatus:

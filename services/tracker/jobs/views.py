@@ -6,8 +6,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Literal, TypeAlias
 
 from shared.api.messages import Report, WindowOpening
+from shared.api.messages import Step as CommandStep
 from shared.api.pmj import (
     STATUS_TRUE,
     ConditionStatus,
@@ -84,10 +86,14 @@ class Observed:
     audited: str | None = None
 
 
+# What a step does beside its status: a command to the executor, or the release of the job's slots.
+Action: TypeAlias = CommandStep | Literal["release"]
+
+
 @dataclass
 class Step:
     status: PodMigrationJobStatus
-    actions: tuple[str, ...] = ()
+    actions: tuple[Action, ...] = ()
     events: list[tuple[str, str, str]] = field(default_factory=list)  # (type, reason, message) to record
     attempt: int = 1  # for RESERVE: the attempt to create
 
