@@ -17,8 +17,8 @@ from podherd.demo import cluster as demo_cluster
 from podherd.harness.processes import SERVICES
 from shared.config import KubernetesConfig
 from shared.kube import KubeClient
-from tests.integration.test_kubesim_kubectl import KUBECTL
 from tests.kube import client_for
+from tests.kubesim.test_kubectl import KUBECTL
 
 pytestmark = [
     pytest.mark.e2e,

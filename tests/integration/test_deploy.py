@@ -26,7 +26,7 @@ from shared.config import KubernetesConfig, NatsConfig
 from shared.kube import KubeClient, KubeError
 from shared.nats_access import Access
 from shared.nats_permissions import accounts_file
-from tests.integration.test_kubesim_kubectl import KUBECTL, kubectl
+from tests.kubesim.test_kubectl import KUBECTL, kubectl
 
 pytestmark = pytest.mark.integration
 

@@ -25,7 +25,7 @@ from podherd.harness.servers import find_nats_binary, free_port
 from podherd.install import DEPLOY
 from shared.config import nats_servers
 from shared.config_loader import load_config
-from tests.integration.test_kubesim_kubectl import KUBECTL, kubectl
+from tests.kubesim.test_kubectl import KUBECTL, kubectl
 
 pytestmark = pytest.mark.integration
 

@@ -31,8 +31,8 @@ from shared.bus import Subjects
 from shared.config import PodherdConfig
 from shared.config_loader import config_from_dict
 from shared.kube import KubeClient
-from tests.integration.test_kubesim_scaling import CLONESETS
 from tests.kube import Kube, client_for, with_crds
+from tests.kubesim.test_scaling import CLONESETS
 
 pytestmark = pytest.mark.integration
 GROUP, VERSION = "scheduling.koordinator.sh", "v1alpha1"

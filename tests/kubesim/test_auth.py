@@ -18,7 +18,7 @@ from kubesim.sim import SimHandle
 from podherd.install import install, service_account, service_token
 from shared.config import KubernetesConfig
 from shared.kube import KubeClient
-from tests.integration.test_kubesim_kubectl import KUBECTL, kubectl
+from tests.kubesim.test_kubectl import KUBECTL, kubectl
 
 pytestmark = [pytest.mark.integration, pytest.mark.denials_expected]
 EXECUTOR = "system:serviceaccount:{}:{}".format(*service_account("executor"))

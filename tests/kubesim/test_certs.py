@@ -16,8 +16,8 @@ import urllib3.exceptions
 
 from kubesim.sim import SimHandle, write_kubeconfig
 from kubesim.tls import Authority
-from tests.integration.test_kubesim_kubectl import KUBECTL
 from tests.kube import client_for
+from tests.kubesim.test_kubectl import KUBECTL
 
 pytestmark = pytest.mark.integration
 

@@ -15,8 +15,8 @@ import kubernetes
 import pytest
 
 from kubesim.sim import SimHandle
-from tests.integration.test_kubesim_kubectl import CRDS, KUBECTL, kubectl
 from tests.kube import Kube, refusal
+from tests.kubesim.test_kubectl import CRDS, KUBECTL, kubectl
 
 pytestmark = pytest.mark.integration
 GROUP, VERSION = "scheduling.koordinator.sh", "v1alpha1"
