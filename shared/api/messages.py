@@ -278,6 +278,26 @@ class JobRef(msgspec.Struct, rename="camel", kw_only=True):
     uid: str
 
 
+class Kick(Message, kw_only=True):
+    """`p.jobs.kick.<job>` (the tracker, to itself): look at the job again; its workload's room or pods
+    changed."""
+
+    job: JobRef
+
+
+class JobUnlocked(Message, kw_only=True):
+    """`p.tracker.unlocked` (core NATS): a job's lock was released; a replica waiting for it tries again."""
+
+    job: str
+
+
+class SlotsReleased(Message, kw_only=True):
+    """`p.ledger.released` (core NATS): a job's ledger slots were released; the arbitrator looks at its
+    queue again at once."""
+
+    job_uid: str
+
+
 class WindowOpening(msgspec.Struct, rename="camel", kw_only=True, frozen=True):
     """One opening of a disruption window (`migrationController.disruptionWindows`), in UTC."""
 

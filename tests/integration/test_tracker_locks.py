@@ -8,14 +8,21 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from nats.aio.msg import Msg
 
 from services.tracker.jobs.locks import JobLocks, announcer
 from services.tracker.keys import TrackerKeys
+from shared.api import codec
+from shared.api.messages import JobUnlocked
 from shared.bus import Subjects
 from tests.conftest import NatsScope, RedisScope
 
 pytestmark = [pytest.mark.integration]
 LONG = 60.0  # a waiter not woken by the release would wait this long and then fail
+
+
+def unlocked(msg: Msg) -> str:
+    return codec.decode(msg.data, JobUnlocked).job
 
 
 def replica(scope: RedisScope, nats: NatsScope, me: str) -> JobLocks:
@@ -34,13 +41,31 @@ async def test_a_waiter_on_another_replica_takes_the_lock_when_it_is_released(
     waiting = asyncio.create_task(b.acquire("move-1", LONG))
     assert await a.acquire("move-2", 0)  # other jobs are not held up
     await a.release("move-1")
-    assert (await announced.next_msg(timeout=LONG)).data == b"move-1"
+    assert unlocked(await announced.next_msg(timeout=LONG)) == "move-1"
     assert await waiting
     assert not await a.acquire("move-1", 0)  # b holds it now
     await b.release("move-1")
     assert await a.acquire("move-1", 0)
     await heard.unsubscribe()
     await announced.unsubscribe()
+
+
+async def test_a_release_announced_by_an_older_replica_as_a_bare_name_wakes_the_waiter_too(
+    redis_scope: RedisScope, nats_scope: NatsScope
+) -> None:
+    a, b = replica(redis_scope, nats_scope, "a"), replica(redis_scope, nats_scope, "b")
+    subject = Subjects(nats_scope.prefix).job_unlocked
+    heard = await nats_scope.nc.subscribe(subject, cb=b.heard)
+    assert await a.acquire("move-1", 0)
+    waiting = asyncio.create_task(b.acquire("move-1", LONG))
+    keys = TrackerKeys(redis_scope.prefix)
+    async with asyncio.timeout(10):  # b found it held and waits (no event says so: its mark is polled)
+        while not await redis_scope.client.exists(keys.lock_wanted("move-1")):  # noqa: ASYNC110
+            await asyncio.sleep(0.01)
+    await redis_scope.client.delete(keys.lock("move-1"))
+    await nats_scope.nc.publish(subject, b"move-1")  # what a tracker before versioned messages sends
+    assert await waiting
+    await heard.unsubscribe()
 
 
 async def test_a_release_nobody_waits_for_is_not_announced(
@@ -53,7 +78,7 @@ async def test_a_release_nobody_waits_for_is_not_announced(
     assert not await a.acquire("move-2", 0)  # wanted (by this replica itself)
     await a.release("move-1")
     await a.release("move-2")
-    assert (await announced.next_msg(timeout=LONG)).data == b"move-2"  # only the one that was wanted
+    assert unlocked(await announced.next_msg(timeout=LONG)) == "move-2"  # only the one that was wanted
     with pytest.raises(TimeoutError):
         await announced.next_msg(timeout=0.2)
     await announced.unsubscribe()

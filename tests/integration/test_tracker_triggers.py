@@ -23,7 +23,7 @@ from services.tracker.service import Tracker
 from shared import bus
 from shared.api import annotations as known
 from shared.api import codec
-from shared.api.messages import EventType, JobRef, ObjectEvent, PodInfo
+from shared.api.messages import EventType, JobRef, Kick, ObjectEvent, PodInfo
 from shared.api.meta import ObjectMeta, ObjectReference
 from shared.api.reservation import (
     LABEL_CREATED_BY,
@@ -163,7 +163,12 @@ async def test_only_a_pod_in_reserved_room_kicks_the_jobs_waiting_for_a_replacem
         assert await tracker.triggers.on_event(pod_event("web-new", in_room=True)) == []
         assert tracker.triggers.publisher.acked == 1
         kick = await kicks.next_msg(timeout=5)
-        assert codec.decode(kick.data, JobRef).name == "waiter"
+        assert codec.decode(kick.data, Kick).job.name == "waiter"
+        # Taken in as the job it names, and so is a bare JobRef, as a tracker before versioned kicks sent it.
+        assert await tracker.triggers.on_job_message(kick) == ["waiter"]
+        unconnected: Any = None
+        older = Msg(unconnected, subject=kick.subject, data=codec.encode(JobRef(name="waiter", uid="")))
+        assert await tracker.triggers.on_job_message(older) == ["waiter"]
         await kicks.unsubscribe()
 
 

@@ -18,7 +18,7 @@ from services.tracker.jobs.machine import ReservationView
 from services.tracker.jobs.recorder import EventRecorder
 from shared import bus
 from shared.api import codec, paths
-from shared.api.messages import AuditRecord, Command, JobRef, Step
+from shared.api.messages import AuditRecord, Command, JobRef, SlotsReleased, Step
 from shared.api.pmj import (
     ANNOTATION_OWN_ROOM,
     ANNOTATION_REQUESTER,
@@ -75,7 +75,7 @@ class Effects:
 
     async def released(self, uid: str) -> None:
         RELEASES.inc()
-        await self.nc.publish(self.subjects.ledger_released, uid.encode())
+        await self.nc.publish(self.subjects.ledger_released, codec.encode(SlotsReleased(job_uid=uid)))
 
     async def point_at(self, job: PodMigrationJob, reservation: ReservationView) -> PodMigrationJob | None:
         """Name the Reservation Podherd made for the job's current attempt in its reservationRef, as

@@ -18,6 +18,9 @@ from nats.aio.client import Client as NatsClient
 from nats.aio.msg import Msg
 
 from services.tracker.keys import TrackerKeys
+from shared.api import codec
+from shared.api.codec import SchemaError
+from shared.api.messages import JobUnlocked
 
 ACQUIRE = """
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 1 end
@@ -75,8 +78,12 @@ class JobLocks:
             await self.announce(job)
 
     async def heard(self, msg: Msg) -> None:
-        """A release announced on the bus (any replica's, this one's too)."""
-        self.released(msg.data.decode())
+        """A release announced on the bus (any replica's, this one's too; an older one's: the bare name)."""
+        try:
+            job = codec.decode(msg.data, JobUnlocked).job
+        except SchemaError:
+            job = msg.data.decode()
+        self.released(job)
 
     def released(self, job: str) -> None:
         """The job's lock was released (here or by another replica): its waiters try again."""
@@ -89,6 +96,6 @@ def announcer(nc: NatsClient, subject: str) -> Callable[[str], Awaitable[None]]:
     """Announce a job's release on `subject` (core NATS: a lost one costs a waiter its wait)."""
 
     async def announce(job: str) -> None:
-        await nc.publish(subject, job.encode())
+        await nc.publish(subject, codec.encode(JobUnlocked(job=job)))
 
     return announce

@@ -7,7 +7,6 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable
 
-import msgspec
 import redis.asyncio as aioredis
 from nats.aio.msg import Msg
 
@@ -19,7 +18,8 @@ from services.tracker.keys import TrackerKeys
 from shared import bus
 from shared.api import annotations as known
 from shared.api import codec
-from shared.api.messages import Decision, EventHead, JobRef, ObjectEvent, PodInfo, Report
+from shared.api.codec import SchemaError
+from shared.api.messages import Decision, EventHead, JobRef, Kick, ObjectEvent, PodInfo, Report
 from shared.api.reservation import LABEL_CONTROLLER, LABEL_JOB
 from shared.ledger import as_text
 from shared.publisher import Publisher
@@ -122,7 +122,10 @@ class Triggers:
         """Take in a decision, a report or a kick; name the job it concerns."""
         step = self.subjects.step_of(msg.subject)
         if step == "kick":
-            return [codec.decode(msg.data, JobRef).name]
+            try:
+                return [codec.decode(msg.data, Kick).job.name]
+            except SchemaError:  # a bare JobRef, from a tracker before kicks were versioned
+                return [codec.decode(msg.data, JobRef).name]
         if step == "report":
             report = codec.decode(msg.data, Report)
             await self.client.hset(self.keys.reports(report.job.uid), report.step, codec.encode(report))
@@ -148,9 +151,9 @@ class Triggers:
         replacement (through the jobs stream, so a job another replica holds is retried, not skipped)."""
         names = [as_text(member) for member in waiting]
         for name in names:
-            ref = JobRef(name=name, uid="")
+            kick = Kick(job=JobRef(name=name, uid=""))
             await self.publisher.publish(
-                self.subjects.job(bus.KICK_STEP, name), msgspec.json.encode(ref), uuid.uuid4().hex
+                self.subjects.job(bus.KICK_STEP, name), codec.encode(kick), uuid.uuid4().hex
             )
         if names:
             await self.publisher.flush()
