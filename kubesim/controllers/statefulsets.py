@@ -4,12 +4,33 @@ replaces the highest stale pod once all are Ready, and the status counts."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from kubesim.controllers.owned import is_active, is_ready, template_hash
+from kubesim.records import Obj
+from kubesim.store import Store
 
-if TYPE_CHECKING:
-    from kubesim.controllers.workloads import Workloads
+
+class Workloads(Protocol):
+    """What the pass uses of the workloads controller that runs it (without importing it: it imports this)."""
+
+    store: Store
+    pods: Any
+    statefulsets: Any
+
+    def _children(self, owner: Obj, rt: Any) -> list[Obj]: ...
+
+    def _create_pod(
+        self,
+        owner: Obj,
+        template: Obj,
+        generate: str | None = None,
+        *,
+        name: str | None = None,
+        extra_labels: dict[str, str] | None = None,
+    ) -> None: ...
+
+    def _status(self, rt: Any, obj: Obj, values: dict[str, Any]) -> None: ...
 
 
 def reconcile_statefulset(w: Workloads, namespace: str, name: str) -> None:
