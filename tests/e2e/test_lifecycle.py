@@ -20,6 +20,8 @@ from kubesim.sim import SimHandle
 from podherd.client import audit_records
 from podherd.harness.servers import Server
 from shared import bus
+from shared.api import codec
+from shared.api.messages import SlotsReleased
 from shared.api.pod import pod_from
 from shared.config import PodherdConfig
 from shared.ledger import Ledger
@@ -297,7 +299,7 @@ async def test_a_pod_stuck_terminating_holds_the_job_and_its_slots_until_it_is_g
 
 async def until_released(releases: Any, uid: str) -> None:
     """Until the tracker announces that job `uid`'s slots are released."""
-    while (await releases.next_msg(timeout=30)).data.decode() != uid:
+    while codec.decode((await releases.next_msg(timeout=30)).data, SlotsReleased).job_uid != uid:
         pass
 
 

@@ -35,6 +35,7 @@ from shared.api.messages import (
     ObjectEvent,
     PdbInfo,
     PodInfo,
+    SlotsReleased,
     WatchedKind,
     WorkloadInfo,
     WorkloadRef,
@@ -284,7 +285,7 @@ async def release(config: PodherdConfig, nc: Any, subjects: bus.Subjects, job_ui
         released = await Ledger(client, config.redis.key_prefix, 600).release(job_uid)
     finally:
         await client.aclose()
-    await nc.publish(subjects.ledger_released, job_uid.encode())
+    await nc.publish(subjects.ledger_released, codec.encode(SlotsReleased(job_uid=job_uid)))
     return released
 
 
