@@ -64,8 +64,9 @@ from services.tracker.intake.intents import CONSUMER as INTENTS_CONSUMER
 from shared import bus
 from shared.api import codec
 from shared.api.messages import IntentReply, MigrationIntent, PodKey
+from shared.api.names import LABEL_CONTROLLER, LABEL_JOB
 from shared.api.pmj import GROUP, PLURAL, TERMINAL_PHASES
-from shared.api.reservation import LABEL_CONTROLLER, LABEL_JOB, is_untaken_room
+from shared.api.reservation import is_untaken_room
 from shared.config import nats_servers
 from shared.kube import KubeClient, KubeError
 from shared.waits import cancel_and_wait, wait_event

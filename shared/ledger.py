@@ -22,7 +22,7 @@ import msgspec
 import redis.asyncio as aioredis
 from redis.asyncio.client import Pipeline
 
-from shared.api.pmj import ANNOTATION_LEDGER
+from shared.api.names import ANNOTATION_LEDGER
 from shared.slots import Bucket, Slot, workload_of
 
 ADMITTED = "admitted"

@@ -27,7 +27,8 @@ from services.arbitrator.rules import filters, order
 from services.arbitrator.rules.facts import JobFacts, PodInfo, facts_of, queued_facts, queued_record
 from shared import redis_client
 from shared.api.messages import EventHead
-from shared.api.pmj import ANNOTATION_ABORT, PHASE_PENDING, REASON_INVALID_SPEC, PodMigrationJob
+from shared.api.names import ANNOTATION_ABORT
+from shared.api.pmj import PHASE_PENDING, REASON_INVALID_SPEC, PodMigrationJob
 from shared.api.validation import validate_pmj
 from shared.config import MigrationControllerArgs, PodherdConfig
 from shared.ledger import ADMITTED, DEFERRED, FORBIDDEN, REJECTED, Candidate, Ledger, Verdict, as_text

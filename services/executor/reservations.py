@@ -20,16 +20,16 @@ from typing import Any
 import msgspec
 
 from shared.api.meta import controller_of
-from shared.api.pmj import ANNOTATION_TARGET_NODE, PodMigrationJob
-from shared.api.pod import Pod
-from shared.api.reservation import (
+from shared.api.names import (
+    ANNOTATION_TARGET_NODE,
     LABEL_ATTEMPT,
     LABEL_CONTROLLER,
     LABEL_CREATED_BY,
     LABEL_JOB,
-    is_untaken_room,
-    reservation_name,
 )
+from shared.api.pmj import PodMigrationJob
+from shared.api.pod import Pod
+from shared.api.reservation import is_untaken_room, reservation_name
 from shared.durations import parse_duration
 
 API_VERSION = "scheduling.koordinator.sh/v1alpha1"

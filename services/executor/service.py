@@ -32,21 +32,11 @@ from services.executor.surging import Surger
 from shared import bus, nats_connect
 from shared.api import codec, paths
 from shared.api.messages import Command, Outcome, Step
-from shared.api.pmj import (
-    ANNOTATION_ABORT,
-    MODE_EVICT_DIRECTLY,
-    TERMINAL_PHASES,
-    PodMigrationJob,
-)
+from shared.api.names import ANNOTATION_ABORT, LABEL_CREATED_BY, LABEL_JOB
+from shared.api.pmj import MODE_EVICT_DIRECTLY, TERMINAL_PHASES, PodMigrationJob
 from shared.api.pmj_read import runnable
 from shared.api.pod import Pod, pod_from
-from shared.api.reservation import (
-    LABEL_CREATED_BY,
-    LABEL_JOB,
-    attempt_of,
-    made_for,
-    reservation_name,
-)
+from shared.api.reservation import attempt_of, made_for, reservation_name
 from shared.config import PodherdConfig
 from shared.consume import Retry, by_key, durable, read_or_retry, run_consumer
 from shared.kube import KubeClient, KubeError, api_check

@@ -21,9 +21,10 @@ import msgspec
 from shared.api import annotations as known
 from shared.api import paths
 from shared.api.messages import Command, Outcome, Step
+from shared.api.names import ANNOTATION_SURGE
 from shared.api.pmj import PodMigrationJob
 from shared.api.pod import Pod, pod_from
-from shared.api.surge import ANNOTATION_SURGE, LOWEST_DELETION_COST, SurgeRecord, record_of
+from shared.api.surge import LOWEST_DELETION_COST, SurgeRecord, record_of
 from shared.config import MigrationControllerArgs
 from shared.consume import Retry
 from shared.kube import KubeClient, KubeError

@@ -11,23 +11,12 @@ from typing import Any, Final
 import msgspec
 
 from shared.api.meta import Duration
+from shared.api.names import ANNOTATION_LIFTS, ANNOTATION_NODE_DRAIN
 
-# On a drain's jobs: the node's name hashed (label values stop at 63 characters, node names do not) and the
-# full name.
-LABEL_DRAIN: Final = "podherd.io/drain"
-ANNOTATION_DRAIN_NODE: Final = "podherd.io/drain-node"
-# On a drain's jobs: the arbitrator's filters the drain lifts for them (its flags), comma-separated.
-ANNOTATION_LIFTS: Final = "podherd.io/drain-lifts"
 # The only filters a drain may lift: `--delete-emptydir-data` and `--force` (bare pods).
 LIFT_LOCAL_STORAGE: Final = "LocalStorage"
 LIFT_BARE_POD: Final = "BarePod"
 LIFTABLE: Final = frozenset({LIFT_LOCAL_STORAGE, LIFT_BARE_POD})
-# On a drain's job moved otherwise than ReservationFirst: why (said in its status too).
-ANNOTATION_STRATEGY_REASON: Final = "podherd.io/strategy-reason"
-# On the node: the drain's record (JSON, `DrainRecord`).
-ANNOTATION_NODE_DRAIN: Final = "podherd.io/drain"
-# On an atomic drain's jobs: each waits (paused) with its room reserved until every pod of the drain has room.
-ANNOTATION_ATOMIC: Final = "podherd.io/drain-atomic"
 # An atomic drain's phases, in its record: room being reserved for every pod; the pods moving; given up (no
 # room for some pod within the timeout: every Reservation released, the node uncordoned, nothing evicted).
 RESERVING: Final = "Reserving"

@@ -16,6 +16,7 @@ from typing import Any, Final, Literal, TypeAlias
 import msgspec
 
 from shared.api.meta import DeleteOptions, Duration, KubeStruct, ObjectMeta, ObjectReference
+from shared.api.names import ANNOTATION_OWN_ROOM
 from shared.durations import parse_duration
 
 GROUP: Final = "scheduling.koordinator.sh"
@@ -107,19 +108,6 @@ REASONS: Final = frozenset(
         REASON_INVALID_SPEC,
     }
 )
-
-# Podherd's annotations on a PMJ (contract 1 of the architecture brief: never new fields).
-ANNOTATION_TARGET_NODE: Final = "podherd.io/target-node"
-ANNOTATION_INTENT_ID: Final = "podherd.io/intent-id"
-# The reservationRef Podherd wrote (the Reservation it made for the job's current attempt).
-ANNOTATION_OWN_ROOM: Final = "podherd.io/reservation-ref"
-ANNOTATION_REQUESTER: Final = "podherd.io/requester"  # as verified: who the request was authorized as
-ANNOTATION_CLAIMED_REQUESTER: Final = "podherd.io/claimed-requester"  # what the intent said it was from
-ANNOTATION_MIGRATION_PRIORITY: Final = "podherd.io/migration-priority"
-ANNOTATION_ATTEMPT: Final = "podherd.io/attempt"
-ANNOTATION_ABORT: Final = "podherd.io/abort"
-# What a running job holds in the ledger (its slots), from which the ledger is rebuilt after a Redis loss.
-ANNOTATION_LEDGER: Final = "podherd.io/ledger"
 
 
 class ReservationTemplateSpec(KubeStruct):

@@ -12,6 +12,7 @@ import msgspec
 
 from shared.api import annotations as known
 from shared.api.meta import Duration, KubeStruct, LabelSelector, ObjectMeta, ObjectReference
+from shared.api.names import LABEL_ATTEMPT, LABEL_CREATED_BY, LABEL_JOB
 
 KIND: Final = "Reservation"
 PLURAL: Final = "reservations"
@@ -35,16 +36,7 @@ REASON_EXPIRED: Final = "Expired"
 
 # Set by the scheduler on a pod that took a Reservation's room (value: {"name": ..., "uid": ...}).
 ANNOTATION_RESERVATION_ALLOCATED: Final = known.RESERVATION_ALLOCATED
-# Label Podherd puts on every Reservation it creates, and the job it belongs to.
-LABEL_CREATED_BY: Final = "podherd.io/created-by"
-LABEL_JOB: Final = "podherd.io/job"
 DEFAULT_TTL: Final = "24h"
-
-
-# The attempt a Reservation is for (a job reserves again when a replacement of the same workload took its
-# room before its own eviction), and the controller whose replacements it is for.
-LABEL_ATTEMPT: Final = "podherd.io/attempt"
-LABEL_CONTROLLER: Final = "podherd.io/controller"
 
 
 def reservation_name(job_name: str, attempt: int = 1) -> str:

@@ -15,11 +15,9 @@ from typing import Final
 
 import msgspec
 
-# On a PodMigrationJob: the strategy (spec.mode stays ReservationFirst: a surge reserves room first).
-ANNOTATION_STRATEGY: Final = "podherd.io/strategy"
+from shared.api.names import ANNOTATION_STRATEGY, ANNOTATION_SURGE
+
 STRATEGY_SURGE: Final = "Surge"
-# On the Deployment while it surges for a job.
-ANNOTATION_SURGE: Final = "podherd.io/surge"
 # Kubernetes' own: the ReplicaSet removes the pod with the lowest cost first (PodDeletionCost).
 LOWEST_DELETION_COST: Final = str(-(2**31))
 

@@ -24,8 +24,9 @@ from podherd.harness.servers import Server
 from podherd.watchdog.invariants import Watchdog
 from shared import bus
 from shared.api import codec
-from shared.api.drain import ANNOTATION_NODE_DRAIN, DrainOptions
+from shared.api.drain import DrainOptions
 from shared.api.messages import DrainIntent, DrainReply
+from shared.api.names import ANNOTATION_NODE_DRAIN
 from shared.kube import KubeClient
 from tests.e2e.pipeline import (
     GROUP,

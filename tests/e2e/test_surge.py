@@ -21,7 +21,7 @@ from shared import bus
 from shared.api import annotations as known
 from shared.api import codec
 from shared.api.messages import DrainIntent, DrainReply
-from shared.api.surge import ANNOTATION_STRATEGY, ANNOTATION_SURGE
+from shared.api.names import ANNOTATION_STRATEGY, ANNOTATION_SURGE
 from shared.config import PodherdConfig
 from tests.e2e.pipeline import (
     GROUP,

@@ -29,7 +29,6 @@ from services.arbitrator.keys import ArbitratorKeys
 from services.arbitrator.service import Arbitrator
 from shared import bus, redis_client
 from shared.api import codec
-from shared.api.drain import ANNOTATION_DRAIN_NODE
 from shared.api.messages import (
     EventType,
     ObjectEvent,
@@ -41,6 +40,7 @@ from shared.api.messages import (
     WorkloadRef,
 )
 from shared.api.meta import ObjectMeta, ObjectReference
+from shared.api.names import ANNOTATION_DRAIN_NODE
 from shared.api.pmj import PodMigrationJob, PodMigrationJobSpec
 from shared.config import PodherdConfig
 from shared.config_loader import config_from_dict

@@ -18,14 +18,9 @@ from services.tracker.intake.drains import Drains
 from services.tracker.intake.intents import IntentIntake
 from shared import bus
 from shared.api import codec
-from shared.api.drain import (
-    ANNOTATION_DRAIN_NODE,
-    ANNOTATION_NODE_DRAIN,
-    LABEL_DRAIN,
-    DrainOptions,
-    node_hash,
-)
+from shared.api.drain import DrainOptions, node_hash
 from shared.api.messages import DrainIntent, DrainReply, IntentReply
+from shared.api.names import ANNOTATION_DRAIN_NODE, ANNOTATION_NODE_DRAIN, LABEL_DRAIN
 from shared.config_loader import config_from_dict
 from shared.kube import KubeClient
 from shared.publisher import Publisher

@@ -14,9 +14,10 @@ from kubesim.sim import SimHandle
 from podherd.harness.servers import Server
 from services.executor.reservations import reservation_for
 from services.executor.service import Executor
+from shared.api.names import LABEL_CREATED_BY, LABEL_JOB
 from shared.api.pmj import PodMigrationJob
 from shared.api.pod import pod_from
-from shared.api.reservation import LABEL_CREATED_BY, LABEL_JOB, reservation_name
+from shared.api.reservation import reservation_name
 from shared.kube import KubeClient
 from tests.e2e.pipeline import GROUP, VERSION, pipeline_config
 from tests.e2e.test_lifecycle import cluster, reservations, start, web_pods

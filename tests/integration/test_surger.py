@@ -16,9 +16,9 @@ from services.executor.surging import Surger
 from shared.api import annotations as known
 from shared.api.messages import Outcome, Step
 from shared.api.meta import ObjectMeta, ObjectReference
+from shared.api.names import ANNOTATION_SURGE
 from shared.api.pmj import PodMigrationJob, PodMigrationJobSpec
 from shared.api.pod import Pod, pod_from
-from shared.api.surge import ANNOTATION_SURGE
 from shared.config_loader import config_from_dict
 from shared.consume import Retry
 from shared.kube import KubeClient

@@ -17,9 +17,10 @@ from podherd.harness.servers import Server
 from services.executor.reservations import reservation_for
 from services.tracker.jobs.observer import Observer
 from services.tracker.keys import TrackerKeys
+from shared.api.names import LABEL_ATTEMPT, LABEL_CREATED_BY, LABEL_JOB
 from shared.api.pmj import PodMigrationJob
 from shared.api.pod import pod_from
-from shared.api.reservation import LABEL_ATTEMPT, LABEL_CREATED_BY, LABEL_JOB, reservation_name
+from shared.api.reservation import reservation_name
 from shared.config import KubernetesConfig, MigrationControllerArgs
 from shared.durable import Durability
 from shared.kube import KubeClient

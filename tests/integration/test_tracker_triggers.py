@@ -25,14 +25,8 @@ from shared.api import annotations as known
 from shared.api import codec
 from shared.api.messages import EventType, JobRef, Kick, ObjectEvent, PodInfo
 from shared.api.meta import ObjectMeta, ObjectReference
-from shared.api.reservation import (
-    LABEL_CREATED_BY,
-    LABEL_JOB,
-    Reservation,
-    ReservationPhase,
-    ReservationStatus,
-    reservation_name,
-)
+from shared.api.names import LABEL_CREATED_BY, LABEL_JOB
+from shared.api.reservation import Reservation, ReservationPhase, ReservationStatus, reservation_name
 from shared.kube import KubeClient
 from tests.e2e.pipeline import pipeline_config
 

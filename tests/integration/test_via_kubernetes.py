@@ -19,8 +19,7 @@ from kubesim.auth import DEFAULT_AUDIENCE
 from kubesim.sim import SimHandle
 from podherd import cli
 from podherd.harness.servers import Server
-from shared.api.drain import ANNOTATION_NODE_DRAIN
-from shared.api.pmj import ANNOTATION_CLAIMED_REQUESTER, ANNOTATION_REQUESTER
+from shared.api.names import ANNOTATION_CLAIMED_REQUESTER, ANNOTATION_NODE_DRAIN, ANNOTATION_REQUESTER
 from tests.e2e.pipeline import GROUP, PLURAL, VERSION, pipeline, pipeline_config
 from tests.e2e.test_lifecycle import cluster, start, web_pods
 from tests.kube import Kube, requester

@@ -24,8 +24,9 @@ from services.tracker.intake.requesters import Forbidden, Requesters
 from services.watcher.service import Watcher
 from shared import bus
 from shared.api import codec
-from shared.api.drain import ANNOTATION_NODE_DRAIN, DrainOptions
+from shared.api.drain import DrainOptions
 from shared.api.messages import DrainIntent, DrainReply, IntentReply, MigrationIntent, PodKey
+from shared.api.names import ANNOTATION_NODE_DRAIN
 from shared.config import IntentsConfig, KubernetesConfig, MigrationControllerArgs, NatsConfig, RateLimit
 from shared.config_loader import config_from_dict
 from shared.kube import KubeClient

@@ -12,8 +12,8 @@ import yaml
 from shared.api import codec
 from shared.api.codec import SchemaError
 from shared.api.meta import ObjectReference, controller_of
+from shared.api.names import ANNOTATION_OWN_ROOM, LABEL_CREATED_BY, LABEL_JOB
 from shared.api.pmj import (
-    ANNOTATION_OWN_ROOM,
     PHASE_PENDING,
     REASON_INVALID_POD_REF,
     REASON_INVALID_SPEC,
@@ -22,12 +22,7 @@ from shared.api.pmj import (
     PodMigrationJob,
     new_pmj,
 )
-from shared.api.reservation import (
-    LABEL_CREATED_BY,
-    LABEL_JOB,
-    Reservation,
-    made_for,
-)
+from shared.api.reservation import Reservation, made_for
 from shared.api.validation import validate_pmj
 
 # Seed 001's examples, verbatim.

@@ -10,8 +10,8 @@ import msgspec
 from services.tracker.jobs import deeds
 from services.tracker.jobs.machine import progress
 from services.tracker.jobs.views import Step
-from shared.api.drain import ANNOTATION_ATOMIC, ANNOTATION_DRAIN_NODE
-from shared.api.pmj import ANNOTATION_LEDGER, PodMigrationJob, PodMigrationJobStatus
+from shared.api.names import ANNOTATION_ATOMIC, ANNOTATION_DRAIN_NODE, ANNOTATION_LEDGER
+from shared.api.pmj import PodMigrationJob, PodMigrationJobStatus
 from tests.unit.test_job_progress import GONE, job, reservation, seen, then
 
 

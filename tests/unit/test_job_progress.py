@@ -21,7 +21,8 @@ from services.tracker.jobs.machine import (
 )
 from shared.api.codec import to_builtins
 from shared.api.meta import ObjectMeta, ObjectReference
-from shared.api.pmj import ANNOTATION_REQUESTER, PodMigrationJob, PodMigrationJobSpec, PodMigrationJobStatus
+from shared.api.names import ANNOTATION_REQUESTER
+from shared.api.pmj import PodMigrationJob, PodMigrationJobSpec, PodMigrationJobStatus
 
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 POD = PodView("default", "web-0", "pod-uid", "node-1", terminating=False, ready=True, controller_uid="rs-1")

@@ -8,7 +8,8 @@ from datetime import UTC, datetime
 from services.arbitrator.rules.facts import facts_of, queued_facts, queued_record
 from shared.api import codec
 from shared.api.meta import ObjectMeta, ObjectReference
-from shared.api.pmj import ANNOTATION_MIGRATION_PRIORITY, PodMigrationJob, PodMigrationJobSpec
+from shared.api.names import ANNOTATION_MIGRATION_PRIORITY
+from shared.api.pmj import PodMigrationJob, PodMigrationJobSpec
 
 CREATED = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
 

@@ -7,9 +7,10 @@ from typing import Protocol
 import msgspec
 
 from shared.api import codec
-from shared.api.drain import ANNOTATION_DRAIN_NODE, LIFTABLE, lifts_of
+from shared.api.drain import LIFTABLE, lifts_of
 from shared.api.messages import PodInfo
-from shared.api.pmj import ANNOTATION_MIGRATION_PRIORITY, PodMigrationJob
+from shared.api.names import ANNOTATION_DRAIN_NODE, ANNOTATION_MIGRATION_PRIORITY
+from shared.api.pmj import PodMigrationJob
 from shared.api.surge import is_surge
 
 __all__ = ["JobFacts", "PdbFacts", "PodInfo", "WorkloadFacts", "available", "facts_of", "workload_key"]

@@ -28,17 +28,10 @@ from services.tracker.jobs.decode import reservation_view
 from services.tracker.keys import TrackerKeys
 from shared import bus
 from shared.api import paths
-from shared.api.drain import (
-    ANNOTATION_NODE_DRAIN,
-    MOVING,
-    RESERVING,
-    ROLLED_BACK,
-    DrainRecord,
-    drain_record,
-    node_hash,
-)
+from shared.api.drain import MOVING, RESERVING, ROLLED_BACK, DrainRecord, drain_record, node_hash
 from shared.api.messages import AuditRecord
-from shared.api.pmj import ANNOTATION_ABORT, MODE_EVICT_DIRECTLY, TERMINAL_PHASES
+from shared.api.names import ANNOTATION_ABORT, ANNOTATION_NODE_DRAIN
+from shared.api.pmj import MODE_EVICT_DIRECTLY, TERMINAL_PHASES
 from shared.api.reservation import reservation_name
 from shared.drain_plan import Room, atomic_step
 from shared.durations import parse_duration

@@ -16,30 +16,23 @@ from typing import Any
 
 import msgspec
 
-from services.tracker.intake.intent_jobs import ANNOTATION_REASON, new_job
+from services.tracker.intake.intent_jobs import new_job
 from shared.api import paths
-from shared.api.drain import (
+from shared.api.drain import RESERVING, ROLLED_BACK, DrainRecord, drain_job_name, drain_record, node_hash
+from shared.api.messages import DrainIntent, DrainMove, DrainReply, IntentError, IntentErrorCode
+from shared.api.meta import ObjectReference
+from shared.api.names import (
     ANNOTATION_ATOMIC,
+    ANNOTATION_CLAIMED_REQUESTER,
     ANNOTATION_DRAIN_NODE,
     ANNOTATION_LIFTS,
     ANNOTATION_NODE_DRAIN,
+    ANNOTATION_REASON,
+    ANNOTATION_REQUESTER,
     ANNOTATION_STRATEGY_REASON,
     LABEL_DRAIN,
-    RESERVING,
-    ROLLED_BACK,
-    DrainRecord,
-    drain_job_name,
-    drain_record,
-    node_hash,
 )
-from shared.api.messages import DrainIntent, DrainMove, DrainReply, IntentError, IntentErrorCode
-from shared.api.meta import ObjectReference
-from shared.api.pmj import (
-    ANNOTATION_CLAIMED_REQUESTER,
-    ANNOTATION_REQUESTER,
-    PodMigrationJob,
-    PodMigrationJobSpec,
-)
+from shared.api.pmj import PodMigrationJob, PodMigrationJobSpec
 from shared.config import MigrationControllerArgs
 from shared.drain_plan import DrainPlan, Move, plan_drain
 from shared.kube import KubeClient, KubeError

@@ -14,19 +14,16 @@ import hashlib
 
 from shared.api.messages import MigrationIntent
 from shared.api.meta import ObjectMeta, ObjectReference
-from shared.api.pmj import (
+from shared.api.names import (
     ANNOTATION_CLAIMED_REQUESTER,
     ANNOTATION_INTENT_ID,
     ANNOTATION_MIGRATION_PRIORITY,
+    ANNOTATION_REASON,
     ANNOTATION_REQUESTER,
     ANNOTATION_TARGET_NODE,
-    API_VERSION,
-    KIND,
-    PodMigrationJob,
-    PodMigrationJobSpec,
 )
+from shared.api.pmj import API_VERSION, KIND, PodMigrationJob, PodMigrationJobSpec
 
-ANNOTATION_REASON = "podherd.io/reason"
 LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
 
 

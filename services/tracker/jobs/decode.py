@@ -9,8 +9,8 @@ import msgspec
 
 from services.tracker.jobs.machine import PodView, ReservationView
 from shared.api.meta import parse_time
+from shared.api.names import LABEL_CREATED_BY
 from shared.api.pmj import PodMigrationJob
-from shared.api.reservation import LABEL_CREATED_BY
 
 
 class _Labels(msgspec.Struct):

@@ -15,10 +15,9 @@ from dataclasses import dataclass
 from services.tracker.jobs import deadlines
 from services.tracker.jobs.machine import CLEANUP, EVICT, RELEASE, RESERVE, SCALE_BACK, SURGE, UNSURGE
 from services.tracker.jobs.views import Observed, ReservationView, Step
-from shared.api.drain import ANNOTATION_ATOMIC, ANNOTATION_DRAIN_NODE
 from shared.api.messages import Step as CommandStep
+from shared.api.names import ANNOTATION_ATOMIC, ANNOTATION_DRAIN_NODE, ANNOTATION_LEDGER
 from shared.api.pmj import (
-    ANNOTATION_LEDGER,
     PHASE_PENDING,
     PHASE_RUNNING,
     REASON_WAIT_FOR_POD_BIND_RESERVATION,

@@ -19,15 +19,8 @@ from services.tracker.jobs.recorder import EventRecorder
 from shared import bus
 from shared.api import codec, paths
 from shared.api.messages import AuditRecord, Command, JobRef, SlotsReleased, Step
-from shared.api.pmj import (
-    ANNOTATION_OWN_ROOM,
-    ANNOTATION_REQUESTER,
-    API_VERSION,
-    GROUP,
-    PHASE_PENDING,
-    Phase,
-    PodMigrationJob,
-)
+from shared.api.names import ANNOTATION_OWN_ROOM, ANNOTATION_REQUESTER
+from shared.api.pmj import API_VERSION, GROUP, PHASE_PENDING, Phase, PodMigrationJob
 from shared.config import PodherdConfig
 from shared.kube import KubeClient, KubeError
 from shared.publisher import Publisher

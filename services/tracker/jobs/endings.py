@@ -19,8 +19,9 @@ from services.tracker.jobs.state import JobState
 from services.tracker.keys import TrackerKeys
 from shared import ledger
 from shared.api import paths
+from shared.api.names import ANNOTATION_STRATEGY
 from shared.api.pmj import PHASE_FAILED, PHASE_SUCCEEDED, PodMigrationJob
-from shared.api.surge import ANNOTATION_STRATEGY, STRATEGY_SURGE
+from shared.api.surge import STRATEGY_SURGE
 from shared.api.validation import Invalid
 from shared.durable import Durability
 from shared.kube import KubeError

@@ -21,12 +21,15 @@ from typing import Final, Literal
 
 from services.tracker.jobs import deadlines
 from services.tracker.jobs.views import Action, Conditions, Observed, PodView, ReservationView, Step
-from shared.api.drain import ANNOTATION_ATOMIC, ANNOTATION_STRATEGY_REASON
 from shared.api.messages import Step as CommandStep
 from shared.api.meta import ObjectReference
-from shared.api.pmj import (
+from shared.api.names import (
     ANNOTATION_ABORT,
+    ANNOTATION_ATOMIC,
     ANNOTATION_REQUESTER,
+    ANNOTATION_STRATEGY_REASON,
+)
+from shared.api.pmj import (
     COND_BOUND_POD_READY,
     COND_DISRUPTION_WINDOW,
     COND_EVICTION,

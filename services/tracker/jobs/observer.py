@@ -20,6 +20,7 @@ from services.tracker.jobs.machine import PodView, ReservationView
 from services.tracker.keys import TrackerKeys
 from shared.api import codec, paths
 from shared.api.messages import Decision, PodInfo, Report
+from shared.api.names import LABEL_CONTROLLER, LABEL_JOB
 from shared.api.pmj import (
     MODE_EVICT_DIRECTLY,
     PHASE_FAILED,
@@ -28,7 +29,7 @@ from shared.api.pmj import (
     TERMINAL_PHASES,
     PodMigrationJob,
 )
-from shared.api.reservation import LABEL_CONTROLLER, LABEL_JOB, attempt_of, made_for, reservation_name
+from shared.api.reservation import attempt_of, made_for, reservation_name
 from shared.api.surge import STRATEGY_SURGE, is_surge
 from shared.config import MigrationControllerArgs
 from shared.consume import read_or_retry

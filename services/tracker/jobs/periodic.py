@@ -22,9 +22,10 @@ from services.tracker.keys import TrackerKeys
 from shared import redis_client
 from shared.api import paths
 from shared.api.meta import ObjectMeta
+from shared.api.names import LABEL_CONTROLLER, LABEL_CREATED_BY, LABEL_JOB
 from shared.api.pmj import PHASE_PENDING, TERMINAL_PHASES, PodMigrationJob
 from shared.api.pmj_read import read_pmj
-from shared.api.reservation import LABEL_CONTROLLER, LABEL_CREATED_BY, LABEL_JOB, is_untaken_room
+from shared.api.reservation import is_untaken_room
 from shared.backoff import Backoff
 from shared.consume import Retry, read_or_retry
 from shared.kube import KubeClient, unanswered

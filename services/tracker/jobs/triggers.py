@@ -20,7 +20,7 @@ from shared.api import annotations as known
 from shared.api import codec
 from shared.api.codec import SchemaError
 from shared.api.messages import Decision, EventHead, JobRef, Kick, ObjectEvent, PodInfo, Report
-from shared.api.reservation import LABEL_CONTROLLER, LABEL_JOB
+from shared.api.names import LABEL_CONTROLLER, LABEL_JOB
 from shared.ledger import as_text
 from shared.publisher import Publisher
 

@@ -1,0 +1,43 @@
+"""Podherd's own label and annotation keys (`podherd.io/…`), one spelling each, by the object they are
+on. The modules of each object (`pmj`, `drain`, `surge`, `reservation`) name them from here.
+
+Two keys serve two objects each, with one meaning: `podherd.io/drain` (a drain's jobs are labelled with it,
+the node carries the drain's record under it) and `podherd.io/attempt` (on a Reservation, the job's attempt
+it is for)."""
+
+from __future__ import annotations
+
+from typing import Final
+
+DRAIN: Final = "podherd.io/drain"
+
+# On a PodMigrationJob (never new fields: annotations).
+ANNOTATION_TARGET_NODE: Final = "podherd.io/target-node"
+ANNOTATION_INTENT_ID: Final = "podherd.io/intent-id"
+ANNOTATION_REASON: Final = "podherd.io/reason"  # why an intent asked for it, for the audit trail
+ANNOTATION_OWN_ROOM: Final = "podherd.io/reservation-ref"  # the reservationRef Podherd wrote
+ANNOTATION_REQUESTER: Final = "podherd.io/requester"  # as verified: who the request was authorized as
+ANNOTATION_CLAIMED_REQUESTER: Final = "podherd.io/claimed-requester"  # what the intent said it was from
+ANNOTATION_MIGRATION_PRIORITY: Final = "podherd.io/migration-priority"
+ANNOTATION_ABORT: Final = "podherd.io/abort"
+ANNOTATION_LEDGER: Final = "podherd.io/ledger"  # what it holds in the ledger, to rebuild it from
+ANNOTATION_STRATEGY: Final = "podherd.io/strategy"  # Surge (spec.mode stays ReservationFirst)
+# A drain's job: its node's name hashed (label values stop at 63 characters) and in full; the filters the
+# drain lifts for it; why it moves otherwise than ReservationFirst; an atomic drain's, waiting paused.
+LABEL_DRAIN: Final = DRAIN
+ANNOTATION_DRAIN_NODE: Final = "podherd.io/drain-node"
+ANNOTATION_LIFTS: Final = "podherd.io/drain-lifts"
+ANNOTATION_STRATEGY_REASON: Final = "podherd.io/strategy-reason"
+ANNOTATION_ATOMIC: Final = "podherd.io/drain-atomic"
+
+# On a node: the drain's record (JSON).
+ANNOTATION_NODE_DRAIN: Final = DRAIN
+
+# On a Deployment while it surges for a job.
+ANNOTATION_SURGE: Final = "podherd.io/surge"
+
+# On every Reservation Podherd makes: who made it, the job, its attempt, and whose replacements it is for.
+LABEL_CREATED_BY: Final = "podherd.io/created-by"
+LABEL_JOB: Final = "podherd.io/job"
+LABEL_ATTEMPT: Final = "podherd.io/attempt"
+LABEL_CONTROLLER: Final = "podherd.io/controller"
