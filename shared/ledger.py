@@ -37,10 +37,12 @@ def as_text(value: bytes | str) -> str:
     return value.decode() if isinstance(value, bytes) else value
 
 
-def lua_script(name: str, *prelude: str) -> str:
-    """One of Podherd's Redis scripts (shared/lua/<name>), after the shared functions it uses."""
-    lua = resources.files("shared").joinpath("lua")
-    return "\n".join([*(lua.joinpath(p).read_text() for p in prelude), lua.joinpath(name).read_text()])
+def lua_script(name: str, *prelude: str, home: str = "shared") -> str:
+    """One of Podherd's Redis scripts (`<home>/lua/<name>`: a service keeps its own beside it), after the
+    shared functions it uses (`shared/lua/`)."""
+    shared = resources.files("shared").joinpath("lua")
+    own = resources.files(home).joinpath("lua").joinpath(name).read_text()
+    return "\n".join([*(shared.joinpath(p).read_text() for p in prelude), own])
 
 
 # What the ledger counts of pods (background evictions, each workload's Ready pods), kept by two scripts

@@ -24,7 +24,9 @@ class FactStore:
     def __init__(self, client: aioredis.Redis, key_prefix: str) -> None:
         self.client = client
         self.prefix = f"{key_prefix}:facts"
-        self._put = client.register_script(lua_script("put_if_newer.lua", "versions.lua"))
+        self._put = client.register_script(
+            lua_script("put_if_newer.lua", "versions.lua", home="services.arbitrator")
+        )
 
     def key(self, kind: str, ident: str) -> str:
         return f"{self.prefix}:{kind}:{ident}"

@@ -1,4 +1,5 @@
-"""shared/lua/room.lua against a real Redis: the room a workload's ended jobs did not use, kept and swept."""
+"""The tracker's room.lua against a real Redis: the room a workload's ended jobs did not use, kept and
+swept."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ async def test_untaken_room_is_kept_while_a_sibling_is_in_flight_and_swept_by_th
 ) -> None:
     client = redis_scope.client
     in_flight, kept = redis_scope.key("in-flight"), redis_scope.key("kept")
-    ends = client.register_script(lua_script("room.lua"))
+    ends = client.register_script(lua_script("room.lua", home="services.tracker.jobs"))
 
     async def end(job: str) -> list[object]:
         answer = await ends(keys=[in_flight, kept], args=[job])

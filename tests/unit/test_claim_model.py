@@ -264,7 +264,7 @@ class World:
             del self.inflight[job]
 
     def cleanup(self, job: str) -> tuple[str, str, int, tuple[str, ...]]:
-        """The tracker's cleanup command, as shared/lua/room.lua decides it."""
+        """The tracker's cleanup command, as services/tracker/jobs/lua/room.lua decides it."""
         if not self.rules.keep_unused_room:
             return (job, machine.CLEANUP, 0, ())
         was_open = job in self.in_flight or job in self.room_kept

@@ -45,7 +45,7 @@ class Endings:
     ) -> None:
         self.client, self.keys, self.ledger, self.stats = client, keys, ledger, stats
         self.effects, self.state, self.durability = effects, state, durability
-        self._room_ends = client.register_script(lua_script("room.lua"))
+        self._room_ends = client.register_script(lua_script("room.lua", home="services.tracker.jobs"))
 
     async def end_invalid(self, raw: dict[str, Any], job: PodMigrationJob, invalid: Invalid) -> bool:
         """A job that cannot run ends Failed: one write, one log line, never a retry. False: the job
