@@ -318,12 +318,13 @@ class KubeClient:
         return found
 
     async def list_items(
-        self, path: str, label_selector: str, request_timeout: float = 10.0
+        self, path: str, label_selector: str, request_timeout: float = 10.0, *, field_selector: str = ""
     ) -> list[dict[str, Any]]:
-        """The items of a list, narrowed by a label selector, as plain JSON."""
-        body = await self.arequest(
-            "GET", path, [("labelSelector", label_selector)], request_timeout=request_timeout
+        """The items of a list, narrowed by a label selector (and a field selector), as plain JSON."""
+        query = [("labelSelector", label_selector)] + (
+            [("fieldSelector", field_selector)] if field_selector else []
         )
+        body = await self.arequest("GET", path, query, request_timeout=request_timeout)
         items: list[dict[str, Any]] = msgspec.json.decode(body).get("items") or []
         return items
 

@@ -16,7 +16,7 @@ import json
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from importlib import resources
-from typing import Any, Final
+from typing import Any
 
 import msgspec
 import redis.asyncio as aioredis
@@ -105,10 +105,6 @@ class Announcement(msgspec.Struct, frozen=True):
     at: float  # when it was taken off the queue (the ledger's clock)
 
 
-# On a running PMJ: what its job holds in the ledger ({"pod": uid, "slots": [...]}), to rebuild it from.
-ANNOTATION: Final = ANNOTATION_LEDGER
-
-
 class HeldJob(msgspec.Struct, frozen=True):
     job_uid: str
     pod_uid: str
@@ -126,7 +122,7 @@ class HeldJob(msgspec.Struct, frozen=True):
 def recorded(job_uid: str, annotations: Mapping[str, str]) -> HeldJob | None:
     """What a PMJ's annotation says its job holds; None without one, or with one no Podherd wrote."""
     try:
-        data = json.loads(annotations[ANNOTATION])
+        data = json.loads(annotations[ANNOTATION_LEDGER])
         return HeldJob(job_uid, str(data["pod"]), tuple(str(key) for key in data["slots"]))
     except (KeyError, TypeError, ValueError):
         return None

@@ -15,8 +15,6 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-import msgspec
-
 from shared import node_fit
 from shared.api import paths
 from shared.kube import KubeClient
@@ -34,7 +32,7 @@ class NodeFit:
         own = (pod.get("spec") or {}).get("nodeName")
         nodes = [
             n
-            for n in await self._items(paths.NODES, labelSelector=self.node_selector)
+            for n in await self.kube.list_items(paths.NODES, self.node_selector)
             if node_fit.node_ready(n) and n["metadata"].get("name") != own
         ]
         reasons: Counter[str] = Counter()
@@ -42,16 +40,10 @@ class NodeFit:
             # From the node alone first: a pod that would not fit it empty does not fit it.
             why = node_fit.elsewhere(pod, node, ())
             if why is None:
-                on_node = await self._items(
-                    paths.PODS, fieldSelector=f"spec.nodeName={node['metadata']['name']}"
-                )
+                where = f"spec.nodeName={node['metadata']['name']}"
+                on_node = await self.kube.list_items(paths.PODS, "", field_selector=where)
                 why = node_fit.elsewhere(pod, node, on_node)
             if why is None:
                 return None
             reasons[why] += 1
         return node_fit.unavailable_message(reasons, len(nodes))
-
-    async def _items(self, path: str, **query: str) -> list[Obj]:
-        body = await self.kube.arequest("GET", path, [(k, v) for k, v in query.items() if v])
-        items: list[Obj] = msgspec.json.decode(body).get("items") or []
-        return items

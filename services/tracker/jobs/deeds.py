@@ -97,7 +97,7 @@ def plan(job: PodMigrationJob, observed: Observed, step: Step) -> Plan:
         and bool(before.phase)
         and before.phase != observed.audited,
         record_ledger=phase == PHASE_RUNNING and not recorded,
-        deeds=_deeds(job, observed, step, phase=phase),
+        deeds=_deeds(job, observed, step, phase=phase, workload=workload),
         point_at=current
         if phase == PHASE_RUNNING
         and current
@@ -114,9 +114,10 @@ def plan(job: PodMigrationJob, observed: Observed, step: Step) -> Plan:
     )
 
 
-def _deeds(job: PodMigrationJob, observed: Observed, step: Step, *, phase: str) -> tuple[Deed, ...]:
+def _deeds(
+    job: PodMigrationJob, observed: Observed, step: Step, *, phase: str, workload: str | None
+) -> tuple[Deed, ...]:
     current = observed.reservation
-    workload = current.owner_controller_uid if current else None
     pod_uid = observed.pod.uid if observed.pod else None
     out: list[Deed] = []
     for action in step.actions:

@@ -19,7 +19,7 @@ from services.tracker.jobs.state import JobState
 from services.tracker.keys import TrackerKeys
 from shared import ledger
 from shared.api import paths
-from shared.api.names import ANNOTATION_STRATEGY
+from shared.api.names import ANNOTATION_LEDGER, ANNOTATION_STRATEGY
 from shared.api.pmj import PHASE_FAILED, PHASE_SUCCEEDED, PodMigrationJob
 from shared.api.surge import STRATEGY_SURGE
 from shared.api.validation import Invalid
@@ -140,7 +140,7 @@ class Endings:
         and, `surge`, that it moves by Surge (the arbitrator's choice outlives its decision). Returns the job
         as written, if it was."""
         held = await self.ledger.held(job.metadata.uid or "")
-        annotations = {ledger.ANNOTATION: held.annotation()} if held is not None else {}
+        annotations = {ANNOTATION_LEDGER: held.annotation()} if held is not None else {}
         if surge:
             annotations[ANNOTATION_STRATEGY] = STRATEGY_SURGE
         if not annotations:
