@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.podherd-installed
 
-.PHONY: demo test test-noisy test-repeat lint typecheck unit integration fuzz bench chaos clean
+.PHONY: demo docs test test-noisy test-repeat lint typecheck unit integration fuzz bench chaos clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "podherd needs Python >= 3.11")'
@@ -27,9 +27,13 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(PY) -m mypy
 
+# The documentation, strictly: every page in the nav, every link and anchor resolving (mkdocs.yml).
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet --site-dir $(VENV)/site
+
 # The services' bytecode is written once, before the tests start service processes by the dozen: a replica
 # that compiles its imports on start (a fresh clone) starts slower, and a chaos run kills it every few seconds.
-test: lint typecheck
+test: lint typecheck docs
 	@scripts/install_tls_redis.sh $(VENV)/tls-redis
 	@$(PY) -m compileall -q -j 0 services shared podherd kubesim
 	$(PY) -m pytest

@@ -404,7 +404,7 @@ def _via(parser: argparse.ArgumentParser) -> None:
         choices=("nats", "kubernetes"),
         default="nats",
         help="nats: an intent to the tracker (a ServiceAccount token, --token-file); kubernetes: the jobs "
-        "written through the API server with your kubeconfig's own credentials (README: Who may move what)",
+        "written through the API server with your kubeconfig's own credentials (docs/operating/security.md)",
     )
 
 

@@ -1,5 +1,5 @@
 """The configuration reference, generated from the config type itself (`podherd config --reference`), so the
-README's table cannot drift from what the code accepts."""
+documentation's table (docs/reference/configuration.md) cannot drift from what the code accepts."""
 
 from __future__ import annotations
 

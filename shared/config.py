@@ -396,7 +396,7 @@ class RateLimit(Section):
 
 
 class IntentsConfig(Section):
-    """Who may send intents and drains (README "Who may move what").
+    """Who may send intents and drains (docs/operating/security.md, "Who may move what").
 
     `authorization`: `kubernetes` (a request carries its sender's ServiceAccount token for `audience`,
     verified by TokenReview and authorized by SubjectAccessReview as that user), `subject` (the NATS

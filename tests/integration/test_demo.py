@@ -33,8 +33,8 @@ def read_until(stream: IO[str], marker: str, seen: list[str]) -> None:
 
 
 def intent_example() -> str:
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    block = readme[readme.index("<!-- intent-example -->") :]
+    guide = (Path(__file__).resolve().parents[2] / "docs" / "guides" / "intents.md").read_text()
+    block = guide[guide.index("<!-- intent-example -->") :]
     code = block[block.index("```python") + len("```python") :]
     return code[: code.index("```")]
 
@@ -108,7 +108,7 @@ def test_demo_defragments_the_cluster_and_the_cluster_shows_it(tmp_path: Path) -
         # No pod but the one being made room for ever failed to schedule.
         events = core.list_event_for_all_namespaces(field_selector="reason=FailedScheduling").items
         assert {e.involved_object.name for e in events} == {pending}  # it did, before the moves
-        # The README's intent example works against it as written (but for the addresses and the pod).
+        # The intents guide's example works against it as written (but for the addresses and the pod).
         nats_url = re.search(r"NATS_URL=(\S+)", output)
         assert nats_url, output
         other = next(
