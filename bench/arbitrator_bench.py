@@ -127,7 +127,9 @@ class Bench:
             pipe = self.client.pipeline(transaction=False)
             for k, node in enumerate(nodes[start : start + 5000], start=first + start):
                 pipe.set(self.facts.key("pod", f"default/p{k}"), self.facts.encoded("1", self.pod(k, node)))
-                pipe.sadd(self.ledger.ready_key(WORKLOAD), f"p-{k}")  # Ready, as the pod events would say
+                pipe.sadd(
+                    self.ledger.keys.member("ready", WORKLOAD), f"p-{k}"
+                )  # Ready, as the pod events would say
             await pipe.execute()
         return list(range(first, self.next))
 
@@ -142,13 +144,13 @@ class Bench:
                 pipe.hset(keys.jobs, f"u{i}", queued_record(facts_of(self.job(i), "ReservationFirst")))
                 pipe.hset(keys.since, f"u{i}", now)
             await pipe.execute()
-            await self.ledger.enqueue_many((f"u{i}", f"{i:09d}") for i in chunk)
+            await self.ledger.queue.enqueue_many((f"u{i}", f"{i:09d}") for i in chunk)
 
     async def drain(self) -> int:
         admitted = 0
         while True:
             admitted += await self.engine.admit_pass()
-            if not await self.ledger.head(1):
+            if not await self.ledger.queue.head(1):
                 return admitted
 
 
@@ -197,7 +199,7 @@ async def run_depth(
     subjects = bus.Subjects(prefix)
     await bus.ensure_work_streams(js, subjects, config.nats)
     bench = Bench(config, client, nc)
-    await bench.ledger.rebuild([])
+    await bench.ledger.completeness.rebuild([])
     replicas = pending + burst + offered  # every pod the run adds, all Ready
     workload = WorkloadInfo(
         uid="w",

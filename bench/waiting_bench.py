@@ -121,7 +121,7 @@ async def seed(
                 scheduler_name="koord-scheduler",
             )
             pipe.set(facts.key("pod", f"default/p{i}"), facts.encoded("1", pod))
-            pipe.sadd(ledger.ready_key(f"workload:Deployment/default/{name}"), f"p-{i}")
+            pipe.sadd(ledger.keys.member("ready", f"workload:Deployment/default/{name}"), f"p-{i}")
             job = PodMigrationJob(
                 metadata=ObjectMeta(name=f"j{i}", uid=f"u{i}", creation_timestamp=datetime.now(UTC)),
                 spec=PodMigrationJobSpec(pod_ref=ObjectReference(namespace="default", name=f"p{i}")),
@@ -130,7 +130,7 @@ async def seed(
             pipe.hset(keys.since, f"u{i}", now)
             jobs += 1
         await pipe.execute()
-        await ledger.enqueue_many((f"u{w * each + k}", f"{k:04d}{w:06d}") for k in range(each))
+        await ledger.queue.enqueue_many((f"u{w * each + k}", f"{k:04d}{w:06d}") for k in range(each))
     return jobs
 
 
@@ -144,7 +144,7 @@ async def run(workloads: int, waiting: int, seconds: float) -> dict[str, Any]:
         subjects = bus.Subjects(prefix)
         await bus.ensure_work_streams(nc.jetstream(), subjects, config.nats)
         ledger = CountingLedger(client, prefix, 600)
-        await ledger.rebuild([])
+        await ledger.completeness.rebuild([])
         publisher = CountingPublisher(Publisher(nc))
         engine = Engine(
             config,
@@ -155,7 +155,9 @@ async def run(workloads: int, waiting: int, seconds: float) -> dict[str, Any]:
             audit_subject=subjects.audit,
         )
         jobs = await seed(config, client, ledger, workloads=workloads, each=waiting + 1)
-        while await ledger.head(1):  # every job looked at once: one admitted per workload, the rest wait
+        while await ledger.queue.head(
+            1
+        ):  # every job looked at once: one admitted per workload, the rest wait
             await engine.admit_pass()
         looked_before, audit_before = CountingLedger.looked_at, publisher.audit_records
         CountingLedger.looked_at, publisher.audit_records = 0, 0
@@ -175,7 +177,7 @@ async def run(workloads: int, waiting: int, seconds: float) -> dict[str, Any]:
         elapsed = time.monotonic() - started
         arbitrator_cpu = time.process_time() - cpu
         redis_cpu = await _redis_cpu(client) - redis_cpu
-        waiting_now = await ledger.queue_length()
+        waiting_now = await ledger.queue.length()
         await nc.close()
         await client.aclose()
         return {

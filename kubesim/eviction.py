@@ -7,7 +7,7 @@
 - A budget with `disruptionsAllowed` 0 answers 429 TooManyRequests naming the budget; otherwise the
   eviction takes one disruption (recorded in `status.disruptedPods`) before the pod is deleted, so two
   concurrent evictions cannot both spend the last one.
-- In `evict_in_background` mode (seed 003), a pod annotated
+- In `evict_in_background` mode (KEP-1397), a pod annotated
   `descheduler.alpha.kubernetes.io/request-evict-only` is not deleted: a validating webhook on
   `pods/eviction` (KubeVirt's, simulated) marks it `eviction-in-progress` and denies the request with 429,
   which the API server wraps as it wraps every webhook denial:

@@ -1,5 +1,5 @@
-"""kubesim's built-in scenarios: seed 002's `fragmented` picture, `small`, and generated large clusters
-(`generate:NODES:PODS`). kubesim.scenario loads them, as it loads scenario files."""
+"""kubesim's built-in scenarios: the defragmentation article's `fragmented` picture, `small`, and generated
+large clusters (`generate:NODES:PODS`). kubesim.scenario loads them, as it loads scenario files."""
 
 from __future__ import annotations
 
@@ -28,7 +28,8 @@ def node_pool(count: int, *, cpu: int, memory: str, pods: int = 110) -> list[dic
 
 
 def fragmented(nodes: int = 6, node_cpu: int = 4) -> dict[str, Any]:
-    """Seed 002's picture: every node half used by small pods, a pod as large as a node pending.
+    """The defragmentation article's picture: every node half used by small pods, a pod as large as a node
+    pending.
 
     Each node runs one `web` and one `api` replica of 1 CPU (web through koord-scheduler, with a PDB of
     maxUnavailable 1), so every node has 2 of 4 CPUs free: 2*N CPUs free in all, yet the 4-CPU `big` pod

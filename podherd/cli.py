@@ -252,7 +252,7 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument(
         "--evict-in-background",
         action="store_true",
-        help="request-evict-only pods' evictions trigger an evacuation (a webhook's 429, seed 003)",
+        help="request-evict-only pods' evictions trigger an evacuation (a webhook's 429, KEP-1397)",
     )
     sim.add_argument("--no-events", action="store_true", help="do not record Kubernetes Events")
     sim.add_argument(

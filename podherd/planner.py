@@ -1,12 +1,12 @@
 """A small defragmentation planner (pure): which pods to move, and where, so that a pending pod fits.
 
-Seed 002's picture: every node half full, so the cluster has room in total but no node has room for the
-large pod. The planner empties the one node that needs the fewest moves: every pod on it must be movable
-(owned by a ReplicaSet or StatefulSet, not terminating, and, where jobs reserve room first, placed by a
-scheduler that honours Reservations, as the arbitrator demands), the pending pod must fit there once they
-leave, and each moved pod must fit on another node (largest first, into the fullest node it fits, so moves
-do not fragment the rest). Each move names its target node, so the replacement's Reservation is pinned there
-and the emptied node stays empty for the pending pod.
+The defragmentation article's picture: every node half full, so the cluster has room in total but no node
+has room for the large pod. The planner empties the one node that needs the fewest moves: every pod on it
+must be movable (owned by a ReplicaSet or StatefulSet, not terminating, and, where jobs reserve room
+first, placed by a scheduler that honours Reservations, as the arbitrator demands), the pending pod must fit
+there once they leave, and each moved pod must fit on another node (largest first, into the fullest node it
+fits, so moves do not fragment the rest). Each move names its target node, so the replacement's Reservation
+is pinned there and the emptied node stays empty for the pending pod.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Podherd's configuration: one typed place, with the seeds' names and defaults.
 
-`migrationController` is Koordinator's `MigrationControllerArgs` (seed 001's parameter table, plus what
-Koordinator added since: `maxMigratingGlobally`, `evictAllBarePods`, `skipEvictionGates`, the default
+`migrationController` is Koordinator's `MigrationControllerArgs` (Koordinator's guide's parameter table, plus
+what Koordinator added since: `maxMigratingGlobally`, `evictAllBarePods`, `skipEvictionGates`, the default
 `objectLimiters`). A Koordinator block loads unchanged: as a document of its own (`kind:
 MigrationControllerArgs`), under `migrationController:`, or inside a whole descheduler configuration
 (`profiles[].pluginConfig[name=MigrationController].args`). The rest is Podherd's own: where NATS, Redis and
@@ -158,7 +158,7 @@ def default_object_limiters() -> ObjectLimiters:
 
 
 class MigrationControllerArgs(Section):
-    """Koordinator's `MigrationControllerArgs`: seed 001's table, names and defaults."""
+    """Koordinator's `MigrationControllerArgs`: Koordinator's guide's table, names and defaults."""
 
     api_version: str | None = None
     kind: str | None = None
@@ -203,7 +203,8 @@ class MigrationControllerArgs(Section):
     autoscaler_protections: NoEvictionPolicy = "Mandatory"
     min_pod_age: Duration | None = None
 
-    # Seed 000 (v1.4) names of the global flow control; read as evictQPS / evictBurst when those are unset.
+    # The PodMigrationJob proposal's (v1.4) names of the global flow control; read as evictQPS / evictBurst
+    # when those are unset.
     flow_control_qps: str | None = msgspec.field(default=None, name="flowControlQPS")
     flow_control_burst: int | None = None
 
@@ -351,8 +352,8 @@ class WatcherConfig(Section):
 class ArbitratorConfig(Section):
     """Podherd's own arbitration settings (the rules themselves are `migrationController`'s)."""
 
-    # `seed`: seed 000's order (higher QoS, higher priority first). `cheapestFirst`: Koordinator's code
-    # (lower QoS and priority first, i.e. the cheapest pods to disturb go first).
+    # `seed`: the PodMigrationJob proposal's order (higher QoS, higher priority first). `cheapestFirst`:
+    # Koordinator's code (lower QoS and priority first, i.e. the cheapest pods to disturb go first).
     sort_order: Literal["seed", "cheapestFirst"] = "seed"
     # A slot held by a job nobody releases (its PMJ vanished while Redis kept the slot) expires after this.
     slot_ttl: Duration = msgspec.field(default="30m", name="slotTTL")

@@ -1,11 +1,11 @@
-"""`intstr.IntOrString` arithmetic and the workload limits of seed 000.
+"""`intstr.IntOrString` arithmetic and the workload limits of the PodMigrationJob proposal.
 
-`GetMaxUnavailable` / `GetMaxMigrating` (seed 000, "Workload Max Migrating/Unavailable Replicas"):
-with no configured value, more than 10 replicas allow 10%, 4..10 replicas allow 2, fewer allow 1;
+`GetMaxUnavailable` / `GetMaxMigrating` (the PodMigrationJob proposal, "Workload Max Migrating/Unavailable
+Replicas"): with no configured value, more than 10 replicas allow 10%, 4..10 replicas allow 2, fewer allow 1;
 percentages are resolved against the replica count and rounded up, as Kubernetes'
-`intstr.GetScaledValueFromIntOrPercent(..., roundUp=true)` does. Seed 001 adds that a configured 0 means
-"use the defaults" for `maxMigratingPerWorkload` and `maxUnavailablePerWorkload`; Koordinator's controller
-takes the defaults for any value that comes to 0 and caps the result at the replica count.
+`intstr.GetScaledValueFromIntOrPercent(..., roundUp=true)` does. Koordinator's guide adds that a configured
+0 means "use the defaults" for `maxMigratingPerWorkload` and `maxUnavailablePerWorkload`; Koordinator's
+controller takes the defaults for any value that comes to 0 and caps the result at the replica count.
 """
 
 from __future__ import annotations
@@ -50,7 +50,8 @@ def scaled_value(value: IntOrString, total: int, round_up: bool) -> int:
 
 
 def default_workload_limit(replicas: int) -> IntOrString:
-    """Seed 000's default when no limit is configured: >10 replicas -> 10%, 4..10 -> 2, else 1."""
+    """The PodMigrationJob proposal's default when no limit is configured: >10 replicas -> 10%, 4..10 -> 2,
+    else 1."""
     if replicas > 10:
         return "10%"
     if 4 <= replicas <= 10:
@@ -61,10 +62,10 @@ def default_workload_limit(replicas: int) -> IntOrString:
 @functools.lru_cache(maxsize=4096)  # the same few (replicas, setting) pairs, for every job of a workload
 def max_unavailable(replicas: int, configured: IntOrString | None) -> int:
     """`GetMaxUnavailable` as Koordinator v1.8.0 computes it: a value that is set and scales to 0 (`0`,
-    `"0%"`) is 1; only an unset one takes the default (1 up to 3 replicas, 2 for 4-10, 10% above); the
-    result is capped at the replica count, so `"150%"` or `7` of 6 replicas is 6 (which the expected-replicas
-    rule refuses). Percentages round up, as seed 000 specifies (Koordinator's code rounds down). Seed 001
-    read a 0 as the default: the code decides."""
+    `"0%"`) is 1; only an unset one takes the default (1 up to 3 replicas, 2 for 4-10, 10% above); the result
+    is capped at the replica count, so `"150%"` or `7` of 6 replicas is 6 (which the expected-replicas rule
+    refuses). Percentages round up, as the PodMigrationJob proposal specifies (Koordinator's code rounds
+    down). Koordinator's guide read a 0 as the default: the code decides."""
     if configured is None:
         scaled = scaled_value(default_workload_limit(replicas), replicas, round_up=True)
     else:
@@ -73,5 +74,5 @@ def max_unavailable(replicas: int, configured: IntOrString | None) -> int:
 
 
 def max_migrating(replicas: int, configured: IntOrString | None) -> int:
-    """`GetMaxMigrating` of seed 000: the same rule as `max_unavailable`."""
+    """`GetMaxMigrating` of the PodMigrationJob proposal: the same rule as `max_unavailable`."""
     return max_unavailable(replicas, configured)

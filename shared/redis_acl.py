@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 
-from shared.ledger import ledger_prefix
+from shared.ledger_keys import ledger_prefix
 
 # Read and write the data types the services use, run their scripts, and the connection's own commands.
 COMMON = (

@@ -68,15 +68,16 @@ _MECHANISM = (
     "scripts are tested against the reference rules (tests/integration/test_ledger.py)"
 )
 _ORDER = (
-    "the order differs on purpose: seed 000 sorts the costliest pods to disturb (higher QoS and priority) "
-    "first, Koordinator's code the cheapest; `arbitrator.sortOrder: cheapestFirst` selects Koordinator's "
+    "the order differs on purpose: the PodMigrationJob proposal sorts the costliest pods to disturb (higher "
+    "QoS and priority) first, Koordinator's code the cheapest; `arbitrator.sortOrder: cheapestFirst` selects "
+    "Koordinator's "
     f"({RULES}::test_cheapest_first_reverses_qos_and_priority)"
 )
 
 _BY_JOB = (
     "Koordinator ranks and groups jobs by the batch Job their pods belong to (its migrating jobs first, one "
     "Job's jobs together); Podherd ranks by the pod's workload of any kind: fewer of its replicas migrating "
-    f"now first, then fewer past migrations (seed 000; {RULES}::test_sort_order)"
+    f"now first, then fewer past migrations (the PodMigrationJob proposal; {RULES}::test_sort_order)"
 )
 
 VERDICTS: Final[dict[str, tuple[str, str]]] = {

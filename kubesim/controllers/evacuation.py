@@ -1,4 +1,4 @@
-"""Evictions in background (seed 003): the component behind the "Eviction triggered evacuation" answer.
+"""Evictions in background (KEP-1397): the component behind the "Eviction triggered evacuation" answer.
 
 A pod annotated both `request-evict-only` and `eviction-in-progress` is deleted (gracefully) once
 `evacuation_delay` has passed since the annotation was set, as an external evacuator would do.

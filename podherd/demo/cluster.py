@@ -60,7 +60,8 @@ class InCluster:
 
 
 def scenario() -> dict[str, Any]:
-    """Seed 002's fragmented workers, and a system node for Podherd's own pods (too small for `big`)."""
+    """The defragmentation article's fragmented workers, and a system node for Podherd's own pods (too
+    small for `big`)."""
     document = fragmented()
     document["nodes"].append({"name": SYSTEM_NODE, "capacity": {"cpu": "2", "memory": "16Gi", "pods": "110"}})
     return document

@@ -1,7 +1,8 @@
 """`podherd demo`: a defragmentation, end to end, on the embedded default.
 
-1. kubesim serves seed 002's picture (`fragmented`: every node half full, a node-sized pod pending), with RBAC
-   on; real NATS (JetStream) and Redis come from the `embedded` extra (or `NATS_URL` / `REDIS_URL`).
+1. kubesim serves the defragmentation article's picture (`fragmented`: every node half full, a node-sized
+   pod pending), with RBAC on; real NATS (JetStream) and Redis come from the `embedded` extra (or
+   `NATS_URL` / `REDIS_URL`).
 2. Podherd's CRDs and `deploy/rbac` are installed; the four services start as separate processes, each
    with its own ServiceAccount's token, so each can do only what its ClusterRole allows.
 3. The planner picks the node that needs the fewest moves and where each pod goes; the moves are

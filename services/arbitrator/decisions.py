@@ -21,10 +21,12 @@ from services.arbitrator.rules import filters
 from services.arbitrator.rules.facts import queued_facts
 from services.arbitrator.wait_words import wait_words
 from shared.api import codec
-from shared.api.messages import AuditRecord, Decision, JobRef, WindowOpening
+from shared.api.audit import actor, audit_record
+from shared.api.messages import Decision, JobRef, WindowOpening
 from shared.api.surge import STRATEGY_SURGE
 from shared.durable import Durability
-from shared.ledger import ADMITTED, Candidate, Ledger, Verdict, as_text
+from shared.ledger import ADMITTED, Candidate, Ledger, Verdict
+from shared.redis_scripts import as_text
 from shared.slots import Slot
 
 log = logging.getLogger("services.arbitrator.engine")
@@ -72,7 +74,7 @@ class Decisions:
             pipe = self.redis.pipeline(transaction=False)
             pipe.hset(self.keys.decided, mapping=dict.fromkeys(uids, "1"))
             pipe.hdel(self.keys.deferred, *uids)
-            self.ledger.announced(pipe, uids)
+            self.ledger.queue.announced(pipe, uids)
             await pipe.execute()
 
     async def admitted(
@@ -131,11 +133,11 @@ class Decisions:
             DECISIONS.labels("deferred", verdict.rule).inc()
             digest = hashlib.sha1(f"{previously}>{holder}".encode()).hexdigest()[:12]
             await self._tell_wait(item, verdict, window=window, digest=digest)
-            record = AuditRecord(
-                id=f"{uid}/deferred/{digest}",
-                time=datetime.now(UTC),
-                action="decision",
-                actor=f"arbitrator/{self.replica}",
+            record = audit_record(
+                "decision",
+                "deferred",
+                digest,
+                by=actor("arbitrator", self.replica),
                 job=item.name,
                 job_uid=uid,
                 rule=verdict.rule,
@@ -170,11 +172,12 @@ class Decisions:
             codec.encode(decision),
             f"{decision.job.uid}/{decision.decision}/{self.generation}",
         )
-        record = AuditRecord(
-            id=f"{decision.job.uid}/decision/{decision.decision}",
-            time=decision.decided_at,
-            action="decision",
-            actor=f"arbitrator/{self.replica}",
+        record = audit_record(
+            "decision",
+            "decision",
+            decision.decision,
+            by=actor("arbitrator", self.replica),
+            at=decision.decided_at,
             job=decision.job.name,
             job_uid=decision.job.uid,
             rule=decision.rule,
@@ -195,7 +198,7 @@ class Decisions:
     async def announce_pending(self, *, older_than: float) -> None:
         """Publish outcomes a replica took off the queue but may have died before telling (idempotent:
         the decision's Nats-Msg-Id is the same whoever publishes it)."""
-        pending = await self.ledger.unannounced(older_than=older_than)
+        pending = await self.ledger.queue.unannounced(older_than=older_than)
         if pending:
             await self.durability.confirm()  # what is told must survive a failover
         for uid, a in pending.items():

@@ -31,7 +31,8 @@ from shared.api.names import ANNOTATION_ABORT
 from shared.api.pmj import PHASE_PENDING, REASON_INVALID_SPEC, PodMigrationJob
 from shared.api.validation import validate_pmj
 from shared.config import MigrationControllerArgs, PodherdConfig
-from shared.ledger import ADMITTED, DEFERRED, FORBIDDEN, REJECTED, Candidate, Ledger, Verdict, as_text
+from shared.ledger import ADMITTED, DEFERRED, FORBIDDEN, REJECTED, Candidate, Ledger, Verdict
+from shared.redis_scripts import as_text
 from shared.slots import pdb_slot, workload_slot
 from shared.stats import MigrationStats
 from shared.windows import Windows
@@ -137,7 +138,7 @@ class Engine:
                     gone.append(uid)
             else:
                 incoming[uid] = job
-        await self.ledger.dequeue(*leaving)
+        await self.ledger.queue.dequeue(*leaving)
         if gone:
             await self.redis.hdel(self.keys.decided, *gone)
             await self.ledger.forget(*gone)
@@ -184,7 +185,7 @@ class Engine:
                 pipe.hsetnx(self.keys.since, facts.uid, now)
                 pipe.hset(self.keys.pod_jobs, f"{facts.pod_namespace}/{facts.pod_name}", facts.uid)
                 entries.append((facts.uid, order.lex_key(key)))
-            await self.ledger.enqueue_many(entries, pipe)
+            await self.ledger.queue.enqueue_many(entries, pipe)
             await pipe.execute()
 
     async def on_pods(self, events: Sequence[tuple[EventHead, PodInfo]]) -> None:
@@ -193,7 +194,7 @@ class Engine:
         changed = await self.pods.apply(events)
         for job_uid in await self.pods.evicting(changed):
             facts = await self._job(job_uid)
-            if facts is not None and await self.redis.hexists(self.ledger.queued, job_uid):
+            if facts is not None and await self.redis.hexists(self.ledger.keys.key("queued"), job_uid):
                 await self._enqueue([facts])
 
     # ----------------------------------------------------------------------------------------------------
@@ -215,7 +216,7 @@ class Engine:
         due = self.next_timer is not None and clock - self._last_tick >= self.next_timer
         if due or clock - self._last_tick >= TICK:
             self._last_tick = clock
-            self.next_timer = await self.ledger.tick()
+            self.next_timer = await self.ledger.queue.tick()
         admitted = await run_rounds(
             self.ledger,
             self.config.arbitrator.scan_depth,
@@ -226,7 +227,7 @@ class Engine:
         )
         if clock - self._last_gauge >= 1.0:
             self._last_gauge = clock
-            QUEUE.set(await self.ledger.queue_length())
+            QUEUE.set(await self.ledger.queue.length())
         PASS_SECONDS.observe(time.perf_counter() - started)
         return admitted
 
@@ -239,14 +240,16 @@ class Engine:
 
     async def sweep(self) -> None:
         """The safety net at the arbitration interval: look again at the best waiter of some gates."""
-        self._sweep_cursor = await self.ledger.sweep(self._sweep_cursor, self.config.arbitrator.scan_depth)
+        self._sweep_cursor = await self.ledger.queue.sweep(
+            self._sweep_cursor, self.config.arbitrator.scan_depth
+        )
 
     async def on_facts(self, kind: str, ident: str) -> None:
         """A workload or budget changed: limits derived from it may have grown."""
         if kind == "pdb":
-            await self.ledger.wake_slots([pdb_slot(ident)])
+            await self.ledger.queue.wake_slots([pdb_slot(ident)])
         elif kind == "workload":
-            await self.ledger.wake_slots([workload_slot(ident)])
+            await self.ledger.queue.wake_slots([workload_slot(ident)])
 
     async def _tell(self, batch: list[Prepared], verdicts: list[Verdict]) -> int:
         """Publish a round's outcomes (pipelined, acknowledged together), then mark them told."""

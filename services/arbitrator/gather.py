@@ -13,7 +13,8 @@ import msgspec
 from services.arbitrator.fact_store import FactStore
 from services.arbitrator.rules.facts import JobFacts, PodInfo, WorkloadFacts, workload_key
 from shared.api.messages import PdbInfo, WorkloadInfo
-from shared.ledger import Ledger, as_text
+from shared.ledger import Ledger
+from shared.redis_scripts import as_text
 from shared.slots import workload_slot
 from shared.stats import MigrationStats, counts
 
@@ -82,7 +83,7 @@ class Gatherer:
             pipe.smembers(self.facts.pdb_index(namespace))
         if with_migrating:
             for key in keys:
-                pipe.scard(self.ledger.slot_set(workload_slot(key)))
+                pipe.scard(self.ledger.keys.member("slots", workload_slot(key)))
         replies = await pipe.execute()
         pdb_names = {
             ns: sorted(as_text(n) for n in names)

@@ -1,6 +1,6 @@
 """A fetch's pod events applied together, in two Redis round trips however many there are: each pod's fact
 and its workload's Ready pods (maxUnavailablePerWorkload counts from them) first, then, for the pods whose
-facts changed, the background-eviction sets (seed 003: such pods count as migrating) beside the queued
+facts changed, the background-eviction sets (KEP-1397: such pods count as migrating) beside the queued
 jobs made for them (their facts changed: they are ranked again)."""
 
 from __future__ import annotations
@@ -14,14 +14,8 @@ from services.arbitrator.keys import ArbitratorKeys
 from services.arbitrator.rules.facts import available, workload_key
 from shared.api import annotations as known
 from shared.api.messages import EventHead, PodInfo
-from shared.ledger import (
-    EVICTING_SCRIPT,
-    POD_READY_SCRIPT,
-    as_text,
-    evicting_args,
-    lua_script,
-    ready_args,
-)
+from shared.ledger import EVICTING_SCRIPT, POD_READY_SCRIPT, evicting_args, ready_args
+from shared.redis_scripts import as_text, lua_script
 from shared.slots import GLOBAL, namespace_slot, node_slot, workload_slot
 
 # A pod whose fact changed, and whether its event was a deletion.

@@ -85,10 +85,10 @@ async def run_rounds(
 
 async def _head(ledger: Ledger, depth: int) -> tuple[list[str], list[str]]:
     """The current round and the one behind it."""
-    head = await ledger.head(2 * depth)
+    head = await ledger.queue.head(2 * depth)
     return head[:depth], head[depth:]
 
 
 async def _behind(ledger: Ledger, depth: int, upcoming: list[str]) -> list[str]:
     """The round behind `upcoming`, read while the current round is still in the queue ahead of both."""
-    return await ledger.head(depth, start=2 * depth) if len(upcoming) == depth else []
+    return await ledger.queue.head(depth, start=2 * depth) if len(upcoming) == depth else []

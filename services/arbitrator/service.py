@@ -39,7 +39,8 @@ from shared.config import PodherdConfig
 from shared.consume import durable, run_consumer
 from shared.durations import parse_duration
 from shared.kube import KubeClient, KubeError
-from shared.ledger import HeldJob, Ledger, recorded
+from shared.ledger import Ledger, recorded
+from shared.ledger_rebuild import HeldJob
 from shared.ops import OpsServer
 from shared.publisher import Publisher
 from shared.redis_client import redis_address
@@ -67,7 +68,7 @@ SLOTS_IN_USE = Gauge(
     ["limit"],
 )
 EVACUATIONS_IN_PROGRESS = Gauge(
-    "podherd_pod_evacuations_in_progress", "Pods being evicted in the background (seed 003), from the ledger"
+    "podherd_pod_evacuations_in_progress", "Pods being evicted in the background (KEP-1397), from the ledger"
 )
 
 
@@ -158,19 +159,19 @@ class Arbitrator:
 
     async def ensure_ledger(self) -> bool:
         """True once the ledger is complete; rebuilds it (one replica at a time) when it is not."""
-        generation = await self.ledger.generation()
+        generation = await self.ledger.completeness.generation()
         if generation is not None:
             self.engine.decisions.generation = generation
             return True
-        lock = self.ledger.rebuild_lock
+        lock = self.ledger.keys.key("rebuilding")
         if not await self.client.set(lock, self.config.replica, nx=True, ex=30):
             return False
         try:
             running = await self._running_jobs()
             refilled = await self.refill_from_stream()
-            count = await self.ledger.rebuild(running)
+            count = await self.ledger.completeness.rebuild(running)
             await self.engine.durability.confirm()  # admitted against only once replicas hold it
-            self.engine.decisions.generation = await self.ledger.generation() or ""
+            self.engine.decisions.generation = await self.ledger.completeness.generation() or ""
             log.warning("ledger rebuilt from %d running jobs (%d events replayed)", count, refilled)
             return True
         except (*redis_client.OUTAGE, *API_OUTAGE):
@@ -186,7 +187,7 @@ class Arbitrator:
         engine = self.engine
         digest = hashlib.sha1(msgspec.json.encode(engine.args.disruption_windows)).hexdigest()
         if await self.client.set(engine.keys.windows, digest, get=True) not in (digest, digest.encode()):
-            engine.next_timer = await self.ledger.tick(rewind=True)
+            engine.next_timer = await self.ledger.queue.tick(rewind=True)
 
     async def refill_from_stream(self) -> int:
         """What Redis lost with the ledger (facts, pending jobs) from the last event of every object on the
@@ -286,7 +287,7 @@ class Arbitrator:
             await released.unsubscribe()
 
     async def report_usage(self, stop: asyncio.Event, every: float = USAGE_INTERVAL) -> None:
-        """Ledger gauges: slots in use by limit, and pods being evicted in the background (seed 003)."""
+        """Ledger gauges: slots in use by limit, and pods being evicted in the background (KEP-1397)."""
         while not stop.is_set():
             try:
                 used, evicting = await self.ledger.usage()
@@ -329,7 +330,9 @@ async def main(config: PodherdConfig, stop: asyncio.Event, ops: OpsServer) -> No
 
     async def ledger_ready() -> str | None:
         try:
-            return None if await arbitrator.ledger.is_complete() else "the ledger is being rebuilt"
+            return (
+                None if await arbitrator.ledger.completeness.is_complete() else "the ledger is being rebuilt"
+            )
         except Exception as exc:
             return f"Redis unavailable: {exc}"
 

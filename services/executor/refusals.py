@@ -1,4 +1,4 @@
-"""What an eviction's refusal means, read as the descheduler reads it (seed 003, KEP-1397).
+"""What an eviction's refusal means, read as the descheduler reads it (KEP-1397).
 
 An eviction in the background is answered 429 by whoever evacuates the pod, in real clusters an admission
 webhook (KubeVirt's), whose message the API server wraps: `admission webhook "<name>" denied the request:

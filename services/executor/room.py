@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
+from shared.api.audit import audit_record
 from shared.api.messages import AuditRecord
 from shared.api.pmj import PodMigrationJob
 from shared.api.pod import Pod
@@ -59,11 +59,11 @@ def room_checked(
     name, version = held.get("name") or "", held.get("resourceVersion") or ""
     node = (reservation.get("status") or {}).get("nodeName") or ""
     uid = job.metadata.uid or ""
-    return AuditRecord(
-        id=f"{uid}/room-checked/{name}/{version}",
-        time=datetime.now(UTC),
-        action="room-checked",
-        actor=actor,
+    return audit_record(
+        "room-checked",
+        name,
+        version,
+        by=actor,
         job=job.metadata.name,
         job_uid=uid,
         message=f"Reservation {name} Available, unbound, on {node} at resourceVersion {version}",

@@ -7,7 +7,7 @@ live objects: a job that has ended or been aborted is never acted on, a pod is e
 still the pod the job was made for and is not already going, a Reservation is created only if the job's
 deterministic name is free. A PodDisruptionBudget refusing an eviction (429) is reported and retried with
 backoff until the job ends; a request-evict-only pod whose eviction triggered an evacuation is evicted in
-the background (seed 003, `refusals.py`). What happened goes back to the tracker on `p.jobs.report.<job>`.
+the background (KEP-1397, `refusals.py`). What happened goes back to the tracker on `p.jobs.report.<job>`.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ EVICTIONS = Counter(
     "Evictions by policy and outcome (done, blocked, background, failed)",
     ["policy", "outcome"],
 )
-# Seed 003: evictions answered "Eviction triggered": evacuations requested and left to another component.
+# KEP-1397: evictions answered "Eviction triggered": evacuations requested and left to another component.
 POD_EVACUATIONS = Counter("podherd_pod_evacuations", "Pods whose eviction was requested in the background")
 
 

@@ -23,7 +23,8 @@ from shared.quantity import format_milli, pod_requests
 
 T = TypeVar("T")
 
-# Annotations the arbitration rules and the executor read (seed 000, 001, 003 and Koordinator's).
+# Annotations the arbitration rules and the executor read (the PodMigrationJob proposal, Koordinator's guide,
+# KEP-1397 and Koordinator's code).
 ANNOTATIONS_OF_INTEREST = frozenset(
     {
         known.EVICTION_COST,

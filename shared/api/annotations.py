@@ -5,15 +5,15 @@ from __future__ import annotations
 
 from typing import Final
 
-# Seed 000: an int32 eviction cost; MaxInt32 means "never evict".
+# The PodMigrationJob proposal: an int32 eviction cost; MaxInt32 means "never evict".
 EVICTION_COST: Final = "scheduling.koordinator.sh/eviction-cost"
-# Seed 001: SoftEviction marks the pod instead of removing it.
+# Koordinator's guide: SoftEviction marks the pod instead of removing it.
 SOFT_EVICTION: Final = "scheduling.koordinator.sh/soft-eviction"
 # Set by the scheduler on a pod that took a Reservation's room.
 RESERVATION_ALLOCATED: Final = "scheduling.koordinator.sh/reservation-allocated"
-# Seed 001: lifts the object, node, namespace and workload limits.
+# Koordinator's guide: lifts the object, node, namespace and workload limits.
 EVICT: Final = "descheduler.alpha.kubernetes.io/evict"
-# Seed 003: evictions in background.
+# KEP-1397: evictions in background.
 REQUEST_EVICT_ONLY: Final = "descheduler.alpha.kubernetes.io/request-evict-only"
 EVICTION_IN_PROGRESS: Final = "descheduler.alpha.kubernetes.io/eviction-in-progress"
 # Static and mirror pods.

@@ -60,7 +60,7 @@ class MigrationIntent(Message, kw_only=True, forbid_unknown_fields=True):
     target_node: ObjectName | None = None
     mode: Mode | None = None
     ttl: Duration | None = None
-    # Migration priority: seed 000 sorts "the higher migration priority" first.
+    # Migration priority: the PodMigrationJob proposal sorts "the higher migration priority" first.
     priority: int = 0
     reason: Annotated[str, msgspec.Meta(max_length=1024)] | None = None
     paused: bool = False

@@ -1,10 +1,11 @@
-"""`PodMigrationJob` (`scheduling.koordinator.sh/v1alpha1`, cluster-scoped), field for field as seed 000.
+"""`PodMigrationJob` (`scheduling.koordinator.sh/v1alpha1`, cluster-scoped), field for field as the
+PodMigrationJob proposal.
 
 JSON names are exactly Koordinator's, so a cluster running Koordinator's CRDs works unchanged. Two points
-where seed 000's text and Koordinator's code differ follow the code: the success phase is `Succeeded`
-(seed 000 prints `Succeed`), and the condition type `BoundPodReady` and the reasons `ReservationExpired`,
-`ForbiddenMigratePod`, `InvalidPodRef`, `WaitForBoundPodReady` that Koordinator added later are included.
-Podherd's own additions live in `podherd.io/` annotations, never in new fields.
+where the PodMigrationJob proposal's text and Koordinator's code differ follow the code: the success phase is
+`Succeeded` (the PodMigrationJob proposal prints `Succeed`), and the condition type `BoundPodReady` and the
+reasons `ReservationExpired`, `ForbiddenMigratePod`, `InvalidPodRef`, `WaitForBoundPodReady` that Koordinator
+added later are included. Podherd's own additions live in `podherd.io/` annotations, never in new fields.
 """
 
 from __future__ import annotations
@@ -118,7 +119,7 @@ class ReservationTemplateSpec(KubeStruct):
 
 
 class PodMigrationJobPreemptionOptions(KubeStruct):
-    """Reserved by seed 000 for future preemption; carried through untouched."""
+    """Reserved by the PodMigrationJob proposal for future preemption; carried through untouched."""
 
 
 class PodMigrateReservationOptions(KubeStruct):
@@ -131,8 +132,8 @@ class PodMigrationJobSpec(KubeStruct):
     paused: bool = False
     ttl: Duration | None = None
     mode: Mode | None = None
-    # Required by seed 000, but decoded as optional: a PMJ without it must end Failed/InvalidPodRef,
-    # which needs the object to decode first (see `validation.validate_pmj`).
+    # Required by the PodMigrationJob proposal, but decoded as optional: a PMJ without it must end
+    # Failed/InvalidPodRef, which needs the object to decode first (see `validation.validate_pmj`).
     pod_ref: ObjectReference | None = None
     reservation_options: PodMigrateReservationOptions | None = None
     delete_options: DeleteOptions | None = None

@@ -37,7 +37,7 @@ for _, entry in ipairs(jobs) do
 end
 
 if queued and count > 0 then
-  local head = redis.call('ZRANGE', p .. ':queue', 0, count - 1)
+  local head = redis.call('ZRANGE', p .. K.queue, 0, count - 1)
   if #head ~= count then return {'retry'} end
   for i = 1, count do
     if job_of(head[i]) ~= jobs[i][1] then return {'retry'} end
@@ -45,7 +45,7 @@ if queued and count > 0 then
 end
 
 local out = {}
-if redis.call('EXISTS', p .. ':marker') == 0 then
+if redis.call('EXISTS', p .. K.marker) == 0 then
   for _ = 1, count do
     table.insert(out, 'closed'); table.insert(out, '')
     table.insert(out, 'the ledger is being rebuilt: nothing is admitted until it is')
@@ -54,18 +54,18 @@ if redis.call('EXISTS', p .. ':marker') == 0 then
 end
 
 -- Reclaim a few slots whose jobs vanished without a release (bounded work per call).
-local expired = redis.call('ZRANGEBYSCORE', p .. ':expiry', '-inf', now, 'LIMIT', 0, 16)
+local expired = redis.call('ZRANGEBYSCORE', p .. K.expiry, '-inf', now, 'LIMIT', 0, 16)
 for _, gone in ipairs(expired) do
-  local record = redis.call('HGET', p .. ':job:' .. gone, 'slots')
+  local record = redis.call('HGET', p .. K.job .. gone, 'slots')
   if record then
     local keys = cjson.decode(record)
     leave(p, gone, keys)
-    local claimed = redis.call('HGET', p .. ':job:' .. gone, 'pod')
-    if claimed and redis.call('HGET', p .. ':claims', claimed) == gone then redis.call('HDEL', p .. ':claims', claimed) end
+    local claimed = redis.call('HGET', p .. K.job .. gone, 'pod')
+    if claimed and redis.call('HGET', p .. K.claims, claimed) == gone then redis.call('HDEL', p .. K.claims, claimed) end
     freed(p, keys, now)
   end
-  redis.call('DEL', p .. ':job:' .. gone)
-  redis.call('ZREM', p .. ':expiry', gone)
+  redis.call('DEL', p .. K.job .. gone)
+  redis.call('ZREM', p .. K.expiry, gone)
 end
 
 -- What a job waiting on slot `key` is woken by: the plan's limits on that key (the smallest count limit, and
@@ -82,11 +82,11 @@ local function remember(slots, key)
       end
     end
   end
-  redis.call('HSET', p .. ':limit', key, plain or 2147483647)
+  redis.call('HSET', p .. K.limit, key, plain or 2147483647)
   if unavailable then
-    redis.call('HSET', p .. ':unavailable', key, unavailable)
+    redis.call('HSET', p .. K.unavailable, key, unavailable)
   else
-    redis.call('HDEL', p .. ':unavailable', key)
+    redis.call('HDEL', p .. K.unavailable, key)
   end
 end
 
@@ -94,30 +94,30 @@ end
 local function decide(job, pod, plan)
   if plan.drop then return 'dropped', 'dropped', 'the job is gone' end
   if plan.reject then return 'rejected', plan.reject[1], plan.reject[3] end
-  if redis.call('EXISTS', p .. ':job:' .. job) == 1 then
+  if redis.call('EXISTS', p .. K.job .. job) == 1 then
     return 'admitted', 'admitted', 'already admitted'
   end
-  if redis.call('SISMEMBER', p .. ':done', job) == 1 then
+  if redis.call('SISMEMBER', p .. K.done, job) == 1 then
     -- Admitted once and released since: a job is arbitrated once, however often its events replay.
     return 'done', 'done', 'this job was admitted and has finished'
   end
   if plan.wait then return 'deferred', plan.wait[2], plan.wait[3], 'timer', now + tonumber(plan.wait[1]) end
-  local holder = redis.call('HGET', p .. ':claims', pod)
+  local holder = redis.call('HGET', p .. K.claims, pod)
   if holder then
     return 'forbidden', 'ActiveJob', 'another migration job (' .. holder .. ') is moving this pod'
   end
   for _, slot in ipairs(plan.slots) do
     local rule, key, limit, what = slot[1], slot[2], tonumber(slot[3]), slot[4]
-    local members = p .. ':slots:' .. key
+    local members = p .. K.slots .. key
     if redis.call('SISMEMBER', members, job) == 0 then
       local used, other, grows = 0, 0, 1
       if slot[5] then
         used, other = unavailable_used(p, key, tonumber(slot[5]))
         what = string.format('%s (%d more unavailable)', what, other)
         -- A pod already missing from the Ready set is among the `other` replicas: moving it adds nothing.
-        if other > 0 and redis.call('SISMEMBER', p .. ':ready:' .. key, pod) == 0 then grows = 0 end
+        if other > 0 and redis.call('SISMEMBER', p .. K.ready .. key, pod) == 0 then grows = 0 end
       else
-        used = redis.call('SCARD', members) + redis.call('SCARD', p .. ':evicting:' .. key)
+        used = redis.call('SCARD', members) + redis.call('SCARD', p .. K.evicting .. key)
       end
       if used + grows > limit then
         remember(plan.slots, key)
@@ -129,12 +129,12 @@ local function decide(job, pod, plan)
   local fills = {}
   for i, bucket in ipairs(plan.buckets) do
     local rule, key, rate, burst, what = bucket[1], bucket[2], tonumber(bucket[3]), tonumber(bucket[4]), bucket[5]
-    local state = redis.call('HMGET', p .. ':bucket:' .. key, 'tokens', 'ts')
+    local state = redis.call('HMGET', p .. K.bucket .. key, 'tokens', 'ts')
     local tokens, ts = tonumber(state[1]), tonumber(state[2])
     if tokens == nil then tokens, ts = burst, now end
     local available = math.min(burst, tokens + math.max(0, now - ts) * rate)
     if available < 1 then
-      redis.call('HSET', p .. ':bucketcfg', key, string.format('%.17g %d', rate, burst))
+      redis.call('HSET', p .. K.bucketcfg, key, string.format('%.17g %d', rate, burst))
       local wait = (1 - available) / rate
       return 'deferred', rule, string.format('deferred: %s exhausted for %s (next token in %.2fs)', rule, what, wait),
         'bucket:' .. key, now + wait
@@ -148,21 +148,21 @@ local function decide(job, pod, plan)
     if not seen[key] then
       seen[key] = true
       table.insert(keys, key)
-      redis.call('SADD', p .. ':slots:' .. key, job)
+      redis.call('SADD', p .. K.slots .. key, job)
       if string.sub(key, 1, 9) == 'workload:' then track_gone(p, key, pod, job) end
       -- Keep the limits that waiters are woken by current (the facts behind them may have changed).
-      if redis.call('EXISTS', p .. ':wait:slot:' .. key) == 1 then remember(plan.slots, key) end
+      if redis.call('EXISTS', p .. K.wait .. 'slot:' .. key) == 1 then remember(plan.slots, key) end
     end
   end
   for i, bucket in ipairs(plan.buckets) do
-    redis.call('HSET', p .. ':bucket:' .. bucket[2], 'tokens', fills[i], 'ts', now)
+    redis.call('HSET', p .. K.bucket .. bucket[2], 'tokens', fills[i], 'ts', now)
   end
-  redis.call('HSET', p .. ':claims', pod, job)
-  redis.call('SADD', p .. ':done', job)
-  redis.call('HSET', p .. ':job:' .. job, 'pod', pod, 'slots', cjson.encode(keys), 'admitted', now)
+  redis.call('HSET', p .. K.claims, pod, job)
+  redis.call('SADD', p .. K.done, job)
+  redis.call('HSET', p .. K.job .. job, 'pod', pod, 'slots', cjson.encode(keys), 'admitted', now)
   -- How it moves, for whoever publishes the decision (a replica dying before it did loses nothing).
-  if plan.surge then redis.call('HSET', p .. ':job:' .. job, 'surge', '1') end
-  redis.call('ZADD', p .. ':expiry', now + ttl, job)
+  if plan.surge then redis.call('HSET', p .. K.job .. job, 'surge', '1') end
+  redis.call('ZADD', p .. K.expiry, now + ttl, job)
   return 'admitted', 'admitted', 'all limits hold'
 end
 
@@ -170,22 +170,22 @@ for i = 1, count do
   local job, pod, plan = jobs[i][1], jobs[i][2], jobs[i][3]
   local outcome, rule, message, gate, due = decide(job, pod, plan)
   if queued then
-    local member = redis.call('HGET', p .. ':queued', job)
+    local member = redis.call('HGET', p .. K.queued, job)
     if outcome == 'deferred' and member then
-      local from = redis.call('HGET', p .. ':wokefrom', job)
-      if from then redis.call('HDEL', p .. ':wokefrom', job) end
+      local from = redis.call('HGET', p .. K.wokefrom, job)
+      if from then redis.call('HDEL', p .. K.wokefrom, job) end
       park(p, job, member, gate, due)
       if from and from ~= gate then pass_on(p, from, now) end
-      if string.sub(gate, 1, 7) == 'bucket:' then redis.call('ZADD', p .. ':timers', 'LT', due, 'gate:' .. gate) end
+      if string.sub(gate, 1, 7) == 'bucket:' then redis.call('ZADD', p .. K.timers, 'LT', due, 'gate:' .. gate) end
     elseif outcome ~= 'deferred' and member then
       unqueue(p, job, now)
-      redis.call('HDEL', p .. ':queued', job)
+      redis.call('HDEL', p .. K.queued, job)
       if outcome == 'admitted' or outcome == 'forbidden' or outcome == 'rejected' then
         -- Off the queue, the outcome must still be told: it stays here until a replica has published it,
         -- so a replica dying between this script and its publish loses nothing.
         local reason = ''
         if plan.reject then reason = plan.reject[2] end
-        redis.call('HSET', p .. ':announce', job, cjson.encode({outcome, rule, message, pod, reason, now}))
+        redis.call('HSET', p .. K.announce, job, cjson.encode({outcome, rule, message, pod, reason, now}))
       end
     end
   end

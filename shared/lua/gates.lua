@@ -12,11 +12,8 @@
 -- parked on the same gate again, the gate is woken again if it still has room ("pass on"): a gate with
 -- room and waiters always has one waiter in the ready queue, so a release costs O(1), not O(waiters).
 --
--- <p>:queued   job -> member (every pending job)     <p>:parked  job -> gate (parked jobs only)
--- <p>:gates    gates with waiters                    <p>:limit   slot key -> its last known limit
--- <p>:unavailable workload slot key -> "<maxUnavailable> <replicas>", last known
--- <p>:bucketcfg bucket key -> "rate burst"           <p>:wokefrom job -> the gate that woke it
--- <p>:timers   "job:<uid>" | "gate:<gate>" -> when
+-- The keys (queued, parked, gates, limit, unavailable, bucketcfg, wokefrom, timers, ...) are the table K,
+-- from shared/ledger_keys.py, which says what each holds.
 
 local function clock(arg)
   if arg ~= nil and arg ~= '' then return tonumber(arg) end
@@ -25,11 +22,11 @@ local function clock(arg)
 end
 
 local function tokens_at(p, key, now)
-  local cfg = redis.call('HGET', p .. ':bucketcfg', key)
+  local cfg = redis.call('HGET', p .. K.bucketcfg, key)
   if not cfg then return nil end
   local rate, burst = string.match(cfg, '^(%S+) (%S+)$')
   rate, burst = tonumber(rate), tonumber(burst)
-  local state = redis.call('HMGET', p .. ':bucket:' .. key, 'tokens', 'ts')
+  local state = redis.call('HMGET', p .. K.bucket .. key, 'tokens', 'ts')
   local tokens, ts = tonumber(state[1]), tonumber(state[2])
   if tokens == nil then return burst, rate end
   return math.min(burst, tokens + math.max(0, now - ts) * rate), rate
@@ -42,26 +39,26 @@ end
 -- <p>:gone:<key> the jobs in flight whose old pod is not among them (track_gone). Returns the count, and its
 -- part not due to migrations. O(1): no set is walked.
 local function unavailable_used(p, key, replicas)
-  local jobs = redis.call('SCARD', p .. ':slots:' .. key)
-  local ready, gone = redis.call('SCARD', p .. ':ready:' .. key), redis.call('SCARD', p .. ':gone:' .. key)
+  local jobs = redis.call('SCARD', p .. K.slots .. key)
+  local ready, gone = redis.call('SCARD', p .. K.ready .. key), redis.call('SCARD', p .. K.gone .. key)
   local other = math.max(0, replicas - ready - gone)
-  return jobs + redis.call('SCARD', p .. ':evicting:' .. key) + other, other
+  return jobs + redis.call('SCARD', p .. K.evicting .. key) + other, other
 end
 
 -- Whether `job`, holding workload slot `key`, stands for a replica that is not Ready: its pod left the set.
 local function track_gone(p, key, pod, job)
-  if redis.call('SISMEMBER', p .. ':ready:' .. key, pod) == 1 then
-    redis.call('SREM', p .. ':gone:' .. key, job)
+  if redis.call('SISMEMBER', p .. K.ready .. key, pod) == 1 then
+    redis.call('SREM', p .. K.gone .. key, job)
   else
-    redis.call('SADD', p .. ':gone:' .. key, job)
+    redis.call('SADD', p .. K.gone .. key, job)
   end
 end
 
 -- `job` let go of its slots `keys` (released, or expired).
 local function leave(p, job, keys)
   for _, key in ipairs(keys) do
-    redis.call('SREM', p .. ':slots:' .. key, job)
-    redis.call('SREM', p .. ':gone:' .. key, job)
+    redis.call('SREM', p .. K.slots .. key, job)
+    redis.call('SREM', p .. K.gone .. key, job)
   end
 end
 
@@ -69,10 +66,10 @@ end
 local function room(p, gate, now)
   local kind, key = string.match(gate, '^(%a+):(.*)$')
   if kind == 'slot' then
-    local limit = tonumber(redis.call('HGET', p .. ':limit', key) or '0')
-    local used = redis.call('SCARD', p .. ':slots:' .. key) + redis.call('SCARD', p .. ':evicting:' .. key)
+    local limit = tonumber(redis.call('HGET', p .. K.limit, key) or '0')
+    local used = redis.call('SCARD', p .. K.slots .. key) + redis.call('SCARD', p .. K.evicting .. key)
     if used >= limit then return false, nil end
-    local unavailable = redis.call('HGET', p .. ':unavailable', key)
+    local unavailable = redis.call('HGET', p .. K.unavailable, key)
     if unavailable then
       local most, replicas = string.match(unavailable, '^(%S+) (%S+)$')
       return unavailable_used(p, key, tonumber(replicas)) < tonumber(most), nil
@@ -93,48 +90,48 @@ end
 
 -- Move the best waiter of `gate` back to the ready queue. Returns its uid, or nil.
 local function wake(p, gate)
-  local popped = redis.call('ZPOPMIN', p .. ':wait:' .. gate)
+  local popped = redis.call('ZPOPMIN', p .. K.wait .. gate)
   if #popped == 0 then
-    redis.call('SREM', p .. ':gates', gate)
+    redis.call('SREM', p .. K.gates, gate)
     return nil
   end
   local member = popped[1]
   local job = job_of(member)
-  redis.call('HDEL', p .. ':parked', job)
-  redis.call('ZADD', p .. ':queue', 0, member)
-  redis.call('HSET', p .. ':wokefrom', job, gate)
-  if redis.call('ZCARD', p .. ':wait:' .. gate) == 0 then redis.call('SREM', p .. ':gates', gate) end
+  redis.call('HDEL', p .. K.parked, job)
+  redis.call('ZADD', p .. K.queue, 0, member)
+  redis.call('HSET', p .. K.wokefrom, job, gate)
+  if redis.call('ZCARD', p .. K.wait .. gate) == 0 then redis.call('SREM', p .. K.gates, gate) end
   return job
 end
 
 -- Wake the next waiter of `gate` if it has room; for a bucket without a token, set a timer for the next one.
 local function pass_on(p, gate, now)
-  if redis.call('EXISTS', p .. ':wait:' .. gate) == 0 then return nil end
+  if redis.call('EXISTS', p .. K.wait .. gate) == 0 then return nil end
   local ok, due = room(p, gate, now)
   if ok then return wake(p, gate) end
-  if due then redis.call('ZADD', p .. ':timers', 'LT', due, 'gate:' .. gate) end  -- LT still adds
+  if due then redis.call('ZADD', p .. K.timers, 'LT', due, 'gate:' .. gate) end  -- LT still adds
   return nil
 end
 
 -- Take `job` out of wherever it waits (queue, a gate, the timers); returns its member or nil.
 local function unqueue(p, job, now)
-  local member = redis.call('HGET', p .. ':queued', job)
+  local member = redis.call('HGET', p .. K.queued, job)
   if not member then return nil end
-  local gate = redis.call('HGET', p .. ':parked', job)
+  local gate = redis.call('HGET', p .. K.parked, job)
   if gate then
-    redis.call('HDEL', p .. ':parked', job)
+    redis.call('HDEL', p .. K.parked, job)
     if gate == 'timer' then
-      redis.call('ZREM', p .. ':timers', 'job:' .. job)
+      redis.call('ZREM', p .. K.timers, 'job:' .. job)
     else
-      redis.call('ZREM', p .. ':wait:' .. gate, member)
-      if redis.call('ZCARD', p .. ':wait:' .. gate) == 0 then redis.call('SREM', p .. ':gates', gate) end
+      redis.call('ZREM', p .. K.wait .. gate, member)
+      if redis.call('ZCARD', p .. K.wait .. gate) == 0 then redis.call('SREM', p .. K.gates, gate) end
     end
   else
-    redis.call('ZREM', p .. ':queue', member)
+    redis.call('ZREM', p .. K.queue, member)
   end
-  local from = redis.call('HGET', p .. ':wokefrom', job)
+  local from = redis.call('HGET', p .. K.wokefrom, job)
   if from then
-    redis.call('HDEL', p .. ':wokefrom', job)
+    redis.call('HDEL', p .. K.wokefrom, job)
     pass_on(p, from, now)
   end
   return member
@@ -142,27 +139,27 @@ end
 
 -- Park a job that is in the ready queue on `gate` (or on the timer list until `due`).
 local function park(p, job, member, gate, due)
-  redis.call('ZREM', p .. ':queue', member)
-  redis.call('HSET', p .. ':parked', job, gate)
+  redis.call('ZREM', p .. K.queue, member)
+  redis.call('HSET', p .. K.parked, job, gate)
   if gate == 'timer' then
-    redis.call('ZADD', p .. ':timers', due, 'job:' .. job)
+    redis.call('ZADD', p .. K.timers, due, 'job:' .. job)
   else
-    redis.call('ZADD', p .. ':wait:' .. gate, 0, member)
-    redis.call('SADD', p .. ':gates', gate)
+    redis.call('ZADD', p .. K.wait .. gate, 0, member)
+    redis.call('SADD', p .. K.gates, gate)
   end
 end
 
 -- Due timers: jobs back to the queue, gates woken (or re-timed). Bounded work per call.
 local function fire_timers(p, now, max)
-  local due = redis.call('ZRANGEBYSCORE', p .. ':timers', '-inf', now, 'LIMIT', 0, max)
+  local due = redis.call('ZRANGEBYSCORE', p .. K.timers, '-inf', now, 'LIMIT', 0, max)
   for _, entry in ipairs(due) do
-    redis.call('ZREM', p .. ':timers', entry)
+    redis.call('ZREM', p .. K.timers, entry)
     local kind, rest = string.match(entry, '^(%a+):(.*)$')
     if kind == 'job' then
-      local member = redis.call('HGET', p .. ':queued', rest)
-      if member and redis.call('HGET', p .. ':parked', rest) == 'timer' then
-        redis.call('HDEL', p .. ':parked', rest)
-        redis.call('ZADD', p .. ':queue', 0, member)
+      local member = redis.call('HGET', p .. K.queued, rest)
+      if member and redis.call('HGET', p .. K.parked, rest) == 'timer' then
+        redis.call('HDEL', p .. K.parked, rest)
+        redis.call('ZADD', p .. K.queue, 0, member)
       end
     else
       pass_on(p, rest, now)

@@ -7,14 +7,14 @@
 -- KEYS[1] the ledger prefix; ARGV[1] namespace/name; ARGV[2] resourceVersion; ARGV[3] uid; ARGV[4] "1" Ready,
 -- "0" not (or deleted); ARGV[5] the workload's slot key ("" for a pod of none); ARGV[6] "1" deleted
 local p, ident, rv, uid, ready, key = KEYS[1], ARGV[1], ARGV[2], ARGV[3], ARGV[4] == '1', ARGV[5]
-local state = p .. ':pod:' .. ident
+local state = p .. K.pod .. ident
 local stored = redis.call('GET', state)
 local moves = {}  -- {slot key, pod uid} whose Ready membership changed
 if stored then
   local old_rv, old_uid, old_key = string.match(stored, '^(%S+) (%S*) ?(%S*)$')
   if compare_versions(rv, old_rv) < 0 then return 0 end
   if old_key ~= '' and (old_uid ~= uid or old_key ~= key) then  -- the name now holds another pod
-    if redis.call('SREM', p .. ':ready:' .. old_key, old_uid) == 1 then table.insert(moves, {old_key, old_uid}) end
+    if redis.call('SREM', p .. K.ready .. old_key, old_uid) == 1 then table.insert(moves, {old_key, old_uid}) end
   end
 end
 if ARGV[6] == '1' then
@@ -23,15 +23,15 @@ else
   redis.call('SET', state, rv .. ' ' .. uid .. ' ' .. key)
 end
 if key ~= '' then
-  local set = p .. ':ready:' .. key
+  local set = p .. K.ready .. key
   local moved = ready and redis.call('SADD', set, uid) or redis.call('SREM', set, uid)
   if moved == 1 then table.insert(moves, {key, uid}) end
 end
 local woken = {}
 for _, move in ipairs(moves) do
   local slot, pod = move[1], move[2]
-  local job = redis.call('HGET', p .. ':claims', pod)  -- a job in flight for this pod: gone or not
-  if job and redis.call('SISMEMBER', p .. ':slots:' .. slot, job) == 1 then track_gone(p, slot, pod, job) end
+  local job = redis.call('HGET', p .. K.claims, pod)  -- a job in flight for this pod: gone or not
+  if job and redis.call('SISMEMBER', p .. K.slots .. slot, job) == 1 then track_gone(p, slot, pod, job) end
   if not woken[slot] then
     woken[slot] = true
     pass_on(p, 'slot:' .. slot, clock(nil))

@@ -14,14 +14,14 @@ local p, op = KEYS[1], ARGV[1]
 if op == 'enqueue' then
   local job, member = ARGV[2], ARGV[3]
   unqueue(p, job, clock(nil))
-  redis.call('ZADD', p .. ':queue', 0, member)
-  redis.call('HSET', p .. ':queued', job, member)
+  redis.call('ZADD', p .. K.queue, 0, member)
+  redis.call('HSET', p .. K.queued, job, member)
   return 1
 elseif op == 'dequeue' then
   local now, left = clock(nil), 0
   for i = 2, #ARGV do
     if unqueue(p, ARGV[i], now) then
-      redis.call('HDEL', p .. ':queued', ARGV[i])
+      redis.call('HDEL', p .. K.queued, ARGV[i])
       left = left + 1
     end
   end
@@ -29,7 +29,7 @@ elseif op == 'dequeue' then
 elseif op == 'tick' then
   local now = clock(ARGV[2])
   local fired = fire_timers(p, now, tonumber(ARGV[3]))
-  local next_timer = redis.call('ZRANGE', p .. ':timers', 0, 0, 'WITHSCORES')
+  local next_timer = redis.call('ZRANGE', p .. K.timers, 0, 0, 'WITHSCORES')
   local wait = -1
   if #next_timer == 2 then wait = math.max(0, tonumber(next_timer[2]) - now) end
   return {fired, tostring(wait)}
@@ -40,7 +40,7 @@ elseif op == 'wake' then
   end
   return woken
 elseif op == 'sweep' then
-  local scan = redis.call('SSCAN', p .. ':gates', ARGV[2], 'COUNT', ARGV[3])
+  local scan = redis.call('SSCAN', p .. K.gates, ARGV[2], 'COUNT', ARGV[3])
   local now = clock(nil)
   for _, gate in ipairs(scan[2]) do
     -- A token bucket's room comes with time alone, and its timer wakes the waiter when it does.

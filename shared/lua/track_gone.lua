@@ -4,6 +4,6 @@
 local p = KEYS[1]
 for _, held in ipairs(cjson.decode(ARGV[1])) do
   local job, pod, key = held[1], held[2], held[3]
-  if redis.call('SISMEMBER', p .. ':slots:' .. key, job) == 1 then track_gone(p, key, pod, job) end
+  if redis.call('SISMEMBER', p .. K.slots .. key, job) == 1 then track_gone(p, key, pod, job) end
 end
 return 1

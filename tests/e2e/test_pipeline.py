@@ -23,7 +23,8 @@ from shared import bus
 from shared.api import codec, paths
 from shared.api.messages import Command, IntentReply, MigrationIntent, PodKey
 from shared.config import CollectorConfig
-from shared.ledger import Ledger, as_text
+from shared.ledger import Ledger
+from shared.redis_scripts import as_text
 from tests.e2e.pipeline import (
     GROUP,
     PLURAL,

@@ -605,7 +605,7 @@ async def test_four_replicas_admit_in_global_order_within_limits(
 
     client = aioredis.from_url(configs[0].redis.url)
     ledger = Ledger(client, test_id, 600)
-    await ledger.rebuild([])
+    await ledger.completeness.rebuild([])
     blockers = [f"blocker-{i}" for i in range(10)]
     for blocker in blockers:  # the room is full while the queue fills, so every job waits together
         assert (
@@ -619,7 +619,7 @@ async def test_four_replicas_admit_in_global_order_within_limits(
         loop = asyncio.get_running_loop()
         deadline = loop.time() + 60
         # Every job waits on the full global slot (none still on a timer for its facts) before room opens.
-        while sum(gate == "slot:global" for gate in (await ledger.parked()).values()) < jobs:
+        while sum(gate == "slot:global" for gate in (await ledger.queue.parked()).values()) < jobs:
             assert loop.time() < deadline, "the jobs never all parked on the global slot"
             await asyncio.sleep(0.05)
         for blocker in blockers:
@@ -713,7 +713,7 @@ async def test_flush_closes_admission_until_rebuilt_from_running_jobs(
         await client.delete(*keys)  # Redis loses everything: ledger, queue, facts
         await cluster.job("j2", "web-2", created=2)  # other node: would fit, but the ledger is closed
         await asyncio.sleep(1.2)  # two arbitration rounds, closed
-        assert not await ledger.is_complete()
+        assert not await ledger.completeness.is_complete()
         assert admitted(await decisions(nc, subjects, lambda ds: len(ds) >= 1)) == ["j0"]
         arbitrator.kube = real  # the API server is back: the next round rebuilds
         later = await decisions(nc, subjects, lambda ds: "j2" in admitted(ds))
@@ -724,7 +724,7 @@ async def test_flush_closes_admission_until_rebuilt_from_running_jobs(
         rebuilt = await ledger.snapshot()
         assert rebuilt["claims"]["p-web-0"] == uid
         # The facts and the pending job came back from the events stream: j1 waits on j0's node again.
-        assert (await ledger.parked()).get("u-j1") == "slot:node:node-1"
+        assert (await ledger.queue.parked()).get("u-j1") == "slot:node:node-1"
         # j0's slots are exactly what they were (j2, admitted since, may share some of the sets).
         assert {k: [uid] for k, v in rebuilt["slots"].items() if uid in v} == before["slots"]
     for kube in (real, unreachable):

@@ -75,7 +75,7 @@ def _calls(client: aioredis.Redis) -> dict[str, Callable[[], Coroutine[Any, Any,
     return {
         "pod facts": lambda: events.apply([(head, pod)]),
         "background evictions": lambda: events.evicting([(pod, False)]),
-        "jobs queued": lambda: ledger.enqueue_many([("job-1", "k")]),
+        "jobs queued": lambda: ledger.queue.enqueue_many([("job-1", "k")]),
     }
 
 

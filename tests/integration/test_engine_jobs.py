@@ -40,7 +40,7 @@ async def test_a_jobs_last_event_in_a_batch_decides_and_leavers_go_in_one_step(
         {"redis": {"keyPrefix": redis_scope.prefix}, "nats": {"subjectPrefix": nats_scope.prefix}}
     )
     ledger = Ledger(redis_scope.client, redis_scope.prefix, 600)
-    await ledger.rebuild([])
+    await ledger.completeness.rebuild([])
     subjects = bus.Subjects(nats_scope.prefix)
     engine = Engine(
         config,
@@ -54,14 +54,14 @@ async def test_a_jobs_last_event_in_a_batch_decides_and_leavers_go_in_one_step(
     # Paused after it was created, and a job unpaused after it was paused: only the last state counts.
     await engine.on_jobs([(job(1), False, None), (job(1, paused=True), False, None)])
     await engine.on_jobs([(job(2, paused=True), False, None), (job(2), False, None)])
-    assert set(await ledger.head(10)) == {"u2"}
+    assert set(await ledger.queue.head(10)) == {"u2"}
 
     for n in range(3, 13):
         await engine.on_jobs([(job(n), False, None)])
-    assert len(await ledger.head(20)) == 11
+    assert len(await ledger.queue.head(20)) == 11
     # Ten jobs moving on (admitted elsewhere, each with two status writes) and one deleted: one script.
     before = await script_calls(redis_scope)
     moving = [(job(n, phase=phase), False, None) for n in range(3, 13) for phase in ("Running", "Running")]
     await engine.on_jobs([*moving, (job(2), True, None)])
     assert await script_calls(redis_scope) - before == 1
-    assert await ledger.head(20) == []
+    assert await ledger.queue.head(20) == []

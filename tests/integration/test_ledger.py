@@ -15,7 +15,9 @@ from hypothesis import strategies as st
 
 from podherd.harness.servers import Server
 from services.arbitrator.rules import limits
-from shared.ledger import Candidate, HeldJob, Ledger, as_text
+from shared.ledger import Candidate, Ledger
+from shared.ledger_rebuild import HeldJob
+from shared.redis_scripts import as_text
 from shared.slots import Bucket, Slot
 from tests.conftest import RedisScope
 
@@ -31,7 +33,7 @@ def to_specs(p: limits.AdmissionPlan) -> tuple[list[Slot], list[Bucket]]:
 
 async def ready_ledger(scope: RedisScope, ttl: float = 600.0) -> Ledger:
     ledger = Ledger(scope.client, scope.prefix, ttl)
-    await ledger.rebuild([])
+    await ledger.completeness.rebuild([])
     return ledger
 
 
@@ -61,7 +63,7 @@ op_st = st.one_of(
 async def test_lua_matches_the_reference(redis_scope: RedisScope, ops: list[tuple[str, object]]) -> None:
     prefix = f"{redis_scope.prefix}h{uuid.uuid4().hex[:12]}"
     ledger = Ledger(redis_scope.client, prefix, 600.0)
-    await ledger.rebuild([])
+    await ledger.completeness.rebuild([])
     reference = limits.LedgerView(slots={}, evicting={}, tokens={}, claims={}, ready={"workload:w": set()})
     held: dict[str, limits.AdmissionPlan] = {}
     now = 1000.0
@@ -201,7 +203,7 @@ async def test_fail_closed_until_rebuilt_and_rebuild_restores_the_ledger(redis_s
     ledger = Ledger(redis_scope.client, redis_scope.prefix, 600.0)
     closed = await ledger.admit("j1", "p1", [], buckets=[])
     assert closed.outcome == "closed"
-    await ledger.rebuild([])
+    await ledger.completeness.rebuild([])
     for i, node in enumerate(["a", "a", "b"]):
         keys = [Slot("maxMigratingPerNode", f"node:{node}", 2, node), Slot("g", "global", 10, "c")]
         assert (await ledger.admit(f"j{i}", f"p{i}", keys, buckets=[])).admitted
@@ -209,11 +211,11 @@ async def test_fail_closed_until_rebuilt_and_rebuild_restores_the_ledger(redis_s
     # Redis loses everything (restart or FLUSHALL): admissions stop...
     keys_to_drop = [k async for k in redis_scope.client.scan_iter(match=f"{{{redis_scope.prefix}}}*")]
     await redis_scope.client.delete(*keys_to_drop)
-    assert not await ledger.is_complete()
+    assert not await ledger.completeness.is_complete()
     assert (await ledger.admit("j9", "p9", [], buckets=[])).outcome == "closed"
     # ...until the ledger is rebuilt from the running jobs, and then it is what it was.
     running = [HeldJob(f"j{i}", f"p{i}", (f"node:{n}", "global")) for i, n in enumerate(["a", "a", "b"])]
-    assert await ledger.rebuild(running) == 3
+    assert await ledger.completeness.rebuild(running) == 3
     assert await ledger.snapshot() == before
     blocked = await ledger.admit("j3", "p3", [Slot("maxMigratingPerNode", "node:a", 2, "node a")], buckets=[])
     assert blocked.outcome == "deferred" and blocked.message == "deferred: maxMigratingPerNode 2/2 on node a"
@@ -235,7 +237,7 @@ async def test_evictions_in_progress_count_and_own_pods_are_not_counted_twice(
 
 async def test_buckets_use_redis_time_and_abandoned_slots_expire(redis_scope: RedisScope) -> None:
     ledger = Ledger(redis_scope.client, redis_scope.prefix, slot_ttl=0.3)
-    await ledger.rebuild([])
+    await ledger.completeness.rebuild([])
     bucket = [Bucket("evictQPS", "global", 1.0, 1, "the cluster")]
     assert (await ledger.admit("j1", "p1", [Slot("n", "node:a", 1, "a")], buckets=bucket)).admitted
     second = await ledger.admit("j2", "p2", [], buckets=bucket)
@@ -253,14 +255,14 @@ NODE_A = (Slot("maxMigratingPerNode", "node:a", 1, "node a"),)
 
 async def queue_jobs(ledger: Ledger, *jobs: tuple[str, str]) -> None:
     for job, key in jobs:
-        await ledger.enqueue(job, key)
+        await ledger.queue.enqueue(job, key)
 
 
 async def run_head(
     ledger: Ledger, plans: dict[str, tuple[Slot, ...]], now: float | None = None
 ) -> dict[str, str]:
     """One round over the whole ready queue, as a replica does it: job -> outcome."""
-    head = await ledger.head(1000)
+    head = await ledger.queue.head(1000)
     candidates = [Candidate(job, f"pod-{job}", plans[job], ()) for job in head]
     verdicts = await ledger.admit_batch(candidates, from_queue=True, now=now)
     assert verdicts is not None
@@ -270,27 +272,29 @@ async def run_head(
 async def test_queue_admits_in_order_and_refuses_a_stale_head(redis_scope: RedisScope) -> None:
     ledger = await ready_ledger(redis_scope)
     await queue_jobs(ledger, ("late", "2"), ("first", "0"), ("second", "1"))
-    assert await ledger.head(10) == ["first", "second", "late"]
+    assert await ledger.queue.head(10) == ["first", "second", "late"]
     candidates = [Candidate(job, f"pod-{job}", NODE_A, ()) for job in ("first", "second", "late")]
     verdicts = await ledger.admit_batch(candidates, from_queue=True)
     assert verdicts is not None
     assert [v.outcome for v in verdicts] == ["admitted", "deferred", "deferred"]  # one slot: the best gets it
     # Deferred jobs leave the ready queue: they wait on the gate that stopped them.
-    assert await ledger.head(10) == []
-    assert await ledger.parked() == {"second": "slot:node:a", "late": "slot:node:a"}
-    assert await ledger.queue_length() == 2
+    assert await ledger.queue.head(10) == []
+    assert await ledger.queue.parked() == {"second": "slot:node:a", "late": "slot:node:a"}
+    assert await ledger.queue.length() == 2
     # Another replica's view of the head is now stale: it is refused, and nothing changes.
     assert await ledger.admit_batch(candidates[1:], from_queue=True) is None
-    assert await ledger.parked() == {"second": "slot:node:a", "late": "slot:node:a"}
+    assert await ledger.queue.parked() == {"second": "slot:node:a", "late": "slot:node:a"}
     # A re-ranked job is looked at again; a dequeued one is gone from wherever it waited.
-    await ledger.enqueue("late", "0")
-    assert await ledger.head(10) == ["late"] and await ledger.parked() == {"second": "slot:node:a"}
-    assert await ledger.dequeue("late") and not await ledger.dequeue("late")
-    assert await ledger.dequeue("second") and await ledger.parked() == {}
-    assert await ledger.queue_length() == 0
-    await ledger.enqueue_many([("a", "1"), ("b", "2")])
-    assert await ledger.dequeue("a", "gone", "b") == 2  # several in one step: how many were pending
-    assert await ledger.queue_length() == 0
+    await ledger.queue.enqueue("late", "0")
+    assert await ledger.queue.head(10) == ["late"] and await ledger.queue.parked() == {
+        "second": "slot:node:a"
+    }
+    assert await ledger.queue.dequeue("late") and not await ledger.queue.dequeue("late")
+    assert await ledger.queue.dequeue("second") and await ledger.queue.parked() == {}
+    assert await ledger.queue.length() == 0
+    await ledger.queue.enqueue_many([("a", "1"), ("b", "2")])
+    assert await ledger.queue.dequeue("a", "gone", "b") == 2  # several in one step: how many were pending
+    assert await ledger.queue.length() == 0
 
 
 async def test_a_deferral_names_what_holds_the_job(redis_scope: RedisScope) -> None:
@@ -326,18 +330,18 @@ async def test_the_sweep_wakes_a_slot_waiter_but_not_a_bucket_waiter_without_a_t
     await queue_jobs(ledger, ("on-node", "1"), ("on-bucket", "2"))
     candidates = [Candidate("on-node", "pod-n", NODE_A, ()), Candidate("on-bucket", "pod-b", (), bucket)]
     assert await ledger.admit_batch(candidates, from_queue=True) is not None
-    parked = await ledger.parked()
+    parked = await ledger.queue.parked()
     assert parked == {"on-node": "slot:node:a", "on-bucket": "bucket:workload-limiter:w"}
     cursor = 0
     for _ in range(5):  # sweeps at the arbitration interval, with nothing else happening
-        cursor = await ledger.sweep(cursor, 100)
-        woken = await ledger.head(10)
+        cursor = await ledger.queue.sweep(cursor, 100)
+        woken = await ledger.queue.head(10)
         # The slot's waiter is looked at again (its limit may have grown unannounced); the bucket's is not:
         # its token is ten minutes away, and the ledger's timer brings it back then.
         assert woken == ["on-node"]
         assert await run_head(ledger, {"on-node": NODE_A}) == {"on-node": "deferred"}
-    assert (await ledger.parked())["on-bucket"] == "bucket:workload-limiter:w"
-    wait = await ledger.tick()
+    assert (await ledger.queue.parked())["on-bucket"] == "bucket:workload-limiter:w"
+    wait = await ledger.queue.tick()
     assert wait is not None and 0 < wait <= 600
 
 
@@ -349,20 +353,20 @@ async def test_a_release_wakes_the_best_waiter_and_room_is_passed_on(redis_scope
     plans = {"j1": NODE_A + node_b, "j2": NODE_A, "j3": NODE_A}
     await queue_jobs(ledger, ("j3", "3"), ("j1", "1"), ("j2", "2"))
     assert await run_head(ledger, plans) == {"j1": "deferred", "j2": "deferred", "j3": "deferred"}
-    assert set((await ledger.parked()).values()) == {"slot:node:a"}
+    assert set((await ledger.queue.parked()).values()) == {"slot:node:a"}
     # node a frees: only its best waiter comes back (one evaluation, not one per waiter).
     assert await ledger.release("holder-a")
-    assert await ledger.head(10) == ["j1"]
+    assert await ledger.queue.head(10) == ["j1"]
     # j1 still cannot go (node b is full): it waits on node b now and passes node a's room to j2.
     assert await run_head(ledger, plans) == {"j1": "deferred"}
-    assert await ledger.head(10) == ["j2"]
+    assert await ledger.queue.head(10) == ["j2"]
     assert await run_head(ledger, plans) == {"j2": "admitted"}
     # node a is full again: j3 keeps waiting, nothing else is woken.
-    assert await ledger.head(10) == []
-    assert await ledger.parked() == {"j1": "slot:node:b", "j3": "slot:node:a"}
+    assert await ledger.queue.head(10) == []
+    assert await ledger.queue.parked() == {"j1": "slot:node:b", "j3": "slot:node:a"}
     # Facts changed behind a gate (its limit may have grown): its best waiter is looked at again.
-    assert await ledger.wake(["slot:node:a"]) == 1
-    assert await ledger.head(10) == ["j3"]
+    assert await ledger.queue.wake(["slot:node:a"]) == 1
+    assert await ledger.queue.head(10) == ["j3"]
 
 
 async def test_tokens_and_awaited_facts_wake_by_timer(redis_scope: RedisScope) -> None:
@@ -374,38 +378,38 @@ async def test_tokens_and_awaited_facts_wake_by_timer(redis_scope: RedisScope) -
     candidates = [Candidate(j, f"pod-{j}", (), bucket) for j in ("a", "b")]
     verdicts = await ledger.admit_batch(candidates, from_queue=True, now=now)
     assert verdicts is not None and [v.outcome for v in verdicts] == ["admitted", "deferred"]
-    assert await ledger.parked() == {"b": "bucket:global"}
+    assert await ledger.queue.parked() == {"b": "bucket:global"}
     # The next token is due in 0.5 s: the tick says so, and wakes b once it is due.
-    wait = await ledger.tick(now=now)
+    wait = await ledger.queue.tick(now=now)
     assert wait is not None and 0.45 <= wait <= 0.5
-    assert await ledger.tick(now=now + 0.2) is not None and await ledger.head(10) == []
-    assert await ledger.tick(now=now + 0.6) is None
-    assert await ledger.head(10) == ["b"]
+    assert await ledger.queue.tick(now=now + 0.2) is not None and await ledger.queue.head(10) == []
+    assert await ledger.queue.tick(now=now + 0.6) is None
+    assert await ledger.queue.head(10) == ["b"]
     # A job whose pod is not known yet waits on a timer, then is looked at again.
-    await ledger.enqueue("c", "3")
+    await ledger.queue.enqueue("c", "3")
     waiting = Candidate("c", "", (), (), wait=(1.0, "WaitingForFacts", "waiting for pod default/c"))
-    head = await ledger.head(10)
+    head = await ledger.queue.head(10)
     verdicts = await ledger.admit_batch(
         [*(Candidate(j, f"pod-{j}", (), bucket) for j in head[:-1]), waiting], from_queue=True, now=now + 0.6
     )
     assert verdicts is not None and verdicts[-1].outcome == "deferred"
-    assert (await ledger.parked())["c"] == "timer"
-    await ledger.tick(now=now + 1.7)
-    assert "c" in await ledger.head(10)
+    assert (await ledger.queue.parked())["c"] == "timer"
+    await ledger.queue.tick(now=now + 1.7)
+    assert "c" in await ledger.queue.head(10)
 
 
 async def test_a_job_parked_until_its_window_opens_comes_back_at_once_when_the_windows_change(
     redis_scope: RedisScope,
 ) -> None:
     ledger = await ready_ledger(redis_scope)
-    await ledger.enqueue("w", "1")
+    await ledger.queue.enqueue("w", "1")
     until_tomorrow = Candidate("w", "pod-w", (), (), wait=(86_400.0, "DisruptionWindow", "waiting"))
     verdicts = await ledger.admit_batch([until_tomorrow], from_queue=True)
     assert verdicts is not None and verdicts[0].outcome == "deferred"
-    wait = await ledger.tick()
-    assert wait is not None and wait > 86_000 and await ledger.head(10) == []
-    assert await ledger.tick(rewind=True) is None  # windows configured otherwise: looked at again now
-    assert await ledger.head(10) == ["w"]
+    wait = await ledger.queue.tick()
+    assert wait is not None and wait > 86_000 and await ledger.queue.head(10) == []
+    assert await ledger.queue.tick(rewind=True) is None  # windows configured otherwise: looked at again now
+    assert await ledger.queue.head(10) == ["w"]
 
 
 async def test_thousands_blocked_do_not_starve_one_that_fits(redis_scope: RedisScope) -> None:
@@ -418,7 +422,7 @@ async def test_thousands_blocked_do_not_starve_one_that_fits(redis_scope: RedisS
     plans = {job: NODE_A for job, _ in blocked} | {"fits": ()}
     rounds = 0
     outcomes: dict[str, str] = {}
-    while head := await ledger.head(256):
+    while head := await ledger.queue.head(256):
         candidates = [Candidate(job, f"pod-{job}", plans[job], ()) for job in head]
         verdicts = await ledger.admit_batch(candidates, from_queue=True)
         assert verdicts is not None
@@ -426,11 +430,11 @@ async def test_thousands_blocked_do_not_starve_one_that_fits(redis_scope: RedisS
         rounds += 1
     assert outcomes["fits"] == "admitted"
     assert rounds == 12  # each job looked at once: ceil(3001 / 256)
-    assert len(await ledger.parked()) == 3000
+    assert len(await ledger.queue.parked()) == 3000
 
 
 async def ready_pods(ledger: Ledger, key: str) -> set[str]:
-    return {as_text(m) for m in await ledger.client.smembers(ledger.ready_key(key))}
+    return {as_text(m) for m in await ledger.client.smembers(ledger.keys.member("ready", key))}
 
 
 async def test_a_workloads_ready_pods_follow_the_newest_event_of_each_pod(redis_scope: RedisScope) -> None:
@@ -455,7 +459,7 @@ async def test_a_workloads_ready_pods_follow_the_newest_event_of_each_pod(redis_
         "ns/db-0", "7", "u2", ready=True, workload_key=w, deleted=False
     )  # a late event: still gone
     assert await ready_pods(ledger, w) == set()
-    await redis_scope.client.delete(ledger.ready_key(w))  # Redis lost the set ...
+    await redis_scope.client.delete(ledger.keys.member("ready", w))  # Redis lost the set ...
     assert await ledger.pod_ready("ns/db-1", "9", "u3", ready=True, workload_key=w, deleted=False)
     assert await ledger.pod_ready(
         "ns/db-1", "9", "u3", ready=True, workload_key=w, deleted=False
@@ -480,15 +484,15 @@ async def test_a_pod_becoming_ready_wakes_a_job_waiting_on_its_workloads_unavail
     assert (
         verdicts[0].message == "deferred: maxUnavailablePerWorkload 1/1 on workload web (1 more unavailable)"
     )
-    assert await ledger.parked() == {"j1": f"slot:{w}"}
+    assert await ledger.queue.parked() == {"j1": f"slot:{w}"}
     assert await ledger.pod_ready(
         "ns/web-3", "2", "pod-web-3", ready=False, workload_key=w, deleted=False
     )  # not Ready yet: no room
-    assert await ledger.head(10) == []
+    assert await ledger.queue.head(10) == []
     assert await ledger.pod_ready(
         "ns/web-3", "3", "pod-web-3", ready=True, workload_key=w, deleted=False
     )  # Ready: j1 is looked at
-    assert await ledger.head(10) == ["j1"]
+    assert await ledger.queue.head(10) == ["j1"]
     verdicts = await ledger.admit_batch(candidates, from_queue=True)
     assert verdicts is not None and verdicts[0].outcome == "admitted"
 

@@ -82,7 +82,7 @@ async def test_admissions_confirmed_before_the_primary_dies_are_all_held_by_the_
     ledger = Ledger(client, test_id, 600)
     admitted: list[str] = []
     try:
-        await ledger.rebuild([])
+        await ledger.completeness.rebuild([])
         await durability.confirm()
         for i in range(40):
             slot = Slot("maxMigratingPerNode", f"node:{i % 8}", 10, f"node {i % 8}")

@@ -19,8 +19,8 @@ from services.tracker.keys import TrackerKeys
 from shared import bus, redis_client
 from shared.config import KubernetesConfig, PodherdConfig
 from shared.kube import KubeClient
-from shared.ledger import as_text
 from shared.publisher import Publisher
+from shared.redis_scripts import as_text
 from tests.e2e.pipeline import create_job
 from tests.e2e.test_lifecycle import cluster, start, web_pods
 

@@ -25,8 +25,8 @@ async def test_rounds_decide_every_job_in_order_each_made_ready_while_the_one_be
     redis_scope: RedisScope,
 ) -> None:
     ledger = Ledger(redis_scope.client, redis_scope.prefix, 600.0)
-    await ledger.rebuild([])
-    await ledger.enqueue_many((f"j{i:02d}", f"{i:04d}") for i in range(20))
+    await ledger.completeness.rebuild([])
+    await ledger.queue.enqueue_many((f"j{i:02d}", f"{i:04d}") for i in range(20))
     events: list[str] = []
     told: list[str] = []
 
@@ -52,7 +52,7 @@ async def test_rounds_decide_every_job_in_order_each_made_ready_while_the_one_be
     admitted = await run_rounds(ledger, DEPTH, read=read, make=make, admit=admit, tell=tell)
     assert admitted == 20
     assert told == [f"j{i:02d}" for i in range(20)]  # queue order, each once
-    assert not await ledger.head(1)
+    assert not await ledger.queue.head(1)
     # Each round is read before the one ahead of it goes to the ledger (a read sent during a script would
     # wait for it), and made ready while that one is in the ledger.
     for ahead, behind in (("j00", "j08"), ("j08", "j16")):
@@ -63,8 +63,8 @@ async def test_rounds_decide_every_job_in_order_each_made_ready_while_the_one_be
 
 async def test_a_round_whose_head_changed_is_refused_and_the_head_read_again(redis_scope: RedisScope) -> None:
     ledger = Ledger(redis_scope.client, redis_scope.prefix, 600.0)
-    await ledger.rebuild([])
-    await ledger.enqueue_many((f"j{i:02d}", f"{i + 10:04d}") for i in range(12))
+    await ledger.completeness.rebuild([])
+    await ledger.queue.enqueue_many((f"j{i:02d}", f"{i + 10:04d}") for i in range(12))
     told: list[str] = []
     jumped = False
 
@@ -78,7 +78,7 @@ async def test_a_round_whose_head_changed_is_refused_and_the_head_read_again(red
         nonlocal jumped
         if batch[0].name == "j08" and not jumped:  # a better job is queued while the second round is ready
             jumped = True
-            await ledger.enqueue_many([("urgent", "0001")])
+            await ledger.queue.enqueue_many([("urgent", "0001")])
         return await ledger.admit_batch([b.candidate for b in batch], from_queue=True)
 
     async def tell(batch: list[Prepared], verdicts: list[Verdict]) -> int:

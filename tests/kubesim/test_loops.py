@@ -401,8 +401,8 @@ def _race(kube: Kube, reserve_first: bool) -> tuple[str | None, str | None]:
 def test_without_a_reservation_a_competing_pod_takes_the_room(
     kubesim_factory: Callable[..., SimHandle],
 ) -> None:
-    # The very race PodMigrationJob exists to prevent (seed 001): the room the migration counted on is
-    # taken by another pod first, so the replacement lands wherever is left (here, back where it was).
+    # The very race PodMigrationJob exists to prevent (Koordinator's guide): the room the migration counted on
+    # is taken by another pod first, so the replacement lands wherever is left (here, back where it was).
     kube = with_crds(client_for(kubesim_factory("fragmented")))
     replacement_node, competitor_node = _race(kube, reserve_first=False)
     assert competitor_node == "node-2"

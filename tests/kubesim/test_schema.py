@@ -97,7 +97,7 @@ def create(kube: Kube, plural: str, body: dict[str, Any]) -> Callable[[], object
         ),
         (
             "podmigrationjobs",
-            {**pmj("no-pod"), "spec": {"mode": "ReservationFirst"}},  # seed 001's example has no podRef
+            {**pmj("no-pod"), "spec": {"mode": "ReservationFirst"}},  # the guide's example has no podRef
             'PodMigrationJob.scheduling.koordinator.sh "no-pod" is invalid: spec.podRef: Required value',
             {"reason": "FieldValueRequired", "message": "Required value", "field": "spec.podRef"},
         ),

@@ -1,4 +1,5 @@
-"""The API types decode, round-trip and reject exactly as seed 000 and Koordinator define them."""
+"""The API types decode, round-trip and reject exactly as the PodMigrationJob proposal and Koordinator define
+them."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ from shared.api.pmj import (
 from shared.api.reservation import Reservation, made_for
 from shared.api.validation import validate_pmj
 
-# Seed 001's examples, verbatim.
+# Koordinator's guide's examples, verbatim.
 SEED_001_RESERVATION_FIRST = """
 apiVersion: scheduling.koordinator.sh/v1alpha1
 kind: PodMigrationJob
@@ -36,7 +37,7 @@ spec:
 """
 SEED_001_EVICT_DIRECTLY = SEED_001_RESERVATION_FIRST.replace("ReservationFirst", "EvictDirectly")
 
-# Every field of seed 000's spec and status, as a job looks after a successful migration.
+# Every field of the PodMigrationJob proposal's spec and status, as a job looks after a successful migration.
 SEED_000_FULL: dict[str, Any] = {
     "apiVersion": "scheduling.koordinator.sh/v1alpha1",
     "kind": "PodMigrationJob",

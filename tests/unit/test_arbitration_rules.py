@@ -1,4 +1,5 @@
-"""The arbitrator's decision core, table by table: filters, limits (seeds 000/001/003), sort order."""
+"""The arbitrator's decision core, table by table: filters, limits (the PodMigrationJob proposal,
+Koordinator's guide and KEP-1397), sort order."""
 
 from __future__ import annotations
 
@@ -224,7 +225,7 @@ def test_node_limit_and_the_evict_annotation_bypass() -> None:
     j, p = job_pod(4, annotations={"descheduler.alpha.kubernetes.io/evict": ""})
     assert admit(
         ledger, limits.plan(j, p, workload, pdbs=(), args=config)
-    ).admitted  # seed 001: the annotation lifts it
+    ).admitted  # Koordinator's guide: the annotation lifts it
 
 
 def test_eviction_in_progress_counts_as_migrating() -> None:

@@ -1,4 +1,5 @@
-"""Configuration: seed 001's defaults, Koordinator's blocks as they are, and errors that name the key."""
+"""Configuration: Koordinator's guide's defaults, Koordinator's blocks as they are, and errors that name the
+key."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from shared.config_loader import config_from_dict, load_config, parse_config_tex
 
 def test_seed_001_defaults() -> None:
     args = config_from_dict({}).migration_controller
-    # seed 001's table, row by row
+    # Koordinator's guide's table, row by row
     assert args.dry_run is False
     assert args.evict_failed_bare_pods is False
     assert args.evict_local_storage_pods is False
@@ -48,7 +49,7 @@ def test_seed_001_defaults() -> None:
     assert args.object_limiters.workload.max_migrating is None
 
 
-# Seed 001, section 2: the MigrationController args block of the LowNodeLoad example.
+# Koordinator's guide, section 2: the MigrationController args block of the LowNodeLoad example.
 SEED_001_ARGS = """
 apiVersion: descheduler/v1alpha2
 kind: MigrationControllerArgs

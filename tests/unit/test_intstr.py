@@ -1,11 +1,13 @@
-"""Seed 000's GetMaxUnavailable / GetMaxMigrating and seed 001's "0 means the defaults"."""
+"""The PodMigrationJob proposal's GetMaxUnavailable / GetMaxMigrating and Koordinator's guide's "0 means the
+defaults"."""
 
 import pytest
 
 from shared.intstr import max_migrating, max_unavailable, scaled_value, validate_int_or_percent
 
 
-# replicas -> expected limit with nothing configured (seed 000: >10 -> 10%, 4..10 -> 2, else 1; round up)
+# replicas -> expected limit with nothing configured (the PodMigrationJob proposal: >10 -> 10%, 4..10 -> 2,
+# else 1; round up)
 @pytest.mark.parametrize(
     ("replicas", "expected"),
     [

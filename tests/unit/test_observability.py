@@ -24,8 +24,8 @@ REQUIRED = {
     "podherd_arbitrator_decisions",  # decisions by rule
     "podherd_arbitrator_admission_seconds",  # admission latency
     "podherd_evictions",  # evictions by policy and outcome
-    "podherd_pod_evacuations",  # seed 003
-    "podherd_pod_evacuations_in_progress",  # seed 003
+    "podherd_pod_evacuations",  # KEP-1397
+    "podherd_pod_evacuations_in_progress",  # KEP-1397
     "podherd_ledger_slots_in_use",  # by limit
     "podherd_watcher_lag_seconds",  # watcher lag
 }

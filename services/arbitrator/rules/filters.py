@@ -1,9 +1,9 @@
 """Non-retryable filters: a job whose pod fails one ends Failed, with the rule named in the message.
 
-From seed 001 ("内置限制", the built-in limits), seed 000's filter stage, the descheduler's default
-evictor checks it inherits, and what Koordinator added since. Each gate can be switched off through
-`skipEvictionGates`, except two that never can: a missing pod (Koordinator #3039 let such jobs pass) and a
-pod that another active job is already moving (checked atomically by the ledger, see `limits`).
+From Koordinator's guide ("内置限制", the built-in limits), the PodMigrationJob proposal's filter stage, the
+descheduler's default evictor checks it inherits, and what Koordinator added since. Each gate can be switched
+off through `skipEvictionGates`, except two that never can: a missing pod (Koordinator #3039 let such jobs
+pass) and a pod that another active job is already moving (checked atomically by the ledger, see `limits`).
 """
 
 from __future__ import annotations

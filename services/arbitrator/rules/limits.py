@@ -4,21 +4,22 @@
 token buckets it draws from, and the pod it claims. The Redis ledger script evaluates a plan atomically
 (all or nothing); `evaluate` is the same rule in Python, the reference the script is tested against.
 
-The rules (seeds 000 and 001, seed 003 for evictions in progress, Koordinator for the rest):
+The rules (the PodMigrationJob proposal and Koordinator's guide, KEP-1397 for evictions in progress,
+Koordinator for the rest):
 - global token bucket `evictQPS` / `evictBurst`;
 - `maxMigratingGlobally` (0: no limit);
-- unless the pod is annotated `descheduler.alpha.kubernetes.io/evict` (seed 001: that annotation lifts
-  exactly these): `objectLimiters` per workload and per namespace (at most `maxMigrating` per `duration`,
-  charged at admission so they really limit, unlike Koordinator #2074), `maxMigratingPerNode` (default 2),
-  `maxMigratingPerNamespace`, `maxMigratingPerWorkload` and `maxUnavailablePerWorkload` with seed 000's
-  `GetMaxUnavailable` defaults (the workload's unavailable and migrating replicas, as Koordinator merges
-  them: a job in flight counts once, by its old pod until that is gone and then by its replacement until
-  that is Ready, never both);
+- unless the pod is annotated `descheduler.alpha.kubernetes.io/evict` (Koordinator's guide: that annotation
+  lifts exactly these): `objectLimiters` per workload and per namespace (at most `maxMigrating` per
+  `duration`, charged at admission so they really limit, unlike Koordinator #2074), `maxMigratingPerNode`
+  (default 2), `maxMigratingPerNamespace`, `maxMigratingPerWorkload` and `maxUnavailablePerWorkload` with the
+  PodMigrationJob proposal's `GetMaxUnavailable` defaults (the workload's unavailable and migrating replicas,
+  as Koordinator merges them: a job in flight counts once, by its old pod until that is gone and then by its
+  replacement until that is Ready, never both);
 - the pod's PodDisruptionBudget: never admit what the Eviction API would refuse (jobs admitted but not yet
   evicted count against `disruptionsAllowed`).
 A job moved by Surge (`podherd.io/strategy: Surge`) takes its workload's limits and its budgets with one
 replica more: the old pod goes only after the new one is Ready.
-A pod whose eviction is in progress (seed 003) counts as migrating wherever it is; a job still waiting for
+A pod whose eviction is in progress (KEP-1397) counts as migrating wherever it is; a job still waiting for
 admission counts nowhere (Koordinator #1150: counting waiting jobs deadlocked a node).
 """
 

@@ -1,6 +1,7 @@
-"""The order among jobs competing for the same room (seed 000's Sort stage, seed 003 first).
+"""The order among jobs competing for the same room (the PodMigrationJob proposal's Sort stage, KEP-1397
+first).
 
-1. eviction already in progress first (seed 003: finishing what has started disturbs least);
+1. eviction already in progress first (KEP-1397: finishing what has started disturbs least);
    then pods that ask to be left be (`noEvictionPolicy` / `autoscalerProtections` Preferred) last;
 2. higher QoS first: LSE > LSR > LS > BE (label `koordinator.sh/qosClass`), pods without the label last;
 3. higher pod priority first;

@@ -28,7 +28,7 @@ from services.tracker.collector.collectable import collectable
 from services.tracker.keys import TrackerKeys
 from shared import bus
 from shared.api import paths
-from shared.api.messages import AuditRecord
+from shared.api.audit import actor, audit_record
 from shared.config import PodherdConfig
 from shared.durations import parse_duration
 from shared.kube import KubeClient, KubeError
@@ -100,11 +100,9 @@ class Collector:
         pod = (job.get("spec") or {}).get("podRef") or {}
         remembered = {"uid": uid, "pod": f"{pod.get('namespace', '')}/{pod.get('name', '')}"}
         await names.put(name, json.dumps(remembered).encode())
-        record = AuditRecord(
-            id=f"{uid}/collected",
-            time=datetime.now(UTC),
-            action="collected",
-            actor=f"tracker/{self.config.replica}",
+        record = audit_record(
+            "collected",
+            by=actor("tracker", self.config.replica),
             job=name,
             job_uid=uid,
             phase=(job.get("status") or {}).get("phase"),

@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from datetime import UTC, datetime
 from typing import Any
 
 import msgspec
@@ -28,8 +27,8 @@ from services.tracker.jobs.decode import reservation_view
 from services.tracker.keys import TrackerKeys
 from shared import bus
 from shared.api import paths
+from shared.api.audit import actor, audit_record
 from shared.api.drain import MOVING, RESERVING, ROLLED_BACK, DrainRecord, drain_record, node_hash
-from shared.api.messages import AuditRecord
 from shared.api.names import ANNOTATION_ABORT, ANNOTATION_NODE_DRAIN
 from shared.api.pmj import MODE_EVICT_DIRECTLY, TERMINAL_PHASES
 from shared.api.reservation import reservation_name
@@ -155,11 +154,12 @@ class AtomicDrains:
 
     async def _audit(self, node: str, phase: str, no_room: list[str]) -> None:
         moving = phase == MOVING
-        record = AuditRecord(
-            id=f"drain/{node}/atomic/{phase}",
-            time=datetime.now(UTC),
-            action="drain",
-            actor="tracker",
+        record = audit_record(
+            "drain",
+            node,
+            "atomic",
+            phase,
+            by=actor("tracker", None),
             message=f"atomic drain of node {node}: room reserved for every pod; moving them"
             if moving
             else f"atomic drain of node {node} rolled back: no room for {'; '.join(no_room)}",

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import logging
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from prometheus_client import Counter
@@ -17,8 +16,9 @@ from services.tracker.intake.drain_writes import DrainRefused, DrainWrites
 from services.tracker.intake.requesters import Forbidden, Requesters, Verdict, refusal_key
 from shared import bus
 from shared.api import codec
+from shared.api.audit import actor, audit_record
 from shared.api.drain import node_hash
-from shared.api.messages import AuditRecord, DrainIntent, DrainReply, IntentError, IntentErrorCode
+from shared.api.messages import DrainIntent, DrainReply, IntentError, IntentErrorCode
 from shared.config import MigrationControllerArgs
 from shared.kube import KubeClient, KubeError
 from shared.permissions import Identity, drain_node_needs, drain_pod_needs
@@ -107,11 +107,14 @@ class Drains:
         else:
             message = f"drain of node {intent.node} refused: {refused}"
         outcome = "refused" if refused else "started"
-        record = AuditRecord(
-            id=f"drain/{intent.node}/{outcome}/{'-'.join(jobs)[:64]}/{len(jobs)}/{refusal_key(who, refused)}",
-            time=datetime.now(UTC),
-            action="drain",
-            actor=f"tracker/{self.replica}",
+        record = audit_record(
+            "drain",
+            intent.node,
+            outcome,
+            "-".join(jobs)[:64],
+            str(len(jobs)),
+            refusal_key(who, refused),
+            by=actor("tracker", self.replica),
             requester=who.username if who is not None else None,
             reason="Forbidden" if refused else None,
             message=message,

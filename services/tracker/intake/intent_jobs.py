@@ -5,7 +5,7 @@ The job's name is derived from the intent's idempotency key alone (`podherd-` an
 SHA-256), so the same intent sent twice, by any path and to any replica, names one job. What the intent
 says beyond the spec travels as annotations: the key, the requester as verified (the identity the intent
 was authorized as) and the one it claimed, the migration priority (the sort reads it), the target node
-(seed 002; the executor pins the Reservation there) and the reason.
+(the defragmentation article; the executor pins the Reservation there) and the reason.
 """
 
 from __future__ import annotations

@@ -22,7 +22,6 @@ import asyncio
 import json
 import logging
 from collections.abc import Awaitable
-from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 import msgspec
@@ -39,9 +38,9 @@ from services.tracker.intake.node_fit import NodeFit
 from services.tracker.intake.requesters import Forbidden, Requesters, Verdict, bearer, refusal_key
 from shared import bus
 from shared.api import codec, paths
+from shared.api.audit import actor, audit_record
 from shared.api.codec import SchemaError
 from shared.api.messages import (
-    AuditRecord,
     DrainIntent,
     DrainReply,
     IntentError,
@@ -244,11 +243,12 @@ class IntentIntake:
             details["groups"] = ",".join(who.groups)
         if objection:
             details["wouldRefuse"] = objection  # enforcement: audit
-        record = AuditRecord(
-            id=f"intent/{intent.idempotency_key}/{outcome}/{refusal_key(who, message if reason else None)}",
-            time=datetime.now(UTC),
-            action="intent",
-            actor=f"tracker/{self.replica}",
+        record = audit_record(
+            "intent",
+            intent.idempotency_key,
+            outcome,
+            refusal_key(who, message if reason else None),
+            by=actor("tracker", self.replica),
             job=job,
             requester=who.username if who is not None else None,
             reason=reason,

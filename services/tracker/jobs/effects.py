@@ -18,7 +18,8 @@ from services.tracker.jobs.machine import ReservationView
 from services.tracker.jobs.recorder import EventRecorder
 from shared import bus
 from shared.api import codec, paths
-from shared.api.messages import AuditRecord, Command, JobRef, SlotsReleased, Step
+from shared.api.audit import actor, audit_record
+from shared.api.messages import Command, JobRef, SlotsReleased, Step
 from shared.api.names import ANNOTATION_OWN_ROOM, ANNOTATION_REQUESTER
 from shared.api.pmj import API_VERSION, GROUP, PHASE_PENDING, Phase, PodMigrationJob
 from shared.config import PodherdConfig
@@ -106,11 +107,12 @@ class Effects:
         if previous is None and status.phase != PHASE_PENDING:
             # Admitted before any status was written: the job was Pending from its creation until now, and
             # its history on the audit stream starts there, as every other job's does.
-            created = AuditRecord(
-                id=f"{uid}/status/created",
-                time=job.metadata.creation_timestamp or datetime.now(UTC),
-                action="transition",
-                actor=f"tracker/{self.config.replica}",
+            created = audit_record(
+                "transition",
+                "status",
+                "created",
+                by=actor("tracker", self.config.replica),
+                at=job.metadata.creation_timestamp,
                 job=name,
                 job_uid=uid,
                 phase=PHASE_PENDING,
@@ -119,11 +121,11 @@ class Effects:
             )
             await self.publisher.publish_audit(self.subjects.audit(name), created)
         digest = hashlib.sha1(json.dumps([status.phase, status.reason, status.message, conditions]).encode())
-        record = AuditRecord(
-            id=f"{uid}/status/{digest.hexdigest()[:16]}",
-            time=datetime.now(UTC),
-            action="transition",
-            actor=f"tracker/{self.config.replica}",
+        record = audit_record(
+            "transition",
+            "status",
+            digest.hexdigest()[:16],
+            by=actor("tracker", self.config.replica),
             job=name,
             job_uid=uid,
             phase=status.phase,

@@ -25,7 +25,8 @@ from shared.api.surge import STRATEGY_SURGE
 from shared.api.validation import Invalid
 from shared.durable import Durability
 from shared.kube import KubeError
-from shared.ledger import Ledger, as_text, lua_script
+from shared.ledger import Ledger
+from shared.redis_scripts import as_text, lua_script
 from shared.stats import MigrationStats
 
 log = logging.getLogger("services.tracker")

@@ -35,7 +35,7 @@ from shared.config import MigrationControllerArgs
 from shared.consume import read_or_retry
 from shared.durable import Durability
 from shared.kube import KubeClient
-from shared.ledger import as_text
+from shared.redis_scripts import as_text
 
 
 class Observer:

@@ -29,7 +29,7 @@ from shared.api.reservation import is_untaken_room
 from shared.backoff import Backoff
 from shared.consume import Retry, read_or_retry
 from shared.kube import KubeClient, unanswered
-from shared.ledger import as_text
+from shared.redis_scripts import as_text
 from shared.waits import wait_event
 
 log = logging.getLogger("services.tracker")

@@ -21,8 +21,8 @@ from shared.api import codec
 from shared.api.codec import SchemaError
 from shared.api.messages import Decision, EventHead, JobRef, Kick, ObjectEvent, PodInfo, Report
 from shared.api.names import LABEL_CONTROLLER, LABEL_JOB
-from shared.ledger import as_text
 from shared.publisher import Publisher
+from shared.redis_scripts import as_text
 
 DELETION_MEMORY_S = 3600  # how long a pod's way of going is kept: past any job's reconcile of it
 # Reports that change nothing the job decides now: an eviction on its way ("checked", read when the room is
