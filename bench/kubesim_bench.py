@@ -151,7 +151,7 @@ def bench(nodes: int, pods: int, watchers: int, events: int) -> dict[str, Any]:
                     obj["metadata"].setdefault("labels", {})["bench-seq"] = str(seq)
                     return obj
 
-                sim.store.patch(pods_rt, namespace, name, label)
+                sim.store.verbs.patch(pods_rt, namespace, name, label)
                 if seq % 100 == 99 or seq == len(names) - 1:
                     written[str(seq)] = time.time()
 

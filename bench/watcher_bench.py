@@ -107,8 +107,8 @@ async def run_variant(
     started = time.perf_counter()
     await watcher.relist()
     result["initial_sync_seconds"] = round(time.perf_counter() - started, 2)
-    result["initial_sync_pods"] = len(watcher.known)
-    result["initial_sync_events_per_second"] = round(len(watcher.known) / (time.perf_counter() - started))
+    result["initial_sync_pods"] = len(watcher.out.known)
+    result["initial_sync_events_per_second"] = round(len(watcher.out.known) / (time.perf_counter() - started))
 
     # (2) drain a backlog of changes made while the watcher was away
     def touch() -> str:
@@ -125,14 +125,14 @@ async def run_variant(
     watcher = KindWatcher(
         spec, kube, js, subjects=subjects, checkpoints=checkpoints, config=config.watcher, term=lambda: 1
     )
-    watcher.rv = watcher.saved_rv = await checkpoints.load("pods")
+    watcher.out.rv = watcher.out.saved_rv = await checkpoints.load("pods")
     stop = asyncio.Event()
     cpu_before = _cpu()
     started = time.perf_counter()
     task = asyncio.create_task(watcher.watch())
-    while int(watcher.rv or 0) < int(target):  # noqa: ASYNC110 - the harness samples, the watcher runs free
+    while int(watcher.out.rv or 0) < int(target):  # noqa: ASYNC110 - the harness samples, the watcher runs free
         await asyncio.sleep(0.01)
-    await watcher.flush()
+    await watcher.out.flush()
     elapsed = time.perf_counter() - started
     cpu = _cpu() - cpu_before
     stop.set()

@@ -17,18 +17,8 @@ from kubesim.resources import Registry, ResourceType, from_crd
 IMMORTAL_NAMESPACES = frozenset({"default", "kube-system", "kube-public"})
 
 
-class Objects(Protocol):
-    """The store as the cascade writes it."""
-
-    registry: Registry
-
-    def find(self, rt: ResourceType, namespace: str, name: str) -> Obj | None: ...
-
-    def objects(self, rt: ResourceType, namespace: str | None = None) -> Iterator[Obj]: ...
-
-    def put(self, rt: ResourceType, obj: Obj, event_type: str, *, old: Obj | None = None) -> Obj: ...
-
-    def remove(self, rt: ResourceType, obj: Obj) -> Obj: ...
+class Deletes(Protocol):
+    """The delete verb, as the cascade asks for a dependent's deletion."""
 
     def delete(
         self,
@@ -39,6 +29,21 @@ class Objects(Protocol):
         options: Mapping[str, Any] | None = None,
         dry_run: bool = False,
     ) -> Obj: ...
+
+
+class Objects(Protocol):
+    """The store as the cascade writes it."""
+
+    registry: Registry
+    verbs: Deletes
+
+    def find(self, rt: ResourceType, namespace: str, name: str) -> Obj | None: ...
+
+    def objects(self, rt: ResourceType, namespace: str | None = None) -> Iterator[Obj]: ...
+
+    def put(self, rt: ResourceType, obj: Obj, event_type: str, *, old: Obj | None = None) -> Obj: ...
+
+    def remove(self, rt: ResourceType, obj: Obj) -> Obj: ...
 
     def drop_resource(self, group: str, plural: str) -> None: ...
 
@@ -82,7 +87,7 @@ class Cascade:
         for dependent_rt, obj in list(self._dependents(final["metadata"]["uid"])):
             meta = obj["metadata"]
             if self.store.find(dependent_rt, meta.get("namespace", ""), meta["name"]) is not None:
-                self.store.delete(
+                self.store.verbs.delete(
                     dependent_rt,
                     meta.get("namespace", ""),
                     meta["name"],

@@ -53,7 +53,7 @@ def evict(store: Store, options: SimOptions, namespace: str, *, name: str, body:
                 obj["metadata"].setdefault("annotations", {})[EVICTION_IN_PROGRESS] = now_iso()
                 return obj
 
-            store.patch(pods, namespace, name, apply=mark)
+            store.verbs.patch(pods, namespace, name, apply=mark)
         raise webhook_denied(EVACUATION_WEBHOOK, 429, triggered)
 
     phase = (pod.get("status") or {}).get("phase")
@@ -79,8 +79,8 @@ def evict(store: Store, options: SimOptions, namespace: str, *, name: str, body:
     if not dry_run:
         # As the eviction handler does (addConditionAndDeletePod): the pod is marked as a disruption target
         # in one write, then deleted in another, so a watch sees who ended it.
-        store.patch(pods, namespace, name, apply=_disruption_target, subresource="status")
-        store.delete(pods, namespace, name, options=delete_options)
+        store.verbs.patch(pods, namespace, name, apply=_disruption_target, subresource="status")
+        store.verbs.delete(pods, namespace, name, options=delete_options)
         uid = pod["metadata"]["uid"]
         store.evictions[uid] = store.evictions.get(uid, 0) + 1
     return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
@@ -139,4 +139,4 @@ def _take_disruption(store: Store, pdbs: Any, pdb: Obj, *, pod: Obj, dry_run: bo
         obj["status"] = new_status
         return obj
 
-    store.patch(pdbs, pdb["metadata"]["namespace"], pdb_name, apply=spend, subresource="status")
+    store.verbs.patch(pdbs, pdb["metadata"]["namespace"], pdb_name, apply=spend, subresource="status")

@@ -16,13 +16,11 @@ import contextlib
 import copy
 import functools
 import itertools
-import json
 import logging
 import os
 import random
 import shutil
 import signal
-import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -33,23 +31,20 @@ from kubesim.containers import (
     RETRY_START,
     PodRun,
     cancelled,
-    helper_env,
     run_container,
     stop_container,
 )
 from kubesim.options import ImageConfig, SimOptions
 from kubesim.pod_env import Lookup
+from kubesim.pod_network import PodNetwork
 from kubesim.pod_status import Container, with_status
-from kubesim.proxy import Address, Forward
 from kubesim.records import Obj
 from kubesim.store import Store
-from kubesim.tls import KUBERNETES_SERVICE_IP
 
 log = logging.getLogger("kubesim.runtime")
 Key = tuple[str, str]
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
-POD_NET, SERVICE_NET = "127.244", "127.96"
-_SANDBOX_TIMEOUT = 10.0
+POD_NET = "127.244"
 
 
 def _pod_ips() -> Iterator[str]:
@@ -91,13 +86,7 @@ class ProcessRuntime:
         self.closing = False  # kubesim is stopping: no pod starts again
         self.exits: dict[str, list[int]] = {}  # "namespace/pod/container" -> each run's exit code
         self.last_words: dict[str, str] = {}  # "namespace/pod/container" -> its last failed run's message
-        self.api_address: Address = ("127.0.0.1", 0)
-        # Service (namespace, name) -> its address in a pod's sandbox; `kubernetes` is the API server's.
-        self.service_ips: dict[tuple[str, str], str] = {("default", "kubernetes"): KUBERNETES_SERVICE_IP}
-        for index, (namespace, name) in enumerate(
-            sorted({(ns, n) for ns, n, _ in options.service_backends()})
-        ):
-            self.service_ips[(namespace, name)] = f"{SERVICE_NET}.1.{index + 1}"
+        self.network = PodNetwork(options)
 
     # ----------------------------------------------------------------------------------------------------
     # What the kubelet asks
@@ -172,7 +161,7 @@ class ProcessRuntime:
                 pod = self.pod_of(run)
                 if pod is None or run.stopping:
                     return
-            await self._sandbox(run, pod)
+            await self.network.sandbox(run, pod)
             self.write_status(run)
             run.tasks += [
                 asyncio.get_running_loop().create_task(
@@ -196,42 +185,11 @@ class ProcessRuntime:
             self.event(pod, "Warning", "FailedMount", str(exc))
             return False
         services = {
-            self.service_ips[(ns, name)]: pod_files.service_names(ns, name, run.key[0])
-            for ns, name in self.service_ips
+            self.network.service_ips[(ns, name)]: pod_files.service_names(ns, name, run.key[0])
+            for ns, name in self.network.service_ips
         }
         pod_files.write_etc(run.directory / "etc", pod, run.ip, services=services)
         return True
-
-    async def _sandbox(self, run: PodRun, pod: Obj) -> None:
-        spec = run.directory / "sandbox.json"
-        spec.write_text(json.dumps({"hostname": pod_files.hostname(pod)}))
-        run.pause = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "kubesim.sandbox", "pause", str(spec),
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-            stdin=asyncio.subprocess.DEVNULL, start_new_session=True, env=helper_env(),
-        )  # fmt: skip
-        assert run.pause.stdout is not None
-        async with asyncio.timeout(_SANDBOX_TIMEOUT):
-            line = await run.pause.stdout.readline()
-        if line.strip() != b"ready":
-            rest = await run.pause.stdout.read()
-            raise OSError((line + rest).decode(errors="replace").strip() or "the sandbox ended")
-        run.netns = os.open(f"/proc/{run.pause.pid}/ns/net", os.O_RDONLY)
-        for container in run.containers:
-            for port in container.spec.get("ports") or []:
-                number = int(port["containerPort"])
-                run.forwards.append(Forward(None, (run.ip, number), run.netns, targets=[(run.ip, number)]))
-        backends = self.options.service_backends()
-        for (namespace, name), ip in self.service_ips.items():
-            if (namespace, name) == ("default", "kubernetes"):
-                run.forwards.append(Forward(run.netns, (ip, 443), None, targets=[self.api_address]))
-                continue
-            for ns, svc, port in backends:
-                if (ns, svc) == (namespace, name):
-                    targets = self.options.backends(ns, svc, port)
-                    run.forwards.append(Forward(run.netns, (ip, port), None, targets=targets))
-        for forward in run.forwards:
-            await forward.start()
 
     def services(self) -> Iterator[Obj]:
         return self.store.objects(self.services_rt)

@@ -36,11 +36,12 @@ from typing import Any
 
 import yaml
 
-from kubesim.admission import NODE_INFO, POD_SPEC_DEFAULTS, qos_class
+from kubesim.admission import POD_SPEC_DEFAULTS, qos_class
 from kubesim.controllers.owned import owner_ref, template_hash
 from kubesim.records import Obj, now_iso
+from kubesim.scenario_nodes import NodePlacer
 from kubesim.scenarios import BUILTIN, builtin, generate
-from shared.quantity import milli, pod_requests
+from shared.quantity import pod_requests
 
 
 def resolve(scenario: str | dict[str, Any]) -> dict[str, Any]:
@@ -87,69 +88,13 @@ class _Loader:
                 ("scheduling.k8s.io", "priorityclasses"),
             )
         }
-        self.free: dict[str, dict[str, int]] = {}
-        self.node_order: list[str] = []
-        self.cursor = 0
+        self.nodes = NodePlacer(self.store, self.rts["nodes"])
         self.ip = 0
         self.priorities: dict[str, int] = {}
 
     def namespace(self, name: str) -> None:
         if self.store.find(self.rts["namespaces"], "", name) is None:
-            self.store.create(self.rts["namespaces"], "", {"metadata": {"name": name}})
-
-    def nodes(self, groups: list[dict[str, Any]]) -> None:
-        for group in groups:
-            count = int(group.get("count", 1))
-            for i in range(1, count + 1):
-                name = str(group["name"]).format(i=i)
-                capacity = {"cpu": "4", "memory": "16Gi", "pods": "110", **(group.get("capacity") or {})}
-                labels = {
-                    "kubernetes.io/hostname": name,
-                    "kubernetes.io/os": "linux",
-                    **(group.get("labels") or {}),
-                }
-                spec: dict[str, Any] = {}
-                if group.get("taints"):
-                    spec["taints"] = group["taints"]
-                ready = "True" if group.get("ready", True) else "False"
-                self.store.put(
-                    self.rts["nodes"],
-                    {
-                        "metadata": {
-                            "name": name,
-                            "uid": f"node-{name}",
-                            "labels": labels,
-                            "creationTimestamp": now_iso(),
-                            "generation": 1,
-                        },
-                        "spec": spec,
-                        "status": {
-                            "capacity": capacity,
-                            "allocatable": dict(capacity),
-                            "conditions": [{"type": "Ready", "status": ready, "reason": "KubeletReady"}],
-                            "nodeInfo": dict(NODE_INFO),
-                        },
-                    },
-                    "ADDED",
-                )
-                self.free[name] = {k: milli(v) for k, v in capacity.items()}
-                self.node_order.append(name)
-
-    def place(self, requests: dict[str, int], wanted: str | None) -> str | None:
-        """The wanted node, else the next node round-robin that fits (spreads like least-allocated)."""
-        count = len(self.node_order)
-        start = self.cursor
-        self.cursor = (self.cursor + 1) % max(count, 1)
-        candidates = (
-            (self.node_order[(start + i) % count] for i in range(count)) if not wanted else iter([wanted])
-        )
-        for node in candidates:
-            free = self.free.get(node)
-            if free is not None and all(free.get(k, 0) >= v for k, v in requests.items() if v > 0):
-                for k, v in requests.items():
-                    free[k] = free.get(k, 0) - v
-                return node
-        return None
+            self.store.verbs.create(self.rts["namespaces"], "", {"metadata": {"name": name}})
 
     def pod_spec(self, item: dict[str, Any]) -> dict[str, Any]:
         requests = item.get("requests") or {}
@@ -259,7 +204,7 @@ class _Loader:
         placement = list(item.get("placement") or [])
         requests = pod_requests(template["spec"])
         for index, (pod_name, extra_labels) in enumerate(names):
-            node = self.place(requests, placement[index % len(placement)] if placement else None)
+            node = self.nodes.place(requests, placement[index % len(placement)] if placement else None)
             meta = copy.deepcopy(template["metadata"])
             meta["labels"] = {**meta.get("labels", {}), **extra_labels}
             meta["ownerReferences"] = [owner_ref(owner)]
@@ -273,7 +218,7 @@ class _Loader:
         spec = self.pod_spec(item)
         node = item.get("node")
         if node:
-            placed = self.place(pod_requests(spec), node)
+            placed = self.nodes.place(pod_requests(spec), node)
             if placed is None:
                 raise ValueError(f"pod {item['name']} does not fit on node {node}")
         meta = {"labels": dict(item.get("labels") or {}), "annotations": dict(item.get("annotations") or {})}
@@ -300,7 +245,7 @@ def load_scenario(sim: Any, scenario: str | dict[str, Any]) -> dict[str, Any]:
         )
     for namespace in document.get("namespaces") or []:
         loader.namespace(namespace)
-    loader.nodes(document.get("nodes") or [])
+    loader.nodes.add(document.get("nodes") or [])
     for item in document.get("workloads") or []:
         loader.workload(item)
     for item in document.get("pods") or []:

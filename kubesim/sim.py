@@ -60,7 +60,7 @@ class Simulator:
         self.options = options or SimOptions()
         self.tls = tls.issue(tls_names)
         self.store = Store(history=self.options.history)
-        self.store.admission.append(Admission(self.store))
+        self.store.verbs.admission.append(Admission(self.store))
         self.api = ApiServer(self.store, self.options)
         self.authorizer = self.api.authorizer
         self.controllers: list[Controller[Any]] = []
@@ -68,8 +68,8 @@ class Simulator:
         self._runner: web.AppRunner | None = None
         self.port = 0
         for name in DEFAULT_NAMESPACES:
-            self.store.create(self.store.registry.core("namespaces"), "", {"metadata": {"name": name}})
-        self.store.create(self.store.registry.core("services"), "default", _master_service())
+            self.store.verbs.create(self.store.registry.core("namespaces"), "", {"metadata": {"name": name}})
+        self.store.verbs.create(self.store.registry.core("services"), "default", _master_service())
 
     async def start(self, host: str = "127.0.0.1", port: int = 0) -> None:
         opts = self.options
@@ -86,7 +86,7 @@ class Simulator:
             kubelet = Kubelet(self.store, opts, self.runtime)
             if self.runtime is not None:
                 self.runtime.changed = kubelet.mark
-                self.api.container_log = self.runtime.log
+                self.api.resources.container_log = self.runtime.log
             self.controllers.append(kubelet)
         if opts.pdb:
             self.controllers.append(PdbController(self.store, opts))
@@ -105,7 +105,7 @@ class Simulator:
         self.port = int(server.sockets[0].getsockname()[1])
         self.url = f"https://{host}:{self.port}"
         if self.runtime is not None:
-            self.runtime.api_address = ("127.0.0.1" if host in ("0.0.0.0", "") else host, self.port)
+            self.runtime.network.api_address = ("127.0.0.1" if host in ("0.0.0.0", "") else host, self.port)
 
     def _pod_token(self, pod: dict[str, Any], account: str, seconds: int, audience: str) -> str:
         """The kubelet's TokenRequest for a pod's projected ServiceAccount token, bound to the pod."""

@@ -79,7 +79,7 @@ def bind(store: Store, t: Target, body: dict[str, Any]) -> dict[str, Any]:
         obj["spec"]["nodeName"] = node
         return obj
 
-    store.patch(pods, namespace, name, apply=assign, subresource="binding")
+    store.verbs.patch(pods, namespace, name, apply=assign, subresource="binding")
     return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
 
 
@@ -137,7 +137,7 @@ async def scale(store: Store, request: web.Request, t: Target) -> web.Response:
                 o["metadata"]["resourceVersion"] = expected
             return o
 
-        updated = store.patch(t.rt, ns, name, apply=set_replicas)
+        updated = store.verbs.patch(t.rt, ns, name, apply=set_replicas)
         return json_response(scale_of(updated))
     raise method_not_allowed(f"{request.method} is not supported on scale")
 
@@ -163,7 +163,7 @@ async def touch(store: Store, request: web.Request, round_: int) -> dict[str, An
             obj["metadata"].setdefault("labels", {})["kubesim-touch"] = f"{round_}.{seq}"
             return obj
 
-        store.patch(rt, namespace, name, apply=relabel)
+        store.verbs.patch(rt, namespace, name, apply=relabel)
         if seq % 200 == 199:
             await asyncio.sleep(0)
     return {"touched": count, "resourceVersion": str(store.rv)}

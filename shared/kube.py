@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ssl
-import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -30,57 +29,12 @@ from kubernetes.client import ApiClient, Configuration
 
 from shared.backoff import describe
 from shared.config import KubernetesConfig
+from shared.kube_errors import KubeError, error_from
+from shared.kube_stream import watch_lines
 from shared.request_budget import RequestBudget
 
 Query = Sequence[tuple[str, str]]
-
-
-class KubeError(Exception):
-    """A non-2xx answer from the API server, with its Status reason and message."""
-
-    def __init__(self, status: int, reason: str, message: str, *, causes: tuple[str, ...] = ()) -> None:
-        super().__init__(f"{status} {reason}: {message}")
-        self.status = status
-        self.reason = reason
-        self.message = message
-        self.causes = causes  # the reasons of the Status's causes, e.g. "DisruptionBudget"
-
-    @property
-    def gone(self) -> bool:
-        return self.status == 410
-
-    @property
-    def retryable(self) -> bool:
-        return self.status == 429 or self.status >= 500
-
-
-class _Cause(msgspec.Struct):
-    reason: str = ""
-    message: str = ""
-
-
-class _Details(msgspec.Struct):
-    causes: list[_Cause] = msgspec.field(default_factory=list)
-
-
-class _Status(msgspec.Struct):
-    reason: str = ""
-    message: str = ""
-    code: int = 0
-    details: _Details | None = None
-
-
-def error_from(status: int, body: bytes) -> KubeError:
-    """The Status an API server answered, as a KubeError; the causes' messages follow the message (an
-    eviction's 429 names the PodDisruptionBudget only there)."""
-    try:
-        decoded = msgspec.json.decode(body, type=_Status)
-        causes = decoded.details.causes if decoded.details else []
-        messages = [c.message for c in causes if c.message]
-        reasons = tuple(c.reason for c in causes if c.reason)
-        return KubeError(status, decoded.reason, "; ".join([decoded.message, *messages]), causes=reasons)
-    except (msgspec.DecodeError, msgspec.ValidationError):
-        return KubeError(status, "", body[:200].decode(errors="replace"))
+__all__ = ["KubeClient", "KubeError", "api_check", "error_from", "load_configuration", "unanswered"]
 
 
 def encode_body(api: ApiClient, body: Any) -> bytes:
@@ -328,7 +282,7 @@ class KubeClient:
         items: list[dict[str, Any]] = msgspec.json.decode(body).get("items") or []
         return items
 
-    async def stream(
+    def stream(
         self,
         path: str,
         query: Query,
@@ -337,81 +291,15 @@ class KubeClient:
         max_chunks_in_flight: int = 64,
         opened: Callable[[], None] | None = None,
     ) -> AsyncIterator[bytes]:
-        """Yield complete lines of a watch stream. Ends when the server ends the stream; raises KubeError
-        for an error status, and urllib3's ReadTimeoutError when nothing arrived for `read_timeout`.
-        `opened` is called (on the loop) once the server has accepted the watch."""
-        loop = asyncio.get_running_loop()
-        queue: asyncio.Queue[bytes | BaseException | None] = asyncio.Queue()
-        slots = threading.Semaphore(max_chunks_in_flight)
-        stopping = threading.Event()
-        holder: dict[str, urllib3.BaseHTTPResponse] = {}
-
-        def read() -> None:
-            try:
-                response = self._open("GET", path, query, timeout=(10.0, read_timeout))
-                holder["response"] = response
-                if response.status >= 300:
-                    raise error_from(response.status, response.data)
-                if opened is not None:
-                    loop.call_soon_threadsafe(opened)
-                chunks = response.read_chunked() if response.chunked else response.stream(65536)
-                for chunk in chunks:
-                    if stopping.is_set():
-                        break
-                    slots.acquire()
-                    loop.call_soon_threadsafe(queue.put_nowait, chunk)
-                loop.call_soon_threadsafe(queue.put_nowait, None)
-            except BaseException as exc:
-                if not stopping.is_set():
-                    loop.call_soon_threadsafe(queue.put_nowait, exc)
-            finally:
-                held = holder.get("response")
-                if held is not None:
-                    with contextlib.suppress(Exception):
-                        held.release_conn()
-
-        # A stream holds its thread for its whole life: a dedicated thread, never the shared executor's
-        # few workers (a dozen watches would starve every other blocking call).
-        finished: asyncio.Future[None] = loop.create_future()
-
-        def finish() -> None:
-            if not finished.done():
-                finished.set_result(None)
-
-        def run_reader() -> None:
-            try:
-                read()
-            finally:
-                loop.call_soon_threadsafe(finish)
-
-        threading.Thread(target=run_reader, name=f"watch {path}", daemon=True).start()
-        partial = b""
-        try:
-            while True:
-                item = await queue.get()
-                if item is None:
-                    break
-                if isinstance(item, BaseException):
-                    raise item
-                slots.release()
-                data = partial + item
-                lines = data.split(b"\n")
-                partial = lines.pop()
-                for line in lines:
-                    if line:
-                        yield line
-            if partial.strip():
-                yield partial
-        finally:
-            stopping.set()
-            slots.release()
-            response = holder.get("response")
-            if response is not None:
-                with contextlib.suppress(Exception):
-                    response.shutdown()
-            with contextlib.suppress(TimeoutError):  # the reader thread ends once its response is shut
-                async with asyncio.timeout(5):
-                    await asyncio.shield(finished)
+        """Complete lines of a watch stream (`kube_stream.watch_lines`)."""
+        return watch_lines(
+            self._open,
+            path,
+            query,
+            read_timeout=read_timeout,
+            max_chunks_in_flight=max_chunks_in_flight,
+            opened=opened,
+        )
 
 
 def unanswered(exc: BaseException) -> bool:

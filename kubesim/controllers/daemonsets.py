@@ -139,7 +139,9 @@ class DaemonSets(Controller[tuple[str, str]]):
         for pod in pods:
             failed = (pod.get("status") or {}).get("phase") == "Failed"
             if failed and not pod["metadata"].get("deletionTimestamp"):
-                self.store.delete(self.pods, namespace, pod["metadata"]["name"])  # replaced on the next pass
+                self.store.verbs.delete(
+                    self.pods, namespace, pod["metadata"]["name"]
+                )  # replaced on the next pass
                 continue
             if is_active(pod) and (for_node := pod_node(pod)):
                 by_node[for_node].append(pod)
@@ -151,10 +153,10 @@ class DaemonSets(Controller[tuple[str, str]]):
             if should_run and not running:
                 self._create_pod(ds, template, spec=spec, node=node["metadata"]["name"])
             for extra in running[1:] if keep else running:
-                self.store.delete(self.pods, namespace, extra["metadata"]["name"])
+                self.store.verbs.delete(self.pods, namespace, extra["metadata"]["name"])
         for gone_nodes_pods in by_node.values():  # pods for nodes that no longer exist
             for pod in gone_nodes_pods:
-                self.store.delete(self.pods, namespace, pod["metadata"]["name"])
+                self.store.verbs.delete(self.pods, namespace, pod["metadata"]["name"])
         self._status(ds, pods, wanted)
 
     def _create_pod(self, ds: Obj, template: Obj, *, spec: Obj, node: str) -> None:
@@ -169,7 +171,7 @@ class DaemonSets(Controller[tuple[str, str]]):
         meta["generateName"] = f"{ds['metadata']['name']}-"
         namespace = ds["metadata"]["namespace"]
         body = {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": pinned_to(spec, node)}
-        self.store.create(self.pods, namespace, body)
+        self.store.verbs.create(self.pods, namespace, body)
 
     def _status(self, ds: Obj, pods: list[Obj], wanted: int) -> None:
         active = [p for p in pods if is_active(p)]

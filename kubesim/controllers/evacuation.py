@@ -54,4 +54,4 @@ class Evacuator(Controller[tuple[str, str]]):
                 since = 0.0
             if now - since >= self.options.evacuation_delay:
                 self.waiting.discard(key)
-                self.store.delete(self.pods, *key)
+                self.store.verbs.delete(self.pods, *key)

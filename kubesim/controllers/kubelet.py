@@ -111,7 +111,7 @@ class Kubelet(Controller[tuple[str, str]]):
         server removes it unless finalizers remain, which then hold it until they are removed."""
         meta = pod["metadata"]
         final = {"gracePeriodSeconds": 0, "preconditions": {"uid": meta["uid"]}}
-        self.store.delete(self.pods, meta["namespace"], meta["name"], options=final)
+        self.store.verbs.delete(self.pods, meta["namespace"], meta["name"], options=final)
 
     def _run_processes(self, key: tuple[str, str], pod: Obj, alive: bool, *, runtime: ProcessRuntime) -> None:
         meta = pod["metadata"]

@@ -59,7 +59,7 @@ class NamespaceController(Controller[str]):
                 continue
             for obj in list(self.store.objects(rt, key)):
                 if not obj["metadata"].get("deletionTimestamp"):
-                    self.store.delete(
+                    self.store.verbs.delete(
                         rt, key, obj["metadata"]["name"], options={"propagationPolicy": "Background"}
                     )
         if any(next(self.store.objects(rt, key), None) for rt in self.store.registry.all() if rt.namespaced):
@@ -71,7 +71,9 @@ class NamespaceController(Controller[str]):
             return
         accounts = self.rt("", "v1", "serviceaccounts")
         if self.store.find(accounts, namespace, "default") is None:
-            self.store.create(accounts, namespace, {"metadata": {"name": "default", "namespace": namespace}})
+            self.store.verbs.create(
+                accounts, namespace, {"metadata": {"name": "default", "namespace": namespace}}
+            )
         rt = self.rt("", "v1", "configmaps")
         wanted: Obj = {
             "metadata": {
@@ -83,6 +85,6 @@ class NamespaceController(Controller[str]):
         }
         current = self.store.find(rt, namespace, ROOT_CA)
         if current is None:
-            self.store.create(rt, namespace, wanted)
+            self.store.verbs.create(rt, namespace, wanted)
         elif current.get("data") != wanted["data"]:
-            self.store.update(rt, namespace, ROOT_CA, obj={**current, "data": wanted["data"]})
+            self.store.verbs.update(rt, namespace, ROOT_CA, obj={**current, "data": wanted["data"]})

@@ -1,15 +1,44 @@
 """What the workload controllers read and write on the objects they own: the pod template's hash, the
-owner reference, and whether a pod is Ready and active."""
+owner reference, and whether a pod is Ready and active; and what a controller's pass over one workload
+(`deployments`, `statefulsets`) uses of the workloads controller that runs it."""
 
 from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from kubesim.records import Obj
 
+if TYPE_CHECKING:
+    from kubesim.store import Store
+
 TERMINAL = ("Succeeded", "Failed")
+
+
+class Workloads(Protocol):
+    """The workloads controller as a pass over one workload uses it (without importing it: it imports the
+    passes)."""
+
+    store: Store
+    pods: Any
+    deployments: Any
+    replicasets: Any
+    statefulsets: Any
+
+    def _children(self, owner: Obj, rt: Any) -> list[Obj]: ...
+
+    def _create_pod(
+        self,
+        owner: Obj,
+        template: Obj,
+        generate: str | None = None,
+        *,
+        name: str | None = None,
+        extra_labels: dict[str, str] | None = None,
+    ) -> None: ...
+
+    def _status(self, rt: Any, obj: Obj, values: dict[str, Any]) -> None: ...
 
 
 def template_hash(template: Obj) -> str:
@@ -51,3 +80,13 @@ def owner_ref(owner: Obj) -> Obj:
         "controller": True,
         "blockOwnerDeletion": True,
     }
+
+
+def desired(w: Workloads, rt: Any, namespace: str, *, name: str) -> tuple[Obj, Obj, int, Obj] | None:
+    """A workload a pass acts on (None: gone, or being deleted): it, its spec, its replica count (1 when
+    unset) and its pod template."""
+    obj = w.store.find(rt, namespace, name)
+    if obj is None or obj["metadata"].get("deletionTimestamp"):
+        return None
+    spec = obj.get("spec") or {}
+    return obj, spec, int(spec.get("replicas", 1)), spec.get("template") or {}

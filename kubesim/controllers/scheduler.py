@@ -24,12 +24,13 @@ from kubesim.controllers import reservation_rules as reservations
 from kubesim.controllers.base import Controller
 from kubesim.controllers.node_search import feasible_nodes_to_find, search
 from kubesim.controllers.recorder import record_event
+from kubesim.controllers.scheduler_cache import NodeUsage, SchedulerCache
 from kubesim.options import SimOptions
 from kubesim.records import Event, Obj, now_iso
 from kubesim.store import Store
 from shared import node_fit
 from shared.api import annotations as known
-from shared.node_fit import Usage, add_usage
+from shared.node_fit import Usage
 from shared.quantity import pod_requests
 
 RESERVATION_ALLOCATED = known.RESERVATION_ALLOCATED
@@ -53,25 +54,6 @@ def _fit(
     return fit
 
 
-class NodeUsage:
-    """What bound pods and held Reservations use on each node, kept from their events."""
-
-    def __init__(self) -> None:
-        self.used: dict[str, Usage] = defaultdict(dict)
-        self._contrib: dict[tuple[str, str, str], tuple[str, Usage]] = {}
-
-    def on(self, node: str) -> Usage:
-        return self.used.get(node, {})
-
-    def set(self, key: tuple[str, str, str], node: str | None, usage: Usage) -> None:
-        old = self._contrib.pop(key, None)
-        if old is not None:
-            add_usage(self.used[old[0]], old[1], -1)
-        if node is not None:
-            self._contrib[key] = (node, usage)
-            add_usage(self.used[node], usage, +1)
-
-
 class Scheduler(Controller[tuple[str, str]]):
     tick = 0.2
 
@@ -80,97 +62,39 @@ class Scheduler(Controller[tuple[str, str]]):
         self.pods = self.rt("", "v1", "pods")
         self.nodes = self.rt("", "v1", "nodes")
         self.events_rt = self.rt("", "v1", "events")
-        self.usage = NodeUsage()
-        self.pending_pods: set[tuple[str, str]] = set()
-        self.pending_reservations: set[str] = set()
-        self.available_reservations: set[str] = set()
-        self.holding_reservations: set[str] = set()
+        self.cache = SchedulerCache(options)
         self._next_start = 0  # where the next search for feasible nodes starts (kube-scheduler's)
 
     @property
     def reservations(self) -> Any:
         return self.store.registry.get("scheduling.koordinator.sh", "v1alpha1", "reservations")
 
-    # ----------------------------------------------------------------------------------------------------
-    # Bookkeeping from events
-
     def on_event(self, event: Event) -> bool:
-        rt = event.rt
-        if rt.group == "" and rt.plural == "pods":
-            return self._pod_event(event)
-        if rt.group == "scheduling.koordinator.sh" and rt.plural == "reservations":
-            return self._reservation_event(event)
-        return rt.group == "" and rt.plural == "nodes"
-
-    def _pod_event(self, event: Event) -> bool:
-        pod = event.obj
-        meta, spec = pod["metadata"], pod.get("spec") or {}
-        key = (meta.get("namespace", ""), meta["name"])
-        phase = (pod.get("status") or {}).get("phase")
-        node = spec.get("nodeName")
-        if event.type != "DELETED" and node and phase not in TERMINAL:
-            self.usage.set(("pod", *key), node, pod_requests(spec))
-        else:
-            self.usage.set(("pod", *key), None, {})
-        if (
-            event.type != "DELETED"
-            and not node
-            and not meta.get("deletionTimestamp")
-            and phase not in TERMINAL
-            and (spec.get("schedulerName", "default-scheduler") in self.options.scheduler_names)
-        ):
-            self.pending_pods.add(key)
-            return True
-        self.pending_pods.discard(key)
-        # Room freed (a pod gone, finished or moved) may let a pending pod or Reservation fit.
-        return (
-            event.type == "DELETED"
-            or phase in TERMINAL
-            or bool(self.pending_pods or self.pending_reservations)
-        )
-
-    def _reservation_event(self, event: Event) -> bool:
-        obj = event.obj
-        name = obj["metadata"]["name"]
-        status = obj.get("status") or {}
-        phase = status.get("phase") or "Pending"
-        gone = event.type == "DELETED"
-        holding = not gone and phase in reservations.HOLDING_PHASES and bool(status.get("nodeName"))
-        self.usage.set(
-            ("reservation", "", name),
-            status["nodeName"] if holding else None,
-            reservations.held(obj) if holding else {},
-        )
-        _keep(self.holding_reservations, name, holding)
-        available = not gone and phase == "Available" and not (obj.get("spec") or {}).get("unschedulable")
-        _keep(self.available_reservations, name, available)
-        pending = not gone and phase == "Pending" and not obj["metadata"].get("deletionTimestamp")
-        _keep(self.pending_reservations, name, pending)
-        return True
+        return self.cache.on_event(event)
 
     # ----------------------------------------------------------------------------------------------------
     # Scheduling passes
 
     def periodic(self) -> None:
         self._expire_reservations()
-        if not self.pending_pods and not self.pending_reservations:
+        if not self.cache.pending_pods and not self.cache.pending_reservations:
             return
         nodes = list(self.store.objects(self.nodes))
         work: list[tuple[int, str, str, tuple[str, str, str]]] = []
-        for ns, name in list(self.pending_pods):
+        for ns, name in list(self.cache.pending_pods):
             pod = self.store.find(self.pods, ns, name)
             if pod is None:
-                self.pending_pods.discard((ns, name))
+                self.cache.pending_pods.discard((ns, name))
                 continue
             prio = int((pod.get("spec") or {}).get("priority") or 0)
             work.append(
                 (-prio, pod["metadata"].get("creationTimestamp", ""), f"{ns}/{name}", ("pod", ns, name))
             )
         rts = self.reservations
-        for name in list(self.pending_reservations):
+        for name in list(self.cache.pending_reservations):
             obj = self.store.find(rts, "", name) if rts else None
             if obj is None:
-                self.pending_reservations.discard(name)
+                self.cache.pending_reservations.discard(name)
                 continue
             prio = int(reservations.template_spec(obj).get("priority") or 0)
             work.append(
@@ -197,7 +121,7 @@ class Scheduler(Controller[tuple[str, str]]):
                 if node is None or node_fit.reject(spec, node) is not None:
                     continue
                 bonus = reservations.held(reservation)
-                if node_fit.insufficient(node, self.usage.on(node_name), requests, bonus=bonus) is None:
+                if node_fit.insufficient(node, self.cache.usage.on(node_name), requests, bonus=bonus) is None:
                     self._bind(pod, node_name, reservation)
                     return
         best, reasons = self._pick(spec, requests, nodes)
@@ -234,7 +158,7 @@ class Scheduler(Controller[tuple[str, str]]):
             nodes = [node] if node is not None else []
         wanted = feasible_nodes_to_find(len(nodes), self.options.percentage_of_nodes_to_score)
         start = self._next_start % len(nodes) if nodes else 0
-        fit = _fit(self.usage, spec, requests, policy=self.options.score)
+        fit = _fit(self.cache.usage, spec, requests, policy=self.options.score)
         best, examined = search(nodes, fit, start=start, wanted=wanted, reasons=reasons)
         if not pinned and nodes:
             self._next_start = (start + examined) % len(nodes)
@@ -248,7 +172,7 @@ class Scheduler(Controller[tuple[str, str]]):
         if rts is None:
             return []
         found = []
-        for name in sorted(self.available_reservations):
+        for name in sorted(self.cache.available_reservations):
             reservation = self.store.find(rts, "", name)
             owners = ((reservation or {}).get("spec") or {}).get("owners") or []
             if reservation is not None and reservations.owners_match(owners, pod):
@@ -314,10 +238,3 @@ class Scheduler(Controller[tuple[str, str]]):
                 message=message,
                 component="default-scheduler",
             )
-
-
-def _keep(members: set[str], name: str, member: bool) -> None:
-    if member:
-        members.add(name)
-    else:
-        members.discard(name)

@@ -4,42 +4,14 @@ replaces the highest stale pod once all are Ready, and the status counts."""
 
 from __future__ import annotations
 
-from typing import Any, Protocol
-
-from kubesim.controllers.owned import is_active, is_ready, template_hash
-from kubesim.records import Obj
-from kubesim.store import Store
-
-
-class Workloads(Protocol):
-    """What the pass uses of the workloads controller that runs it (without importing it: it imports this)."""
-
-    store: Store
-    pods: Any
-    statefulsets: Any
-
-    def _children(self, owner: Obj, rt: Any) -> list[Obj]: ...
-
-    def _create_pod(
-        self,
-        owner: Obj,
-        template: Obj,
-        generate: str | None = None,
-        *,
-        name: str | None = None,
-        extra_labels: dict[str, str] | None = None,
-    ) -> None: ...
-
-    def _status(self, rt: Any, obj: Obj, values: dict[str, Any]) -> None: ...
+from kubesim.controllers.owned import Workloads, desired, is_active, is_ready, template_hash
 
 
 def reconcile_statefulset(w: Workloads, namespace: str, name: str) -> None:
-    sts = w.store.find(w.statefulsets, namespace, name)
-    if sts is None or sts["metadata"].get("deletionTimestamp"):
+    found = desired(w, w.statefulsets, namespace, name=name)
+    if found is None:
         return
-    spec = sts.get("spec") or {}
-    replicas = int(spec.get("replicas", 1))
-    template = spec.get("template") or {}
+    sts, spec, replicas, template = found
     revision = f"{name}-{template_hash(template)}"
     ordered = spec.get("podManagementPolicy", "OrderedReady") == "OrderedReady"
     pods = {p["metadata"]["name"]: p for p in w._children(sts, w.pods)}
@@ -68,7 +40,7 @@ def reconcile_statefulset(w: Workloads, namespace: str, name: str) -> None:
     )
     for pod in extra[:1] if ordered else extra:
         if not pod["metadata"].get("deletionTimestamp"):
-            w.store.delete(w.pods, namespace, pod["metadata"]["name"])
+            w.store.verbs.delete(w.pods, namespace, pod["metadata"]["name"])
     current = [p for n, p in pods.items() if _ordinal(n, name) < replicas]
     if len(current) == replicas and all(is_ready(p) and is_active(p) for p in current):
         stale = [
@@ -78,7 +50,7 @@ def reconcile_statefulset(w: Workloads, namespace: str, name: str) -> None:
         ]
         if stale:
             victim = max(stale, key=lambda p: _ordinal(p["metadata"]["name"], name))
-            w.store.delete(w.pods, namespace, victim["metadata"]["name"])
+            w.store.verbs.delete(w.pods, namespace, victim["metadata"]["name"])
     active = [p for p in w._children(sts, w.pods) if is_active(p)]
     ready = sum(1 for p in active if is_ready(p))
     updated = sum(

@@ -25,7 +25,7 @@ from shared.api.audit import actor, audit_record
 from shared.api.messages import Decision, JobRef, WindowOpening
 from shared.api.surge import STRATEGY_SURGE
 from shared.durable import Durability
-from shared.ledger import ADMITTED, Candidate, Ledger, Verdict
+from shared.ledger import ADMITTED, DEFERRED, FORBIDDEN, REJECTED, Candidate, Ledger, Verdict
 from shared.redis_scripts import as_text
 from shared.slots import Slot
 
@@ -94,6 +94,33 @@ class Decisions:
             window=window,
         )
         await self.send(decision)
+
+    async def tell(self, batch: list[Prepared], verdicts: list[Verdict]) -> int:
+        """Publish a round's outcomes (pipelined, acknowledged together), then mark them told."""
+        told: list[str] = []
+        deferred: list[tuple[Prepared, Verdict]] = []
+        admitted = 0
+        for item, verdict in zip(batch, verdicts, strict=True):
+            uid = item.candidate.job_uid
+            if verdict.outcome == ADMITTED:
+                admitted += 1
+                await self.admitted(item.name, item.candidate, item.since, window=item.window)
+                told.append(uid)
+            elif verdict.outcome == FORBIDDEN:
+                await self.reject(
+                    item.name, uid, rejection_of(FORBIDDEN, verdict.rule, verdict.message, reason="")
+                )
+                told.append(uid)
+            elif verdict.outcome == REJECTED:
+                assert item.candidate.reject is not None
+                rule, reason, message = item.candidate.reject
+                await self.reject(item.name, uid, rejection_of(REJECTED, rule, message, reason=reason))
+                told.append(uid)
+            elif verdict.outcome == DEFERRED:
+                deferred.append((item, verdict))
+        await self.deferred(deferred)
+        await self.told(told)
+        return admitted
 
     async def reject(self, name: str, uid: str, rejection: filters.Rejection) -> None:
         decision = Decision(

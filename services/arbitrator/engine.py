@@ -11,17 +11,16 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
-from typing import NamedTuple
 
 from prometheus_client import Gauge, Histogram
 
-from services.arbitrator.candidates import Prepared, candidate, rejection_of
+from services.arbitrator.candidates import Prepared
 from services.arbitrator.decisions import Decisions, Publisher
 from services.arbitrator.fact_store import FactStore
 from services.arbitrator.gather import Gatherer, Loaded
 from services.arbitrator.keys import ArbitratorKeys
 from services.arbitrator.pod_events import PodEvents
+from services.arbitrator.round_reader import RoundReader
 from services.arbitrator.rounds import run_rounds
 from services.arbitrator.rules import filters, order
 from services.arbitrator.rules.facts import JobFacts, PodInfo, facts_of, queued_facts, queued_record
@@ -31,22 +30,13 @@ from shared.api.names import ANNOTATION_ABORT
 from shared.api.pmj import PHASE_PENDING, REASON_INVALID_SPEC, PodMigrationJob
 from shared.api.validation import validate_pmj
 from shared.config import MigrationControllerArgs, PodherdConfig
-from shared.ledger import ADMITTED, DEFERRED, FORBIDDEN, REJECTED, Candidate, Ledger, Verdict
-from shared.redis_scripts import as_text
+from shared.ledger import DEFERRED, Ledger, Verdict
 from shared.slots import pdb_slot, workload_slot
 from shared.stats import MigrationStats
 from shared.windows import Windows
 from shared.workload_kinds import BUILTIN
 
 log = logging.getLogger(__name__)
-
-
-class _Round(NamedTuple):
-    """A round of the queue's head as read: its jobs' facts by position (a job gone is absent)."""
-
-    uids: list[str]
-    loaded: dict[int, Loaded]
-    since: list[bytes | None]
 
 
 QUEUE = Gauge("podherd_arbitrator_queue_jobs", "Jobs waiting for admission")
@@ -76,7 +66,6 @@ class Engine:
     ) -> None:
         self.config = config
         self.args = config.migration_controller
-        self.workload_kinds = frozenset((*BUILTIN, *(k.name for k in config.watcher.workload_kinds)))
         self.facts = facts
         self.ledger = ledger
         self.publisher = publisher
@@ -96,7 +85,14 @@ class Engine:
             subject=subject,
             audit_subject=audit_subject,
         )
-        self.windows = Windows(self.args.disruption_windows)
+        self.rounds = RoundReader(
+            self.redis,
+            self.keys,
+            self.gather,
+            args=self.args,
+            windows=Windows(self.args.disruption_windows),
+            workload_kinds=frozenset((*BUILTIN, *(k.name for k in config.watcher.workload_kinds))),
+        )
         self.next_timer: float | None = None  # seconds until the ledger's next timer, as of the last pass
         self._sweep_cursor = 0
         self._last_announce_check = 0.0
@@ -220,10 +216,10 @@ class Engine:
         admitted = await run_rounds(
             self.ledger,
             self.config.arbitrator.scan_depth,
-            read=self._read_round,
-            make=self._make_round,
+            read=self.rounds.read,
+            make=self.rounds.make,
             admit=self._admit,
-            tell=self._tell,
+            tell=self.decisions.tell,
         )
         if clock - self._last_gauge >= 1.0:
             self._last_gauge = clock
@@ -250,64 +246,6 @@ class Engine:
             await self.ledger.queue.wake_slots([pdb_slot(ident)])
         elif kind == "workload":
             await self.ledger.queue.wake_slots([workload_slot(ident)])
-
-    async def _tell(self, batch: list[Prepared], verdicts: list[Verdict]) -> int:
-        """Publish a round's outcomes (pipelined, acknowledged together), then mark them told."""
-        told: list[str] = []
-        deferred: list[tuple[Prepared, Verdict]] = []
-        admitted = 0
-        for item, verdict in zip(batch, verdicts, strict=True):
-            uid = item.candidate.job_uid
-            if verdict.outcome == ADMITTED:
-                admitted += 1
-                await self.decisions.admitted(item.name, item.candidate, item.since, window=item.window)
-                told.append(uid)
-            elif verdict.outcome == FORBIDDEN:
-                await self.decisions.reject(
-                    item.name, uid, rejection_of(FORBIDDEN, verdict.rule, verdict.message, reason="")
-                )
-                told.append(uid)
-            elif verdict.outcome == REJECTED:
-                assert item.candidate.reject is not None
-                rule, reason, message = item.candidate.reject
-                await self.decisions.reject(
-                    item.name, uid, rejection_of(REJECTED, rule, message, reason=reason)
-                )
-                told.append(uid)
-            elif verdict.outcome == DEFERRED:
-                deferred.append((item, verdict))
-        await self.decisions.deferred(deferred)
-        await self.decisions.told(told)
-        return admitted
-
-    async def _read_round(self, uids: list[str]) -> _Round:
-        """A round's jobs as queued, when each entered the queue, and what the rules need to know of them."""
-        pipe = self.redis.pipeline(transaction=False)
-        pipe.hmget(self.keys.jobs, uids)
-        pipe.hmget(self.keys.since, uids)
-        raw_jobs, since = await pipe.execute()
-        mode = self.args.default_job_mode
-        present = [(i, queued_facts(r, mode)) for i, r in enumerate(raw_jobs) if r]
-        loaded = await self.gather.load([j for _, j in present])
-        return _Round(uids, dict(zip((i for i, _ in present), loaded, strict=True)), since)
-
-    def _make_round(self, read: _Round) -> list[Prepared]:
-        out = []
-        now = time.time()
-        moment = datetime.fromtimestamp(now, UTC)
-        for i, uid in enumerate(read.uids):
-            item = read.loaded.get(i)
-            raw_since = read.since[i]
-            entered = float(as_text(raw_since)) if raw_since else now
-            if item is None:
-                out.append(Prepared(Candidate(uid, "", (), (), drop=True), uid, entered))
-                continue
-            pod = item.pod
-            window = self.windows.at(pod.namespace, pod.labels, moment) if self.windows and pod else None
-            made = candidate(uid, item, self.args, window=window, now=moment, known=self.workload_kinds)
-            name = item.facts.name or uid
-            out.append(Prepared(made, name, entered, window=window.opening if window else None))
-        return out
 
     async def _job(self, uid: str) -> JobFacts | None:
         data = await self.redis.hget(self.keys.jobs, uid)

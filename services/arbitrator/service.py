@@ -20,7 +20,6 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-import aiohttp
 import msgspec
 import redis.asyncio as aioredis
 from nats.aio.client import Client as NatsClient
@@ -29,18 +28,17 @@ from prometheus_client import Gauge
 
 from services.arbitrator.engine import Engine
 from services.arbitrator.fact_store import FactStore
+from services.arbitrator.rebuild import API_OUTAGE, LedgerRebuild
 from shared import bus, nats_connect, redis_client
-from shared.api import codec, paths
+from shared.api import codec
 from shared.api.messages import EventHead, ObjectEvent, PdbInfo, PodInfo, WorkloadInfo
-from shared.api.pmj import PHASE_RUNNING, PodMigrationJob
-from shared.api.pmj_read import read_pmj
+from shared.api.pmj import PodMigrationJob
 from shared.backoff import Backoff
 from shared.config import PodherdConfig
 from shared.consume import durable, run_consumer
 from shared.durations import parse_duration
-from shared.kube import KubeClient, KubeError
-from shared.ledger import Ledger, recorded
-from shared.ledger_rebuild import HeldJob
+from shared.kube import KubeClient
+from shared.ledger import Ledger
 from shared.ops import OpsServer
 from shared.publisher import Publisher
 from shared.redis_client import redis_address
@@ -53,7 +51,6 @@ T = TypeVar("T")
 Outcomes = list[BaseException | None]  # per message of a fetch: None (done) or why not
 CONSUMER = "arbitrator"
 # What the API server raises when it does not answer or refuses (its client errors are OSErrors too).
-API_OUTAGE = (KubeError, aiohttp.ClientError)
 FACT_KINDS = ("pods", "poddisruptionbudgets", "deployments", "statefulsets", "replicasets", bus.WORKLOADS)
 USAGE_INTERVAL = 5.0
 # A batch of events waits this long once its first event is in, for those that come with it: applying them
@@ -82,7 +79,6 @@ class Arbitrator:
         self.subjects = bus.Subjects(config.nats.subject_prefix)
         self.set_up = bus.SetUp("arbitrator")
         self.client = client
-        self.kube = kube
         self.facts = FactStore(client, config.redis.key_prefix)
         self.ledger = Ledger(client, config.redis.key_prefix, parse_duration(config.arbitrator.slot_ttl))
         self.engine = Engine(
@@ -97,6 +93,21 @@ class Arbitrator:
         self.redis_down = Backoff("Redis", redis_address(config.redis))
         self.api_down = Backoff("the Kubernetes API server", kube.api.configuration.host if kube else "")
         self._windows_checked = False
+        self.rebuild = LedgerRebuild(config, self.ledger, self.engine, kube=kube, replay=self._replay)
+
+    async def _replay(self) -> int:
+        """What Redis lost with the ledger (facts, pending jobs) from the last event of every object on the
+        events stream, through the ordinary event path: facts first, then the jobs (pending ones are queued
+        again; those already running are in the ledger's rebuild). Returns how many events were replayed."""
+        replayed = 0
+        for kind in (*FACT_KINDS, "podmigrationjobs"):
+            stream = self.subjects.events_stream
+            async for chunk in bus.last_per_subject(self.js, stream, self.subjects.events_of(kind)):
+                for outcome in await self.handle_batch(chunk):
+                    if outcome is not None:
+                        raise outcome
+                replayed += len(chunk)
+        return replayed
 
     async def setup(self) -> Any:
         await bus.ensure_events_stream(self.js, self.subjects, self.config.nats)
@@ -157,65 +168,12 @@ class Arbitrator:
             ):
                 await self.engine.on_facts("workload", key)
 
-    async def ensure_ledger(self) -> bool:
-        """True once the ledger is complete; rebuilds it (one replica at a time) when it is not."""
-        generation = await self.ledger.completeness.generation()
-        if generation is not None:
-            self.engine.decisions.generation = generation
-            return True
-        lock = self.ledger.keys.key("rebuilding")
-        if not await self.client.set(lock, self.config.replica, nx=True, ex=30):
-            return False
-        try:
-            running = await self._running_jobs()
-            refilled = await self.refill_from_stream()
-            count = await self.ledger.completeness.rebuild(running)
-            await self.engine.durability.confirm()  # admitted against only once replicas hold it
-            self.engine.decisions.generation = await self.ledger.completeness.generation() or ""
-            log.warning("ledger rebuilt from %d running jobs (%d events replayed)", count, refilled)
-            return True
-        except (*redis_client.OUTAGE, *API_OUTAGE):
-            raise  # the admission loop waits it out
-        except Exception:
-            log.exception("ledger rebuild failed; admissions stay closed")
-            return False
-        finally:
-            await self.client.delete(lock)
-
     async def windows_configured(self) -> None:
         """Jobs parked until an opening of windows configured otherwise are looked at again now."""
         engine = self.engine
         digest = hashlib.sha1(msgspec.json.encode(engine.args.disruption_windows)).hexdigest()
         if await self.client.set(engine.keys.windows, digest, get=True) not in (digest, digest.encode()):
             engine.next_timer = await self.ledger.queue.tick(rewind=True)
-
-    async def refill_from_stream(self) -> int:
-        """What Redis lost with the ledger (facts, pending jobs) from the last event of every object on the
-        events stream, through the ordinary event path: facts first, then the jobs (pending ones are queued
-        again; those already running are in the ledger's rebuild). Returns how many events were replayed."""
-        replayed = 0
-        for kind in (*FACT_KINDS, "podmigrationjobs"):
-            stream = self.subjects.events_stream
-            async for chunk in bus.last_per_subject(self.js, stream, self.subjects.events_of(kind)):
-                for outcome in await self.handle_batch(chunk):
-                    if outcome is not None:
-                        raise outcome
-                replayed += len(chunk)
-        return replayed
-
-    async def _running_jobs(self) -> list[HeldJob]:
-        if self.kube is None:
-            return []
-        body = await self.kube.arequest("GET", paths.JOBS)
-        held = []
-        for item in msgspec.json.decode(body)["items"]:
-            job, invalid = read_pmj(item)
-            if invalid is not None:
-                continue  # holds nothing: the tracker ends it
-            record = recorded(job.metadata.uid or "", job.metadata.annotations or {})
-            if job.phase == PHASE_RUNNING and record is not None:
-                held.append(record)
-        return held
 
     async def admission_loop(self, stop: asyncio.Event) -> None:
         """A pass on every wake-up (events, releases), at the ledger's next timer (a token due, facts
@@ -239,7 +197,7 @@ class Arbitrator:
                 break
             try:
                 async with asyncio.timeout(PASS_DEADLINE):
-                    if not await self.ensure_ledger():
+                    if not await self.rebuild.ensure_ledger():
                         continue
                     if not self._windows_checked:  # once, when Redis first answers (not at start: it may not)
                         await self.windows_configured()

@@ -18,25 +18,22 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-import msgspec
 from nats.aio.client import Client as NatsClient
 from nats.aio.msg import Msg
-from prometheus_client import Counter
 
-from services.executor.policies import POLICIES
-from services.executor.refusals import refusal
+from services.executor.evicting import Evictor
+from services.executor.metrics import ACTIONS
 from services.executor.reporting import report_of
 from services.executor.reservations import reservation_for, to_delete
-from services.executor.room import no_room, room_checked
 from services.executor.surging import Surger
 from shared import bus, nats_connect
 from shared.api import codec, paths
-from shared.api.messages import Command, Outcome, Step
+from shared.api.messages import AuditRecord, Command, Outcome, Step
 from shared.api.names import ANNOTATION_ABORT, LABEL_CREATED_BY, LABEL_JOB
-from shared.api.pmj import MODE_EVICT_DIRECTLY, TERMINAL_PHASES, PodMigrationJob
+from shared.api.pmj import TERMINAL_PHASES, PodMigrationJob
 from shared.api.pmj_read import runnable
 from shared.api.pod import Pod, pod_from
-from shared.api.reservation import attempt_of, made_for, reservation_name
+from shared.api.reservation import made_for, reservation_name
 from shared.config import PodherdConfig
 from shared.consume import Retry, by_key, durable, read_or_retry, run_consumer
 from shared.kube import KubeClient, KubeError, api_check
@@ -46,23 +43,6 @@ from shared.publisher import Publisher
 from shared.runtime import close_nats, nats_check
 
 log = logging.getLogger(__name__)
-ACTIONS = Counter("podherd_executor_actions_total", "Executor actions", ["step", "policy", "outcome"])
-EVICTIONS = Counter(
-    "podherd_evictions_total",
-    "Evictions by policy and outcome (done, blocked, background, failed)",
-    ["policy", "outcome"],
-)
-# KEP-1397: evictions answered "Eviction triggered": evacuations requested and left to another component.
-POD_EVACUATIONS = Counter("podherd_pod_evacuations", "Pods whose eviction was requested in the background")
-
-
-def _count_eviction(policy: str, outcome: str) -> None:
-    ACTIONS.labels("evict", policy, outcome).inc()
-    EVICTIONS.labels(policy, outcome).inc()
-    if outcome == "background":
-        POD_EVACUATIONS.inc()
-
-
 CONSUMER = "executor"
 COMMANDS_AT_ONCE = 64  # jobs one replica acts for at once
 # A cleanup is done for a job that is gone too; an unsurge after its job ended (what its surge added goes,
@@ -84,6 +64,9 @@ class Executor:
         self.set_up = bus.SetUp("executor")
         self.publisher = Publisher(nc)
         self.surger = Surger(kube, self.args, self._report)
+        self.evictor = Evictor(
+            kube, self.args, self._report, get=self._get, audit=self._audit, replica=config.replica
+        )
         # One handler per step of a job that exists (a cleanup is done whatever became of its job).
         self.handlers: dict[Step, Handler] = {
             "reserve": self._reserve,
@@ -147,7 +130,7 @@ class Executor:
 
     async def _evict(self, job: PodMigrationJob, command: Command, msg: Msg) -> None:
         delivered = getattr(getattr(msg, "metadata", None), "num_delivered", 1) or 1
-        await self.evict(job, command, delivered)
+        await self.evictor.evict(job, command, delivered)
 
     async def reserve(self, job: PodMigrationJob, attempt: int) -> None:
         if name := job.user_reservation:
@@ -184,60 +167,6 @@ class Executor:
             # The job ended (and was cleaned up) between our read and the create: take it back.
             with contextlib.suppress(KubeError):
                 await self.kube.arequest("DELETE", paths.reservation(name))
-
-    async def evict(self, job: PodMigrationJob, command: Command, delivered: int) -> None:
-        """`delivered`: how many times this command came, for the backoff of a refused eviction."""
-        pod_uid = command.pod_uid
-        ref = job.spec.pod_ref
-        assert ref is not None
-        pod = await self._pod(str(ref.namespace), str(ref.name))
-        if pod is None or (pod_uid and pod.metadata.uid != pod_uid):
-            await self._report(
-                job, "evict", "gone", message=f"pod {ref.namespace}/{ref.name} is already gone"
-            )
-            return
-        if pod.metadata.deletion_timestamp is not None:
-            return  # already going: never evicted twice
-        room = ""
-        if (job.spec.mode or self.args.default_job_mode) != MODE_EVICT_DIRECTLY:
-            reservation = await self._current_reservation(job, command.attempt)
-            problem = no_room(reservation, pod.node_name)
-            if problem is not None:
-                await self._report(job, "evict", "blocked", message=f"not evicting: {problem.why}")
-                if problem.later:
-                    raise Retry(problem.why, BACKOFF_BASE)
-                return
-            held = (reservation or {}).get("metadata") or {}
-            version = held.get("resourceVersion")
-            room = f" (Reservation {held.get('name')} Available at resourceVersion {version})"
-            await self._room_checked(job, reservation or {}, pod)
-            # Told before the eviction: should the room be taken in between, the tracker waits for this
-            # eviction's outcome instead of reserving again.
-            await self._report(job, "evict", "checked", message=f"evicting{room}")
-        policy = self.args.eviction_policy
-        options = job.spec.delete_options or self.args.default_delete_options
-        delete_options = msgspec.to_builtins(options) if options is not None else {}
-        try:
-            await POLICIES[policy](self.kube, pod, delete_options=delete_options, job=job.metadata.name or "")
-        except KubeError as exc:
-            if exc.status == 404:
-                await self._report(
-                    job, "evict", "gone", message=f"pod {ref.namespace}/{ref.name} is already gone"
-                )
-                return
-            outcome = refusal(exc.status, exc.message, exc.causes, annotations=pod.metadata.annotations or {})
-            if outcome == "background":
-                _count_eviction(policy, "background")
-                await self._report(job, "evict", "background", message=exc.message)
-                return
-            _count_eviction(policy, outcome)
-            await self._report(job, "evict", outcome, message=exc.message or str(exc))
-            if exc.status == 429 or exc.retryable:
-                raise Retry(exc.message, min(BACKOFF_MAX, BACKOFF_BASE * 2 ** (delivered - 1))) from exc
-            return
-        _count_eviction(policy, "done")
-        await self._report(job, "evict", "done", message=f"{policy}: pod {ref.namespace}/{ref.name}{room}")
-        log.info("evicted %s/%s (%s)", ref.namespace, ref.name, policy, extra={"job": job.metadata.name})
 
     async def cleanup(
         self, job_name: str, keep_untaken: bool = False, also: Sequence[str] = (), *, attempts: int = 0
@@ -280,33 +209,7 @@ class Executor:
     async def _get(self, path: str) -> dict[str, Any] | None:
         return await read_or_retry(self.kube.get_json(path), f"reading {path}", BACKOFF_BASE)
 
-    async def _current_reservation(self, job: PodMigrationJob, attempt: int) -> dict[str, Any] | None:
-        """The Reservation the job's replacement is to take: the one the user named, else the attempt the
-        command names (read by its name), else its latest attempt (listed: a command from before the
-        tracker named attempts, or one whose Reservation is gone). Not read through its reservationRef,
-        which the tracker may not have pointed at it yet."""
-        if name := job.user_reservation:
-            return await self._get(paths.reservation(name))
-        job_name = job.metadata.name or ""
-        found = await self._get(paths.reservation(reservation_name(job_name, attempt)))
-        if found is not None and made_for(found, job_name):
-            return found
-        selector = f"{LABEL_CREATED_BY}=podherd,{LABEL_JOB}={job_name}"
-        items = await read_or_retry(
-            self.kube.list_items(paths.RESERVATIONS, selector), "listing", BACKOFF_BASE
-        )
-        if items:
-            return max(items, key=attempt_of)
-        if ref := job.spec.reservation_ref_name:  # named as Podherd names them, yet not made by Podherd?
-            found = await self._get(paths.reservation(ref))
-            if found is not None and not made_for(found, job_name):
-                return found
-        return None
-
-    async def _room_checked(self, job: PodMigrationJob, reservation: dict[str, Any], pod: Pod) -> None:
-        """On the audit stream before the eviction: the room the replacement goes to, as read, so an auditor
-        can hold every eviction against the Reservation's history (see `room.room_checked`)."""
-        record = room_checked(job, reservation, pod, actor=f"executor/{self.config.replica}")
+    async def _audit(self, job: PodMigrationJob, record: AuditRecord) -> None:
         await self.publisher.publish_audit(self.subjects.audit(job.metadata.name or ""), record)
         await self.publisher.flush()
 

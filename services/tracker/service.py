@@ -20,9 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from typing import cast
 
-import msgspec
 import redis.asyncio as aioredis
 from nats.aio.client import Client as NatsClient
 
@@ -32,30 +30,22 @@ from services.tracker.intake.drains import Drains
 from services.tracker.intake.intents import IntentIntake
 from services.tracker.intake.node_fit import NodeFit
 from services.tracker.intake.requesters import Requesters
-from services.tracker.jobs import deeds, machine
 from services.tracker.jobs.effects import Effects
 from services.tracker.jobs.endings import Endings
 from services.tracker.jobs.locks import JobLocks, announcer
 from services.tracker.jobs.observer import Observer
 from services.tracker.jobs.periodic import Periodic
+from services.tracker.jobs.reconciler import LOCK_MS, JobParts, Reconciler
 from services.tracker.jobs.state import JobState
 from services.tracker.jobs.triggers import Triggers
 from services.tracker.keys import TrackerKeys
 from shared import bus, nats_connect, redis_client
-from shared.api import codec, paths
-from shared.api.pmj import (
-    PHASE_PENDING,
-    Phase,
-    PodMigrationJob,
-)
-from shared.api.pmj_read import read_pmj
 from shared.config import PodherdConfig
-from shared.consume import Durable, Retry, coalesced, durable, run_consumer
+from shared.consume import Durable, coalesced, durable, run_consumer
 from shared.durations import parse_duration
 from shared.keyed import Coalescing
-from shared.kube import KubeClient, KubeError, api_check
+from shared.kube import KubeClient, api_check
 from shared.ledger import Ledger
-from shared.logs import about_job
 from shared.ops import OpsServer
 from shared.publisher import Publisher
 from shared.runtime import close_nats, nats_check
@@ -63,9 +53,6 @@ from shared.stats import MigrationStats
 
 log = logging.getLogger(__name__)
 EVENTS_CONSUMER, JOBS_CONSUMER = "tracker", "tracker-jobs"  # durable names: the cluster's objects, the jobs'
-LOCK_MS = 15_000
-# How long a reconcile waits for another one of the same job to end before handing its message back.
-LOCK_WAIT = 1.0
 # Jobs one replica reconciles at once: each waits mostly on the API server and Redis, and jobs are
 # independent of each other (a per-job lock in Redis keeps one replica at a time on a job).
 RECONCILES_AT_ONCE = 64
@@ -75,6 +62,8 @@ BATCHES_AT_ONCE = 64
 
 
 class Tracker:
+    reconciler_type: type[Reconciler] = Reconciler
+
     def __init__(
         self, config: PodherdConfig, nc: NatsClient, client: aioredis.Redis, *, kube: KubeClient
     ) -> None:
@@ -105,6 +94,12 @@ class Tracker:
             effects=self.effects,
             state=self.state,
             durability=durability,
+        )
+        self.reconciler = self.reconciler_type(
+            client,
+            self.keys,
+            kube,
+            parts=JobParts(self.observer, self.state, self.effects, self.endings, self.locks),
         )
         self.triggers = Triggers(
             client,
@@ -209,114 +204,8 @@ class Tracker:
             group.create_task(self.periodic.report_phases(stop))
             group.create_task(self.effects.recorder.run(stop))
 
-    # ----------------------------------------------------------------------------------------------------
-    # Reconciling one job
-
     async def reconcile(self, name: str) -> None:
-        with about_job(name):
-            await self._reconcile(name)
-
-    async def _reconcile(self, name: str) -> None:
-        # Within its lock's life: a reconcile still running when another replica may take the job stops.
-        async with asyncio.timeout(LOCK_MS / 1000 - 1):
-            await self._reconcile_locked(name)
-
-    async def _reconcile_locked(self, name: str) -> None:
-        if not await self.locks.acquire(name, LOCK_WAIT):
-            raise Retry(f"job {name} is being handled by another replica", 0.2)
-        try:
-            for _ in range(8):
-                if await self._reconcile_once(name):
-                    return
-            raise Retry(f"job {name}: the status kept changing under us", 0.5)
-        finally:
-            await self.locks.release(name)
-
-    async def _reconcile_once(self, name: str) -> bool:
-        """Read the job, let the machine decide, carry out what that takes (`deeds.plan`). False: the job
-        changed meanwhile, or it has just started waiting for a replacement: look again."""
-        raw = await self.observer.get(paths.job(name))
-        if raw is None:
-            return True
-        job, invalid = read_pmj(raw)
-        if invalid is not None:
-            return await self.endings.end_invalid(raw, job, invalid)
-        observed = await self.observer.observe(job)
-        step = machine.progress(observed)
-        todo = deeds.plan(job, observed, step)
-
-        async def settles(written: PodMigrationJob | None) -> None:
-            """An own write whose event brings nothing to decide, remembered at once: the watcher's event
-            of it often comes back before this reconcile ends. Should this replica die before its commands,
-            the message that started the reconcile is redelivered and the step decided, and acted, again."""
-            if written is not None and machine.settled(observed, step, written):
-                await self.state.settled(name, [written.metadata.resource_version or ""])
-
-        if todo.write:
-            body = {**raw, "status": msgspec.to_builtins(step.status)}
-            try:
-                answer = await self.kube.arequest("PUT", paths.job_status(name), body=body)
-            except KubeError as exc:
-                if exc.status == 409:
-                    return False  # changed meanwhile: read it again and decide again
-                if exc.status == 404:
-                    return True
-                raise
-            await settles(codec.decode(answer, PodMigrationJob))
-            await self._transitioned(job, job.status.phase if job.status else None, step)
-        elif todo.retell:
-            # Written, but its audit record was never acknowledged (NATS lost it, or this replica died in
-            # between): told now, under the same id (a repeat is dropped by the stream).
-            audited = cast(Phase, observed.audited) if observed.audited else None
-            await self._transitioned(job, audited, machine.Step(step.status))
-        if todo.record_ledger:
-            # What it holds in the ledger, and a strategy the arbitrator chose, written on the PMJ.
-            await settles(await self.endings.record_ledger(job, surge=observed.surge))
-        for deed in todo.deeds:
-            await self._carry_out(job, deed)
-        if todo.point_at is not None:
-            # After the commands: the migration goes on.
-            await settles(await self.effects.point_at(job, todo.point_at))
-        return await self._keep(job, todo)
-
-    async def _carry_out(self, job: PodMigrationJob, deed: deeds.Deed) -> None:
-        name = job.metadata.name or ""
-        match deed:
-            case deeds.InFlight(workload):
-                await self.state.in_flight(name, workload)
-            case deeds.Asked(attempt):
-                await self.state.asked(job, attempt)  # before the command: its name is read from now on
-            case deeds.Command(step, pod_uid, attempt, target):
-                more = {"attempt": attempt} if attempt is not None else {"target": target}
-                await self.effects.command(job, step, pod_uid, **more)
-            case deeds.Cleanup(workload, reservation, attempts):
-                await self.endings.cleanup(job, workload, reservation, attempts=attempts)
-            case deeds.Release(phase, cleanup_if_in_flight):
-                if cleanup_if_in_flight and await self.state.was_in_flight(name):
-                    await self.endings.cleanup(job, None)
-                await self.endings.release(job, phase)
-
-    async def _keep(self, job: PodMigrationJob, todo: deeds.Plan) -> bool:
-        """What the tracker keeps of the job, in one round trip. False when it has just been registered as
-        waiting for a replacement: one that bound in between kicked no one, so look once more (every later
-        bind kicks this job)."""
-        name = job.metadata.name or ""
-        pipe = self.client.pipeline(transaction=False)
-        if todo.look_again_at is None:
-            await self.state.untrack(job)
-        else:
-            if todo.atomic_drain is not None:  # its drain waits for every pod's room
-                pipe.sadd(self.keys.atomic_drains, todo.atomic_drain)
-            self.state.tracking(job, pipe, at=todo.look_again_at)
-        if todo.waits_no_more_in:
-            pipe.srem(self.keys.waiting(todo.waits_no_more_in), name)
-        if len(pipe):
-            await pipe.execute()
-        return not (todo.waits_in and await self.client.sadd(self.keys.waiting(todo.waits_in), name))
-
-    async def _transitioned(self, job: PodMigrationJob, previous: Phase | None, step: machine.Step) -> None:
-        await self.effects.transitioned(job, previous, step)
-        await self.state.phase_written(job.metadata.name or "", step.status.phase or PHASE_PENDING)
+        await self.reconciler.reconcile(name)
 
 
 async def main(config: PodherdConfig, stop: asyncio.Event, ops: OpsServer) -> None:

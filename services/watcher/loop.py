@@ -13,20 +13,15 @@ The loop (kopf's watching.py and client-go's reflector are the models):
 - An object that does not decode is published with its identity and the error (the tracker fails a bad PMJ
   with the reason) instead of stopping the loop.
 
-Publishing is pipelined; a checkpoint is written only after every event before it was acknowledged, so a
-crash anywhere resumes without a gap, and `Nats-Msg-Id = uid/resourceVersion` removes the duplicates a
-resume re-publishes.
+What it sees goes to its Emitter (services.watcher.emitter): published, pipelined, and checkpointed.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime
-from typing import Any
 
 import aiohttp
 import msgspec
@@ -36,10 +31,9 @@ from nats.js import JetStreamContext
 from services.watcher import metrics
 from services.watcher.checkpoints import Checkpoints
 from services.watcher.decode import MetaOnly, RawList, WatchLine, WorkloadResolver
-from services.watcher.kinds import Decoded, KindSpec
+from services.watcher.emitter import Emitter, PublishFailed
+from services.watcher.kinds import KindSpec
 from services.watcher.sources import Known, decode_or_skip, follow_replicasets, known_from_stream
-from shared.api import codec
-from shared.api.messages import EventType, ObjectEvent
 from shared.backoff import SharedBackoff
 from shared.bus import Subjects
 from shared.config import WatcherConfig
@@ -49,7 +43,6 @@ from shared.publisher import Publisher
 from shared.waits import cancel_and_wait, wait_event
 
 log = logging.getLogger(__name__)
-EVENT_TYPES = ("ADDED", "MODIFIED", "DELETED")
 
 
 class _Status(msgspec.Struct):
@@ -103,29 +96,29 @@ class KindWatcher:
         ready: asyncio.Event | None = None,
         api_down: SharedBackoff | None = None,
     ) -> None:
-        self.spec, self.kube, self.js, self.subjects = spec, kube, js, subjects
-        self.checkpoints, self.config, self.term = checkpoints, config, term
-        self.publisher = publisher or Publisher(js._nc)
+        self.spec, self.kube, self.js, self.subjects, self.config = spec, kube, js, subjects, config
+        self.out = Emitter(
+            spec,
+            kube,
+            subjects=subjects,
+            publisher=publisher or Publisher(js._nc),
+            checkpoints=checkpoints,
+            term=term,
+        )
+        self.checkpoints = checkpoints
         self.resolver = WorkloadResolver()
         self.api_down = api_down or api_backoff(kube, config)  # shared by the kinds: one line per step
-        self.known: Known = {}  # what the stream holds, complete once listed
-        self.known_complete = False
-        self.rv: str | None = None  # resourceVersion of the last event handed to the publisher
-        self.saved_rv: str | None = None  # resourceVersion of the last checkpoint
-        self._arrivals: list[float] = []
         self.ready = ready or asyncio.Event()  # set once the first list or watch is established
-        # Set when a checkpoint's flush found a publish unacknowledged: the watch stops and resumes from the
-        # last checkpoint, so the lost event is published again (a later flush, with nothing pending, would
-        # otherwise succeed and checkpoint past it).
-        self._unacknowledged = asyncio.Event()
-        self._counters = {t: metrics.EVENTS.labels(spec.plural, t) for t in EVENT_TYPES}
         self.selection = Selection(spec, config)
 
     async def run(self, stop: asyncio.Event) -> None:
-        self.rv = self.saved_rv = await self.checkpoints.load(self.spec.plural)
+        out = self.out
+        out.rv = out.saved_rv = await self.checkpoints.load(self.spec.plural)
         backoff = 0.25
         ceiling = parse_duration(self.config.backoff_max)
-        ticker = asyncio.create_task(self._checkpoint_every(stop), name=f"checkpoint-{self.spec.plural}")
+        ticker = asyncio.create_task(
+            out.checkpoint_every(stop, self.config.checkpoint_interval), name=f"checkpoint-{self.spec.plural}"
+        )
         resolver = None
         try:
             if self.spec.plural == "pods":
@@ -135,17 +128,17 @@ class KindWatcher:
                 )
             while not stop.is_set():
                 try:
-                    if self.rv is None:
+                    if out.rv is None:
                         await self.relist()
                     await _until(stop, self._watch_while_acknowledged())
                     backoff = 0.25
                     continue
                 except KubeError as exc:
                     if exc.gone:
-                        log.info("%s: resourceVersion %s is gone; relisting", self.spec.plural, self.rv)
+                        log.info("%s: resourceVersion %s is gone; relisting", self.spec.plural, out.rv)
                         metrics.RESTARTS.labels(self.spec.plural, "gone").inc()
-                        await self.flush()
-                        self.rv = None
+                        await out.flush()
+                        out.rv = None
                         continue
                     reason = "throttled" if exc.status == 429 else ("server" if exc.retryable else "client")
                     metrics.RESTARTS.labels(self.spec.plural, reason).inc()
@@ -163,24 +156,25 @@ class KindWatcher:
                     log.warning(
                         "%s: publishing failed, resuming from the checkpoint: %s", self.spec.plural, exc
                     )
-                    self.rv = self.saved_rv
+                    out.rv = out.saved_rv
                 await _sleep_or_stop(stop, backoff)
                 backoff = min(ceiling, backoff * 2)
-            await self.checkpoint()
+            await out.checkpoint()
         finally:
             await cancel_and_wait(ticker, resolver)
 
     async def _watch_while_acknowledged(self) -> None:
-        self._unacknowledged.clear()
-        await _until(self._unacknowledged, self.watch())
-        if self._unacknowledged.is_set():
+        self.out.unacknowledged.clear()
+        await _until(self.out.unacknowledged, self.watch())
+        if self.out.unacknowledged.is_set():
             raise PublishFailed("a publish since the last checkpoint was not acknowledged")
 
     async def relist(self) -> None:
         metrics.RELISTS.labels(self.spec.plural).inc()
+        out = self.out
         known = (
-            self.known
-            if self.known_complete
+            out.known
+            if out.known_complete
             else await known_from_stream(self.js, self.subjects, self.spec.plural)
         )
         seen: Known = {}
@@ -206,35 +200,25 @@ class KindWatcher:
                 previous = known.get(meta.uid)
                 if previous is not None and previous[2] == meta.resourceVersion:
                     continue  # already on the stream
-                await self._emit("ADDED" if previous is None else "MODIFIED", decoded, arrived)
+                await out.emit("ADDED" if previous is None else "MODIFIED", decoded, arrived)
             token = page.metadata.continue_
             if not token:
                 break
-        for uid, (namespace, name, rv) in known.items():
+        for uid, was in known.items():
             if uid not in seen:
-                payload = self.spec.minimal(uid, namespace, name)
-                event = ObjectEvent(
-                    kind=self.spec.kind,
-                    type="DELETED",
-                    name=name,
-                    uid=uid,
-                    resource_version=rv,
-                    namespace=namespace or None,
-                    observed_at=datetime.now(UTC),
-                    object=payload,
-                )
-                await self._publish(event, f"{uid}/deleted", time.monotonic())
-        self.known = seen
-        self.known_complete = True
-        self.rv = list_rv
-        await self.checkpoint()
+                await out.vanished(uid, was)
+        out.known = seen
+        out.known_complete = True
+        out.rv = list_rv
+        await out.checkpoint()
         self.ready.set()
         self.api_down.answered()
 
     async def watch(self) -> None:
+        out = self.out
         query = [
             ("watch", "true"),
-            ("resourceVersion", self.rv or ""),
+            ("resourceVersion", out.rv or ""),
             ("allowWatchBookmarks", "true"),
             ("timeoutSeconds", str(int(parse_duration(self.config.watch_timeout)))),
             *self.selection.query(),
@@ -258,90 +242,14 @@ class KindWatcher:
                 status = msgspec.json.decode(event.object, type=_Status)
                 raise error_from(status.code or 500, bytes(event.object))
             if event.type == "BOOKMARK":
-                self.rv = msgspec.json.decode(event.object, type=MetaOnly).metadata.resourceVersion or self.rv
+                out.rv = msgspec.json.decode(event.object, type=MetaOnly).metadata.resourceVersion or out.rv
                 continue
             decoded = decode_or_skip(self.spec, event.object, self.resolver)
             if decoded is None:
                 continue
             if self.selection.wanted(decoded.meta.namespace):
-                await self._emit(event.type, decoded, arrived)
-            self.rv = decoded.meta.resourceVersion or self.rv
-
-    # ----------------------------------------------------------------------------------------------------
-    # Publishing and checkpoints
-
-    async def _emit(self, event_type: EventType, decoded: Decoded, arrived: float) -> None:
-        meta = decoded.meta
-        if event_type not in EVENT_TYPES:
-            return
-        event = ObjectEvent(
-            kind=self.spec.kind,
-            type=event_type,
-            name=meta.name,
-            uid=meta.uid,
-            resource_version=meta.resourceVersion,
-            namespace=meta.namespace,
-            observed_at=datetime.now(UTC),
-            object=await payload_of(self.kube, self.spec, decoded, event_type=event_type),
-            error=decoded.error,
-        )
-        await self._publish(event, f"{meta.uid}/{meta.resourceVersion}", arrived)
-        if event_type == "DELETED":
-            self.known.pop(meta.uid, None)
-        else:
-            self.known[meta.uid] = (meta.namespace or "", meta.name, meta.resourceVersion)
-        self.rv = meta.resourceVersion or self.rv
-
-    async def _publish(self, event: ObjectEvent[Any], msg_id: str, arrived: float) -> None:
-        subject = self.subjects.event(self.spec.plural, event.namespace, event.name)
-        try:
-            await self.publisher.publish(subject, codec.encode(event), msg_id)
-        except Exception as exc:
-            raise PublishFailed(str(exc)) from exc
-        self._arrivals.append(arrived)
-        self._counters[event.type].inc()
-
-    async def flush(self) -> None:
-        started = time.monotonic()
-        arrivals, self._arrivals = self._arrivals, []
-        try:
-            count = await self.publisher.flush()
-        except Exception as exc:
-            raise PublishFailed(str(exc)) from exc
-        if count:
-            now = time.monotonic()
-            metrics.PUBLISH_SECONDS.labels(self.spec.plural).observe(now - started)
-            lag = metrics.LAG_SECONDS.labels(self.spec.plural)
-            for arrived in arrivals:
-                lag.observe(now - arrived)
-
-    async def checkpoint(self) -> None:
-        """Flush, then record the resourceVersion every acknowledged event reached."""
-        rv = self.rv
-        await self.flush()
-        term = self.term()
-        if rv is None or rv == self.saved_rv or term is None:
-            return
-        await self.checkpoints.save(self.spec.plural, rv, term)
-        self.saved_rv = rv
-        with contextlib.suppress(ValueError):
-            metrics.RESOURCE_VERSION.labels(self.spec.plural).set(int(rv))
-
-    async def _checkpoint_every(self, stop: asyncio.Event) -> None:
-        interval = parse_duration(self.config.checkpoint_interval)
-        while not stop.is_set():
-            await _sleep_or_stop(stop, interval)
-            try:
-                await self.checkpoint()
-            except PublishFailed as exc:
-                log.warning("%s: checkpoint skipped, publishing failed: %s", self.spec.plural, exc)
-                self._unacknowledged.set()
-            except Exception:
-                log.exception("%s: checkpoint failed", self.spec.plural)
-
-
-class PublishFailed(Exception):
-    """JetStream did not acknowledge a publish; the loop resumes from its last checkpoint."""
+                await out.emit(event.type, decoded, arrived)
+            out.rv = decoded.meta.resourceVersion or out.rv
 
 
 async def _sleep_or_stop(stop: asyncio.Event, seconds: float) -> None:
@@ -358,18 +266,6 @@ async def _until(stop: asyncio.Event, work: Awaitable[None]) -> None:
         await cancel_and_wait(stopper, task)
     if not task.cancelled():
         task.result()  # re-raises the work's own exception, if any
-
-
-async def payload_of(kube: KubeClient, spec: KindSpec, decoded: Decoded, *, event_type: EventType) -> Any:
-    """What an event carries: the object as decoded; a configured workload kind's with the replica count its
-    /scale subresource gives (Koordinator's controller finder reads it so), or 0 without one, as that
-    finder counts a controller it cannot scale."""
-    workload = decoded.payload
-    if not spec.scaled or event_type == "DELETED" or decoded.error is not None:
-        return workload
-    scale = await kube.get_json(f"{spec.path(workload.namespace)}/{workload.name}/scale")
-    replicas = ((scale or {}).get("spec") or {}).get("replicas") or 0
-    return msgspec.structs.replace(workload, replicas=int(replicas))
 
 
 def api_backoff(kube: KubeClient, config: WatcherConfig) -> SharedBackoff:

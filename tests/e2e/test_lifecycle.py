@@ -466,7 +466,7 @@ async def test_room_taken_between_the_check_and_the_eviction_still_ends_the_job_
     (_, moved), (_, sibling) = by_node[0], by_node[2]  # on node-0 and node-1
     # The eviction of `moved` is held at the API server (a slow webhook) until the room has been taken.
     held = f"default/{moved}"
-    kube.handle.call(lambda sim: sim.api.eviction_holds.setdefault(held, asyncio.Event()))
+    kube.handle.call(lambda sim: sim.api.resources.eviction_holds.setdefault(held, asyncio.Event()))
     config = pipeline_config(kube.handle, nats_srv, redis_srv, test_id)
     nc = await nats.connect(nats_srv.url)
     async with pipeline(config):
@@ -484,7 +484,7 @@ async def test_room_taken_between_the_check_and_the_eviction_still_ends_the_job_
             "window",
             lambda j: "eviction is on its way" in ((j.get("status") or {}).get("message") or ""),
         )
-        kube.handle.call(lambda sim: sim.api.eviction_holds[held].set())
+        kube.handle.call(lambda sim: sim.api.resources.eviction_holds[held].set())
         job = await until_job(kube, "window", ended)
     await nc.close()
     assert checked["details"]["reservation"] == "window" and checked["details"]["node"], checked

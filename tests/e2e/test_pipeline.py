@@ -18,6 +18,7 @@ from kubesim.sim import SimHandle
 from podherd.client import signed
 from podherd.harness.servers import Server
 from services.executor.service import Executor
+from services.tracker.jobs.reconciler import Reconciler
 from services.tracker.service import Tracker
 from shared import bus
 from shared.api import codec, paths
@@ -371,7 +372,7 @@ async def test_work_a_killed_replica_held_moves_again_within_seconds_of_its_succ
     holding = asyncio.Event()
 
     class HangsMidEviction(Executor):
-        async def evict(self, job: Any, command: Command, delivered: int) -> None:
+        async def _evict(self, job: Any, command: Command, msg: Any) -> None:
             holding.set()
             await asyncio.Event().wait()
 
@@ -402,30 +403,38 @@ class Crash(BaseException):
 class DiesAfterEvicting(Executor):
     """Evicts, then dies before acknowledging the command (as a SIGKILL right after the API call)."""
 
-    async def evict(self, job: Any, command: Command, delivered: int) -> None:
-        await super().evict(job, command, delivered)
+    async def _evict(self, job: Any, command: Command, msg: Any) -> None:
+        await super()._evict(job, command, msg)
+        raise Crash
+
+
+class DiesAfterWritingStatusChange(Reconciler):
+    async def transitioned(self, job: Any, previous: Any, step: Any) -> None:
         raise Crash
 
 
 class DiesAfterWritingStatus(Tracker):
     """Writes the first status change, then dies before its commands and audit record."""
 
-    async def _transitioned(self, job: Any, previous: str | None, step: Any) -> None:
-        raise Crash
+    reconciler_type = DiesAfterWritingStatusChange
+
+
+class NotingReconciler(Reconciler):
+    known: list[bool] = []
+
+    async def transitioned(self, job: Any, previous: Any, step: Any) -> None:
+        name = job.metadata.name or ""
+        written = await self.parts.observer.get(paths.job(name)) or {}
+        version = written.get("metadata", {}).get("resourceVersion", "")
+        NotingReconciler.known.append(await self.parts.state.is_own_settled_write(name, version))
+        await super().transitioned(job, previous, step)
 
 
 class NotesSettledWrites(Tracker):
     """Notes, after each status it writes and before it goes on to act, whether that write is already known
     as one that leaves the job settled (the event of a write often comes back before the reconcile ends)."""
 
-    known: list[bool] = []
-
-    async def _transitioned(self, job: Any, previous: Any, step: Any) -> None:
-        name = job.metadata.name or ""
-        written = await self.observer.get(paths.job(name)) or {}
-        version = written.get("metadata", {}).get("resourceVersion", "")
-        NotesSettledWrites.known.append(await self.state.is_own_settled_write(name, version))
-        await super()._transitioned(job, previous, step)
+    reconciler_type = NotingReconciler
 
 
 async def test_an_own_write_is_known_settled_before_the_reconcile_acts_on_it(
@@ -434,7 +443,7 @@ async def test_an_own_write_is_known_settled_before_the_reconcile_acts_on_it(
     kube = start(kubesim_factory, cluster())
     name = sorted(web_pods(kube))[0]
     config = pipeline_config(kube.handle, nats_srv, redis_srv, test_id)
-    NotesSettledWrites.known.clear()
+    NotingReconciler.known.clear()
     async with pipeline(config) as p:
         await p.kill(next(r for r in p.running if r.name.startswith("tracker")))
         await p.start("tracker", "noting", NotesSettledWrites)
@@ -444,7 +453,7 @@ async def test_an_own_write_is_known_settled_before_the_reconcile_acts_on_it(
     # Pending, Running (reserving, evicting, waiting for the replacement), Succeeded: each status written
     # that leaves the job where it rests is known as the tracker's own before its commands go out, so its
     # event starts no second reconcile deciding the same again.
-    assert len(NotesSettledWrites.known) >= 3 and sum(NotesSettledWrites.known) >= 2, NotesSettledWrites.known
+    assert len(NotingReconciler.known) >= 3 and sum(NotingReconciler.known) >= 2, NotingReconciler.known
 
 
 @pytest.mark.parametrize("crash", ["executor after evicting", "tracker after writing status"])

@@ -663,7 +663,7 @@ async def test_flush_closes_admission_until_rebuilt_from_running_jobs(
     client = aioredis.from_url(config.redis.url)
     ledger = Ledger(client, test_id, 600)
     async with arbitrators([config]) as (arbitrator,):
-        arbitrator.kube = KubeClient.from_config(
+        arbitrator.rebuild.kube = KubeClient.from_config(
             config_from_dict({"kubernetes": {"kubeconfig": str(handle.kubeconfig)}}).kubernetes
         )
         group, version = "scheduling.koordinator.sh", "v1alpha1"
@@ -699,14 +699,14 @@ async def test_flush_closes_admission_until_rebuilt_from_running_jobs(
         kube_api.custom.patch_cluster_custom_object_status(
             group, version, "podmigrationjobs", "j0", {"status": {"phase": "Running"}}
         )
-        real = arbitrator.kube
+        real = arbitrator.rebuild.kube
         from kubesim.sim import write_kubeconfig
 
         nowhere = write_kubeconfig("http://127.0.0.1:9", tmp_path / "nowhere.kubeconfig", "unused")
         unreachable = KubeClient.from_config(
             config_from_dict({"kubernetes": {"kubeconfig": str(nowhere)}}).kubernetes
         )
-        arbitrator.kube = unreachable  # the API server is unreachable: rebuilds fail
+        arbitrator.rebuild.kube = unreachable  # the API server is unreachable: rebuilds fail
         await cluster.job("j1", "web-1", created=1)  # same node as j0: waits for j0's slot
         await _audit_until(nc, subjects, lambda rs: any(r["job"] == "j1" for r in rs))
         keys = [k async for k in client.scan_iter(match=f"*{test_id}*")]
@@ -715,7 +715,7 @@ async def test_flush_closes_admission_until_rebuilt_from_running_jobs(
         await asyncio.sleep(1.2)  # two arbitration rounds, closed
         assert not await ledger.completeness.is_complete()
         assert admitted(await decisions(nc, subjects, lambda ds: len(ds) >= 1)) == ["j0"]
-        arbitrator.kube = real  # the API server is back: the next round rebuilds
+        arbitrator.rebuild.kube = real  # the API server is back: the next round rebuilds
         later = await decisions(nc, subjects, lambda ds: "j2" in admitted(ds))
         # j1 still waits behind the rebuilt node slot of j0. (j0 may be told again: the stream still shows it
         # Pending, so it is queued and found already admitted; a new ledger generation makes that a new

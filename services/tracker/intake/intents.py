@@ -19,40 +19,33 @@ records that identity as its requester; what the intent claimed (`requester`) is
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
-from collections.abc import Awaitable
-from typing import Any, TypeVar
+from typing import TypeVar
 
-import msgspec
 from nats.aio.client import Client as NatsClient
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
-from nats.js.errors import KeyNotFoundError, NotFoundError
-from nats.js.kv import KeyValue
 from prometheus_client import Counter
 
 from services.tracker.intake.drains import Drains
-from services.tracker.intake.intent_jobs import conflict, job_for
 from services.tracker.intake.node_fit import NodeFit
 from services.tracker.intake.requesters import Forbidden, Requesters, Verdict, bearer, refusal_key
+from services.tracker.intake.submission import JobSubmitter, Refused
 from shared import bus
-from shared.api import codec, paths
+from shared.api import codec
 from shared.api.audit import actor, audit_record
 from shared.api.codec import SchemaError
 from shared.api.messages import (
     DrainIntent,
     DrainReply,
     IntentError,
-    IntentErrorCode,
     IntentKind,
     IntentReply,
     MigrationIntent,
 )
-from shared.api.pmj_read import read_pmj
 from shared.config import NatsConfig
 from shared.consume import Durable, durable, one_by_one, run_consumer
-from shared.kube import KubeClient, KubeError
+from shared.kube import KubeClient
 from shared.permissions import Identity, migration_needs
 from shared.publisher import Publisher
 
@@ -61,29 +54,6 @@ INTENTS = Counter("podherd_tracker_intents_total", "Migration intents received",
 CONSUMER = "tracker-intents"
 QUEUE_GROUP = "podherd-tracker"
 T = TypeVar("T")
-
-
-class Refused(Exception):
-    """An intent that cannot become a job; retrying it as is will not help (unless `code` is Unavailable)."""
-
-    def __init__(self, code: IntentErrorCode, message: str, field: str | None = None) -> None:
-        super().__init__(message)
-        self.error = IntentError(code=code, message=message, field=field)
-
-
-async def api_answer(call: Awaitable[T]) -> T:
-    """The API server's answer; Refused when it has none to give (Unavailable) or an error (Internal)."""
-    try:
-        return await call
-    except KubeError as exc:
-        raise outage(exc) from exc
-    except Exception as exc:  # connection refused, timeouts
-        raise Refused("Unavailable", f"the Kubernetes API server is unreachable: {exc}") from exc
-
-
-def outage(exc: KubeError) -> Refused:
-    code: IntentErrorCode = "Unavailable" if exc.retryable else "Internal"
-    return Refused(code, f"the Kubernetes API server answered {exc}")
 
 
 class IntentIntake:
@@ -99,88 +69,12 @@ class IntentIntake:
         fit: NodeFit | None = None,
     ) -> None:
         self.requesters = requesters
-        self.fit = fit  # with nodeFit on: an intent's pod must fit another node
         self.drains = drains  # drain intents (on the request subject only: they answer with a plan)
-        self.kube = kube
+        self.jobs = JobSubmitter(kube, subjects, fit=fit)
         self.publisher = publisher
         self.subjects = subjects
         self.replica = replica
-        # Set when serving: collected jobs are looked up in JetStream's KV.
-        self._js: JetStreamContext | None = None
         self.answering = asyncio.Event()  # requests on the intent subject reach this replica
-        self._names: KeyValue | None = None
-
-    async def submit(self, intent: MigrationIntent, who: Identity) -> tuple[str, bool]:
-        """Create the intent's job (or find it), `who` its requester. Returns (job name, created); raises
-        Refused."""
-        job = job_for(intent, who.username)
-        name = job.metadata.name or ""
-        existing = await self._get(paths.job(name))
-        if existing is not None:
-            return name, self._same(existing, intent)
-        collected = await self._collected(name)
-        if collected is not None:  # this intent's job ran and was collected: the same pod is not moved again
-            if collected.get("pod") != f"{intent.pod.namespace}/{intent.pod.name}":
-                raise Refused("Conflict", f"job {name} (collected) was for pod {collected.get('pod')}", "pod")
-            return name, False
-        pod = await self._get(paths.pod(intent.pod.namespace, intent.pod.name))
-        if pod is None:
-            raise Refused("MissingPod", f"pod {intent.pod.namespace}/{intent.pod.name} not found", "pod")
-        uid = pod.get("metadata", {}).get("uid")
-        if intent.pod.uid and intent.pod.uid != uid:
-            raise Refused(
-                "MissingPod",
-                f"pod {intent.pod.namespace}/{intent.pod.name} is now {uid}, not {intent.pod.uid}",
-                "pod.uid",
-            )
-        await self._fits(pod, intent)
-        try:
-            await self.kube.arequest("POST", paths.JOBS, body=msgspec.to_builtins(job))
-        except KubeError as exc:
-            if exc.status != 409:
-                raise outage(exc) from exc
-            # Another replica created it a moment ago: the same job, if it is this intent's.
-            found = await self._get(paths.job(name))
-            if found is None:
-                raise Refused("Unavailable", f"job {name} was created and deleted meanwhile; retry") from exc
-            return name, self._same(found, intent)
-        return name, True
-
-    async def _collected(self, name: str) -> dict[str, Any] | None:
-        """What the collector remembered of job `name`, if it collected it within `collector.dedupWindow`."""
-        if self._names is None:
-            if self._js is None:
-                return None
-            try:
-                self._names = await self._js.key_value(self.subjects.collected_bucket)
-            except NotFoundError:
-                return None  # nothing collected yet
-        try:
-            entry = await self._names.get(name)
-        except KeyNotFoundError:
-            return None
-        except Exception as exc:  # NATS unreachable: the answer would be a guess
-            raise Refused("Unavailable", f"cannot tell whether job {name} was collected: {exc}") from exc
-        found: dict[str, Any] = json.loads(entry.value or b"{}")
-        return found
-
-    def _same(self, found: dict[str, Any], intent: MigrationIntent) -> bool:
-        why = conflict(read_pmj(found)[0], intent)
-        if why is not None:
-            raise Refused("Conflict", why, "idempotencyKey")
-        return False
-
-    async def _get(self, path: str) -> dict[str, Any] | None:
-        return await api_answer(self.kube.get_json(path))
-
-    async def _fits(self, pod: dict[str, Any], intent: MigrationIntent) -> None:
-        """Refused when nodeFit is on and the pod fits no other node (the pods of no node are not checked)."""
-        if self.fit is None or not (pod.get("spec") or {}).get("nodeName"):
-            return
-        why = await api_answer(self.fit.why_not(pod))
-        if why is not None:
-            where = f"{intent.pod.namespace}/{intent.pod.name}"
-            raise Refused("Refused", f"pod {where} fits no other node (nodeFit): {why}", "pod")
 
     # ----------------------------------------------------------------------------------------------------
 
@@ -194,7 +88,7 @@ class IntentIntake:
             await self.requesters.authorize(
                 verdict, migration_needs(intent.pod.namespace, intent.pod.name, target_node=target)
             )
-            name, created = await self.submit(intent, verdict.who)
+            name, created = await self.jobs.submit(intent, verdict.who)
         except (Refused, Forbidden) as refused:
             INTENTS.labels(path, refused.error.code).inc()
             if refused.error.code not in ("Unavailable", "Internal"):
@@ -295,7 +189,7 @@ class IntentIntake:
             if reply.error is not None and reply.error.code in ("Unavailable", "Internal"):
                 raise RuntimeError(reply.error.message)  # redelivered later
 
-        js = self._js = nc.jetstream()
+        js = self.jobs.js = nc.jetstream()
 
         async def setup() -> Durable:
             await bus.ensure_work_streams(js, self.subjects, config)

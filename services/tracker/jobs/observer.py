@@ -5,22 +5,20 @@ executor's reports, and which replacement pod stands for it (claimed in Redis, o
 from __future__ import annotations
 
 import asyncio
-import json
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
 import redis.asyncio as aioredis
-from redis.asyncio.client import Pipeline
 
-from services.tracker.jobs import claims, machine
-from services.tracker.jobs.claims import Ident
+from services.tracker.jobs import machine
 from services.tracker.jobs.decode import node_ready, pod_view, reservation_view
-from services.tracker.jobs.machine import PodView, ReservationView
+from services.tracker.jobs.machine import ReservationView
+from services.tracker.jobs.replacements import PodReads, Replacements
 from services.tracker.keys import TrackerKeys
 from shared.api import codec, paths
-from shared.api.messages import Decision, PodInfo, Report
-from shared.api.names import LABEL_CONTROLLER, LABEL_JOB
+from shared.api.messages import Decision, Report
+from shared.api.names import LABEL_JOB
 from shared.api.pmj import (
     MODE_EVICT_DIRECTLY,
     PHASE_FAILED,
@@ -49,17 +47,7 @@ class Observer:
         durability: Durability,
     ) -> None:
         self.client, self.keys, self.kube, self.args = client, keys, kube, args
-        self.durability = durability
-
-    def replacement_seen(self, pod: PodInfo, controller: str, *, deleted: bool, pipe: Pipeline) -> None:
-        """A pod in reserved room: the replacement some job of its workload stands for. Once it is gone,
-        so is its claim: no job can take it for its replacement any more (commands of `pipe`)."""
-        entry = json.dumps([pod.namespace, pod.name, pod.uid])
-        if deleted:
-            pipe.srem(self.keys.pool(controller), entry)
-            pipe.hdel(self.keys.claims, pod.uid)
-        else:
-            pipe.sadd(self.keys.pool(controller), entry)
+        self.replacements = Replacements(client, keys, durability, listing=self.list)
 
     async def observe(self, job: PodMigrationJob) -> machine.Observed:
         uid = job.metadata.uid or ""
@@ -84,12 +72,12 @@ class Observer:
         # taken has not been evicted, so whoever took the room is not its replacement (read the other way
         # round, an eviction and the rebinding in between would look like a sibling taking it).
         reservations, attempt = await self._reservations(job, asked)
-        await self._pool(reservations)
+        await self.replacements.pool(reservations)
         # Ended: what it made is all that is left to see (and clean up); its pods are not read again.
         ended = job.phase in TERMINAL_PHASES
         # The replacement is most often the pod bound in the job's own room (and a StatefulSet's has the
         # job's pod's name): each pod is read once for all its uses here.
-        pods = _PodReads(self)
+        pods = PodReads(self.get)
         pod = None
         if not ended and not gone and ref is not None and ref.namespace and ref.name:
             found = await self.get(paths.pod(ref.namespace, ref.name))
@@ -121,9 +109,11 @@ class Observer:
         )
         claimed = None
         if not ended and started and (pod is None or pod.terminating) and current is not None and not surge:
-            claimed = await self._claim(job, reservations, pods)
+            claimed = await self.replacements.claim(job, reservations, pods)
         elif not ended and surge and current is not None and current.bound:
-            claimed = await self._claim_bound(job, current, pods)  # the surge's pod: its Reservation's taker
+            claimed = await self.replacements.claim_bound(
+                job, current, pods
+            )  # the surge's pod: its Reservation's taker
         replacement = await pods.view(claimed) if claimed else None
         evict_report = reports.get("evict")
         going = not ended and started and not surge and (pod is None or pod.terminating)
@@ -187,122 +177,11 @@ class Observer:
         attempt = attempt_of(items[-1]) if items else 0
         return [reservation_view(r) for r in items], attempt
 
-    async def _claim(
-        self, job: PodMigrationJob, own: list[ReservationView], pods: _PodReads
-    ) -> tuple[str, str, str] | None:
-        """The replacement this job stands for, once its pod is evicted: one pod that took a Reservation of
-        the workload, claimed by one job only (Reservations are per workload, so a replacement may have
-        taken another job's room, and that job then reserves again). The workload's Reservations are
-        listed only when neither the job's own nor the replacements seen so far give one."""
-        uid = job.metadata.uid or ""
-        if (mine := await self._claimed_before(uid)) is not None:
-            return mine
-        controller = own[-1].owner_controller_uid
-        pool = self.keys.pool(controller or "")
-        pooled: list[Ident] = []
-        if controller:
-            pooled = [tuple(json.loads(member)) for member in await self.client.smembers(pool)]
-        first = claims.candidates(own, pooled, ())
-        claimed = await self._claim_first(
-            uid, job.metadata.name or "", pods, controller=controller, candidates=first
-        )
-        if claimed is None and controller:  # none seen yet: any the workload's Reservations name
-            listed = await self.list(paths.RESERVATIONS, f"{LABEL_CONTROLLER}={controller}")
-            workload = [reservation_view(item) for item in listed]
-            tried = set(first)
-            rest = [c for c in claims.candidates(own, pooled, workload) if c not in tried]
-            claimed = await self._claim_first(
-                uid, job.metadata.name or "", pods, controller=controller, candidates=rest
-            )
-        return claimed
-
-    async def _claim_bound(
-        self, job: PodMigrationJob, own: ReservationView, pods: _PodReads
-    ) -> tuple[str, str, str] | None:
-        """A surge's replacement: the pod in its own Reservation (claimed, so no other job takes it)."""
-        if (mine := await self._claimed_before(job.metadata.uid or "")) is not None:
-            return mine
-        return await self._claim_first(
-            job.metadata.uid or "",
-            job.metadata.name or "",
-            pods,
-            controller=own.owner_controller_uid,
-            candidates=list(own.bound),
-        )
-
-    async def _claimed_before(self, uid: str) -> tuple[str, str, str] | None:
-        mine = await self.client.hget(self.keys.replacement, uid)
-        if mine is None:
-            return None
-        namespace, name, pod_uid = json.loads(mine)
-        return namespace, name, pod_uid
-
-    async def _claim_first(
-        self, uid: str, job: str, pods: _PodReads, *, controller: str | None, candidates: list[Ident]
-    ) -> tuple[str, str, str] | None:
-        pool = self.keys.pool(controller or "")
-        for namespace, name, pod_uid in candidates:
-            raw = await self.client.hget(self.keys.claims, pod_uid)
-            holder = as_text(raw) if raw is not None else None
-            view = None if holder not in (None, uid) else await pods.view((namespace, name, pod_uid))
-            if view is None or not claims.may_claim(
-                uid, holder, controller, pod_controller=view.controller_uid
-            ):
-                await self.client.srem(pool, json.dumps([namespace, name, pod_uid]))  # taken, gone, not ours
-                continue
-            if holder is not None or await self.client.hsetnx(self.keys.claims, pod_uid, uid):
-                entry = json.dumps([namespace, name, pod_uid])
-                pipe = self.client.pipeline(transaction=False)
-                pipe.hset(self.keys.replacement, uid, entry)
-                # Before the caller reads the replacement: its readiness, from now on, reconciles this job.
-                pipe.hset(self.keys.replacement_jobs, f"{namespace}/{name}", job)
-                pipe.srem(pool, entry)
-                await pipe.execute()
-                # Held by replicas before the job ends on it: a claim a failover lost would let another
-                # job claim the same replacement.
-                await self.durability.confirm()
-                # Read again, now that its changes reconcile this job: one that became Ready after the read
-                # above (and before the line above) kicked no one, and would be waited for until a resync.
-                pods.forget(namespace, name)
-                return namespace, name, pod_uid
-        return None
-
-    async def _pool(self, reservations: list[ReservationView]) -> None:
-        """Remember every replacement seen in a Reservation of the workload until a job claims it: the
-        Reservation may be cleaned up (its job ended) before the job that replacement stands for looks."""
-        pipe = self.client.pipeline(transaction=False)
-        for r in reservations:
-            for bound in r.bound:
-                if r.owner_controller_uid:
-                    pipe.sadd(self.keys.pool(r.owner_controller_uid), json.dumps(list(bound)))
-        if pipe:
-            await pipe.execute()
-
     async def list(self, path: str, selector: str) -> list[dict[str, Any]]:
         return await read_or_retry(self.kube.list_items(path, selector), f"listing {path}", 0.5)
 
     async def get(self, path: str) -> dict[str, Any] | None:
         return await read_or_retry(self.kube.get_json(path), f"reading {path}", 0.5)
-
-
-class _PodReads:
-    """The pods one observation reads by identity, each read once (a pod by its name holding another uid is
-    not the pod named)."""
-
-    def __init__(self, observer: Observer) -> None:
-        self.observer = observer
-        self.found: dict[tuple[str, str], PodView | None] = {}
-
-    def forget(self, namespace: str, name: str) -> None:
-        self.found.pop((namespace, name), None)
-
-    async def view(self, ident: tuple[str, str, str]) -> PodView | None:
-        namespace, name, uid = ident
-        if (namespace, name) not in self.found:
-            found = await self.observer.get(paths.pod(namespace, name))
-            self.found[namespace, name] = pod_view(found) if found is not None else None
-        view = self.found[namespace, name]
-        return view if view is not None and view.uid == uid else None
 
 
 async def _deleted_by_others(

@@ -97,7 +97,7 @@ class Triggers:
         # this pod, and the job that claimed it as its replacement (it waits for it to be Ready).
         pipe = self.client.pipeline(transaction=False)
         if controller:
-            self.observer.replacement_seen(pod, controller, deleted=head.type == "DELETED", pipe=pipe)
+            self.observer.replacements.seen(pod, controller, deleted=head.type == "DELETED", pipe=pipe)
             pipe.smembers(self.keys.waiting(controller))
         pipe.hget(self.keys.pod_jobs, key)
         pipe.hget(self.keys.replacement_jobs, key)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Literal, TypeAlias
+from typing import Final, Literal, TypeAlias
 
 from shared.api.messages import Report, WindowOpening
 from shared.api.messages import Step as CommandStep
@@ -88,6 +88,15 @@ class Observed:
 
 # What a step does beside its status: a command to the executor, or the release of the job's slots.
 Action: TypeAlias = CommandStep | Literal["release"]
+
+# The executor's steps (the commands' own type), and the tracker's one action of its own.
+RESERVE: Final[CommandStep] = "reserve"
+EVICT: Final[CommandStep] = "evict"
+CLEANUP: Final[CommandStep] = "cleanup"
+SURGE: Final[CommandStep] = "surge"
+SCALE_BACK: Final[CommandStep] = "scale-back"
+UNSURGE: Final[CommandStep] = "unsurge"
+RELEASE: Final[Literal["release"]] = "release"
 
 
 @dataclass
