@@ -430,5 +430,8 @@ class PodherdConfig(Section):
     intents: IntentsConfig = msgspec.field(default_factory=IntentsConfig)
     http: HttpConfig = msgspec.field(default_factory=HttpConfig)
     logging: LoggingConfig = msgspec.field(default_factory=LoggingConfig)
+    # The services' event loop: uvloop (libuv's, as network services on asyncio usually run), or asyncio's
+    # own where uvloop cannot be installed.
+    event_loop: Literal["uvloop", "asyncio"] = "uvloop"
     # This replica's identity: in leases, audit records and decisions.
     replica: str = msgspec.field(default_factory=_default_replica)

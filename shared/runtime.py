@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib
 import logging
 import signal
 from collections.abc import Awaitable, Callable
@@ -101,8 +102,18 @@ async def close_nats(nc: NatsClient) -> None:
 
 def run(name: str, config: PodherdConfig, main: ServiceMain) -> int:
     setup_logging(name, config.replica, config.logging.level, fmt=config.logging.format)
-    asyncio.run(serve(name, config, main))
+    with asyncio.Runner(loop_factory=loop_factory(config.event_loop)) as runner:
+        runner.run(serve(name, config, main))
     return _exit_code()
+
+
+def loop_factory(kind: str) -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """The event loop `eventLoop` names: uvloop's cuts the services' CPU per job by about a tenth (the
+    end-to-end benchmark), most of it in the HTTP, NATS and Redis clients' socket work."""
+    if kind == "uvloop":
+        factory: Callable[[], asyncio.AbstractEventLoop] = importlib.import_module("uvloop").new_event_loop
+        return factory
+    return None
 
 
 def _exit_code() -> int:
@@ -123,5 +134,6 @@ def run_together(config: PodherdConfig, mains: dict[str, ServiceMain]) -> int:
                 group.create_task(_until_stopped(main(config, stop, views[name])), name=name)
 
     setup_logging("all", config.replica, config.logging.level, fmt=config.logging.format)
-    asyncio.run(serve("+".join(mains), config, together))
+    with asyncio.Runner(loop_factory=loop_factory(config.event_loop)) as runner:
+        runner.run(serve("+".join(mains), config, together))
     return _exit_code()

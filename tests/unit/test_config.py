@@ -9,6 +9,7 @@ import pytest
 
 from shared.config import EVICTION_GATES, ConfigError, PodherdConfig
 from shared.config_loader import config_from_dict, load_config, parse_config_text
+from shared.runtime import loop_factory
 
 
 def test_seed_001_defaults() -> None:
@@ -285,3 +286,17 @@ def test_koordinators_fourteen_gates_are_accepted_by_its_names() -> None:
     ]  # fmt: skip
     config = config_from_dict({"migrationController": {"skipEvictionGates": names}})
     assert config.migration_controller.skipped_gates == frozenset(names)
+
+
+def test_the_event_loop_is_uvloop_unless_asked_otherwise() -> None:
+    assert config_from_dict({}).event_loop == "uvloop"
+    factory = loop_factory("uvloop")
+    assert factory is not None
+    loop = factory()
+    try:
+        assert type(loop).__module__.startswith("uvloop")
+    finally:
+        loop.close()
+    assert loop_factory(config_from_dict({"eventLoop": "asyncio"}).event_loop) is None
+    with pytest.raises(ConfigError, match="eventLoop"):
+        config_from_dict({"eventLoop": "libuv"})
