@@ -1,5 +1,6 @@
 """The tracker's resync (what finds jobs again after Redis lost them) goes through every open job: one that
-cannot run, or whose handling fails, does not stop it from reaching the jobs listed after it."""
+cannot run, or whose handling fails, does not stop it from reaching the jobs listed after it; one a tracker
+recorded as ended since the list is left alone."""
 
 from __future__ import annotations
 
@@ -35,6 +36,7 @@ async def test_the_resync_reaches_every_job_past_one_it_cannot_handle(
     create_job(kube, "a-cannot-run", pod, mode="Teleport")  # listed first
     create_job(kube, "b-breaks-its-handler", pod)
     create_job(kube, "c-fine", pod)
+    create_job(kube, "d-ended-since-the-list", pod)  # listed open; a tracker has written its end since
     client = redis_client.connect(podherd_config.redis)
     api = KubeClient.from_config(KubernetesConfig(kubeconfig=str(kube.handle.kubeconfig)))
     nc = await nats.connect(nats_srv.url)
@@ -61,12 +63,13 @@ async def test_the_resync_reaches_every_job_past_one_it_cannot_handle(
                 podherd_config, nc, api, publisher=Publisher(nc), subjects=bus.Subjects("resync")
             ),
         )
+        await client.hset(keys.phases, "d-ended-since-the-list", "Succeeded")
         await periodic.resync()
         assert reached == ["a-cannot-run", "b-breaks-its-handler", "c-fine"]
         tracked = cast(list[bytes], await client.zrange(keys.deadlines, 0, -1))  # members only
         assert {as_text(t) for t in tracked} == set(reached)  # each tracked again, the unreadable one too
     finally:
-        await client.delete(keys.deadlines, keys.pod_jobs)
+        await client.delete(keys.deadlines, keys.pod_jobs, keys.phases)
         await client.aclose()
         await api.aclose()
         await nc.close()

@@ -116,19 +116,37 @@ class Periodic:
     async def resync(self) -> None:
         """Redis can lose what drives a job (a flush: its deadline, its decision): every open job whose
         deadline is not tracked is tracked again and reconciled, so none waits for an event that will not
-        come. Costs one list of the PMJs per RESYNC_SECONDS."""
+        come. Costs one list of the PMJs and one Redis round trip per RESYNC_SECONDS."""
         items = await read_or_retry(self.kube.list_items(paths.JOBS, ""), "listing jobs", 0.5)
-        for raw in items:
-            if ((raw.get("status") or {}).get("phase") or PHASE_PENDING) in TERMINAL_PHASES:
+        listed = [
+            r for r in items if ((r.get("status") or {}).get("phase") or PHASE_PENDING) not in TERMINAL_PHASES
+        ]
+        names = [raw["metadata"]["name"] for raw in listed]
+        for raw, name in zip(listed, await self._lost(names), strict=True):
+            if not name:
                 continue
-            name = raw["metadata"]["name"]
             try:
-                if await self.client.zscore(self.keys.deadlines, name) is None:
-                    await self.state.track(read_pmj(raw)[0])  # one that cannot run is ended by its reconcile
-                    with contextlib.suppress(Retry):
-                        await self.reconcile(name)
+                await self.state.track(read_pmj(raw)[0])  # one that cannot run is ended by its reconcile
+                with contextlib.suppress(Retry):
+                    await self.reconcile(name)
             except Exception:  # a bug: said once for this job, and the jobs after it are still resynced
                 log.exception("resync of job %s failed", name)
+
+    async def _lost(self, names: list[str]) -> list[str]:
+        """Of jobs listed open, those Redis tracks no deadline for ("" for the others), in one round trip. A
+        job a tracker wrote an ending for since the list (its deadline untracked with it) is not lost: it
+        ended, and reconciling it again would only read it."""
+        if not names:
+            return []
+        pipe = self.client.pipeline(transaction=False)
+        for name in names:
+            pipe.zscore(self.keys.deadlines, name)
+        pipe.hmget(self.keys.phases, names)
+        *deadlines, phases = await pipe.execute()
+        return [
+            name if deadline is None and not (phase is not None and as_text(phase) in TERMINAL_PHASES) else ""
+            for name, deadline, phase in zip(names, deadlines, phases, strict=True)
+        ]
 
     async def sweep_room(self) -> None:
         """Room an ended job kept for its siblings is deleted by the last of them to end, as Redis records;
