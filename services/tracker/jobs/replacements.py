@@ -97,15 +97,20 @@ class Replacements:
     async def _claim_first(
         self, uid: str, job: str, pods: PodReads, *, controller: str | None, candidates: list[Ident]
     ) -> tuple[str, str, str] | None:
+        if not candidates:
+            return None
         pool = self.keys.pool(controller or "")
-        for namespace, name, pod_uid in candidates:
-            raw = await self.client.hget(self.keys.claims, pod_uid)
+        # Who holds each, in one round trip: the claim itself is the atomic HSETNX below, so a holder read a
+        # moment early costs nothing but a candidate tried in vain.
+        holders = await self.client.hmget(self.keys.claims, [pod_uid for _, _, pod_uid in candidates])
+        stale: list[str] = []  # taken, gone, not ours: out of the workload's pool
+        for (namespace, name, pod_uid), raw in zip(candidates, holders, strict=True):
             holder = as_text(raw) if raw is not None else None
             view = None if holder not in (None, uid) else await pods.view((namespace, name, pod_uid))
             if view is None or not claims.may_claim(
                 uid, holder, controller, pod_controller=view.controller_uid
             ):
-                await self.client.srem(pool, json.dumps([namespace, name, pod_uid]))  # taken, gone, not ours
+                stale.append(json.dumps([namespace, name, pod_uid]))
                 continue
             if holder is not None or await self.client.hsetnx(self.keys.claims, pod_uid, uid):
                 entry = json.dumps([namespace, name, pod_uid])
@@ -113,7 +118,7 @@ class Replacements:
                 pipe.hset(self.keys.replacement, uid, entry)
                 # Before the caller reads the replacement: its readiness, from now on, reconciles this job.
                 pipe.hset(self.keys.replacement_jobs, f"{namespace}/{name}", job)
-                pipe.srem(pool, entry)
+                pipe.srem(pool, entry, *stale)
                 await pipe.execute()
                 # Held by replicas before the job ends on it: a claim a failover lost would let another
                 # job claim the same replacement.
@@ -122,6 +127,8 @@ class Replacements:
                 # above (and before the line above) kicked no one, and would be waited for until a resync.
                 pods.forget(namespace, name)
                 return namespace, name, pod_uid
+        if stale:
+            await self.client.srem(pool, *stale)
         return None
 
     async def pool(self, reservations: list[ReservationView]) -> None:
