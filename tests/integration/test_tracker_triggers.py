@@ -25,7 +25,7 @@ from shared.api import annotations as known
 from shared.api import codec
 from shared.api.messages import EventType, JobRef, Kick, ObjectEvent, PodInfo
 from shared.api.meta import ObjectMeta, ObjectReference
-from shared.api.names import LABEL_CREATED_BY, LABEL_JOB
+from shared.api.names import LABEL_CONTROLLER, LABEL_CREATED_BY, LABEL_JOB
 from shared.api.reservation import Reservation, ReservationPhase, ReservationStatus, reservation_name
 from shared.kube import KubeClient
 from tests.e2e.pipeline import pipeline_config
@@ -55,9 +55,18 @@ async def tracker_on(
         await kube.aclose()
 
 
-def event(kind: EventType, job: str, *, phase: ReservationPhase | None = None, labelled: bool = True) -> Msg:
+def event(
+    kind: EventType,
+    job: str,
+    *,
+    phase: ReservationPhase | None = None,
+    labelled: bool = True,
+    controller: str | None = None,
+) -> Msg:
     name = reservation_name(job, 1)
     labels = {LABEL_CREATED_BY: "podherd", LABEL_JOB: job} if labelled else {"team": "theirs"}
+    if controller is not None:
+        labels[LABEL_CONTROLLER] = controller
     status = ReservationStatus(phase=phase) if phase else None
     obj = Reservation(metadata=ObjectMeta(name=name, uid=f"uid-{name}", labels=labels), status=status)
     body: ObjectEvent[Any] = ObjectEvent(
@@ -103,6 +112,26 @@ async def test_only_reservation_changes_that_can_move_a_job_reconcile_it(
             "gone after its job ended": [],
             "the user's, no job of ours": [],
         }
+
+
+async def test_a_job_kicked_by_its_reservations_change_is_reconciled_through_the_kick_alone(
+    kubesim_factory: Callable[..., SimHandle], nats_srv: Server, redis_srv: Server, test_id: str
+) -> None:
+    # Its pod evicted, the job waits for a replacement of its workload; its own Reservation is taken. The
+    # event kicks every job waiting in the workload, this one too, so it is not named a second time.
+    async with tracker_on(kubesim_factory("small"), nats_srv, redis_srv, test_id) as tracker:
+        nc, client, subjects = tracker.nc, tracker.client, tracker.subjects
+        await bus.ensure_work_streams(tracker.js, subjects, tracker.config.nats)
+        await client.sadd(tracker.keys.waiting("rs-uid"), "waiter")
+        kicks = await nc.subscribe(subjects.jobs_at("kick"))
+        taken = event("MODIFIED", "waiter", phase="Succeeded", controller="rs-uid")
+        assert await tracker.triggers.on_event(taken) == []
+        kick = await kicks.next_msg(timeout=5)
+        assert codec.decode(kick.data, Kick).job.name == "waiter"
+        # A job of the workload that is not waiting is named by its Reservation's event, as before.
+        scheduled = event("MODIFIED", "sibling", phase="Available", controller="rs-uid")
+        assert await tracker.triggers.on_event(scheduled) == ["sibling"]
+        await kicks.unsubscribe()
 
 
 def pod_event(

@@ -75,8 +75,10 @@ class Triggers:
         elif deleted:
             pipe.hget(self.keys.phases, labelled)
         replies = list(await pipe.execute()) if len(pipe) else []
+        kicked: set[str] = set()
         if controller:
-            await self._kick(replies.pop(0))
+            kicked = {as_text(member) for member in replies.pop(0)}
+            await self._kick(kicked)
         if head.type == "ADDED" and labelled and not (held.status and held.status.phase):
             return []  # made for its job, not scheduled yet: nothing to decide till the scheduler acts
         # One Podherd made (labelled with its job), or one a job names (it expires, it is taken, ...).
@@ -85,7 +87,9 @@ class Triggers:
             phase = replies.pop(0) if labelled else await self.client.hget(self.keys.phases, owner)
             if is_terminal(phase):
                 return []  # cleaned up after its job ended: nothing is left to do for it
-        return [owner] if owner else []
+        # A job waiting for a replacement of this workload was kicked above: reconciled through the jobs
+        # stream once, not once more from here.
+        return [owner] if owner and owner not in kicked else []
 
     async def _on_pod(self, pod: PodInfo, head: EventHead) -> list[str]:
         # Only a pod in reserved room can be the replacement a waiting job of its workload claims: the
@@ -103,7 +107,7 @@ class Triggers:
         pipe.hget(self.keys.replacement_jobs, key)
         replies = await pipe.execute()
         if controller:
-            await self._kick(replies[-3])
+            await self._kick(as_text(member) for member in replies[-3])
         made_for, replacing = replies[-2:]
         if made_for is not None and (pod.deletion_timestamp is not None or head.type == "DELETED"):
             # Told before its job is reconciled on it: the pod's last state says whose doing its end is.
@@ -146,10 +150,10 @@ class Triggers:
         await pipe.execute()
         return [decision.job.name]
 
-    async def _kick(self, waiting: Iterable[bytes]) -> None:
+    async def _kick(self, waiting: Iterable[str]) -> None:
         """Something changed in a workload's Reservations or pods: look again at its jobs waiting for a
         replacement (through the jobs stream, so a job another replica holds is retried, not skipped)."""
-        names = [as_text(member) for member in waiting]
+        names = list(waiting)
         for name in names:
             kick = Kick(job=JobRef(name=name, uid=""))
             await self.publisher.publish(
