@@ -712,7 +712,11 @@ async def test_flush_closes_admission_until_rebuilt_from_running_jobs(
         keys = [k async for k in client.scan_iter(match=f"*{test_id}*")]
         await client.delete(*keys)  # Redis loses everything: ledger, queue, facts
         await cluster.job("j2", "web-2", created=2)  # other node: would fit, but the ledger is closed
-        await asyncio.sleep(1.2)  # two arbitration rounds, closed
+        # Two arbitration rounds after it, each closed: the rebuild each tries fails on the API server.
+        failed = arbitrator.api_down.failures
+        async with asyncio.timeout(30):
+            while arbitrator.api_down.failures < failed + 2:  # noqa: ASYNC110 - a count, no event for it
+                await asyncio.sleep(0.05)
         assert not await ledger.completeness.is_complete()
         assert admitted(await decisions(nc, subjects, lambda ds: len(ds) >= 1)) == ["j0"]
         arbitrator.rebuild.kube = real  # the API server is back: the next round rebuilds
