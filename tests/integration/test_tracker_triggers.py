@@ -16,6 +16,7 @@ import nats
 import pytest
 import redis.asyncio as aioredis
 from nats.aio.msg import Msg
+from nats.aio.subscription import Subscription
 
 from kubesim.sim import SimHandle
 from podherd.harness.servers import Server
@@ -114,16 +115,21 @@ async def test_only_reservation_changes_that_can_move_a_job_reconcile_it(
         }
 
 
+async def waiter_and_its_kicks(tracker: Tracker) -> Subscription:
+    """Job `waiter` waiting for a replacement of workload `rs-uid`, and a subscription to the kicks."""
+    await bus.ensure_work_streams(tracker.js, tracker.subjects, tracker.config.nats)
+    kicks = await tracker.nc.subscribe(tracker.subjects.jobs_at("kick"))
+    await tracker.client.sadd(tracker.keys.waiting("rs-uid"), "waiter")
+    return kicks
+
+
 async def test_a_job_kicked_by_its_reservations_change_is_reconciled_through_the_kick_alone(
     kubesim_factory: Callable[..., SimHandle], nats_srv: Server, redis_srv: Server, test_id: str
 ) -> None:
     # Its pod evicted, the job waits for a replacement of its workload; its own Reservation is taken. The
     # event kicks every job waiting in the workload, this one too, so it is not named a second time.
     async with tracker_on(kubesim_factory("small"), nats_srv, redis_srv, test_id) as tracker:
-        nc, client, subjects = tracker.nc, tracker.client, tracker.subjects
-        await bus.ensure_work_streams(tracker.js, subjects, tracker.config.nats)
-        await client.sadd(tracker.keys.waiting("rs-uid"), "waiter")
-        kicks = await nc.subscribe(subjects.jobs_at("kick"))
+        kicks = await waiter_and_its_kicks(tracker)
         taken = event("MODIFIED", "waiter", phase="Succeeded", controller="rs-uid")
         assert await tracker.triggers.on_event(taken) == []
         kick = await kicks.next_msg(timeout=5)
@@ -174,10 +180,8 @@ async def test_only_a_pod_in_reserved_room_kicks_the_jobs_waiting_for_a_replacem
     kubesim_factory: Callable[..., SimHandle], nats_srv: Server, redis_srv: Server, test_id: str
 ) -> None:
     async with tracker_on(kubesim_factory("small"), nats_srv, redis_srv, test_id) as tracker:
-        nc, client, subjects = tracker.nc, tracker.client, tracker.subjects
-        await bus.ensure_work_streams(tracker.js, subjects, tracker.config.nats)
-        kicks = await nc.subscribe(subjects.jobs_at("kick"))
-        await client.sadd(tracker.keys.waiting("rs-uid"), "waiter")
+        client = tracker.client
+        kicks = await waiter_and_its_kicks(tracker)
         await client.hset(tracker.keys.pod_jobs, "default/web-old", "moving")
         # The pod being moved, going: its own job looks again, the waiting one has nothing new to claim.
         assert await tracker.triggers.on_event(pod_event("web-old", in_room=False, going=True)) == ["moving"]
