@@ -1,7 +1,7 @@
 """End to end: migrations through the four services as deployed (separate processes), real NATS and Redis.
 
     python -m bench.e2e_bench [--jobs 400] [--replicas 2] [--limits default|open] [--cluster sized|large]
-                              [--rate JOBS_PER_SECOND]
+                              [--rate JOBS_PER_SECOND] [--mode ReservationFirst|EvictDirectly]
 
 For each mode, on a fresh cluster with room (kubesim in this process), `--jobs` PodMigrationJobs are created
 at once (32 creates in flight, as many clients would send them; or `--rate` a second, to see a job's own
@@ -154,6 +154,9 @@ LIMITS: dict[str, dict[str, Any]] = {
 }
 
 
+MODES = ("ReservationFirst", "EvictDirectly")
+
+
 @dataclass(frozen=True)
 class Run:
     jobs: int
@@ -161,6 +164,7 @@ class Run:
     limits: str = "default"
     cluster: str = "sized"
     rate: float = 0.0  # jobs created per second; 0: all at once
+    modes: tuple[str, ...] = MODES
 
 
 async def run_mode(mode: str, run: Run, servers: Servers, work: Path) -> dict[str, Any]:
@@ -241,7 +245,7 @@ async def main_async(run: Run) -> dict[str, Any]:
     work = Path(tempfile.mkdtemp(prefix="podherd-e2e-"))
     servers = start_servers("single", work)
     try:
-        modes = [await run_mode(m, run, servers, work) for m in ("ReservationFirst", "EvictDirectly")]
+        modes = [await run_mode(m, run, servers, work) for m in run.modes]
     finally:
         servers.stop()
         shutil.rmtree(work, ignore_errors=True)
@@ -257,8 +261,11 @@ def main() -> None:
     parser.add_argument("--limits", choices=sorted(LIMITS), default="default")
     parser.add_argument("--cluster", choices=("sized", "large"), default="sized")
     parser.add_argument("--rate", type=float, default=0.0, help="jobs created per second (0: all at once)")
+    parser.add_argument(
+        "--mode", choices=MODES, action="append", help="one mode only (to profile it alone); default: both"
+    )
     args = parser.parse_args()
-    run = Run(args.jobs, args.replicas, args.limits, args.cluster, args.rate)
+    run = Run(args.jobs, args.replicas, args.limits, args.cluster, args.rate, tuple(args.mode or MODES))
     emit("e2e", asyncio.run(main_async(run)))
 
 

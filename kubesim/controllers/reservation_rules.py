@@ -1,6 +1,7 @@
 """Koordinator Reservations as koord-scheduler treats them, pure over the objects: which pods a
 Reservation's `owners` admit (entries OR-ed; `object`, `controller` and `labelSelector` within one entry
-AND-ed), the room it still holds, what allocating a pod and expiring write into its status.
+AND-ed), which of them a pod takes first, the room it still holds, what allocating a pod and expiring
+write into its status.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from shared.quantity import format_milli, milli, pod_requests
 
 DEFAULT_RESERVATION_TTL = 24 * 3600.0
 HOLDING_PHASES = frozenset({"Available", "Waiting"})
+ORDER_LABEL = "scheduling.koordinator.sh/reservation-order"
+UNORDERED = 1 << 63  # after every ordered Reservation
 
 
 def template_spec(reservation: Obj) -> Obj:
@@ -85,6 +88,18 @@ def unschedulable(reservation: Obj, message: str) -> Obj | None:
     status["phase"] = "Pending"
     set_condition(status, condition)
     return new
+
+
+def preference(reservation: Obj) -> tuple[int, str]:
+    """Which of the Reservations a pod matches it takes first (koord-scheduler's reservation plugin): the
+    lowest positive `scheduling.koordinator.sh/reservation-order`, its node preferred over every other; those
+    without one (or 0, or not a number) after them, here by name (koord-scheduler scores their capacity)."""
+    labels = reservation["metadata"].get("labels") or {}
+    try:
+        order = int(labels.get(ORDER_LABEL, ""))
+    except ValueError:
+        order = 0
+    return (order if order > 0 else UNORDERED, reservation["metadata"]["name"])
 
 
 def allocated(reservation: Obj, pod: Obj) -> Obj:

@@ -177,7 +177,7 @@ class Scheduler(Controller[tuple[str, str]]):
             owners = ((reservation or {}).get("spec") or {}).get("owners") or []
             if reservation is not None and reservations.owners_match(owners, pod):
                 found.append(reservation)
-        return found
+        return sorted(found, key=reservations.preference)
 
     def _bind(self, pod: Obj, node: str, reservation: Obj | None) -> None:
         new = copy.deepcopy(pod)

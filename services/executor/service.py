@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -149,7 +150,8 @@ class Executor:
                 job, "reserve", "gone", message=f"pod {ref.namespace}/{ref.name} no longer exists"
             )
             return
-        body = reservation_for(job, pod, self.args.default_job_ttl, attempt=attempt)
+        order = time.time_ns() // 1_000_000
+        body = reservation_for(job, pod, self.args.default_job_ttl, attempt=attempt, order=order)
         try:
             await self.kube.arequest("POST", paths.RESERVATIONS, body=body)
         except KubeError as exc:

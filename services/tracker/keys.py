@@ -69,6 +69,14 @@ class TrackerKeys:
         return f"{self.base}:written:{job}"
 
     @property
+    def ended(self) -> str:
+        """Per ended job, the resourceVersion it was left at once its tracker had carried its ending out
+        whole (status, audit record, commands, release), or `stale` since an event of a Reservation it made
+        or names (kept room taken later is cleaned up by its next reconcile). A reconcile that reads the job
+        still at that version has nothing to do: it ends there (a hash)."""
+        return f"{self.base}:ended"
+
+    @property
     def workload_uid_of(self) -> str:
         return f"{self.base}:workload-uid-of"
 

@@ -81,7 +81,9 @@ class Tracker:
         self.stats = MigrationStats(client, config.redis.key_prefix)
         self.me = f"{config.replica}-{uuid.uuid4().hex[:8]}"
         announce = announcer(nc, self.subjects.job_unlocked)
-        self.locks = JobLocks(client, self.keys, self.me, ttl_ms=LOCK_MS, announce=announce)
+        self.locks = JobLocks(
+            client, self.keys, self.me, ttl_ms=LOCK_MS, announce=announce, peek=self.keys.ended
+        )
         self.state = JobState(client, self.keys, self.args.default_job_ttl)
         self.effects = Effects(config, nc, kube, publisher=self.publisher, subjects=self.subjects)
         self.durability = durability = redis_client.durability(client, config.redis)

@@ -4,6 +4,7 @@ audit stream as a job's history."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 from collections.abc import Callable
@@ -19,6 +20,8 @@ from podherd.client import signed
 from podherd.harness.servers import Server
 from services.executor.service import Executor
 from services.tracker.jobs.reconciler import Reconciler
+from services.tracker.jobs.state import JobState
+from services.tracker.keys import TrackerKeys
 from services.tracker.service import Tracker
 from shared import bus
 from shared.api import codec, paths
@@ -447,13 +450,28 @@ async def test_an_own_write_is_known_settled_before_the_reconcile_acts_on_it(
     async with pipeline(config) as p:
         await p.kill(next(r for r in p.running if r.name.startswith("tracker")))
         await p.start("tracker", "noting", NotesSettledWrites)
-        create_job(kube, "noted", name)
+        created = create_job(kube, "noted", name)
         job = await until_job(kube, "noted", ended)
+        version = job["metadata"]["resourceVersion"].encode()
+        client = aioredis.from_url(redis_srv.url)
+        # Its ending carried out at the version it ended at (once a reconcile finds nothing concerned it
+        # meanwhile; Redis tells no one of the write): events that name it from now on reconcile nothing.
+        mark = None
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(10):
+                while (mark := await client.hget(TrackerKeys(test_id).ended, "noted")) != version:  # noqa: ASYNC110
+                    await asyncio.sleep(0.05)
+    # The job as created was read and carried out: its ADDED event, however late, decides nothing.
+    state = JobState(client, TrackerKeys(test_id), "5m")
+    created_known = await state.is_own_settled_write("noted", created["metadata"]["resourceVersion"])
+    await client.aclose()
     assert job["status"]["phase"] == "Succeeded", job["status"]
     # Pending, Running (reserving, evicting, waiting for the replacement), Succeeded: each status written
     # that leaves the job where it rests is known as the tracker's own before its commands go out, so its
     # event starts no second reconcile deciding the same again.
     assert len(NotingReconciler.known) >= 3 and sum(NotingReconciler.known) >= 2, NotingReconciler.known
+    assert created_known
+    assert mark == version
 
 
 @pytest.mark.parametrize("crash", ["executor after evicting", "tracker after writing status"])

@@ -10,7 +10,7 @@ import asyncio
 import pytest
 from nats.aio.msg import Msg
 
-from services.tracker.jobs.locks import JobLocks, announcer
+from services.tracker.jobs.locks import Held, JobLocks, announcer
 from services.tracker.keys import TrackerKeys
 from shared.api import codec
 from shared.api.messages import JobUnlocked
@@ -122,3 +122,18 @@ async def test_a_lock_never_released_sends_the_waiter_back_and_only_its_holder_f
     assert not await b.acquire("move-1", 0)
     ttl = await redis_scope.client.pttl(TrackerKeys(redis_scope.prefix).lock("move-1"))
     assert 0 < ttl <= 15_000  # it expires on its own
+
+
+async def test_the_lock_reads_the_jobs_field_of_the_peeked_hash_as_it_is_taken(
+    redis_scope: RedisScope, nats_scope: NatsScope
+) -> None:
+    keys = TrackerKeys(redis_scope.prefix)
+    announce = announcer(nats_scope.nc, Subjects(nats_scope.prefix).job_unlocked)
+    locks = JobLocks(redis_scope.client, keys, "a", ttl_ms=15_000, announce=announce, peek=keys.ended)
+    await redis_scope.client.hset(keys.ended, "move-1", "107")
+    assert await locks.acquire("move-1", 0) == Held("107")
+    assert await locks.acquire("move-2", 0) == Held("")  # nothing there for it
+    assert await locks.acquire("move-1", 0) is None  # held: not taken, nothing read
+    plain = replica(redis_scope, nats_scope, "b")  # peeks at nothing
+    await locks.release("move-1")
+    assert await plain.acquire("move-1", 0) == Held("")

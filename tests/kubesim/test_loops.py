@@ -502,3 +502,36 @@ def test_on_a_large_cluster_each_pod_looks_at_enough_nodes_from_where_the_last_s
     placed = {p.metadata.name: p.spec.node_name for p in kube.core.list_namespaced_pod("default").items}
     # Equal scores go to the first name; a search of every node would have put the second pod on node-10.
     assert placed == {"first": "node-1", "second": "node-121"}
+
+
+def test_a_pod_matching_several_reservations_takes_the_oldest_order_first(
+    kubesim_factory: Callable[..., SimHandle],
+) -> None:
+    kube = with_crds(client_for(kubesim_factory("fragmented")))
+    owners = [{"labelSelector": {"matchLabels": {"app": "mover"}}}]
+    for name, node, order in (("a-room", "node-2", "2000"), ("b-room", "node-3", "1000")):
+        body = reservation(name, "100m", owners, node=node)
+        body["metadata"]["labels"] = {"scheduling.koordinator.sh/reservation-order": order}
+        kube.custom.create_cluster_custom_object(GROUP, VERSION, "reservations", body)
+        wait_reservation(kube, name, {"Available"})
+    taken = []
+    for pod in ("mover-1", "mover-2"):
+        kube.core.create_namespaced_pod(
+            "default",
+            {
+                "metadata": {"name": pod, "labels": {"app": "mover"}},
+                "spec": {
+                    "schedulerName": "koord-scheduler",
+                    "containers": [{"name": "c", "resources": {"requests": {"cpu": "100m"}}}],
+                },
+            },
+        )
+        key = f"default/{pod}"
+
+        def placed(state: dict[str, Any], key: str = key) -> bool:
+            return bool(state[key].spec.node_name)
+
+        state = watch_until(kube.core.list_namespaced_pod, placed, namespace="default")
+        annotations = state[key].metadata.annotations or {}
+        taken.append(json.loads(annotations["scheduling.koordinator.sh/reservation-allocated"])["name"])
+    assert taken == ["b-room", "a-room"]  # the lower order first, though its name sorts after

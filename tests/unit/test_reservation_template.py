@@ -97,6 +97,14 @@ def test_a_template_spec_is_the_reservations_spec_and_its_metadata_the_reservati
     assert term["matchFields"] == [EXCLUDE_NODE_1]  # ... and the pod's node excluded in it
 
 
+def test_the_reservation_order_is_stamped_over_the_templates_as_koordinator_does() -> None:
+    ordered = {"metadata": {"labels": {"scheduling.koordinator.sh/reservation-order": "1"}}}
+    body = reservation_for(job(ordered), pod_from(POD), "5m", order=1_764_000_000_123)
+    assert body["metadata"]["labels"]["scheduling.koordinator.sh/reservation-order"] == "1764000000123"
+    unordered = reservation_for(job(None), pod_from(POD), "5m")["metadata"]["labels"]
+    assert "scheduling.koordinator.sh/reservation-order" not in unordered
+
+
 def test_what_the_template_leaves_out_is_the_pods() -> None:
     body = reservation_for(job({"spec": {"expires": "2030-01-01T00:00:00Z"}}), pod_from(POD), "5m")
     spec = body["spec"]

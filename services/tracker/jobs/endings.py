@@ -78,6 +78,7 @@ class Endings:
         await self.state.untrack(job)
         pipe = self.client.pipeline(transaction=False)  # what the tracker kept for it, to the last field
         pipe.hdel(self.keys.phases, job.metadata.name or "")
+        pipe.hdel(self.keys.ended, job.metadata.name or "")
         pipe.delete(self.keys.written(job.metadata.name or ""))
         kept = (
             self.keys.decisions,

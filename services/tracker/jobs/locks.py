@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
+from typing import NamedTuple
 
 import redis.asyncio as aioredis
 from nats.aio.client import Client as NatsClient
@@ -21,17 +22,28 @@ from services.tracker.keys import TrackerKeys
 from shared.api import codec
 from shared.api.codec import SchemaError
 from shared.api.messages import JobUnlocked
+from shared.redis_scripts import as_text
 
+# Taken: {1, the job's field of the peeked hash (KEYS[3]), '' when it has none}; held by another: {0}.
 ACQUIRE = """
-if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 1 end
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  if KEYS[3] == nil then return {1, ''} end
+  return {1, redis.call('HGET', KEYS[3], ARGV[3]) or ''}
+end
 redis.call('SET', KEYS[2], '1', 'PX', ARGV[2])
-return 0
+return {0}
 """
 RELEASE = """
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 redis.call('DEL', KEYS[1])
 return redis.call('DEL', KEYS[2])
 """
+
+
+class Held(NamedTuple):
+    """A job's lock, taken; with what the peeked hash held for the job at that moment ("": nothing)."""
+
+    peeked: str
 
 
 class JobLocks:
@@ -43,27 +55,31 @@ class JobLocks:
         *,
         ttl_ms: int,
         announce: Callable[[str], Awaitable[None]],
+        peek: str = "",
     ) -> None:
-        self.keys, self.me, self.ttl_ms, self.announce = keys, me, ttl_ms, announce
+        """`peek`: a hash whose field for the job is read as its lock is taken, in the same step."""
+        self.keys, self.me, self.ttl_ms, self.announce, self.peek = keys, me, ttl_ms, announce, peek
         self._acquire = client.register_script(ACQUIRE)
         self._release = client.register_script(RELEASE)
         self._waiters: dict[str, set[asyncio.Future[None]]] = {}
 
-    async def acquire(self, job: str, wait: float) -> bool:
-        """Take the job's lock, waiting up to `wait` seconds for its holder to release it."""
+    async def acquire(self, job: str, wait: float) -> Held | None:
+        """Take the job's lock, waiting up to `wait` seconds for its holder to release it (None: it did
+        not)."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait
-        keys = [self.keys.lock(job), self.keys.lock_wanted(job)]
+        keys = [self.keys.lock(job), self.keys.lock_wanted(job), *([self.peek] if self.peek else [])]
         while True:
             released = loop.create_future()
             waiters = self._waiters.setdefault(job, set())
             waiters.add(released)
             try:
-                if await self._acquire(keys=keys, args=[self.me, self.ttl_ms]):
-                    return True
+                taken = await self._acquire(keys=keys, args=[self.me, self.ttl_ms, job])
+                if int(taken[0]):
+                    return Held(as_text(taken[1]))
                 remaining = deadline - loop.time()
                 if remaining <= 0:
-                    return False
+                    return None
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(remaining):
                         await released

@@ -18,7 +18,7 @@ from services.tracker.jobs.effects import Effects
 from services.tracker.jobs.endings import Endings
 from services.tracker.jobs.locks import JobLocks
 from services.tracker.jobs.observer import Observer
-from services.tracker.jobs.state import JobState
+from services.tracker.jobs.state import STALE, JobState
 from services.tracker.keys import TrackerKeys
 from shared.api import codec, paths
 from shared.api.pmj import PHASE_PENDING, Phase, PodMigrationJob
@@ -58,25 +58,30 @@ class Reconciler:
             await self._reconcile_locked(name)
 
     async def _reconcile_locked(self, name: str) -> None:
-        if not await self.parts.locks.acquire(name, LOCK_WAIT):
+        held = await self.parts.locks.acquire(name, LOCK_WAIT)
+        if held is None:
             raise Retry(f"job {name} is being handled by another replica", 0.2)
         try:
+            if held.peeked not in ("", STALE):
+                return  # ended, its ending carried out, and nothing that may concern it happened since
             for _ in range(8):
-                if await self._reconcile_once(name):
+                if await self._reconcile_once(name, held.peeked):
                     return
             raise Retry(f"job {name}: the status kept changing under us", 0.5)
         finally:
             await self.parts.locks.release(name)
 
-    async def _reconcile_once(self, name: str) -> bool:
+    async def _reconcile_once(self, name: str, mark: str) -> bool:
         """Read the job, let the machine decide, carry out what that takes (`deeds.plan`). False: the job
-        changed meanwhile, or it has just started waiting for a replacement: look again."""
+        changed meanwhile, or it has just started waiting for a replacement: look again. `mark`: its ended
+        mark as its lock was taken."""
         raw = await self.parts.observer.get(paths.job(name))
         if raw is None:
             return True
         job, invalid = read_pmj(raw)
         if invalid is not None:
             return await self.parts.endings.end_invalid(raw, job, invalid)
+        version = latest = str(raw["metadata"].get("resourceVersion") or "")
         observed = await self.parts.observer.observe(job)
         step = machine.progress(observed)
         todo = deeds.plan(job, observed, step)
@@ -98,7 +103,9 @@ class Reconciler:
                 if exc.status == 404:
                     return True
                 raise
-            await settles(codec.decode(answer, PodMigrationJob))
+            written = codec.decode(answer, PodMigrationJob)
+            latest = written.metadata.resource_version or ""
+            await settles(written)
             await self.transitioned(job, job.status.phase if job.status else None, step)
         elif todo.retell:
             # Written, but its audit record was never acknowledged (NATS lost it, or this replica died in
@@ -113,7 +120,7 @@ class Reconciler:
         if todo.point_at is not None:
             # After the commands: the migration goes on.
             await settles(await self.parts.effects.point_at(job, todo.point_at))
-        return await self._keep(job, todo)
+        return await self._keep(job, todo, read=version, left_at=latest, mark=mark)
 
     async def _carry_out(self, job: PodMigrationJob, deed: deeds.Deed) -> None:
         name = job.metadata.name or ""
@@ -132,14 +139,21 @@ class Reconciler:
                     await self.parts.endings.cleanup(job, None)
                 await self.parts.endings.release(job, phase)
 
-    async def _keep(self, job: PodMigrationJob, todo: deeds.Plan) -> bool:
-        """What the tracker keeps of the job, in one round trip. False when it has just been registered as
-        waiting for a replacement: one that bound in between kicked no one, so look once more (every later
-        bind kicks this job)."""
+    async def _keep(
+        self, job: PodMigrationJob, todo: deeds.Plan, *, read: str, left_at: str, mark: str
+    ) -> bool:
+        """What the tracker keeps of the job, in one round trip: the version `read` decided on; an ended
+        job's ending carried out at the version it was `left_at` (unless its `mark` changed meanwhile). False
+        when it has just been registered as waiting for a replacement: one that bound in between kicked no
+        one, so look once more (every later bind kicks this job)."""
         name = job.metadata.name or ""
         pipe = self.client.pipeline(transaction=False)
+        if read:
+            self.parts.state.decided(name, read, pipe)
         if todo.look_again_at is None:
-            await self.parts.state.untrack(job)
+            await self.parts.state.untrack(job, pipe)
+            if left_at:
+                await self.parts.state.ended(name, left_at, read=mark, pipe=pipe)
         else:
             if todo.atomic_drain is not None:  # its drain waits for every pod's room
                 pipe.sadd(self.keys.atomic_drains, todo.atomic_drain)

@@ -17,11 +17,30 @@ from shared.redis_scripts import as_text
 # How long the tracker's own writes of a job are known after its last one: longer than any event waits in
 # the stream before it is handled.
 WRITES_REMEMBERED_S = 3600
+# An ended job's mark (`TrackerKeys.ended`) once something that may concern it happened.
+STALE = "stale"
+# The mark set only if it is still what the reconcile read at its start (ARGV[2], "" for none): a Reservation
+# event noted meanwhile (the mark made stale) brings one more full reconcile.
+MARK_ENDED = """
+local now = redis.call('HGET', KEYS[1], ARGV[1])
+if (now == false and ARGV[2] == '') or now == ARGV[2] then
+  redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
+  return 1
+end
+return 0
+"""
+JOB_CHANGED = """
+if redis.call('SISMEMBER', KEYS[1], ARGV[1]) == 1 then return 0 end
+if redis.call('HEXISTS', KEYS[2], ARGV[2]) == 1 then redis.call('HSET', KEYS[2], ARGV[2], ARGV[3]) end
+return 1
+"""
 
 
 class JobState:
     def __init__(self, client: aioredis.Redis, keys: TrackerKeys, default_ttl: str) -> None:
         self.client, self.keys, self.default_ttl = client, keys, default_ttl
+        self._mark_ended = client.register_script(MARK_ENDED)
+        self._job_changed = client.register_script(JOB_CHANGED)
 
     async def phase_written(self, name: str, phase: str) -> None:
         await self.client.hset(self.keys.phases, name, phase)
@@ -33,8 +52,31 @@ class JobState:
         pipe.expire(self.keys.written(name), WRITES_REMEMBERED_S)
         await pipe.execute()
 
+    def decided(self, name: str, resource_version: str, pipe: Pipeline) -> None:
+        """A version of the job a reconcile read and carried out to the end: its PMJ event, often later than
+        the decision or report that brought the reconcile (a job is admitted as it is created), brings
+        nothing to decide either. As commands of the caller's pipeline."""
+        pipe.sadd(self.keys.written(name), resource_version)
+        pipe.expire(self.keys.written(name), WRITES_REMEMBERED_S)
+
+    async def ended(self, name: str, resource_version: str, *, read: str, pipe: Pipeline) -> None:
+        """The job's ending carried out (it was left at `resource_version`), unless its mark changed since it
+        was `read` ("": none). As a command of the caller's pipeline."""
+        await self._mark_ended(keys=[self.keys.ended], args=[name, read, resource_version], client=pipe)
+
+    def concerned(self, name: str, pipe: Pipeline) -> None:
+        """Something that may concern the job happened (an event of a Reservation it made or names): its
+        next reconcile, ended or not, is a full one."""
+        pipe.hset(self.keys.ended, name, STALE)
+
     async def is_own_settled_write(self, name: str, resource_version: str) -> bool:
         return bool(await self.client.sismember(self.keys.written(name), resource_version))
+
+    async def job_changed(self, name: str, resource_version: str) -> bool:
+        """An event of the job at `resource_version`: False when it is an own write that left it settled;
+        else True, and an ended job's mark is made stale (a change by others, or a new job by its name)."""
+        keys = [self.keys.written(name), self.keys.ended]
+        return bool(await self._job_changed(keys=keys, args=[resource_version, name, STALE]))
 
     async def asked(self, job: PodMigrationJob, attempt: int) -> None:
         """The tracker asks for the job's Reservation `attempt`: the names to read are known up to it."""
@@ -70,10 +112,11 @@ class JobState:
         if named := job.user_reservation:  # its events carry no job label: find the job by the name
             pipe.hset(self.keys.named, named, name)
 
-    async def untrack(self, job: PodMigrationJob) -> None:
+    async def untrack(self, job: PodMigrationJob, pipe: Pipeline | None = None) -> None:
+        """What points at the job goes; as commands of the caller's `pipe` when given (it runs them)."""
         name = job.metadata.name or ""
         mine = await self.client.hget(self.keys.replacement, job.metadata.uid or "")
-        pipe = self.client.pipeline(transaction=False)
+        own, pipe = pipe is None, pipe if pipe is not None else self.client.pipeline(transaction=False)
         if mine is not None:
             namespace, pod, _ = json.loads(mine)
             pipe.hdel(self.keys.replacement_jobs, f"{namespace}/{pod}")
@@ -82,7 +125,8 @@ class JobState:
             pipe.hdel(self.keys.pod_jobs, f"{job.spec.pod_ref.namespace}/{job.spec.pod_ref.name}")
         if named := job.user_reservation:
             pipe.hdel(self.keys.named, named)
-        await pipe.execute()
+        if own:
+            await pipe.execute()
 
 
 def is_terminal(written: bytes | str | None) -> bool:

@@ -13,7 +13,7 @@ from nats.aio.msg import Msg
 from services.tracker.jobs.decode import JobEvent, ReservationEvent, ReservationHead
 from services.tracker.jobs.endings import Endings
 from services.tracker.jobs.observer import Observer
-from services.tracker.jobs.state import JobState, is_terminal
+from services.tracker.jobs.state import STALE, JobState, is_terminal
 from services.tracker.keys import TrackerKeys
 from shared import bus
 from shared.api import annotations as known
@@ -52,9 +52,7 @@ class Triggers:
             if head.type == "DELETED":
                 await self.endings.forget(codec.decode(msg.data, JobEvent).object)
                 return []
-            if await self.state.is_own_settled_write(head.name, head.resource_version):
-                return []
-            return [head.name]
+            return [head.name] if await self.state.job_changed(head.name, head.resource_version) else []
         if head.kind == "Reservation":
             return await self._on_reservation(codec.decode(msg.data, ReservationEvent).object, head)
         if head.kind == "Pod":
@@ -74,6 +72,8 @@ class Triggers:
             pipe.hget(self.keys.named, head.name)
         elif deleted:
             pipe.hget(self.keys.phases, labelled)
+        if labelled and not deleted:  # last: its reply is not read (a deletion: see below)
+            self.state.concerned(labelled, pipe)
         replies = list(await pipe.execute()) if len(pipe) else []
         kicked: set[str] = set()
         if controller:
@@ -83,6 +83,10 @@ class Triggers:
             return []  # made for its job, not scheduled yet: nothing to decide till the scheduler acts
         # One Podherd made (labelled with its job), or one a job names (it expires, it is taken, ...).
         owner = labelled or as_text(replies.pop(0) or b"")
+        if owner and not labelled and not deleted:
+            await self.client.hset(self.keys.ended, owner, STALE)
+        # A deletion leaves the job's ended mark as it is: before its job ends, there is no mark; after, a
+        # Reservation going is its cleanup, and nothing is left to do for it.
         if owner and deleted:
             phase = replies.pop(0) if labelled else await self.client.hget(self.keys.phases, owner)
             if is_terminal(phase):

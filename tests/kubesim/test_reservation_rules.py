@@ -1,11 +1,12 @@
-"""kubesim's Reservation expiry (Koordinator's): past `expires`, else past creation + `ttl` (24h when unset,
-never when 0), an Available Reservation turns Failed with reason Expired; an ended one stays as it is."""
+"""kubesim's Reservation rules (Koordinator's): past `expires`, else past creation + `ttl` (24h when unset,
+never when 0), an Available Reservation turns Failed with reason Expired, an ended one stays as it is; a pod
+that matches several Reservations takes the one of lowest `reservation-order` first."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from kubesim.controllers.reservation_rules import expired
+from kubesim.controllers.reservation_rules import expired, preference
 from kubesim.records import parse_iso
 
 CREATED = "2026-11-24T10:00:00Z"
@@ -35,3 +36,19 @@ def test_ttl_zero_never_expires_and_an_ended_reservation_stays_as_it_is() -> Non
     assert expired(reservation(ttl="0s"), now=T0 + 10**9) is None
     assert expired(reservation("Succeeded", ttl="1s"), now=T0 + 10) is None
     assert expired(reservation("Failed", ttl="1s"), now=T0 + 10) is None
+
+
+def test_a_pod_takes_the_lowest_reservation_order_first_and_unordered_ones_last() -> None:
+    def room(name: str, order: str | None) -> dict[str, Any]:
+        labels = {"scheduling.koordinator.sh/reservation-order": order} if order is not None else {}
+        return {"metadata": {"name": name, "labels": labels}}
+
+    rooms = [
+        room("a", None),
+        room("b", "300"),
+        room("c", "0"),
+        room("d", "100"),
+        room("e", "x"),
+        room("f", "200"),
+    ]
+    assert [r["metadata"]["name"] for r in sorted(rooms, key=preference)] == ["d", "f", "b", "a", "c", "e"]
