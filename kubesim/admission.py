@@ -7,6 +7,7 @@ import difflib
 import json
 import secrets
 
+from kubesim import webhook_configs
 from kubesim.errors import FieldError, invalid, invalid_fields
 from kubesim.records import Obj
 from kubesim.resources import ResourceType
@@ -119,6 +120,10 @@ class Admission:
             if rt.plural == "statefulsets":
                 spec.setdefault("podManagementPolicy", "OrderedReady")
                 spec.setdefault("updateStrategy", {"type": "RollingUpdate"})
+        elif rt.group == "admissionregistration.k8s.io" and subresource is None:
+            webhook_configs.defaulted(obj, mutating=rt.plural.startswith("mutating"))
+            if errors := webhook_configs.errors_of(obj):
+                raise invalid_fields(rt.kind, rt.group, obj["metadata"]["name"], errors=errors)
         elif rt.group == "" and rt.plural == "nodes" and operation == "CREATE":
             self._node(obj)
         elif rt.group == "" and rt.plural == "namespaces" and operation == "CREATE":

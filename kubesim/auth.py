@@ -143,7 +143,7 @@ class Authenticator:
             else:
                 status = {
                     "authenticated": True,
-                    "user": {**_user_info(user), "extra": _extra(claims)},
+                    "user": {**user_info(user), "extra": _extra(claims)},
                     "audiences": [a for a in claims.audiences if a in asked],
                 }
         return {
@@ -192,7 +192,7 @@ class Authenticator:
         }
 
 
-def _user_info(user: User) -> dict[str, Any]:
+def user_info(user: User) -> dict[str, Any]:
     return {"username": user.name, "uid": user.uid, "groups": list(user.groups)}
 
 

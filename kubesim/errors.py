@@ -137,6 +137,7 @@ class FieldError:
         "FieldValueInvalid": "Invalid value",
         "FieldValueTypeInvalid": "Invalid value",
         "FieldValueNotSupported": "Unsupported value",
+        "FieldValueDuplicate": "Duplicate value",
         "FieldValueTooMany": "Too many",
         "FieldValueTooLong": "Too long",
         "FieldValueForbidden": "Forbidden",

@@ -12,6 +12,7 @@ import msgspec
 from aiohttp import web
 
 from kubesim import protobuf
+from kubesim.auth import User
 from kubesim.errors import ApiError, bad_request
 from kubesim.resources import ResourceType
 
@@ -29,6 +30,10 @@ class Target:
     def resource(self) -> str:
         """As the API server's request metrics name it: `pods`, `pods/eviction`."""
         return f"{self.rt.plural}/{self.subresource}" if self.subresource else self.rt.plural
+
+
+# The request's user, as authenticated (and impersonated), kept on the request for admission webhooks.
+USER = web.RequestKey("kubesim.user", User)
 
 
 def warned(response: web.Response, warnings: list[str]) -> web.Response:

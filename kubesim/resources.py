@@ -291,6 +291,10 @@ def _builtin() -> list[ResourceType]:
                 AGE,
             ],
         ),
+        *(
+            ResourceType("admissionregistration.k8s.io", "v1", kind, kind.lower() + "s", False)
+            for kind in ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration")
+        ),
         ResourceType(
             "coordination.k8s.io",
             "v1",

@@ -13,6 +13,7 @@ import msgspec
 from aiohttp import web
 
 from kubesim import subresources, tables
+from kubesim.admitting import Admitting
 from kubesim.auth import Authenticator
 from kubesim.errors import ApiError, method_not_allowed, not_found
 from kubesim.eviction import evict
@@ -24,6 +25,7 @@ from kubesim.resources import ResourceType
 from kubesim.schema import field_validation
 from kubesim.store import Store
 from kubesim.watch_stream import WatchStream
+from kubesim.webhooks import Admission
 
 
 class Resources:
@@ -31,6 +33,7 @@ class Resources:
         self, store: Store, options: SimOptions, watches: WatchStream, *, auth: Authenticator
     ) -> None:
         self.store, self.options, self.watches, self.auth = store, options, watches, auth
+        self.admitting = Admitting(store, Admission(store, options))
         # Evictions of these pods ("namespace/name") wait until their event is set, as behind a validating
         # webhook on pods/eviction that takes its time to answer (tests hold one there to widen a window).
         self.eviction_holds: dict[str, asyncio.Event] = {}
@@ -54,13 +57,12 @@ class Resources:
                 if t.rt.namespaced and t.namespace is None:
                     raise method_not_allowed("create needs a namespace in the path")
                 warnings: list[str] = []
+                how = field_validation(query, "CreateOptions")
+                body = await read_body(request)
+                if self.admitting.active():
+                    body = await self.admitting.create(request, t, body, how=how, warnings=warnings)
                 created = store.verbs.create(
-                    t.rt,
-                    ns,
-                    await read_body(request),
-                    dry_run=dry_run,
-                    field_validation=field_validation(query, "CreateOptions"),
-                    warnings=warnings,
+                    t.rt, ns, body, dry_run=dry_run, field_validation=how, warnings=warnings
                 )
                 return warned(self._object_response(request, t.rt, created, status=201), warnings)
             if method == "DELETE":
@@ -74,8 +76,11 @@ class Resources:
             hold = self.eviction_holds.get(f"{ns}/{name}")
             if hold is not None:
                 await hold.wait()
+            warnings = []
+            if self.admitting.active():
+                body = await self.admitting.evict(request, t, body, warnings=warnings)
             result = evict(store, self.options, ns, name=name, body=body)
-            return json_response(result, 201)
+            return warned(json_response(result, 201), warnings)
         if t.subresource == "token" and t.rt.plural == "serviceaccounts":
             if method != "POST":
                 raise method_not_allowed("token only accepts POST")
@@ -97,20 +102,26 @@ class Resources:
             return self._object_response(request, t.rt, store.get(t.rt, ns, name))
         if method == "PUT":
             warnings = []
+            how = field_validation(query, "UpdateOptions")
+            body = await read_body(request)
+            if self.admitting.active():
+                body = await self.admitting.update(request, t, body, how=how, warnings=warnings)
             updated = store.verbs.update(
                 t.rt,
                 ns,
                 name,
-                obj=await read_body(request),
+                obj=body,
                 subresource=t.subresource,
                 dry_run=dry_run,
-                field_validation=field_validation(query, "UpdateOptions"),
+                field_validation=how,
                 warnings=warnings,
             )
             return warned(self._object_response(request, t.rt, updated), warnings)
         if method == "PATCH":
             apply = await subresources.patcher(request, t.rt)
             warnings = []
+            if self.admitting.active():
+                apply = await self.admitting.patch(request, t, apply, warnings=warnings)
             patched = store.verbs.patch(
                 t.rt,
                 ns,
@@ -128,9 +139,10 @@ class Resources:
                 options["gracePeriodSeconds"] = int(query["gracePeriodSeconds"])
             if "propagationPolicy" in query:
                 options["propagationPolicy"] = query["propagationPolicy"]
-            result = store.verbs.delete(
-                t.rt, ns, name, options=options, dry_run=dry_run or "All" in (options.get("dryRun") or [])
-            )
+            dry_run = dry_run or "All" in (options.get("dryRun") or [])
+            if self.admitting.active():
+                await self.admitting.delete(request, t, dry_run=dry_run)
+            result = store.verbs.delete(t.rt, ns, name, options=options, dry_run=dry_run)
             return self._object_response(request, t.rt, result)
         raise method_not_allowed(f"{method} is not supported")
 

@@ -23,6 +23,7 @@ from kubesim.auth import Authenticator
 from kubesim.discovery import Discovery
 from kubesim.errors import ApiError, bad_request, not_found
 from kubesim.http_common import (
+    USER,
     Target,
     error_response,
     json_response,
@@ -108,6 +109,7 @@ class ApiServer:
         self.requests_by_verb[(user.name, attrs.verb, target.resource)] += 1
         if rt.group in ("authorization.k8s.io", "authentication.k8s.io"):  # reviews: answered, never stored
             return json_response(self.access.answer(user, target, await read_body(request)), 201)
+        request[USER] = user  # whom admission webhooks are told the request is from
         return await self.resources.handle(request, target)
 
     def _target(self, parts: list[str]) -> Target:

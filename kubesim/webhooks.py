@@ -1,0 +1,260 @@
+"""Admission webhooks, called as kube-apiserver calls them (k8s.io/apiserver/pkg/admission/plugin/webhook).
+
+Mutating webhooks first, one after the other (configurations by name, webhooks in their order), each
+answering with a JSONPatch the object takes; validating webhooks after, all at once. A webhook is posted an
+AdmissionReview v1 over HTTPS, verified against its `caBundle`, at its `url` or at its Service (the backends
+kubesim was told about, else the Service's ready pods), within `timeoutSeconds`. A denial is the webhook's
+status, its code kept (400 if below), its message prefixed `admission webhook "NAME" denied the request`. A
+webhook that cannot be asked (refused, slow, a certificate not of its CA, an answer that is not an
+AdmissionReview for this request) refuses the request with 500 `Internal error occurred: failed calling
+webhook ...` when its `failurePolicy` is Fail (the default), and is skipped when it is Ignore. A dry run is
+sent as one (`dryRun`): a v1 configuration cannot declare side effects.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import logging
+import ssl
+from dataclasses import replace
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import aiohttp
+import msgspec
+
+from kubesim.errors import ApiError
+from kubesim.options import SimOptions
+from kubesim.patch import json_patch
+from kubesim.records import Obj
+from kubesim.selectors import match_label_selector
+from kubesim.store import Store
+from kubesim.webhook_rules import (
+    GROUP,
+    Request,
+    fails_closed,
+    matches,
+    review,
+    timeout_of,
+    url_of,
+)
+
+log = logging.getLogger("kubesim.webhooks")
+
+
+class CallFailed(Exception):
+    """The webhook could not be asked, or did not answer as one must (`ErrCallingWebhook`)."""
+
+
+class Admission:
+    def __init__(self, store: Store, options: SimOptions) -> None:
+        self.store, self.options = store, options
+
+    def _webhooks(self, plural: str, request: Request) -> list[Obj]:
+        rt = self.store.registry.get(GROUP, "v1", plural)
+        if rt is None:
+            return []
+        configurations = sorted(self.store.objects(rt), key=lambda c: c["metadata"]["name"])
+        if not configurations:
+            return []
+        labels = self._namespace_labels(request.namespace)
+        return [w for c in configurations for w in c.get("webhooks") or [] if matches(w, request, labels)]
+
+    def _namespace_labels(self, namespace: str) -> dict[str, str] | None:
+        if not namespace:
+            return None
+        found = self.store.find(self.store.registry.core("namespaces"), "", namespace)
+        return ((found or {}).get("metadata") or {}).get("labels") or {}
+
+    async def mutate(self, request: Request, warnings: list[str]) -> Obj | None:
+        """The object as the mutating webhooks leave it (each sees the previous one's changes)."""
+        obj = request.obj
+        for webhook in self._webhooks(CONFIGURATIONS_MUTATING, request):
+            asked = replace(request, obj=obj)
+            answer = await self._admit(webhook, asked, warnings)
+            if answer is None or not answer.get("patch"):
+                continue
+            if answer.get("patchType") != "JSONPatch":
+                raise _failed(webhook, f'unsupported patch type "{answer.get("patchType")}"')
+            try:
+                obj = json_patch(obj, msgspec.json.decode(base64.b64decode(answer["patch"])))
+            except (ValueError, ApiError) as exc:
+                raise _failed(webhook, f"JSON patch failed to apply: {exc}") from None
+        return obj
+
+    async def validate(self, request: Request, warnings: list[str]) -> None:
+        """Every validating webhook the request reaches, at once; the first to deny (in their order) says
+        why."""
+        webhooks = self._webhooks(CONFIGURATIONS_VALIDATING, request)
+        if webhooks:
+            await asyncio.gather(*(self._admit(w, request, warnings) for w in webhooks))
+
+    async def _admit(self, webhook: Obj, request: Request, warnings: list[str]) -> Obj | None:
+        """The webhook's answer when it allows the request; an ApiError when it denies it or, failing
+        closed, cannot be asked; None when it cannot be asked and fails open."""
+        name = str(webhook.get("name"))
+        sent = review(request)
+        try:
+            answer = await self._call(webhook, sent)
+            if answer.get("uid") != sent["request"]["uid"]:
+                raise CallFailed(
+                    f'expected response.uid="{sent["request"]["uid"]}", got "{answer.get("uid")}"'
+                )
+        except CallFailed as exc:
+            if fails_closed(webhook):
+                raise _failed(webhook, str(exc)) from None
+            log.warning('failed calling webhook "%s" (failurePolicy Ignore): %s', name, exc)
+            return None
+        warnings.extend(str(w) for w in answer.get("warnings") or [])
+        if not answer.get("allowed"):
+            raise denied(name, answer.get("status") or {})
+        return answer
+
+    async def _call(self, webhook: Obj, sent: Obj) -> Obj:
+        url = url_of(webhook)
+        target, server_name = self._address(webhook, url)
+        context = _context(webhook)
+        timeout = aiohttp.ClientTimeout(total=timeout_of(webhook))
+        try:
+            async with (
+                aiohttp.ClientSession(timeout=timeout) as session,
+                session.post(
+                    target,
+                    data=msgspec.json.encode(sent),
+                    headers={"Content-Type": "application/json", "Accept": "application/json"},
+                    ssl=context,
+                    server_hostname=server_name,
+                ) as response,
+            ):
+                body = await response.read()
+        except TimeoutError:
+            raise CallFailed(f'failed to call webhook: Post "{url}": context deadline exceeded') from None
+        except aiohttp.ClientConnectorCertificateError as exc:
+            reason = f"tls: failed to verify certificate: x509: {_x509(exc.certificate_error)}"
+            raise CallFailed(f'failed to call webhook: Post "{url}": {reason}') from None
+        except (aiohttp.ClientError, OSError) as exc:
+            raise CallFailed(f'failed to call webhook: Post "{url}": {_why(exc)}') from None
+        if response.status != 200:
+            raise CallFailed(f"received invalid webhook response: the server answered {response.status}")
+        try:
+            decoded = msgspec.json.decode(body)
+            answer = decoded["response"]
+            if decoded.get("apiVersion") != "admission.k8s.io/v1" or not isinstance(answer, dict):
+                raise ValueError("not an admission.k8s.io/v1 AdmissionReview")
+        except (ValueError, KeyError, TypeError, msgspec.DecodeError) as exc:
+            raise CallFailed(f"received invalid webhook response: {exc}") from None
+        return answer
+
+    def _address(self, webhook: Obj, url: str) -> tuple[str, str | None]:
+        """Where to post (a Service resolved to one of its backends) and the name its certificate must
+        carry."""
+        service = (webhook.get("clientConfig") or {}).get("service")
+        if not service:
+            return url, None
+        namespace, name = str(service.get("namespace")), str(service.get("name"))
+        port = int(service.get("port") or 443)
+        backends = self._backends(namespace, name, port)
+        if not backends:
+            raise CallFailed(
+                f'failed to call webhook: Post "{url}": no endpoints available for service "{name}"'
+            )
+        host, number = backends[0]
+        parts = urlsplit(url)
+        return urlunsplit(parts._replace(netloc=f"{host}:{number}")), f"{name}.{namespace}.svc"
+
+    def _backends(self, namespace: str, name: str, port: int) -> list[tuple[str, int]]:
+        if f"{namespace}/{name}:{port}" in self.options.services:
+            return self.options.backends(namespace, name, port)
+        found = self.store.find(self.store.registry.core("services"), namespace, name)
+        if found is None:
+            return []
+        spec = found.get("spec") or {}
+        wanted = next((p for p in spec.get("ports") or [] if int(p.get("port") or 0) == port), None)
+        if wanted is None:
+            return []
+        out = []
+        for pod in self.store.objects(self.store.registry.core("pods"), namespace):
+            status = pod.get("status") or {}
+            labels = (pod.get("metadata") or {}).get("labels") or {}
+            selector = {"matchLabels": spec.get("selector") or {}}
+            ready = any(
+                c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or []
+            )
+            if (
+                spec.get("selector")
+                and match_label_selector(selector, labels)
+                and ready
+                and status.get("podIP")
+            ):
+                out.append((str(status["podIP"]), _target_port(pod, wanted)))
+        return out
+
+
+# OpenSSL's X509_V_ERR codes.
+SELF_SIGNED, SELF_SIGNED_IN_CHAIN, UNKNOWN_ISSUER, HOSTNAME_MISMATCH = 18, 19, 20, 62
+CONFIGURATIONS_VALIDATING = "validatingwebhookconfigurations"
+CONFIGURATIONS_MUTATING = "mutatingwebhookconfigurations"
+
+
+def denied(webhook: str, status: Obj) -> ApiError:
+    """A webhook's refusal as the API server passes it on (`webhookerrors.ToStatusErr`): its code (400 if
+    below), reason and details kept, its message (else its reason) after who denied it."""
+    deniedby = f'admission webhook "{webhook}" denied the request'
+    code = int(status.get("code") or 0)
+    message, reason = str(status.get("message") or ""), str(status.get("reason") or "")
+    text = (
+        f"{deniedby}: {message}"
+        if message
+        else f"{deniedby}: {reason}"
+        if reason
+        else f"{deniedby} without explanation"
+    )
+    return ApiError(max(code, 400), reason, text, details=status.get("details"))
+
+
+def _failed(webhook: Obj, why: str) -> ApiError:
+    message = f'failed calling webhook "{webhook.get("name")}": {why}'
+    return ApiError(
+        500,
+        "InternalError",
+        f"Internal error occurred: {message}",
+        details={"causes": [{"message": message}]},
+    )
+
+
+def _context(webhook: Obj) -> ssl.SSLContext:
+    bundle = (webhook.get("clientConfig") or {}).get("caBundle")
+    if bundle:
+        return ssl.create_default_context(cadata=base64.b64decode(bundle).decode())
+    return ssl.create_default_context()
+
+
+def _why(exc: BaseException) -> str:
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        cause = exc.os_error
+        if isinstance(cause, ConnectionRefusedError):
+            return f"dial tcp {exc.host}:{exc.port}: connect: connection refused"
+        return f"dial tcp {exc.host}:{exc.port}: {cause.strerror or cause}"
+    return str(exc) or type(exc).__name__
+
+
+def _x509(error: BaseException) -> str:
+    """OpenSSL's verdict in Go's words (crypto/x509), for the two that matter here."""
+    code = getattr(error, "verify_code", None)
+    if code in (UNKNOWN_ISSUER, SELF_SIGNED_IN_CHAIN, SELF_SIGNED):
+        return "certificate signed by unknown authority"
+    if code == HOSTNAME_MISMATCH:
+        return "certificate is not valid for the name asked for"
+    return str(getattr(error, "verify_message", None) or error)
+
+
+def _target_port(pod: Obj, port: dict[str, Any]) -> int:
+    target = port.get("targetPort", port.get("port"))
+    if isinstance(target, int) or str(target).isdigit():
+        return int(str(target))
+    for container in (pod.get("spec") or {}).get("containers") or []:
+        for declared in container.get("ports") or []:
+            if declared.get("name") == target:
+                return int(declared["containerPort"])
+    return int(port.get("port") or 0)
