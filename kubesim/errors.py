@@ -91,12 +91,6 @@ def too_many_requests(message: str, causes: list[dict[str, str]] | None = None) 
     return ApiError(429, "TooManyRequests", message, details=details)
 
 
-def webhook_denied(webhook: str, code: int, message: str) -> ApiError:
-    """A validating admission webhook said no: the API server keeps the webhook's code (and reason, here
-    none) and prefixes its message with who denied it (apiserver's admission/plugin/webhook/errors)."""
-    return ApiError(code, "", f'admission webhook "{webhook}" denied the request: {message}')
-
-
 def method_not_allowed(message: str) -> ApiError:
     return ApiError(405, "MethodNotAllowed", message)
 

@@ -7,14 +7,8 @@
 - A budget with `disruptionsAllowed` 0 answers 429 TooManyRequests naming the budget; otherwise the
   eviction takes one disruption (recorded in `status.disruptedPods`) before the pod is deleted, so two
   concurrent evictions cannot both spend the last one.
-- In `evict_in_background` mode (KEP-1397), a pod annotated
-  `descheduler.alpha.kubernetes.io/request-evict-only` is not deleted: a validating webhook on
-  `pods/eviction` (KubeVirt's, simulated) marks it `eviction-in-progress` and denies the request with 429,
-  which the API server wraps as it wraps every webhook denial:
-  `admission webhook "virt-launcher-eviction-interceptor.kubevirt.io" denied the request: Eviction triggered
-  evacuation of VMI "<ns>/<name>"`, and for a pod already being evacuated `... denied the request:
-  Evacuation in progress: Eviction triggered evacuation of VMI "<ns>/<name>"`. The evacuation controller
-  deletes it later. Admission runs before the budget check, as in the eviction REST handler.
+- In `evict_in_background` mode (KEP-1397), KubeVirt's eviction interceptor is a validating webhook
+  (`kubesim.interceptor`), called before this handler as every admission webhook is.
 """
 
 from __future__ import annotations
@@ -22,7 +16,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from kubesim.errors import ApiError, too_many_requests, webhook_denied
+from kubesim.errors import ApiError, too_many_requests
 from kubesim.options import SimOptions
 from kubesim.records import Obj, now_iso
 from kubesim.selectors import match_label_selector
@@ -31,7 +25,6 @@ from shared.api import annotations as known
 
 REQUEST_EVICT_ONLY = known.REQUEST_EVICT_ONLY
 EVICTION_IN_PROGRESS = known.EVICTION_IN_PROGRESS
-EVACUATION_WEBHOOK = "virt-launcher-eviction-interceptor.kubevirt.io"
 
 
 def evict(store: Store, options: SimOptions, namespace: str, *, name: str, body: dict[str, Any]) -> Obj:
@@ -41,20 +34,6 @@ def evict(store: Store, options: SimOptions, namespace: str, *, name: str, body:
     pod = store.get(pods, namespace, name)
     delete_options = dict(body.get("deleteOptions") or {})
     dry_run = "All" in (delete_options.get("dryRun") or [])
-    annotations = pod["metadata"].get("annotations") or {}
-
-    if options.evict_in_background and REQUEST_EVICT_ONLY in annotations:
-        triggered = f'Eviction triggered evacuation of VMI "{namespace}/{name}"'
-        if EVICTION_IN_PROGRESS in annotations:
-            raise webhook_denied(EVACUATION_WEBHOOK, 429, f"Evacuation in progress: {triggered}")
-        if not dry_run:
-
-            def mark(obj: Obj) -> Obj:
-                obj["metadata"].setdefault("annotations", {})[EVICTION_IN_PROGRESS] = now_iso()
-                return obj
-
-            store.verbs.patch(pods, namespace, name, apply=mark)
-        raise webhook_denied(EVACUATION_WEBHOOK, 429, triggered)
 
     phase = (pod.get("status") or {}).get("phase")
     skip_budget = phase in ("Pending", "Succeeded", "Failed") or bool(

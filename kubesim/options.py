@@ -46,8 +46,8 @@ class SimOptions:
     max_termination: float = 0.2
     # PodDisruptionBudget controller.
     pdb: bool = True
-    # Pods annotated request-evict-only answer 429 "Eviction triggered evacuation" (a simulated webhook) and
-    # are deleted after this delay.
+    # KubeVirt's eviction interceptor (a webhook process): pods annotated request-evict-only answer 429
+    # "Eviction triggered evacuation" and are deleted after this delay.
     evict_in_background: bool = False
     evacuation_delay: float = 0.5
     # Kubernetes Events for scheduling and kubelet steps (off for very large benchmarks).

@@ -43,6 +43,7 @@ from kubesim.controllers.recorder import record_event
 from kubesim.controllers.scheduler import Scheduler
 from kubesim.controllers.workloads import Workloads
 from kubesim.errors import ApiError
+from kubesim.interceptor import Interceptor
 from kubesim.options import SimOptions
 from kubesim.pod_files import MountError
 from kubesim.runtime import ProcessRuntime
@@ -66,6 +67,7 @@ class Simulator:
         self.controllers: list[Controller[Any]] = []
         self.runtime: ProcessRuntime | None = None
         self._runner: web.AppRunner | None = None
+        self.interceptor: Interceptor | None = None  # KubeVirt's eviction webhook (`evict_in_background`)
         self.port = 0
         for name in DEFAULT_NAMESPACES:
             self.store.verbs.create(self.store.registry.core("namespaces"), "", {"metadata": {"name": name}})
@@ -106,6 +108,10 @@ class Simulator:
         self.url = f"https://{host}:{self.port}"
         if self.runtime is not None:
             self.runtime.network.api_address = ("127.0.0.1" if host in ("0.0.0.0", "") else host, self.port)
+        if opts.evict_in_background:
+            self.interceptor = Interceptor(self.store, opts, self.tls)
+            local = "127.0.0.1" if host in ("0.0.0.0", "") else host
+            await self.interceptor.start(f"https://{local}:{self.port}")
 
     def _pod_token(self, pod: dict[str, Any], account: str, seconds: int, audience: str) -> str:
         """The kubelet's TokenRequest for a pod's projected ServiceAccount token, bound to the pod."""
@@ -135,6 +141,8 @@ class Simulator:
             )
 
     async def stop(self) -> None:
+        if self.interceptor is not None:
+            await self.interceptor.stop()
         if self.runtime is not None:
             await self.runtime.close()  # the pods' processes end as on deletion: SIGTERM, then the grace
         self.api.close_watches()
