@@ -87,8 +87,12 @@ class Admission:
         """Every validating webhook the request reaches, at once; the first to deny (in their order) says
         why."""
         webhooks = self._webhooks(CONFIGURATIONS_VALIDATING, request)
-        if webhooks:
-            await asyncio.gather(*(self._admit(w, request, warnings) for w in webhooks))
+        answers = await asyncio.gather(
+            *(self._admit(w, request, warnings) for w in webhooks), return_exceptions=True
+        )
+        for answer in answers:
+            if isinstance(answer, BaseException):
+                raise answer
 
     async def _admit(self, webhook: Obj, request: Request, warnings: list[str]) -> Obj | None:
         """The webhook's answer when it allows the request; an ApiError when it denies it or, failing

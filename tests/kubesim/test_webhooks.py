@@ -40,6 +40,7 @@ class WebhookServer:
         self.answers: dict[str, Answer] = {}
         self.reviews: list[dict[str, Any]] = []
         self.delay = 0.0
+        self.delays: dict[str, float] = {}  # by path, over `delay`
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
             self.port = probe.getsockname()[1]
@@ -77,8 +78,9 @@ class WebhookServer:
     async def _handle(self, request: web.Request) -> web.Response:
         review = await request.json()
         self.reviews.append(review)
-        if self.delay:
-            await asyncio.sleep(self.delay)  # a slow webhook: what is measured is the caller's timeout
+        delay = self.delays.get(request.path, self.delay)
+        if delay:
+            await asyncio.sleep(delay)  # a slow webhook: what is measured is the caller's timeout
         answer = self.answers[request.path](review["request"])
         response = {"uid": review["request"]["uid"], **answer}
         return web.json_response(
@@ -104,6 +106,7 @@ def kube(kubesim_factory: Callable[..., SimHandle], server: WebhookServer) -> Ku
     server.answers.clear()
     server.reviews.clear()
     server.delay = 0.0
+    server.delays.clear()
     return client_for(kubesim_factory("fragmented"))
 
 
@@ -160,6 +163,24 @@ def test_a_denial_is_passed_on_with_the_webhooks_code_and_name(kube: Kube, serve
     assert asked["resource"] == {"group": "", "version": "v1", "resource": "configmaps"}
     assert asked["object"]["data"] == {"k": "v"} and asked["userInfo"]["username"] == "kubernetes-admin"
     assert kube.core.list_namespaced_config_map("default", label_selector="x").items == []
+
+
+def test_of_webhooks_that_all_deny_the_first_in_order_says_why_whichever_answers_first(
+    kube: Kube, server: WebhookServer
+) -> None:
+    def denying(why: str) -> Answer:
+        return lambda request: {"allowed": False, "status": {"message": why}}
+
+    server.answers["/first"], server.answers["/second"] = denying("first"), denying("second")
+    server.delays["/first"] = 0.3
+    configure(
+        kube,
+        webhook("a.example.com", server.url("/first"), server.ca_bundle, resources=["configmaps"]),
+        webhook("b.example.com", server.url("/second"), server.ca_bundle, resources=["configmaps"]),
+    )
+    code, status = refusal(lambda: kube.core.create_namespaced_config_map("default", config_map("c")))
+    assert (code, status["message"]) == (400, 'admission webhook "a.example.com" denied the request: first')
+    assert len(server.reviews) == 2  # both were asked, at once
 
 
 def test_an_eviction_is_a_create_of_pods_eviction_and_a_429_comes_back_as_it_was(
