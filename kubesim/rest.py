@@ -66,7 +66,7 @@ class Resources:
                 )
                 return warned(self._object_response(request, t.rt, created, status=201), warnings)
             if method == "DELETE":
-                return self._delete_collection(request, t)
+                return await self._delete_collection(request, t)
             raise method_not_allowed(f"{method} is not supported on a collection")
         name = t.name
         if t.subresource == "eviction":
@@ -182,15 +182,27 @@ class Resources:
         payload = head[:-1] + b',"items":[' + b",".join(items) + b"]}"
         return web.Response(body=payload, content_type="application/json")
 
-    def _delete_collection(self, request: web.Request, t: Target) -> web.Response:
+    async def _delete_collection(self, request: web.Request, t: Target) -> web.Response:
+        """Each object deleted as its own delete is, admission webhooks asked for each: one that refuses
+        keeps its object, and the request answers with that refusal once the others are done."""
         query = ListQuery(t.namespace, request.query.get("labelSelector"), request.query.get("fieldSelector"))
         items = self.store.list_raw(t.rt, query).items
-        deleted = []
+        deleted, refused = [], None
+        admitted = self.admitting.active()
         for raw in items:
             obj = msgspec.json.decode(raw)
             meta = obj["metadata"]
-            with contextlib.suppress(ApiError):
+            one = Target(t.rt, meta.get("namespace"), meta["name"], None)
+            if admitted:
+                try:
+                    await self.admitting.delete(request, one, dry_run=False)
+                except ApiError as exc:
+                    refused = refused or exc
+                    continue
+            with contextlib.suppress(ApiError):  # gone meanwhile
                 deleted.append(self.store.verbs.delete(t.rt, meta.get("namespace", ""), meta["name"]))
+        if refused is not None:
+            raise refused
         return json_response(
             {
                 "kind": t.rt.list_kind,

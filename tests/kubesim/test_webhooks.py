@@ -387,3 +387,26 @@ def test_a_webhook_behind_a_service_is_reached_at_its_backends_and_verified_by_t
     assert code == 500 and status["message"].endswith(
         'Post "https://nobody.podherd.svc:443/check?timeout=10s": no endpoints available for service "nobody"'
     ), status["message"]
+
+
+def test_a_collection_deleted_asks_for_each_object_and_keeps_those_refused(
+    kube: Kube, server: WebhookServer
+) -> None:
+    for name in ("keep", "drop"):
+        kube.core.create_namespaced_config_map("default", config_map(name, app="x"))
+    server.answers["/delete"] = lambda r: {"allowed": r["name"] != "keep", "status": {"message": "kept"}}
+    hook = webhook("keeper.example.com", server.url("/delete"), server.ca_bundle, resources=["configmaps"])
+    hook["rules"][0]["operations"] = ["DELETE"]
+    configure(kube, hook)
+    code, status = refusal(
+        lambda: kube.core.delete_collection_namespaced_config_map("default", label_selector="app=x")
+    )
+    assert (code, status["message"]) == (
+        400,
+        'admission webhook "keeper.example.com" denied the request: kept',
+    )
+    left = kube.core.list_namespaced_config_map("default", label_selector="app=x").items
+    assert [c.metadata.name for c in left] == ["keep"]
+    asked = {review["request"]["name"]: review["request"] for review in server.reviews}
+    assert asked["keep"]["operation"] == "DELETE" and asked["keep"]["oldObject"]["metadata"]["name"] == "keep"
+    assert asked["keep"]["object"] is None
