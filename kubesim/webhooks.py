@@ -158,7 +158,7 @@ class Admission:
             return url, None
         namespace, name = str(service.get("namespace")), str(service.get("name"))
         port = int(service.get("port") or 443)
-        backends = self._backends(namespace, name, port)
+        backends = self.backends(namespace, name, port)
         if not backends:
             raise CallFailed(
                 f'failed to call webhook: Post "{url}": no endpoints available for service "{name}"'
@@ -167,7 +167,9 @@ class Admission:
         parts = urlsplit(url)
         return urlunsplit(parts._replace(netloc=f"{host}:{number}")), f"{name}.{namespace}.svc"
 
-    def _backends(self, namespace: str, name: str, port: int) -> list[tuple[str, int]]:
+    def backends(self, namespace: str, name: str, port: int) -> list[tuple[str, int]]:
+        """Where a Service's `port` is served: the addresses kubesim was told about, else its ready pods'
+        IPs at the port's `targetPort` (a number, or a container port's name)."""
         if f"{namespace}/{name}:{port}" in self.options.services:
             return self.options.backends(namespace, name, port)
         found = self.store.find(self.store.registry.core("services"), namespace, name)

@@ -24,7 +24,7 @@ from aiohttp import web
 from kubesim.sim import SimHandle
 from kubesim.tls import Authority
 from kubesim.webhook_rules import Request, matches
-from tests.kube import Kube, client_for
+from tests.kube import Kube, client_for, pod_ready, watch_until
 
 pytestmark = pytest.mark.integration
 Answer = Callable[[dict[str, Any]], dict[str, Any]]
@@ -410,3 +410,25 @@ def test_a_collection_deleted_asks_for_each_object_and_keeps_those_refused(
     asked = {review["request"]["name"]: review["request"] for review in server.reviews}
     assert asked["keep"]["operation"] == "DELETE" and asked["keep"]["oldObject"]["metadata"]["name"] == "keep"
     assert asked["keep"]["object"] is None
+
+
+def test_a_services_backends_are_its_ready_pods_at_their_target_port(kube: Kube) -> None:
+    web = kube.core.list_namespaced_pod("default", label_selector="app=web").items
+    ports = [{"name": "https", "port": 443, "targetPort": 8443}]
+    kube.core.create_namespaced_service(
+        "default", {"metadata": {"name": "gate"}, "spec": {"selector": {"app": "web"}, "ports": ports}}
+    )
+    ready = watch_until(
+        kube.core.list_namespaced_pod,
+        lambda s: len(s) == len(web) and all(p.status.pod_ip and pod_ready(p) for p in s.values()),
+        namespace="default",
+        label_selector="app=web",
+    )
+    found = kube.handle.call(
+        lambda sim: sim.api.resources.admitting.admission.backends("default", "gate", 443)
+    )
+    assert sorted(found) == sorted((p.status.pod_ip, 8443) for p in ready.values()) and len(found) == len(web)
+    assert (
+        kube.handle.call(lambda sim: sim.api.resources.admitting.admission.backends("default", "gate", 80))
+        == []
+    )
