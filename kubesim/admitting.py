@@ -17,7 +17,7 @@ from kubesim.http_common import USER, Target
 from kubesim.records import Obj
 from kubesim.schema import FieldValidation
 from kubesim.store import Store
-from kubesim.webhook_rules import CONFIGURATIONS, GROUP, Request
+from kubesim.webhook_rules import Request
 from kubesim.webhooks import Admission
 
 
@@ -26,11 +26,7 @@ class Admitting:
         self.store, self.admission = store, admission
 
     def active(self) -> bool:
-        registry = self.store.registry
-        return any(
-            (rt := registry.get(GROUP, "v1", plural)) is not None and self.store.objects(rt)
-            for plural in CONFIGURATIONS
-        )
+        return self.admission.configured()
 
     def _request(self, request: web.Request, t: Target, operation: str, **about: Any) -> Request:
         rt = t.rt
@@ -55,6 +51,8 @@ class Admitting:
         dry_run = request.query.get("dryRun") == "All"
         name = str((body.get("metadata") or {}).get("name") or "")
         asked = self._request(request, t, "CREATE", name=name, obj=body, dry_run=dry_run)
+        if not self.admission.concerns(asked):
+            return body
         body = await self.admission.mutate(asked, warnings) or body
         stored = self.store.verbs.create(t.rt, t.namespace or "", body, dry_run=True, field_validation=how)
         await self.admission.validate(replace(asked, obj=stored), warnings)
@@ -67,6 +65,8 @@ class Admitting:
         old = self.store.get(t.rt, ns, name)
         dry_run = request.query.get("dryRun") == "All"
         asked = self._request(request, t, "UPDATE", name=name, obj=body, old=old, dry_run=dry_run)
+        if not self.admission.concerns(asked):
+            return body
         body = await self.admission.mutate(asked, warnings) or body
         stored = self.store.verbs.update(
             t.rt, ns, name, obj=body, subresource=t.subresource, dry_run=True, field_validation=how
@@ -79,9 +79,12 @@ class Admitting:
     ) -> Callable[[Obj], Obj]:
         ns, name = t.namespace or "", t.name or ""
         old = self.store.get(t.rt, ns, name)
-        patched = self.store.verbs.patch(t.rt, ns, name, apply=apply, subresource=t.subresource, dry_run=True)
         dry_run = request.query.get("dryRun") == "All"
-        asked = self._request(request, t, "UPDATE", name=name, obj=patched, old=old, dry_run=dry_run)
+        asked = self._request(request, t, "UPDATE", name=name, old=old, dry_run=dry_run)
+        if not self.admission.concerns(asked):
+            return apply
+        patched = self.store.verbs.patch(t.rt, ns, name, apply=apply, subresource=t.subresource, dry_run=True)
+        asked = replace(asked, obj=patched)
         mutated = await self.admission.mutate(asked, warnings) or patched
         await self.admission.validate(replace(asked, obj=mutated), warnings)
         if mutated == patched:

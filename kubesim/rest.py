@@ -40,6 +40,10 @@ class Resources:
         # A container's log, from the runtime of pods kubesim runs as processes: (pod, container) -> bytes.
         self.container_log: Callable[[Obj, str, bool], bytes | None] = lambda pod, container, previous: None
 
+    async def close_clients(self) -> None:
+        """The connections kept to admission webhooks go (the simulator stops)."""
+        await self.admitting.admission.close()
+
     async def handle(self, request: web.Request, t: Target) -> web.StreamResponse:
         method = request.method
         query = request.query

@@ -146,6 +146,7 @@ class Simulator:
         if self.runtime is not None:
             await self.runtime.close()  # the pods' processes end as on deletion: SIGTERM, then the grace
         self.api.close_watches()
+        await self.api.resources.close_clients()
         for controller in self.controllers:
             await controller.stop()
         if self._runner is not None:

@@ -49,11 +49,17 @@ class Request:
 def matches(webhook: Obj, request: Request, namespace_labels: dict[str, str] | None) -> bool:
     """The webhook is called for the request. `namespace_labels`: the request's namespace's labels (None:
     cluster-scoped, or the namespace is not known)."""
+    return may_match(webhook, request, namespace_labels) and _object_matches(webhook, request)
+
+
+def may_match(webhook: Obj, request: Request, namespace_labels: dict[str, str] | None) -> bool:
+    """The webhook is called for the request, whatever its object turns out to be (its `objectSelector`
+    aside): what is known before the object is."""
     if request.group == GROUP and request.resource in CONFIGURATIONS:
         return False
     if not any(_rule_matches(rule, request) for rule in webhook.get("rules") or []):
         return False
-    return _namespace_matches(webhook, request, namespace_labels) and _object_matches(webhook, request)
+    return _namespace_matches(webhook, request, namespace_labels)
 
 
 def _rule_matches(rule: Obj, request: Request) -> bool:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import functools
 import logging
 import ssl
 from dataclasses import replace
@@ -31,10 +32,12 @@ from kubesim.records import Obj
 from kubesim.selectors import match_label_selector
 from kubesim.store import Store
 from kubesim.webhook_rules import (
+    CONFIGURATIONS,
     GROUP,
     Request,
     fails_closed,
     matches,
+    may_match,
     review,
     timeout_of,
     url_of,
@@ -50,16 +53,35 @@ class CallFailed(Exception):
 class Admission:
     def __init__(self, store: Store, options: SimOptions) -> None:
         self.store, self.options = store, options
+        # One client for every webhook, its connections kept, as the API server keeps them.
+        self._session: aiohttp.ClientSession | None = None
+
+    def _configured(self, plural: str) -> list[Obj]:
+        """Every webhook of that kind, configurations by name, webhooks in their order."""
+        rt = self.store.registry.get(GROUP, "v1", plural)
+        configurations = sorted(self.store.objects(rt), key=lambda c: c["metadata"]["name"]) if rt else []
+        return [w for c in configurations for w in c.get("webhooks") or []]
 
     def _webhooks(self, plural: str, request: Request) -> list[Obj]:
-        rt = self.store.registry.get(GROUP, "v1", plural)
-        if rt is None:
-            return []
-        configurations = sorted(self.store.objects(rt), key=lambda c: c["metadata"]["name"])
-        if not configurations:
-            return []
-        labels = self._namespace_labels(request.namespace)
-        return [w for c in configurations for w in c.get("webhooks") or [] if matches(w, request, labels)]
+        webhooks = self._configured(plural)
+        labels = self._namespace_labels(request.namespace) if webhooks else None
+        return [w for w in webhooks if matches(w, request, labels)]
+
+    def configured(self) -> bool:
+        """Some webhook is configured at all: else a write is not looked at for admission."""
+        return any(self._configured(plural) for plural in CONFIGURATIONS)
+
+    def concerns(self, request: Request) -> bool:
+        """Some webhook may be called for the request, whatever its object: else nothing is prepared for
+        admission (no dry run of the write)."""
+        webhooks = [w for plural in CONFIGURATIONS for w in self._configured(plural)]
+        labels = self._namespace_labels(request.namespace) if webhooks else None
+        return any(may_match(w, request, labels) for w in webhooks)
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
 
     def _namespace_labels(self, namespace: str) -> dict[str, str] | None:
         if not namespace:
@@ -118,19 +140,17 @@ class Admission:
     async def _call(self, webhook: Obj, sent: Obj) -> Obj:
         url = url_of(webhook)
         target, server_name = self._address(webhook, url)
-        context = _context(webhook)
-        timeout = aiohttp.ClientTimeout(total=timeout_of(webhook))
+        if self._session is None:
+            self._session = aiohttp.ClientSession()
         try:
-            async with (
-                aiohttp.ClientSession(timeout=timeout) as session,
-                session.post(
-                    target,
-                    data=msgspec.json.encode(sent),
-                    headers={"Content-Type": "application/json", "Accept": "application/json"},
-                    ssl=context,
-                    server_hostname=server_name,
-                ) as response,
-            ):
+            async with self._session.post(
+                target,
+                data=msgspec.json.encode(sent),
+                headers={"Content-Type": "application/json", "Accept": "application/json"},
+                ssl=_context((webhook.get("clientConfig") or {}).get("caBundle") or ""),
+                server_hostname=server_name,
+                timeout=aiohttp.ClientTimeout(total=timeout_of(webhook)),
+            ) as response:
                 body = await response.read()
         except TimeoutError:
             raise CallFailed(f'failed to call webhook: Post "{url}": context deadline exceeded') from None
@@ -199,8 +219,7 @@ class Admission:
 
 # OpenSSL's X509_V_ERR codes.
 SELF_SIGNED, SELF_SIGNED_IN_CHAIN, UNKNOWN_ISSUER, HOSTNAME_MISMATCH = 18, 19, 20, 62
-CONFIGURATIONS_VALIDATING = "validatingwebhookconfigurations"
-CONFIGURATIONS_MUTATING = "mutatingwebhookconfigurations"
+CONFIGURATIONS_VALIDATING, CONFIGURATIONS_MUTATING = CONFIGURATIONS
 
 
 def denied(webhook: str, status: Obj) -> ApiError:
@@ -229,8 +248,10 @@ def _failed(webhook: Obj, why: str) -> ApiError:
     )
 
 
-def _context(webhook: Obj) -> ssl.SSLContext:
-    bundle = (webhook.get("clientConfig") or {}).get("caBundle")
+@functools.lru_cache(maxsize=64)
+def _context(bundle: str) -> ssl.SSLContext:
+    """The TLS client context that trusts a webhook's `caBundle` (the system's roots when it has none),
+    made once per bundle."""
     if bundle:
         return ssl.create_default_context(cadata=base64.b64decode(bundle).decode())
     return ssl.create_default_context()

@@ -48,15 +48,17 @@ class JobState:
     async def settled(self, name: str, resource_versions: list[str]) -> None:
         """Remember own writes of the job that left it settled (their events are not reconciled)."""
         pipe = self.client.pipeline(transaction=False)
-        pipe.sadd(self.keys.written(name), *resource_versions)
-        pipe.expire(self.keys.written(name), WRITES_REMEMBERED_S)
+        self._known(name, resource_versions, pipe)
         await pipe.execute()
 
     def decided(self, name: str, resource_version: str, pipe: Pipeline) -> None:
         """A version of the job a reconcile read and carried out to the end: its PMJ event, often later than
         the decision or report that brought the reconcile (a job is admitted as it is created), brings
         nothing to decide either. As commands of the caller's pipeline."""
-        pipe.sadd(self.keys.written(name), resource_version)
+        self._known(name, [resource_version], pipe)
+
+    def _known(self, name: str, resource_versions: list[str], pipe: Pipeline) -> None:
+        pipe.sadd(self.keys.written(name), *resource_versions)
         pipe.expire(self.keys.written(name), WRITES_REMEMBERED_S)
 
     async def ended(self, name: str, resource_version: str, *, read: str, pipe: Pipeline) -> None:

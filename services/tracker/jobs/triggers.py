@@ -13,7 +13,7 @@ from nats.aio.msg import Msg
 from services.tracker.jobs.decode import JobEvent, ReservationEvent, ReservationHead
 from services.tracker.jobs.endings import Endings
 from services.tracker.jobs.observer import Observer
-from services.tracker.jobs.state import STALE, JobState, is_terminal
+from services.tracker.jobs.state import JobState, is_terminal
 from services.tracker.keys import TrackerKeys
 from shared import bus
 from shared.api import annotations as known
@@ -83,8 +83,10 @@ class Triggers:
             return []  # made for its job, not scheduled yet: nothing to decide till the scheduler acts
         # One Podherd made (labelled with its job), or one a job names (it expires, it is taken, ...).
         owner = labelled or as_text(replies.pop(0) or b"")
-        if owner and not labelled and not deleted:
-            await self.client.hset(self.keys.ended, owner, STALE)
+        if owner and not labelled and not deleted:  # a Reservation the user made, that a job names
+            named = self.client.pipeline(transaction=False)
+            self.state.concerned(owner, named)
+            await named.execute()
         # A deletion leaves the job's ended mark as it is: before its job ends, there is no mark; after, a
         # Reservation going is its cleanup, and nothing is left to do for it.
         if owner and deleted:
