@@ -39,6 +39,12 @@ async def watch_lines(
     stopping = threading.Event()
     holder: dict[str, urllib3.BaseHTTPResponse] = {}
 
+    def tell(fn: Callable[..., None], *args: Any) -> None:
+        """Hand `fn(*args)` to the loop; once the loop is closed (its owner gave up on the reader, which
+        was still waiting for the server), nobody is left to tell."""
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(fn, *args)
+
     def read() -> None:
         try:
             response = open_response("GET", path, query, timeout=(10.0, read_timeout))
@@ -46,17 +52,17 @@ async def watch_lines(
             if response.status >= 300:
                 raise error_from(response.status, response.data)
             if opened is not None:
-                loop.call_soon_threadsafe(opened)
+                tell(opened)
             chunks = response.read_chunked() if response.chunked else response.stream(65536)
             for chunk in chunks:
                 if stopping.is_set():
                     break
                 slots.acquire()
-                loop.call_soon_threadsafe(queue.put_nowait, chunk)
-            loop.call_soon_threadsafe(queue.put_nowait, None)
+                tell(queue.put_nowait, chunk)
+            tell(queue.put_nowait, None)
         except BaseException as exc:
             if not stopping.is_set():
-                loop.call_soon_threadsafe(queue.put_nowait, exc)
+                tell(queue.put_nowait, exc)
         finally:
             held = holder.get("response")
             if held is not None:
@@ -75,7 +81,7 @@ async def watch_lines(
         try:
             read()
         finally:
-            loop.call_soon_threadsafe(finish)
+            tell(finish)
 
     threading.Thread(target=run_reader, name=f"watch {path}", daemon=True).start()
     partial = b""
