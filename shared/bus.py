@@ -22,6 +22,7 @@ KV buckets: `P_watch` (the watcher's resourceVersion checkpoints) and `P_leases`
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
@@ -326,27 +327,46 @@ async def ensure_kv(
         )
 
 
+class StreamUnreadable(RuntimeError):
+    """A stream could not be read to its end (NATS away or not answering): what it holds is unknown, which
+    is not the same as holding nothing."""
+
+
+# What reading a stream meets while NATS is away: the server restarting, the connection reconnecting.
+_UNREADABLE = (*TRANSIENT, nats.errors.ConnectionClosedError, nats.errors.OutboundBufferLimitError)
+
+
 async def last_per_subject(
-    js: JetStreamContext, stream: str, subject: str, *, batch: int = 512
+    js: JetStreamContext, stream: str, subject: str, *, batch: int = 512, wait: float = 2.0
 ) -> AsyncIterator[list[Any]]:
     """The last message of every subject matching `subject` in `stream` (what consumers of an event stream
-    believe exists), in chunks of up to `batch`."""
+    believe exists), in chunks of up to `batch`. A stream that does not exist holds nothing; one that cannot
+    be read to its end (no answer, or `wait` seconds without the next message) raises StreamUnreadable:
+    a consumer rebuilding its state from it must not take part of it for the whole."""
     try:
         info = await js.stream_info(stream, subjects_filter=subject)
-    except Exception:
+    except NotFoundError:
         return
+    except _UNREADABLE as exc:
+        raise StreamUnreadable(f"stream {stream} did not answer: {exc!r}") from exc
     if not info.state.subjects:  # with a filter, the server lists the matching subjects (none: absent)
         return
-    sub = await js.subscribe(
-        subject, ordered_consumer=True, config=ConsumerConfig(deliver_policy=DeliverPolicy.LAST_PER_SUBJECT)
-    )
+    last = ConsumerConfig(deliver_policy=DeliverPolicy.LAST_PER_SUBJECT)
+    try:
+        sub = await js.subscribe(subject, ordered_consumer=True, config=last)
+    except _UNREADABLE as exc:
+        raise StreamUnreadable(f"stream {stream} did not answer: {exc!r}") from exc
     chunk: list[Any] = []
+    read = 0
     try:
         while True:
             try:
-                msg = await sub.next_msg(timeout=2.0)
-            except TimeoutError:
-                break
+                msg = await sub.next_msg(timeout=wait)
+            except _UNREADABLE as exc:
+                raise StreamUnreadable(
+                    f"stream {stream} stopped answering after {read} of its objects on {subject}: {exc!r}"
+                ) from exc
+            read += 1
             chunk.append(msg)
             if len(chunk) >= batch:
                 yield chunk
@@ -356,4 +376,5 @@ async def last_per_subject(
         if chunk:
             yield chunk
     finally:
-        await sub.unsubscribe()
+        with contextlib.suppress(*_UNREADABLE):
+            await sub.unsubscribe()

@@ -12,7 +12,7 @@ import aiohttp
 import msgspec
 
 from services.arbitrator.engine import Engine
-from shared import redis_client
+from shared import bus, redis_client
 from shared.api import paths
 from shared.api.pmj import PHASE_RUNNING
 from shared.api.pmj_read import read_pmj
@@ -55,8 +55,8 @@ class LedgerRebuild:
             self.engine.decisions.generation = await self.ledger.completeness.generation() or ""
             log.warning("ledger rebuilt from %d running jobs (%d events replayed)", count, refilled)
             return True
-        except (*redis_client.OUTAGE, *API_OUTAGE):
-            raise  # the admission loop waits it out
+        except (*redis_client.OUTAGE, *API_OUTAGE, bus.StreamUnreadable):
+            raise  # the admission loop waits it out: the ledger stays incomplete, admissions closed
         except Exception:
             log.exception("ledger rebuild failed; admissions stay closed")
             return False

@@ -92,6 +92,7 @@ class Arbitrator:
         self.wake = asyncio.Event()
         self.redis_down = Backoff("Redis", redis_address(config.redis))
         self.api_down = Backoff("the Kubernetes API server", kube.api.configuration.host if kube else "")
+        self.nats_down = Backoff("NATS", config.nats.url)
         self._windows_checked = False
         self.rebuild = LedgerRebuild(config, self.ledger, self.engine, kube=kube, replay=self._replay)
 
@@ -206,9 +207,8 @@ class Arbitrator:
                         swept = time.monotonic()
                         await self.engine.sweep()
                     await self.engine.admit_pass()
-            except (*redis_client.OUTAGE, *API_OUTAGE) as exc:  # one line, then a backoff
-                # (the API server's client errors are OSErrors too: they are its, not Redis's)
-                down = self.api_down if isinstance(exc, API_OUTAGE) else self.redis_down
+            except (*redis_client.OUTAGE, *API_OUTAGE, bus.StreamUnreadable) as exc:  # one line, a backoff
+                down = self._down(exc)
                 if not await down.pause(stop, exc):
                     break
                 self.wake.set()
@@ -216,8 +216,14 @@ class Arbitrator:
             except Exception:
                 log.exception("admission pass failed")
                 await asyncio.sleep(0.2)
-            self.redis_down.answered()
-            self.api_down.answered()
+            for each in (self.redis_down, self.api_down, self.nats_down):
+                each.answered()
+
+    def _down(self, exc: BaseException) -> Backoff:
+        """Whose outage (the API server's client errors are OSErrors too: its, not Redis's)."""
+        if isinstance(exc, API_OUTAGE):
+            return self.api_down
+        return self.nats_down if isinstance(exc, bus.StreamUnreadable) else self.redis_down
 
     async def run(self, stop: asyncio.Event) -> None:
         sub = await bus.prepared(stop, self.setup, "arbitrator", state=self.set_up)

@@ -35,7 +35,7 @@ from services.watcher.emitter import Emitter, PublishFailed
 from services.watcher.kinds import KindSpec
 from services.watcher.sources import Known, decode_or_skip, follow_replicasets, known_from_stream
 from shared.backoff import SharedBackoff
-from shared.bus import Subjects
+from shared.bus import StreamUnreadable, Subjects
 from shared.config import WatcherConfig
 from shared.durations import parse_duration
 from shared.kube import KubeClient, KubeError, error_from
@@ -157,6 +157,9 @@ class KindWatcher:
                         "%s: publishing failed, resuming from the checkpoint: %s", self.spec.plural, exc
                     )
                     out.rv = out.saved_rv
+                except StreamUnreadable as exc:  # what consumers know is unknown: no relist against nothing
+                    metrics.RESTARTS.labels(self.spec.plural, "publish").inc()
+                    log.warning("%s: relisting waits for the events stream: %s", self.spec.plural, exc)
                 await _sleep_or_stop(stop, backoff)
                 backoff = min(ceiling, backoff * 2)
             await out.checkpoint()
