@@ -64,12 +64,14 @@ def _cmd_sim(args: argparse.Namespace) -> int:
     return run_sim(args)
 
 
-SERVICES = ("watcher", "arbitrator", "executor", "tracker")
+SERVICES = ("watcher", "arbitrator", "executor", "tracker")  # the pipeline, which `run all` runs together
+GATE = "gate"  # the admission gate: a process of its own, behind the API server's webhooks
 
 
 def _service_mains() -> dict[str, ServiceMain]:
     from services.arbitrator.service import main as arbitrator_main
     from services.executor.service import main as executor_main
+    from services.gate.server import main as gate_main
     from services.tracker.service import main as tracker_main
     from services.watcher.service import main as watcher_main
 
@@ -78,6 +80,7 @@ def _service_mains() -> dict[str, ServiceMain]:
         "arbitrator": arbitrator_main,
         "executor": executor_main,
         "tracker": tracker_main,
+        GATE: gate_main,
     }
 
 
@@ -87,7 +90,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     config = arguments.loaded(args)
     mains = _service_mains()
     if args.service == "all":
-        return run_together(config, mains)
+        return run_together(config, {s: mains[s] for s in SERVICES})
     return run(args.service, config, mains[args.service])
 
 
@@ -239,7 +242,9 @@ def build_parser() -> argparse.ArgumentParser:
     certs.add_argument("--dir", help="also keep the files here, the CA's key among them (to issue more)")
     certs.set_defaults(func=_cmd_certs)
     run = sub.add_parser("run", parents=[common], help="run a service (production entry point)")
-    run.add_argument("service", choices=(*SERVICES, "all"), help="one service, or all four in one process")
+    run.add_argument(
+        "service", choices=(*SERVICES, GATE, "all"), help="one service, or the pipeline's four in one process"
+    )
     run.set_defaults(func=_cmd_run)
     sim = sub.add_parser("sim", help="run kubesim, a Kubernetes API server with simulated control loops")
     sim.add_argument("--scenario", help="fragmented, small, generate:NODES:PODS, or a YAML file")

@@ -1,5 +1,6 @@
 """`podherd certs`: what deploy/ mounts, made without cert-manager: a CA of its own with the NATS
-certificates (`nats_pki`), the Redis (Valkey) server's certificate from the same CA, and a password for each
+certificates (`nats_pki`), the Redis (Valkey) server's and the admission gate's certificates from the same CA
+(with `--dir`, the patch that gives the gate's webhooks that CA), and a password for each
 service's Redis user (`shared.redis_acl`), as Secrets; with `--dir`, the files too, the CA's key and the
 Redis users' `ACL SETUSER` lines, and the Valkey chart's commonConfiguration with those users (deploy/ha),
 among them."""
@@ -7,6 +8,7 @@ among them."""
 from __future__ import annotations
 
 import base64
+import json
 import secrets
 import shutil
 import tempfile
@@ -50,14 +52,44 @@ REDIS_SERVER_NAMES = (
 
 def redis_server_secret(authority: Authority, namespace: str) -> dict[str, Any]:
     """The Redis server's certificate, as deploy/cert-manager's `valkey-server-tls` Certificate makes it."""
-    cert, key = authority.leaf("valkey-server", names=REDIS_SERVER_NAMES)
+    return server_secret(
+        authority, namespace, REDIS_SERVER_SECRET, common_name="valkey-server", names=REDIS_SERVER_NAMES
+    )
+
+
+GATE_SECRET = "podherd-gate-tls"
+GATE_NAMES = ("podherd-gate.podherd.svc", "podherd-gate.podherd.svc.cluster.local")  # the API server's
+
+
+def gate_secret(authority: Authority, namespace: str) -> dict[str, Any]:
+    """The gate's serving certificate, as deploy/cert-manager's `podherd-gate` Certificate makes it."""
+    return server_secret(authority, namespace, GATE_SECRET, common_name="podherd-gate", names=GATE_NAMES)
+
+
+def gate_ca_bundle_patch(ca_pem: bytes) -> list[dict[str, Any]]:
+    """A JSON patch giving every webhook of deploy/'s `podherd-gate` configuration `ca_pem` as its caBundle
+    (what cert-manager's CA injector does): `kubectl patch validatingwebhookconfiguration podherd-gate
+    --type=json --patch-file gate-webhooks-patch.json`."""
+    document = yaml.safe_load((DEPLOY / "base" / "gate-webhooks.yaml").read_text())
+    bundle = base64.b64encode(ca_pem).decode()
+    return [
+        {"op": "add", "path": f"/webhooks/{i}/clientConfig/caBundle", "value": bundle}
+        for i in range(len(document["webhooks"]))
+    ]
+
+
+def server_secret(
+    authority: Authority, namespace: str, name: str, *, common_name: str, names: tuple[str, ...]
+) -> dict[str, Any]:
+    """A server's certificate of `authority` for `names`, as a cert-manager Certificate's Secret holds it."""
+    cert, key = authority.leaf(common_name, names=names)
     files = {"ca.crt": authority.pem, "tls.crt": cert, "tls.key": key}
     return {
         "apiVersion": "v1",
         "kind": "Secret",
         "type": "kubernetes.io/tls",
-        "metadata": {"name": REDIS_SERVER_SECRET, "namespace": namespace},
-        "data": {name: base64.b64encode(pem).decode() for name, pem in files.items()},
+        "metadata": {"name": name, "namespace": namespace},
+        "data": {file: base64.b64encode(pem).decode() for file, pem in files.items()},
     }
 
 
@@ -80,8 +112,11 @@ def secrets_yaml(namespace: str, *, keep: str | None = None, key_prefix: str = "
         passwords = new_passwords()
         authority = Authority.new("podherd-ca")
         docs = nats_pki.secrets(nats_pki.issue(directory, authority=authority), namespace)
-        docs += [redis_server_secret(authority, namespace), *redis_secrets(passwords, namespace)]
+        docs += [redis_server_secret(authority, namespace), gate_secret(authority, namespace)]
+        docs += redis_secrets(passwords, namespace)
         if keep:
+            patch = directory / "gate-webhooks-patch.json"
+            patch.write_text(json.dumps(gate_ca_bundle_patch(authority.pem)))
             acl = directory / "redis-acl.txt"
             acl.write_text(setuser_lines(key_prefix, passwords))
             acl.chmod(0o600)

@@ -27,41 +27,6 @@ from shared.workload_kinds import WorkloadKind, default_workload_kinds
 KOORDINATOR_KINDS: Final = frozenset({"MigrationControllerArgs"})
 DESCHEDULER_KINDS: Final = frozenset({"DeschedulerConfiguration"})
 
-# What `skipEvictionGates` can switch off: Koordinator's gates, by its names and with its meaning (its
-# `EvictionGate`s: the workload, node, namespace and global limits, and the filters), then Podherd's own
-# filters under names no Koordinator gate can be mistaken for. Missing pods and another active job for the
-# same pod are not gates: they can never be skipped.
-KOORDINATOR_GATES: Final = (
-    "MaxUnavailablePerWorkload",
-    "MaxMigratingPerWorkload",
-    "MaxMigratingPerNode",
-    "MaxMigratingPerNamespace",
-    "MaxMigratingGlobally",
-    "ExpectedReplicas",
-    "PVC",
-    "BarePods",
-    "LocalStorage",
-    "SystemCritical",
-    "PriorityThreshold",
-    "LabelSelector",
-    "Namespaces",
-    "NodeFit",
-)
-PODHERD_GATES: Final = tuple(
-    f"podherd.io/{name}"
-    for name in (
-        "EvictionCost",
-        "SchedulerName",
-        "DaemonSet",
-        "MirrorPod",
-        "StaticPod",
-        "Terminating",
-        "NoEviction",
-        "DoNotDisrupt",
-        "MinPodAge",
-    )
-)
-EVICTION_GATES: Final = frozenset(KOORDINATOR_GATES + PODHERD_GATES)
 
 EvictionPolicy = Literal["Eviction", "Delete", "SoftEviction"]
 NoEvictionPolicy = Literal["Preferred", "Mandatory"]
@@ -417,6 +382,31 @@ class IntentsConfig(Section):
     token_file: str | None = None
 
 
+class InterceptorConfig(Section):
+    """What the gate does with an eviction of a pod opted in to evacuation: the job's mode, and when that
+    job failed, what the next eviction of the pod gets: `retry` (a new job, once `retryAfter` has passed
+    since the failure; until then the failure, refused) or `evict` (the eviction goes through, under the
+    pod's budgets as any eviction)."""
+
+    mode: JobMode = "ReservationFirst"
+    on_failure: Literal["retry", "evict"] = "retry"
+    retry_after: Duration = "1m"
+
+
+class GateConfig(Section):
+    """The admission gate's webhook server (HTTPS, its certificate from files renewed in place) and who
+    Podherd's own ServiceAccounts are: `system:serviceaccount:<namespace>:podherd-<service>`."""
+
+    port: Port = 8443
+    cert: str = "/var/run/secrets/podherd/gate/tls.crt"
+    key: str = "/var/run/secrets/podherd/gate/tls.key"
+    namespace: Annotated[str, msgspec.Meta(min_length=1)] = "podherd"
+    interceptor: InterceptorConfig = msgspec.field(default_factory=InterceptorConfig)
+
+    def service_account(self, service: str) -> str:
+        return f"system:serviceaccount:{self.namespace}:podherd-{service}"
+
+
 class PodherdConfig(Section):
     api_version: str | None = None
     kind: str | None = None
@@ -428,6 +418,7 @@ class PodherdConfig(Section):
     arbitrator: ArbitratorConfig = msgspec.field(default_factory=ArbitratorConfig)
     collector: CollectorConfig = msgspec.field(default_factory=CollectorConfig)
     intents: IntentsConfig = msgspec.field(default_factory=IntentsConfig)
+    gate: GateConfig = msgspec.field(default_factory=GateConfig)
     http: HttpConfig = msgspec.field(default_factory=HttpConfig)
     logging: LoggingConfig = msgspec.field(default_factory=LoggingConfig)
     # The services' event loop: uvloop (libuv's, as network services on asyncio usually run), or asyncio's

@@ -20,10 +20,7 @@ from shared import windows
 from shared.api.codec import error_location
 from shared.config import (
     DESCHEDULER_KINDS,
-    EVICTION_GATES,
-    KOORDINATOR_GATES,
     KOORDINATOR_KINDS,
-    PODHERD_GATES,
     WATCHABLE_KINDS,
     ConfigError,
     PodherdConfig,
@@ -32,6 +29,7 @@ from shared.config import (
     nats_servers,
 )
 from shared.durations import parse_duration
+from shared.eviction_gates import EVICTION_GATES, KOORDINATOR_GATES, PODHERD_GATES
 from shared.redact import without_credentials
 from shared.selectors import parse_label_selector
 from shared.workload_kinds import BUILTIN, WorkloadKind

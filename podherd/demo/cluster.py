@@ -7,6 +7,7 @@ both reached from the pods by the Service names the configuration uses, with cer
 from __future__ import annotations
 
 import contextlib
+import json
 import shutil
 import subprocess
 import time
@@ -25,7 +26,13 @@ from kubesim.sim import SimHandle, start_in_thread
 from kubesim.tls import Authority
 from podherd import nats_pki
 from podherd.client import kube_get
-from podherd.credentials import REDIS_SERVER_NAMES, new_passwords, redis_secrets
+from podherd.credentials import (
+    REDIS_SERVER_NAMES,
+    gate_ca_bundle_patch,
+    gate_secret,
+    new_passwords,
+    redis_secrets,
+)
 from podherd.errors import CliError
 from podherd.harness.nats_cluster import start_nats_cluster
 from podherd.harness.servers import find_nats_binary
@@ -39,7 +46,7 @@ from shared.redis_acl import rule
 
 NATS_REPLICAS = 3
 SYSTEM_NODE = "system-1"
-READY_TIMEOUT = 120.0  # seconds: ten pods start on a small machine
+READY_TIMEOUT = 120.0  # seconds: twelve pods start on a small machine
 _POLL = 0.25
 
 
@@ -111,12 +118,16 @@ def start(stack: contextlib.ExitStack, workdir: Path) -> InCluster:
     cluster.run_kubectl("create", "namespace", NAMESPACE)
     passwords = redis_users(redis_url, pki.ca)
     secrets = workdir / "secrets.yaml"
-    secrets.write_text(
-        yaml.safe_dump_all(nats_pki.secrets(pki, NAMESPACE) + redis_secrets(passwords, NAMESPACE))
-    )
+    made = nats_pki.secrets(pki, NAMESPACE) + redis_secrets(passwords, NAMESPACE)
+    secrets.write_text(yaml.safe_dump_all([*made, gate_secret(authority, NAMESPACE)]))
     secrets.chmod(0o600)
     cluster.run_kubectl("apply", "-f", str(secrets))  # before the pods that mount them
     cluster.run_kubectl("apply", "-k", str(DEPLOY))
+    patch = workdir / "gate-webhooks-patch.json"  # the gate's CA, as cert-manager's injector would give it
+    patch.write_text(json.dumps(gate_ca_bundle_patch(authority.pem)))
+    cluster.run_kubectl(
+        "patch", "validatingwebhookconfiguration", "podherd-gate", "--type=json", "--patch-file", str(patch)
+    )
     kube = KubeClient.from_config(KubernetesConfig(kubeconfig=str(handle.kubeconfig)))
     try:
         wait_ready(kube, READY_TIMEOUT)

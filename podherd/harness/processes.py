@@ -22,6 +22,7 @@ from podherd.harness.servers import spawn_logged
 from podherd.nats_pki import Pki
 
 SERVICES = ("watcher", "arbitrator", "executor", "tracker")
+GATE = "gate"  # started on its own (`start("gate")`): it needs its serving certificate
 
 
 class ServiceFailed(RuntimeError):
@@ -29,12 +30,18 @@ class ServiceFailed(RuntimeError):
 
 
 _OPS_ENDPOINT = re.compile(r"ops endpoint on [^\s:]+:(\d+)")
+_WEBHOOK_ENDPOINT = re.compile(r"webhook endpoint on [^\s:]+:(\d+)")
 
 
-def ops_port(log: Path) -> int:
+def ops_port(log: Path, endpoint: re.Pattern[str] = _OPS_ENDPOINT) -> int:
     """The ops port a service started with `http.port: 0` logged that it bound; 0 before it has."""
-    found = _OPS_ENDPOINT.search(log.read_text(errors="replace")) if log.exists() else None
+    found = endpoint.search(log.read_text(errors="replace")) if log.exists() else None
     return int(found.group(1)) if found else 0
+
+
+def webhook_port(log: Path) -> int:
+    """The HTTPS port the gate logged that it bound (`gate.port: 0`); 0 before it has."""
+    return ops_port(log, _WEBHOOK_ENDPOINT)
 
 
 @dataclass
@@ -93,8 +100,8 @@ class ServiceProcesses:
     running: list[ServiceProcess] = field(default_factory=list)
 
     def start(self, service: str, replica: str = "0") -> ServiceProcess:
-        if service not in SERVICES:
-            raise ValueError(f"no service {service!r}; one of {', '.join(SERVICES)}")
+        if service not in (*SERVICES, GATE):
+            raise ValueError(f"no service {service!r}; one of {', '.join((*SERVICES, GATE))}")
         self.workdir.mkdir(parents=True, exist_ok=True)
         log = self.workdir / f"{service}-{replica}.log"
         env = {
@@ -103,6 +110,7 @@ class ServiceProcesses:
             "PODHERD_REPLICA": f"{service}-{replica}",
             "PODHERD_HTTP__HOST": "127.0.0.1",
             "PODHERD_HTTP__PORT": "0",
+            "PODHERD_GATE__PORT": "0",
         }
         if service in self.kubeconfigs:
             env["PODHERD_KUBERNETES__KUBECONFIG"] = str(self.kubeconfigs[service])

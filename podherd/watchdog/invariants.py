@@ -121,6 +121,10 @@ def settled(obj: dict[str, Any]) -> bool:
     )
 
 
+def _replicas(obj: dict[str, Any]) -> int:
+    return int((obj.get("spec") or {}).get("replicas") or 0)
+
+
 def transitioning(obj: dict[str, Any], *, was: bool) -> bool:
     """Its controller still owns the workload's gap: rolling it out or scaling it (not `settled`), or, since
     it was, not every replica has been available yet (the last new pods of a rollout still starting, which
@@ -198,6 +202,7 @@ class Watchdog:
         self.findings = Findings()
         self._known: set[str] = set()
         self._transitions: set[str] = set()  # workloads their controllers rolled out or scaled, not done yet
+        self._replicas: dict[str, int] = {}  # each workload's replicas at the last sample
         self.checks = checks  # the executor's room checks (audit stream), read when the run ends
         self.history = History()
 
@@ -240,8 +245,16 @@ class Watchdog:
         # excused here (read before, an excuse set while they were listed would be missed).
         excused = self.excused()
         # A workload its controller is still rolling out or scaling owns its gap (and its PDB's), not Podherd.
+        # A workload scaled up since the last sample is in transition too, however settled it looks now
+        # (its new pods starting: a surge's among them), until they are available.
+        before, self._replicas = self._replicas, {_key(obj): _replicas(obj) for obj in workloads}
         self._transitions = {
-            _key(obj) for obj in workloads if transitioning(obj, was=_key(obj) in self._transitions)
+            _key(obj)
+            for obj in workloads
+            if transitioning(
+                obj,
+                was=_key(obj) in self._transitions or _replicas(obj) > before.get(_key(obj), _replicas(obj)),
+            )
         }
         excused |= self._transitions
         for obj in workloads:

@@ -14,6 +14,7 @@ from services.arbitrator.keys import ArbitratorKeys
 from services.arbitrator.rules.facts import available, workload_key
 from shared.api import annotations as known
 from shared.api.messages import EventHead, PodInfo
+from shared.api.names import GATE_EVACUATION
 from shared.ledger import EVICTING_SCRIPT, POD_READY_SCRIPT, evicting_args, ready_args
 from shared.redis_scripts import as_text, lua_script
 from shared.slots import GLOBAL, namespace_slot, node_slot, workload_slot
@@ -62,8 +63,11 @@ class PodEvents:
         async with self.client.pipeline(transaction=False) as pipe:
             for pod, deleted in pods:
                 pipe.hget(self.keys.pod_jobs, f"{pod.namespace}/{pod.name}")
-                in_progress = known.EVICTION_IN_PROGRESS in pod.annotations and (
-                    pod.deletion_timestamp is None and not deleted
+                mark = pod.annotations.get(known.EVICTION_IN_PROGRESS)
+                in_progress = (
+                    mark is not None
+                    and not mark.startswith(GATE_EVACUATION)
+                    and (pod.deletion_timestamp is None and not deleted)
                 )
                 args = evicting_args(pod.uid, in_progress, _slot_keys(pod))
                 await self._evicting(keys=[self.prefix], args=args, client=pipe)

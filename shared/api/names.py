@@ -41,3 +41,12 @@ LABEL_CREATED_BY: Final = "podherd.io/created-by"
 LABEL_JOB: Final = "podherd.io/job"
 LABEL_ATTEMPT: Final = "podherd.io/attempt"
 LABEL_CONTROLLER: Final = "podherd.io/controller"
+
+# The admission gate's. On a pod or its namespace, "true" opts its evictions in to evacuation by a migration
+# ("false" on a pod opts it out of its namespace's).
+LABEL_EVACUATE: Final = "podherd.io/evacuate"
+# On the jobs the gate makes: the pod's name they were made for (namespace/name hashed, to fit a label).
+LABEL_EVACUATED_POD: Final = "podherd.io/evacuated-pod"
+# The value the gate marks a pod's eviction-in-progress with (then the job's name): the pod is moved by a
+# Podherd job, counted through that job once admitted, not as an eviction in the background beside it.
+GATE_EVACUATION: Final = "podherd.io/job="

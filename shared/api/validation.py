@@ -6,6 +6,7 @@ which is what a user reading `kubectl get pmj -o yaml` needs to fix it.
 
 from __future__ import annotations
 
+import re
 from typing import Any, NamedTuple
 
 from shared.api.pmj import (
@@ -15,6 +16,10 @@ from shared.api.pmj import (
     PodMigrationJob,
 )
 from shared.durations import parse_duration
+
+# Kubernetes' DNS-1123 names: a pod's is a subdomain, a namespace's a label.
+_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 
 
 class Invalid(NamedTuple):
@@ -33,6 +38,11 @@ def validate_pmj(job: PodMigrationJob) -> Invalid | None:
         return Invalid(REASON_INVALID_POD_REF, "spec.podRef.name is required")
     if not ref.namespace:
         return Invalid(REASON_INVALID_POD_REF, "spec.podRef.namespace is required")
+    if not (len(ref.name) <= 253 and _SUBDOMAIN.fullmatch(ref.name)):  # no pod can be named otherwise
+        return Invalid(REASON_INVALID_POD_REF, f"spec.podRef.name must be a pod's name, got {ref.name!r}")
+    if not (len(ref.namespace) <= 63 and _LABEL.fullmatch(ref.namespace)):
+        why = f"spec.podRef.namespace must be a namespace's name, got {ref.namespace!r}"
+        return Invalid(REASON_INVALID_POD_REF, why)
     if job.spec.ttl is not None and parse_duration(job.spec.ttl) < 0:
         return Invalid(REASON_INVALID_SPEC, f"spec.ttl must not be negative, got {job.spec.ttl!r}")
     options = job.spec.reservation_options

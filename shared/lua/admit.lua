@@ -117,7 +117,10 @@ local function decide(job, pod, plan)
         -- A pod already missing from the Ready set is among the `other` replicas: moving it adds nothing.
         if other > 0 and redis.call('SISMEMBER', p .. K.ready .. key, pod) == 0 then grows = 0 end
       else
-        used = redis.call('SCARD', members) + redis.call('SCARD', p .. K.evicting .. key)
+        -- Its own pod, marked evicted in the background while its job waited (an evacuation that asked for
+        -- this job), is counted by the job from now on, not beside it.
+        local evicting = p .. K.evicting .. key
+        used = redis.call('SCARD', members) + redis.call('SCARD', evicting) - redis.call('SISMEMBER', evicting, pod)
       end
       if used + grows > limit then
         remember(plan.slots, key)
@@ -149,6 +152,7 @@ local function decide(job, pod, plan)
       seen[key] = true
       table.insert(keys, key)
       redis.call('SADD', p .. K.slots .. key, job)
+      redis.call('SREM', p .. K.evicting .. key, pod)
       if string.sub(key, 1, 9) == 'workload:' then track_gone(p, key, pod, job) end
       -- Keep the limits that waiters are woken by current (the facts behind them may have changed).
       if redis.call('EXISTS', p .. K.wait .. 'slot:' .. key) == 1 then remember(plan.slots, key) end

@@ -1,8 +1,8 @@
 """Podherd's own deployment, run for real: `kubectl apply -k deploy/` on kubesim starts the four services
-from their manifests (kubesim's kubelet runs Podherd's image as processes), each under its own
+and the gate from their manifests (kubesim's kubelet runs Podherd's image as processes), each under its own
 ServiceAccount and ClusterRole, against a three-node JetStream cluster and Redis reached by the Service
-names in deploy/config.yaml; a PodMigrationJob created with kubectl then succeeds. This is what
-`podherd demo --in-cluster` sets up (podherd.demo.cluster)."""
+names in deploy/config.yaml; a PodMigrationJob created with kubectl (let in by the gate's webhook, as its
+author) then succeeds. This is what `podherd demo --in-cluster` sets up (podherd.demo.cluster)."""
 
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ def test_kubectl_apply_runs_podherd_and_a_job_made_with_kubectl_succeeds(tmp_pat
         assert cluster.handle.sim is not None
         kube = client_for(cluster.handle)
         pods = kube.core.list_namespaced_pod("podherd").items
-        assert len(pods) == 10 and {p.spec.node_name for p in pods} == {demo_cluster.SYSTEM_NODE}
+        assert len(pods) == 12 and {p.spec.node_name for p in pods} == {demo_cluster.SYSTEM_NODE}
         assert all(p.status.pod_ip.startswith("127.244.") for p in pods)
         assert all(p.status.container_statuses[0].restart_count == 0 for p in pods)
 
@@ -64,7 +64,7 @@ def test_kubectl_apply_runs_podherd_and_a_job_made_with_kubectl_succeeds(tmp_pat
         # Each service ran under its own projected token, and RBAC denied none of them anything.
         authorizer = cluster.handle.sim.authorizer
         users = {user for user, *_ in authorizer.used}
-        assert {f"system:serviceaccount:podherd:podherd-{s}" for s in SERVICES} <= users
+        assert {f"system:serviceaccount:podherd:podherd-{s}" for s in (*SERVICES, "gate")} <= users
         assert not [d for d in authorizer.denials if d.user.startswith("system:serviceaccount:podherd:")]
 
         # A deleted replica gets SIGTERM and ends on its own within its grace; its replacement starts.
@@ -77,5 +77,5 @@ def test_kubectl_apply_runs_podherd_and_a_job_made_with_kubectl_succeeds(tmp_pat
 
         # Deleting the Deployments stops every pod the same way.
         codes = demo_cluster.stop(cluster, admin, 60)
-        assert len(codes) == 11 and set(codes.values()) == {0}, codes
+        assert len(codes) == 13 and set(codes.values()) == {0}, codes
         assert kube.core.list_namespaced_pod("podherd").items == []

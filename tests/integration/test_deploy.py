@@ -37,19 +37,21 @@ def test_kubectl_applies_the_kustomization(kubesim_factory: Callable[..., SimHan
     sim = kubesim_factory()
     kubectl(sim, "apply", "-f", str(SERVICE_MONITOR_CRD))  # the Prometheus Operator's, on a real cluster
     applied = kubectl(sim, "apply", "-k", str(DEPLOY))
-    assert applied.count(" created") == 33, applied
+    assert applied.count(" created") == 40, applied
+    assert "validatingwebhookconfiguration.admissionregistration.k8s.io/podherd-gate created" in applied
     dry = kubectl(sim, "apply", "--dry-run=server", "-k", str(DEPLOY))
-    assert dry.count("unchanged") + dry.count("configured") == 33, dry
+    assert dry.count("unchanged") + dry.count("configured") == 40, dry
     deployments = json.loads(kubectl(sim, "get", "deploy", "-n", "podherd", "-o", "json"))["items"]
     assert {d["metadata"]["name"] for d in deployments} == {
-        f"podherd-{s}" for s in ("watcher", "arbitrator", "executor", "tracker")
+        f"podherd-{s}" for s in ("watcher", "arbitrator", "executor", "tracker", "gate")
     }
     for d in deployments:
         pod = d["spec"]["template"]["spec"]
         service = d["metadata"]["name"].removeprefix("podherd-")
         env = {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}
         secrets = {v["secret"]["secretName"] for v in pod["volumes"] if "secret" in v}
-        assert f"podherd-{service}-nats" in secrets  # its NATS certificate: its NATS user
+        # its NATS certificate: its NATS user (the gate's: its serving certificate, and no NATS user)
+        assert f"podherd-{service}-nats" in secrets or (service, secrets) == ("gate", {"podherd-gate-tls"})
         if service in ("arbitrator", "tracker"):  # its own Redis user, its password from its Secret
             assert env["PODHERD_REDIS__USERNAME"] == f"podherd-{service}"
             assert f"podherd-{service}-redis" in secrets
@@ -58,7 +60,7 @@ def test_kubectl_applies_the_kustomization(kubesim_factory: Callable[..., SimHan
         assert pod["containers"][0]["args"][:2] == ["run", d["metadata"]["name"].removeprefix("podherd-")]
         assert pod["containers"][0]["image"] == "ghcr.io/podherd/podherd:0.1.0"
     pdbs = json.loads(kubectl(sim, "get", "pdb", "-n", "podherd", "-o", "json"))["items"]
-    assert len(pdbs) == 4
+    assert len(pdbs) == 5
     assert "podherd" in kubectl(sim, "get", "servicemonitors", "-n", "podherd", "-o", "name")
     config = json.loads(kubectl(sim, "get", "configmap", "-n", "podherd", "-o", "json"))["items"]
     assert any("config.yaml" in (c.get("data") or {}) for c in config)

@@ -235,6 +235,23 @@ async def test_evictions_in_progress_count_and_own_pods_are_not_counted_twice(
     assert (await ledger.admit("j2", "p2", node, buckets=[])).admitted
 
 
+async def test_a_pod_evacuated_in_the_background_for_its_own_job_does_not_keep_that_job_out(
+    redis_scope: RedisScope,
+) -> None:
+    """An eviction the gate turned into a job marks the pod evicted in the background before its job is
+    admitted: the job's own pod is not counted against it, and from its admission the job counts it."""
+    ledger = await ready_ledger(redis_scope)
+    node = [Slot("maxMigratingPerNode", "node:a", 1, "node a")]
+    assert await ledger.set_evicting("p1", True, ["node:a"]) == 1
+    blocked = await ledger.admit("j0", "p0", node, buckets=[])
+    assert blocked.outcome == "deferred" and "1/1" in blocked.message  # another pod's job: counted
+    assert (await ledger.admit("j1", "p1", node, buckets=[])).admitted
+    assert (await ledger.admit("j0", "p0", node, buckets=[])).outcome == "deferred"  # j1 holds it once
+    assert await ledger.release("j1")
+    assert await ledger.set_evicting("p1", False, ["node:a"]) == 0  # no longer counted beside its job
+    assert (await ledger.admit("j0", "p0", node, buckets=[])).admitted
+
+
 async def test_buckets_use_redis_time_and_abandoned_slots_expire(redis_scope: RedisScope) -> None:
     ledger = Ledger(redis_scope.client, redis_scope.prefix, slot_ttl=0.3)
     await ledger.completeness.rebuild([])

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from shared.config import EVICTION_GATES, ConfigError, PodherdConfig
+from shared.config import ConfigError, PodherdConfig
 from shared.config_loader import config_from_dict, load_config, parse_config_text
+from shared.eviction_gates import EVICTION_GATES
 from shared.runtime import loop_factory
 
 

@@ -40,9 +40,10 @@ def test_each_service_talks_to_nats_over_tls_as_its_own_certificate() -> None:
     for d in docs("base"):
         if d["kind"] == "Deployment":
             volumes = {v["name"]: v for v in d["spec"]["template"]["spec"]["volumes"]}
-            mounted[d["metadata"]["name"]] = volumes["nats-tls"]["secret"]["secretName"]
+            mounted[d["metadata"]["name"]] = volumes.get("nats-tls", {}).get("secret", {}).get("secretName")
     assert mounted == {
-        f"podherd-{s}": f"podherd-{s}-nats" for s in ("watcher", "arbitrator", "executor", "tracker")
+        **{f"podherd-{s}": f"podherd-{s}-nats" for s in ("watcher", "arbitrator", "executor", "tracker")},
+        "podherd-gate": None,  # the gate speaks to the API server alone: no NATS user
     }
 
 
@@ -55,7 +56,7 @@ def test_every_nats_user_has_its_certificate_from_cert_manager_and_podherd_certs
     users = {u["user"] for u in accounts(bus.Subjects("podherd"))["PODHERD"]["users"]}
     assert {f"CN={cn}" for secret, cn in certificates.items() if secret.endswith("-nats")} == users
     assert all(certificates[f"{cn.removeprefix('CN=')}-nats"] == cn.removeprefix("CN=") for cn in users)
-    assert {"nats-server-tls", "valkey-server-tls"} <= set(certificates)
+    assert {"nats-server-tls", "valkey-server-tls", "podherd-gate-tls"} <= set(certificates)
     made = {s["metadata"]["name"] for s in yaml.safe_load_all(secrets_yaml("podherd"))}
     assert made == set(certificates) - {"podherd-ca"} | {"podherd-arbitrator-redis", "podherd-tracker-redis"}
 
@@ -81,3 +82,24 @@ def test_podherd_certs_gives_deploy_ha_the_valkey_users_with_their_passwords_has
         assert f"#{hashlib.sha256(password.encode()).hexdigest()}" in conf
     ha = load_config(DEPLOY / "ha" / "config.yaml", env={"PODHERD_REDIS__USERNAME": "podherd-tracker"})
     assert ha.redis.sentinel is not None and ha.redis.sentinel.password_file and ha.redis.password_file
+
+
+def test_the_gate_serves_the_certificate_its_webhooks_trust_and_fails_as_documented() -> None:
+    base = {d["metadata"]["name"]: d for d in docs("base") if d["kind"] == "Deployment"}
+    volumes = base["podherd-gate"]["spec"]["template"]["spec"]["volumes"]
+    assert {"name": "serving-tls", "secret": {"secretName": "podherd-gate-tls"}} in volumes
+    [certificate] = [d for d in docs("cert-manager") if d["metadata"]["name"] == "podherd-gate"]
+    [hooks] = [d for d in docs("base") if d["kind"] == "ValidatingWebhookConfiguration"]
+    assert hooks["metadata"]["annotations"]["cert-manager.io/inject-ca-from"] == "podherd/podherd-gate"
+    assert certificate["spec"]["secretName"] == "podherd-gate-tls"
+    for hook in hooks["webhooks"]:
+        service = hook["clientConfig"]["service"]
+        assert f"{service['name']}.{service['namespace']}.svc" in certificate["spec"]["dnsNames"]
+        policy = "Fail" if hook["name"].startswith("podmigrationjobs.") else "Ignore"
+        assert hook["failurePolicy"] == policy and hook["timeoutSeconds"] <= 10
+        exempt = {
+            "key": "kubernetes.io/metadata.name",
+            "operator": "NotIn",
+            "values": ["podherd", "kube-system"],
+        }
+        assert "namespaceSelector" not in hook or exempt in hook["namespaceSelector"]["matchExpressions"]

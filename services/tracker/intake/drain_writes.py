@@ -16,7 +16,6 @@ from typing import Any
 
 import msgspec
 
-from services.tracker.intake.intent_jobs import new_job
 from shared.api import paths
 from shared.api.drain import RESERVING, ROLLED_BACK, DrainRecord, drain_job_name, drain_record, node_hash
 from shared.api.messages import DrainIntent, DrainMove, DrainReply, IntentError, IntentErrorCode
@@ -33,6 +32,7 @@ from shared.api.names import (
     LABEL_DRAIN,
 )
 from shared.api.pmj import PodMigrationJob, PodMigrationJobSpec
+from shared.api.pmj_make import new_job
 from shared.config import MigrationControllerArgs
 from shared.drain_plan import DrainPlan, Move, plan_drain
 from shared.kube import KubeClient, KubeError

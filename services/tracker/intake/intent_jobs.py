@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 
 from shared.api.messages import MigrationIntent
-from shared.api.meta import ObjectMeta, ObjectReference
+from shared.api.meta import ObjectReference
 from shared.api.names import (
     ANNOTATION_CLAIMED_REQUESTER,
     ANNOTATION_INTENT_ID,
@@ -22,9 +22,8 @@ from shared.api.names import (
     ANNOTATION_REQUESTER,
     ANNOTATION_TARGET_NODE,
 )
-from shared.api.pmj import API_VERSION, KIND, PodMigrationJob, PodMigrationJobSpec
-
-LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
+from shared.api.pmj import PodMigrationJob, PodMigrationJobSpec
+from shared.api.pmj_make import new_job
 
 
 def job_name(idempotency_key: str) -> str:
@@ -49,20 +48,6 @@ def job_for(intent: MigrationIntent, requester: str | None) -> PodMigrationJob:
     )
     spec = PodMigrationJobSpec(pod_ref=pod, mode=intent.mode, ttl=intent.ttl, paused=intent.paused)
     return new_job(job_name(intent.idempotency_key), spec, annotations=annotations)
-
-
-def new_job(
-    name: str, spec: PodMigrationJobSpec, *, annotations: dict[str, str], labels: dict[str, str] | None = None
-) -> PodMigrationJob:
-    """A PodMigrationJob Podherd makes (labelled as managed by it)."""
-    return PodMigrationJob(
-        api_version=API_VERSION,
-        kind=KIND,
-        metadata=ObjectMeta(
-            name=name, labels={LABEL_MANAGED_BY: "podherd", **(labels or {})}, annotations=annotations
-        ),
-        spec=spec,
-    )
 
 
 def conflict(existing: PodMigrationJob, intent: MigrationIntent) -> str | None:

@@ -1,0 +1,136 @@
+"""The gate's two doors, with the API server behind them: a PodMigrationJob write judged (`job_checks`) and
+its author authorized by SubjectAccessReview as that user; an eviction of an opted-in pod turned into its
+job (`evacuation`): the job made (or a failed one replaced), the pod marked as evicted in the background,
+the evicter told 429. A dry-run eviction is answered as the real one would be, and changes nothing."""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime
+
+import msgspec
+
+from services.gate.evacuation import (
+    Allow,
+    PodView,
+    Wait,
+    decide,
+    gone_by,
+    job_name,
+    moved_by,
+    opted_in,
+    pod_key,
+    triggered,
+)
+from services.gate.job_checks import Authorize, judge_job, refused_access
+from services.gate.reviews import Refusal, Request, answer
+from shared.api import paths
+from shared.api.annotations import EVICTION_IN_PROGRESS
+from shared.api.meta import ObjectReference
+from shared.api.names import ANNOTATION_REASON, ANNOTATION_REQUESTER, GATE_EVACUATION, LABEL_EVACUATED_POD
+from shared.api.pmj import PodMigrationJob, PodMigrationJobSpec
+from shared.api.pmj_make import new_job
+from shared.api.pmj_read import decode_pmj
+from shared.config import PodherdConfig
+from shared.kube import KubeClient, KubeError
+from shared.permissions import Need
+from shared.reviews import review_access
+
+log = logging.getLogger(__name__)
+SERVICES = ("watcher", "arbitrator", "executor", "tracker", "gate")
+MERGE_PATCH = "application/merge-patch+json"
+
+
+class Webhooks:
+    def __init__(self, config: PodherdConfig, kube: KubeClient) -> None:
+        self.kube, self.policy = kube, config.gate.interceptor
+        self.own = frozenset(config.gate.service_account(s) for s in SERVICES)
+        self.executor = config.gate.service_account("executor")
+
+    async def job_write(self, request: Request) -> bytes:
+        verdict = judge_job(request, self.own)
+        if isinstance(verdict, Authorize):
+            need = Need(
+                verb="create",
+                resource="pods",
+                subresource="eviction",
+                namespace=verdict.namespace,
+                name=verdict.name,
+            )
+            allowed, why = await review_access(self.kube, request.user_info.identity, need)
+            verdict = None if allowed else refused_access(request.user_info.username, verdict, why)
+        return answer(request.uid, verdict)
+
+    async def eviction(self, request: Request, *, namespace_opted: bool) -> bytes:
+        evicter = request.user_info.username
+        if evicter == self.executor:
+            return answer(request.uid)  # the move itself: its budgets still apply
+        pod = await self._pod(request.namespace, request.name)
+        if pod is None or not opted_in(pod, namespace_opted):
+            return answer(request.uid)
+        name, now = job_name(pod.uid), datetime.now(UTC)
+        job = await self._job(name)
+        if job is None and (moved := moved_by(pod, await self._jobs_of(pod), evicter=evicter, now=now)):
+            return answer(request.uid, Refusal(404, gone_by(pod, moved)))
+        step = decide(pod, job, policy=self.policy, now=now)
+        if isinstance(step, Allow):
+            return answer(request.uid, warnings=(step.warning,) if step.warning else ())
+        if isinstance(step, Wait):
+            return answer(request.uid, Refusal(429, step.message))
+        if not request.dry_run:
+            await self._start(
+                pod, name, evicter=request.user_info.username, replace=job if step.replace else None
+            )
+        return answer(request.uid, Refusal(429, triggered(pod, name)))
+
+    async def _pod(self, namespace: str, name: str) -> PodView | None:
+        raw = await self.kube.get_json(paths.pod(namespace, name), request_timeout=3.0)
+        if raw is None:
+            return None
+        meta = raw.get("metadata") or {}
+        return PodView(
+            namespace=namespace,
+            name=name,
+            uid=str(meta.get("uid") or ""),
+            labels=meta.get("labels") or {},
+            terminating=bool(meta.get("deletionTimestamp")),
+        )
+
+    async def _job(self, name: str) -> PodMigrationJob | None:
+        raw = await self.kube.get_json(paths.job(name), request_timeout=3.0)
+        return None if raw is None else decode_pmj(raw)[0]
+
+    async def _jobs_of(self, pod: PodView) -> list[PodMigrationJob]:
+        """The jobs the gate made for pods of this name (the ones before this pod, for a StatefulSet's)."""
+        selector = f"{LABEL_EVACUATED_POD}={pod_key(pod.namespace, pod.name)}"
+        items = await self.kube.list_items(paths.JOBS, selector, request_timeout=3.0)
+        return [decode_pmj(item)[0] for item in items]
+
+    async def _start(self, pod: PodView, name: str, *, evicter: str, replace: PodMigrationJob | None) -> None:
+        """`replace`: the pod's failed job, deleted first."""
+        if replace is not None:
+            body = {"preconditions": {"uid": replace.metadata.uid}}
+            try:
+                await self.kube.arequest("DELETE", paths.job(name), body=body)
+            except KubeError as exc:
+                if exc.status not in (404, 409):  # gone, or replaced by another replica already
+                    raise
+        ref = ObjectReference(kind="Pod", namespace=pod.namespace, name=pod.name, uid=pod.uid)
+        annotations = {ANNOTATION_REQUESTER: evicter, ANNOTATION_REASON: f"an eviction by {evicter}"}
+        spec = PodMigrationJobSpec(pod_ref=ref, mode=self.policy.mode)
+        labels = {LABEL_EVACUATED_POD: pod_key(pod.namespace, pod.name)}
+        job = new_job(name, spec, annotations=annotations, labels=labels)
+        try:
+            await self.kube.arequest("POST", paths.JOBS, body=msgspec.to_builtins(job))
+            log.info("eviction of %s/%s by %s became job %s", pod.namespace, pod.name, evicter, name)
+        except KubeError as exc:
+            if exc.status != 409:  # another replica made it for the same eviction
+                raise
+        mark = {"metadata": {"annotations": {EVICTION_IN_PROGRESS: f"{GATE_EVACUATION}{name}"}}}
+        try:
+            await self.kube.arequest(
+                "PATCH", paths.pod(pod.namespace, pod.name), body=mark, content_type=MERGE_PATCH
+            )
+        except KubeError as exc:
+            if exc.status != 404:
+                raise

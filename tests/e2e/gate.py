@@ -1,0 +1,70 @@
+"""The admission gate as deploy/ runs it, for a kubesim: `podherd run gate` as its own ServiceAccount with a
+serving certificate of a CA of its own, reached through the podherd-gate Service, behind the webhook
+configuration deploy/ ships with that CA as its caBundle."""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from kubesim.sim import SimHandle
+from kubesim.tls import Authority
+from podherd.harness.processes import ServiceProcess, ServiceProcesses, webhook_port
+from podherd.install import DEPLOY, install, service_kubeconfig
+from shared.config import KubernetesConfig
+from shared.kube import KubeClient
+from tests.kube import client_for
+
+
+@dataclass
+class Gate:
+    processes: ServiceProcesses
+    replicas: list[ServiceProcess]
+    ca: bytes
+
+    def serve(self, sim: SimHandle) -> None:
+        """The podherd-gate Service, as kubesim reaches it: the replicas alive now."""
+        assert sim.sim is not None
+        addresses = [f"127.0.0.1:{webhook_port(r.log)}" for r in self.replicas if r.alive()]
+        sim.sim.options.services["podherd/podherd-gate:443"] = addresses
+
+
+def webhook_configuration(ca: bytes) -> dict[str, Any]:
+    document: dict[str, Any] = yaml.safe_load((DEPLOY / "base" / "gate-webhooks.yaml").read_text())
+    for hook in document["webhooks"]:
+        hook["clientConfig"]["caBundle"] = base64.b64encode(ca).decode()
+    return document
+
+
+def start_gate(sim: SimHandle, workdir: Path, *, replicas: int = 1, **gate: Any) -> Gate:
+    """The gate's replicas started and Ready, and its webhooks registered. `gate`: its configuration."""
+    admin = KubeClient.from_config(KubernetesConfig(kubeconfig=str(sim.kubeconfig)))
+    try:
+        install(admin, rbac=True)
+        kubeconfig = service_kubeconfig(admin, sim.kubeconfig, "gate", path=workdir / "gate.kubeconfig")
+    finally:
+        admin.close()
+    authority = Authority.new("podherd-gate-ca")
+    cert, key = authority.leaf("podherd-gate", names=("podherd-gate.podherd.svc",), ips=("127.0.0.1",))
+    (workdir / "gate.crt").write_bytes(cert)
+    (workdir / "gate.key").write_bytes(key)
+    config = workdir / "gate.yaml"
+    document = {
+        "kubernetes": {"kubeconfig": str(kubeconfig)},
+        "gate": {"cert": str(workdir / "gate.crt"), "key": str(workdir / "gate.key"), **gate},
+        "logging": {"format": "text"},
+    }
+    config.write_text(yaml.safe_dump(document))
+    processes = ServiceProcesses(config=config, workdir=workdir / "gate")
+    started = Gate(processes, [processes.start("gate", str(i)) for i in range(replicas)], authority.pem)
+    processes.wait_ready(30)
+    started.serve(sim)
+    kube = client_for(sim)
+    kube.client("AdmissionregistrationV1Api").create_validating_webhook_configuration(
+        webhook_configuration(authority.pem)
+    )
+    return started

@@ -1,0 +1,322 @@
+"""The admission gate as deployed: `podherd run gate` as its own ServiceAccount, behind the webhook
+configuration deploy/ ships (its caBundle the gate's CA), called by kubesim as kube-apiserver calls webhooks.
+A PodMigrationJob that could not run is refused naming its field; one whose author may not evict its pod is
+refused; an eviction of an opted-in pod becomes that pod's job."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import kubernetes
+import pytest
+
+from kubesim.auth import ADMIN
+from kubesim.sim import SimHandle
+from kubesim.tls import Authority
+from podherd.install import service_kubeconfig
+from services.gate.evacuation import IN_PROGRESS, OPT_IN, TRIGGERED, job_name
+from shared.api.annotations import EVICTION_IN_PROGRESS
+from shared.api.names import ANNOTATION_REQUESTER
+from shared.config import KubernetesConfig
+from shared.kube import KubeClient
+from tests.e2e.gate import Gate, start_gate, webhook_configuration
+from tests.kube import Kube, client_for, refusal
+
+pytestmark = [pytest.mark.e2e, pytest.mark.integration]
+GROUP, VERSION = "scheduling.koordinator.sh", "v1alpha1"
+
+
+@dataclass
+class Gated:
+    sim: SimHandle
+    kube: Kube
+    gate: Gate
+    tmp: Path
+
+
+@pytest.fixture
+def gated(kubesim_factory: Callable[..., SimHandle], tmp_path: Path) -> Iterator[Gated]:
+    sim = kubesim_factory("fragmented")
+    gate = start_gate(sim, tmp_path)
+    try:
+        yield Gated(sim, client_for(sim), gate, tmp_path)
+    finally:
+        gate.processes.stop_all()
+
+
+def user_kube(gated: Gated, name: str, rules: list[dict[str, Any]], *, evict_in: str) -> Kube:
+    """A ServiceAccount `default/name` with `rules` cluster-wide and the right to evict in `evict_in` alone,
+    as a client of its own."""
+    kube = gated.kube
+    kube.core.create_namespaced_service_account("default", {"metadata": {"name": name}})
+    rbac = kube.client("RbacAuthorizationV1Api")
+    subject = [{"kind": "ServiceAccount", "name": name, "namespace": "default"}]
+    evict = [{"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]}]
+    rbac.create_cluster_role({"metadata": {"name": name}, "rules": rules})
+    rbac.create_cluster_role_binding(
+        {"metadata": {"name": name}, "roleRef": _ref("ClusterRole", name), "subjects": subject}
+    )
+    rbac.create_namespaced_role(evict_in, {"metadata": {"name": name}, "rules": evict})
+    binding = {"metadata": {"name": name}, "roleRef": _ref("Role", name), "subjects": subject}
+    rbac.create_namespaced_role_binding(evict_in, binding)
+    body = {"spec": {"expirationSeconds": 3600}}
+    token = kube.core.create_namespaced_service_account_token(name, "default", body).status.token
+    path = gated.sim.kubeconfig_for(gated.tmp / f"{name}.kubeconfig", token)
+    return Kube(gated.sim, kubernetes.config.new_client_from_config(config_file=str(path)))
+
+
+def _ref(kind: str, name: str) -> dict[str, str]:
+    return {"apiGroup": "rbac.authorization.k8s.io", "kind": kind, "name": name}
+
+
+def namespace(kube: Kube, name: str, labels: dict[str, str] | None = None) -> None:
+    kube.core.create_namespace({"metadata": {"name": name, "labels": labels or {}}})
+
+
+def pod(kube: Kube, ns: str, name: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
+    body = {
+        "metadata": {"name": name, "labels": labels or {}},
+        "spec": {"containers": [{"name": "app", "image": "app:1"}]},
+    }
+    made: dict[str, Any] = kube.api.sanitize_for_serialization(kube.core.create_namespaced_pod(ns, body))
+    return made
+
+
+def evict(kube: Kube, ns: str, name: str, *, dry_run: bool = False) -> tuple[int, str]:
+    """The Eviction API's answer: (201, "") or (code, message)."""
+    body: dict[str, Any] = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name}}
+    if dry_run:
+        body["deleteOptions"] = {"dryRun": ["All"]}
+    try:
+        kube.core.create_namespaced_pod_eviction(name, ns, body)
+    except kubernetes.client.ApiException as exc:
+        return exc.status, str(refusal(exc).get("message"))
+    return 201, ""
+
+
+def job_body(name: str, spec: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "PodMigrationJob",
+        "metadata": {"name": name},
+        "spec": spec,
+    }
+
+
+def create_job(kube: Kube, name: str, spec: dict[str, Any]) -> tuple[int, str]:
+    try:
+        kube.custom.create_cluster_custom_object(GROUP, VERSION, "podmigrationjobs", job_body(name, spec))
+    except kubernetes.client.ApiException as exc:
+        return exc.status, str(refusal(exc).get("message"))
+    return 201, ""
+
+
+def get_job(kube: Kube, name: str) -> dict[str, Any] | None:
+    try:
+        found: dict[str, Any] = kube.custom.get_cluster_custom_object(
+            GROUP, VERSION, "podmigrationjobs", name
+        )
+    except kubernetes.client.ApiException as exc:
+        assert exc.status == 404
+        return None
+    return found
+
+
+def test_an_eviction_of_an_opted_in_pod_becomes_its_job_told_429_and_the_executor_passes(
+    gated: Gated,
+) -> None:
+    kube = gated.kube
+    namespace(kube, "shop")
+    namespace(kube, "opted", {OPT_IN: "true"})
+    web = pod(kube, "shop", "web", {OPT_IN: "true"})
+    pod(kube, "shop", "plain")
+    opted = pod(kube, "opted", "a")
+    pod(kube, "opted", "b", {OPT_IN: "false"})
+    name = job_name(web["metadata"]["uid"])
+
+    assert evict(kube, "shop", "plain") == (201, "")  # not opted in: an eviction as ever
+    assert evict(kube, "opted", "b") == (201, "")  # opted out of its namespace's opt-in
+    code, message = evict(kube, "shop", "web", dry_run=True)
+    assert code == 429 and TRIGGERED in message
+    assert get_job(kube, name) is None  # a dry run changes nothing
+    assert EVICTION_IN_PROGRESS not in (
+        kube.core.read_namespaced_pod("web", "shop").metadata.annotations or {}
+    )
+
+    code, message = evict(kube, "shop", "web")
+    assert code == 429, message
+    assert message.startswith('admission webhook "evictions.gate.podherd.io" denied the request: ')
+    assert f'{TRIGGERED} of pod "shop/web": PodMigrationJob {name}' in message
+    job = get_job(kube, name)
+    assert job is not None
+    assert job["spec"]["podRef"] == {
+        "kind": "Pod",
+        "namespace": "shop",
+        "name": "web",
+        "uid": web["metadata"]["uid"],
+    }
+    assert job["spec"]["mode"] == "ReservationFirst"
+    assert job["metadata"]["annotations"][ANNOTATION_REQUESTER] == ADMIN
+    assert EVICTION_IN_PROGRESS in kube.core.read_namespaced_pod("web", "shop").metadata.annotations
+
+    code, message = evict(kube, "shop", "web")  # the evicter's retry is told how its job stands
+    assert code == 429 and f"{IN_PROGRESS}: PodMigrationJob {name} is Pending" in message
+    jobs = kube.custom.list_cluster_custom_object(GROUP, VERSION, "podmigrationjobs")["items"]
+    assert [j["metadata"]["name"] for j in jobs] == [name]  # one job, however often it is evicted
+
+    code, message = evict(kube, "opted", "a")  # its namespace opted in for it
+    assert code == 429 and TRIGGERED in message
+    assert get_job(kube, job_name(opted["metadata"]["uid"])) is not None
+
+    admin = KubeClient.from_config(KubernetesConfig(kubeconfig=str(gated.sim.kubeconfig)))
+    path = service_kubeconfig(admin, gated.sim.kubeconfig, "executor", path=gated.tmp / "executor.kubeconfig")
+    admin.close()
+    executor = Kube(gated.sim, kubernetes.config.new_client_from_config(config_file=str(path)))
+    assert evict(executor, "shop", "web") == (201, "")  # the move itself passes: no loop
+
+
+POD = {"kind": "Pod", "namespace": "shop", "name": "web"}
+# One job per field that makes no sense, and the words its refusal names the field by. A value of the wrong
+# JSON type is refused by the CRD's own schema, before any webhook; the rest by the gate.
+INVALID: list[tuple[dict[str, Any], str]] = [
+    ({}, "spec.podRef"),
+    ({"podRef": "web"}, "spec.podRef"),
+    ({"podRef": {**POD, "kind": "Node"}}, "spec.podRef.kind"),
+    ({"podRef": {"namespace": "shop"}}, "spec.podRef.name"),
+    ({"podRef": {"name": "web"}}, "spec.podRef.namespace"),
+    ({"podRef": {**POD, "name": "Web_1"}}, "spec.podRef.name"),
+    ({"podRef": {**POD, "namespace": "Shop"}}, "spec.podRef.namespace"),
+    ({"podRef": POD, "mode": "Teleport"}, "spec.mode"),
+    ({"podRef": POD, "ttl": "5 minutes"}, "spec.ttl"),
+    ({"podRef": POD, "ttl": "-5m"}, "spec.ttl"),
+    ({"podRef": POD, "ttl": 5}, "spec.ttl"),
+    ({"podRef": POD, "paused": "yes"}, "spec.paused"),
+    (
+        {"podRef": POD, "deleteOptions": {"gracePeriodSeconds": "soon"}},
+        "spec.deleteOptions.gracePeriodSeconds",
+    ),
+    (
+        {"podRef": POD, "deleteOptions": {"propagationPolicy": "Later"}},
+        "spec.deleteOptions.propagationPolicy",
+    ),
+    ({"podRef": POD, "deleteOptions": {"dryRun": ["Some"]}}, "spec.deleteOptions.dryRun"),
+    (
+        {"podRef": POD, "reservationOptions": {"reservationRef": {}}},
+        "spec.reservationOptions.reservationRef.name",
+    ),
+    (
+        {"podRef": POD, "reservationOptions": {"template": {"spec": {"template": "pod"}}}},
+        "spec.reservationOptions.template.spec.template",
+    ),
+    (
+        {"podRef": POD, "reservationOptions": {"template": {"spec": {"owners": {}}}}},
+        "spec.reservationOptions.template.spec.owners",
+    ),
+    (
+        {"podRef": POD, "reservationOptions": {"template": {"spec": {"ttl": "forever"}}}},
+        "spec.reservationOptions.template.spec.ttl",
+    ),
+    (
+        {"podRef": POD, "reservationOptions": {"template": {"spec": {"template": {"spec": []}}}}},
+        "spec.reservationOptions.template.spec.template.spec",
+    ),
+]
+
+
+def test_a_job_that_could_not_run_is_refused_naming_its_field_and_its_pod_never_changes(gated: Gated) -> None:
+    kube = gated.kube
+    by_gate = 0
+    for i, (spec, field) in enumerate(INVALID):
+        code, message = create_job(kube, f"bad-{i}", spec)
+        assert code == 422 and field in message, (spec, message)
+        gate = message.startswith('admission webhook "podmigrationjobs.gate.podherd.io" denied the request: ')
+        by_gate += gate
+        assert gate or f'PodMigrationJob.scheduling.koordinator.sh "bad-{i}" is invalid: {field}' in message
+    assert by_gate >= 15
+    assert kube.custom.list_cluster_custom_object(GROUP, VERSION, "podmigrationjobs")["items"] == []
+
+    assert create_job(kube, "good", {"podRef": POD}) == (201, "")
+    status = {"status": {"phase": "Running", "message": "moving"}}  # Podherd's status writes pass
+    kube.custom.patch_cluster_custom_object_status(GROUP, VERSION, "podmigrationjobs", "good", status)
+    kube.custom.patch_cluster_custom_object(  # so does anything but the spec
+        GROUP, VERSION, "podmigrationjobs", "good", {"metadata": {"annotations": {"note": "x"}}}
+    )
+    for moved in ({"name": "other"}, {"namespace": "elsewhere"}):
+        with pytest.raises(kubernetes.client.ApiException) as changed:
+            kube.custom.patch_cluster_custom_object(
+                GROUP, VERSION, "podmigrationjobs", "good", {"spec": {"podRef": moved}}
+            )
+        assert changed.value.status == 422
+        assert (
+            "spec.podRef cannot change after the job is made: it names shop/web"
+            in refusal(changed.value)["message"]
+        )
+    kube.custom.patch_cluster_custom_object(
+        GROUP, VERSION, "podmigrationjobs", "good", {"spec": {"paused": True}}
+    )
+
+
+def test_a_job_is_refused_to_an_author_who_may_not_evict_its_pod(gated: Gated) -> None:
+    kube = gated.kube
+    for ns in ("x", "y"):
+        namespace(kube, ns)
+        pod(kube, ns, "app")
+    jobs = [{"apiGroups": [GROUP], "resources": ["podmigrationjobs"], "verbs": ["create", "patch", "get"]}]
+    alice = user_kube(gated, "alice", jobs, evict_in="x")
+    in_x, in_y = ({"podRef": {"kind": "Pod", "namespace": ns, "name": "app"}} for ns in ("x", "y"))
+    assert create_job(alice, "alice-x", in_x) == (201, "")
+    code, message = create_job(alice, "alice-y", in_y)
+    assert code == 403, message
+    assert 'user "system:serviceaccount:default:alice" may not create pods/eviction for pod y/app' in message
+    assert get_job(kube, "alice-y") is None
+    with pytest.raises(kubernetes.client.ApiException) as moved:  # nor moved there after it was made
+        alice.custom.patch_cluster_custom_object(
+            GROUP, VERSION, "podmigrationjobs", "alice-x", {"spec": in_y}
+        )
+    assert moved.value.status == 422
+    alice.custom.patch_cluster_custom_object(  # a change of hers to her own pod's job: asked again, allowed
+        GROUP, VERSION, "podmigrationjobs", "alice-x", {"spec": {"mode": "EvictDirectly"}}
+    )
+    assert create_job(kube, "admin-y", in_y) == (201, "")  # who may evict there may
+
+
+def test_while_no_gate_answers_evictions_go_through_and_jobs_wait(gated: Gated) -> None:
+    """What deploy/'s failurePolicy promises: evictions Ignore (as without Podherd, under their budgets),
+    jobs Fail (no job is made without its author's rights checked), whether the gate is down or cannot be
+    trusted (a caBundle that is not its CA)."""
+    kube = gated.kube
+    namespace(kube, "shop")
+    for name in ("one", "two"):
+        pod(kube, "shop", name, {OPT_IN: "true"})
+    hooks = kube.client("AdmissionregistrationV1Api")
+    untrusted = webhook_configuration(
+        Authority.new("someone-else").pem
+    )  # not the CA of the gate's certificate
+    hooks.replace_validating_webhook_configuration(
+        "podherd-gate",
+        {
+            **untrusted,
+            "metadata": hooks.read_validating_webhook_configuration("podherd-gate").to_dict()["metadata"],
+        },
+    )
+    code, message = create_job(
+        kube, "untrusted", {"podRef": {"kind": "Pod", "namespace": "shop", "name": "one"}}
+    )
+    assert code == 500 and 'failed calling webhook "podmigrationjobs.gate.podherd.io"' in message, message
+    assert evict(kube, "shop", "one") == (201, "")
+
+    gated.gate.processes.stop_all()
+    hooks.replace_validating_webhook_configuration(
+        "podherd-gate",
+        {
+            **webhook_configuration(gated.gate.ca),
+            "metadata": hooks.read_validating_webhook_configuration("podherd-gate").to_dict()["metadata"],
+        },
+    )
+    code, message = create_job(kube, "down", {"podRef": {"kind": "Pod", "namespace": "shop", "name": "two"}})
+    assert code == 500 and 'failed calling webhook "podmigrationjobs.gate.podherd.io"' in message, message
+    assert evict(kube, "shop", "two") == (201, "")
+    assert kube.custom.list_cluster_custom_object(GROUP, VERSION, "podmigrationjobs")["items"] == []
