@@ -18,12 +18,13 @@ from pathlib import Path
 from aiohttp import web
 from prometheus_client import Counter, Histogram
 
+from services.gate.labelled import LabelledPods
 from services.gate.reviews import Request, read_review
 from services.gate.webhooks import Webhooks
 from shared.config import GateConfig, PodherdConfig
 from shared.kube import KubeClient, api_check
 from shared.ops import OpsServer
-from shared.waits import wait_event
+from shared.waits import cancel_and_wait, wait_event
 
 log = logging.getLogger(__name__)
 REVIEWS = Counter("podherd_gate_reviews_total", "Admission reviews answered", ["webhook", "answer"])
@@ -109,7 +110,9 @@ def _serving(webhook: str, door: Door) -> Callable[[web.Request], Awaitable[web.
 async def main(config: PodherdConfig, stop: asyncio.Event, ops: OpsServer) -> None:
     kube = KubeClient.from_config(config.kubernetes)
     cert = ServingCert(config.gate)
-    runner = web.AppRunner(routes(Webhooks(config, kube)), access_log=None)
+    labelled = LabelledPods(kube)
+    following = asyncio.create_task(labelled.run(stop), name="opted-in pods")
+    runner = web.AppRunner(routes(Webhooks(config, kube, labelled)), access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, config.http.host, config.gate.port, ssl_context=cert.context)
     await site.start()
@@ -117,8 +120,10 @@ async def main(config: PodherdConfig, stop: asyncio.Event, ops: OpsServer) -> No
     port = int(sockets[0].getsockname()[1]) if sockets else config.gate.port
     log.info("webhook endpoint on %s:%s", config.http.host, port)
     ops.add_check("kubernetes", api_check(kube))
+    ops.add_check("opted-in pods", labelled.ready)
     try:
         await cert.follow(stop)
     finally:
+        await cancel_and_wait(following)
         await runner.cleanup()
         await kube.aclose()

@@ -23,6 +23,7 @@ from services.gate.evacuation import (
     triggered,
 )
 from services.gate.job_checks import Authorize, judge_job, refused_access
+from services.gate.labelled import LabelledPods
 from services.gate.reviews import Refusal, Request, answer
 from shared.api import paths
 from shared.api.annotations import EVICTION_IN_PROGRESS
@@ -42,8 +43,8 @@ MERGE_PATCH = "application/merge-patch+json"
 
 
 class Webhooks:
-    def __init__(self, config: PodherdConfig, kube: KubeClient) -> None:
-        self.kube, self.policy = kube, config.gate.interceptor
+    def __init__(self, config: PodherdConfig, kube: KubeClient, labelled: LabelledPods) -> None:
+        self.kube, self.policy, self.labelled = kube, config.gate.interceptor, labelled
         self.own = frozenset(config.gate.service_account(s) for s in SERVICES)
         self.executor = config.gate.service_account("executor")
 
@@ -65,6 +66,9 @@ class Webhooks:
         evicter = request.user_info.username
         if evicter == self.executor:
             return answer(request.uid)  # the move itself: its budgets still apply
+        label = self.labelled.value(request.namespace, request.name)
+        if label != "true" and (not namespace_opted or label == "false"):
+            return answer(request.uid)  # not opted in, as its label says (the common case: no request)
         pod = await self._pod(request.namespace, request.name)
         if pod is None or not opted_in(pod, namespace_opted):
             return answer(request.uid)

@@ -16,13 +16,13 @@ import pytest
 from kubesim.auth import ADMIN
 from kubesim.sim import SimHandle
 from kubesim.tls import Authority
+from podherd.harness.gate import Gate, start_gate, webhook_configuration
 from podherd.install import service_kubeconfig
 from services.gate.evacuation import IN_PROGRESS, OPT_IN, TRIGGERED, job_name
 from shared.api.annotations import EVICTION_IN_PROGRESS
 from shared.api.names import ANNOTATION_REQUESTER
 from shared.config import KubernetesConfig
 from shared.kube import KubeClient
-from tests.e2e.gate import Gate, start_gate, webhook_configuration
 from tests.kube import Kube, client_for, refusal
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
@@ -135,6 +135,7 @@ def test_an_eviction_of_an_opted_in_pod_becomes_its_job_told_429_and_the_executo
     pod(kube, "shop", "plain")
     opted = pod(kube, "opted", "a")
     pod(kube, "opted", "b", {OPT_IN: "false"})
+    gated.gate.holds(2)  # web and b: what the gate's watch must have seen before they are evicted
     name = job_name(web["metadata"]["uid"])
 
     assert evict(kube, "shop", "plain") == (201, "")  # not opted in: an eviction as ever

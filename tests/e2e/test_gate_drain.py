@@ -16,6 +16,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from kubesim.sim import SimHandle
+from podherd.harness.gate import start_gate
 from podherd.harness.servers import Server
 from podherd.watchdog.history import room_checks
 from podherd.watchdog.invariants import Watchdog
@@ -23,7 +24,6 @@ from services.gate.evacuation import OPT_IN, job_name
 from services.gate.evacuation import TRIGGERED as EVICTION_IN_BACKGROUND
 from shared.api.names import ANNOTATION_REQUESTER
 from shared.kube import KubeClient
-from tests.e2e.gate import start_gate
 from tests.e2e.pipeline import GROUP, PLURAL, VERSION, ended, pipeline, pipeline_config, until_job
 from tests.e2e.test_drain import agent, workload
 from tests.e2e.test_lifecycle import start, until_no_reservations

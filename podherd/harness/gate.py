@@ -1,10 +1,12 @@
-"""The admission gate as deploy/ runs it, for a kubesim: `podherd run gate` as its own ServiceAccount with a
-serving certificate of a CA of its own, reached through the podherd-gate Service, behind the webhook
-configuration deploy/ ships with that CA as its caBundle."""
+"""The admission gate as deploy/ runs it, for a kubesim (the tests', the benchmark's, the demo's): `podherd
+run gate` as its own ServiceAccount with a serving certificate of a CA of its own, reached through the
+podherd-gate Service, behind the webhook configuration deploy/ ships with that CA as its caBundle."""
 
 from __future__ import annotations
 
 import base64
+import time
+import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,7 +19,6 @@ from podherd.harness.processes import ServiceProcess, ServiceProcesses, webhook_
 from podherd.install import DEPLOY, install, service_kubeconfig
 from shared.config import KubernetesConfig
 from shared.kube import KubeClient
-from tests.kube import client_for
 
 
 @dataclass
@@ -26,11 +27,33 @@ class Gate:
     replicas: list[ServiceProcess]
     ca: bytes
 
+    def holds(self, labelled: int, within: float = 15.0) -> None:
+        """Until every replica's watch holds `labelled` pods with the opt-in label: an eviction the test
+        makes next is answered from what it says. (Read from the metric it exports: the gate says nothing
+        else about its cache.)"""
+        deadline = time.monotonic() + within
+        for replica in self.replicas:
+            while _gauge(replica.metrics_url, "podherd_gate_labelled_pods") != labelled:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"{replica.name} does not hold {labelled} labelled pods")
+                time.sleep(0.02)
+
     def serve(self, sim: SimHandle) -> None:
         """The podherd-gate Service, as kubesim reaches it: the replicas alive now."""
         assert sim.sim is not None
         addresses = [f"127.0.0.1:{webhook_port(r.log)}" for r in self.replicas if r.alive()]
         sim.sim.options.services["podherd/podherd-gate:443"] = addresses
+
+
+def _gauge(url: str, name: str) -> float | None:
+    with urllib.request.urlopen(url, timeout=5) as answer:
+        for line in answer.read().decode().splitlines():
+            if line.startswith(f"{name} "):
+                return float(line.split()[1])
+    return None
+
+
+WEBHOOK_CONFIGURATIONS = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations"
 
 
 def webhook_configuration(ca: bytes) -> dict[str, Any]:
@@ -46,8 +69,14 @@ def start_gate(sim: SimHandle, workdir: Path, *, replicas: int = 1, **gate: Any)
     try:
         install(admin, rbac=True)
         kubeconfig = service_kubeconfig(admin, sim.kubeconfig, "gate", path=workdir / "gate.kubeconfig")
+        started = _start(sim, workdir, kubeconfig, replicas=replicas, gate=gate)
+        admin.request("POST", WEBHOOK_CONFIGURATIONS, body=webhook_configuration(started.ca))
     finally:
         admin.close()
+    return started
+
+
+def _start(sim: SimHandle, workdir: Path, kubeconfig: Path, *, replicas: int, gate: dict[str, Any]) -> Gate:
     authority = Authority.new("podherd-gate-ca")
     cert, key = authority.leaf("podherd-gate", names=("podherd-gate.podherd.svc",), ips=("127.0.0.1",))
     (workdir / "gate.crt").write_bytes(cert)
@@ -63,8 +92,4 @@ def start_gate(sim: SimHandle, workdir: Path, *, replicas: int = 1, **gate: Any)
     started = Gate(processes, [processes.start("gate", str(i)) for i in range(replicas)], authority.pem)
     processes.wait_ready(30)
     started.serve(sim)
-    kube = client_for(sim)
-    kube.client("AdmissionregistrationV1Api").create_validating_webhook_configuration(
-        webhook_configuration(authority.pem)
-    )
     return started
