@@ -352,10 +352,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.add_argument(
         "--scenario",
-        choices=("defragment", "maintenance"),
+        choices=("defragment", "maintenance", "interceptor"),
         default="defragment",
         help="defragment (default): make room for a pending pod; maintenance: drain a node, plainly"
-        " (kubectl's algorithm) and by Podherd, side by side",
+        " (kubectl's algorithm) and by Podherd, side by side; interceptor: kubectl drain itself, without"
+        " and with the admission gate, side by side",
     )
     demo.set_defaults(func=_cmd_demo)
     return parser

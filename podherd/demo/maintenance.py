@@ -129,7 +129,9 @@ def podherd_run(config: PodherdConfig, kubeconfig: Path, out: TextIO, *, within:
     return _measured(core, lambda: asyncio.run(_podherd_drain(config, out, within=within)))
 
 
-def side_by_side(plain: dict[str, Any], podherd: dict[str, Any]) -> list[str]:
+def side_by_side(
+    plain: dict[str, Any], podherd: dict[str, Any], names: tuple[str, str] = ("plain drain", "podherd drain")
+) -> list[str]:
     def drained(run: dict[str, Any]) -> str:
         if run["drained"]:
             return f"yes, in {run['seconds']}s"
@@ -137,7 +139,7 @@ def side_by_side(plain: dict[str, Any], podherd: dict[str, Any]) -> list[str]:
         why = f" (evictions refused by a budget until it gave up: {len(refused)})" if refused else ""
         return f"no: {len(run['left_on_node'])} pods left{why}"
 
-    rows = [("", "plain drain", "podherd drain"), ("node emptied", drained(plain), drained(podherd))]
+    rows = [("", *names), ("node emptied", drained(plain), drained(podherd))]
     for app in APPS:
         a, b = plain["apps"][app], podherd["apps"][app]
 

@@ -30,11 +30,12 @@ import yaml
 
 from kubesim.options import SimOptions
 from kubesim.rbac import Authorizer
-from kubesim.sim import start_in_thread
+from kubesim.sim import SimHandle, start_in_thread
 from podherd import client, nats_pki
 from podherd.demo import cluster as demo_cluster
 from podherd.demo import mistyped as demo_mistyped
 from podherd.demo import progress as demo_progress
+from podherd.demo.interceptor import run_interceptor
 from podherd.demo.maintenance import run_maintenance
 from podherd.errors import CliError
 from podherd.harness.processes import SERVICES, ServiceFailed, ServiceProcesses
@@ -66,7 +67,8 @@ class DemoOptions:
     workdir: str | None = None
     summary_json: str | None = None
     in_cluster: bool = False  # Podherd as `kubectl apply -k deploy/` installs it, its pods run by kubesim
-    scenario: str = "defragment"  # or "maintenance": a node drained, plainly and by Podherd
+    # or "maintenance": a node drained, plainly and by Podherd; "interceptor": kubectl drain, gated or not
+    scenario: str = "defragment"
 
 
 # How much of a failed service's log the summary shows.
@@ -86,6 +88,12 @@ def run_demo(opts: DemoOptions, out: TextIO = sys.stdout) -> int:
                 "--scenario maintenance runs on kubesim's maintenance cluster: no --in-cluster, --kubeconfig"
             )
         return run_maintenance(opts, out, processes=_processes)
+    if opts.scenario == "interceptor":
+        if opts.in_cluster or opts.kubeconfig:
+            raise CliError(
+                "--scenario interceptor runs on kubesim's maintenance cluster: no --in-cluster, --kubeconfig"
+            )
+        return run_interceptor(opts, out, processes=_processes)
     workdir = Path(opts.workdir or tempfile.mkdtemp(prefix="podherd-demo-"))
     workdir.mkdir(parents=True, exist_ok=True)
     with contextlib.ExitStack() as stack:
@@ -142,6 +150,7 @@ class _Services:
     kubeconfig: Path
     config_document: dict[str, Any]
     authorizer: Authorizer | None
+    handle: SimHandle | None  # kubesim's, where the demo started it
     start: Callable[[KubeClient], list[str]]  # starts them; lines describing each
     stop: Callable[[KubeClient], dict[str, int]]  # stops them; each one's exit code
     last_words: Callable[[], dict[str, str]]  # once stopped: what a service that failed said last
@@ -211,6 +220,7 @@ def _processes(
         kubeconfig=kubeconfig,
         config_document=document,
         authorizer=handle.sim.authorizer if handle is not None and handle.sim is not None else None,
+        handle=handle,
         start=start,
         stop=stop,
         last_words=lambda: said,
@@ -241,6 +251,7 @@ def _in_cluster(opts: DemoOptions, stack: contextlib.ExitStack, workdir: Path) -
         kubeconfig=cluster.handle.kubeconfig,
         config_document=demo_cluster.client_config(cluster),
         authorizer=cluster.handle.sim.authorizer,
+        handle=cluster.handle,
         start=start,
         stop=lambda kube: demo_cluster.stop(cluster, kube, IN_CLUSTER_STOP),
         last_words=lambda: demo_cluster.last_words(cluster),
@@ -253,9 +264,10 @@ def _roles_held(summary: dict[str, Any]) -> bool | str:
     """True only when each service ran under its own ServiceAccount with RBAC on and nothing was denied;
     a reason (not a pass) against an outside cluster, where the services used the given credentials."""
     wanted = {"system:serviceaccount:{}:{}".format(*service_account(s)) for s in SERVICES}
+    gate = "system:serviceaccount:{}:{}".format(*service_account("gate"))  # where deploy/ runs it too
     if not summary["rbac_identities"]:
         return "not checked: the services used the --kubeconfig credentials"
-    return not summary.get("rbac_denials") and set(summary["rbac_identities"]) == wanted
+    return not summary.get("rbac_denials") and wanted <= set(summary["rbac_identities"]) <= wanted | {gate}
 
 
 def _config_document(prefix: str, nats_url: str, redis_url: str, *, kubeconfig: Path) -> dict[str, Any]:
@@ -297,12 +309,16 @@ async def _defragment(
         jobs = sorted({r.job for r in replies if r.job})
         print(f"published {len(intents)} intents -> jobs {', '.join(jobs)}", file=out)
         namespace, _, pod = chosen.pending.key.partition("/")
-        typo = await demo_mistyped.create(kube, namespace, pod)
-        print(f"created {typo} with spec.mode: evictdirectly (a typo): it must end InvalidSpec\n", file=out)
+        refused = await demo_mistyped.create(kube, namespace, pod)
+        typo = f"{demo_mistyped.NAME} with spec.mode: evictdirectly (a typo)"
+        if refused is None:
+            print(f"created {typo}: it must end InvalidSpec\n", file=out)
+        else:
+            print(f"{typo} refused by the admission gate: {refused}\n", file=out)
         await _follow(kube, chosen, jobs, watchdog=watchdog, within=opts.timeout, out=out)
         await _cleaned_up(kube, CLEANUP_WAIT)
         async with client.nats_client(config) as nc:
-            mistyped = await demo_mistyped.outcome(kube, nc, subjects)
+            mistyped = await demo_mistyped.outcome(kube, nc, subjects, refused=refused)
     finally:
         stop.set()
         findings = await watching
@@ -391,7 +407,7 @@ def _print_summary(summary: dict[str, Any], out: TextIO) -> bool:
         and not summary["evictions_without_room"],
         "no job Succeeded before its old pod was gone": not summary["succeeded_before_old_pod_gone"],
         "no Reservation left": summary["reservations_left"] == 0,
-        "an invalid job ended InvalidSpec, once": demo_mistyped.ended_once(summary["mistyped"]),
+        "an invalid job refused, or ended InvalidSpec once": demo_mistyped.ended_once(summary["mistyped"]),
         "every service within its ClusterRole": _roles_held(summary),
         "every service ended with 0 on SIGTERM": not summary["services_failed"]
         if summary["services_stopped"]

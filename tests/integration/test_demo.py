@@ -94,7 +94,7 @@ def test_demo_defragments_the_cluster_and_the_cluster_shows_it(tmp_path: Path) -
         phases = [(j.get("status") or {}).get("phase") for j in jobs["items"]]
         assert phases and all(p == "Succeeded" for p in phases), phases
         assert (typo["status"]["phase"], typo["status"]["reason"]) == ("Failed", "InvalidSpec")
-        assert "[ok] an invalid job ended InvalidSpec, once" in output
+        assert "[ok] an invalid job refused, or ended InvalidSpec once" in output
         big = core.read_namespaced_pod(pending, namespace)
         assert big.status.phase == "Running" and big.spec.node_name == emptied
         on_node = core.list_pod_for_all_namespaces(field_selector=f"spec.nodeName={emptied}").items
@@ -181,10 +181,14 @@ def test_demo_in_cluster_runs_podherd_from_deploy_and_defragments(tmp_path: Path
     facts = json.loads(summary.read_text())
     assert facts["jobs_succeeded"] == len(facts["jobs"]) > 0 and facts["pending_pod_phase"] == "Running"
     services = {
-        f"system:serviceaccount:podherd:podherd-{s}" for s in ("watcher", "arbitrator", "executor", "tracker")
+        f"system:serviceaccount:podherd:podherd-{s}"
+        for s in ("watcher", "arbitrator", "executor", "tracker", "gate")
     }
     assert services <= set(facts["rbac_identities"]) and not facts["rbac_denials"]
-    assert len(facts["services_exit_codes"]) == 10 and set(facts["services_exit_codes"].values()) == {0}
+    assert len(facts["services_exit_codes"]) == 12 and set(facts["services_exit_codes"].values()) == {0}
+    # The mistyped job, where the gate runs: refused when it was written, naming the field.
+    assert facts["mistyped"]["phase"] == "Refused" and "spec.mode" in facts["mistyped"]["message"]
+    assert "[ok] an invalid job refused, or ended InvalidSpec once" in out
     assert "kubectl apply -k deploy/" in out and "[ok] every service within its ClusterRole" in out
     assert not left_running(str(tmp_path)) and not left_running("kubesim.sandbox")
 
@@ -199,18 +203,11 @@ def left_running(marker: str) -> list[str]:
     return found
 
 
-def test_maintenance_demo_drains_with_zero_downtime_beside_a_plain_drain(tmp_path: Path) -> None:
+def scenario(tmp_path: Path, name: str) -> tuple[str, dict[str, Any]]:
+    """`podherd demo --scenario NAME`, which must exit 0: what it printed, and its summary."""
     env = {k: v for k, v in os.environ.items() if k not in ("NATS_URL", "REDIS_URL", "KUBECONFIG")}
     summary_path = tmp_path / "summary.json"
-    argv = [
-        "demo",
-        "--scenario",
-        "maintenance",
-        "--workdir",
-        str(tmp_path),
-        "--summary-json",
-        str(summary_path),
-    ]
+    argv = ["demo", "--scenario", name, "--workdir", str(tmp_path), "--summary-json", str(summary_path)]
     done = subprocess.run(
         [sys.executable, "-m", "podherd", *argv],
         stdin=subprocess.DEVNULL,
@@ -221,8 +218,13 @@ def test_maintenance_demo_drains_with_zero_downtime_beside_a_plain_drain(tmp_pat
         check=False,
     )
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
-    assert "podherd drain: zero downtime; node node-1 drained" in done.stdout
-    summary = json.loads(summary_path.read_text())
+    summary: dict[str, Any] = json.loads(summary_path.read_text())
+    return done.stdout, summary
+
+
+def test_maintenance_demo_drains_with_zero_downtime_beside_a_plain_drain(tmp_path: Path) -> None:
+    said, summary = scenario(tmp_path, "maintenance")
+    assert "podherd drain: zero downtime; node node-1 drained" in said
     ours, plain = summary["podherd_drain"], summary["plain_drain"]
     assert ours["drained"] and ours["left_on_node"] == [] and ours["failed"] == {}
     assert all(app["seconds_down"] == 0 and app["lowest_ready"] > 0 for app in ours["apps"].values()), ours
@@ -234,3 +236,19 @@ def test_maintenance_demo_drains_with_zero_downtime_beside_a_plain_drain(tmp_pat
     assert list(plain["gave_up_on"]) == [p for p in plain["gave_up_on"] if "guarded" in p] != []
     assert not plain["drained"]
     assert summary["services_exit_codes"] and set(summary["services_exit_codes"].values()) == {0}
+
+
+def test_interceptor_demo_drains_with_kubectl_through_the_gate_beside_kubectl_alone(tmp_path: Path) -> None:
+    said, summary = scenario(tmp_path, "interceptor")
+    gated, plain = summary["gated_drain"], summary["kubectl_drain"]
+    # kubectl drain itself, told 429 while each pod moved, then done: the node empty, the single replica
+    # and the zero-budget Deployment never below their replicas.
+    assert gated["exit"] == 0 and gated["drained"] and gated["retries"] > 0
+    assert gated["apps"]["solo"]["lowest_ready"] == 1 and gated["apps"]["guarded"]["lowest_ready"] == 2
+    # The same kubectl drain without the gate: the single replica down, the zero-budget pod refused until
+    # kubectl gave up.
+    assert plain["exit"] == 1 and not plain["drained"]
+    assert plain["apps"]["solo"]["seconds_down"] > 0
+    assert [p for p in plain["gave_up_on"] if "guarded" in p] == list(plain["gave_up_on"]) != []
+    assert set(summary["exit_codes"].values()) == {0}
+    assert "kubectl drain through the gate: no workload without a Ready replica; node node-1 drained" in said
