@@ -64,11 +64,12 @@ bench: $(STAMP)
 	$(PY) -m pip install --quiet -e '.[bench]'
 	$(PY) -m bench.report
 
-# The small chaos run on the production topology (left out of `make test` for its time), then the full
-# run (1,000 jobs, 3 replicas of each service); `make test` runs a small one on one server.
+# The small chaos run on the production topology and the other runs left out of `make test` for their time
+# (`-m full`: the long outages, deploy/ run whole on kubesim), then the full run (1,000 jobs, 3 replicas of
+# each service); `make test` runs a small one on one server.
 TOPOLOGY ?= single
 chaos: $(STAMP)
-	$(PY) -m pytest -m full tests/chaos
+	$(PY) -m pytest -m full tests
 	$(PY) -m bench.chaos --topology $(TOPOLOGY)
 
 clean:

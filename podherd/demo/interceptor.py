@@ -2,7 +2,7 @@
 `maintenance` cluster, twice:
 
 1. without Podherd: kubectl evicts what the budgets allow and retries what they refuse until its
-   `--timeout` (6 s here), then gives up;
+   `--timeout` (4 s here), then gives up;
 2. with the admission gate and the four services, the namespace opted in (`podherd.io/evacuate=true`):
    every eviction kubectl asks for becomes a migration, room reserved first (Surge where a workload cannot
    spare its pod), and kubectl retries until each pod is gone.
@@ -29,7 +29,7 @@ import yaml
 
 from kubesim.options import SimOptions
 from kubesim.sim import SimHandle, start_in_thread
-from podherd.demo.maintenance import NODE, PLAIN_TIMEOUT, _agent, _core, _measured, side_by_side
+from podherd.demo.maintenance import NODE, _agent, _core, _measured, side_by_side
 from podherd.errors import CliError
 from podherd.harness.gate import start_gate
 from shared.api.names import LABEL_EVACUATE
@@ -37,6 +37,7 @@ from shared.config_loader import config_from_dict
 from shared.kube import KubeClient
 
 SURGE = {"singleReplicaDeployments": True, "zeroDisruptionDeployments": True}
+KUBECTL_TIMEOUT = 4.0  # seconds kubectl drain retries, without the gate, what the budgets refuse
 
 
 def kubectl_drain(kubeconfig: Path, timeout: float) -> dict[str, Any]:
@@ -74,10 +75,9 @@ def plain_run(out: TextIO) -> dict[str, Any]:
         sim = start_in_thread(SimOptions(), scenario="maintenance")
         stack.callback(sim.stop)
         _agent(sim.kubeconfig)
-        print(
-            f"\n1. kubectl drain {NODE} --ignore-daemonsets --timeout={PLAIN_TIMEOUT:.0f}s, no gate", file=out
-        )
-        measured = _measured(_core(sim.kubeconfig), lambda: kubectl_drain(sim.kubeconfig, PLAIN_TIMEOUT))
+        flags = f"--ignore-daemonsets --timeout={KUBECTL_TIMEOUT:.0f}s"
+        print(f"\n1. kubectl drain {NODE} {flags}, no gate", file=out)
+        measured = _measured(_core(sim.kubeconfig), lambda: kubectl_drain(sim.kubeconfig, KUBECTL_TIMEOUT))
         left = measured["left_on_node"]  # what kubectl gave up on: refused until its timeout, still there
         measured["gave_up_on"] = {pod: why for pod, why in measured["gave_up_on"].items() if pod in left}
         print(f"   kubectl drain exited {measured['exit']} after {measured['seconds']}s", file=out)

@@ -22,6 +22,9 @@ from tests.kubesim.test_kubectl import KUBECTL
 
 pytestmark = [
     pytest.mark.e2e,
+    # `make chaos` runs it (`pytest -m full`): `make test` has the in-cluster demo's run of the same
+    # deploy/ (tests/integration/test_demo.py), and no room for both.
+    pytest.mark.full,
     pytest.mark.xdist_group("pod-processes"),  # one worker runs every test whose pods are real processes
     pytest.mark.kubectl,
     pytest.mark.skipif(KUBECTL is None, reason="kubectl is not on PATH"),
