@@ -21,7 +21,7 @@ from kubernetes import client, config
 from tests.procs import alive, descendants
 
 # One worker runs every test whose pods are real processes (the in-cluster demo's) and the demos.
-pytestmark = [pytest.mark.integration, pytest.mark.e2e, pytest.mark.xdist_group("pod-processes")]
+pytestmark = [pytest.mark.integration, pytest.mark.e2e]
 
 
 def read_until(stream: IO[str], marker: str, seen: list[str]) -> None:
@@ -160,6 +160,7 @@ def test_sigterm_mid_demo_stops_every_server_and_service_it_started(tmp_path: Pa
 
 
 @pytest.mark.kubectl
+@pytest.mark.xdist_group("pod-processes")  # one worker runs every test whose pods are real processes
 @pytest.mark.skipif(os.geteuid() != 0, reason="pods run as processes in their own namespaces: needs root")
 @pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not on PATH")
 def test_demo_in_cluster_runs_podherd_from_deploy_and_defragments(tmp_path: Path) -> None:
