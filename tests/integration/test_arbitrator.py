@@ -576,8 +576,9 @@ async def test_pdb_and_node_limits(nats_srv: Server, redis_srv: Server, test_id:
 async def test_four_replicas_admit_in_global_order_within_limits(
     nats_srv: Server, redis_srv: Server, test_id: str
 ) -> None:
-    # 1,000 jobs with distinct migration priorities compete for maxMigratingGlobally=10. In every wave the
-    # ten admitted must be exactly the ten best still waiting, whichever replica admitted them.
+    # 400 jobs with distinct migration priorities (more than a round reads, `arbitrator.scanDepth` 256)
+    # compete for maxMigratingGlobally=10. In every wave the ten admitted must be exactly the ten best still
+    # waiting, whichever replica admitted them.
     configs = replicas_config(
         nats_srv,
         redis_srv,
@@ -592,7 +593,7 @@ async def test_four_replicas_admit_in_global_order_within_limits(
         skipCheckExpectedReplicas=True,
     )
     nc, subjects, cluster = await setup_cluster(configs[0])
-    jobs = 1000
+    jobs = 400
     await cluster.deployment("big", jobs)
     for i in range(jobs):
         await cluster.pod(f"p{i}", f"node-{i % 40}", "big")

@@ -239,6 +239,11 @@ def test_maintenance_demo_drains_with_zero_downtime_beside_a_plain_drain(tmp_pat
     assert summary["services_exit_codes"] and set(summary["services_exit_codes"].values()) == {0}
 
 
+# `make chaos` runs it (`-m full`): `make test` has the same kubectl drain through the gate, held to the
+# watchdog's invariants (tests/e2e/test_gate_drain.py), and no room for both.
+@pytest.mark.full
+@pytest.mark.kubectl
+@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not on PATH")
 def test_interceptor_demo_drains_with_kubectl_through_the_gate_beside_kubectl_alone(tmp_path: Path) -> None:
     said, summary = scenario(tmp_path, "interceptor")
     gated, plain = summary["gated_drain"], summary["kubectl_drain"]
