@@ -12,7 +12,7 @@ from typing import Final
 import msgspec
 
 from shared.api.names import ANNOTATION_REQUESTER, LABEL_EVACUATE
-from shared.api.pmj import PHASE_FAILED, PHASE_SUCCEEDED, PodMigrationJob
+from shared.api.pmj import PHASE_ABORTED, PHASE_FAILED, PHASE_SUCCEEDED, PodMigrationJob
 from shared.config import InterceptorConfig
 from shared.durations import parse_duration
 
@@ -97,15 +97,17 @@ def decide(
         return Allow()  # its replacement has taken its room; what is left of it may go
     status = job.status
     why = f"{status.reason or phase}: {status.message or 'no message'}" if status else phase
-    if phase != PHASE_FAILED:
+    if phase not in (PHASE_FAILED, PHASE_ABORTED):  # an aborted job ended as a failed one did
         return Wait(f"{IN_PROGRESS}: PodMigrationJob {name} is {phase} ({why})")
     if policy.on_failure == "evict":
-        return Allow(f"PodMigrationJob {name} failed ({why}); evicted without a room (onFailure: evict)")
+        return Allow(
+            f"PodMigrationJob {name} {phase.lower()} ({why}); evicted without a room (onFailure: evict)"
+        )
     again = ended_at(job) + timedelta(seconds=parse_duration(policy.retry_after))
     if now >= again:
         return Start(replace=True)
     return Wait(
-        f"Evacuation failed: PodMigrationJob {name} failed ({why}); an eviction from "
+        f"Evacuation failed: PodMigrationJob {name} {phase.lower()} ({why}); an eviction from "
         f"{again:%Y-%m-%dT%H:%M:%SZ} on starts a new one (onFailure: retry)"
     )
 

@@ -21,7 +21,7 @@ from prometheus_client import Counter, Histogram
 from services.gate.labelled import LabelledPods
 from services.gate.reviews import Request, read_review
 from services.gate.webhooks import Webhooks
-from shared.config import GateConfig, PodherdConfig
+from shared.config import ConfigError, GateConfig, PodherdConfig
 from shared.kube import KubeClient, api_check
 from shared.ops import OpsServer
 from shared.waits import cancel_and_wait, wait_event
@@ -48,7 +48,12 @@ class ServingCert:
         self.context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         self.context.minimum_version = ssl.TLSVersion.TLSv1_2
         self._seen = (0.0, 0.0)
-        self.refresh()
+        try:
+            self.refresh()
+        except (OSError, ssl.SSLError) as exc:  # never will: said once, naming the setting
+            raise ConfigError(
+                "gate.cert", f"the serving certificate {self.cert} (key {self.key}): {exc}"
+            ) from exc
 
     def _stamps(self) -> tuple[float, float]:
         return Path(self.cert).stat().st_mtime, Path(self.key).stat().st_mtime

@@ -124,3 +124,21 @@ def test_ctrl_c_says_what_goes_on_without_the_cli() -> None:
     assert "podherd drain node-1 --status" in drain
     assert "the job goes on" in what_goes_on("submit", {"wait": True})
     assert what_goes_on("drain", {"node": "node-1", "dry_run": True}) == "nothing was left running"
+
+
+def test_a_gate_without_its_certificate_ends_once_naming_the_setting(tmp_path: Path) -> None:
+    from kubesim.sim import write_kubeconfig
+    from tests.e2e.pipeline import podherd
+
+    kubeconfig = write_kubeconfig("https://127.0.0.1:9", tmp_path / "kubeconfig", "unused")
+    config = tmp_path / "podherd.yaml"
+    gate = {"cert": str(tmp_path / "missing.crt"), "key": str(tmp_path / "missing.key"), "port": 0}
+    config.write_text(
+        yaml.safe_dump({"kubernetes": {"kubeconfig": str(kubeconfig)}, "gate": gate, "http": {"port": 0}})
+    )
+    done = podherd(config, "run", "gate", timeout=60)
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("podherd: configuration error at `gate.cert`: the serving certificate "), last
+    assert "missing.crt" in last

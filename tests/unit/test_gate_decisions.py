@@ -87,6 +87,10 @@ def test_a_failed_job_is_retried_after_its_backoff_or_lets_the_eviction_through(
     assert decide(POD, failed, policy=RETRY, now=NOW + timedelta(seconds=40)) == Start(replace=True)
     let_through = decide(POD, failed, policy=EVICT, now=NOW)
     assert isinstance(let_through, Allow) and "Unschedulable: no node fits" in let_through.warning
+    aborted = job("Aborted", ended=NOW - timedelta(seconds=90), reason="Aborted", message="aborted: by hand")
+    assert decide(POD, aborted, policy=RETRY, now=NOW) == Start(replace=True)  # ended: not in progress
+    refused_again = decide(POD, job("Aborted", ended=NOW, reason="Aborted"), policy=RETRY, now=NOW)
+    assert isinstance(refused_again, Wait) and "evacuation-u1 aborted" in refused_again.message
 
 
 def request(
