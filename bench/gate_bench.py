@@ -25,6 +25,7 @@ import json
 import shutil
 import ssl
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -40,7 +41,6 @@ from kubesim.sim import start_in_thread
 from kubesim.tls import Authority
 from podherd.harness.gate import start_gate
 from podherd.harness.processes import webhook_port
-from podherd.harness.servers import spawn_logged
 from shared.api.names import LABEL_EVACUATE
 from shared.config import KubernetesConfig
 from shared.kube import KubeClient
@@ -171,7 +171,6 @@ def run(rate: float, seconds: float, pods: int) -> dict[str, Any]:
     try:
         gate = start_gate(handle, workdir)
         cluster(admin, pods)
-        gate.holds(0)
         authority = Authority.new("noop-ca")
         cert, key = authority.leaf("noop", ips=("127.0.0.1",))
         (workdir / "noop.crt").write_bytes(cert)
@@ -179,14 +178,15 @@ def run(rate: float, seconds: float, pods: int) -> dict[str, Any]:
         (workdir / "noop-ca.crt").write_bytes(authority.pem)
         (workdir / "gate-ca.crt").write_bytes(gate.ca)
         log = workdir / "noop.log"
-        noop = spawn_logged(
-            [sys.executable, "-c", NOOP, str(workdir / "noop.crt"), str(workdir / "noop.key")], log
+        noop = subprocess.Popen(
+            [sys.executable, "-c", NOOP, str(workdir / "noop.crt"), str(workdir / "noop.key")],
+            stdout=subprocess.PIPE,
+            text=True,
         )
-        deadline = time.monotonic() + 10
-        while not webhook_port(log):
-            if time.monotonic() > deadline or noop.poll() is not None:
-                raise SystemExit(f"the no-op webhook did not start: {log.read_text()}")
-            time.sleep(0.05)
+        assert noop.stdout is not None
+        log.write_text(noop.stdout.readline())  # its first line once it listens ("" if it ended first)
+        if not webhook_port(log):
+            raise SystemExit(f"the no-op webhook did not start (exit {noop.wait(10)})")
         gate_port, noop_port = webhook_port(gate.replicas[0].log), webhook_port(log)
         cas = {
             "gate": workdir / "gate-ca.crt",

@@ -30,7 +30,14 @@ from kubesim.options import SimOptions
 from kubesim.sim import SimHandle, start_in_thread
 from podherd.harness.nats_cluster import NatsCluster, start_nats_cluster
 from podherd.harness.redis_topology import RedisSentinelTopology, start_redis_sentinel
-from podherd.harness.servers import Server, find_nats_binary, find_redis_binary, nats_server, redis_server
+from podherd.harness.servers import (
+    Server,
+    find_nats_binary,
+    find_redis_binary,
+    nats_server,
+    redis_server,
+    start_nats_binary,
+)
 from shared.config import PodherdConfig
 from shared.config_loader import config_from_dict
 from tests.fuzz import sizes
@@ -255,6 +262,17 @@ def kube(kubesim_factory: Callable[..., SimHandle]) -> Kube:
     """The official client against a fresh kubesim with Podherd's CRDs applied and no scenario."""
     handle = kubesim_factory()
     return with_crds(client_for(handle))
+
+
+@pytest.fixture
+def own_nats(tmp_path: Path) -> Iterator[Server]:
+    """A NATS server of the test's own (JetStream on disk), to kill and restart."""
+    binary = find_nats_binary()
+    if binary is None:
+        pytest.skip("no nats-server binary")
+    server = start_nats_binary(binary, tmp_path / "nats")
+    yield server
+    server.stop()
 
 
 @pytest.fixture

@@ -5,8 +5,6 @@ podherd-gate Service, behind the webhook configuration deploy/ ships with that C
 from __future__ import annotations
 
 import base64
-import time
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,30 +25,11 @@ class Gate:
     replicas: list[ServiceProcess]
     ca: bytes
 
-    def holds(self, labelled: int, within: float = 15.0) -> None:
-        """Until every replica's watch holds `labelled` pods with the opt-in label: an eviction the test
-        makes next is answered from what it says. (Read from the metric it exports: the gate says nothing
-        else about its cache.)"""
-        deadline = time.monotonic() + within
-        for replica in self.replicas:
-            while _gauge(replica.metrics_url, "podherd_gate_labelled_pods") != labelled:
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"{replica.name} does not hold {labelled} labelled pods")
-                time.sleep(0.02)
-
     def serve(self, sim: SimHandle) -> None:
         """The podherd-gate Service, as kubesim reaches it: the replicas alive now."""
         assert sim.sim is not None
         addresses = [f"127.0.0.1:{webhook_port(r.log)}" for r in self.replicas if r.alive()]
         sim.sim.options.services["podherd/podherd-gate:443"] = addresses
-
-
-def _gauge(url: str, name: str) -> float | None:
-    with urllib.request.urlopen(url, timeout=5) as answer:
-        for line in answer.read().decode().splitlines():
-            if line.startswith(f"{name} "):
-                return float(line.split()[1])
-    return None
 
 
 WEBHOOK_CONFIGURATIONS = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations"

@@ -15,6 +15,7 @@ import urllib3
 from prometheus_client import Gauge
 
 from shared.api import paths
+from shared.api.meta import ObjectMeta
 from shared.api.names import LABEL_EVACUATE
 from shared.backoff import Backoff
 from shared.kube import KubeClient, KubeError
@@ -26,19 +27,12 @@ LABELLED = Gauge(
 )
 
 
-class _Meta(msgspec.Struct):
-    name: str = ""
-    namespace: str = ""
-    resourceVersion: str = ""
-    labels: dict[str, str] = msgspec.field(default_factory=dict)
-
-
 class _Pod(msgspec.Struct):
-    metadata: _Meta = msgspec.field(default_factory=_Meta)
+    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
 
 
 class _List(msgspec.Struct):
-    metadata: _Meta
+    metadata: ObjectMeta  # a list's: its resourceVersion
     items: list[_Pod] = msgspec.field(default_factory=list)
 
 
@@ -78,10 +72,10 @@ class LabelledPods:
     async def _list(self) -> str:
         query = [("labelSelector", LABEL_EVACUATE)]
         listing = msgspec.json.decode(await self.kube.arequest("GET", paths.PODS, query), type=_List)
-        self.values = {(p.metadata.namespace, p.metadata.name): _value(p) for p in listing.items}
+        self.values = {_key(p): _value(p) for p in listing.items}
         LABELLED.set(len(self.values))
         self.synced.set()
-        return listing.metadata.resourceVersion
+        return listing.metadata.resource_version or ""
 
     async def _watch(self, version: str, stop: asyncio.Event) -> str:
         """Follows the changes from `version`; the version to follow on from when the watch ends."""
@@ -103,8 +97,8 @@ class LabelledPods:
                     int(status.get("code") or 500), status.get("reason", ""), status.get("message", "")
                 )
             pod = msgspec.json.decode(event.object, type=_Pod)
-            version = pod.metadata.resourceVersion or version
-            key = (pod.metadata.namespace, pod.metadata.name)
+            version = pod.metadata.resource_version or version
+            key = _key(pod)
             if event.type == "DELETED":
                 self.values.pop(key, None)
             elif event.type in ("ADDED", "MODIFIED"):
@@ -113,5 +107,9 @@ class LabelledPods:
         return version
 
 
+def _key(pod: _Pod) -> tuple[str, str]:
+    return pod.metadata.namespace or "", pod.metadata.name or ""
+
+
 def _value(pod: _Pod) -> str:
-    return pod.metadata.labels.get(LABEL_EVACUATE, "")
+    return (pod.metadata.labels or {}).get(LABEL_EVACUATE, "")

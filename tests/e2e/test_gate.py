@@ -39,7 +39,17 @@ class Gated:
 
 @pytest.fixture
 def gated(kubesim_factory: Callable[..., SimHandle], tmp_path: Path) -> Iterator[Gated]:
+    """The gate before a cluster whose opted-in pods it has listed once it is ready (a pod labelled after,
+    and evicted within milliseconds, would be known only once its watch event is in): in namespace `shop`,
+    `web` opted in and `plain` not; in `opted`, opted in as a whole, `a`, and `b` opted out."""
     sim = kubesim_factory("fragmented")
+    kube = client_for(sim)
+    namespace(kube, "shop")
+    namespace(kube, "opted", {OPT_IN: "true"})
+    pod(kube, "shop", "web", {OPT_IN: "true"})
+    pod(kube, "shop", "plain")
+    pod(kube, "opted", "a")
+    pod(kube, "opted", "b", {OPT_IN: "false"})
     gate = start_gate(sim, tmp_path)
     try:
         yield Gated(sim, client_for(sim), gate, tmp_path)
@@ -129,13 +139,8 @@ def test_an_eviction_of_an_opted_in_pod_becomes_its_job_told_429_and_the_executo
     gated: Gated,
 ) -> None:
     kube = gated.kube
-    namespace(kube, "shop")
-    namespace(kube, "opted", {OPT_IN: "true"})
-    web = pod(kube, "shop", "web", {OPT_IN: "true"})
-    pod(kube, "shop", "plain")
-    opted = pod(kube, "opted", "a")
-    pod(kube, "opted", "b", {OPT_IN: "false"})
-    gated.gate.holds(2)  # web and b: what the gate's watch must have seen before they are evicted
+    web = kube.api.sanitize_for_serialization(kube.core.read_namespaced_pod("web", "shop"))
+    opted = kube.api.sanitize_for_serialization(kube.core.read_namespaced_pod("a", "opted"))
     name = job_name(web["metadata"]["uid"])
 
     assert evict(kube, "shop", "plain") == (201, "")  # not opted in: an eviction as ever
@@ -289,9 +294,9 @@ def test_while_no_gate_answers_evictions_go_through_and_jobs_wait(gated: Gated) 
     jobs Fail (no job is made without its author's rights checked), whether the gate is down or cannot be
     trusted (a caBundle that is not its CA)."""
     kube = gated.kube
-    namespace(kube, "shop")
+    namespace(kube, "down", {OPT_IN: "true"})
     for name in ("one", "two"):
-        pod(kube, "shop", name, {OPT_IN: "true"})
+        pod(kube, "down", name)
     hooks = kube.client("AdmissionregistrationV1Api")
     untrusted = webhook_configuration(
         Authority.new("someone-else").pem
@@ -304,10 +309,10 @@ def test_while_no_gate_answers_evictions_go_through_and_jobs_wait(gated: Gated) 
         },
     )
     code, message = create_job(
-        kube, "untrusted", {"podRef": {"kind": "Pod", "namespace": "shop", "name": "one"}}
+        kube, "untrusted", {"podRef": {"kind": "Pod", "namespace": "down", "name": "one"}}
     )
     assert code == 500 and 'failed calling webhook "podmigrationjobs.gate.podherd.io"' in message, message
-    assert evict(kube, "shop", "one") == (201, "")
+    assert evict(kube, "down", "one") == (201, "")
 
     gated.gate.processes.stop_all()
     hooks.replace_validating_webhook_configuration(
@@ -317,7 +322,7 @@ def test_while_no_gate_answers_evictions_go_through_and_jobs_wait(gated: Gated) 
             "metadata": hooks.read_validating_webhook_configuration("podherd-gate").to_dict()["metadata"],
         },
     )
-    code, message = create_job(kube, "down", {"podRef": {"kind": "Pod", "namespace": "shop", "name": "two"}})
+    code, message = create_job(kube, "down", {"podRef": {"kind": "Pod", "namespace": "down", "name": "two"}})
     assert code == 500 and 'failed calling webhook "podmigrationjobs.gate.podherd.io"' in message, message
-    assert evict(kube, "shop", "two") == (201, "")
+    assert evict(kube, "down", "two") == (201, "")
     assert kube.custom.list_cluster_custom_object(GROUP, VERSION, "podmigrationjobs")["items"] == []

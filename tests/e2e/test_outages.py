@@ -121,15 +121,10 @@ def ended_cleanly(procs: list[ServiceProcess], ended: dict[str, tuple[int, float
 
 
 @pytest.fixture
-def nats_down(tmp_path: Path) -> Iterator[Server]:
+def nats_down(own_nats: Server) -> Server:
     """A NATS server that was started once, then killed: its address refuses connections until `restart`."""
-    binary = find_nats_binary()
-    if binary is None:
-        pytest.skip("no nats-server binary")
-    server = start_nats_binary(binary, tmp_path / "nats")
-    server.kill()
-    yield server
-    server.stop()
+    own_nats.kill()
+    return own_nats
 
 
 def config(tmp_path: Path, *, nats_url: str, redis_url: str, kubeconfig: Path, replicas: int = 1) -> Path:

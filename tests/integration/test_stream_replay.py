@@ -4,14 +4,12 @@ read raises instead of ending early, so Redis's lost facts are never replaced by
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
-from pathlib import Path
 
 import nats
 import pytest
 import redis.asyncio as aioredis
 
-from podherd.harness.servers import Server, find_nats_binary, start_nats_binary
+from podherd.harness.servers import Server
 from shared import bus
 from shared.ledger import Ledger
 from tests.integration.test_arbitrator import (
@@ -23,17 +21,6 @@ from tests.integration.test_arbitrator import (
 )
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def own_nats(tmp_path: Path) -> Iterator[Server]:
-    """A NATS server of this test's own, to kill and restart."""
-    binary = find_nats_binary()
-    if binary is None:
-        pytest.skip("no nats-server binary")
-    server = start_nats_binary(binary, tmp_path / "nats")
-    yield server
-    server.stop()
 
 
 async def test_a_stream_read_while_nats_is_away_raises_and_reads_whole_once_it_is_back(
@@ -63,7 +50,7 @@ async def test_a_stream_read_while_nats_is_away_raises_and_reads_whole_once_it_i
 
 
 async def test_redis_flushed_while_nats_is_away_keeps_admission_closed_until_every_fact_is_replayed(
-    own_nats: Server, redis_srv: Server, test_id: str
+    own_nats: Server, redis_srv: Server, test_id: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The arbitrator rebuilds its ledger and facts from the events stream after Redis lost them; NATS away
     at that moment waits, one line per attempt, rather than marking a ledger complete that knows no pod."""
@@ -76,14 +63,20 @@ async def test_redis_flushed_while_nats_is_away_keeps_admission_closed_until_eve
     client = aioredis.from_url(config.redis.url)
     ledger = Ledger(client, test_id, 600)
     async with arbitrators([config]) as (arbitrator,):
+        said, failed = asyncio.Event(), arbitrator.nats_down.failed
+
+        def noted(reason: BaseException | str) -> float:  # its one line per attempt, heard as it is said
+            said.set()
+            return failed(reason)
+
+        monkeypatch.setattr(arbitrator.nats_down, "failed", noted)
         await cluster.job("j0", "web-0", created=0)
         await decisions(nc, subjects, lambda ds: admitted(ds) == ["j0"])
         own_nats.kill()
         keys = [k async for k in client.scan_iter(match=f"*{test_id}*")]
         await client.delete(*keys)  # Redis loses everything while NATS is away: ledger, queue, facts
         async with asyncio.timeout(30):  # the rebuild meets NATS away, and says so
-            while not arbitrator.nats_down.failures:  # noqa: ASYNC110 - a count, no event for it
-                await asyncio.sleep(0.05)
+            await said.wait()
         assert not await ledger.completeness.is_complete()
         own_nats.restart()
         await cluster.job("j1", "web-1", created=1)  # its pod's facts are in Redis only if replayed
