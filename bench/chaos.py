@@ -668,6 +668,7 @@ async def fault_run(opts: ChaosOptions, servers: Servers, work: Path) -> dict[st
             await cancel_and_wait(run.catching_up)
             await client.aclose()
         evictions = handle.call(lambda sim: dict(sim.store.evictions))
+        late = handle.call(lambda sim: sum(sim.store.evictions_of_going.values()))
         denied = handle.call(
             lambda sim: [
                 str(d) for d in sim.authorizer.denials if d.user.startswith("system:serviceaccount:podherd:")
@@ -737,6 +738,7 @@ async def fault_run(opts: ChaosOptions, servers: Servers, work: Path) -> dict[st
                 "intents_refused_on_request": dict(run.refused),
                 "intents_refused_on_stream": dict(Counter(reasons.values())),
                 "pods_evicted": sum(evictions.values()),
+                "evictions_of_pods_already_going": late,  # raced another hand (a rollout's deletion)
                 "timeouts_by_cause": dict(Counter(causes.values())),
             },
             "faults": dict(run.faults),

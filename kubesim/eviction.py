@@ -36,9 +36,8 @@ def evict(store: Store, options: SimOptions, namespace: str, *, name: str, body:
     dry_run = "All" in (delete_options.get("dryRun") or [])
 
     phase = (pod.get("status") or {}).get("phase")
-    skip_budget = phase in ("Pending", "Succeeded", "Failed") or bool(
-        pod["metadata"].get("deletionTimestamp")
-    )
+    going = bool(pod["metadata"].get("deletionTimestamp"))
+    skip_budget = phase in ("Pending", "Succeeded", "Failed") or going
     if not skip_budget:
         labels = pod["metadata"].get("labels") or {}
         matching = [
@@ -61,7 +60,8 @@ def evict(store: Store, options: SimOptions, namespace: str, *, name: str, body:
         store.verbs.patch(pods, namespace, name, apply=_disruption_target, subresource="status")
         store.verbs.delete(pods, namespace, name, options=delete_options)
         uid = pod["metadata"]["uid"]
-        store.evictions[uid] = store.evictions.get(uid, 0) + 1
+        record = store.evictions_of_going if going else store.evictions
+        record[uid] = record.get(uid, 0) + 1
     return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
 
 

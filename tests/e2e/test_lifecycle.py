@@ -415,16 +415,23 @@ async def test_a_pod_deleted_outright_while_its_eviction_waits_ends_the_job_miss
 ) -> None:
     """A budget holds the eviction back; meanwhile someone deletes the pod outright (no Eviction API, so no
     DisruptionTarget condition on it) and its ReplicaSet makes another, which may take the reserved room:
-    the job did not move the pod, whatever took the room."""
+    the job did not move the pod, whatever took the room. An eviction landing on the pod as it goes (one
+    that raced the deletion, as the executor's may race a rollout's) marks it a disruption target, yet the
+    first hand ended it: the job still says so."""
     kube, name, config = held_by_budget(kubesim_factory, nats=nats_srv, redis=redis_srv, test_id=test_id)
     async with pipeline(config):
         create_job(kube, "overtaken", name)
         await until_job(kube, "overtaken", evicting_blocked)
+        kube.core.patch_namespaced_pod(name, "default", {"metadata": {"finalizers": ["example.com/hold"]}})
         kube.core.delete_namespaced_pod(name, "default")
+        eviction = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name}}
+        kube.core.create_namespaced_pod_eviction(name, "default", eviction)  # no budget for a pod going
+        kube.core.patch_namespaced_pod(name, "default", {"metadata": {"finalizers": None}})
         job = await until_job(kube, "overtaken", ended)
     assert (job["status"]["phase"], job["status"]["reason"]) == ("Failed", "MissingPod"), job["status"]
     assert job["status"]["message"] == f"default/{name} was deleted by others before its eviction"
     assert kube.handle.call(lambda sim: sum(sim.store.evictions.values())) == 0
+    assert kube.handle.call(lambda sim: sum(sim.store.evictions_of_going.values())) == 1
 
 
 async def test_a_reservation_taken_while_the_eviction_waits_is_made_again_before_evicting(

@@ -116,9 +116,11 @@ class Triggers:
             await self._kick(as_text(member) for member in replies[-3])
         made_for, replacing = replies[-2:]
         if made_for is not None and (pod.deletion_timestamp is not None or head.type == "DELETED"):
-            # Told before its job is reconciled on it: the pod's last state says whose doing its end is.
+            # Told before its job is reconciled on it: the first state that shows the pod going says whose
+            # doing its end is. An eviction arriving after another hand's deletion (a rollout's) still marks
+            # the pod a disruption target, yet the pod was already going: the first word stands.
             how = "evicted" if pod.evicted else "deleted"
-            await self.client.set(self.keys.deletion(pod.uid), how, ex=DELETION_MEMORY_S)
+            await self.client.set(self.keys.deletion(pod.uid), how, ex=DELETION_MEMORY_S, nx=True)
         if head.type == "MODIFIED" and _running_and_staying(pod) and not in_room:
             # The pod a job was made for changed, and is neither placed anew nor going: nothing its job
             # decides on changed (a condition, its readiness; the eviction's DisruptionTarget condition
