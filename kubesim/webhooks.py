@@ -17,6 +17,7 @@ import asyncio
 import base64
 import functools
 import logging
+import random
 import ssl
 from dataclasses import replace
 from typing import Any
@@ -183,7 +184,9 @@ class Admission:
             raise CallFailed(
                 f'failed to call webhook: Post "{url}": no endpoints available for service "{name}"'
             )
-        host, number = backends[0]
+        # As kube-proxy spreads a Service's connections: any backend, each call (a dead one is still
+        # chosen until it leaves the Service's endpoints).
+        host, number = random.choice(backends)
         parts = urlsplit(url)
         return urlunsplit(parts._replace(netloc=f"{host}:{number}")), f"{name}.{namespace}.svc"
 
@@ -263,6 +266,8 @@ def _why(exc: BaseException) -> str:
         if isinstance(cause, ConnectionRefusedError):
             return f"dial tcp {exc.host}:{exc.port}: connect: connection refused"
         return f"dial tcp {exc.host}:{exc.port}: {cause.strerror or cause}"
+    if isinstance(exc, aiohttp.ServerDisconnectedError):
+        return "EOF"  # Go's net/http, when the server closes the connection before it answers
     return str(exc) or type(exc).__name__
 
 

@@ -31,6 +31,19 @@ class Gate:
         addresses = [f"127.0.0.1:{webhook_port(r.log)}" for r in self.replicas if r.alive()]
         sim.sim.options.services["podherd/podherd-gate:443"] = addresses
 
+    def kill(self, count: int | None = None) -> None:
+        """SIGKILL to `count` replicas alive (all by default; a node lost, the OOM killer), mid-answer if one
+        is answering. Their addresses stay in the Service, refusing connections, until `serve`."""
+        for replica in [r for r in self.replicas if r.alive()][:count]:
+            self.processes.kill(replica)
+
+    def replace(self, sim: SimHandle, count: int) -> None:
+        """`count` new replicas, as the Deployment makes them, in the Service once they are Ready."""
+        for _ in range(count):
+            self.replicas.append(self.processes.start("gate", str(len(self.replicas))))
+        self.processes.wait_ready(30)
+        self.serve(sim)
+
 
 WEBHOOK_CONFIGURATIONS = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations"
 

@@ -32,6 +32,7 @@ class PodView(msgspec.Struct, frozen=True, kw_only=True):
     uid: str
     labels: dict[str, str] = msgspec.field(default_factory=dict)
     terminating: bool = False
+    marked: bool = False  # annotated as evicted in the background
 
 
 class Allow(msgspec.Struct, frozen=True):

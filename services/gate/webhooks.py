@@ -29,7 +29,7 @@ from shared.api import paths
 from shared.api.annotations import EVICTION_IN_PROGRESS
 from shared.api.meta import ObjectReference
 from shared.api.names import ANNOTATION_REASON, ANNOTATION_REQUESTER, GATE_EVACUATION, LABEL_EVACUATED_POD
-from shared.api.pmj import PodMigrationJob, PodMigrationJobSpec
+from shared.api.pmj import TERMINAL_PHASES, PodMigrationJob, PodMigrationJobSpec
 from shared.api.pmj_make import new_job
 from shared.api.pmj_read import decode_pmj
 from shared.config import PodherdConfig
@@ -80,6 +80,8 @@ class Webhooks:
         if isinstance(step, Allow):
             return answer(request.uid, warnings=(step.warning,) if step.warning else ())
         if isinstance(step, Wait):
+            if job is not None and job.phase not in TERMINAL_PHASES and not (pod.marked or request.dry_run):
+                await self._mark(pod, name)  # made by a replica that died before it could mark the pod
             return answer(request.uid, Refusal(429, step.message))
         if not request.dry_run:
             await self._start(
@@ -98,6 +100,7 @@ class Webhooks:
             uid=str(meta.get("uid") or ""),
             labels=meta.get("labels") or {},
             terminating=bool(meta.get("deletionTimestamp")),
+            marked=EVICTION_IN_PROGRESS in (meta.get("annotations") or {}),
         )
 
     async def _job(self, name: str) -> PodMigrationJob | None:
@@ -130,6 +133,9 @@ class Webhooks:
         except KubeError as exc:
             if exc.status != 409:  # another replica made it for the same eviction
                 raise
+        await self._mark(pod, name)
+
+    async def _mark(self, pod: PodView, name: str) -> None:
         mark = {"metadata": {"annotations": {EVICTION_IN_PROGRESS: f"{GATE_EVACUATION}{name}"}}}
         try:
             await self.kube.arequest(

@@ -5,6 +5,7 @@ refused; an eviction of an opted-in pod becomes that pod's job."""
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -168,8 +169,15 @@ def test_an_eviction_of_an_opted_in_pod_becomes_its_job_told_429_and_the_executo
     assert job["metadata"]["annotations"][ANNOTATION_REQUESTER] == ADMIN
     assert EVICTION_IN_PROGRESS in kube.core.read_namespaced_pod("web", "shop").metadata.annotations
 
+    # A replica that died between making the job and marking the pod: the next eviction marks it.
+    unmark = {"metadata": {"annotations": {EVICTION_IN_PROGRESS: None}}}
+    kube.core.patch_namespaced_pod("web", "shop", unmark)
+    assert EVICTION_IN_PROGRESS not in (
+        kube.core.read_namespaced_pod("web", "shop").metadata.annotations or {}
+    )
     code, message = evict(kube, "shop", "web")  # the evicter's retry is told how its job stands
     assert code == 429 and f"{IN_PROGRESS}: PodMigrationJob {name} is Pending" in message
+    assert EVICTION_IN_PROGRESS in kube.core.read_namespaced_pod("web", "shop").metadata.annotations
     jobs = kube.custom.list_cluster_custom_object(GROUP, VERSION, "podmigrationjobs")["items"]
     assert [j["metadata"]["name"] for j in jobs] == [name]  # one job, however often it is evicted
 
@@ -289,40 +297,57 @@ def test_a_job_is_refused_to_an_author_who_may_not_evict_its_pod(gated: Gated) -
     assert create_job(kube, "admin-y", in_y) == (201, "")  # who may evict there may
 
 
-def test_while_no_gate_answers_evictions_go_through_and_jobs_wait(gated: Gated) -> None:
-    """What deploy/'s failurePolicy promises: evictions Ignore (as without Podherd, under their budgets),
-    jobs Fail (no job is made without its author's rights checked), whether the gate is down or cannot be
-    trusted (a caBundle that is not its CA)."""
+def use_webhooks(kube: Kube, document: dict[str, Any]) -> None:
+    hooks = kube.client("AdmissionregistrationV1Api")
+    held = hooks.read_validating_webhook_configuration("podherd-gate").to_dict()["metadata"]
+    hooks.replace_validating_webhook_configuration("podherd-gate", {**document, "metadata": held})
+
+
+def test_while_no_gate_answers_opted_in_namespaces_hold_their_evictions_and_jobs_wait(gated: Gated) -> None:
+    """What deploy/'s failurePolicy promises, whether the gate cannot be trusted (a caBundle that is not its
+    CA), answers too slowly (stopped, past timeoutSeconds) or is down: in a namespace opted in, evictions
+    fail closed (never a move without room); elsewhere, where that webhook hears every eviction, a pod
+    opted in by its own label is evicted as without Podherd (fails open); no job is made unchecked."""
     kube = gated.kube
     namespace(kube, "down", {OPT_IN: "true"})
-    for name in ("one", "two"):
+    for name in ("untrusted", "slow", "stopped"):
         pod(kube, "down", name)
-    hooks = kube.client("AdmissionregistrationV1Api")
-    untrusted = webhook_configuration(
-        Authority.new("someone-else").pem
-    )  # not the CA of the gate's certificate
-    hooks.replace_validating_webhook_configuration(
-        "podherd-gate",
-        {
-            **untrusted,
-            "metadata": hooks.read_validating_webhook_configuration("podherd-gate").to_dict()["metadata"],
-        },
-    )
+        pod(kube, "shop", f"labelled-{name}", {OPT_IN: "true"})
+    in_namespace = 'failed calling webhook "evictions-in-namespaces.gate.podherd.io"'
+
+    use_webhooks(kube, webhook_configuration(Authority.new("someone-else").pem))
     code, message = create_job(
-        kube, "untrusted", {"podRef": {"kind": "Pod", "namespace": "down", "name": "one"}}
+        kube, "untrusted", {"podRef": {"kind": "Pod", "namespace": "down", "name": "x"}}
     )
     assert code == 500 and 'failed calling webhook "podmigrationjobs.gate.podherd.io"' in message, message
-    assert evict(kube, "down", "one") == (201, "")
+    code, message = evict(kube, "down", "untrusted")
+    assert code == 500 and in_namespace in message and "x509" in message, message
+    assert evict(kube, "shop", "labelled-untrusted") == (201, "")
+
+    slow = webhook_configuration(gated.gate.ca)
+    for hook in slow["webhooks"]:
+        hook["timeoutSeconds"] = 1
+    use_webhooks(kube, slow)
+    stopped = [r.process for r in gated.gate.replicas]
+    for process in stopped:
+        process.send_signal(signal.SIGSTOP)
+    try:
+        code, message = evict(kube, "down", "slow")
+        assert code == 500 and in_namespace in message and "context deadline exceeded" in message, message
+        assert evict(kube, "shop", "labelled-slow") == (201, "")
+    finally:
+        for process in stopped:
+            process.send_signal(signal.SIGCONT)
 
     gated.gate.processes.stop_all()
-    hooks.replace_validating_webhook_configuration(
-        "podherd-gate",
-        {
-            **webhook_configuration(gated.gate.ca),
-            "metadata": hooks.read_validating_webhook_configuration("podherd-gate").to_dict()["metadata"],
-        },
-    )
-    code, message = create_job(kube, "down", {"podRef": {"kind": "Pod", "namespace": "down", "name": "two"}})
+    code, message = create_job(kube, "down", {"podRef": {"kind": "Pod", "namespace": "down", "name": "x"}})
     assert code == 500 and 'failed calling webhook "podmigrationjobs.gate.podherd.io"' in message, message
-    assert evict(kube, "down", "two") == (201, "")
+    code, message = evict(kube, "down", "stopped")
+    assert code == 500 and in_namespace in message and "connection refused" in message, message
+    assert evict(kube, "shop", "labelled-stopped") == (201, "")
+    assert sorted(p.metadata.name for p in kube.core.list_namespaced_pod("down").items) == [
+        "slow",
+        "stopped",
+        "untrusted",
+    ]
     assert kube.custom.list_cluster_custom_object(GROUP, VERSION, "podmigrationjobs")["items"] == []

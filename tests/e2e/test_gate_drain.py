@@ -2,12 +2,16 @@
 services: every eviction kubectl asks for becomes a migration (room first, or a surge where the workload
 cannot spare a pod), kubectl retries until the pod is gone and exits 0, and the watchdog, from every pod,
 Reservation and job event, finds no eviction without room and no workload below what its budget allows. A
-descheduler's eviction in the background (KEP-1397) is moved the same way."""
+descheduler's eviction in the background (KEP-1397) is moved the same way. Gate replicas killed during the
+drain lose answers, never a pod's room: kubectl is told the webhook failed and, run again, finds each pod's
+one job."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+import contextlib
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -16,10 +20,10 @@ import pytest
 import redis.asyncio as aioredis
 
 from kubesim.sim import SimHandle
-from podherd.harness.gate import start_gate
+from podherd.harness.gate import Gate, start_gate
 from podherd.harness.servers import Server
 from podherd.watchdog.history import room_checks
-from podherd.watchdog.invariants import Watchdog
+from podherd.watchdog.invariants import Findings, Watchdog
 from services.gate.evacuation import OPT_IN, job_name
 from services.gate.evacuation import TRIGGERED as EVICTION_IN_BACKGROUND
 from shared.api.names import ANNOTATION_REQUESTER
@@ -72,14 +76,22 @@ def evict_in_background(kube: Kube, namespace: str, name: str, within: float = 6
     return "evicted in the background"
 
 
-async def test_kubectl_drain_of_opted_in_pods_is_a_migration_kubectl_waits_out(
-    kubesim_factory: Callable[..., SimHandle],
-    nats_srv: Server,
-    redis_srv: Server,
-    test_id: str,
-    tmp_path: Path,
-) -> None:
-    kube = start(kubesim_factory, CLUSTER)
+@dataclass
+class Drained:
+    """A cluster with opted-in pods on NODE, the gate and the four services before it, and a watchdog."""
+
+    kube: Kube
+    gate: Gate
+    on_node: dict[str, str]  # pod name -> uid, the pods to move
+    floors: dict[str, ReadyFloor]
+    findings: list[Findings] = field(default_factory=list)  # the watchdog's, once the run is over
+
+
+@contextlib.asynccontextmanager
+async def gated_drain(
+    kube: Kube, servers: tuple[Server, Server], test_id: str, tmp_path: Path, *, gates: int = 1
+) -> AsyncIterator[Drained]:
+    nats_srv, redis_srv = servers
     kube.core.patch_namespace("default", {"metadata": {"labels": {OPT_IN: "true"}}})
     await asyncio.to_thread(agent, kube)
     on_node = {
@@ -88,7 +100,7 @@ async def test_kubectl_drain_of_opted_in_pods_is_a_migration_kubectl_waits_out(
         if p.metadata.labels.get("app") != "agent"
     }
     assert len(on_node) == 3
-    gate = await asyncio.to_thread(start_gate, kube.handle, tmp_path)
+    gate = await asyncio.to_thread(start_gate, kube.handle, tmp_path, replicas=gates)
     floors = {app: ReadyFloor(kube, app, replicas) for app, replicas in (("solo", 1), ("web", 3))}
     config = pipeline_config(
         kube.handle,
@@ -108,40 +120,46 @@ async def test_kubectl_drain_of_opted_in_pods_is_a_migration_kubectl_waits_out(
     )
     stop = asyncio.Event()
     watching = asyncio.create_task(watchdog.run(stop))
+    drained = Drained(kube, gate, on_node, floors)
     try:
         async with pipeline(config):
-            drain = await asyncio.create_subprocess_exec(
-                KUBECTL or "kubectl", "--kubeconfig", str(kube.handle.kubeconfig),
-                "drain", NODE, "--ignore-daemonsets", "--timeout=60s",
-                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-            )  # fmt: skip
-            output = (await drain.communicate())[0].decode()
-            assert drain.returncode == 0, output
-            jobs = {
-                name: await until_job(kube, job_name(uid), ended, within=60) for name, uid in on_node.items()
-            }
-            web = next(
-                p.metadata
-                for p in kube.core.list_namespaced_pod("default", label_selector="app=web").items
-                if p.spec.node_name != NODE
-            )
-            how = await asyncio.to_thread(evict_in_background, kube, "default", web.name)
-            background = await until_job(kube, job_name(web.uid), ended, within=60)
-            await asyncio.to_thread(until_no_reservations, kube)
+            yield drained
     finally:
         stop.set()
-        findings = await watching
+        drained.findings.append(await watching)
         gate.processes.stop_all()
         await watched.aclose()
         await redis.aclose()
-    assert f"node/{NODE} drained" in output and "Eviction triggered evacuation" in output, output
+
+
+async def kubectl_drain(kube: Kube) -> tuple[int, str]:
+    drain = await asyncio.create_subprocess_exec(
+        KUBECTL or "kubectl", "--kubeconfig", str(kube.handle.kubeconfig),
+        "drain", NODE, "--ignore-daemonsets", "--timeout=60s",
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+    )  # fmt: skip
+    output = (await drain.communicate())[0].decode()
+    return drain.returncode or 0, output
+
+
+async def moved(drained: Drained) -> dict[str, dict[str, Any]]:
+    """Each pod's job, once ended."""
+    return {
+        name: await until_job(drained.kube, job_name(uid), ended, within=60)
+        for name, uid in drained.on_node.items()
+    }
+
+
+def assert_moved_with_room(drained: Drained, jobs: dict[str, dict[str, Any]]) -> None:
+    """Every job Succeeded (the solo pod's by a surge), no eviction without room, no workload below its
+    floor, nothing but the DaemonSet's pod left on the node."""
     phases = {name: (j["status"]["phase"], j["status"].get("message")) for name, j in jobs.items()}
     assert {phase for phase, _ in phases.values()} == {"Succeeded"}, phases
-    assert how == "evicted in the background" and background["status"]["phase"] == "Succeeded", background
     solo = next(name for name in jobs if name.startswith("solo-"))
     assert "by a surge" in phases[solo][1], phases
     for job in jobs.values():
         assert job["metadata"]["annotations"][ANNOTATION_REQUESTER] == "kubernetes-admin"
+    (findings,) = drained.findings
     breaches = (
         findings.slot_breaches,
         findings.workload_breaches,
@@ -150,8 +168,87 @@ async def test_kubectl_drain_of_opted_in_pods_is_a_migration_kubectl_waits_out(
     )
     assert findings.evictions_without_room == [] and findings.limits_exceeded == 0, breaches
     assert findings.succeeded_before_gone == []
-    lowest = {app: floor.close() for app, floor in floors.items()}
+    lowest = {app: floor.close() for app, floor in drained.floors.items()}
     assert all(lowest[app] >= FLOORS[app] for app in FLOORS), lowest
+    kube = drained.kube
     left: list[Any] = kube.core.list_namespaced_pod("default", field_selector=f"spec.nodeName={NODE}").items
     assert [p.metadata.labels.get("app") for p in left] == ["agent"]
-    assert len(kube.custom.list_cluster_custom_object(GROUP, VERSION, PLURAL)["items"]) == len(on_node) + 1
+
+
+async def test_kubectl_drain_of_opted_in_pods_is_a_migration_kubectl_waits_out(
+    kubesim_factory: Callable[..., SimHandle],
+    nats_srv: Server,
+    redis_srv: Server,
+    test_id: str,
+    tmp_path: Path,
+) -> None:
+    kube = start(kubesim_factory, CLUSTER)
+    async with gated_drain(kube, (nats_srv, redis_srv), test_id, tmp_path) as drained:
+        code, output = await kubectl_drain(kube)
+        assert code == 0, output
+        jobs = await moved(drained)
+        web = next(
+            p.metadata
+            for p in kube.core.list_namespaced_pod("default", label_selector="app=web").items
+            if p.spec.node_name != NODE
+        )
+        how = await asyncio.to_thread(evict_in_background, kube, "default", web.name)
+        background = await until_job(kube, job_name(web.uid), ended, within=60)
+        await asyncio.to_thread(until_no_reservations, kube)
+    assert f"node/{NODE} drained" in output and "Eviction triggered evacuation" in output, output
+    assert how == "evicted in the background" and background["status"]["phase"] == "Succeeded", background
+    assert_moved_with_room(drained, jobs)
+    assert len(kube.custom.list_cluster_custom_object(GROUP, VERSION, PLURAL)["items"]) == len(jobs) + 1
+
+
+def succeeded(job: dict[str, Any]) -> bool:
+    return bool((job.get("status") or {}).get("phase") == "Succeeded")
+
+
+def until_jobs(kube: Kube, enough: Callable[[list[dict[str, Any]]], bool]) -> None:
+    watch_until(
+        kube.custom.list_cluster_custom_object,
+        lambda jobs: enough(list(jobs.values())),
+        60,
+        group=GROUP,
+        version=VERSION,
+        plural=PLURAL,
+    )
+
+
+@pytest.mark.full
+async def test_gate_replicas_killed_mid_drain_lose_answers_never_a_pods_room(
+    kubesim_factory: Callable[..., SimHandle],
+    nats_srv: Server,
+    redis_srv: Server,
+    test_id: str,
+    tmp_path: Path,
+) -> None:
+    """Both replicas SIGKILLed as the first job is made (mid-answer: kubectl's evictions run at once), then,
+    once they are back, one killed again as the first pod has moved, its address left in the Service."""
+    kube = start(kubesim_factory, CLUSTER)
+    async with gated_drain(kube, (nats_srv, redis_srv), test_id, tmp_path, gates=2) as drained:
+        gate = drained.gate
+        first_job = asyncio.create_task(asyncio.to_thread(until_jobs, kube, lambda jobs: len(jobs) > 0))
+        first_job.add_done_callback(lambda done: done.exception() or gate.kill())
+        runs = [await kubectl_drain(kube)]
+        await first_job
+        await asyncio.to_thread(gate.replace, kube.handle, 2)
+        one_moved = asyncio.create_task(
+            asyncio.to_thread(until_jobs, kube, lambda jobs: any(succeeded(j) for j in jobs))
+        )
+        one_moved.add_done_callback(lambda done: done.exception() or gate.kill(1))
+        while runs[-1][0] != 0 and len(runs) < 5:
+            if one_moved.done() and len([r for r in gate.replicas if r.alive()]) < 2:
+                await asyncio.to_thread(gate.replace, kube.handle, 1)  # as its Deployment would
+            runs.append(await kubectl_drain(kube))
+        await one_moved
+        jobs = await moved(drained)
+        await asyncio.to_thread(until_no_reservations, kube)
+    codes = [code for code, _ in runs]
+    assert codes[0] != 0 and codes[-1] == 0, runs
+    failed_closed = 'failed calling webhook "evictions-in-namespaces.gate.podherd.io"'
+    assert failed_closed in runs[0][1], runs[0][1]
+    assert_moved_with_room(drained, jobs)
+    made = kube.custom.list_cluster_custom_object(GROUP, VERSION, PLURAL)["items"]
+    assert sorted(j["spec"]["podRef"]["uid"] for j in made) == sorted(drained.on_node.values())
