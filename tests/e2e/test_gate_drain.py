@@ -201,6 +201,16 @@ async def test_kubectl_drain_of_opted_in_pods_is_a_migration_kubectl_waits_out(
     assert len(kube.custom.list_cluster_custom_object(GROUP, VERSION, PLURAL)["items"]) == len(jobs) + 1
 
 
+def then_kill(gate: Gate, count: int | None = None) -> Callable[[asyncio.Future[None]], None]:
+    """Kill `count` replicas (all by default) the moment what was awaited happens: on the loop, at once."""
+
+    def kill(done: asyncio.Future[None]) -> None:
+        if not done.cancelled() and done.exception() is None:
+            gate.kill(count)
+
+    return kill
+
+
 def succeeded(job: dict[str, Any]) -> bool:
     return bool((job.get("status") or {}).get("phase") == "Succeeded")
 
@@ -230,14 +240,14 @@ async def test_gate_replicas_killed_mid_drain_lose_answers_never_a_pods_room(
     async with gated_drain(kube, (nats_srv, redis_srv), test_id, tmp_path, gates=2) as drained:
         gate = drained.gate
         first_job = asyncio.create_task(asyncio.to_thread(until_jobs, kube, lambda jobs: len(jobs) > 0))
-        first_job.add_done_callback(lambda done: done.exception() or gate.kill())
+        first_job.add_done_callback(then_kill(gate))
         runs = [await kubectl_drain(kube)]
         await first_job
         await asyncio.to_thread(gate.replace, kube.handle, 2)
         one_moved = asyncio.create_task(
             asyncio.to_thread(until_jobs, kube, lambda jobs: any(succeeded(j) for j in jobs))
         )
-        one_moved.add_done_callback(lambda done: done.exception() or gate.kill(1))
+        one_moved.add_done_callback(then_kill(gate, 1))
         while runs[-1][0] != 0 and len(runs) < 5:
             if one_moved.done() and len([r for r in gate.replicas if r.alive()]) < 2:
                 await asyncio.to_thread(gate.replace, kube.handle, 1)  # as its Deployment would
