@@ -179,3 +179,11 @@ def invalid_fields(kind: str, group: str, name: str, *, errors: list[FieldError]
         details["group"] = group
     details["causes"] = [{"reason": e.type, "message": e.body(), "field": e.field} for e in errors]
     return ApiError(422, "Invalid", f'{qualified} "{name}" is invalid: {aggregate}', details=details)
+
+
+def internal_error(exc: BaseException) -> ApiError:
+    """apimachinery's NewInternalError: what the API server answers for an error it did not expect."""
+    why = str(exc) or type(exc).__name__
+    return ApiError(
+        500, "InternalError", f"Internal error occurred: {why}", details={"causes": [{"message": why}]}
+    )

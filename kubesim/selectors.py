@@ -7,13 +7,14 @@ from typing import Any
 
 from kubesim.errors import bad_request
 from shared import selectors
-from shared.selectors import LabelMatcher, matches_selector_dict, split_top
+from shared.label_syntax import SelectorError
+from shared.selectors import LabelMatcher, matches_selector_dict
 
 
 def parse_label_selector(text: str | None) -> LabelMatcher | None:
     try:
         return selectors.parse_label_selector(text)
-    except ValueError as exc:
+    except SelectorError as exc:
         raise bad_request(str(exc)) from None
 
 
@@ -34,20 +35,60 @@ def get_path(obj: Mapping[str, Any], dotted: str) -> Any:
 def parse_field_selector(
     text: str | None, supported: frozenset[str]
 ) -> Callable[[Mapping[str, Any]], bool] | None:
+    """fields.ParseSelector: `field=value`, `field==value`, `field!=value`, joined by commas (a value may
+    escape `\\`, `,` and `=` with a backslash); nothing trimmed."""
     if not text:
         return None
     tests: list[Callable[[Mapping[str, Any]], bool]] = []
-    for term in split_top(text):
-        for op in ("!=", "==", "="):
-            if op in term:
-                field, value = (s.strip() for s in term.split(op, 1))
-                break
-        else:
-            raise bad_request(f"invalid field selector: {term!r}")
+    for term in _terms(text):
+        found = _split_term(term)
+        if found is None:
+            raise bad_request(f"invalid selector: '{text}'; can't understand '{term}'")
+        field, op, value = found
         if field not in supported:
             raise bad_request(f"field label not supported: {field}")
-        tests.append(_field_test(field, value, negate=op == "!="))
+        tests.append(_field_test(field, _unescaped(value), negate=op == "!="))
     return lambda obj: all(t(obj) for t in tests)
+
+
+def _terms(text: str) -> list[str]:
+    """The terms between commas that are not escaped."""
+    terms, current, escaped = [], "", False
+    for char in text:
+        if char == "," and not escaped:
+            terms.append(current)
+            current = ""
+            continue
+        current += char
+        escaped = char == "\\" and not escaped
+    terms.append(current)
+    return [t for t in terms if t]
+
+
+def _split_term(term: str) -> tuple[str, str, str] | None:
+    for i in range(len(term)):
+        for op in ("!=", "==", "="):
+            if term.startswith(op, i):
+                return term[:i], op, term[i + len(op) :]
+    return None
+
+
+def _unescaped(value: str) -> str:
+    out, escaped = "", False
+    for char in value:
+        if escaped:
+            if char not in "\\,=":
+                raise bad_request(f"invalid field selector: invalid escape sequence: \\{char}")
+            out, escaped = out + char, False
+        elif char == "\\":
+            escaped = True
+        elif char in ",=":  # Go prints the rune as its number
+            raise bad_request(f"invalid field selector: unescaped character in value: {ord(char)}")
+        else:
+            out += char
+    if escaped:
+        raise bad_request("invalid field selector: invalid escape sequence: \\")
+    return out
 
 
 def _field_test(field: str, value: str, negate: bool) -> Callable[[Mapping[str, Any]], bool]:

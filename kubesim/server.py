@@ -21,7 +21,7 @@ from kubesim import subresources
 from kubesim.access import Access
 from kubesim.auth import Authenticator
 from kubesim.discovery import Discovery
-from kubesim.errors import ApiError, bad_request, not_found
+from kubesim.errors import ApiError, bad_request, internal_error, not_found
 from kubesim.http_common import (
     USER,
     Target,
@@ -45,6 +45,7 @@ class ApiServer:
         self.store = store
         self.options = options
         self.requests = 0
+        self._internal_seen: set[tuple[str, str, int] | None] = set()
         # Resource requests by user (impersonated, if so), verb and resource, as apiserver_request_total.
         self.requests_by_verb: Counter[tuple[str, str, str]] = Counter()
         self._touches = 0
@@ -74,8 +75,25 @@ class ApiServer:
         except (ConnectionResetError, asyncio.CancelledError):
             raise
         except Exception as exc:  # a bug in kubesim must still answer as an API server would
-            log.exception("internal error on %s %s", request.method, request.path)
-            return error_response(ApiError(500, "InternalError", f"an error on the server: {exc!r}"))
+            self._log_internal(request, exc)
+            return error_response(internal_error(exc))
+
+    def _log_internal(self, request: web.Request, exc: Exception) -> None:
+        """One line each time; the traceback the first time this error is raised from where it was."""
+        frame = exc.__traceback__
+        while frame is not None and frame.tb_next is not None:
+            frame = frame.tb_next
+        where = (type(exc).__name__, frame.tb_frame.f_code.co_filename, frame.tb_lineno) if frame else None
+        first = where not in self._internal_seen
+        self._internal_seen.add(where)
+        log.error(
+            "internal error on %s %s: %s: %s",
+            request.method,
+            request.path,
+            type(exc).__name__,
+            exc,
+            exc_info=exc if first else None,
+        )
 
     async def _dispatch(self, request: web.Request) -> web.StreamResponse:
         path = request.path.rstrip("/") or "/"

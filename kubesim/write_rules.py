@@ -11,6 +11,7 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
+from kubesim import times
 from kubesim.errors import (
     FieldError,
     GoLiteral,
@@ -60,6 +61,7 @@ def decode(
 ) -> None:
     if rt.schema is not None:
         rt.schema.decode(obj, field_validation, [] if warnings is None else warnings)
+    times.normalize(rt, obj)
 
 
 def validate(rt: ResourceType, obj: Obj) -> None:

@@ -278,7 +278,9 @@ def validate(config: PodherdConfig) -> None:
     try:
         parse_label_selector(args.node_selector)
     except ValueError as exc:
-        raise ConfigError(prefix + "nodeSelector", str(exc)) from None
+        raise ConfigError(
+            prefix + "nodeSelector", f"{args.node_selector!r} is not a label selector: {exc}"
+        ) from None
     for i, window in enumerate(args.disruption_windows):
         problem = windows.check(window)
         if problem is not None:

@@ -1,0 +1,75 @@
+"""Timestamps in built-in objects, as the API server decodes and stores them.
+
+`metav1.Time` keeps whole seconds: "2026-11-27T10:02:03.123456+01:00" is stored "2026-11-27T09:02:03Z".
+`metav1.MicroTime` (an Event's `eventTime`, a Lease's `renewTime`) keeps microseconds, in UTC. A value that
+does not parse is refused as the API server's decoder refuses it (400, naming the layout it expected). Custom
+resources keep theirs verbatim: their schema only checks the format.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from kubesim.errors import bad_request
+from kubesim.resources import ResourceType
+
+# The fields of built-in kinds typed metav1.Time (any depth) and metav1.MicroTime.
+TIME_FIELDS = frozenset(
+    {
+        "creationTimestamp",
+        "deletionTimestamp",
+        "lastTransitionTime",
+        "lastProbeTime",
+        "lastHeartbeatTime",
+        "lastUpdateTime",
+        "startTime",
+        "startedAt",
+        "finishedAt",
+        "firstTimestamp",
+        "lastTimestamp",
+        "lastScheduleTime",
+        "lastSuccessfulTime",
+        "completionTime",
+        "expirationTimestamp",
+    }
+)
+MICRO_TIME_FIELDS = frozenset({"eventTime", "lastObservedTime", "renewTime", "acquireTime"})
+RFC3339 = "2006-01-02T15:04:05Z07:00"
+RFC3339_MICRO = "2006-01-02T15:04:05.000000Z07:00"
+
+
+def normalize(rt: ResourceType, obj: dict[str, Any]) -> None:
+    """Every Time and MicroTime of a built-in object as the server stores it; 400 for one that is not a
+    time."""
+    if not rt.crd:
+        _walk(rt, obj)
+
+
+def _walk(rt: ResourceType, node: Any) -> None:
+    if isinstance(node, list):
+        for item in node:
+            _walk(rt, item)
+        return
+    if not isinstance(node, dict):
+        return
+    for key, value in node.items():
+        if isinstance(value, str) and key in TIME_FIELDS:
+            node[key] = _parse(rt, value, RFC3339).strftime("%Y-%m-%dT%H:%M:%SZ")
+        elif isinstance(value, str) and key in MICRO_TIME_FIELDS:
+            node[key] = _parse(rt, value, RFC3339_MICRO).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        elif isinstance(value, dict | list):
+            _walk(rt, value)
+
+
+def _parse(rt: ResourceType, text: str, layout: str) -> datetime:
+    try:
+        parsed = datetime.fromisoformat(text)
+    except ValueError:
+        parsed = None
+    if parsed is None or parsed.tzinfo is None or "T" not in text:
+        raise bad_request(
+            f'{rt.kind} in version "{rt.version}" cannot be handled as a {rt.kind}: '
+            f'parsing time "{text}" as "{layout}": cannot parse "{text}" as "2006"'
+        )
+    return parsed.astimezone(UTC)
