@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import copy
 import difflib
 import json
@@ -124,6 +125,8 @@ class Admission:
             webhook_configs.defaulted(obj, mutating=rt.plural.startswith("mutating"))
             if errors := webhook_configs.errors_of(obj):
                 raise invalid_fields(rt.kind, rt.group, obj["metadata"]["name"], errors=errors)
+        elif rt.group == "" and rt.plural == "secrets":
+            _secret(obj)
         elif rt.group == "" and rt.plural == "nodes" and operation == "CREATE":
             self._node(obj)
         elif rt.group == "" and rt.plural == "namespaces" and operation == "CREATE":
@@ -197,6 +200,18 @@ class Admission:
             status["allocatable"] = dict(status["capacity"])
         status.setdefault("conditions", [{"type": "Ready", "status": "True", "reason": "KubeletReady"}])
         status.setdefault("nodeInfo", dict(NODE_INFO))
+
+
+def _secret(secret: Obj) -> None:
+    """As the Secret's conversion does: `stringData` written into `data` (its keys win), never stored; `type`
+    Opaque unless said."""
+    written = secret.pop("stringData", None) or {}
+    if written:
+        data = secret.setdefault("data", {}) or {}
+        data.update({k: base64.b64encode(str(v).encode()).decode() for k, v in written.items()})
+        secret["data"] = data
+    if not secret.get("type"):
+        secret["type"] = "Opaque"
 
 
 def _autoscaler_errors(spec: Obj) -> list[FieldError]:

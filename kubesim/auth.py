@@ -221,9 +221,14 @@ def impersonated(headers: Mapping[str, str], groups: list[str]) -> User | None:
                 "requested [{Kind:Group Name:" + groups[0] + "}] without impersonating a user",
             )
         return None
-    if not groups:
-        return user_named(name, [])
-    return user_named(name, groups if AUTHENTICATED in groups else [*groups, AUTHENTICATED])
+    if name == ANONYMOUS.name:
+        unauthenticated = ANONYMOUS.groups[0]
+        return User(name, tuple(groups if unauthenticated in groups else [*groups, unauthenticated]))
+    if not groups and User(name).service_account is not None:
+        return user_named(name, [])  # a ServiceAccount's groups, which always include system:authenticated
+    # As the impersonation filter does: system:authenticated added unless a group says either way.
+    said = AUTHENTICATED in groups or ANONYMOUS.groups[0] in groups
+    return user_named(name, groups if said else [*groups, AUTHENTICATED])
 
 
 def user_named(name: str, groups: list[str], uid: str = "") -> User:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from kubesim.errors import ApiError, too_many_requests
+from kubesim.errors import ApiError, bad_request, too_many_requests
 from kubesim.options import SimOptions
 from kubesim.records import Obj, now_iso
 from kubesim.selectors import match_label_selector
@@ -63,6 +63,32 @@ def evict(store: Store, options: SimOptions, namespace: str, *, name: str, body:
         record = store.evictions_of_going if going else store.evictions
         record[uid] = record.get(uid, 0) + 1
     return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
+
+
+def eviction_body(body: Obj, query_dry_run: list[str], namespace: str, name: str) -> Obj:
+    """The Eviction as the handler takes it: its name the URL's (400 otherwise), its namespace the
+    request's, and the request's `?dryRun` carried into its deleteOptions (refused when the two disagree)."""
+    meta = body.get("metadata") or {}
+    if meta.get("name") != name:
+        raise bad_request("name in URL does not match name in Eviction object")
+    if meta.get("namespace") not in (None, "", namespace):
+        raise bad_request(
+            "the namespace of the provided object does not match the namespace sent on the request"
+        )
+    options = dict(body.get("deleteOptions") or {})
+    in_body = list(options.get("dryRun") or [])
+    if query_dry_run and in_body and query_dry_run != in_body:
+        # A plain error in the handler: the API server answers it 500, reason Unknown.
+        raise ApiError(
+            500,
+            "Unknown",
+            f"Non-matching dry-run options in request and content: [{' '.join(query_dry_run)}] and "
+            f"[{' '.join(in_body)}]",
+        )
+    if query_dry_run and not in_body:
+        options["dryRun"] = query_dry_run
+        return {**body, "deleteOptions": options}
+    return body
 
 
 def _disruption_target(obj: Obj) -> Obj:

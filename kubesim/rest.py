@@ -16,7 +16,7 @@ from kubesim import subresources, tables
 from kubesim.admitting import Admitting
 from kubesim.auth import Authenticator
 from kubesim.errors import ApiError, method_not_allowed, not_found
-from kubesim.eviction import evict
+from kubesim.eviction import evict, eviction_body
 from kubesim.http_common import Target, encode, json_response, read_body, wants_table, warned
 from kubesim.listing import ListQuery
 from kubesim.options import SimOptions
@@ -76,7 +76,7 @@ class Resources:
         if t.subresource == "eviction":
             if method != "POST":
                 raise method_not_allowed("eviction only accepts POST")
-            body = await read_body(request)
+            body = eviction_body(await read_body(request), request.query.getall("dryRun", []), ns, name)
             hold = self.eviction_holds.get(f"{ns}/{name}")
             if hold is not None:
                 await hold.wait()

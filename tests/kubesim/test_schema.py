@@ -47,15 +47,22 @@ def reservation(name: str, **spec: Any) -> dict[str, Any]:
 
 
 def request(
-    kube: Kube, method: str, path: str, body: Any = None, content_type: str = "application/json"
+    kube: Kube,
+    method: str,
+    path: str,
+    body: Any = None,
+    content_type: str = "application/json",
+    *,
+    headers: dict[str, str] | None = None,
 ) -> tuple[int, Any, list[str]]:
-    """(status, decoded body, Warning headers) of a request outside the typed client."""
+    """(status, decoded body, Warning headers) of a request outside the typed client, as the administrator
+    (with `headers` beside, e.g. whom to impersonate)."""
     data = json.dumps(body).encode() if body is not None else None
     req = urllib.request.Request(
         kube.handle.url + path,
         data=data,
         method=method,
-        headers={"Content-Type": content_type, **kube.handle.admin_headers},
+        headers={"Content-Type": content_type, **kube.handle.admin_headers, **(headers or {})},
     )
     try:
         with urllib.request.urlopen(req, timeout=10, context=kube.handle.ssl_context) as response:
