@@ -25,18 +25,19 @@ class ApiError(Exception):
         self.list_meta = list_meta or {}  # a Status's ListMeta, e.g. a fresh `continue` token
 
     def status(self) -> dict[str, Any]:
+        # metav1.Status's fields in their Go order, as the API server's encoder writes them.
         body: dict[str, Any] = {
             "kind": "Status",
             "apiVersion": "v1",
             "metadata": dict(self.list_meta),
             "status": "Failure",
             "message": self.message,
-            "code": self.code,
         }
         if self.reason:  # `omitempty`: a webhook's denial may carry none
             body["reason"] = self.reason
         if self.details is not None:
             body["details"] = self.details
+        body["code"] = self.code
         return body
 
 

@@ -65,7 +65,7 @@ def evict(store: Store, options: SimOptions, namespace: str, *, name: str, body:
     return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
 
 
-def eviction_body(body: Obj, query_dry_run: list[str], namespace: str, name: str) -> Obj:
+def eviction_body(body: Obj, query_dry_run: list[str], *, namespace: str, name: str) -> Obj:
     """The Eviction as the handler takes it: its name the URL's (400 otherwise), its namespace the
     request's, and the request's `?dryRun` carried into its deleteOptions (refused when the two disagree)."""
     meta = body.get("metadata") or {}

@@ -48,7 +48,10 @@ def json_response(body: Any, status: int = 200) -> web.Response:
 
 
 def error_response(error: ApiError) -> web.Response:
-    return json_response(error.status(), status=error.code)
+    """The Status as the API server writes it: Go's json.Encoder ends it with a newline."""
+    return web.Response(
+        body=encode(error.status()) + b"\n", status=error.code, content_type="application/json"
+    )
 
 
 def verb(request: web.Request, t: Target) -> str:

@@ -76,7 +76,9 @@ class Resources:
         if t.subresource == "eviction":
             if method != "POST":
                 raise method_not_allowed("eviction only accepts POST")
-            body = eviction_body(await read_body(request), request.query.getall("dryRun", []), ns, name)
+            body = eviction_body(
+                await read_body(request), request.query.getall("dryRun", []), namespace=ns, name=name
+            )
             hold = self.eviction_holds.get(f"{ns}/{name}")
             if hold is not None:
                 await hold.wait()

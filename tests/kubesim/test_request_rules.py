@@ -4,6 +4,8 @@ a dry run asked in the query, a Secret's stringData and type, the groups of an i
 from __future__ import annotations
 
 import base64
+import urllib.error
+import urllib.request
 from collections.abc import Callable
 from typing import Any
 
@@ -92,3 +94,13 @@ def test_an_impersonated_user_named_without_groups_is_authenticated(kube: Kube) 
     assert request(kube, "GET", f"{PODS}/p", headers=as_jane)[0] == 200
     as_outsider = {**as_jane, "Impersonate-Group": "system:unauthenticated"}
     assert request(kube, "GET", f"{PODS}/p", headers=as_outsider)[0] == 403
+
+
+def test_an_error_is_the_api_servers_status_byte_for_byte(kube: Kube) -> None:
+    raw = urllib.request.Request(kube.handle.url + f"{PODS}/nope", headers=kube.handle.admin_headers)
+    with pytest.raises(urllib.error.HTTPError) as failed:
+        urllib.request.urlopen(raw, timeout=10, context=kube.handle.ssl_context)
+    assert failed.value.read() == (
+        b'{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"pods \\"nope\\" not'
+        b' found","reason":"NotFound","details":{"name":"nope","kind":"pods"},"code":404}\n'
+    )
