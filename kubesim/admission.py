@@ -8,7 +8,7 @@ import difflib
 import json
 import secrets
 
-from kubesim import webhook_configs
+from kubesim import service_defaults, webhook_configs
 from kubesim.errors import FieldError, invalid, invalid_fields
 from kubesim.records import Obj
 from kubesim.resources import ResourceType
@@ -125,6 +125,9 @@ class Admission:
             webhook_configs.defaulted(obj, mutating=rt.plural.startswith("mutating"))
             if errors := webhook_configs.errors_of(obj):
                 raise invalid_fields(rt.kind, rt.group, obj["metadata"]["name"], errors=errors)
+        elif rt.group == "" and rt.plural == "services" and subresource is None:
+            others = service_defaults.services_but(self.store.objects(rt), obj)
+            service_defaults.defaulted(obj, old, others)
         elif rt.group == "" and rt.plural == "secrets":
             _secret(obj)
         elif rt.group == "" and rt.plural == "nodes" and operation == "CREATE":
@@ -147,10 +150,17 @@ class Admission:
             spec.setdefault(field, default)
         if operation != "CREATE":
             return
+        if spec.get("nodeName") and spec.get("schedulingGates"):
+            detail = "cannot be set until all schedulingGates have been cleared"
+            raise invalid_fields(
+                "Pod", "", name, errors=[FieldError("FieldValueForbidden", "spec.nodeName", None, detail)]
+            )
         if "priority" not in spec:
             spec["priority"] = self._priority(spec.get("priorityClassName"))
         self._service_account(spec, pod["metadata"].get("namespace") or "default")
         pod["status"] = {"phase": "Pending", "qosClass": qos_class(spec)}
+        if spec.get("schedulingGates"):  # as the pod strategy's PrepareForCreate: the scheduler skips it
+            pod["status"]["conditions"] = [SCHEDULING_GATED]
 
     def _service_account(self, spec: Obj, namespace: str) -> None:
         """The ServiceAccount admission plugin: the pod's account (`default` unless named) and, unless
@@ -200,6 +210,14 @@ class Admission:
             status["allocatable"] = dict(status["capacity"])
         status.setdefault("conditions", [{"type": "Ready", "status": "True", "reason": "KubeletReady"}])
         status.setdefault("nodeInfo", dict(NODE_INFO))
+
+
+SCHEDULING_GATED = {
+    "type": "PodScheduled",
+    "status": "False",
+    "reason": "SchedulingGated",
+    "message": "Scheduling is blocked due to non-empty scheduling gates",
+}
 
 
 def _secret(secret: Obj) -> None:
@@ -255,8 +273,20 @@ def _pod_spec_update(old: Obj, new: Obj) -> None:
     grace_was = before.get("terminationGracePeriodSeconds")
     if isinstance(grace_was, int) and grace_was < 0 and munged.get("terminationGracePeriodSeconds") == 1:
         _restore(munged, before, "terminationGracePeriodSeconds")
-    if all(g in (before.get("schedulingGates") or []) for g in munged.get("schedulingGates") or []):
-        _restore(munged, before, "schedulingGates")  # gates may be removed
+    had = {g.get("name") for g in before.get("schedulingGates") or []}
+    added = [
+        FieldError(
+            "FieldValueForbidden",
+            f"spec.schedulingGates[{i}].name",
+            None,
+            f"only deletion is allowed, but found new scheduling gate '{g.get('name')}'",
+        )
+        for i, g in enumerate(munged.get("schedulingGates") or [])
+        if g.get("name") not in had
+    ]
+    if added:
+        raise invalid_fields("Pod", "", new["metadata"]["name"], errors=added)
+    _restore(munged, before, "schedulingGates")  # gates may be removed
     if munged == before:
         return
     diff = "\n".join(

@@ -175,9 +175,7 @@ def invalid_fields(kind: str, group: str, name: str, *, errors: list[FieldError]
             messages.append(str(error))
     aggregate = messages[0] if len(messages) == 1 else "[" + ", ".join(messages) + "]"
     qualified = f"{kind}.{group}" if group else kind
-    details: dict[str, Any] = {"name": name, "kind": kind}
-    if group:
-        details["group"] = group
+    details: dict[str, Any] = {"name": name, **({"group": group} if group else {}), "kind": kind}
     details["causes"] = [{"reason": e.type, "message": e.body(), "field": e.field} for e in errors]
     return ApiError(422, "Invalid", f'{qualified} "{name}" is invalid: {aggregate}', details=details)
 

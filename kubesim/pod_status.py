@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -50,18 +51,50 @@ class Container:
         return entry
 
 
-def pod_conditions(status: Obj, ready: bool) -> None:
+def pod_conditions(status: Obj, ready: bool, gates: Iterable[str] = ()) -> None:
+    """The conditions the kubelet owns, `ready` being whether every container is: the pod is Ready when they
+    are and every readiness gate's condition (written by whoever owns it) is True. Conditions the kubelet
+    does not own (a readiness gate's, DisruptionTarget) are kept."""
     stamp = now_iso()
+    current = status.get("conditions") or []
+    previous = {c["type"]: c for c in current}
+    unready = [_unready_gate(previous.get(gate), gate) for gate in gates]
+    unready = [message for message in unready if message]
     value = "True" if ready else "False"
-    previous = {c["type"]: c for c in status.get("conditions") or []}
-    wanted = {"PodScheduled": "True", "Initialized": "True", "ContainersReady": value, "Ready": value}
+    wanted: dict[str, dict[str, str]] = {
+        "PodScheduled": {"status": "True"},
+        "Initialized": {"status": "True"},
+        "ContainersReady": {"status": value},
+        "Ready": {"status": value},
+    }
+    if ready and unready:
+        reason = {"reason": "ReadinessGatesNotReady", "message": ", ".join(unready)}
+        wanted["Ready"] = {"status": "False", **reason}
     conditions = []
     for kind, state in wanted.items():
         old = previous.get(kind)
-        changed = old is None or old.get("status") != state
+        changed = old is None or old.get("status") != state["status"]
         stamp_kept = stamp if changed else old.get("lastTransitionTime", stamp)  # type: ignore[union-attr]
-        conditions.append({"type": kind, "status": state, "lastTransitionTime": stamp_kept})
-    status["conditions"] = conditions
+        conditions.append({"type": kind, **state, "lastTransitionTime": stamp_kept})
+    status["conditions"] = conditions + [c for c in current if c.get("type") not in wanted]
+
+
+def gates_hold(pod: Obj) -> bool:
+    """Whether every readiness gate of the pod has its condition True."""
+    conditions = {c.get("type"): c for c in (pod.get("status") or {}).get("conditions") or []}
+    return not any(_unready_gate(conditions.get(gate), gate) for gate in readiness_gates(pod))
+
+
+def readiness_gates(pod: Obj) -> list[str]:
+    return [str(g.get("conditionType")) for g in (pod.get("spec") or {}).get("readinessGates") or []]
+
+
+def _unready_gate(condition: Obj | None, gate: str) -> str:
+    if condition is None:
+        return f'corresponding condition of pod readiness gate "{gate}" does not exist.'
+    if condition.get("status") != "True":
+        return f'the status of pod readiness gate "{gate}" is not "True", but {condition.get("status")}'
+    return ""
 
 
 def with_status(pod: Obj, ip: str, containers: list[Container]) -> Obj:
@@ -78,7 +111,7 @@ def with_status(pod: Obj, ip: str, containers: list[Container]) -> Obj:
         status["phase"] = "Running"
     else:
         status["phase"] = "Pending"
-    pod_conditions(status, all(c.ready for c in containers))
+    pod_conditions(status, all(c.ready for c in containers), readiness_gates(pod))
     return new
 
 

@@ -6,6 +6,7 @@ import re
 import time
 from typing import Any
 
+from kubesim.printers import PRINTERS
 from kubesim.records import Obj, parse_iso
 from kubesim.resources import AGE, Column, ResourceType
 
@@ -55,10 +56,11 @@ def _pod_cells(pod: Obj) -> list[Any]:
     phase = status.get("phase") or "Pending"
     if pod["metadata"].get("deletionTimestamp"):
         phase = "Terminating"
-    elif phase == "Pending" and any(
-        c.get("type") == "PodScheduled" and c.get("status") == "False" for c in status.get("conditions") or []
+    elif any(
+        c.get("type") == "PodScheduled" and c.get("reason") == "SchedulingGated"
+        for c in status.get("conditions") or []
     ):
-        phase = "Pending"
+        phase = "SchedulingGated"
     restarts = sum(int(c.get("restartCount", 0)) for c in status.get("containerStatuses") or [])
     return [
         pod["metadata"]["name"],
@@ -69,8 +71,16 @@ def _pod_cells(pod: Obj) -> list[Any]:
         status.get("podIP") or "<none>",
         spec.get("nodeName") or "<none>",
         status.get("nominatedNodeName") or "<none>",
-        "<none>",
+        _readiness_gates(spec, status),
     ]
+
+
+def _readiness_gates(spec: Obj, status: Obj) -> str:
+    gates = [g.get("conditionType") for g in spec.get("readinessGates") or []]
+    if not gates:
+        return "<none>"
+    true = {c.get("type") for c in status.get("conditions") or [] if c.get("status") == "True"}
+    return f"{sum(1 for g in gates if g in true)}/{len(gates)}"
 
 
 def _node_cells(node: Obj) -> list[Any]:
@@ -150,6 +160,8 @@ def columns_for(rt: ResourceType) -> list[Column]:
         return _NODE_COLUMNS
     if rt.group == "" and rt.plural == "events":
         return _EVENT_COLUMNS
+    if (printer := PRINTERS.get((rt.group, rt.plural))) is not None:
+        return printer[0]
     return [Column("Name", ".metadata.name"), *(rt.columns or [AGE])]
 
 
@@ -160,6 +172,8 @@ def cells_for(rt: ResourceType, obj: Obj) -> list[Any]:
         return _node_cells(obj)
     if rt.group == "" and rt.plural == "events":
         return _event_cells(obj)
+    if (printer := PRINTERS.get((rt.group, rt.plural))) is not None:
+        return printer[1](obj, age)
     cells: list[Any] = [obj["metadata"]["name"]]
     for column in rt.columns or [AGE]:
         value = json_path(obj, column.json_path)

@@ -17,7 +17,6 @@ from nats.aio.msg import Msg
 from shared.api import codec
 from shared.api.messages import AuditRecord
 
-_GONE = object()
 _T = TypeVar("_T")
 # How long an ack may take before its publish counts as lost: JetStream answers in milliseconds, a stream
 # electing a leader in seconds; under the tracker's reconcile deadline, so a lost ack fails a reconcile once.
@@ -25,6 +24,9 @@ ACK_WAIT = 10.0
 # How long a publish's failure is kept for the flush of the task that made it (a flush follows its publishes
 # at once: it ends within an ack wait of them).
 FAILURE_MEMORY_S = 2 * ACK_WAIT
+# As nats.go's JetStream publish: a publish answered "no responders" (a stream just created in a cluster, its
+# interest not yet across every server; a leader being elected) is sent again, twice, 250 ms apart.
+NO_RESPONDERS_RETRIES, NO_RESPONDERS_WAIT = 2, 0.25
 
 
 class PublishError(Exception):
@@ -75,6 +77,8 @@ class Publisher:
         # acknowledged as failures: a dict and a heap of waiting flushes rather than a future per publish (a
         # future's callbacks cost more than the publish).
         self._unacked: OrderedDict[int, float] = OrderedDict()  # token -> when it was sent (monotonic)
+        # token -> (subject, data, headers, times sent again) until its ack: what a retry sends again.
+        self._sent: dict[int, tuple[str, bytes, dict[str, str], int]] = {}
         # Publishes that failed, by token: JetStream's refusal, or given up on (no ack in time; True if the
         # connection was lost meanwhile), each with when it was known.
         self._failures: dict[int, tuple[str, float]] = {}
@@ -88,6 +92,7 @@ class Publisher:
         self._next = 0
         self._sub: Any = None
         self._epoch: int | None = None  # the reconnect count when the oldest unflushed publish was sent
+        self._resends: set[asyncio.Task[None]] = set()
 
     def _reconnects(self) -> int:
         return int(self.nc.stats.get("reconnects", 0))
@@ -99,9 +104,13 @@ class Publisher:
 
     async def _on_ack(self, msg: Msg) -> None:
         tok = msg.subject[len(self._prefix) + 1 :]
-        if not tok.isdigit() or self._unacked.pop(int(tok), _GONE) is _GONE:
+        if not tok.isdigit() or int(tok) not in self._unacked:
             return  # not one of ours, or a flush gave up on it already
         data = msg.data
+        if not data and msg.headers and msg.headers.get("Status") == "503" and self._again(int(tok)):
+            return
+        del self._unacked[int(tok)]
+        self._sent.pop(int(tok), None)
         failure = (
             _ack_failure(data, msg.headers) if not data.startswith(b'{"stream"') or b'"error"' in data else ""
         )
@@ -110,6 +119,24 @@ class Publisher:
         else:
             self.acked += 1
         self._wake_flushes()
+
+    def _again(self, token: int) -> bool:
+        """Send a publish answered "no responders" again, in a while, if it has retries left."""
+        subject, data, headers, retried = self._sent.get(token, ("", b"", {}, NO_RESPONDERS_RETRIES))
+        if retried >= NO_RESPONDERS_RETRIES:
+            return False
+        self._sent[token] = (subject, data, headers, retried + 1)
+
+        async def resend() -> None:
+            await asyncio.sleep(NO_RESPONDERS_WAIT)
+            if token in self._unacked:  # else given up on meanwhile: its flush has told its caller
+                with contextlib.suppress(Exception):  # unsent: its ack never comes, and ack_wait says so
+                    await self.nc.publish(subject, data, reply=f"{self._prefix}.{token}", headers=headers)
+
+        task = asyncio.create_task(resend())
+        self._resends.add(task)
+        task.add_done_callback(self._resends.discard)
+        return True
 
     def _wake_flushes(self) -> None:
         """Every flush whose publishes are all acknowledged now goes on."""
@@ -131,6 +158,7 @@ class Publisher:
             self._epoch = self._reconnects()
         if self._first_of_task.get() is None:
             self._first_of_task.set(tok)
+        self._sent[tok] = (subject, data, hdrs, 0)
         await self.nc.publish(subject, data, reply=f"{self._prefix}.{tok}", headers=hdrs)
         if len(self._unacked) >= self.window:
             await self.flush()
@@ -161,6 +189,7 @@ class Publisher:
         # an earlier flush claimed too: that flush may have been cut short by its caller.
         while self._unacked and (oldest := next(iter(self._unacked))) <= upto:
             del self._unacked[oldest]
+            self._sent.pop(oldest, None)
             self._given_up[oldest] = (lost, now)
         self._wake_flushes()
         given_up = self._answered(self._given_up, first, upto)
@@ -211,6 +240,8 @@ class Publisher:
             done.cancel()
 
     async def close(self) -> None:
+        for task in self._resends:
+            task.cancel()
         if self._sub is not None:
             with contextlib.suppress(Exception):
                 await self._sub.unsubscribe()

@@ -16,7 +16,7 @@ import time
 from kubesim.controllers.base import Controller
 from kubesim.controllers.recorder import record_event
 from kubesim.options import SimOptions
-from kubesim.pod_status import pod_conditions
+from kubesim.pod_status import gates_hold, pod_conditions, readiness_gates
 from kubesim.records import Event, Obj, now_iso, parse_iso
 from kubesim.runtime import ProcessRuntime
 from kubesim.store import Store
@@ -100,11 +100,13 @@ class Kubelet(Controller[tuple[str, str]]):
                 self.due.pop(key, None)
                 self._start(pod)
             return
-        if not _ready(status):
+        if not _true(status, "ContainersReady"):
             due = self.due.setdefault(key, now + max(self.options.ready_delay, _probe_wait(pod)))
             if now >= due:
                 self.due.pop(key, None)
                 self._write(pod, ready=True)
+        elif _ready(status) != gates_hold(pod):
+            self._write(pod, ready=True)  # a readiness gate's condition changed
 
     def _confirm_deletion(self, pod: Obj) -> None:
         """As a kubelet does once the containers stopped: delete with no grace, for this very pod. The API
@@ -172,7 +174,7 @@ class Kubelet(Controller[tuple[str, str]]):
         status = new.setdefault("status", {})
         for container in status.get("containerStatuses") or []:
             container["ready"] = ready
-        pod_conditions(status, ready=ready)
+        pod_conditions(status, ready, readiness_gates(pod))
         self.store.put(self.pods, new, "MODIFIED", old=pod)
 
 
@@ -191,4 +193,8 @@ def _probe_wait(pod: Obj) -> float:
 
 
 def _ready(status: Obj) -> bool:
-    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
+    return _true(status, "Ready")
+
+
+def _true(status: Obj, kind: str) -> bool:
+    return any(c.get("type") == kind and c.get("status") == "True" for c in status.get("conditions") or [])

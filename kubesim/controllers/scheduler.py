@@ -113,6 +113,8 @@ class Scheduler(Controller[tuple[str, str]]):
         if pod is None or (pod.get("spec") or {}).get("nodeName"):
             return
         spec = pod["spec"]
+        if spec.get("schedulingGates"):
+            return  # the SchedulingGates plugin: not queued until every gate is removed
         requests = pod_requests(spec)
         if spec.get("schedulerName") in RESERVATION_AWARE:
             for reservation in self._matching_reservations(pod):

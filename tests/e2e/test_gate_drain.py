@@ -87,11 +87,37 @@ class Drained:
     findings: list[Findings] = field(default_factory=list)  # the watchdog's, once the run is over
 
 
+@dataclass
+class Stack:
+    """The cluster (CLUSTER on kubesim) and the servers a run uses."""
+
+    kube: Kube
+    nats: Server
+    redis: Server
+    test_id: str
+    tmp: Path
+
+
+@pytest.fixture
+def stack(
+    kubesim_factory: Callable[..., SimHandle],
+    nats_srv: Server,
+    redis_srv: Server,
+    test_id: str,
+    tmp_path: Path,
+) -> Stack:
+    return Stack(start(kubesim_factory, CLUSTER), nats_srv, redis_srv, test_id, tmp_path)
+
+
 @contextlib.asynccontextmanager
-async def gated_drain(
-    kube: Kube, servers: tuple[Server, Server], test_id: str, tmp_path: Path, *, gates: int = 1
-) -> AsyncIterator[Drained]:
-    nats_srv, redis_srv = servers
+async def gated_drain(stack: Stack, *, gates: int = 1) -> AsyncIterator[Drained]:
+    kube, nats_srv, redis_srv, test_id, tmp_path = (
+        stack.kube,
+        stack.nats,
+        stack.redis,
+        stack.test_id,
+        stack.tmp,
+    )
     kube.core.patch_namespace("default", {"metadata": {"labels": {OPT_IN: "true"}}})
     await asyncio.to_thread(agent, kube)
     on_node = {
@@ -175,15 +201,9 @@ def assert_moved_with_room(drained: Drained, jobs: dict[str, dict[str, Any]]) ->
     assert [p.metadata.labels.get("app") for p in left] == ["agent"]
 
 
-async def test_kubectl_drain_of_opted_in_pods_is_a_migration_kubectl_waits_out(
-    kubesim_factory: Callable[..., SimHandle],
-    nats_srv: Server,
-    redis_srv: Server,
-    test_id: str,
-    tmp_path: Path,
-) -> None:
-    kube = start(kubesim_factory, CLUSTER)
-    async with gated_drain(kube, (nats_srv, redis_srv), test_id, tmp_path) as drained:
+async def test_kubectl_drain_of_opted_in_pods_is_a_migration_kubectl_waits_out(stack: Stack) -> None:
+    kube = stack.kube
+    async with gated_drain(stack) as drained:
         code, output = await kubectl_drain(kube)
         assert code == 0, output
         jobs = await moved(drained)
@@ -227,17 +247,11 @@ def until_jobs(kube: Kube, enough: Callable[[list[dict[str, Any]]], bool]) -> No
 
 
 @pytest.mark.full
-async def test_gate_replicas_killed_mid_drain_lose_answers_never_a_pods_room(
-    kubesim_factory: Callable[..., SimHandle],
-    nats_srv: Server,
-    redis_srv: Server,
-    test_id: str,
-    tmp_path: Path,
-) -> None:
+async def test_gate_replicas_killed_mid_drain_lose_answers_never_a_pods_room(stack: Stack) -> None:
     """Both replicas SIGKILLed as the first job is made (mid-answer: kubectl's evictions run at once), then,
     once they are back, one killed again as the first pod has moved, its address left in the Service."""
-    kube = start(kubesim_factory, CLUSTER)
-    async with gated_drain(kube, (nats_srv, redis_srv), test_id, tmp_path, gates=2) as drained:
+    kube = stack.kube
+    async with gated_drain(stack, gates=2) as drained:
         gate = drained.gate
         first_job = asyncio.create_task(asyncio.to_thread(until_jobs, kube, lambda jobs: len(jobs) > 0))
         first_job.add_done_callback(then_kill(gate))

@@ -11,6 +11,7 @@ import pytest
 from nats.aio.msg import Msg
 from nats.js.api import DiscardPolicy, StreamConfig
 
+from shared import publisher as publisher_module
 from shared.publisher import Publisher, PublishError
 from tests.conftest import NatsScope
 
@@ -62,11 +63,29 @@ async def test_a_publish_jetstream_refuses_fails_the_flush_with_its_reason_and_t
     await publisher.close()
 
 
-async def test_a_publish_no_stream_captures_fails_the_flush(nats_scope: NatsScope) -> None:
+async def test_a_publish_no_stream_captures_fails_the_flush_once_its_retries_are_spent(
+    nats_scope: NatsScope,
+) -> None:
     publisher = Publisher(nats_scope.nc)
     await publisher.publish(nats_scope.subject("nowhere"), b"x", "n0")
     with pytest.raises(PublishError, match="no stream captures the subject"):
         await publisher.flush()
+    await publisher.close()
+
+
+async def test_a_publish_answered_no_responders_lands_once_its_stream_can_take_it(
+    nats_scope: NatsScope, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As a stream just made in a cluster, whose interest has not reached every server yet: the first send
+    finds no responder; the one sent again is stored, once."""
+    monkeypatch.setattr(publisher_module, "NO_RESPONDERS_WAIT", 2.0)  # room to make the stream meanwhile
+    publisher = Publisher(nats_scope.nc)
+    await publisher.publish(nats_scope.subject("late", "a"), b"x", "late1")
+    stream = nats_scope.stream("LATE")
+    await nats_scope.js.add_stream(StreamConfig(name=stream, subjects=[nats_scope.subject("late", ">")]))
+    assert await publisher.flush() == 1
+    assert publisher.acked == 1
+    assert (await nats_scope.js.stream_info(stream)).state.messages == 1
     await publisher.close()
 
 
