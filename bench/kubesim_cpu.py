@@ -5,7 +5,8 @@
 Each tree's `podherd sim` runs as its own process (controllers and events off, so only requests cost CPU)
 with that tree's CRDs applied; the official client, through the kubeconfig that kubesim wrote (whatever
 its transport and credentials), sends the same mix: get a pod, list a namespace's pods by 50, patch a pod's
-label, and create, read, patch and delete a PodMigrationJob (the custom-resource path, schema included).
+label, create a pod and delete it (a built-in object's decoding, defaulting and admission), and create, read,
+patch and delete a PodMigrationJob (the custom-resource path, schema included).
 The server's CPU is read from /proc before and after. Prints one JSON document
 (bench/results/kubesim_cpu.json).
 """
@@ -28,7 +29,7 @@ from bench.results_io import emit
 
 ROOT = Path(__file__).resolve().parents[1]
 GROUP, VERSION = "scheduling.koordinator.sh", "v1alpha1"
-OPERATIONS_PER_ROUND = 7
+OPERATIONS_PER_ROUND = 9
 
 
 def _cpu_seconds(pid: int) -> float:
@@ -60,6 +61,21 @@ def _round(core: Any, custom: Any, namespace: str, pod: str, seq: int) -> None:
     core.read_namespaced_pod(pod, namespace)
     core.list_namespaced_pod(namespace, limit=50)
     core.patch_namespaced_pod(pod, namespace, {"metadata": {"labels": {"bench-seq": str(seq)}}})
+    made = {  # a pod as a controller makes one: decoded, defaulted and admitted
+        "metadata": {"name": f"bench-{seq}", "labels": {"app": "bench"}},
+        "spec": {
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "app:1",
+                    "resources": {"requests": {"cpu": "10m"}},
+                    "ports": [{"containerPort": 80}],
+                }
+            ]
+        },
+    }
+    core.create_namespaced_pod(namespace, made)
+    core.delete_namespaced_pod(f"bench-{seq}", namespace, grace_period_seconds=0)
     job = {
         "apiVersion": f"{GROUP}/{VERSION}",
         "kind": "PodMigrationJob",

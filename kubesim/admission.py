@@ -8,7 +8,7 @@ import difflib
 import json
 import secrets
 
-from kubesim import service_defaults, webhook_configs
+from kubesim import builtin_defaults, service_defaults, webhook_configs
 from kubesim.errors import FieldError, invalid, invalid_fields
 from kubesim.records import Obj
 from kubesim.resources import ResourceType
@@ -27,12 +27,6 @@ NODE_INFO = {
     "systemUUID": "kubesim",
 }
 SYSTEM_PRIORITIES = {"system-node-critical": 2_000_001_000, "system-cluster-critical": 2_000_000_000}
-POD_SPEC_DEFAULTS = {
-    "schedulerName": "default-scheduler",
-    "terminationGracePeriodSeconds": 30,
-    "restartPolicy": "Always",
-    "dnsPolicy": "ClusterFirst",
-}
 # ValidatePodUpdate's list (Kubernetes 1.32, in-place resize off): all else in a pod's spec is fixed.
 UPDATABLE_POD_SPEC_FIELDS = ",".join(
     (
@@ -102,6 +96,8 @@ class Admission:
                 raise invalid_fields(rt.kind, rt.group, obj["metadata"]["name"], errors=errors)
         elif rt.group == "apps":
             spec = obj.setdefault("spec", {})
+            if subresource is None:
+                builtin_defaults.workload(rt.kind, spec)
             if rt.plural != "daemonsets":
                 spec.setdefault("replicas", 1)
             if not (spec.get("selector") or {}).get("matchLabels") and not (spec.get("selector") or {}).get(
@@ -146,10 +142,11 @@ class Admission:
                 raise invalid(
                     "Pod", name, "spec.containers[].name: Required value", field="spec.containers[].name"
                 )
-        for field, default in POD_SPEC_DEFAULTS.items():  # defaulting: on every write, before validation
-            spec.setdefault(field, default)
+        builtin_defaults.pod_spec(spec)  # defaulting: on every write, before validation
         if operation != "CREATE":
             return
+        builtin_defaults.default_tolerations(spec)
+        spec.setdefault("preemptionPolicy", "PreemptLowerPriority")
         if spec.get("nodeName") and spec.get("schedulingGates"):
             detail = "cannot be set until all schedulingGates have been cleared"
             raise invalid_fields(

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
+from kubesim import builtin_openapi
 from kubesim.resources import Registry, ResourceType
 
 PARAMS = [
@@ -42,6 +43,8 @@ def document(registry: Registry, group: str, version: str) -> dict[str, Any] | N
     types = [rt for rt in registry.all() if rt.group == group and rt.version == version]
     if not types:
         return None
+    if not any(rt.crd for rt in types) and (real := builtin_openapi.document(group, version)) is not None:
+        return real  # the API server's own document: the real schemas, with their descriptions
     paths: dict[str, Any] = {}
     schemas: dict[str, Any] = {}
     for rt in types:

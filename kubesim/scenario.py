@@ -36,7 +36,8 @@ from typing import Any
 
 import yaml
 
-from kubesim.admission import POD_SPEC_DEFAULTS, qos_class
+from kubesim import builtin_defaults
+from kubesim.admission import qos_class
 from kubesim.controllers.owned import owner_ref, template_hash
 from kubesim.records import Obj, now_iso
 from kubesim.scenario_nodes import NodePlacer
@@ -105,8 +106,7 @@ class _Loader:
             container["resources"] = {
                 k: v for k, v in (("requests", requests), ("limits", item.get("limits"))) if v
             }
-        spec: dict[str, Any] = {  # as the API server's defaulting leaves it
-            **POD_SPEC_DEFAULTS,
+        spec: dict[str, Any] = {
             "containers": [container],
             "schedulerName": item.get("schedulerName", "default-scheduler"),
             "terminationGracePeriodSeconds": int(item.get("terminationGracePeriodSeconds", 30)),
@@ -121,12 +121,15 @@ class _Loader:
         for key in ("nodeSelector", "tolerations", "affinity", "volumes"):
             if item.get(key):
                 spec[key] = copy.deepcopy(item[key])
+        builtin_defaults.pod_spec(spec)  # as the API server's defaulting leaves it
         return spec
 
     def pod(
         self, namespace: str, name: str, meta: dict[str, Any], *, spec: dict[str, Any], node: str | None
     ) -> None:
         stamp = now_iso()
+        builtin_defaults.default_tolerations(spec)  # as admission leaves a pod (not a template)
+        spec.setdefault("preemptionPolicy", "PreemptLowerPriority")
         status: dict[str, Any] = {"phase": "Pending", "qosClass": qos_class(spec)}
         if node:
             spec["nodeName"] = node

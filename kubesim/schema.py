@@ -118,16 +118,7 @@ class CrdSchema:
 
     def decode(self, obj: dict[str, Any], field_validation: FieldValidation, warnings: list[str]) -> None:
         """Prune `obj` in place and fill in defaults; unknown fields as `field_validation` says."""
-        unknown = self.prune(obj)
-        if unknown and field_validation == "Strict":
-            kind, version = obj.get("kind", ""), str(obj.get("apiVersion", "")).rpartition("/")[2]
-            errors = ", ".join(f'unknown field "{path}"' for path in unknown)
-            raise bad_request(
-                f'{kind} in version "{version}" cannot be handled as a {kind}:'
-                f" strict decoding error: {errors}"
-            )
-        if field_validation == "Warn":
-            warnings.extend(f'unknown field "{path}"' for path in unknown)
+        report_unknown(obj, self.prune(obj), field_validation, warnings=warnings)
         self.default(obj)
 
     def prune(self, obj: dict[str, Any]) -> list[str]:
@@ -160,6 +151,28 @@ class CrdSchema:
                 errors.append(field_error)
         # kube-openapi stops at a wrong type: no further errors about the same value.
         return [e for e in errors if e.type == "FieldValueTypeInvalid" or e.field not in typed]
+
+
+def report_unknown(
+    obj: Mapping[str, Any], unknown: list[str], field_validation: FieldValidation, *, warnings: list[str]
+) -> None:
+    """The fields a decoder dropped, as the request's `fieldValidation` says: a 400 (Strict), a warning
+    each (Warn), or nothing (Ignore)."""
+    if unknown and field_validation == "Strict":
+        kind, version = obj.get("kind", ""), str(obj.get("apiVersion", "")).rpartition("/")[2]
+        errors = ", ".join(f'unknown field "{path}"' for path in unknown)
+        raise bad_request(
+            f'{kind} in version "{version}" cannot be handled as a {kind}: strict decoding error: {errors}'
+        )
+    if field_validation == "Warn":
+        warnings.extend(f'unknown field "{path}"' for path in unknown)
+
+
+def prune_unknown(obj: dict[str, Any], schema: Mapping[str, Any]) -> list[str]:
+    """Drop what `schema` (a whole object's, metadata included) does not know; the paths dropped, sorted."""
+    unknown: list[str] = []
+    _prune(obj, schema, "", unknown=unknown, root=True)
+    return sorted(unknown)
 
 
 def _field_errors(error: ValidationError, path: str) -> list[FieldError]:

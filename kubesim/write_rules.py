@@ -11,7 +11,7 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from kubesim import times
+from kubesim import builtin_openapi, times
 from kubesim.errors import (
     FieldError,
     GoLiteral,
@@ -24,7 +24,7 @@ from kubesim.errors import (
 )
 from kubesim.records import Obj, now_iso
 from kubesim.resources import ResourceType
-from kubesim.schema import FieldValidation
+from kubesim.schema import FieldValidation, prune_unknown, report_unknown
 
 DNS_SUBDOMAIN_MAX = 253
 _NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"
@@ -61,6 +61,9 @@ def decode(
 ) -> None:
     if rt.schema is not None:
         rt.schema.decode(obj, field_validation, [] if warnings is None else warnings)
+    elif not rt.crd and (schema := builtin_openapi.schema_of(rt.group, rt.version, rt.kind)) is not None:
+        unknown = prune_unknown(obj, schema)
+        report_unknown(obj, unknown, field_validation, warnings=[] if warnings is None else warnings)
     times.normalize(rt, obj)
 
 

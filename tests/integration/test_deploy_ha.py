@@ -180,11 +180,16 @@ def test_kubectl_applies_the_ha_overlay(kubesim_factory: Callable[..., SimHandle
             passwords[d["metadata"]["name"]] = (env, *secrets)
     # Only the two services that use Valkey: each as its own user, its password and the chart's (for the
     # Sentinels) as files, none in the environment.
-    chart = {"secretName": "valkey", "items": [{"key": "valkey-password", "path": "password"}]}
+    # (defaultMode 420: the API server's default for a secret volume)
+    chart = {
+        "secretName": "valkey",
+        "items": [{"key": "valkey-password", "path": "password"}],
+        "defaultMode": 420,
+    }
     assert passwords == {
         f"podherd-{s}": (
             {"PODHERD_REDIS__USERNAME": f"podherd-{s}"},
-            {"secretName": f"podherd-{s}-redis"},
+            {"secretName": f"podherd-{s}-redis", "defaultMode": 420},
             chart,
         )
         for s in ("arbitrator", "tracker")

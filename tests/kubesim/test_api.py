@@ -617,19 +617,20 @@ def test_a_pods_spec_is_fixed_but_for_what_the_api_server_lets_change(
     assert status["details"]["causes"][0]["reason"] == "FieldValueForbidden"
     pod = kube.core.read_namespaced_pod("p", "default")
     assert (pod.spec.node_name, pod.spec.containers[0].resources.requests["cpu"]) == ("n1", "1")
-    # What may change does: the image, more tolerations, the labels.
+    # What may change does: the image, more tolerations (added after the two the API server gave it: the
+    # list has no merge key, so a patch naming only the new one would drop those, which is refused), labels.
     toleration = {"key": "k", "operator": "Exists", "effect": "NoSchedule"}
     kube.core.patch_namespaced_pod(
         "p",
         "default",
-        {
-            "metadata": {"labels": {"x": "y"}},
-            "spec": {"containers": [{"name": "main", "image": "pause:2"}], "tolerations": [toleration]},
-        },
+        {"metadata": {"labels": {"x": "y"}}, "spec": {"containers": [{"name": "main", "image": "pause:2"}]}},
+    )
+    kube.core.patch_namespaced_pod(
+        "p", "default", [{"op": "add", "path": "/spec/tolerations/-", "value": toleration}]
     )
     pod = kube.core.read_namespaced_pod("p", "default")
     assert (pod.spec.containers[0].image, pod.metadata.labels["x"], len(pod.spec.tolerations)) == (
         "pause:2",
         "y",
-        1,
+        3,
     )
