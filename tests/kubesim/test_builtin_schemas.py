@@ -4,13 +4,11 @@ and explained by `kubectl explain` from the API server's own documents."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import pytest
 
-from kubesim.sim import SimHandle
-from tests.kube import Kube, client_for
+from tests.kube import Kube
 from tests.kubesim.test_kubectl import KUBECTL, kubectl
 from tests.kubesim.test_schema import request
 
@@ -19,8 +17,8 @@ PODS = "/api/v1/namespaces/default/pods"
 
 
 @pytest.fixture
-def kube(kubesim_factory: Callable[..., SimHandle]) -> Kube:
-    return client_for(kubesim_factory("small"))
+def kube(small: Kube) -> Kube:
+    return small
 
 
 def pod(name: str, **container: Any) -> dict[str, Any]:

@@ -10,16 +10,15 @@ from typing import Any
 import kubernetes
 import pytest
 
-from kubesim.sim import SimHandle
-from tests.kube import Kube, client_for, refusal, watch_until
+from tests.kube import Kube, refusal, watch_until
 
 pytestmark = [pytest.mark.integration]
 GATE = "example.com/room"
 
 
 @pytest.fixture
-def kube(kubesim_factory: Callable[..., SimHandle]) -> Kube:
-    return client_for(kubesim_factory("fragmented"))
+def kube(fragmented: Kube) -> Kube:
+    return fragmented
 
 
 def pod(name: str, **spec: Any) -> dict[str, Any]:

@@ -4,14 +4,12 @@ as `kubectl get` prints them, beside Deployments' READY as ready/desired."""
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Callable
 from typing import Any
 
 import kubernetes
 import pytest
 
-from kubesim.sim import SimHandle
-from tests.kube import Kube, client_for, refusal
+from tests.kube import Kube, refusal
 from tests.kubesim.test_kubectl import KUBECTL, kubectl
 from tests.kubesim.test_schema import request
 
@@ -20,8 +18,8 @@ SERVICES = "/api/v1/namespaces/default/services"
 
 
 @pytest.fixture
-def kube(kubesim_factory: Callable[..., SimHandle]) -> Kube:
-    return client_for(kubesim_factory("small"))
+def kube(small: Kube) -> Kube:
+    return small
 
 
 def service(name: str, **spec: Any) -> dict[str, Any]:

@@ -4,14 +4,12 @@ the API server answers one: `Internal error occurred: …`, never a Python repr.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from kubesim import subresources
-from kubesim.sim import SimHandle
-from tests.kube import Kube, client_for
+from tests.kube import Kube
 from tests.kubesim.test_kubectl import KUBECTL, kubectl
 from tests.kubesim.test_schema import request
 
@@ -40,8 +38,8 @@ def create(kube: Kube, body: dict[str, Any]) -> tuple[int, Any]:
 
 
 @pytest.fixture
-def kube(kubesim_factory: Callable[..., SimHandle]) -> Kube:
-    return client_for(kubesim_factory("fragmented"))
+def kube(fragmented: Kube) -> Kube:
+    return fragmented
 
 
 def test_event_times_are_stored_as_the_api_server_stores_them(kube: Kube) -> None:
