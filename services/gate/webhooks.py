@@ -80,7 +80,7 @@ class Webhooks:
         if isinstance(step, Allow):
             return answer(request.uid, warnings=(step.warning,) if step.warning else ())
         if isinstance(step, Wait):
-            if job is not None and job.phase not in TERMINAL_PHASES and not (pod.marked or request.dry_run):
+            if job is not None and _unmarked_by_its_maker(job, pod) and not request.dry_run:
                 await self._mark(pod, name)  # made by a replica that died before it could mark the pod
             return answer(request.uid, Refusal(429, step.message))
         if not request.dry_run:
@@ -144,3 +144,9 @@ class Webhooks:
         except KubeError as exc:
             if exc.status != 404:
                 raise
+
+
+def _unmarked_by_its_maker(job: PodMigrationJob, pod: PodView) -> bool:
+    """A job the gate made (its label), still running, for a pod it has not marked."""
+    made_here = LABEL_EVACUATED_POD in (job.metadata.labels or {})
+    return made_here and job.phase not in TERMINAL_PHASES and not pod.marked
