@@ -20,6 +20,7 @@ from collections import defaultdict
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from kubesim.controllers import pod_topology
 from kubesim.controllers import reservation_rules as reservations
 from kubesim.controllers.base import Controller
 from kubesim.controllers.node_search import feasible_nodes_to_find, search
@@ -40,13 +41,16 @@ TERMINAL = frozenset({"Succeeded", "Failed"})
 
 
 def _fit(
-    usage: NodeUsage, spec: Obj, requests: Usage, *, policy: str
+    usage: NodeUsage, spec: Obj, requests: Usage, *, policy: str, topology: Callable[[Obj], str | None] | None
 ) -> Callable[[Obj], tuple[str | None, float]]:
-    """Why a node cannot take the pod (None: it can), and its score for it."""
+    """Why a node cannot take the pod (None: it can), and its score for it. `topology`: the inter-pod
+    affinity and spread filters, when the pod's or the placed pods' terms ask for them."""
 
     def fit(node: Obj) -> tuple[str | None, float]:
         used = usage.on(node["metadata"]["name"])
         rejected = node_fit.reject(spec, node) or node_fit.insufficient(node, used, requests)
+        if rejected is None and topology is not None:
+            rejected = topology(node)
         if rejected is not None:
             return rejected, 0.0
         return None, node_fit.score(node, used, requests, policy=policy)
@@ -126,7 +130,7 @@ class Scheduler(Controller[tuple[str, str]]):
                 if node_fit.insufficient(node, self.cache.usage.on(node_name), requests, bonus=bonus) is None:
                     self._bind(pod, node_name, reservation)
                     return
-        best, reasons = self._pick(spec, requests, nodes)
+        best, reasons = self._pick(spec, requests, nodes, pod=pod)
         if best is None:
             self._unschedulable_pod(pod, reasons, len(nodes))
             return
@@ -140,7 +144,16 @@ class Scheduler(Controller[tuple[str, str]]):
         spec = reservations.template_spec(reservation)
         requests = pod_requests(spec)
         requests.pop("pods", None)
-        best, reasons = self._pick(spec, requests, nodes)
+        meta = (((reservation.get("spec") or {}).get("template") or {}).get("metadata")) or {}
+        as_pod = {  # the pod it reserves for, as its template has it: what inter-pod terms are checked by
+            "metadata": {
+                "name": name,
+                "namespace": meta.get("namespace", ""),
+                "labels": meta.get("labels") or {},
+            },
+            "spec": spec,
+        }
+        best, reasons = self._pick(spec, requests, nodes, pod=as_pod)
         if best is None:
             new = reservations.unschedulable(reservation, node_fit.unavailable_message(reasons, len(nodes)))
         else:
@@ -148,8 +161,11 @@ class Scheduler(Controller[tuple[str, str]]):
         if new is not None:
             self.store.put(rts, new, "MODIFIED", old=reservation)
 
-    def _pick(self, spec: Obj, requests: Usage, nodes: list[Obj]) -> tuple[str | None, dict[str, int]]:
+    def _pick(
+        self, spec: Obj, requests: Usage, nodes: list[Obj], *, pod: Obj
+    ) -> tuple[str | None, dict[str, int]]:
         """The best node of the feasible ones a search finds (`node_search`), and why the others were not."""
+        topology = self._topology(pod, nodes)
         pinned = spec.get("nodeName")
         reasons: dict[str, int] = defaultdict(int)
         if pinned:  # only that node can take it (koord-scheduler filters the others out first)
@@ -160,11 +176,18 @@ class Scheduler(Controller[tuple[str, str]]):
             nodes = [node] if node is not None else []
         wanted = feasible_nodes_to_find(len(nodes), self.options.percentage_of_nodes_to_score)
         start = self._next_start % len(nodes) if nodes else 0
-        fit = _fit(self.cache.usage, spec, requests, policy=self.options.score)
+        fit = _fit(self.cache.usage, spec, requests, policy=self.options.score, topology=topology)
         best, examined = search(nodes, fit, start=start, wanted=wanted, reasons=reasons)
         if not pinned and nodes:
             self._next_start = (start + examined) % len(nodes)
         return best, reasons
+
+    def _topology(self, pod: Obj, nodes: list[Obj]) -> Callable[[Obj], str | None] | None:
+        """The inter-pod filters for `pod`, if its terms or a placed pod's anti-affinity ask for them."""
+        if not (pod_topology.constrained(pod.get("spec") or {}) or self.cache.anti_affinity):
+            return None
+        placed = pod_topology.Placed.of(self.store.objects(self.pods), nodes)
+        return lambda node: pod_topology.reject(pod, node, placed, nodes)
 
     # ----------------------------------------------------------------------------------------------------
     # Reservations

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from kubesim.controllers import pod_topology
 from kubesim.controllers import reservation_rules as reservations
 from kubesim.options import SimOptions
 from kubesim.records import Event
@@ -42,6 +43,7 @@ class SchedulerCache:
         self.pending_reservations: set[str] = set()
         self.available_reservations: set[str] = set()
         self.holding_reservations: set[str] = set()
+        self.anti_affinity: set[tuple[str, str]] = set()  # bound pods with required anti-affinity terms
 
     def on_event(self, event: Event) -> bool:
         rt = event.rt
@@ -61,6 +63,10 @@ class SchedulerCache:
             self.usage.set(("pod", *key), node, pod_requests(spec))
         else:
             self.usage.set(("pod", *key), None, {})
+        if event.type != "DELETED" and node and phase not in TERMINAL and pod_topology.has_anti_affinity(pod):
+            self.anti_affinity.add(key)
+        else:
+            self.anti_affinity.discard(key)
         if (
             event.type != "DELETED"
             and not node
