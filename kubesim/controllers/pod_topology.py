@@ -7,7 +7,7 @@ Honor`, taints ignored: `nodeTaintsPolicy: Ignore`). Terminating pods are not co
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from kubesim.records import Obj
@@ -58,17 +58,30 @@ def has_anti_affinity(pod: Obj) -> bool:
     return bool((((pod.get("spec") or {}).get("affinity") or {}).get("podAntiAffinity") or {}).get(REQUIRED))
 
 
-def reject(pod: Obj, node: Obj, placed: Placed, all_nodes: list[Obj]) -> str | None:
+def filter_for(
+    pod: Obj, nodes: list[Obj], *, pods: Callable[[], Iterable[Obj]], placed_terms: bool
+) -> Callable[[Obj], str | None] | None:
+    """The filters for `pod` over `nodes`, if its own terms or the placed pods' anti-affinity
+    (`placed_terms`) ask for them: None when nothing would be checked. `pods`: every pod, read only then."""
+    if not (constrained(pod.get("spec") or {}) or placed_terms):
+        return None
+    placed = Placed.of(pods(), nodes)
+    return lambda node: reject(pod, node, placed=placed, all_nodes=nodes)
+
+
+def reject(pod: Obj, node: Obj, *, placed: Placed, all_nodes: list[Obj]) -> str | None:
     """Why `pod` may not go to `node` given the pods placed; None: it may."""
     name = node["metadata"]["name"]
     spec = pod.get("spec") or {}
     affinity = spec.get("affinity") or {}
     own = (affinity.get("podAffinity") or {}).get(REQUIRED) or []
-    if own and not _affinity_holds(pod, own, name, placed):
+    if own and not _affinity_holds(pod, own, node=name, placed=placed):
         return AFFINITY
     for term in (affinity.get("podAntiAffinity") or {}).get(REQUIRED) or []:
         domain = placed.value(name, term.get("topologyKey", ""))
-        if domain is not None and any(_in_domain(placed, term, pod, other, domain) for other in placed.pods):
+        if domain is not None and any(
+            _in_domain(placed, term, pod, other=other, domain=domain) for other in placed.pods
+        ):
             return ANTI_AFFINITY
     for other, where in placed.pods:
         for term in (((other.get("spec") or {}).get("affinity") or {}).get("podAntiAffinity") or {}).get(
@@ -78,7 +91,7 @@ def reject(pod: Obj, node: Obj, placed: Placed, all_nodes: list[Obj]) -> str | N
             mine = placed.value(name, key)
             if mine is not None and mine == placed.value(where, key) and _matches(term, other, pod):
                 return EXISTING_ANTI_AFFINITY
-    return _spread(pod, spec, name, placed, all_nodes)
+    return _spread(pod, name, placed=placed, all_nodes=all_nodes)
 
 
 def _matches(term: Obj, owner: Obj, pod: Obj) -> bool:
@@ -91,25 +104,28 @@ def _matches(term: Obj, owner: Obj, pod: Obj) -> bool:
     return in_scope and matches_selector_dict(term.get("labelSelector"), pod["metadata"].get("labels") or {})
 
 
-def _in_domain(placed: Placed, term: Obj, pod: Obj, other: tuple[Obj, str], domain: str) -> bool:
+def _in_domain(placed: Placed, term: Obj, pod: Obj, *, other: tuple[Obj, str], domain: str) -> bool:
     found, where = other
     return placed.value(where, term.get("topologyKey", "")) == domain and _matches(term, pod, found)
 
 
-def _affinity_holds(pod: Obj, terms: list[Obj], node: str, placed: Placed) -> bool:
-    if all(_term_met(pod, term, node, placed) for term in terms):
+def _affinity_holds(pod: Obj, terms: list[Obj], *, node: str, placed: Placed) -> bool:
+    if all(_term_met(pod, term, node=node, placed=placed) for term in terms):
         return True
     # The first pod of a group that selects itself: no pod anywhere matches, and it matches its own terms.
     nobody = not any(_matches(t, pod, other) for t in terms for other, _ in placed.pods)
     return nobody and all(_matches(t, pod, pod) for t in terms)
 
 
-def _term_met(pod: Obj, term: Obj, node: str, placed: Placed) -> bool:
+def _term_met(pod: Obj, term: Obj, *, node: str, placed: Placed) -> bool:
     domain = placed.value(node, term.get("topologyKey", ""))
-    return domain is not None and any(_in_domain(placed, term, pod, other, domain) for other in placed.pods)
+    return domain is not None and any(
+        _in_domain(placed, term, pod, other=other, domain=domain) for other in placed.pods
+    )
 
 
-def _spread(pod: Obj, spec: Obj, node: str, placed: Placed, all_nodes: list[Obj]) -> str | None:
+def _spread(pod: Obj, node: str, *, placed: Placed, all_nodes: list[Obj]) -> str | None:
+    spec = pod.get("spec") or {}
     constraints = [
         c
         for c in spec.get("topologySpreadConstraints") or []

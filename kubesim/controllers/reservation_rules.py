@@ -160,3 +160,16 @@ def set_condition(status: Obj, condition: Obj) -> None:
     conditions = [c for c in status.get("conditions") or [] if c.get("type") != condition["type"]]
     conditions.append(condition)
     status["conditions"] = conditions
+
+
+def reserved_pod(reservation: Obj, spec: Obj) -> Obj:
+    """The pod a Reservation holds room for, as its template has it (`spec` its template's spec): what
+    inter-pod terms are checked against when the Reservation is placed."""
+    meta = (((reservation.get("spec") or {}).get("template") or {}).get("metadata")) or {}
+    labels = meta.get("labels") or {}
+    identity = {
+        "name": reservation["metadata"]["name"],
+        "namespace": meta.get("namespace", ""),
+        "labels": labels,
+    }
+    return {"metadata": identity, "spec": spec}

@@ -144,16 +144,7 @@ class Scheduler(Controller[tuple[str, str]]):
         spec = reservations.template_spec(reservation)
         requests = pod_requests(spec)
         requests.pop("pods", None)
-        meta = (((reservation.get("spec") or {}).get("template") or {}).get("metadata")) or {}
-        as_pod = {  # the pod it reserves for, as its template has it: what inter-pod terms are checked by
-            "metadata": {
-                "name": name,
-                "namespace": meta.get("namespace", ""),
-                "labels": meta.get("labels") or {},
-            },
-            "spec": spec,
-        }
-        best, reasons = self._pick(spec, requests, nodes, pod=as_pod)
+        best, reasons = self._pick(spec, requests, nodes, pod=reservations.reserved_pod(reservation, spec))
         if best is None:
             new = reservations.unschedulable(reservation, node_fit.unavailable_message(reasons, len(nodes)))
         else:
@@ -165,7 +156,12 @@ class Scheduler(Controller[tuple[str, str]]):
         self, spec: Obj, requests: Usage, nodes: list[Obj], *, pod: Obj
     ) -> tuple[str | None, dict[str, int]]:
         """The best node of the feasible ones a search finds (`node_search`), and why the others were not."""
-        topology = self._topology(pod, nodes)
+        topology = pod_topology.filter_for(
+            pod,
+            nodes,
+            pods=lambda: self.store.objects(self.pods),
+            placed_terms=bool(self.cache.anti_affinity),
+        )
         pinned = spec.get("nodeName")
         reasons: dict[str, int] = defaultdict(int)
         if pinned:  # only that node can take it (koord-scheduler filters the others out first)
@@ -181,13 +177,6 @@ class Scheduler(Controller[tuple[str, str]]):
         if not pinned and nodes:
             self._next_start = (start + examined) % len(nodes)
         return best, reasons
-
-    def _topology(self, pod: Obj, nodes: list[Obj]) -> Callable[[Obj], str | None] | None:
-        """The inter-pod filters for `pod`, if its terms or a placed pod's anti-affinity ask for them."""
-        if not (pod_topology.constrained(pod.get("spec") or {}) or self.cache.anti_affinity):
-            return None
-        placed = pod_topology.Placed.of(self.store.objects(self.pods), nodes)
-        return lambda node: pod_topology.reject(pod, node, placed, nodes)
 
     # ----------------------------------------------------------------------------------------------------
     # Reservations
