@@ -52,12 +52,16 @@ class Verbs:
         dry_run: bool = False,
         field_validation: FieldValidation = "Warn",
         warnings: list[str] | None = None,
+        decoded: bool = False,
     ) -> Obj:
+        """`decoded`: made by kubesim's own control loops from objects the decoder already took (a
+        template), which it would find nothing to drop or normalise in; the rest of a write applies."""
         obj = copy.deepcopy(obj)
         obj.setdefault("metadata", {})
         meta = rules.metadata_of(obj)
         rules.check_kind(rt, obj)
-        rules.decode(rt, obj, field_validation, warnings=warnings)
+        if not decoded:
+            rules.decode(rt, obj, field_validation, warnings=warnings)
         if rt.namespaced:
             found = self.store.find(self.store.registry.core("namespaces"), "", namespace)
             rules.place_in_namespace(rt, meta, namespace, found=found)

@@ -171,7 +171,7 @@ class DaemonSets(Controller[tuple[str, str]]):
         meta["generateName"] = f"{ds['metadata']['name']}-"
         namespace = ds["metadata"]["namespace"]
         body = {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": pinned_to(spec, node)}
-        self.store.verbs.create(self.pods, namespace, body)
+        self.store.verbs.create(self.pods, namespace, body, decoded=True)
 
     def _status(self, ds: Obj, pods: list[Obj], wanted: int) -> None:
         active = [p for p in pods if is_active(p)]

@@ -130,6 +130,7 @@ def _create_rs(w: Workloads, deploy: Obj, template: Obj, *, tmpl_hash: str, repl
             },
             "spec": {"replicas": replicas, "selector": selector, "template": tmpl},
         },
+        decoded=True,
     )
 
 

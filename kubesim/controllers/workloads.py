@@ -139,6 +139,7 @@ class Workloads(Controller[tuple[str, str, str]]):
                 "metadata": meta,
                 "spec": copy.deepcopy(template.get("spec") or {}),
             },
+            decoded=True,
         )
 
     def _status(self, rt: Any, obj: Obj, values: dict[str, Any]) -> None:
