@@ -10,6 +10,7 @@ KEY is a qualified name (`[prefix/]name`), VALUE a label value; blanks separate 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Final
 
@@ -261,17 +262,37 @@ def parse(text: str) -> list[Requirement]:
     return _Parser(text).parse()
 
 
-def holds(requirement: Requirement, labels: dict[str, str]) -> bool:
+def matcher(requirements: list[Requirement]) -> Callable[[Mapping[str, str]], bool]:
+    """One test of a label set against every requirement (each compiled once: a list runs it per object)."""
+    tests = [_test(r) for r in requirements]
+    if len(tests) == 1:
+        return tests[0]
+
+    def every(labels: Mapping[str, str]) -> bool:
+        for test in tests:  # noqa: SIM110 (a plain loop: `all()` over a generator costs more than the tests)
+            if not test(labels):
+                return False
+        return True
+
+    return every
+
+
+def _test(requirement: Requirement) -> Callable[[Mapping[str, str]], bool]:
     key, operator, values = requirement.key, requirement.operator, requirement.values
     if operator == EXISTS:
-        return key in labels
+        return lambda labels: key in labels
     if operator == DOES_NOT_EXIST:
-        return key not in labels
+        return lambda labels: key not in labels
     if operator in (IN, EQUALS):
-        return key in labels and labels[key] in values
+        return lambda labels: labels.get(key) in values if key in labels else False
     if operator in (NOT_IN, NOT_EQUALS):
-        return key not in labels or labels[key] not in values
-    if key not in labels or not re.fullmatch(r"[+-]?\d+", labels[key]):
-        return False
-    bound = int(next(iter(values)))
-    return int(labels[key]) > bound if operator == GREATER else int(labels[key]) < bound
+        return lambda labels: key not in labels or labels[key] not in values
+    bound, greater = int(next(iter(values))), operator == GREATER
+
+    def compare(labels: Mapping[str, str]) -> bool:
+        text = labels.get(key)
+        if text is None or not re.fullmatch(r"[+-]?\d+", text):
+            return False
+        return int(text) > bound if greater else int(text) < bound
+
+    return compare

@@ -61,5 +61,4 @@ def parse_label_selector(text: str | None) -> LabelMatcher | None:
     server's words for one it would refuse."""
     if not text:
         return None
-    requirements = label_syntax.parse(text)
-    return lambda labels: all(label_syntax.holds(r, dict(labels)) for r in requirements)
+    return label_syntax.matcher(label_syntax.parse(text))
