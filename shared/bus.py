@@ -196,6 +196,7 @@ class StreamRefused(RuntimeError):
 
 
 _INSUFFICIENT_STORAGE = 10047
+LEADER_WAIT_S = 10.0  # how long a replicated stream just made or changed is given to elect a leader
 
 
 # What NATS answers while JetStream cannot yet: a server starting, a cluster electing its leaders.
@@ -254,7 +255,8 @@ async def prepared(
 
 
 async def ensure_stream(js: JetStreamContext, config: StreamConfig) -> None:
-    """Create the stream, or bring an existing one to this configuration."""
+    """Create the stream, or bring an existing one to this configuration; a replicated one, until it has
+    a leader (until then a publish to it is answered "no responders")."""
     try:
         try:
             await js.add_stream(config)
@@ -262,6 +264,8 @@ async def ensure_stream(js: JetStreamContext, config: StreamConfig) -> None:
             if exc.err_code != 10058:  # stream name already in use with a different configuration
                 raise
             await js.update_stream(config)
+        if (config.num_replicas or 1) > 1 and config.name:
+            await _until_led(js, config.name)
     except APIError as exc:
         if exc.err_code != _INSUFFICIENT_STORAGE or not config.max_bytes or config.max_bytes < 0:
             raise
@@ -271,6 +275,19 @@ async def ensure_stream(js: JetStreamContext, config: StreamConfig) -> None:
             " server's JetStream file store (max_file_store; without one, a share of the free disk): lower"
             " nats.streamMaxBytes or give the server more store"
         ) from exc
+
+
+async def _until_led(js: JetStreamContext, name: str, within: float = LEADER_WAIT_S) -> None:
+    """Until the stream has elected a leader, for at most `within` seconds (then its publishers' retries
+    take over). JetStream tells a client of an election only on its advisory subjects, which services'
+    users may not read: its stream info is asked instead, every 100 ms."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within
+    while True:
+        info = await js.stream_info(name)
+        if info.cluster is None or info.cluster.leader or loop.time() >= deadline:
+            return
+        await asyncio.sleep(0.1)
 
 
 async def ensure_events_stream(js: JetStreamContext, subjects: Subjects, config: NatsConfig) -> None:
