@@ -55,43 +55,82 @@ def constrained(spec: Obj) -> bool:
 
 
 def has_anti_affinity(pod: Obj) -> bool:
-    return bool((((pod.get("spec") or {}).get("affinity") or {}).get("podAntiAffinity") or {}).get(REQUIRED))
+    return bool(_anti_terms(pod))
 
 
 def filter_for(
     pod: Obj, nodes: list[Obj], *, pods: Callable[[], Iterable[Obj]], placed_terms: bool
 ) -> Callable[[Obj], str | None] | None:
     """The filters for `pod` over `nodes`, if its own terms or the placed pods' anti-affinity
-    (`placed_terms`) ask for them: None when nothing would be checked. `pods`: every pod, read only then."""
+    (`placed_terms`) ask for them: None when nothing would be checked. `pods`: every pod, read only then.
+    What does not depend on the node (the domains each term finds its pods in, the spread counts) is
+    worked out once here; each node is then a lookup per term."""
     if not (constrained(pod.get("spec") or {}) or placed_terms):
         return None
     placed = Placed.of(pods(), nodes)
-    return lambda node: reject(pod, node, placed=placed, all_nodes=nodes)
+    domains = _Domains.of(pod, placed)
+    spreads = _spreads(pod, placed, nodes)
+
+    def reject(node: Obj) -> str | None:
+        labels = node["metadata"].get("labels") or {}
+        return domains.reject(labels) or _spread_reject(spreads, labels)
+
+    return reject
 
 
-def reject(pod: Obj, node: Obj, *, placed: Placed, all_nodes: list[Obj]) -> str | None:
-    """Why `pod` may not go to `node` given the pods placed; None: it may."""
-    name = node["metadata"]["name"]
-    spec = pod.get("spec") or {}
-    affinity = spec.get("affinity") or {}
-    own = (affinity.get("podAffinity") or {}).get(REQUIRED) or []
-    if own and not _affinity_holds(pod, own, node=name, placed=placed):
-        return AFFINITY
-    for term in (affinity.get("podAntiAffinity") or {}).get(REQUIRED) or []:
-        domain = placed.value(name, term.get("topologyKey", ""))
-        if domain is not None and any(
-            _in_domain(placed, term, pod, other=other, domain=domain) for other in placed.pods
-        ):
+@dataclass
+class _Domains:
+    """For each topology key a term names, the domains (its values) the term's pods are in."""
+
+    affinity: list[tuple[str, set[str]]]  # the pod's required affinity terms
+    first_of_group: bool  # no placed pod matches them, and the pod matches them itself
+    anti: list[tuple[str, set[str]]]  # the pod's required anti-affinity terms
+    shunned: list[tuple[str, set[str]]]  # where placed pods' anti-affinity terms select the pod
+
+    @classmethod
+    def of(cls, pod: Obj, placed: Placed) -> _Domains:
+        affinity = (pod.get("spec") or {}).get("affinity") or {}
+        own = (affinity.get("podAffinity") or {}).get(REQUIRED) or []
+        anti = (affinity.get("podAntiAffinity") or {}).get(REQUIRED) or []
+        found = [_where(placed, pod, term) for term in own]
+        # The first pod of a group that selects itself: no pod anywhere matches, and it matches its own terms.
+        nobody = not any(_matches(t, pod, other) for t in own for other, _ in placed.pods)
+        first = bool(own) and nobody and all(_matches(t, pod, pod) for t in own)
+        shunned = [
+            _shunning(placed, term, where)
+            for other, where in placed.pods
+            for term in _anti_terms(other)
+            if _matches(term, other, pod)
+        ]
+        return cls(found, first, [_where(placed, pod, term) for term in anti], shunned)
+
+    def reject(self, labels: dict[str, str]) -> str | None:
+        if not self.first_of_group and any(labels.get(k) not in d for k, d in self.affinity):
+            return AFFINITY
+        if any(labels.get(k) in d for k, d in self.anti):
             return ANTI_AFFINITY
-    for other, where in placed.pods:
-        for term in (((other.get("spec") or {}).get("affinity") or {}).get("podAntiAffinity") or {}).get(
-            REQUIRED
-        ) or []:
-            key = term.get("topologyKey", "")
-            mine = placed.value(name, key)
-            if mine is not None and mine == placed.value(where, key) and _matches(term, other, pod):
-                return EXISTING_ANTI_AFFINITY
-    return _spread(pod, name, placed=placed, all_nodes=all_nodes)
+        if any(labels.get(k) in d for k, d in self.shunned):
+            return EXISTING_ANTI_AFFINITY
+        return None
+
+
+def _shunning(placed: Placed, term: Obj, where: str) -> tuple[str, set[str]]:
+    """A placed pod's anti-affinity term that selects the pod: its key and the domain it keeps it out of."""
+    key = term.get("topologyKey", "")
+    domain = placed.value(where, key)
+    return key, {domain} if domain is not None else set()
+
+
+def _anti_terms(pod: Obj) -> list[Obj]:
+    return (((pod.get("spec") or {}).get("affinity") or {}).get("podAntiAffinity") or {}).get(REQUIRED) or []
+
+
+def _where(placed: Placed, pod: Obj, term: Obj) -> tuple[str, set[str]]:
+    """The term's topology key, and the domains of the placed pods it selects (a node without the key is in
+    none)."""
+    key = term.get("topologyKey", "")
+    found = {placed.value(where, key) for other, where in placed.pods if _matches(term, pod, other)}
+    return key, {d for d in found if d is not None}
 
 
 def _matches(term: Obj, owner: Obj, pod: Obj) -> bool:
@@ -104,48 +143,31 @@ def _matches(term: Obj, owner: Obj, pod: Obj) -> bool:
     return in_scope and matches_selector_dict(term.get("labelSelector"), pod["metadata"].get("labels") or {})
 
 
-def _in_domain(placed: Placed, term: Obj, pod: Obj, *, other: tuple[Obj, str], domain: str) -> bool:
-    found, where = other
-    return placed.value(where, term.get("topologyKey", "")) == domain and _matches(term, pod, found)
+@dataclass
+class _Spread:
+    key: str
+    counts: Counter[str]  # matching pods per domain, over the nodes the pod may go to
+    lowest: int
+    self_match: int
+    max_skew: int
 
 
-def _affinity_holds(pod: Obj, terms: list[Obj], *, node: str, placed: Placed) -> bool:
-    if all(_term_met(pod, term, node=node, placed=placed) for term in terms):
-        return True
-    # The first pod of a group that selects itself: no pod anywhere matches, and it matches its own terms.
-    nobody = not any(_matches(t, pod, other) for t in terms for other, _ in placed.pods)
-    return nobody and all(_matches(t, pod, pod) for t in terms)
-
-
-def _term_met(pod: Obj, term: Obj, *, node: str, placed: Placed) -> bool:
-    domain = placed.value(node, term.get("topologyKey", ""))
-    return domain is not None and any(
-        _in_domain(placed, term, pod, other=other, domain=domain) for other in placed.pods
-    )
-
-
-def _spread(pod: Obj, node: str, *, placed: Placed, all_nodes: list[Obj]) -> str | None:
+def _spreads(pod: Obj, placed: Placed, nodes: list[Obj]) -> list[_Spread]:
     spec = pod.get("spec") or {}
-    constraints = [
-        c
-        for c in spec.get("topologySpreadConstraints") or []
-        if c.get("whenUnsatisfiable", "DoNotSchedule") == "DoNotSchedule"
-    ]
-    if not constraints:
-        return None
     labels = pod["metadata"].get("labels") or {}
-    eligible = [n["metadata"]["name"] for n in all_nodes if _admits(spec, n)]
-    for constraint in constraints:
+    eligible = {n["metadata"]["name"] for n in nodes if _admits(spec, n)}
+    out = []
+    for constraint in spec.get("topologySpreadConstraints") or []:
+        if constraint.get("whenUnsatisfiable", "DoNotSchedule") != "DoNotSchedule":
+            continue
         key = constraint.get("topologyKey", "")
-        mine = placed.value(node, key)
-        if mine is None:
-            return SPREAD_LABEL
         selector = _with_label_keys(constraint, labels)
-        domains = {placed.value(n, key) for n in eligible} - {None}
-        counts: Counter[str | None] = Counter(
-            placed.value(where, key)
+        domains = {d for n in eligible if (d := placed.value(n, key)) is not None}
+        counts: Counter[str] = Counter(
+            d
             for other, where in placed.pods
             if where in eligible
+            and (d := placed.value(where, key)) is not None
             and other["metadata"].get("namespace") == pod["metadata"].get("namespace")
             and matches_selector_dict(selector, other["metadata"].get("labels") or {})
         )
@@ -153,7 +175,16 @@ def _spread(pod: Obj, node: str, *, placed: Placed, all_nodes: list[Obj]) -> str
         if len(domains) < int(constraint.get("minDomains") or 1):
             lowest = 0
         self_match = 1 if matches_selector_dict(selector, labels) else 0
-        if counts[mine] + self_match - lowest > int(constraint.get("maxSkew") or 1):
+        out.append(_Spread(key, counts, lowest, self_match, int(constraint.get("maxSkew") or 1)))
+    return out
+
+
+def _spread_reject(spreads: list[_Spread], labels: dict[str, str]) -> str | None:
+    for spread in spreads:
+        mine = labels.get(spread.key)
+        if mine is None:
+            return SPREAD_LABEL
+        if spread.counts[mine] + spread.self_match - spread.lowest > spread.max_skew:
             return SPREAD
     return None
 
