@@ -490,7 +490,11 @@ def test_request_evict_only_eviction_in_background(kubesim_factory: Callable[...
     kube = client_for(handle)
     kube.core.create_node(node_body("n1"))
     annotations = {"descheduler.alpha.kubernetes.io/request-evict-only": ""}
-    kube.core.create_namespaced_pod("default", pod_body("vm", node="n1", annotations=annotations))
+    vm = pod_body("vm", node="n1", annotations=annotations)
+    # A finalizer holds the pod once the evacuator deletes it, so the second eviction meets it however
+    # slowly this machine runs.
+    vm["metadata"]["finalizers"] = ["example.com/hold"]
+    kube.core.create_namespaced_pod("default", vm)
     eviction = {
         "apiVersion": "policy/v1",
         "kind": "Eviction",
@@ -506,6 +510,12 @@ def test_request_evict_only_eviction_in_background(kubesim_factory: Callable[...
         assert status["message"] == denied + expected, status
     pod = kube.core.read_namespaced_pod("vm", "default")
     assert "descheduler.alpha.kubernetes.io/eviction-in-progress" in pod.metadata.annotations
+    watch_until(
+        kube.core.list_namespaced_pod,
+        lambda s: s["default/vm"].metadata.deletion_timestamp is not None,
+        namespace="default",
+    )
+    kube.core.patch_namespaced_pod("vm", "default", {"metadata": {"finalizers": None}})
     watch_until(kube.core.list_namespaced_pod, lambda s: "default/vm" not in s, namespace="default")
 
 
