@@ -22,7 +22,7 @@ lint: $(STAMP)
 	$(VENV)/bin/lint-imports
 	$(PY) scripts/check_sizes.py
 	$(PY) scripts/check_signatures.py
-	$(PY) -m pylint --disable=all --enable=duplicate-code --min-similarity-lines=6 --score=n services shared kubesim podherd
+	$(PY) -m pylint -j 2 --disable=all --enable=duplicate-code --min-similarity-lines=6 --score=n services shared kubesim podherd
 
 typecheck: $(STAMP)
 	$(PY) -m mypy
@@ -33,7 +33,9 @@ docs: $(STAMP)
 
 # The services' bytecode is written once, before the tests start service processes by the dozen: a replica
 # that compiles its imports on start (a fresh clone) starts slower, and a chaos run kills it every few seconds.
-test: lint typecheck docs
+# The static checks run side by side (each one's output kept whole), the tests after them.
+test: $(STAMP)
+	@$(MAKE) --no-print-directory --output-sync=target -j 3 lint typecheck docs
 	@scripts/install_tls_redis.sh $(VENV)/tls-redis
 	@$(PY) -m compileall -q -j 0 services shared podherd kubesim
 	$(PY) -m pytest

@@ -28,11 +28,11 @@ SMALL = ChaosOptions(
     # succeed (every Timeout explained), short of the half the run must finish.
     jobs=60,
     replicas=2,
-    rate=8,
+    rate=12,
     ttl="30s",
     stranding_jobs=6,
     stranding_ttl="5s",
-    fault_seconds=15,
+    fault_seconds=10,
 )
 
 
