@@ -8,7 +8,7 @@ import difflib
 import json
 import secrets
 
-from kubesim import builtin_defaults, service_defaults, webhook_configs
+from kubesim import batch, builtin_defaults, service_defaults, webhook_configs
 from kubesim.errors import FieldError, invalid, invalid_fields
 from kubesim.records import Obj
 from kubesim.resources import ResourceType
@@ -117,6 +117,8 @@ class Admission:
             if rt.plural == "statefulsets":
                 spec.setdefault("podManagementPolicy", "OrderedReady")
                 spec.setdefault("updateStrategy", {"type": "RollingUpdate"})
+        elif rt.group == batch.GROUP:
+            batch.admitted(operation, rt.kind, obj, old=old, subresource=subresource)
         elif rt.group == "admissionregistration.k8s.io" and subresource is None:
             webhook_configs.defaulted(obj, mutating=rt.plural.startswith("mutating"))
             if errors := webhook_configs.errors_of(obj):

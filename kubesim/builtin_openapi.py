@@ -1,8 +1,9 @@
 """Kubernetes 1.32's own OpenAPI v3 documents for the built-in group-versions kubesim serves (the API
 server's `/openapi/v3/...`, kept as data in `openapi_v3/`, read once per process): what `/openapi/v3`
 serves (so `kubectl explain pods.spec` reads the real schema), and each kind's schema with its `$ref`s
-resolved, by which a write of a built-in object is decoded as the API server's decoder does: a field the
-type does not have is dropped, and reported as the request's `fieldValidation` says.
+resolved, by which a write of a built-in object is decoded as the API server's decoder does (a field the
+type does not have is dropped, and reported as the request's `fieldValidation` says) and a strategic merge
+patch merges the lists its type says to merge, by their merge keys.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 DATA = Path(__file__).resolve().parent / "openapi_v3"
+PATCH_STRATEGY, PATCH_MERGE_KEY = "x-kubernetes-patch-strategy", "x-kubernetes-patch-merge-key"
+PATCH_KEYS = (PATCH_STRATEGY, PATCH_MERGE_KEY)
 REF = "#/components/schemas/"
 # Types the decoder keeps whole (json.RawMessage-like): no properties to prune by.
 OPAQUE = frozenset(
@@ -91,4 +94,7 @@ class _Resolver:
             out["items"] = self.node(schema["items"])
         if schema.get("type") == "object" and "properties" not in out and "additionalProperties" not in out:
             out["x-kubernetes-preserve-unknown-fields"] = True  # an object the decoder keeps as it is
+        for key in PATCH_KEYS:  # how a strategic merge patch treats a list (a field of its own, never a $ref)
+            if key in schema:
+                out[key] = schema[key]
         return out

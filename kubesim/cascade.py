@@ -10,9 +10,10 @@ import copy
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Protocol
 
+from kubesim.crd_types import from_crd
 from kubesim.errors import forbidden_resource, invalid
 from kubesim.records import Key, Obj, now_iso
-from kubesim.resources import Registry, ResourceType, from_crd
+from kubesim.resources import Registry, ResourceType
 
 IMMORTAL_NAMESPACES = frozenset({"default", "kube-system", "kube-public"})
 

@@ -50,10 +50,15 @@ class SimOptions:
     # "Eviction triggered evacuation" and are deleted after this delay.
     evict_in_background: bool = False
     evacuation_delay: float = 0.5
+    # Seconds before a Job replaces a failed pod, doubled per failure (the Job controller's 10 s).
+    job_backoff: float = 10.0
     # Kubernetes Events for scheduling and kubelet steps (off for very large benchmarks).
     record_events: bool = True
     # Watch: how often a bookmark is sent to watches that allow them; how many events are kept for resume.
     bookmark_interval: float = 5.0
+    # A watch that names no timeoutSeconds ends after this many seconds times 1 to 2, at random, as with
+    # kube-apiserver's --min-request-timeout (default 1800).
+    min_request_timeout: float = 1800.0
     history: int = 200_000
     # Pods whose every container has one of these images (repository without tag: its config) run as real
     # processes (kubesim.runtime); all others are simulated. `podherd_image()` is Podherd's own.

@@ -1,11 +1,12 @@
-"""The three PATCH kinds: JSON merge patch (RFC 7386), strategic merge patch (the common cases), JSON patch
-(RFC 6902). Pure functions over plain JSON values; the input is never mutated."""
+"""The three PATCH kinds: JSON merge patch (RFC 7386), strategic merge patch (by the type's schema), JSON
+patch (RFC 6902). Pure functions over plain JSON values; the input is never mutated."""
 
 from __future__ import annotations
 
 import copy
 from typing import Any
 
+from kubesim.builtin_openapi import PATCH_MERGE_KEY, PATCH_STRATEGY
 from kubesim.errors import ApiError, bad_request
 
 # Strategic merge keys for the lists the built-in types merge rather than replace.
@@ -42,7 +43,9 @@ def merge_patch(target: Any, patch: Any) -> Any:
     return result
 
 
-def strategic_merge_patch(target: Any, patch: Any) -> Any:
+def strategic_merge_patch(target: Any, patch: Any, schema: Schema | None = None) -> Any:
+    """`schema`: the type's OpenAPI schema ($refs resolved), whose `x-kubernetes-patch-strategy` and
+    `-merge-key` say which lists merge and by what; without one, the common built-in lists merge by name."""
     if not isinstance(patch, dict):
         return copy.deepcopy(patch)
     if patch.get("$patch") == "replace":
@@ -58,20 +61,40 @@ def strategic_merge_patch(target: Any, patch: Any) -> Any:
                 field = key.split("/", 1)[1]
                 result[field] = [v for v in result.get(field) or [] if v not in value]
             continue
+        field = _field(schema, key)
+        strategy, merge_key = _list_rule(field, key, schema is not None)
         if value is None:
             result.pop(key, None)
-        elif isinstance(value, list) and key in MERGE_KEYS and isinstance(result.get(key), list):
-            result[key] = _merge_list(result[key], value, MERGE_KEYS[key])
-        elif isinstance(value, list) and key in SET_LISTS and isinstance(result.get(key), list):
+        elif isinstance(value, list) and merge_key and isinstance(result.get(key), list):
+            result[key] = _merge_list(result[key], value, merge_key, items=(field or {}).get("items"))
+        elif isinstance(value, list) and strategy and isinstance(result.get(key), list):
             result[key] = list(dict.fromkeys([*result[key], *value]))
         elif isinstance(value, dict):
-            result[key] = strategic_merge_patch(result.get(key), value)
+            result[key] = strategic_merge_patch(result.get(key), value, field)
         else:
             result[key] = copy.deepcopy(value)
     return result
 
 
-def _merge_list(current: list[Any], patch: list[Any], key: str) -> list[Any]:
+Schema = dict[str, Any]
+
+
+def _field(schema: Schema | None, key: str) -> Schema | None:
+    if schema is None:
+        return None
+    found = (schema.get("properties") or {}).get(key) or schema.get("additionalProperties")
+    return found if isinstance(found, dict) else {}
+
+
+def _list_rule(field: Schema | None, key: str, typed: bool) -> tuple[bool, str | None]:
+    """Whether a list merges (rather than replaces), and its merge key (None: merged as a set)."""
+    if not typed:
+        return key in SET_LISTS or key in MERGE_KEYS, MERGE_KEYS.get(key)
+    strategy = "merge" in str((field or {}).get(PATCH_STRATEGY) or "").split(",")
+    return strategy, (field or {}).get(PATCH_MERGE_KEY) if strategy else None
+
+
+def _merge_list(current: list[Any], patch: list[Any], key: str, *, items: Schema | None = None) -> list[Any]:
     if any(isinstance(item, dict) and item.get("$patch") == "replace" for item in patch):
         return [copy.deepcopy(i) for i in patch if not (isinstance(i, dict) and i.get("$patch") == "replace")]
     merged = [copy.deepcopy(item) for item in current]
@@ -86,10 +109,10 @@ def _merge_list(current: list[Any], patch: list[Any], key: str) -> list[Any]:
             deleted.add(ident)
             continue
         if ident in index:
-            merged[index[ident]] = strategic_merge_patch(merged[index[ident]], item)
+            merged[index[ident]] = strategic_merge_patch(merged[index[ident]], item, items)
         else:
             index[ident] = len(merged)
-            merged.append(strategic_merge_patch({}, item))
+            merged.append(strategic_merge_patch({}, item, items))
     return [item for item in merged if not (isinstance(item, dict) and item.get(key) in deleted)]
 
 

@@ -1,12 +1,13 @@
-"""The API server's printers (pkg/printers/internalversion) for Services, Deployments and StatefulSets: the
-columns `kubectl get` shows, and with `-o wide` the ones of priority 1."""
+"""The API server's printers (pkg/printers/internalversion) for Services, Deployments, StatefulSets and
+Jobs: the columns `kubectl get` shows, and with `-o wide` the ones of priority 1."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
-from kubesim.records import Obj
+from kubesim.records import Obj, parse_iso
 from kubesim.resources import Column
 
 Cells = Callable[[Obj, Callable[[str | None], str]], list[Any]]
@@ -115,7 +116,78 @@ def statefulset_cells(statefulset: Obj, age: Callable[[str | None], str]) -> lis
     ]
 
 
+JOB_COLUMNS = [
+    Column("Name", ".metadata.name"),
+    Column("Status", ""),
+    Column("Completions", ""),
+    Column("Duration", ""),
+    Column("Age", ""),
+    Column("Containers", "", priority=1),
+    Column("Images", "", priority=1),
+    Column("Selector", "", priority=1),
+]
+# The first condition (True) of these names the Job's status; a Job being deleted is Terminating before
+# it is Suspended or on its way to an end.
+_JOB_STATES = (("Complete",), ("Failed",), ("Suspended", "FailureTarget", "SuccessCriteriaMet"))
+
+
+def job_cells(job: Obj, age: Callable[[str | None], str]) -> list[Any]:
+    spec, status = job.get("spec") or {}, job.get("status") or {}
+    succeeded = int(status.get("succeeded") or 0)
+    if spec.get("completions") is not None:
+        completions = f"{succeeded}/{spec['completions']}"
+    elif int(spec.get("parallelism") or 0) > 1:
+        completions = f"{succeeded}/1 of {spec['parallelism']}"
+    else:
+        completions = f"{succeeded}/1"
+    names, images = _containers(spec)
+    return [
+        job["metadata"]["name"],
+        _job_status(job),
+        completions,
+        _duration(status.get("startTime"), status.get("completionTime")),
+        age(job["metadata"].get("creationTimestamp")),
+        names,
+        images,
+        _label_selector((spec.get("selector") or {}).get("matchLabels")),
+    ]
+
+
+def _job_status(job: Obj) -> str:
+    true = {
+        c.get("type") for c in (job.get("status") or {}).get("conditions") or [] if c.get("status") == "True"
+    }
+    for i, names in enumerate(_JOB_STATES):
+        if i == 2 and job["metadata"].get("deletionTimestamp"):
+            return "Terminating"
+        if found := next((n for n in names if n in true), None):
+            return found
+    return "Terminating" if job["metadata"].get("deletionTimestamp") else "Running"
+
+
+def _duration(start: str | None, end: str | None) -> str:
+    if not start:
+        return ""
+    return human_duration((parse_iso(end) if end else time.time()) - parse_iso(start))
+
+
+def human_duration(span: float) -> str:
+    seconds = max(0, int(span))
+    if seconds < 120:
+        return f"{seconds}s"
+    minutes = seconds // 60
+    if minutes < 10:
+        return f"{minutes}m{seconds % 60}s"
+    if minutes < 180:
+        return f"{minutes}m"
+    hours = minutes // 60
+    if hours < 48:
+        return f"{hours}h"
+    return f"{hours // 24}d"
+
+
 PRINTERS: dict[tuple[str, str], tuple[list[Column], Cells]] = {
+    ("batch", "jobs"): (JOB_COLUMNS, job_cells),
     ("", "services"): (SERVICE_COLUMNS, service_cells),
     ("apps", "deployments"): (DEPLOYMENT_COLUMNS, deployment_cells),
     ("apps", "statefulsets"): (STATEFULSET_COLUMNS, statefulset_cells),

@@ -34,8 +34,10 @@ from aiohttp import web
 from kubesim import tls
 from kubesim.admission import Admission
 from kubesim.controllers.base import Controller
+from kubesim.controllers.cronjobs import CronJobs
 from kubesim.controllers.daemonsets import DaemonSets
 from kubesim.controllers.evacuation import Evacuator
+from kubesim.controllers.jobs import Jobs
 from kubesim.controllers.kubelet import Kubelet
 from kubesim.controllers.namespaces import NamespaceController
 from kubesim.controllers.pdb import PdbController
@@ -82,6 +84,8 @@ class Simulator:
         if opts.workloads:
             self.controllers.append(Workloads(self.store, opts))
             self.controllers.append(DaemonSets(self.store, opts))
+            self.controllers.append(Jobs(self.store, opts))
+            self.controllers.append(CronJobs(self.store, opts))
         if opts.kubelet:
             if opts.images:
                 self.runtime = ProcessRuntime(self.store, opts, self._pod_token, event=self._kubelet_event)

@@ -10,6 +10,7 @@ from typing import Any
 
 from aiohttp import web
 
+from kubesim import builtin_openapi
 from kubesim.errors import ApiError, bad_request, method_not_allowed, not_found, unsupported_media_type
 from kubesim.http_common import Target, json_response, read_body
 from kubesim.patch import json_patch, merge_patch, strategic_merge_patch
@@ -54,7 +55,8 @@ async def patcher(request: web.Request, rt: ResourceType) -> Callable[[Obj], Obj
     if content_type == "application/strategic-merge-patch+json":
         if rt.crd:
             raise unsupported_media_type(content_type)
-        return lambda obj: strategic_merge_patch(obj, body)
+        schema = builtin_openapi.schema_of(rt.group, rt.version, rt.kind)
+        return lambda obj: strategic_merge_patch(obj, body, schema)
     if content_type == "application/json-patch+json":
         return lambda obj: json_patch(obj, body)
     raise unsupported_media_type(content_type or "<none>")

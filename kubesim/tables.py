@@ -6,7 +6,7 @@ import re
 import time
 from typing import Any
 
-from kubesim.printers import PRINTERS
+from kubesim.printers import PRINTERS, human_duration
 from kubesim.records import Obj, parse_iso
 from kubesim.resources import AGE, Column, ResourceType
 
@@ -16,18 +16,7 @@ _INDEX = re.compile(r"^([^\[]+)\[(\d+)\]$")
 def age(timestamp: str | None, now: float | None = None) -> str:
     if not timestamp:
         return "<unknown>"
-    seconds = max(0, int((now or time.time()) - parse_iso(timestamp)))
-    if seconds < 120:
-        return f"{seconds}s"
-    minutes = seconds // 60
-    if minutes < 10:
-        return f"{minutes}m{seconds % 60}s"
-    if minutes < 180:
-        return f"{minutes}m"
-    hours = minutes // 60
-    if hours < 48:
-        return f"{hours}h"
-    return f"{hours // 24}d"
+    return human_duration((now or time.time()) - parse_iso(timestamp))
 
 
 def json_path(obj: Any, path: str) -> Any:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import random
 import time
 from collections.abc import Callable
 
@@ -46,7 +47,11 @@ class WatchStream:
         )
         as_table = wants_table(request)
         bookmarks = query.get("allowWatchBookmarks") in ("true", "1")
-        timeout = float(query["timeoutSeconds"]) if query.get("timeoutSeconds") else None
+        timeout = (
+            float(query["timeoutSeconds"])
+            if query.get("timeoutSeconds")
+            else self.options.min_request_timeout * (1 + random.random())
+        )
         response = web.StreamResponse(status=200, headers={"Content-Type": "application/json"})
         response.enable_chunked_encoding()
         try:

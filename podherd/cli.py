@@ -261,6 +261,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sim.add_argument("--no-events", action="store_true", help="do not record Kubernetes Events")
     sim.add_argument(
+        "--min-request-timeout",
+        type=float,
+        default=1800.0,
+        help="a watch without timeoutSeconds lasts 1 to 2 times this many seconds (kube-apiserver's flag)",
+    )
+    sim.add_argument(
         "--no-controllers",
         action="store_true",
         help="a static cluster: no scheduler, workload controllers, kubelet or PDB controller",

@@ -27,7 +27,11 @@ def run_sim(args: argparse.Namespace) -> int:
             scenario = resolve(args.scenario)
         except (KeyError, ValueError, OSError, yaml.YAMLError) as exc:
             raise CliError(f"scenario {args.scenario!r}: {exc}") from exc
-    options = SimOptions(evict_in_background=args.evict_in_background, record_events=not args.no_events)
+    options = SimOptions(
+        evict_in_background=args.evict_in_background,
+        record_events=not args.no_events,
+        min_request_timeout=args.min_request_timeout,
+    )
     if args.run_podherd:
         options.images[PODHERD_IMAGE] = podherd_image()
     for spec in args.service:

@@ -23,7 +23,7 @@ from shared.durations import parse_duration
 from shared.selectors import matches_label_selector
 
 # robfig/cron's (and so a Kubernetes CronJob's) shorthands, as five fields.
-_MACROS = {
+CRON_MACROS = {
     "@yearly": "0 0 1 1 *",
     "@annually": "0 0 1 1 *",
     "@monthly": "0 0 1 * *",
@@ -50,7 +50,7 @@ class Closed(msgspec.Struct, frozen=True):
 
 
 def expression(window: DisruptionWindow) -> str:
-    return _MACROS.get(window.schedule.strip(), window.schedule)
+    return CRON_MACROS.get(window.schedule.strip(), window.schedule)
 
 
 def check(window: DisruptionWindow) -> tuple[str, str] | None:

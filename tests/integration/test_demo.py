@@ -223,6 +223,9 @@ def scenario(tmp_path: Path, name: str) -> tuple[str, dict[str, Any]]:
     return done.stdout, summary
 
 
+# `make chaos` runs it (`-m full`): `make test` drains with every workload kept up, a single replica and a
+# zero budget moved by surge, through the services (tests/e2e/test_drain.py, test_surge.py).
+@pytest.mark.full
 def test_maintenance_demo_drains_with_zero_downtime_beside_a_plain_drain(tmp_path: Path) -> None:
     said, summary = scenario(tmp_path, "maintenance")
     assert "podherd drain: zero downtime; node node-1 drained" in said

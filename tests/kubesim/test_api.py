@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -342,6 +343,17 @@ def test_watch_bookmarks_and_timeout(kubesim_factory: Callable[..., SimHandle]) 
     bookmarks = [e for e in lines if e["type"] == "BOOKMARK"]
     assert len(bookmarks) >= 2  # one every 0.2 s over a 3 s watch that then ends by itself
     assert all(int(b["object"]["metadata"]["resourceVersion"]) >= int(rv) for b in bookmarks)
+
+
+def test_a_watch_without_a_timeout_ends_after_the_minimum_request_timeout(
+    kubesim_factory: Callable[..., SimHandle],
+) -> None:
+    """As kube-apiserver does with --min-request-timeout: between once and twice it, at random."""
+    kube = client_for(kubesim_factory(min_request_timeout=0.5))
+    started = time.monotonic()
+    response = kube.core.list_namespaced_config_map("default", watch=True, _preload_content=False)
+    response.read()
+    assert response.status == 200 and 0.5 <= time.monotonic() - started < 5
 
 
 def test_410_gone_after_compaction(kube: Kube) -> None:

@@ -77,3 +77,19 @@ def test_kubectl_prints_services_and_deployments_as_the_api_server_does(kube: Ku
     for line in deployments[1:]:
         ready, desired = line.split()[2].split("/")
         assert int(ready) <= int(desired)
+
+
+def test_a_strategic_merge_patch_merges_the_lists_the_type_merges_and_replaces_the_rest(kube: Kube) -> None:
+    """By the schema's patch strategy and merge key: a Service's ports merge by `port` (the official
+    client's e2e test adds one this way), a node's taints and a pod's tolerations are replaced whole."""
+    ports = [{"name": "web", "port": 80, "protocol": "TCP", "targetPort": 80}]
+    service = {"metadata": {"name": "two-ports"}, "spec": {"ports": ports, "selector": {"app": "x"}}}
+    kube.core.create_namespaced_service("default", service)
+    added = [{"name": "new", "port": 8080, "protocol": "TCP", "targetPort": 8080}]
+    patched = kube.core.patch_namespaced_service("two-ports", "default", {"spec": {"ports": added}})
+    assert [(p.name, p.port) for p in patched.spec.ports] == [("web", 80), ("new", 8080)]
+    taint = {"key": "a", "effect": "NoSchedule"}
+    kube.core.create_node({"metadata": {"name": "tainted"}, "spec": {"taints": [taint]}})
+    other = {"key": "b", "effect": "NoSchedule"}
+    node = kube.core.patch_node("tainted", {"spec": {"taints": [other]}})
+    assert [t.key for t in node.spec.taints] == ["b"]
