@@ -62,42 +62,63 @@ def watch_until(
     idle: bool = False,
     **kwargs: Any,
 ) -> State:
-    """Follow `list_fn`'s watch (initial state as ADDED events, then changes) until `predicate(state)` holds.
+    """List with `list_fn`, then follow its watch from the list's resourceVersion (as an informer does),
+    until `predicate(state)` holds: on the list itself, or after any change.
 
     `state` maps "namespace/name" to the latest object (the client's model, or a dict for custom objects).
     Raises TimeoutError with a summary of the last state when `timeout` passes first. With `idle`, `timeout`
     bounds the time without any change instead of the whole wait: a long run that keeps making progress is
-    never cut short, and one that stalls fails as soon as it has stalled for `timeout`.
+    never cut short, and one that stalls fails as soon as it has stalled for `timeout`. A list that is empty,
+    or that already holds, is answered at once: a watch would send no event for what is not there.
     """
-    state: State = {}
+    state, version = _listed(list_fn, kwargs)
     deadline = time.monotonic() + timeout
-    while True:
+    while not _holds(predicate, state):
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             still = "without a change for" if idle else "within"
             raise TimeoutError(f"condition not met {still} {timeout}s; last state: {_summary(state)}")
         watch = kubernetes.watch.Watch()
-        for event in watch.stream(list_fn, timeout_seconds=max(1, int(remaining)), **kwargs):
-            obj = event["object"]
-            meta = obj["metadata"] if isinstance(obj, dict) else obj.metadata
-            namespace = meta.get("namespace") if isinstance(meta, dict) else meta.namespace
-            name = meta.get("name") if isinstance(meta, dict) else meta.name
-            key = f"{namespace or ''}/{name}"
-            if event["type"] == "DELETED":
-                if idle and key in state:
+        try:
+            for event in watch.stream(
+                list_fn, resource_version=version, timeout_seconds=max(1, int(remaining)), **kwargs
+            ):
+                version = watch.resource_version or version
+                if _apply(state, event) and idle:
                     deadline = time.monotonic() + timeout
-                state.pop(key, None)
-            elif event["type"] in ("ADDED", "MODIFIED"):
-                if idle and state.get(key) != obj:
-                    deadline = time.monotonic() + timeout
-                state[key] = obj
-            if _holds(predicate, state):
-                watch.stop()
-                return state
-            if time.monotonic() > deadline:
-                watch.stop()
-        if _holds(predicate, state):
-            return state
+                if _holds(predicate, state) or time.monotonic() > deadline:
+                    watch.stop()
+        except kubernetes.client.ApiException as exc:
+            if exc.status != 410:
+                raise
+            state, version = _listed(list_fn, kwargs)  # too old to resume: list again, as an informer does
+    return state
+
+
+def _listed(list_fn: Callable[..., Any], kwargs: dict[str, Any]) -> tuple[State, str]:
+    listing = list_fn(**kwargs)
+    items = listing["items"] if isinstance(listing, dict) else listing.items
+    meta = listing["metadata"] if isinstance(listing, dict) else listing.metadata
+    version = meta.get("resourceVersion") if isinstance(meta, dict) else meta.resource_version
+    return {_key(obj): obj for obj in items or []}, str(version)
+
+
+def _key(obj: Any) -> str:
+    meta = obj["metadata"] if isinstance(obj, dict) else obj.metadata
+    namespace = meta.get("namespace") if isinstance(meta, dict) else meta.namespace
+    name = meta.get("name") if isinstance(meta, dict) else meta.name
+    return f"{namespace or ''}/{name}"
+
+
+def _apply(state: State, event: dict[str, Any]) -> bool:
+    """Apply a watch event to `state`; whether it changed anything."""
+    key = _key(event["object"])
+    if event["type"] == "DELETED":
+        return state.pop(key, None) is not None
+    if event["type"] in ("ADDED", "MODIFIED") and state.get(key) != event["object"]:
+        state[key] = event["object"]
+        return True
+    return False
 
 
 def _summary(state: State) -> str:
