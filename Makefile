@@ -28,7 +28,7 @@ lint: $(STAMP)
 	$(PY) -m pylint -j 2 --disable=all --enable=duplicate-code --min-similarity-lines=6 --score=n services shared kubesim podherd
 
 typecheck: $(STAMP)
-	$(PY) -m mypy
+	$(PY) -m mypy --num-workers 2
 
 # The documentation, strictly: every page in the nav, every link and anchor resolving (mkdocs.yml).
 docs: $(STAMP)
