@@ -151,6 +151,30 @@ def test_deleting_a_job_deletes_its_pods_and_lets_them_go(cluster: Kube) -> None
     )
 
 
+def test_a_suspended_job_removes_its_pods_without_counting_them_failed_and_resumes(cluster: Kube) -> None:
+    batch = batch_api(cluster)
+    made = batch.create_namespaced_job("default", job_body("paused", parallelism=2, completions=2))
+    selector = f"{UID_LABEL}={made.metadata.uid}"
+    watch_until(
+        cluster.core.list_namespaced_pod, lambda s: len(s) == 2, namespace="default", label_selector=selector
+    )
+    batch.patch_namespaced_job("paused", "default", {"spec": {"suspend": True}})
+    watch_until(
+        cluster.core.list_namespaced_pod, lambda s: not s, namespace="default", label_selector=selector
+    )
+    suspended = job_state(
+        cluster, "paused", lambda j: any(c.type == "Suspended" for c in j.status.conditions or [])
+    )
+    assert not suspended.status.failed and not suspended.status.active and suspended.status.start_time is None
+    batch.patch_namespaced_job("paused", "default", {"spec": {"suspend": False}})
+    watch_until(
+        cluster.core.list_namespaced_pod, lambda s: len(s) == 2, namespace="default", label_selector=selector
+    )
+    resumed = job_state(cluster, "paused", lambda j: j.status.active == 2)
+    conditions = {c.type: (c.status, c.reason) for c in resumed.status.conditions}
+    assert conditions == {"Suspended": ("False", "JobResumed")} and not resumed.status.failed
+
+
 def test_jobs_and_cronjobs_refused_as_the_api_server_words_it(cluster: Kube) -> None:
     batch = batch_api(cluster)
     refused = refusal(
