@@ -37,7 +37,6 @@ class Jobs(Controller[tuple[str, str]]):
         self.job_uids: dict[str, tuple[str, str]] = {}  # the Jobs that exist, by uid
         self.orphaned: set[str] = set()  # uids of Jobs gone whose pods may still carry the finalizer
         self.counted: set[str] = set()  # uids of the pods counted, until they are gone
-        self.removed: set[str] = set()  # uids of the pods it deleted itself (suspended, ended): not failures
         self.timed: set[tuple[str, str]] = set()  # jobs waiting for a backoff, deadline or ttl
         self.failed_at: dict[str, list[float]] = defaultdict(list)  # job uid -> when its pods failed
 
@@ -58,7 +57,6 @@ class Jobs(Controller[tuple[str, str]]):
         if event.type == "DELETED":
             self.pods_of[owner["uid"]].discard(key)
             self.counted.discard(meta["uid"])
-            self.removed.discard(meta["uid"])
         else:
             self.pods_of[owner["uid"]].add(key)
         if owner["uid"] not in self.job_uids:
@@ -123,20 +121,25 @@ class Jobs(Controller[tuple[str, str]]):
         counted = []
         replace_failed_only = job["spec"].get("podReplacementPolicy") == "Failed"
         for pod in pods:
-            uid = pod["metadata"]["uid"]
-            if TRACKING not in (pod["metadata"].get("finalizers") or []) or uid in self.counted:
+            if (
+                TRACKING not in (pod["metadata"].get("finalizers") or [])
+                or pod["metadata"]["uid"] in self.counted
+            ):
                 continue
-            outcome = _outcome(pod, removed=uid in self.removed, replace_failed_only=replace_failed_only)
-            if outcome is None:
-                continue
-            if outcome == "succeeded" and (index := _index(pod)) is not None:
-                done = _parse_ranges(status.get("completedIndexes")) | {index}
-                status["completedIndexes"] = _ranges(done)
-            if outcome != "let go":
-                status[outcome] = status.get(outcome, 0) + 1
-            if outcome == "failed":
+            phase = (pod.get("status") or {}).get("phase")
+            deleted = pod["metadata"].get("deletionTimestamp") is not None
+            if phase == "Succeeded":
+                status["succeeded"] = status.get("succeeded", 0) + 1
+                if (index := _index(pod)) is not None:
+                    status["completedIndexes"] = _ranges(
+                        _parse_ranges(status.get("completedIndexes")) | {index}
+                    )
+            elif phase == "Failed" or (deleted and not replace_failed_only):
+                status["failed"] = status.get("failed", 0) + 1
                 self.failed_at[job["metadata"]["uid"]].append(time.time())
-            self.counted.add(uid)
+            else:
+                continue
+            self.counted.add(pod["metadata"]["uid"])
             counted.append(pod)
         return counted
 
@@ -182,7 +185,6 @@ class Jobs(Controller[tuple[str, str]]):
 
     def _delete(self, pods: list[Obj]) -> None:
         for pod in pods:
-            self.removed.add(pod["metadata"]["uid"])
             try:
                 self.store.verbs.delete(self.pods, pod["metadata"]["namespace"], pod["metadata"]["name"])
             except ApiError as exc:
@@ -223,21 +225,6 @@ class Jobs(Controller[tuple[str, str]]):
             )
         else:
             self.timed.add(_key(job))
-
-
-def _outcome(pod: Obj, *, removed: bool, replace_failed_only: bool) -> str | None:
-    """How an ended pod counts: "succeeded", "failed", "let go" (the Job deleted it itself: suspended or
-    ended), or None while it has not ended. A pod deleted before it succeeded has failed, unless the Job
-    replaces only pods whose phase is Failed."""
-    phase = (pod.get("status") or {}).get("phase")
-    deleted = pod["metadata"].get("deletionTimestamp") is not None
-    if phase == "Succeeded":
-        return "succeeded"
-    if removed:
-        return "let go" if deleted or phase == "Failed" else None
-    if phase == "Failed" or (deleted and not replace_failed_only):
-        return "failed"
-    return None
 
 
 def _key(job: Obj) -> tuple[str, str]:

