@@ -10,7 +10,7 @@ from typing import Any
 
 from kubesim import builtin_defaults, cron
 from kubesim.errors import FieldError, invalid_fields
-from kubesim.records import Obj
+from kubesim.records import Obj, controller_ref
 
 GROUP = "batch"
 CONTROLLER_UID, JOB_NAME = "batch.kubernetes.io/controller-uid", "batch.kubernetes.io/job-name"
@@ -116,11 +116,7 @@ def _schedule_errors(spec: Obj) -> list[FieldError]:
 
 def owner_job(pod: Obj) -> Any:
     """The Job controlling `pod` (its ownerReference), or None."""
-    return next(
-        (
-            r
-            for r in pod["metadata"].get("ownerReferences") or []
-            if r.get("controller") and r.get("kind") == "Job" and r.get("apiVersion") == "batch/v1"
-        ),
-        None,
+    ref = controller_ref(pod["metadata"])
+    return (
+        ref if ref is not None and (ref.get("apiVersion"), ref.get("kind")) == ("batch/v1", "Job") else None
     )

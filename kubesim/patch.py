@@ -9,27 +9,6 @@ from typing import Any
 from kubesim.builtin_openapi import PATCH_MERGE_KEY, PATCH_STRATEGY
 from kubesim.errors import ApiError, bad_request
 
-# Strategic merge keys for the lists the built-in types merge rather than replace.
-MERGE_KEYS: dict[str, str] = {
-    "containers": "name",
-    "initContainers": "name",
-    "ephemeralContainers": "name",
-    "env": "name",
-    "volumes": "name",
-    "volumeMounts": "mountPath",
-    "ports": "containerPort",
-    "conditions": "type",
-    "ownerReferences": "uid",
-    "imagePullSecrets": "name",
-    "hostAliases": "ip",
-    "topologySpreadConstraints": "topologyKey",
-    "containerStatuses": "name",
-    "initContainerStatuses": "name",
-    "taints": "key",
-}
-# Lists of scalars merged as sets.
-SET_LISTS = frozenset({"finalizers"})
-
 
 def merge_patch(target: Any, patch: Any) -> Any:
     if not isinstance(patch, dict):
@@ -43,9 +22,10 @@ def merge_patch(target: Any, patch: Any) -> Any:
     return result
 
 
-def strategic_merge_patch(target: Any, patch: Any, schema: Schema | None = None) -> Any:
+def strategic_merge_patch(target: Any, patch: Any, schema: Schema | None) -> Any:
     """`schema`: the type's OpenAPI schema ($refs resolved), whose `x-kubernetes-patch-strategy` and
-    `-merge-key` say which lists merge and by what; without one, the common built-in lists merge by name."""
+    `-merge-key` say which lists merge and by what; every other list (and every list below a field the
+    schema does not describe) is replaced."""
     if not isinstance(patch, dict):
         return copy.deepcopy(patch)
     if patch.get("$patch") == "replace":
@@ -62,7 +42,7 @@ def strategic_merge_patch(target: Any, patch: Any, schema: Schema | None = None)
                 result[field] = [v for v in result.get(field) or [] if v not in value]
             continue
         field = _field(schema, key)
-        strategy, merge_key = _list_rule(field, key, schema is not None)
+        strategy, merge_key = _list_rule(field)
         if value is None:
             result.pop(key, None)
         elif isinstance(value, list) and merge_key and isinstance(result.get(key), list):
@@ -86,10 +66,8 @@ def _field(schema: Schema | None, key: str) -> Schema | None:
     return found if isinstance(found, dict) else {}
 
 
-def _list_rule(field: Schema | None, key: str, typed: bool) -> tuple[bool, str | None]:
+def _list_rule(field: Schema | None) -> tuple[bool, str | None]:
     """Whether a list merges (rather than replaces), and its merge key (None: merged as a set)."""
-    if not typed:
-        return key in SET_LISTS or key in MERGE_KEYS, MERGE_KEYS.get(key)
     strategy = "merge" in str((field or {}).get(PATCH_STRATEGY) or "").split(",")
     return strategy, (field or {}).get(PATCH_MERGE_KEY) if strategy else None
 

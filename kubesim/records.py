@@ -112,3 +112,8 @@ def translate(watch: Watch, event: Event) -> str | None:
 
 def encode_event(event_type: str, raw: bytes) -> bytes:
     return b'{"type":"' + event_type.encode() + b'","object":' + raw + b"}\n"
+
+
+def controller_ref(meta: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The owner reference marked `controller` among an object's (its metadata's), or None."""
+    return next((r for r in meta.get("ownerReferences") or [] if r.get("controller")), None)

@@ -15,7 +15,7 @@ from kubesim.controllers.base import Controller
 from kubesim.controllers.owned import owner_ref
 from kubesim.errors import ApiError
 from kubesim.options import SimOptions
-from kubesim.records import Event, Obj, parse_iso
+from kubesim.records import Event, Obj, controller_ref, parse_iso
 from kubesim.store import Store
 
 SCHEDULED = "batch.kubernetes.io/cronjob-scheduled-timestamp"
@@ -37,7 +37,7 @@ class CronJobs(Controller[tuple[str, str]]):
         if event.rt is self.cronjobs:
             self.dirty.add((namespace, meta["name"]))
             return True
-        owner = next((r for r in meta.get("ownerReferences") or [] if r.get("controller")), None)
+        owner = controller_ref(meta)
         if event.rt is not self.jobs or owner is None or owner.get("kind") != "CronJob":
             return False
         if event.type == "DELETED":

@@ -15,7 +15,7 @@ from collections import defaultdict
 from kubesim.controllers.base import Controller
 from kubesim.controllers.owned import is_active, is_ready, owner_ref, template_hash
 from kubesim.options import SimOptions
-from kubesim.records import Event, Obj
+from kubesim.records import Event, Obj, controller_ref
 from kubesim.store import Store
 from shared import node_fit
 
@@ -110,7 +110,7 @@ class DaemonSets(Controller[tuple[str, str]]):
             self.dirty.update(self.by_uid.values())
             return bool(self.by_uid)
         if event.rt is self.pods:
-            owner = next((r for r in meta.get("ownerReferences") or [] if r.get("controller")), None)
+            owner = controller_ref(meta)
             if owner is None or owner.get("kind") != "DaemonSet":
                 return False
             pod_key = (meta.get("namespace", ""), meta["name"])

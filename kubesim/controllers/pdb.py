@@ -16,7 +16,7 @@ from kubesim.controllers.base import Controller
 from kubesim.controllers.owned import is_ready
 from kubesim.controllers.workloads import selects
 from kubesim.options import SimOptions
-from kubesim.records import Event, Obj, now_iso, parse_iso
+from kubesim.records import Event, Obj, controller_ref, now_iso, parse_iso
 from kubesim.store import Store
 from shared.intstr import scaled_value
 
@@ -120,7 +120,7 @@ class PdbController(Controller[tuple[str, str]]):
         controllers: dict[str, int] = {}
         bare = 0
         for pod in pods:
-            ref = next((r for r in pod["metadata"].get("ownerReferences") or [] if r.get("controller")), None)
+            ref = controller_ref(pod["metadata"])
             if ref is None:
                 bare += 1
                 continue

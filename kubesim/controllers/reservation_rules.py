@@ -10,7 +10,7 @@ import copy
 import functools
 import time
 
-from kubesim.records import Obj, now_iso, parse_iso
+from kubesim.records import Obj, controller_ref, now_iso, parse_iso
 from kubesim.selectors import match_label_selector
 from shared.durations import parse_duration
 from shared.node_fit import Usage, add_usage
@@ -38,7 +38,7 @@ def held(reservation: Obj) -> Usage:
 
 def owners_match(owners: list[Obj], pod: Obj) -> bool:
     meta = pod["metadata"]
-    controller = next((r for r in meta.get("ownerReferences") or [] if r.get("controller")), None)
+    controller = controller_ref(meta)
     return any(owner and _owner_matches(owner, meta, controller) for owner in owners)
 
 

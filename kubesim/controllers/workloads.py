@@ -18,7 +18,7 @@ from kubesim.controllers.deployments import reconcile_deployment
 from kubesim.controllers.owned import is_active, is_ready, owner_ref
 from kubesim.controllers.statefulsets import reconcile_statefulset
 from kubesim.options import SimOptions
-from kubesim.records import Event, Obj
+from kubesim.records import Event, Obj, controller_ref
 from kubesim.selectors import match_label_selector
 from kubesim.store import Store
 
@@ -50,7 +50,7 @@ class Workloads(Controller[tuple[str, str, str]]):
                 self._by_uid.pop(meta["uid"], None)
             else:
                 self._by_uid[meta["uid"]] = key
-        controller = next((r for r in meta.get("ownerReferences") or [] if r.get("controller")), None)
+        controller = controller_ref(meta)
         old_owner = self._owner_of.pop(key, None)
         if old_owner:
             self.owned[old_owner].discard(key[1:])
@@ -153,7 +153,7 @@ class Workloads(Controller[tuple[str, str, str]]):
 
 def _related_pods(w: Workloads, rs: Obj) -> list[Obj]:
     """The pods of every ReplicaSet with the same controller as `rs` (its Deployment's), `rs`'s too."""
-    owner = next((r for r in rs["metadata"].get("ownerReferences") or [] if r.get("controller")), None)
+    owner = controller_ref(rs["metadata"])
     if owner is None:
         return w._children(rs, w.pods)
     siblings = [w.store.find(w.replicasets, ns, name) for ns, name in w.owned.get(owner["uid"], ())]

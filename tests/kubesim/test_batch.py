@@ -43,17 +43,22 @@ def batch_api(kube: Kube) -> Any:
     return kubernetes.client.BatchV1Api(kube.api)
 
 
-def job_pods(kube: Kube, job: Any) -> dict[str, Any]:
+def job_pods(kube: Kube, job: Any, predicate: Callable[[dict[str, Any]], object] = bool) -> dict[str, Any]:
+    """The Job's pods (by the selector the API server generated), once `predicate` holds of them."""
     selector = f"{UID_LABEL}={job.metadata.uid}"
-    return watch_until(
-        kube.core.list_namespaced_pod, lambda s: s, namespace="default", label_selector=selector
-    )
+    return watch_until(kube.core.list_namespaced_pod, predicate, namespace="default", label_selector=selector)
 
 
 def job_state(kube: Kube, name: str, predicate: Callable[[Any], object]) -> Any:
     return watch_until(
         batch_api(kube).list_namespaced_job, lambda s: predicate(s[f"default/{name}"]), namespace="default"
     )[f"default/{name}"]
+
+
+def conditions_once(kube: Kube, name: str, kind: str) -> dict[str, tuple[str, str]]:
+    """The Job's conditions (type: status, reason) once it has one of type `kind`."""
+    job = job_state(kube, name, lambda j: any(c.type == kind for c in j.status.conditions or []))
+    return {c.type: (c.status, c.reason) for c in job.status.conditions}
 
 
 def failed_at_least(count: int) -> Callable[[Any], bool]:
@@ -113,63 +118,35 @@ def test_an_evicted_job_pod_counts_as_failed_and_is_replaced_until_the_backoff_l
         job = job_state(cluster, "retry", failed_at_least(failures))
         assert job.status.failed == failures
         if failures == 1:  # a replacement after the backoff
-            watch_until(
-                cluster.core.list_namespaced_pod,
-                lambda s: any(p.metadata.deletion_timestamp is None for p in s.values()),
-                namespace="default",
-                label_selector=f"{UID_LABEL}={made.metadata.uid}",
-            )
-    failed = job_state(cluster, "retry", lambda j: any(c.type == "Failed" for c in j.status.conditions or []))
-    conditions = {c.type: (c.status, c.reason) for c in failed.status.conditions}
+            job_pods(cluster, made, lambda s: any(p.metadata.deletion_timestamp is None for p in s.values()))
+    conditions = conditions_once(cluster, "retry", "Failed")
     assert conditions == {
         "FailureTarget": ("True", "BackoffLimitExceeded"),
         "Failed": ("True", "BackoffLimitExceeded"),
     }
     # No pod is left running, and none is held by the Job's finalizer.
-    watch_until(
-        cluster.core.list_namespaced_pod,
-        lambda s: not s,
-        namespace="default",
-        label_selector=f"{UID_LABEL}={made.metadata.uid}",
-    )
+    job_pods(cluster, made, lambda s: not s)
 
 
 def test_deleting_a_job_deletes_its_pods_and_lets_them_go(cluster: Kube) -> None:
     made = batch_api(cluster).create_namespaced_job("default", job_body("gone", parallelism=2, completions=4))
-    watch_until(
-        cluster.core.list_namespaced_pod,
-        lambda s: len(s) == 2,
-        namespace="default",
-        label_selector=f"{UID_LABEL}={made.metadata.uid}",
-    )
+    job_pods(cluster, made, lambda s: len(s) == 2)
     batch_api(cluster).delete_namespaced_job("gone", "default", propagation_policy="Background")
-    watch_until(
-        cluster.core.list_namespaced_pod,
-        lambda s: not s,
-        namespace="default",
-        label_selector=f"{UID_LABEL}={made.metadata.uid}",
-    )
+    job_pods(cluster, made, lambda s: not s)
 
 
 def test_a_suspended_job_removes_its_pods_and_makes_them_again_when_resumed(cluster: Kube) -> None:
     batch = batch_api(cluster)
     made = batch.create_namespaced_job("default", job_body("paused", parallelism=2, completions=2))
-    selector = f"{UID_LABEL}={made.metadata.uid}"
-    watch_until(
-        cluster.core.list_namespaced_pod, lambda s: len(s) == 2, namespace="default", label_selector=selector
-    )
+    job_pods(cluster, made, lambda s: len(s) == 2)
     batch.patch_namespaced_job("paused", "default", {"spec": {"suspend": True}})
-    watch_until(
-        cluster.core.list_namespaced_pod, lambda s: not s, namespace="default", label_selector=selector
-    )
+    job_pods(cluster, made, lambda s: not s)
     suspended = job_state(
         cluster, "paused", lambda j: any(c.type == "Suspended" for c in j.status.conditions or [])
     )
     assert not suspended.status.active and suspended.status.start_time is None
     batch.patch_namespaced_job("paused", "default", {"spec": {"suspend": False}})
-    watch_until(
-        cluster.core.list_namespaced_pod, lambda s: len(s) == 2, namespace="default", label_selector=selector
-    )
+    job_pods(cluster, made, lambda s: len(s) == 2)
     resumed = job_state(cluster, "paused", lambda j: j.status.active == 2)
     conditions = {c.type: (c.status, c.reason) for c in resumed.status.conditions}
     assert conditions == {"Suspended": ("False", "JobResumed")}
@@ -240,18 +217,8 @@ def test_an_indexed_job_gives_each_pod_its_index_and_records_the_completed_ones(
         "indexed", completions=2, parallelism=2, completionMode="Indexed", ttlSecondsAfterFinished=0
     )
     made = batch.create_namespaced_job("default", body)
-    watch_until(
-        cluster.core.list_namespaced_pod,
-        lambda s: len(s) == 2,
-        namespace="default",
-        label_selector=f"{UID_LABEL}={made.metadata.uid}",
-    )
-    pods = {
-        p.metadata.annotations["batch.kubernetes.io/job-completion-index"]: p
-        for p in cluster.core.list_namespaced_pod(
-            "default", label_selector=f"{UID_LABEL}={made.metadata.uid}"
-        ).items
-    }
+    made_pods = job_pods(cluster, made, lambda s: len(s) == 2)
+    pods = {p.metadata.annotations["batch.kubernetes.io/job-completion-index"]: p for p in made_pods.values()}
     assert sorted(pods) == ["0", "1"]
     assert pods["1"].spec.hostname == "indexed-1" and pods["1"].metadata.generate_name == "indexed-1-"
     env = pods["1"].spec.containers[0].env[0]
@@ -269,15 +236,9 @@ def test_an_indexed_job_gives_each_pod_its_index_and_records_the_completed_ones(
 
 def test_a_job_past_its_active_deadline_fails_and_removes_its_pods(cluster: Kube) -> None:
     made = batch_api(cluster).create_namespaced_job("default", job_body("late", activeDeadlineSeconds=1))
-    failed = job_state(cluster, "late", lambda j: any(c.type == "Failed" for c in j.status.conditions or []))
-    conditions = {c.type: (c.status, c.reason) for c in failed.status.conditions}
+    conditions = conditions_once(cluster, "late", "Failed")
     assert conditions == {
         "FailureTarget": ("True", "DeadlineExceeded"),
         "Failed": ("True", "DeadlineExceeded"),
     }
-    watch_until(
-        cluster.core.list_namespaced_pod,
-        lambda s: not s,
-        namespace="default",
-        label_selector=f"{UID_LABEL}={made.metadata.uid}",
-    )
+    job_pods(cluster, made, lambda s: not s)

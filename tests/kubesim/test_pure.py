@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from kubesim import builtin_openapi
 from kubesim.controllers.node_search import feasible_nodes_to_find
 from kubesim.errors import ApiError
 from kubesim.patch import json_patch, merge_patch, strategic_merge_patch
@@ -107,6 +108,7 @@ def test_merge_patch() -> None:
 
 
 def test_strategic_merge_patch() -> None:
+    pod = builtin_openapi.schema_of("", "v1", "Pod")
     target: dict[str, Any] = {
         "spec": {"containers": [{"name": "a", "image": "1"}, {"name": "b", "image": "1"}]},
         "metadata": {"finalizers": ["x"], "labels": {"k": "v"}},
@@ -117,6 +119,7 @@ def test_strategic_merge_patch() -> None:
             "spec": {"containers": [{"name": "b", "image": "2"}, {"name": "c", "image": "1"}]},
             "metadata": {"finalizers": ["y"], "labels": {"k": None}},
         },
+        pod,
     )
     assert [(c["name"], c["image"]) for c in patched["spec"]["containers"]] == [
         ("a", "1"),
@@ -124,9 +127,11 @@ def test_strategic_merge_patch() -> None:
         ("c", "1"),
     ]
     assert patched["metadata"] == {"finalizers": ["x", "y"], "labels": {}}
-    deleted = strategic_merge_patch(target, {"spec": {"containers": [{"name": "a", "$patch": "delete"}]}})
+    deleted = strategic_merge_patch(
+        target, {"spec": {"containers": [{"name": "a", "$patch": "delete"}]}}, pod
+    )
     assert [c["name"] for c in deleted["spec"]["containers"]] == ["b"]
-    replaced = strategic_merge_patch(target, {"spec": {"$patch": "replace", "containers": []}})
+    replaced = strategic_merge_patch(target, {"spec": {"$patch": "replace", "containers": []}}, pod)
     assert replaced["spec"] == {"containers": []}
 
 
