@@ -8,7 +8,7 @@ import difflib
 import json
 import secrets
 
-from kubesim import batch, builtin_defaults, service_defaults, webhook_configs
+from kubesim import batch, builtin_defaults, service_defaults, storage, webhook_configs
 from kubesim.errors import FieldError, invalid, invalid_fields
 from kubesim.records import Obj
 from kubesim.resources import ResourceType
@@ -117,6 +117,10 @@ class Admission:
             if rt.plural == "statefulsets":
                 spec.setdefault("podManagementPolicy", "OrderedReady")
                 spec.setdefault("updateStrategy", {"type": "RollingUpdate"})
+        elif rt.plural in ("persistentvolumeclaims", "persistentvolumes", "storageclasses"):
+            classes = self.store.registry.get(storage.STORAGE_GROUP, "v1", "storageclasses")
+            found = self.store.objects(classes) if classes is not None else []
+            storage.admitted(rt.plural, obj, old=old, subresource=subresource, classes=found)
         elif rt.group == batch.GROUP:
             batch.admitted(operation, rt.kind, obj, old=old, subresource=subresource)
         elif rt.group == "admissionregistration.k8s.io" and subresource is None:

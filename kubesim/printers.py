@@ -1,5 +1,6 @@
-"""The API server's printers (pkg/printers/internalversion) for Services, Deployments, StatefulSets and
-Jobs: the columns `kubectl get` shows, and with `-o wide` the ones of priority 1."""
+"""The API server's printers (pkg/printers/internalversion) for Services, Deployments, StatefulSets,
+Jobs and storage (kubesim.storage_printers): the columns `kubectl get` shows, and with `-o wide` the ones
+of priority 1."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from kubesim import storage_printers
 from kubesim.records import Obj, parse_iso
 from kubesim.resources import Column
 
@@ -191,4 +193,7 @@ PRINTERS: dict[tuple[str, str], tuple[list[Column], Cells]] = {
     ("", "services"): (SERVICE_COLUMNS, service_cells),
     ("apps", "deployments"): (DEPLOYMENT_COLUMNS, deployment_cells),
     ("apps", "statefulsets"): (STATEFULSET_COLUMNS, statefulset_cells),
+    ("", "persistentvolumeclaims"): (storage_printers.CLAIM_COLUMNS, storage_printers.claim_cells),
+    ("", "persistentvolumes"): (storage_printers.VOLUME_COLUMNS, storage_printers.volume_cells),
+    ("storage.k8s.io", "storageclasses"): (storage_printers.CLASS_COLUMNS, storage_printers.class_cells),
 }

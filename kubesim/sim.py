@@ -43,6 +43,7 @@ from kubesim.controllers.namespaces import NamespaceController
 from kubesim.controllers.pdb import PdbController
 from kubesim.controllers.recorder import record_event
 from kubesim.controllers.scheduler import Scheduler
+from kubesim.controllers.volumes import Volumes
 from kubesim.controllers.workloads import Workloads
 from kubesim.errors import ApiError
 from kubesim.interceptor import Interceptor
@@ -86,6 +87,7 @@ class Simulator:
             self.controllers.append(DaemonSets(self.store, opts))
             self.controllers.append(Jobs(self.store, opts))
             self.controllers.append(CronJobs(self.store, opts))
+            self.controllers.append(Volumes(self.store, opts))
         if opts.kubelet:
             if opts.images:
                 self.runtime = ProcessRuntime(self.store, opts, self._pod_token, event=self._kubelet_event)

@@ -66,7 +66,7 @@ def reject(spec: Obj, node: Obj) -> str | None:
         return AFFINITY_MISMATCH
     affinity = (spec.get("affinity") or {}).get("nodeAffinity") or {}
     required = (affinity.get("requiredDuringSchedulingIgnoredDuringExecution") or {}).get("nodeSelectorTerms")
-    if required and not any(_term_matches(term, node) for term in required):
+    if required and not matches_terms(required, node):
         return AFFINITY_MISMATCH
     tolerations = spec.get("tolerations") or []
     for taint in node_taints(node):
@@ -139,6 +139,12 @@ def node_ready(node: Obj) -> bool:
 def unavailable_message(reasons: Mapping[str, int], total: int) -> str:
     parts = ", ".join(f"{count} {reason}" for reason, count in sorted(reasons.items()))
     return f"0/{total} nodes are available: {parts}." if parts else f"0/{total} nodes are available."
+
+
+def matches_terms(terms: Iterable[Obj], node: Obj) -> bool:
+    """Whether the node matches any of these node selector terms (terms are OR-ed, a term's expressions
+    AND-ed; an empty term matches nothing)."""
+    return any(_term_matches(term, node) for term in terms)
 
 
 def _term_matches(term: Obj, node: Obj) -> bool:

@@ -164,12 +164,13 @@ def set_condition(status: Obj, condition: Obj) -> None:
 
 def reserved_pod(reservation: Obj, spec: Obj) -> Obj:
     """The pod a Reservation holds room for, as its template has it (`spec` its template's spec): what
-    inter-pod terms are checked against when the Reservation is placed."""
+    inter-pod terms and its claims are checked against when the Reservation is placed. Its namespace is
+    the template's, `default` if the template names none (koord-scheduler's reserve pod)."""
     meta = (((reservation.get("spec") or {}).get("template") or {}).get("metadata")) or {}
     labels = meta.get("labels") or {}
     identity = {
         "name": reservation["metadata"]["name"],
-        "namespace": meta.get("namespace", ""),
+        "namespace": meta.get("namespace") or "default",
         "labels": labels,
     }
     return {"metadata": identity, "spec": spec}

@@ -17,7 +17,7 @@ from __future__ import annotations
 import copy
 import json
 from collections import defaultdict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 from kubesim.controllers import pod_topology
@@ -26,6 +26,8 @@ from kubesim.controllers.base import Controller
 from kubesim.controllers.node_search import feasible_nodes_to_find, search
 from kubesim.controllers.recorder import record_event
 from kubesim.controllers.scheduler_cache import NodeUsage, SchedulerCache
+from kubesim.controllers.volume_rules import Claim, node_conflict
+from kubesim.controllers.volumes import VolumeBinder
 from kubesim.options import SimOptions
 from kubesim.records import Event, Obj, now_iso
 from kubesim.store import Store
@@ -41,21 +43,52 @@ TERMINAL = frozenset({"Succeeded", "Failed"})
 
 
 def _fit(
-    usage: NodeUsage, spec: Obj, requests: Usage, *, policy: str, topology: Callable[[Obj], str | None] | None
+    usage: NodeUsage,
+    spec: Obj,
+    requests: Usage,
+    *,
+    policy: str,
+    filters: list[Callable[[Obj], str | None]],
 ) -> Callable[[Obj], tuple[str | None, float]]:
-    """Why a node cannot take the pod (None: it can), and its score for it. `topology`: the inter-pod
-    affinity and spread filters, when the pod's or the placed pods' terms ask for them."""
+    """Why a node cannot take the pod (None: it can), and its score for it. `filters`, in kube-scheduler's
+    order after the node's own and its room: the volume filters, when the pod has claims, and the
+    inter-pod affinity and spread filters, when the pod's or the placed pods' terms ask for them."""
 
     def fit(node: Obj) -> tuple[str | None, float]:
         used = usage.on(node["metadata"]["name"])
         rejected = node_fit.reject(spec, node) or node_fit.insufficient(node, used, requests)
-        if rejected is None and topology is not None:
-            rejected = topology(node)
+        for check in filters:
+            if rejected is not None:
+                break
+            rejected = check(node)
         if rejected is not None:
             return rejected, 0.0
         return None, node_fit.score(node, used, requests, policy=policy)
 
     return fit
+
+
+def _queue(
+    store: Store, cache: SchedulerCache, *, pods: Any, reservations_rt: Any
+) -> list[tuple[int, str, str, tuple[str, str, str]]]:
+    """The pods and Reservations waiting, each keyed by its priority (highest first) and age; those gone
+    leave the cache's pending sets."""
+    work: list[tuple[int, str, str, tuple[str, str, str]]] = []
+    for ns, name in list(cache.pending_pods):
+        pod = store.find(pods, ns, name)
+        if pod is None:
+            cache.pending_pods.discard((ns, name))
+            continue
+        prio = int((pod.get("spec") or {}).get("priority") or 0)
+        work.append((-prio, pod["metadata"].get("creationTimestamp", ""), f"{ns}/{name}", ("pod", ns, name)))
+    for name in list(cache.pending_reservations):
+        obj = store.find(reservations_rt, "", name) if reservations_rt else None
+        if obj is None:
+            cache.pending_reservations.discard(name)
+            continue
+        prio = int(reservations.template_spec(obj).get("priority") or 0)
+        work.append((-prio, obj["metadata"].get("creationTimestamp", ""), name, ("reservation", "", name)))
+    return work
 
 
 class Scheduler(Controller[tuple[str, str]]):
@@ -67,6 +100,7 @@ class Scheduler(Controller[tuple[str, str]]):
         self.nodes = self.rt("", "v1", "nodes")
         self.events_rt = self.rt("", "v1", "events")
         self.cache = SchedulerCache(options)
+        self.volumes = VolumeBinder(store)
         self._next_start = 0  # where the next search for feasible nodes starts (kube-scheduler's)
 
     @property
@@ -84,26 +118,7 @@ class Scheduler(Controller[tuple[str, str]]):
         if not self.cache.pending_pods and not self.cache.pending_reservations:
             return
         nodes = list(self.store.objects(self.nodes))
-        work: list[tuple[int, str, str, tuple[str, str, str]]] = []
-        for ns, name in list(self.cache.pending_pods):
-            pod = self.store.find(self.pods, ns, name)
-            if pod is None:
-                self.cache.pending_pods.discard((ns, name))
-                continue
-            prio = int((pod.get("spec") or {}).get("priority") or 0)
-            work.append(
-                (-prio, pod["metadata"].get("creationTimestamp", ""), f"{ns}/{name}", ("pod", ns, name))
-            )
-        rts = self.reservations
-        for name in list(self.cache.pending_reservations):
-            obj = self.store.find(rts, "", name) if rts else None
-            if obj is None:
-                self.cache.pending_reservations.discard(name)
-                continue
-            prio = int(reservations.template_spec(obj).get("priority") or 0)
-            work.append(
-                (-prio, obj["metadata"].get("creationTimestamp", ""), name, ("reservation", "", name))
-            )
+        work = _queue(self.store, self.cache, pods=self.pods, reservations_rt=self.reservations)
         work.sort(key=lambda item: (item[0], item[1], item[2]))
         for _, _, _, item in work:
             kind, ns, name = item
@@ -120,21 +135,25 @@ class Scheduler(Controller[tuple[str, str]]):
         if spec.get("schedulingGates"):
             return  # the SchedulingGates plugin: not queued until every gate is removed
         requests = pod_requests(spec)
-        if spec.get("schedulerName") in RESERVATION_AWARE:
+        claims = self.volumes.claims_of(pod)
+        if spec.get("schedulerName") in RESERVATION_AWARE and not isinstance(claims, str):
             for reservation in self._matching_reservations(pod):
                 node_name = reservation["status"]["nodeName"]
                 node = self.store.find(self.nodes, "", node_name)
                 if node is None or node_fit.reject(spec, node) is not None:
                     continue
+                if claims and node_conflict(claims, node, self.volumes.volumes) is not None:
+                    continue
                 bonus = reservations.held(reservation)
                 if node_fit.insufficient(node, self.cache.usage.on(node_name), requests, bonus=bonus) is None:
-                    self._bind(pod, node_name, reservation)
+                    self._bind(pod, node, reservation, claims=claims)
                     return
-        best, reasons = self._pick(spec, requests, nodes, pod=pod)
-        if best is None:
-            self._unschedulable_pod(pod, reasons, len(nodes))
+        best, why = self._pick(spec, requests, nodes, pod=pod, claims=claims)
+        node = self.store.find(self.nodes, "", best) if best is not None else None
+        if node is None or isinstance(claims, str):
+            self._unschedulable_pod(pod, why)
             return
-        self._bind(pod, best, None)
+        self._bind(pod, node, None, claims=claims)
 
     def _schedule_reservation(self, name: str, nodes: list[Obj]) -> None:
         rts = self.reservations
@@ -144,18 +163,25 @@ class Scheduler(Controller[tuple[str, str]]):
         spec = reservations.template_spec(reservation)
         requests = pod_requests(spec)
         requests.pop("pods", None)
-        best, reasons = self._pick(spec, requests, nodes, pod=reservations.reserved_pod(reservation, spec))
+        reserved = reservations.reserved_pod(reservation, spec)
+        claims = self.volumes.claims_of(reserved)
+        best, why = self._pick(spec, requests, nodes, pod=reserved, claims=claims)
         if best is None:
-            new = reservations.unschedulable(reservation, node_fit.unavailable_message(reasons, len(nodes)))
+            new = reservations.unschedulable(reservation, why)
         else:
             new = reservations.scheduled(reservation, best, requests)
         if new is not None:
             self.store.put(rts, new, "MODIFIED", old=reservation)
 
     def _pick(
-        self, spec: Obj, requests: Usage, nodes: list[Obj], *, pod: Obj
-    ) -> tuple[str | None, dict[str, int]]:
-        """The best node of the feasible ones a search finds (`node_search`), and why the others were not."""
+        self, spec: Obj, requests: Usage, nodes: list[Obj], *, pod: Obj, claims: list[Claim] | str
+    ) -> tuple[str | None, str]:
+        """The best node of the feasible ones a search finds (`node_search`); without one, why not, as
+        kube-scheduler words it (its PreFilter's one reason, or the count of each node's)."""
+        total = len(nodes)
+        if isinstance(claims, str):
+            return None, f"0/{total} nodes are available: {claims}."
+        filters = [lambda node: node_conflict(claims, node, self.volumes.volumes)] if claims else []
         topology = pod_topology.filter_for(
             pod,
             nodes,
@@ -172,11 +198,13 @@ class Scheduler(Controller[tuple[str, str]]):
             nodes = [node] if node is not None else []
         wanted = feasible_nodes_to_find(len(nodes), self.options.percentage_of_nodes_to_score)
         start = self._next_start % len(nodes) if nodes else 0
-        fit = _fit(self.cache.usage, spec, requests, policy=self.options.score, topology=topology)
+        if topology is not None:
+            filters.append(topology)
+        fit = _fit(self.cache.usage, spec, requests, policy=self.options.score, filters=filters)
         best, examined = search(nodes, fit, start=start, wanted=wanted, reasons=reasons)
         if not pinned and nodes:
             self._next_start = (start + examined) % len(nodes)
-        return best, reasons
+        return best, node_fit.unavailable_message(reasons, total)
 
     # ----------------------------------------------------------------------------------------------------
     # Reservations
@@ -193,7 +221,11 @@ class Scheduler(Controller[tuple[str, str]]):
                 found.append(reservation)
         return sorted(found, key=reservations.preference)
 
-    def _bind(self, pod: Obj, node: str, reservation: Obj | None) -> None:
+    def _bind(self, pod: Obj, node_obj: Obj, reservation: Obj | None, *, claims: list[Claim]) -> None:
+        """Bind the pod (its delayed claims first, on the node, as VolumeBinding's PreBind does)."""
+        node = node_obj["metadata"]["name"]
+        if any(c.delayed for c in claims):
+            self.volumes.bind_on(claims, node_obj)
         new = copy.deepcopy(pod)
         new["spec"]["nodeName"] = node
         status = new.setdefault("status", {})
@@ -228,8 +260,7 @@ class Scheduler(Controller[tuple[str, str]]):
     # ----------------------------------------------------------------------------------------------------
     # Reporting
 
-    def _unschedulable_pod(self, pod: Obj, reasons: Mapping[str, int], total: int) -> None:
-        message = node_fit.unavailable_message(reasons, total)
+    def _unschedulable_pod(self, pod: Obj, message: str) -> None:
         condition = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message}
         current = reservations.condition_of(pod.get("status") or {}, "PodScheduled")
         if current and {k: current.get(k) for k in condition} == condition:

@@ -14,6 +14,7 @@ from shared.node_fit import Usage, add_usage
 from shared.quantity import pod_requests
 
 TERMINAL = frozenset({"Succeeded", "Failed"})
+VOLUME_KINDS = frozenset({"persistentvolumeclaims", "persistentvolumes", "storageclasses"})
 
 
 class NodeUsage:
@@ -51,6 +52,8 @@ class SchedulerCache:
             return self._pod_event(event)
         if rt.group == "scheduling.koordinator.sh" and rt.plural == "reservations":
             return self._reservation_event(event)
+        if rt.plural in VOLUME_KINDS:  # a claim bound, a volume or class made: a pending pod may fit now
+            return bool(self.pending_pods or self.pending_reservations)
         return rt.group == "" and rt.plural == "nodes"
 
     def _pod_event(self, event: Event) -> bool:

@@ -4,7 +4,10 @@ replaces the highest stale pod once all are Ready, and the status counts."""
 
 from __future__ import annotations
 
+import copy
+
 from kubesim.controllers.owned import Workloads, desired, is_active, is_ready, template_hash
+from kubesim.records import Obj
 
 
 def reconcile_statefulset(w: Workloads, namespace: str, name: str) -> None:
@@ -23,7 +26,7 @@ def reconcile_statefulset(w: Workloads, namespace: str, name: str) -> None:
                 continue  # a pod of that name not owned by us: leave it alone
             w._create_pod(
                 sts,
-                template,
+                _with_claims(w, sts, template, ordinal=ordinal),
                 name=pod_name,
                 extra_labels={
                     "statefulset.kubernetes.io/pod-name": pod_name,
@@ -70,6 +73,35 @@ def reconcile_statefulset(w: Workloads, namespace: str, name: str) -> None:
             "observedGeneration": sts["metadata"].get("generation", 1),
         },
     )
+
+
+def _with_claims(w: Workloads, sts: Obj, template: Obj, *, ordinal: int) -> Obj:
+    """The pod template with a volume per `volumeClaimTemplates` entry, its claim
+    `<template>-<set>-<ordinal>` made first if it is not there yet (and kept when the pod goes)."""
+    claim_templates = sts["spec"].get("volumeClaimTemplates") or []
+    if not claim_templates:
+        return template
+    meta = sts["metadata"]
+    selected = (sts["spec"].get("selector") or {}).get("matchLabels") or {}
+    claims_rt = w.store.registry.core("persistentvolumeclaims")
+    template = copy.deepcopy(template)
+    spec = template.setdefault("spec", {})
+    for claim_template in claim_templates:
+        volume = claim_template["metadata"]["name"]
+        claim_name = f"{volume}-{meta['name']}-{ordinal}"
+        if w.store.find(claims_rt, meta["namespace"], claim_name) is None:
+            claim = copy.deepcopy(claim_template)
+            claim["metadata"] = {
+                **claim["metadata"],
+                "name": claim_name,
+                "namespace": meta["namespace"],
+                "labels": {**(claim["metadata"].get("labels") or {}), **selected},
+            }
+            claim.pop("status", None)
+            w.store.verbs.create(claims_rt, meta["namespace"], claim, decoded=True)
+        kept = [v for v in spec.get("volumes") or [] if v.get("name") != volume]
+        spec["volumes"] = [*kept, {"name": volume, "persistentVolumeClaim": {"claimName": claim_name}}]
+    return template
 
 
 def _ordinal(pod_name: str, sts_name: str) -> int:

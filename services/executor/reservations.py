@@ -4,9 +4,10 @@
 - its `metadata` is the Reservation's (labels and annotations kept; Podherd's own labels added and its own
   name per attempt, so each attempt is a Reservation of its own);
 - its `spec` is the Reservation's spec (`owners`, `ttl`, `expires`, `taints`, `preAllocation`, ... as
-  written); what it leaves out is filled from the pod: `template` (the pod's labels, annotations and spec),
-  `owners` (the pod's controller, with its namespace, or the pod itself when it is Pending and
-  unscheduled); `allocateOnce` is always true and the pod template's `nodeName` always cleared;
+  written); what it leaves out is filled from the pod: `template` (the pod's namespace, labels,
+  annotations and spec), `owners` (the pod's controller, with its namespace, or the pod itself when it
+  is Pending and unscheduled); `allocateOnce` is always true and the pod template's `nodeName` always
+  cleared;
 - a required node-affinity term excluding the pod's current node is added to the pod template's every term
   (terms are OR-ed), or, for a job with a target node, the template's `nodeName` is pinned there;
 - `ttl` the job's (else the configured default job ttl) unless the template sets a `ttl` or `expires`.
@@ -75,10 +76,15 @@ def reservation_for(
 
 
 def _pod_template(pod: Pod) -> dict[str, Any]:
-    """The pod as a pod template: its labels, annotations and spec."""
+    """The pod as a pod template: its namespace (where the scheduler looks up its claims and matches its
+    inter-pod terms; `default` if left out), labels, annotations and spec."""
     meta = pod.metadata
     return {
-        "metadata": {"labels": dict(meta.labels or {}), "annotations": dict(meta.annotations or {})},
+        "metadata": {
+            "namespace": meta.namespace,
+            "labels": dict(meta.labels or {}),
+            "annotations": dict(meta.annotations or {}),
+        },
         "spec": copy.deepcopy(pod.spec),
     }
 

@@ -108,7 +108,11 @@ def test_the_reservation_order_is_stamped_over_the_templates_as_koordinator_does
 def test_what_the_template_leaves_out_is_the_pods() -> None:
     body = reservation_for(job({"spec": {"expires": "2030-01-01T00:00:00Z"}}), pod_from(POD), "5m")
     spec = body["spec"]
-    assert spec["template"]["metadata"] == {"labels": {"app": "web"}, "annotations": {"note": "of the pod"}}
+    assert spec["template"]["metadata"] == {
+        "namespace": "default",
+        "labels": {"app": "web"},
+        "annotations": {"note": "of the pod"},
+    }
     assert spec["template"]["spec"]["containers"] == POD["spec"]["containers"]
     assert spec["owners"][0]["controller"]["uid"] == "rs-1"
     assert spec["expires"] == "2030-01-01T00:00:00Z" and "ttl" not in spec  # expires set: no ttl added
