@@ -106,6 +106,9 @@ def candidate(
     if now is not None and (young := too_young(pod, args, now)) is not None:
         return Candidate(uid, pod.uid, (), (), wait=young)
     plan = limits.plan(facts, pod, workload, pdbs=budgets, args=args)
+    if (closed := limits.never_opens(plan)) is not None:
+        rule, message = closed
+        return rejected(uid, pod.uid, filters.Rejection(rule, REASON_FORBIDDEN_MIGRATE_POD, message))
     return Candidate(uid, pod.uid, plan.slots, plan.buckets, surge=facts.surge)
 
 

@@ -10,6 +10,8 @@ from typing import Any
 import pytest
 from msgspec.structs import replace
 
+from services.arbitrator.candidates import candidate
+from services.arbitrator.gather import Loaded
 from services.arbitrator.rules import filters, limits, order
 from services.arbitrator.rules.facts import JobFacts, PdbFacts, WorkloadFacts
 from shared.api.messages import PodInfo, WorkloadRef
@@ -562,3 +564,37 @@ def test_a_pod_younger_than_min_pod_age_waits_until_it_is_old_enough() -> None:
     assert too_young(pod(started_at=None), args(), now) is None  # no minPodAge: no wait
     skipped = args(minPodAge="5m", skipEvictionGates=["podherd.io/MinPodAge"])
     assert too_young(pod(started_at=None), skipped, now) is None
+
+
+@pytest.mark.parametrize(
+    ("config", "annotations", "rule"),
+    [
+        ({"skipCheckExpectedReplicas": True}, {}, "maxMigratingPerWorkload"),
+        (
+            {"skipCheckExpectedReplicas": True, "skipEvictionGates": ["MaxMigratingPerWorkload"]},
+            {},
+            "maxUnavailablePerWorkload",
+        ),
+        ({"skipCheckExpectedReplicas": True}, {"descheduler.alpha.kubernetes.io/evict": "true"}, None),
+    ],
+)
+def test_a_workload_limit_of_zero_ends_the_job_at_once_naming_what_lifts_it(
+    config: dict[str, Any], annotations: dict[str, str], rule: str | None
+) -> None:
+    """A workload that expects no replicas (a Job's, or one scaled to zero) makes its limits 0: waiting
+    would never open them, so the job is refused now, not held until its ttl."""
+    loaded = Loaded(
+        facts=JOB,
+        pod=pod(annotations=annotations),
+        workload=WorkloadFacts(key="Job.batch/default/work", replicas=0),
+        pdbs=[],
+    )
+    made = candidate("job-1", loaded, args(**config))
+    if rule is None:
+        assert made.reject is None and made.slots == ()
+        return
+    assert made.reject is not None and made.slots == ()
+    assert made.reject[0] == rule
+    assert made.reject[2].startswith(
+        f"{rule} is 0 on workload Job.batch/default/work, which expects no replicas"
+    )

@@ -145,6 +145,26 @@ def plan(
     return AdmissionPlan(job.uid, pod.uid, tuple(slots), tuple(buckets))
 
 
+WORKLOAD_GATES = {
+    "maxMigratingPerWorkload": "MaxMigratingPerWorkload",
+    "maxUnavailablePerWorkload": "MaxUnavailablePerWorkload",
+}
+
+
+def never_opens(p: AdmissionPlan) -> tuple[str, str] | None:
+    """A workload limit of 0 (its workload expects no replicas: a Job, or a workload scaled to zero) admits
+    no job however long it waits; Koordinator's filter would hold the job until its ttl. The rule and why
+    it ends the job now, naming what lifts it; None when every limit can open."""
+    for slot in p.slots:
+        gate = WORKLOAD_GATES.get(slot.rule)
+        if gate is not None and slot.limit <= 0:
+            return slot.rule, (
+                f"{slot.rule} is 0 on {slot.what}, which expects no replicas: no migration of its pods can "
+                f"be admitted (skipping the {gate} gate or annotating the pod {EVICT_ANNOTATION} lifts it)"
+            )
+    return None
+
+
 def _limiter(kind: str, key: str, what: str, *, limiter: ObjectLimiter, count: int) -> list[Bucket]:
     """An object limiter as a token bucket: `count` migrations per `duration`, bursting to `burst` (unset or
     0: 1, Koordinator's `GetLimiterBurst`: the migrations are spaced evenly over the duration)."""
