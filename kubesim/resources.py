@@ -174,6 +174,8 @@ def _builtin() -> list[ResourceType]:
             fields=pod_fields,
         ),
         ResourceType("", "v1", "Event", "events", True, short_names=["ev"], fields=event_fields),
+        # The same objects, converted (kubesim.event_view); never stored under this type.
+        ResourceType("events.k8s.io", "v1", "Event", "events", True, short_names=["ev"], fields=event_fields),
         ResourceType("", "v1", "ConfigMap", "configmaps", True, short_names=["cm"]),
         ResourceType(
             "",

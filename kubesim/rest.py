@@ -56,7 +56,7 @@ class Resources:
             if method == "GET":
                 if query.get("watch") in ("1", "true", "True"):
                     return await self.watches.serve(request, t)
-                return self._list(request, t)
+                return self.list_response(request, t)
             if method == "POST":
                 if t.rt.namespaced and t.namespace is None:
                     raise method_not_allowed("create needs a namespace in the path")
@@ -159,7 +159,7 @@ class Resources:
             return json_response(tables.table(rt, [obj], obj["metadata"].get("resourceVersion", "")), status)
         return json_response(obj, status)
 
-    def _list(self, request: web.Request, t: Target) -> web.Response:
+    def list_response(self, request: web.Request, t: Target) -> web.Response:
         query = request.query
         limit = int(query["limit"]) if query.get("limit") else None
         page = self.store.list_raw(

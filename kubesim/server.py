@@ -17,7 +17,7 @@ from collections import Counter
 import msgspec
 from aiohttp import web
 
-from kubesim import subresources
+from kubesim import event_rest, event_view, subresources
 from kubesim.access import Access
 from kubesim.auth import Authenticator
 from kubesim.discovery import Discovery
@@ -128,6 +128,8 @@ class ApiServer:
         if rt.group in ("authorization.k8s.io", "authentication.k8s.io"):  # reviews: answered, never stored
             return json_response(self.access.answer(user, target, await read_body(request)), 201)
         request[USER] = user  # whom admission webhooks are told the request is from
+        if event_view.is_view(rt):
+            return await event_rest.handle(self.resources, request, target)
         return await self.resources.handle(request, target)
 
     def _target(self, parts: list[str]) -> Target:

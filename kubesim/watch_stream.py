@@ -36,7 +36,10 @@ class WatchStream:
             if watch.queue is not None:
                 watch.queue.put_nowait(CLOSE)
 
-    async def serve(self, request: web.Request, t: Target) -> web.StreamResponse:
+    async def serve(
+        self, request: web.Request, t: Target, *, convert: Callable[[Obj], Obj] | None = None
+    ) -> web.StreamResponse:
+        """Stream the events of `t`'s objects; `convert`: each object as the version asked for shows it."""
         query = request.query
         watch = Watch(
             rt=t.rt,
@@ -64,6 +67,8 @@ class WatchStream:
         first_table = [True]
 
         def line(event_type: str, obj: Obj, raw: bytes) -> bytes:
+            if convert is not None and not as_table:
+                return encode({"type": event_type, "object": convert(obj)}) + b"\n"
             if not as_table:
                 return encode_event(event_type, raw)
             body = tables.table(

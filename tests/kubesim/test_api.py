@@ -185,7 +185,7 @@ def test_strategic_merge_and_json_patch(kube: Kube) -> None:
     body["spec"]["containers"].append({"name": "side", "image": "s"})
     kube.core.create_namespaced_pod("default", body)
     # strategic merge: containers merge by name
-    status, _ = _raw(
+    status, _ = raw_request(
         kube,
         "PATCH",
         "/api/v1/namespaces/default/pods/p",
@@ -211,7 +211,7 @@ def test_strategic_merge_and_json_patch(kube: Kube) -> None:
             "spec": {"podRef": {"namespace": "default", "name": "p"}},
         },
     )
-    answer = _raw(
+    answer = raw_request(
         kube,
         "PATCH",
         f"/apis/{GROUP}/{VERSION}/podmigrationjobs/j",
@@ -221,7 +221,7 @@ def test_strategic_merge_and_json_patch(kube: Kube) -> None:
     assert answer[0] == 415
 
 
-def _raw(
+def raw_request(
     kube: Kube,
     method: str,
     path: str,
@@ -539,10 +539,10 @@ def test_binding(kube: Kube) -> None:
         "metadata": {"name": "p"},
         "target": {"kind": "Node", "name": "n9"},
     }
-    status, _ = _raw(kube, "POST", "/api/v1/namespaces/default/pods/p/binding", binding)
+    status, _ = raw_request(kube, "POST", "/api/v1/namespaces/default/pods/p/binding", binding)
     assert status == 201
     assert kube.core.read_namespaced_pod("p", "default").spec.node_name == "n9"
-    status, body = _raw(kube, "POST", "/api/v1/namespaces/default/pods/p/binding", binding)
+    status, body = raw_request(kube, "POST", "/api/v1/namespaces/default/pods/p/binding", binding)
     assert status == 409 and body["reason"] == "Conflict"
 
 
@@ -598,7 +598,7 @@ def test_a_continue_token_past_compaction_gets_410_and_a_token_for_the_rest(kube
     first = kube.core.list_namespaced_pod("default", limit=1)
     kube.core.delete_namespaced_pod("b", "default")
     kube.handle.call(lambda sim: sim.store.compact())
-    status, body = _raw(
+    status, body = raw_request(
         kube, "GET", "/api/v1/namespaces/default/pods", query=f"?limit=1&continue={first.metadata._continue}"
     )
     assert (status, body["reason"]) == (410, "Expired")
