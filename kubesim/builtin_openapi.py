@@ -17,6 +17,7 @@ from typing import Any
 DATA = Path(__file__).resolve().parent / "openapi_v3"
 PATCH_STRATEGY, PATCH_MERGE_KEY = "x-kubernetes-patch-strategy", "x-kubernetes-patch-merge-key"
 PATCH_KEYS = (PATCH_STRATEGY, PATCH_MERGE_KEY)
+LIST_KEYS = ("x-kubernetes-list-type", "x-kubernetes-list-map-keys", "x-kubernetes-map-type")
 REF = "#/components/schemas/"
 # Types the decoder keeps whole (json.RawMessage-like): no properties to prune by.
 OPAQUE = frozenset(
@@ -94,7 +95,8 @@ class _Resolver:
             out["items"] = self.node(schema["items"])
         if schema.get("type") == "object" and "properties" not in out and "additionalProperties" not in out:
             out["x-kubernetes-preserve-unknown-fields"] = True  # an object the decoder keeps as it is
-        for key in PATCH_KEYS:  # how a strategic merge patch treats a list (a field of its own, never a $ref)
+        # How a strategic merge patch and managedFields treat a list or map (a field of its own).
+        for key in (*PATCH_KEYS, *LIST_KEYS):
             if key in schema:
                 out[key] = schema[key]
         return out

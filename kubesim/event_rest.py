@@ -12,7 +12,7 @@ from aiohttp import web
 from kubesim import event_view, subresources
 from kubesim.errors import method_not_allowed
 from kubesim.http_common import Target, json_response, read_body, wants_table, warned
-from kubesim.rest import Resources
+from kubesim.rest import Resources, manager_of
 from kubesim.schema import field_validation
 from kubesim.write_rules import decode
 
@@ -32,7 +32,9 @@ async def handle(resources: Resources, request: web.Request, t: Target) -> web.S
         body = await read_body(request)
         decode(t.rt, body, field_validation(query, "CreateOptions"), warnings=warnings)
         event_view.check_create(body)
-        created = store.verbs.create(core.rt, ns, event_view.to_core(body), dry_run=dry_run)
+        created = store.verbs.create(
+            core.rt, ns, event_view.to_core(body), dry_run=dry_run, manager=manager_of(request)
+        )
         return warned(json_response(event_view.to_view(created), 201), warnings)
     if t.name is None:
         return await resources.handle(request, core)  # a collection's delete answers as the core list does
@@ -40,11 +42,15 @@ async def handle(resources: Resources, request: web.Request, t: Target) -> web.S
         return json_response(event_view.to_view(store.get(core.rt, ns, t.name)))
     if method == "PUT":
         body = event_view.to_core(await read_body(request))
-        updated = store.verbs.update(core.rt, ns, t.name, obj=body, dry_run=dry_run)
+        updated = store.verbs.update(
+            core.rt, ns, t.name, obj=body, dry_run=dry_run, manager=manager_of(request)
+        )
         return json_response(event_view.to_view(updated))
     if method == "PATCH":
         apply = event_view.converted(await subresources.patcher(request, t.rt))
-        patched = store.verbs.patch(core.rt, ns, t.name, apply=apply, dry_run=dry_run)
+        patched = store.verbs.patch(
+            core.rt, ns, t.name, apply=apply, dry_run=dry_run, manager=manager_of(request)
+        )
         return json_response(event_view.to_view(patched))
     if method == "DELETE":
         options = await read_body(request, required=False)

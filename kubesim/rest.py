@@ -12,7 +12,7 @@ from typing import Any
 import msgspec
 from aiohttp import web
 
-from kubesim import subresources, tables
+from kubesim import managed_fields, subresources, tables
 from kubesim.admitting import Admitting
 from kubesim.auth import Authenticator
 from kubesim.errors import ApiError, method_not_allowed, not_found
@@ -26,6 +26,11 @@ from kubesim.schema import field_validation
 from kubesim.store import Store
 from kubesim.watch_stream import WatchStream
 from kubesim.webhooks import Admission
+
+
+def manager_of(request: web.Request) -> str:
+    """Whom a write's managedFields name: its `fieldManager`, else its User-Agent's product."""
+    return managed_fields.manager_of(request.query.get("fieldManager"), request.headers.get("User-Agent"))
 
 
 class Resources:
@@ -66,7 +71,13 @@ class Resources:
                 if self.admitting.active():
                     body = await self.admitting.create(request, t, body, how=how, warnings=warnings)
                 created = store.verbs.create(
-                    t.rt, ns, body, dry_run=dry_run, field_validation=how, warnings=warnings
+                    t.rt,
+                    ns,
+                    body,
+                    dry_run=dry_run,
+                    field_validation=how,
+                    warnings=warnings,
+                    manager=manager_of(request),
                 )
                 return warned(self._object_response(request, t.rt, created, status=201), warnings)
             if method == "DELETE":
@@ -121,6 +132,7 @@ class Resources:
                 dry_run=dry_run,
                 field_validation=how,
                 warnings=warnings,
+                manager=manager_of(request),
             )
             return warned(self._object_response(request, t.rt, updated), warnings)
         if method == "PATCH":
@@ -137,6 +149,7 @@ class Resources:
                 dry_run=dry_run,
                 field_validation=field_validation(query, "PatchOptions"),
                 warnings=warnings,
+                manager=manager_of(request),
             )
             return warned(self._object_response(request, t.rt, patched), warnings)
         if method == "DELETE":

@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
+from kubesim import managed_fields
 from kubesim import write_rules as rules
 from kubesim.cascade import Cascade
 from kubesim.errors import already_exists, bad_request
@@ -53,9 +54,11 @@ class Verbs:
         field_validation: FieldValidation = "Warn",
         warnings: list[str] | None = None,
         decoded: bool = False,
+        manager: str | None = None,
     ) -> Obj:
         """`decoded`: made by kubesim's own control loops from objects the decoder already took (a
-        template), which it would find nothing to drop or normalise in; the rest of a write applies."""
+        template), which it would find nothing to drop or normalise in; the rest of a write applies.
+        `manager`: whom managedFields record the write under (a request's; kubesim's loops record none)."""
         obj = copy.deepcopy(obj)
         obj.setdefault("metadata", {})
         meta = rules.metadata_of(obj)
@@ -74,6 +77,8 @@ class Verbs:
         rules.validate(rt, obj)
         for hook in self.admission:
             hook("CREATE", rt, None, obj, None)
+        if manager:
+            managed_fields.record(rt, None, obj, manager=manager)
         if dry_run:
             return obj
         return self.store.put(rt, obj, "ADDED")
@@ -89,6 +94,7 @@ class Verbs:
         dry_run: bool = False,
         field_validation: FieldValidation = "Warn",
         warnings: list[str] | None = None,
+        manager: str | None = None,
     ) -> Obj:
         current = self.store.get(rt, namespace, name)
         obj = copy.deepcopy(obj)
@@ -101,7 +107,7 @@ class Verbs:
         rules.decode(rt, obj, field_validation, warnings=warnings)
         rules.require_resource_version(rt, name, meta)
         rules.check_fresh(rt, name, current, wanted_rv=meta.get("resourceVersion"))
-        return self._replace(rt, current, obj, subresource=subresource, dry_run=dry_run)
+        return self._replace(rt, current, obj, subresource=subresource, dry_run=dry_run, manager=manager)
 
     def patch(
         self,
@@ -114,6 +120,7 @@ class Verbs:
         dry_run: bool = False,
         field_validation: FieldValidation = "Warn",
         warnings: list[str] | None = None,
+        manager: str | None = None,
     ) -> Obj:
         current = self.store.get(rt, namespace, name)
         patched = apply(copy.deepcopy(current))
@@ -121,17 +128,29 @@ class Verbs:
             raise bad_request("the patch produced an object without metadata")
         rules.decode(rt, patched, field_validation, warnings=warnings)
         rules.check_fresh(rt, name, current, wanted_rv=patched["metadata"].get("resourceVersion"))
-        return self._replace(rt, current, patched, subresource=subresource, dry_run=dry_run)
+        return self._replace(rt, current, patched, subresource=subresource, dry_run=dry_run, manager=manager)
 
     def _replace(
-        self, rt: ResourceType, current: Obj, new: Obj, *, subresource: str | None, dry_run: bool
+        self,
+        rt: ResourceType,
+        current: Obj,
+        new: Obj,
+        *,
+        subresource: str | None,
+        dry_run: bool,
+        manager: str | None = None,
     ) -> Obj:
         new = rules.replacement(rt, current, new, subresource=subresource)
+        kept = current["metadata"].get("managedFields")
+        if kept is not None and new["metadata"].get("managedFields") is None:
+            new["metadata"]["managedFields"] = kept  # a write that leaves them out keeps them
         if rules.unchanged(current, new):
             return current
         rules.validate(rt, new)
         for hook in self.admission:
             hook("UPDATE", rt, current, new, subresource)
+        if manager:
+            managed_fields.record(rt, current, new, manager=manager, subresource=subresource)
         if dry_run:
             return new
         cur_meta = current["metadata"]
