@@ -38,11 +38,23 @@ def record(
 ) -> None:
     """Update `new`'s managedFields for a write by `manager` that turned `old` (None: a create) into it."""
     schema = None if rt.crd else builtin_openapi.schema_of(rt.group, rt.version, rt.kind)
-    before = _tracked(rt, old, schema, subresource=subresource) if old is not None else {}
-    after = _tracked(rt, new, schema, subresource=subresource)
-    changed = {path for path, value in after.items() if before.get(path, _MISSING) != value}
-    removed = set(before) - set(after)
-    entries = [] if old is None else list(old["metadata"].get("managedFields") or [])
+    props = (schema or {}).get("properties") or {}
+    after = _tracked(rt, new, subresource=subresource)
+    if old is None:  # a create: the manager owns every field it wrote, the one entry there is
+        fields = {f"f:{name}": _fields_of(value, props.get(name)) for name, value in after.items()}
+        if fields:
+            new["metadata"]["managedFields"] = [
+                _entry(rt, manager, subresource=subresource, fields=_sorted(fields))
+            ]
+        return
+    before = _tracked(rt, old, subresource=subresource)
+    changed: set[Path] = set()
+    removed: set[Path] = set()
+    for name in before.keys() | after.keys():
+        field = (f"f:{name}",)
+        was, now = before.get(name, _MISSING), after.get(name, _MISSING)
+        _diff(field, was, now, schema=props.get(name), into=(changed, removed))
+    entries = list(old["metadata"].get("managedFields") or [])
     key = (manager, "Update", rt.api_version, subresource or "")
     kept: list[Obj] = []
     mine: set[Path] = set()
@@ -56,24 +68,41 @@ def record(
             kept.append({**entry, "fieldsV1": _nested(owned)})
     mine |= changed
     if mine:
-        entry = {
-            "manager": manager,
-            "operation": "Update",
-            "apiVersion": rt.api_version,
-            "time": now_iso(),
-            "fieldsType": "FieldsV1",
-            "fieldsV1": _nested(mine),
-        }
-        if subresource:
-            entry["subresource"] = subresource
-        kept.append(entry)
+        kept.append(_entry(rt, manager, subresource=subresource, fields=_nested(mine)))
     if kept:
         new["metadata"]["managedFields"] = kept
     else:
         new["metadata"].pop("managedFields", None)
 
 
+def _entry(rt: ResourceType, manager: str, *, subresource: str | None, fields: Obj) -> Obj:
+    entry = {
+        "manager": manager,
+        "operation": "Update",
+        "apiVersion": rt.api_version,
+        "time": now_iso(),
+        "fieldsType": "FieldsV1",
+        "fieldsV1": fields,
+    }
+    if subresource:
+        entry["subresource"] = subresource
+    return entry
+
+
+def _fields_of(value: Any, schema: Obj | None) -> Obj:
+    """The FieldsV1 of every field of `value` ({} for a value owned whole)."""
+    children = _children(value, schema)
+    if children is None:
+        return {}
+    return {key: _fields_of(child, sub) for key, (child, sub) in children.items()}
+
+
+def _sorted(fields: Obj) -> Obj:
+    return {key: _sorted(fields[key]) for key in sorted(fields)}
+
+
 _MISSING = object()
+_ITEM = "kubesim/list-item"  # marks the schema of a keyed list's item, which owns a `.` of its own
 
 
 def _key(entry: Obj) -> tuple[str, str, str, str]:
@@ -85,47 +114,80 @@ def _key(entry: Obj) -> tuple[str, str, str, str]:
     )
 
 
-def _tracked(rt: ResourceType, obj: Obj, schema: Obj | None, *, subresource: str | None) -> dict[Path, Any]:
-    """The paths of the fields a write by this route may own, each with its value: a status subresource
-    owns only `status`; the main resource of a kind with one owns all but `status`."""
-    props = (schema or {}).get("properties") or {}
-    found: dict[Path, Any] = {}
+def _tracked(rt: ResourceType, obj: Obj, *, subresource: str | None) -> dict[str, Any]:
+    """The top-level fields a write by this route may own: a status subresource owns only `status`; the
+    main resource of a kind with one owns all but `status`; metadata less what the server sets."""
+    found: dict[str, Any] = {}
     for name, value in obj.items():
         if name in ("apiVersion", "kind"):
             continue
         if rt.status_subresource and (name == "status") != (subresource == "status"):
             continue
-        kept = (
+        found[name] = (
             {k: v for k, v in value.items() if k not in IGNORED_META}
             if name == "metadata" and isinstance(value, dict)
             else value
         )
-        found.update(_walk((f"f:{name}",), kept, props.get(name)))
     return found
 
 
-def _walk(path: Path, value: Any, schema: Obj | None) -> Iterator[tuple[Path, Any]]:
+def _diff(path: Path, old: Any, new: Any, *, schema: Obj | None, into: tuple[set[Path], set[Path]]) -> None:
+    """Add to `into` (changed, removed) the leaves under `path` that the write set anew or took away,
+    skipping every subtree it left equal."""
+    changed, removed = into
+    if old is _MISSING:
+        changed.update(_leaves(path, new, schema))
+        return
+    if new is _MISSING:
+        removed.update(_leaves(path, old, schema))
+        return
+    if old == new:
+        return
+    before, after = _children(old, schema), _children(new, schema)
+    if before is None or after is None:  # a leaf, or a value that changed its shape
+        now = set(_leaves(path, new, schema))
+        removed.update(set(_leaves(path, old, schema)) - now)
+        changed.update(now)
+        return
+    for key in before.keys() | after.keys():
+        was, sub = before.get(key, (_MISSING, None))
+        is_now, sub_now = after.get(key, (_MISSING, None))
+        _diff((*path, key), was, is_now, schema=sub_now if key in after else sub, into=into)
+
+
+def _leaves(path: Path, value: Any, schema: Obj | None) -> Iterator[Path]:
+    children = _children(value, schema)
+    if children is None:
+        yield path
+        return
+    for key, (child, sub) in children.items():
+        yield from _leaves((*path, key), child, sub)
+
+
+def _children(value: Any, schema: Obj | None) -> dict[str, tuple[Any, Obj | None]] | None:
+    """A value's fields as FieldsV1 names them, each with its schema; None for a value owned whole."""
     schema = schema or {}
     if isinstance(value, dict) and value and _granular(schema):
-        if "additionalProperties" in schema and "properties" not in schema:
-            yield (*path, "."), True
+        out: dict[str, tuple[Any, Obj | None]] = {}
+        if schema.get(_ITEM) or ("additionalProperties" in schema and "properties" not in schema):
+            out["."] = (True, None)
         props, extra = schema.get("properties") or {}, schema.get("additionalProperties")
         for name, child in value.items():
             sub = props.get(name) if name in props else (extra if isinstance(extra, dict) else None)
-            yield from _walk((*path, f"f:{name}"), child, sub)
-        return
+            out[f"f:{name}"] = (child, sub)
+        return out
     if isinstance(value, list) and value and schema.get("x-kubernetes-list-type") in ("map", "set"):
         keys = schema.get("x-kubernetes-list-map-keys") or []
-        items = schema.get("items") or {}
+        item_schema = {**(schema.get("items") or {}), _ITEM: True}
+        out = {}
         for item in value:
             if keys and isinstance(item, dict):
                 mark = "k:" + json.dumps({k: item.get(k) for k in keys if k in item}, separators=(",", ":"))
-                yield (*path, mark, "."), True
-                yield from _walk((*path, mark), item, items)
+                out[mark] = (item, item_schema)
             else:
-                yield (*path, "v:" + json.dumps(item, separators=(",", ":"))), True
-        return
-    yield path, value
+                out["v:" + json.dumps(item, separators=(",", ":"))] = (True, None)
+        return out
+    return None
 
 
 def _granular(schema: Obj) -> bool:
@@ -133,7 +195,7 @@ def _granular(schema: Obj) -> bool:
     (`x-kubernetes-map-type: atomic` and opaque objects are owned whole)."""
     if schema.get("x-kubernetes-map-type") == "atomic":
         return False
-    return "properties" in schema or "additionalProperties" in schema or not schema
+    return "properties" in schema or "additionalProperties" in schema or not schema or bool(schema.get(_ITEM))
 
 
 def _paths(fields: Obj, prefix: Path = ()) -> set[Path]:

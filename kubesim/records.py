@@ -22,8 +22,16 @@ Key = tuple[str, str]  # (namespace, name); namespace "" for cluster-scoped obje
 encode = msgspec.json.Encoder().encode
 
 
+_LAST_SECOND: list[tuple[int, str]] = [(-1, "")]
+
+
 def now_iso(at: float | None = None) -> str:
-    return datetime.fromtimestamp(time.time() if at is None else at, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    second = int(time.time() if at is None else at)
+    cached = _LAST_SECOND[0]
+    if cached[0] != second:  # most writes within a second share the text
+        cached = (second, datetime.fromtimestamp(second, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
+        _LAST_SECOND[0] = cached
+    return cached[1]
 
 
 def parse_iso(text: str) -> float:

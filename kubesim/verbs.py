@@ -29,6 +29,8 @@ class Store(Protocol):
 
     def get(self, rt: ResourceType, namespace: str, name: str) -> Obj: ...
 
+    def copy_of(self, rt: ResourceType, namespace: str, name: str) -> Obj: ...
+
     def find(self, rt: ResourceType, namespace: str, name: str) -> Obj | None: ...
 
     def put(self, rt: ResourceType, obj: Obj, event_type: str, *, old: Obj | None = None) -> Obj: ...
@@ -123,7 +125,7 @@ class Verbs:
         manager: str | None = None,
     ) -> Obj:
         current = self.store.get(rt, namespace, name)
-        patched = apply(copy.deepcopy(current))
+        patched = apply(self.store.copy_of(rt, namespace, name))
         if not isinstance(patched, dict) or not isinstance(patched.get("metadata"), dict):
             raise bad_request("the patch produced an object without metadata")
         rules.decode(rt, patched, field_validation, warnings=warnings)
