@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from kubesim import cron
 from kubesim.controllers.base import Controller
 from kubesim.controllers.owned import owner_ref
+from kubesim.controllers.recorder import record_event
 from kubesim.errors import ApiError
 from kubesim.options import SimOptions
 from kubesim.records import Event, Obj, controller_ref, parse_iso
@@ -30,11 +31,14 @@ class CronJobs(Controller[tuple[str, str]]):
         self.cronjobs = self.rt("batch", "v1", "cronjobs")
         self.jobs = self.rt("batch", "v1", "jobs")
         self.jobs_of: dict[str, set[tuple[str, str]]] = defaultdict(set)  # cronjob uid -> its Jobs
+        self.missed: dict[str, datetime] = {}  # cronjob uid -> the last time it was too late for
 
     def on_event(self, event: Event) -> bool:
         meta = event.obj["metadata"]
         namespace = meta.get("namespace", "")
         if event.rt is self.cronjobs:
+            if event.type == "DELETED":
+                self.missed.pop(meta["uid"], None)
             self.dirty.add((namespace, meta["name"]))
             return True
         owner = controller_ref(meta)
@@ -96,9 +100,30 @@ class CronJobs(Controller[tuple[str, str]]):
                 break
             latest = moment
         deadline = spec.get("startingDeadlineSeconds")
-        if latest is None or (deadline is not None and now - latest.timestamp() > deadline):
+        if latest is None:
+            return None
+        if deadline is not None and now - latest.timestamp() > deadline:
+            self._missed(cronjob, latest)
             return None
         return latest
+
+    def _missed(self, cronjob: Obj, moment: datetime) -> None:
+        """The controller's warning for a time passed beyond `startingDeadlineSeconds` (once a time)."""
+        uid = cronjob["metadata"]["uid"]
+        if self.missed.get(uid) == moment or not self.options.record_events:
+            return
+        self.missed[uid] = moment
+        stamp = moment.astimezone(UTC).strftime("%a, %d %b %Y %H:%M:%S +0000")  # Go's RFC1123Z
+        message = f"Missed scheduled time to start a job: {stamp}"
+        record_event(
+            self.store,
+            self.rt("", "v1", "events"),
+            cronjob,
+            kind="Warning",
+            reason="MissSchedule",
+            message=message,
+            component="cronjob-controller",
+        )
 
     def _may_start(self, spec: Obj, running: list[Obj]) -> bool:
         live = [j for j in running if not j["metadata"].get("deletionTimestamp")]

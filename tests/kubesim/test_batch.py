@@ -242,3 +242,52 @@ def test_a_job_past_its_active_deadline_fails_and_removes_its_pods(cluster: Kube
         "Failed": ("True", "DeadlineExceeded"),
     }
     job_pods(cluster, made, lambda s: not s)
+
+
+def cronjob(name: str, **spec: Any) -> dict[str, Any]:
+    template = {"metadata": {"labels": {"made-by": name}}, "spec": job_body("x")["spec"]}
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "CronJob",
+        "metadata": {"name": name},
+        "spec": {"schedule": "@every 1s", "jobTemplate": template, **spec},
+    }
+
+
+def cron_jobs(kube: Kube, name: str, predicate: Callable[[dict[str, Any]], object]) -> dict[str, Any]:
+    return watch_until(
+        batch_api(kube).list_namespaced_job, predicate, namespace="default", label_selector=f"made-by={name}"
+    )
+
+
+def test_a_cronjob_replaces_its_running_job_and_keeps_no_more_finished_ones_than_its_limit(
+    cluster: Kube,
+) -> None:
+    batch = batch_api(cluster)
+    batch.create_namespaced_cron_job("default", cronjob("swap", concurrencyPolicy="Replace"))
+    (first,) = cron_jobs(cluster, "swap", bool).values()
+    replaced = cron_jobs(
+        cluster, "swap", lambda s: s and all(j.metadata.uid != first.metadata.uid for j in s.values())
+    )
+    assert len(replaced) == 1  # the running one deleted before the next was made
+    batch.patch_namespaced_cron_job("swap", "default", {"spec": {"suspend": True}})
+
+    batch.create_namespaced_cron_job("default", cronjob("kept", successfulJobsHistoryLimit=0))
+    (job,) = cron_jobs(cluster, "kept", bool).values()
+    batch.patch_namespaced_cron_job("kept", "default", {"spec": {"suspend": True}})
+    (pod,) = job_pods(cluster, job).values()
+    cluster.core.patch_namespaced_pod_status(pod.metadata.name, "default", {"status": {"phase": "Succeeded"}})
+    cron_jobs(cluster, "kept", lambda s: f"default/{job.metadata.name}" not in s)  # complete, and trimmed
+
+
+def test_a_cronjob_past_its_starting_deadline_makes_no_job_and_says_so(cluster: Kube) -> None:
+    batch_api(cluster).create_namespaced_cron_job("default", cronjob("late", startingDeadlineSeconds=0))
+    events = watch_until(
+        cluster.core.list_namespaced_event,
+        lambda s: any(e.reason == "MissSchedule" for e in s.values()),
+        namespace="default",
+    )
+    missed = next(e for e in events.values() if e.reason == "MissSchedule")
+    assert (missed.type, missed.involved_object.kind) == ("Warning", "CronJob")
+    assert missed.message.startswith("Missed scheduled time to start a job: ")
+    assert batch_api(cluster).list_namespaced_job("default", label_selector="made-by=late").items == []
