@@ -1,5 +1,6 @@
 """How kube-scheduler searches the nodes for a pod (pkg/scheduler/schedule_one.go): it stops once it has
-found enough feasible nodes, starting where its last search stopped, and takes the best-scored of them."""
+found enough feasible nodes, starting where its last search stopped; the best of them is kubesim.controllers.
+node_scores' to choose."""
 
 from __future__ import annotations
 
@@ -30,21 +31,18 @@ def search(
     start: int,
     wanted: int,
     reasons: dict[str, int],
-) -> tuple[str | None, int]:
-    """The best node (lowest score, then name) of the first `wanted` feasible ones from `start` on, and how
-    many nodes were examined; each node `fit` refuses is counted in `reasons` under why."""
-    best: tuple[float, str] | None = None
-    found = examined = 0
+) -> tuple[list[tuple[float, Obj]], int]:
+    """The first `wanted` feasible nodes from `start` on, each with its room score (lower is better), and
+    how many nodes were examined; each node `fit` refuses is counted in `reasons` under why."""
+    found: list[tuple[float, Obj]] = []
+    examined = 0
     for examined in range(1, len(nodes) + 1):
         node = nodes[(start + examined - 1) % len(nodes)]
         rejected, score = fit(node)
         if rejected is not None:
             reasons[rejected] = reasons.get(rejected, 0) + 1
             continue
-        name = node["metadata"]["name"]
-        if best is None or (score, name) < best:
-            best = (score, name)
-        found += 1
-        if found >= wanted:
+        found.append((score, node))
+        if len(found) >= wanted:
             break
-    return (best[1] if best else None), examined
+    return found, examined

@@ -1,6 +1,7 @@
 """kube-scheduler's InterPodAffinity and PodTopologySpread filters: where a pod may go given the pods already
-placed. Required (anti-)affinity terms only (preferred ones only score); topology spread constraints with
-`whenUnsatisfiable: DoNotSchedule` (ScheduleAnyway ones only score), `minDomains` and `matchLabelKeys`,
+placed. Required (anti-)affinity terms only; topology spread constraints with `whenUnsatisfiable:
+DoNotSchedule` (preferred terms and ScheduleAnyway ones score: kubesim.controllers.node_scores), `minDomains`
+and `matchLabelKeys`,
 counting over the nodes the pod's node selector and required node affinity admit (`nodeAffinityPolicy:
 Honor`, taints ignored: `nodeTaintsPolicy: Ignore`). Terminating pods are not counted."""
 
@@ -94,13 +95,13 @@ class _Domains:
         anti = (affinity.get("podAntiAffinity") or {}).get(REQUIRED) or []
         found = [_where(placed, pod, term) for term in own]
         # The first pod of a group that selects itself: no pod anywhere matches, and it matches its own terms.
-        nobody = not any(_matches(t, pod, other) for t in own for other, _ in placed.pods)
-        first = bool(own) and nobody and all(_matches(t, pod, pod) for t in own)
+        nobody = not any(matches(t, pod, other) for t in own for other, _ in placed.pods)
+        first = bool(own) and nobody and all(matches(t, pod, pod) for t in own)
         shunned = [
             _shunning(placed, term, where)
             for other, where in placed.pods
             for term in _anti_terms(other)
-            if _matches(term, other, pod)
+            if matches(term, other, pod)
         ]
         return cls(found, first, [_where(placed, pod, term) for term in anti], shunned)
 
@@ -129,11 +130,11 @@ def _where(placed: Placed, pod: Obj, term: Obj) -> tuple[str, set[str]]:
     """The term's topology key, and the domains of the placed pods it selects (a node without the key is in
     none)."""
     key = term.get("topologyKey", "")
-    found = {placed.value(where, key) for other, where in placed.pods if _matches(term, pod, other)}
+    found = {placed.value(where, key) for other, where in placed.pods if matches(term, pod, other)}
     return key, {d for d in found if d is not None}
 
 
-def _matches(term: Obj, owner: Obj, pod: Obj) -> bool:
+def matches(term: Obj, owner: Obj, pod: Obj) -> bool:
     """Whether `pod` is one `owner`'s term selects: its namespaces (the owner's by default) and labels."""
     namespaces = term.get("namespaces") or []
     everywhere = term.get("namespaceSelector") == {}
@@ -155,28 +156,37 @@ class _Spread:
 def _spreads(pod: Obj, placed: Placed, nodes: list[Obj]) -> list[_Spread]:
     spec = pod.get("spec") or {}
     labels = pod["metadata"].get("labels") or {}
-    eligible = {n["metadata"]["name"] for n in nodes if _admits(spec, n)}
+    eligible = {n["metadata"]["name"] for n in nodes if admits(spec, n)}
     out = []
     for constraint in spec.get("topologySpreadConstraints") or []:
         if constraint.get("whenUnsatisfiable", "DoNotSchedule") != "DoNotSchedule":
             continue
         key = constraint.get("topologyKey", "")
-        selector = _with_label_keys(constraint, labels)
-        domains = {d for n in eligible if (d := placed.value(n, key)) is not None}
-        counts: Counter[str] = Counter(
-            d
-            for other, where in placed.pods
-            if where in eligible
-            and (d := placed.value(where, key)) is not None
-            and other["metadata"].get("namespace") == pod["metadata"].get("namespace")
-            and matches_selector_dict(selector, other["metadata"].get("labels") or {})
-        )
+        selector = selector_with_label_keys(constraint, labels)
+        domains, counts = spread_counts(placed, pod, key=key, selector=selector, eligible=eligible)
         lowest = min((counts[d] for d in domains), default=0)
         if len(domains) < int(constraint.get("minDomains") or 1):
             lowest = 0
         self_match = 1 if matches_selector_dict(selector, labels) else 0
         out.append(_Spread(key, counts, lowest, self_match, int(constraint.get("maxSkew") or 1)))
     return out
+
+
+def spread_counts(
+    placed: Placed, pod: Obj, *, key: str, selector: Obj | None, eligible: set[str]
+) -> tuple[set[str], Counter[str]]:
+    """A spread constraint's domains among the eligible nodes, and the pods of the pod's namespace its
+    selector matches in each (on eligible nodes)."""
+    domains = {d for n in eligible if (d := placed.value(n, key)) is not None}
+    counts: Counter[str] = Counter(
+        d
+        for other, where in placed.pods
+        if where in eligible
+        and (d := placed.value(where, key)) is not None
+        and other["metadata"].get("namespace") == pod["metadata"].get("namespace")
+        and matches_selector_dict(selector, other["metadata"].get("labels") or {})
+    )
+    return domains, counts
 
 
 def _spread_reject(spreads: list[_Spread], labels: dict[str, str]) -> str | None:
@@ -189,7 +199,7 @@ def _spread_reject(spreads: list[_Spread], labels: dict[str, str]) -> str | None
     return None
 
 
-def _with_label_keys(constraint: Obj, labels: dict[str, str]) -> Obj | None:
+def selector_with_label_keys(constraint: Obj, labels: dict[str, str]) -> Obj | None:
     """The constraint's selector (none selects no pod), with the pod's own values of its `matchLabelKeys`."""
     if constraint.get("labelSelector") is None:
         return None
@@ -200,6 +210,6 @@ def _with_label_keys(constraint: Obj, labels: dict[str, str]) -> Obj | None:
     return selector
 
 
-def _admits(spec: Obj, node: Obj) -> bool:
+def admits(spec: Obj, node: Obj) -> bool:
     """The node passes the pod's node selector and required node affinity (its taints ignored)."""
     return node_fit.reject({**spec, "tolerations": EVERY_TAINT}, node) is None

@@ -15,12 +15,13 @@ O(pods).
 from __future__ import annotations
 
 import copy
+import functools
 import json
 from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
 
-from kubesim.controllers import pod_topology
+from kubesim.controllers import node_scores, pod_topology
 from kubesim.controllers import reservation_rules as reservations
 from kubesim.controllers.base import Controller
 from kubesim.controllers.node_search import feasible_nodes_to_find, search
@@ -101,6 +102,7 @@ class Scheduler(Controller[tuple[str, str]]):
         self.events_rt = self.rt("", "v1", "events")
         self.cache = SchedulerCache(options)
         self.volumes = VolumeBinder(store)
+        self.all_pods = functools.partial(store.objects, self.pods)
         self._next_start = 0  # where the next search for feasible nodes starts (kube-scheduler's)
 
     @property
@@ -185,7 +187,7 @@ class Scheduler(Controller[tuple[str, str]]):
         topology = pod_topology.filter_for(
             pod,
             nodes,
-            pods=lambda: self.store.objects(self.pods),
+            pods=self.all_pods,
             placed_terms=bool(self.cache.anti_affinity),
         )
         pinned = spec.get("nodeName")
@@ -201,9 +203,15 @@ class Scheduler(Controller[tuple[str, str]]):
         if topology is not None:
             filters.append(topology)
         fit = _fit(self.cache.usage, spec, requests, policy=self.options.score, filters=filters)
-        best, examined = search(nodes, fit, start=start, wanted=wanted, reasons=reasons)
+        found, examined = search(nodes, fit, start=start, wanted=wanted, reasons=reasons)
         if not pinned and nodes:
             self._next_start = (start + examined) % len(nodes)
+        prefers = (
+            node_scores.preferences(pod, [n for _, n in found], every=nodes, pods=self.all_pods)
+            if len(found) > 1
+            else None
+        )
+        best = node_scores.best(found, prefers)
         return best, node_fit.unavailable_message(reasons, total)
 
     # ----------------------------------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 """kubesim's scheduler places pods by the pods already placed, as kube-scheduler's InterPodAffinity and
 PodTopologySpread filters do: required anti-affinity (the pod's own and placed pods'), required affinity
-(the first pod of a group that selects itself included), and DoNotSchedule spread over zones."""
+(the first pod of a group that selects itself included), and DoNotSchedule spread over zones; and what a
+pod prefers, scored as kube-scheduler's default profile weighs it."""
 
 from __future__ import annotations
 
@@ -115,3 +116,65 @@ def test_do_not_schedule_spread_keeps_zones_within_max_skew(kube: Kube) -> None:
         )
     where = placed(kube, names)
     assert Counter(n.split("-")[0] for n in where.values()) == {"a": 3, "b": 3}, where  # never the zoneless
+
+
+# ---------------------------------------------------------------------------------------------------------
+# What a pod prefers: scored as kube-scheduler's default profile weighs it, over the room on each node
+
+
+def test_a_preferred_node_term_outweighs_room_and_a_prefer_no_schedule_taint_keeps_pods_off(
+    kube: Kube,
+) -> None:
+    """Zone a holds a 6-CPU pod, so by room alone zone b, and then the bare node, would win."""
+    kube.core.create_namespaced_pod("default", pod("filler", {}, nodeName="a-1", containers=[_cpu("6")]))
+    kube.core.create_namespaced_pod("default", pod("filler-2", {}, nodeName="a-2", containers=[_cpu("6")]))
+    prefer_a = {
+        "weight": 10,
+        "preference": {"matchExpressions": [{"key": ZONE, "operator": "In", "values": ["a"]}]},
+    }
+    kube.core.create_namespaced_pod(
+        "default",
+        pod("wants-a", {}, containers=[_cpu("1")], affinity={"nodeAffinity": {PREFERRED: [prefer_a]}}),
+    )
+    assert placed(kube, ["wants-a"])["wants-a"].startswith("a-")
+    for name in ("b-1", "b-2", "bare-1"):
+        kube.core.patch_node(name, {"spec": {"taints": [{"key": "spot", "effect": "PreferNoSchedule"}]}})
+    kube.core.create_namespaced_pod("default", pod("avoids", {}, containers=[_cpu("1")]))
+    assert placed(kube, ["avoids"])["avoids"].startswith("a-")
+    tolerant = [{"key": "spot", "operator": "Exists", "effect": "PreferNoSchedule"}]
+    kube.core.create_namespaced_pod(
+        "default", pod("tolerates", {}, containers=[_cpu("1")], tolerations=tolerant)
+    )
+    assert not placed(kube, ["tolerates"])["tolerates"].startswith("a-")  # room decides again
+
+
+def test_preferred_anti_affinity_and_schedule_anyway_spread_a_group_without_refusing_any(kube: Kube) -> None:
+    apart = {"podAntiAffinity": {PREFERRED: [{"weight": 100, "podAffinityTerm": term(HOST, app="web")}]}}
+    names = [f"web-{i}" for i in range(5)]
+    for name in names:
+        kube.core.create_namespaced_pod("default", pod(name, {"app": "web"}, affinity=apart))
+        placed(kube, [name])
+    assert len(set(placed(kube, names).values())) == 5  # one per node, though nothing required it
+    spread = [
+        {
+            "maxSkew": 1,
+            "topologyKey": ZONE,
+            "whenUnsatisfiable": "ScheduleAnyway",
+            "labelSelector": {"matchLabels": {"app": "api"}},
+        }
+    ]
+    zones = []
+    for i in range(4):
+        name = f"api-{i}"
+        kube.core.create_namespaced_pod(
+            "default", pod(name, {"app": "api"}, topologySpreadConstraints=spread)
+        )
+        zones.append(placed(kube, [name])[name].split("-")[0])
+    assert Counter(zones) == {"a": 2, "b": 2}, zones  # the node without a zone scores 0 for the constraint
+
+
+PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
+
+
+def _cpu(amount: str) -> dict[str, Any]:
+    return {"name": "c", "image": "i", "resources": {"requests": {"cpu": amount}}}
