@@ -18,6 +18,8 @@ DATA = Path(__file__).resolve().parent / "openapi_v3"
 PATCH_STRATEGY, PATCH_MERGE_KEY = "x-kubernetes-patch-strategy", "x-kubernetes-patch-merge-key"
 PATCH_KEYS = (PATCH_STRATEGY, PATCH_MERGE_KEY)
 LIST_KEYS = ("x-kubernetes-list-type", "x-kubernetes-list-map-keys", "x-kubernetes-map-type")
+TYPE_KEYS = ("type", "format", "x-kubernetes-int-or-string")
+GO_TYPE = "x-kubesim-go-type"  # a named type's Go name, as a decoding error prints it (`v1.PodSpec`)
 REF = "#/components/schemas/"
 # Types the decoder keeps whole (json.RawMessage-like): no properties to prune by.
 OPAQUE = frozenset(
@@ -78,6 +80,7 @@ class _Resolver:
             resolved["x-kubernetes-preserve-unknown-fields"] = True
         else:
             resolved.update(self.node(self.components.get(name) or {}))
+        resolved[GO_TYPE] = _go_name(name)
         return resolved
 
     def node(self, schema: dict[str, Any]) -> dict[str, Any]:
@@ -95,8 +98,15 @@ class _Resolver:
             out["items"] = self.node(schema["items"])
         if schema.get("type") == "object" and "properties" not in out and "additionalProperties" not in out:
             out["x-kubernetes-preserve-unknown-fields"] = True  # an object the decoder keeps as it is
-        # How a strategic merge patch and managedFields treat a list or map (a field of its own).
-        for key in (*PATCH_KEYS, *LIST_KEYS):
+        # How a strategic merge patch and managedFields treat a list or map (a field of its own), and the
+        # JSON type the decoder takes.
+        for key in (*PATCH_KEYS, *LIST_KEYS, *TYPE_KEYS):
             if key in schema:
                 out[key] = schema[key]
         return out
+
+
+def _go_name(component: str) -> str:
+    """`io.k8s.api.core.v1.PodSpec` as Go prints its type: `v1.PodSpec` (its package, then its name)."""
+    parts = component.split(".")
+    return ".".join(parts[-2:]) if len(parts) >= 2 else component

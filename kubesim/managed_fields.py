@@ -44,7 +44,7 @@ def record(
         fields = {f"f:{name}": _fields_of(value, props.get(name)) for name, value in after.items()}
         if fields:
             new["metadata"]["managedFields"] = [
-                _entry(rt, manager, subresource=subresource, fields=_sorted(fields))
+                _entry(rt, manager, subresource=subresource, fields=dict(sorted(fields.items())))
             ]
         return
     before = _tracked(rt, old, subresource=subresource)
@@ -90,18 +90,26 @@ def _entry(rt: ResourceType, manager: str, *, subresource: str | None, fields: O
 
 
 def _fields_of(value: Any, schema: Obj | None) -> Obj:
-    """The FieldsV1 of every field of `value` ({} for a value owned whole)."""
-    children = _children(value, schema)
-    if children is None:
-        return {}
-    return {key: _fields_of(child, sub) for key, (child, sub) in children.items()}
-
-
-def _sorted(fields: Obj) -> Obj:
-    return {key: _sorted(fields[key]) for key in sorted(fields)}
+    """The FieldsV1 of every field of `value`, its keys sorted ({} for a value owned whole): `_children`
+    written out for the one pass a create takes."""
+    schema = schema or _NO_SCHEMA
+    if type(value) is dict and value and _granular(schema):
+        out: Obj = {}
+        if schema.get(_ITEM) or ("additionalProperties" in schema and "properties" not in schema):
+            out["."] = {}
+        props, extra = schema.get("properties") or _NO_SCHEMA, schema.get("additionalProperties")
+        extra = extra if isinstance(extra, dict) else None
+        for name in sorted(value):
+            out["f:" + name] = _fields_of(value[name], props.get(name, extra))
+        return out
+    if type(value) is list and value and schema.get("x-kubernetes-list-type") in ("map", "set"):
+        children = _children(value, schema) or {}
+        return {key: _fields_of(child, sub) for key, (child, sub) in sorted(children.items())}
+    return {}
 
 
 _MISSING = object()
+_NO_SCHEMA: Obj = {}
 _ITEM = "kubesim/list-item"  # marks the schema of a keyed list's item, which owns a `.` of its own
 
 

@@ -11,7 +11,7 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from kubesim import builtin_openapi, times
+from kubesim import builtin_openapi, builtin_types, times
 from kubesim.errors import (
     FieldError,
     GoLiteral,
@@ -64,6 +64,7 @@ def decode(
     elif not rt.crd and (schema := builtin_openapi.schema_of(rt.group, rt.version, rt.kind)) is not None:
         unknown = prune_unknown(obj, schema)
         report_unknown(obj, unknown, field_validation, warnings=[] if warnings is None else warnings)
+        builtin_types.check(obj, schema, kind=rt.kind, version=rt.version)
     times.normalize(rt, obj)
 
 

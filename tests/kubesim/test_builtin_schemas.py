@@ -52,6 +52,46 @@ def test_a_field_the_type_lacks_is_dropped_and_reported_as_field_validation_says
     assert (code, warnings) == (201, [])
 
 
+@pytest.mark.parametrize(
+    ("field", "value", "refusal"),
+    [
+        ("replicas", "3", "string into Go struct field DeploymentSpec.spec.replicas of type int32"),
+        ("replicas", 1.5, "number 1.5 into Go struct field DeploymentSpec.spec.replicas of type int32"),
+        ("paused", "yes", "string into Go struct field DeploymentSpec.spec.paused of type bool"),
+        (
+            "selector",
+            ["app"],
+            "array into Go struct field DeploymentSpec.spec.selector of type v1.LabelSelector",
+        ),
+    ],
+)
+def test_a_value_of_the_wrong_type_is_refused_as_the_decoder_words_it(
+    kube: Kube, field: str, value: Any, refusal: str
+) -> None:
+    body = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "typed"},
+        "spec": {field: value},
+    }
+    code, status, _ = request(kube, "POST", "/apis/apps/v1/namespaces/default/deployments", body)
+    assert (code, status["reason"]) == (400, "BadRequest")
+    expected = (
+        'Deployment in version "v1" cannot be handled as a Deployment: json: cannot unmarshal ' + refusal
+    )
+    assert status["message"] == expected
+    labelled = pod("labelled")
+    labelled["metadata"]["labels"] = {"tier": 1}
+    code, status, _ = request(kube, "POST", PODS, labelled)
+    assert (code, status["message"]) == (
+        400,
+        'Pod in version "v1" cannot be handled as a Pod: json: cannot unmarshal number into Go struct field '
+        "ObjectMeta.metadata.labels of type string",
+    )
+    quantities = pod("quantities", resources={"requests": {"cpu": 1, "memory": "1Gi"}})
+    assert request(kube, "POST", PODS, quantities)[0] == 201  # a quantity takes a number or a string
+
+
 def test_a_pod_is_defaulted_as_the_api_server_defaults_it(kube: Kube) -> None:
     probe = {"httpGet": {"port": 8080}}
     body = pod("full", ports=[{"containerPort": 8080}], readinessProbe=probe)
