@@ -79,13 +79,13 @@ def database(kube: Kube, namespace: str = "default") -> list[Any]:
     return sorted(pods.values(), key=lambda p: p.metadata.name)
 
 
-async def test_a_pod_pinned_by_its_volume_is_reserved_in_its_zone_or_not_moved(
+async def test_a_pod_pinned_by_its_volume_is_reserved_in_its_zone_or_refused_as_configured(
     kubesim_factory: Callable[..., SimHandle], nats_srv: Server, redis_srv: Server, test_id: str
 ) -> None:
     """In a namespace of its own: the Reservation's pod template carries it, or the scheduler would look
     for the claim in `default`."""
     kube = start(kubesim_factory, zoned_cluster())
-    pod, _ = database(kube, "shop")
+    pod, other = database(kube, "shop")
     config = pipeline_config(kube.handle, nats_srv, redis_srv, test_id)
     async with pipeline(config):
         create_job(kube, "no-room", pod.metadata.name, "shop")
@@ -111,17 +111,12 @@ async def test_a_pod_pinned_by_its_volume_is_reserved_in_its_zone_or_not_moved(
     assert claim.status.phase == "Bound"  # the same claim, and its volume, followed the pod
     assert reservations(kube) == []
 
-
-async def test_with_ignore_pvc_pods_the_pvc_gate_refuses_the_pod(
-    kubesim_factory: Callable[..., SimHandle], nats_srv: Server, redis_srv: Server, test_id: str
-) -> None:
-    kube = start(kubesim_factory, zoned_cluster())
-    pod, _ = database(kube)
-    config = pipeline_config(kube.handle, nats_srv, redis_srv, test_id, ignorePvcPods=True)
-    async with pipeline(config):
-        create_job(kube, "gated", pod.metadata.name)
+    # Configured to leave pods with claims alone, Podherd refuses it before reserving anything.
+    gated = pipeline_config(kube.handle, nats_srv, redis_srv, f"{test_id}-pvc", ignorePvcPods=True)
+    async with pipeline(gated):
+        create_job(kube, "gated", other.metadata.name, "shop")
         status = (await until_job(kube, "gated", ended))["status"]
     assert status["phase"] == "Failed", status
     assert "the pod has a PersistentVolumeClaim (ignorePvcPods is on)" in status["message"], status
     assert reservations(kube) == []
-    assert kube.core.read_namespaced_pod(pod.metadata.name, "default").metadata.uid == pod.metadata.uid
+    assert kube.core.read_namespaced_pod(other.metadata.name, "shop").metadata.uid == other.metadata.uid
