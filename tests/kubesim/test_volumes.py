@@ -76,22 +76,18 @@ def pod_body(name: str, claim: str, **spec: Any) -> dict[str, Any]:
     }
 
 
+def state_of(list_fn: Callable[..., Any], name: str, predicate: Callable[[Any], object]) -> Any:
+    """The object `name` of `default`, once `predicate` holds of it."""
+    key = f"default/{name}"
+    return watch_until(list_fn, lambda s: key in s and predicate(s[key]), namespace="default")[key]
+
+
 def claim_state(kube: Kube, name: str, predicate: Callable[[Any], object]) -> Any:
-    found = watch_until(
-        kube.core.list_namespaced_persistent_volume_claim,
-        lambda s: f"default/{name}" in s and predicate(s[f"default/{name}"]),
-        namespace="default",
-    )
-    return found[f"default/{name}"]
+    return state_of(kube.core.list_namespaced_persistent_volume_claim, name, predicate)
 
 
 def pod_state(kube: Kube, name: str, predicate: Callable[[Any], object]) -> Any:
-    found = watch_until(
-        kube.core.list_namespaced_pod,
-        lambda s: f"default/{name}" in s and predicate(s[f"default/{name}"]),
-        namespace="default",
-    )
-    return found[f"default/{name}"]
+    return state_of(kube.core.list_namespaced_pod, name, predicate)
 
 
 def unschedulable(pod: Any) -> str | None:
