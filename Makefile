@@ -56,7 +56,7 @@ test-repeat:
 
 # The full fuzzing counts (`make test` runs a smaller share of them).
 fuzz: $(STAMP)
-	$(PY) -m pytest tests/fuzz --fuzz=full
+	$(PY) -m pytest tests/fuzz tests/unit/test_claim_model.py --fuzz=full
 
 unit: $(STAMP)
 	$(PY) -m pytest tests/unit

@@ -32,7 +32,7 @@ from shared.config_loader import config_from_dict
 from tests.fuzz import sizes
 
 FAST = settings(
-    max_examples=sizes.count(ci=300, full=1700), deadline=None, suppress_health_check=[HealthCheck.too_slow]
+    max_examples=sizes.count(ci=150, full=1700), deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
 MESSAGES = (MigrationIntent, IntentReply, Decision, Command, Report, AuditRecord, DeadLetter, EventHead)
 

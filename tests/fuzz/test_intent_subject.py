@@ -39,7 +39,7 @@ from tests.security.doors import unchecked
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 PODS = [f"p-{i}" for i in range(5)]
-INPUTS = sizes.count(ci=300, full=1000)
+INPUTS = sizes.count(ci=150, full=1000)
 ERRORS = {"InvalidIntent", "MissingPod", "Conflict", "Unavailable"}
 T = TypeVar("T")
 

@@ -272,7 +272,9 @@ def test_a_cronjob_replaces_its_running_job_and_keeps_no_more_finished_ones_than
     assert len(replaced) == 1  # the running one deleted before the next was made
     batch.patch_namespaced_cron_job("swap", "default", {"spec": {"suspend": True}})
 
-    batch.create_namespaced_cron_job("default", cronjob("kept", successfulJobsHistoryLimit=0))
+    batch.create_namespaced_cron_job(
+        "default", cronjob("kept", successfulJobsHistoryLimit=0, concurrencyPolicy="Forbid")
+    )
     (job,) = cron_jobs(cluster, "kept", bool).values()
     batch.patch_namespaced_cron_job("kept", "default", {"spec": {"suspend": True}})
     (pod,) = job_pods(cluster, job).values()

@@ -37,6 +37,7 @@ from shared.api.pmj import (
     PodMigrationJobSpec,
     PodMigrationJobStatus,
 )
+from tests.fuzz import sizes
 from tests.unit.test_job_progress import seen
 
 WORKLOAD = "rs-uid"
@@ -351,7 +352,9 @@ def stuck(world: World) -> list[str]:
     return [job for job, status in world.jobs.items() if status is None or status.phase != PHASE_SUCCEEDED]
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=sizes.count(ci=100, full=1000), deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 @given(jobs=st.integers(1, 5), data=st.data())
 def test_every_job_of_a_workload_ends_succeeded_with_a_replacement_of_its_own(
     jobs: int, data: st.DataObject
