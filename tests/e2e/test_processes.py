@@ -40,7 +40,7 @@ from tests.kube import watch_until
 pytestmark = [pytest.mark.e2e, pytest.mark.integration, pytest.mark.slow]
 
 KUBECTL = shutil.which("kubectl")
-STORM = 36
+STORM = 24
 
 
 # Grants this run cannot exercise: the Delete and SoftEviction policies. (The drain in it cordons a node and

@@ -828,13 +828,13 @@ async def test_killing_a_replica_mid_stream_loses_no_job(
 
 
 # Sized for CI: every limit still binds many times over (`python -m bench.arbitrator_bench` runs 100,000).
-JOBS = 250
+JOBS = 150
 
 
 async def test_four_replicas_racing_never_exceed_any_limit(
     nats_srv: Server, redis_srv: Server, test_id: str
 ) -> None:
-    # 250 jobs over 50 nodes and 10 workloads; node, namespace, workload and global limits all bind.
+    # 150 jobs over 50 nodes and 10 workloads; node, namespace, workload and global limits all bind.
     # A checker reads the ledger after every admission it sees; jobs are released as they are admitted.
     limits = {"node": 2, "namespace": 40, "workload": 3, "global": 25}
     configs = replicas_config(
