@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from kubesim import builtin_defaults, cron
-from kubesim.errors import FieldError, invalid_fields
+from kubesim.errors import FieldError, invalid_fields, not_supported
 from kubesim.records import Obj, controller_ref
 
 GROUP = "batch"
@@ -95,8 +95,7 @@ def _template_errors(template: Obj, path: str) -> list[FieldError]:
     policy = (template.get("spec") or {}).get("restartPolicy")
     if policy in RESTART_POLICIES:
         return []
-    supported = "supported values: " + ", ".join(f'"{p}"' for p in RESTART_POLICIES)
-    return [FieldError("FieldValueNotSupported", f"{path}.spec.restartPolicy", policy, supported)]
+    return [not_supported(f"{path}.spec.restartPolicy", policy, RESTART_POLICIES)]
 
 
 def _schedule_errors(spec: Obj) -> list[FieldError]:

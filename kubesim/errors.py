@@ -167,6 +167,12 @@ def go_value(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), sort_keys=True)
 
 
+def not_supported(field: str, value: Any, choices: tuple[str, ...]) -> FieldError:
+    """`field.NotSupported`: the value is none of `choices`, listed in the order given."""
+    detail = "supported values: " + ", ".join(f'"{v}"' for v in choices)
+    return FieldError("FieldValueNotSupported", field, value, detail)
+
+
 def invalid_fields(kind: str, group: str, name: str, *, errors: list[FieldError]) -> ApiError:
     """The 422 `Invalid` Status the API server builds from field errors (`errors.NewInvalid`)."""
     messages: list[str] = []

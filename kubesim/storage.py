@@ -8,7 +8,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Iterable
 
-from kubesim.errors import FieldError, invalid_fields
+from kubesim.errors import FieldError, invalid_fields, not_supported
 from kubesim.records import Obj
 
 STORAGE_GROUP = "storage.k8s.io"
@@ -99,11 +99,8 @@ def _access_mode_errors(spec: Obj) -> list[FieldError]:
         return [
             FieldError("FieldValueRequired", "spec.accessModes", None, "at least 1 access mode is required")
         ]
-    supported = "supported values: " + ", ".join(f'"{m}"' for m in ACCESS_MODES)
     return [
-        FieldError("FieldValueNotSupported", "spec.accessModes", mode, supported)
-        for mode in modes
-        if mode not in ACCESS_MODES
+        not_supported("spec.accessModes", mode, ACCESS_MODES) for mode in modes if mode not in ACCESS_MODES
     ]
 
 
@@ -147,10 +144,7 @@ def _volume_errors(spec: Obj) -> list[FieldError]:
         )
     policy = spec.get("persistentVolumeReclaimPolicy")
     if policy not in RECLAIM_POLICIES:
-        supported = "supported values: " + ", ".join(f'"{p}"' for p in RECLAIM_POLICIES)
-        errors.append(
-            FieldError("FieldValueNotSupported", "spec.persistentVolumeReclaimPolicy", policy, supported)
-        )
+        errors.append(not_supported("spec.persistentVolumeReclaimPolicy", policy, RECLAIM_POLICIES))
     return errors
 
 
@@ -160,8 +154,7 @@ def _class_errors(sc: Obj, old: Obj | None) -> list[FieldError]:
         errors.append(FieldError("FieldValueRequired", "provisioner"))
     mode = sc.get("volumeBindingMode")
     if mode not in BINDING_MODES:
-        supported = "supported values: " + ", ".join(f'"{m}"' for m in BINDING_MODES)
-        errors.append(FieldError("FieldValueNotSupported", "volumeBindingMode", mode, supported))
+        errors.append(not_supported("volumeBindingMode", mode, BINDING_MODES))
     if old is None:
         return errors
     for key in ("parameters", "provisioner", "reclaimPolicy"):

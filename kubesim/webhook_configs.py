@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit
 
-from kubesim.errors import FieldError
+from kubesim.errors import FieldError, not_supported
 from kubesim.records import Obj
 from kubesim.webhook_rules import MAX_TIMEOUT_S
 
@@ -59,9 +59,7 @@ def errors_of(configuration: Obj) -> list[FieldError]:
         ):
             value = webhook.get(field)
             if value is not None and value not in allowed:
-                errors.append(
-                    FieldError("FieldValueNotSupported", f"{at}.{field}", value, _supported(allowed))
-                )
+                errors.append(not_supported(f"{at}.{field}", value, allowed))
     return errors
 
 
@@ -74,7 +72,7 @@ def _side_effects(webhook: Obj, at: str) -> list[FieldError]:
             )
         ]
     if value not in SIDE_EFFECTS:
-        return [FieldError("FieldValueNotSupported", f"{at}.sideEffects", value, _supported(SIDE_EFFECTS))]
+        return [not_supported(f"{at}.sideEffects", value, SIDE_EFFECTS)]
     return []
 
 
@@ -99,7 +97,3 @@ def _client(webhook: Obj, at: str) -> list[FieldError]:
             FieldError("FieldValueInvalid", f"{field}.url", url, "'https' is the only allowed URL scheme")
         ]
     return []
-
-
-def _supported(values: tuple[str, ...]) -> str:
-    return "supported values: " + ", ".join(f'"{v}"' for v in values)

@@ -71,7 +71,7 @@ def reject(spec: Obj, node: Obj) -> str | None:
     tolerations = spec.get("tolerations") or []
     for taint in node_taints(node):
         if taint.get("effect") in ("NoSchedule", "NoExecute") and not any(
-            _tolerates(t, taint) for t in tolerations
+            tolerates(t, taint) for t in tolerations
         ):
             if taint["key"] == "node.kubernetes.io/unschedulable":
                 return UNSCHEDULABLE
@@ -177,7 +177,7 @@ def _expr_matches(expr: Obj, value: str | None, present: bool) -> bool:
     return False
 
 
-def _tolerates(toleration: Obj, taint: Obj) -> bool:
+def tolerates(toleration: Obj, taint: Obj) -> bool:
     if toleration.get("effect") and toleration["effect"] != taint.get("effect"):
         return False
     if toleration.get("operator") == "Exists":

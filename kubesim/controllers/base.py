@@ -9,7 +9,7 @@ from typing import Generic, TypeVar
 
 from kubesim.errors import ApiError
 from kubesim.options import SimOptions
-from kubesim.records import Event
+from kubesim.records import Event, Obj
 from kubesim.resources import ResourceType
 from kubesim.store import Store
 from shared.waits import cancel_and_wait, wait_event
@@ -33,6 +33,18 @@ class Controller(Generic[K]):
         rt = self.store.registry.get(group, version, plural)
         assert rt is not None, plural
         return rt
+
+    def drop_finalizer(self, rt: ResourceType, obj: Obj, finalizer: str) -> None:
+        """Take `finalizer` off the stored object `obj` names, if it still carries it: an update through the
+        API's verbs, so an object being deleted goes once its last finalizer does."""
+        meta = obj["metadata"]
+        namespace = meta.get("namespace", "") if rt.namespaced else ""
+        current = self.store.find(rt, namespace, meta["name"])
+        if current is None or finalizer not in (current["metadata"].get("finalizers") or []):
+            return
+        new = self.store.copy_of(rt, namespace, meta["name"])
+        new["metadata"]["finalizers"] = [f for f in new["metadata"]["finalizers"] if f != finalizer]
+        self.store.verbs.update(rt, namespace, meta["name"], obj=new)
 
     def _observe(self, event: Event) -> None:
         if self.on_event(event):

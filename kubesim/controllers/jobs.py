@@ -105,7 +105,7 @@ class Jobs(Controller[tuple[str, str]]):
             status.pop("conditions")
         self._write(job, status)
         for pod in counted:
-            self._drop_finalizer(pod)
+            self.drop_finalizer(self.pods, pod, TRACKING)
         self._expire(job, status, now)
 
     def _pods_of(self, job: Obj) -> list[Obj]:
@@ -197,20 +197,11 @@ class Jobs(Controller[tuple[str, str]]):
             new["status"] = status
             self.store.put(self.jobs, new, "MODIFIED", old=job)
 
-    def _drop_finalizer(self, pod: Obj) -> None:
-        meta = pod["metadata"]
-        current = self.store.find(self.pods, meta["namespace"], meta["name"])
-        if current is None or TRACKING not in (current["metadata"].get("finalizers") or []):
-            return
-        new = copy.deepcopy(current)
-        new["metadata"]["finalizers"] = [f for f in new["metadata"]["finalizers"] if f != TRACKING]
-        self.store.verbs.update(self.pods, meta["namespace"], meta["name"], obj=new)
-
     def _release_orphans(self, uid: str) -> None:
         """A Job gone leaves the finalizers of its pods to remove, as the controller does."""
         for key in list(self.pods_of.pop(uid, ())):
             if (pod := self.store.find(self.pods, *key)) is not None:
-                self._drop_finalizer(pod)
+                self.drop_finalizer(self.pods, pod, TRACKING)
         self.failed_at.pop(uid, None)
 
     def _expire(self, job: Obj, status: Obj, now: float) -> None:

@@ -34,7 +34,8 @@ class Preferences:
         untolerated = sum(
             1
             for taint in node_fit.node_taints(node)
-            if taint.get("effect") == "PreferNoSchedule" and not _tolerated(taint, self.tolerations)
+            if taint.get("effect") == "PreferNoSchedule"
+            and not any(node_fit.tolerates(t, taint) for t in self.tolerations)
         )
         together = sum(w * counts[labels[key]] for w, key, counts in self.pod_terms if key in labels)
         spread: float | None = 0.0
@@ -141,16 +142,3 @@ def _normalized(plugin: str, raw: list[float | None]) -> list[float]:
     return [  # PodTopologySpread: fewer matching pods score higher
         0.0 if v is None else (MAX_SCORE if not top else MAX_SCORE * (top + low - v) / top) for v in raw
     ]
-
-
-def _tolerated(taint: Obj, tolerations: list[Obj]) -> bool:
-    for toleration in tolerations:
-        if toleration.get("effect") not in (None, "", "PreferNoSchedule"):
-            continue
-        if toleration.get("operator") == "Exists" and toleration.get("key") in (None, "", taint.get("key")):
-            return True
-        if toleration.get("key") == taint.get("key") and toleration.get("value", "") == taint.get(
-            "value", ""
-        ):
-            return True
-    return False

@@ -139,12 +139,11 @@ class Scheduler(Controller[tuple[str, str]]):
         requests = pod_requests(spec)
         claims = self.volumes.claims_of(pod)
         if spec.get("schedulerName") in RESERVATION_AWARE and not isinstance(claims, str):
+            available = self.volumes.available_for(claims)
             for reservation in self._matching_reservations(pod):
                 node_name = reservation["status"]["nodeName"]
                 node = self.store.find(self.nodes, "", node_name)
-                if node is None or node_fit.reject(spec, node) is not None:
-                    continue
-                if claims and node_conflict(claims, node, self.volumes.volumes) is not None:
+                if node is None or (node_fit.reject(spec, node) or node_conflict(claims, node, available)):
                     continue
                 bonus = reservations.held(reservation)
                 if node_fit.insufficient(node, self.cache.usage.on(node_name), requests, bonus=bonus) is None:
@@ -183,7 +182,8 @@ class Scheduler(Controller[tuple[str, str]]):
         total = len(nodes)
         if isinstance(claims, str):
             return None, f"0/{total} nodes are available: {claims}."
-        filters = [lambda node: node_conflict(claims, node, self.volumes.volumes)] if claims else []
+        available = self.volumes.available_for(claims)
+        filters = [lambda node: node_conflict(claims, node, available)] if claims else []
         topology = pod_topology.filter_for(
             pod,
             nodes,

@@ -80,12 +80,13 @@ def pod_claims(
     return found
 
 
-def node_conflict(claims: list[Claim], node: Obj, volumes: Callable[[], Iterable[Obj]]) -> str | None:
-    """Why the node cannot take a pod with these claims (VolumeBinding, then VolumeZone); None: it can."""
+def node_conflict(claims: list[Claim], node: Obj, volumes: list[Obj]) -> str | None:
+    """Why the node cannot take a pod with these claims (VolumeBinding, then VolumeZone); None: it can.
+    `volumes`: the volumes a delayed claim may bind to, read once for every node a pod is tried on."""
     taken: set[str] = set()
     for c in claims:
         if c.delayed:
-            found = matching_volume(c.claim, volumes(), node=node, taken=taken)
+            found = matching_volume(c.claim, volumes, node=node, taken=taken)
             if found is not None:
                 taken.add(found["metadata"]["name"])
             elif not can_provision(c.storage_class, node):

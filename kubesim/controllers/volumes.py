@@ -10,7 +10,6 @@ claim on the node it chose before it binds the pod (kube-scheduler's VolumeBindi
 from __future__ import annotations
 
 import copy
-from typing import Any
 
 from kubesim.controllers import volume_rules as rules
 from kubesim.controllers.base import Controller
@@ -43,6 +42,10 @@ class VolumeBinder:
 
     def volumes(self) -> list[Obj]:
         return list(self.store.objects(self.volumes_rt))
+
+    def available_for(self, claims: list[rules.Claim]) -> list[Obj]:
+        """The volumes a delayed one of these claims may bind to (none read when no claim is delayed)."""
+        return self.volumes() if any(c.delayed for c in claims) else []
 
     def claims_of(self, pod: Obj) -> list[rules.Claim] | str:
         """The pod's claims with their volumes and classes, or why no node can take it."""
@@ -152,7 +155,7 @@ class Volumes(Controller[tuple[str, str, str]]):
             return
         if claim["metadata"].get("deletionTimestamp"):
             if not self._in_use(claim):
-                self._unprotect(self.binder.claims_rt, claim, PVC_PROTECTION)
+                self.drop_finalizer(self.binder.claims_rt, claim, PVC_PROTECTION)
             return
         if (claim.get("status") or {}).get("phase") == "Bound":
             return
@@ -203,7 +206,7 @@ class Volumes(Controller[tuple[str, str, str]]):
         )
         if volume["metadata"].get("deletionTimestamp"):
             if ref is None or gone:
-                self._unprotect(self.binder.volumes_rt, volume, PV_PROTECTION)
+                self.drop_finalizer(self.binder.volumes_rt, volume, PV_PROTECTION)
             return
         if ref is None:
             phase = "Available"
@@ -225,14 +228,6 @@ class Volumes(Controller[tuple[str, str, str]]):
             _phase(pod) not in TERMINAL and name in rules.claim_names(pod)
             for pod in self.store.objects(self.pods, namespace)
         )
-
-    def _unprotect(self, rt: Any, obj: Obj, finalizer: str) -> None:
-        finalizers = obj["metadata"].get("finalizers") or []
-        if finalizer in finalizers:
-            new = copy.deepcopy(obj)
-            new["metadata"]["finalizers"] = [f for f in finalizers if f != finalizer]
-            meta = obj["metadata"]
-            self.store.verbs.update(rt, meta.get("namespace", ""), meta["name"], obj=new)
 
     def _tell(self, claim: Obj, kind: str, *, reason: str, message: str) -> None:
         """One event per claim for each reason it waits (a real controller repeats it, counted)."""
