@@ -34,6 +34,7 @@ from shared.kube import KubeClient
 from shared.nats_access import DENIED, Access
 from shared.waits import cancel_and_wait
 from tests.kube import Kube, watch_until
+from tests.polling import until
 
 GROUP, VERSION, PLURAL = "scheduling.koordinator.sh", "v1alpha1", "podmigrationjobs"
 TERMINAL = ("Succeeded", "Failed", "Aborted")
@@ -300,12 +301,13 @@ async def until_executors_idle(config: PodherdConfig, within: float = 60.0) -> N
     nc = await nats.connect(nats_servers(config.nats.url))
     stream = bus.Subjects(config.nats.subject_prefix).jobs_stream
     try:
-        async with asyncio.timeout(within):
-            while True:
-                info = await nc.jetstream().consumer_info(stream, EXECUTOR_CONSUMER)
-                if not info.num_pending and not info.num_ack_pending:
-                    return
-                await asyncio.sleep(0.1)  # read again: JetStream tells no one that a consumer emptied
+
+        async def idle() -> bool:
+            info = await nc.jetstream().consumer_info(stream, EXECUTOR_CONSUMER)
+            return not info.num_pending and not info.num_ack_pending
+
+        # Read again: JetStream tells no one that a consumer emptied.
+        await until(idle, within=within, what="the executors' consumer idle", every=0.1)
     finally:
         await nc.close()
 

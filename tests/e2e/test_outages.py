@@ -31,6 +31,7 @@ from podherd.harness.servers import (
     start_redis_binary,
 )
 from tests.kube import client_for, with_crds
+from tests.polling import until_sync
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 STOP_WITHIN_S = 10.0
@@ -75,11 +76,7 @@ def said(proc: ServiceProcess, text: str, times: int) -> Callable[[], bool]:
 
 
 def until(condition: Callable[[], bool], within: float, what: str) -> None:
-    deadline = time.monotonic() + within
-    while not condition():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{what}: not within {within:.0f} s")
-        time.sleep(0.05)
+    until_sync(condition, within=within, what=what)  # a process's port and log: nothing announces them
 
 
 def lines(proc: ServiceProcess, text: str) -> int:

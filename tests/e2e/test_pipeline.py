@@ -50,6 +50,7 @@ from tests.e2e.test_lifecycle import (
     web_pods,
 )
 from tests.kube import Kube, watch_until
+from tests.polling import until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 
@@ -152,21 +153,25 @@ async def test_finished_jobs_are_collected_and_an_intent_sent_again_moves_nothin
         # The tracker lets go of everything it kept for the job once its PMJ is gone (the deletion reaches
         # it through the watcher: no event of its own to await).
         client = aioredis.from_url(redis_srv.url)
-        kept: object = None
         try:
-            async with asyncio.timeout(15):
-                while kept := await tracker_state_of(client, test_id, reply.job, job["metadata"]["uid"]):  # noqa: ASYNC110
-                    await asyncio.sleep(0.2)
+            name, uid = reply.job, job["metadata"]["uid"]  # (the job's name, asserted above)
+
+            async def let_go() -> bool:
+                return not await tracker_state_of(client, test_id, name, uid)
+
+            await until(let_go, within=15, what="the tracker letting go of the job's state", every=0.2)
             # Its replacement's claim lasts while that pod runs, and goes with it.
             moved_to = job["status"]["podRef"]
             claims = f"{test_id}:tracker:claims"
             assert await client.hget(claims, moved_to["uid"]) == job["metadata"]["uid"].encode()
             kube.core.delete_namespaced_pod(moved_to["name"], "default")
-            async with asyncio.timeout(15):
-                while kept := await client.hget(claims, moved_to["uid"]):  # noqa: ASYNC110
-                    await asyncio.sleep(0.2)
-        except TimeoutError:
-            raise AssertionError(f"the tracker still keeps {kept!r}") from None
+
+            async def claim_gone() -> bool:
+                return not await client.hget(claims, moved_to["uid"])
+
+            await until(
+                claim_gone, within=15, what="the tracker letting go of the replacement's claim", every=0.2
+            )
         finally:
             await client.aclose()
     audit = await nc.jetstream().subscribe(subjects.audit(reply.job), ordered_consumer=True)
@@ -229,14 +234,16 @@ async def until_answered(
 async def when_served(nc: Any, subjects: bus.Subjects, data: bytes, headers: dict[str, str]) -> bytes:
     """The answer to a request on the intent subject. `pipeline` waits for its trackers to answer; a
     request that still finds none (seen, rarely, just after) is sent again."""
-    while True:
-        try:
-            msg = await nc.request(subjects.intent_request, data, timeout=10, headers=headers)
-        except nats.errors.NoRespondersError:
-            await asyncio.sleep(0.1)  # no event tells when the server routes to the subscription
-            continue
-        answer: bytes = msg.data
-        return answer
+    # No event tells when the server routes to the subscription: asked again while no one answers.
+    msg = await until(
+        lambda: nc.request(subjects.intent_request, data, timeout=10, headers=headers),
+        within=30,
+        what="a tracker answering on the intent subject",
+        every=0.1,
+        retry=(nats.errors.NoRespondersError,),
+    )
+    answer: bytes = msg.data
+    return answer
 
 
 async def test_two_replicas_of_each_service_carry_a_storm_of_jobs(
@@ -457,10 +464,14 @@ async def test_an_own_write_is_known_settled_before_the_reconcile_acts_on_it(
         # Its ending carried out at the version it ended at (once a reconcile finds nothing concerned it
         # meanwhile; Redis tells no one of the write): events that name it from now on reconcile nothing.
         mark = None
+
+        async def ended_at_version() -> bool:
+            nonlocal mark
+            mark = await client.hget(TrackerKeys(test_id).ended, "noted")
+            return bool(mark == version)
+
         with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(10):
-                while (mark := await client.hget(TrackerKeys(test_id).ended, "noted")) != version:  # noqa: ASYNC110
-                    await asyncio.sleep(0.05)
+            await until(ended_at_version, within=10, what="the job's end marked at its version")
     # The job as created was read and carried out: its ADDED event, however late, decides nothing.
     state = JobState(client, TrackerKeys(test_id), "5m")
     created_known = await state.is_own_settled_write("noted", created["metadata"]["resourceVersion"])

@@ -31,6 +31,7 @@ from shared import bus
 from shared.api import codec
 from shared.api.messages import MigrationIntent, PodKey
 from shared.kube import KubeClient
+from tests import polling
 from tests.e2e.pipeline import pipeline_config, podherd
 from tests.e2e.test_lifecycle import cluster, start, until_no_reservations, web_pods
 from tests.e2e.test_pipeline import until_all_ended
@@ -112,11 +113,8 @@ def total(processes: ServiceProcesses, service: str, name: str, **labels: str) -
 
 
 async def until(condition: Callable[[], bool], within: float) -> None:
-    """For values refreshed on a period (gauges): look again until the deadline."""
-    async with asyncio.timeout(within):
-        # A gauge refreshed on a period has no event to await.
-        while not await asyncio.to_thread(condition):  # noqa: ASYNC110
-            await asyncio.sleep(0.5)
+    """For values refreshed on a period (gauges), which no event announces: look again until the deadline."""
+    await polling.until(lambda: asyncio.to_thread(condition), within=within, what="the gauge", every=0.5)
 
 
 async def test_four_service_processes_with_their_own_roles_carry_a_storm_of_intents(

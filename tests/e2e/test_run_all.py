@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import signal
 import sys
-import time
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
@@ -24,6 +23,7 @@ from shared.config import KubernetesConfig
 from shared.kube import KubeClient
 from tests.e2e.pipeline import GROUP, PLURAL, VERSION, ended, pipeline_config, podherd
 from tests.kube import Kube, client_for, watch_until
+from tests.polling import until_sync
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 
@@ -72,18 +72,19 @@ def test_run_all_serves_every_service_and_plan_apply_defragments(
     log = tmp_path / "run-all.log"
     service = spawn_logged([sys.executable, "-m", "podherd", "run", "all", "--config", str(path)], log)
     try:
-        answer, port = None, 0
-        for _ in range(600):  # the process starting up: nothing to await but its port
-            port = port or ops_port(log)
-            answer = ready(port) if port else None
-            if answer is not None:
-                break
+
+        def answered() -> tuple[int, str] | None:
             assert service.poll() is None, log.read_text()[-2000:]
-            time.sleep(0.1)
+            port = ops_port(log)
+            answer = ready(port) if port else None
+            return (port, answer) if answer is not None else None
+
+        # The process starting up: nothing to await but its port.
+        port, answer = until_sync(answered, within=60, what="run all answering on its port", every=0.1)
         assert answer == "ready\n"
         # One endpoint for the four: every service's metrics.
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as answer:
-            metrics = answer.read().decode()
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+            metrics = response.read().decode()
         for family in ("podherd_watcher_events", "podherd_arbitrator_decisions", "podherd_jobs"):
             assert family in metrics
 

@@ -35,6 +35,7 @@ from shared.publisher import Publisher
 from tests.fuzz import sizes
 from tests.fuzz.test_decoders import intents, json_values
 from tests.kube import client_for, with_crds
+from tests.polling import until
 from tests.security.doors import unchecked
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -143,12 +144,12 @@ async def serve_intake(handle: SimHandle, nats_url: str, prefix: str) -> Intake:
     intake = IntentIntake(kube, Publisher(nc), subjects, replica="fuzz", requesters=unchecked(kube, subjects))
     stop = asyncio.Event()
     serving = asyncio.create_task(intake.serve(nc, NatsConfig(url=nats_url, subject_prefix=prefix), stop))
-    for _ in range(100):  # the intake subscribing
-        try:
-            await nc.request(subjects.intent_request, b"{}", timeout=2)
-            break
-        except nats.errors.NoRespondersError:
-            await asyncio.sleep(0.05)
+    await until(  # the intake subscribing: the server tells no one when it routes to the subscription
+        lambda: nc.request(subjects.intent_request, b"{}", timeout=2),
+        within=10,
+        what="the intake answering",
+        retry=(nats.errors.NoRespondersError,),
+    )
     return Intake(nc, subjects, stop, serving, kube)
 
 

@@ -46,6 +46,7 @@ from shared.config import PodherdConfig
 from shared.config_loader import config_from_dict
 from shared.ledger import Candidate, Ledger, Verdict
 from shared.publisher import Publisher
+from tests.polling import until
 
 pytestmark = pytest.mark.integration
 EPOCH = datetime(2026, 11, 1, tzinfo=UTC)
@@ -224,9 +225,8 @@ async def passes_after(count: int, within: float = 15.0) -> None:
         return REGISTRY.get_sample_value("podherd_arbitrator_pass_seconds_count") or 0.0
 
     target = passes() + count
-    async with asyncio.timeout(within):
-        while passes() < target:  # noqa: ASYNC110
-            await asyncio.sleep(0.05)  # a metric, read again: a pass tells no one it ended
+    # A metric, read again: a pass tells no one it ended.
+    await until(lambda: passes() >= target, within=within, what=f"{count} arbitration passes")
 
 
 async def follow(
@@ -617,12 +617,12 @@ async def test_four_replicas_admit_in_global_order_within_limits(
     async with arbitrators(configs):
         for i, priority in enumerate(priorities):
             await cluster.job(f"j{i}", f"p{i}", priority=priority, created=i)
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + 60
+
+        async def all_parked() -> bool:
+            return sum(gate == "slot:global" for gate in (await ledger.queue.parked()).values()) >= jobs
+
         # Every job waits on the full global slot (none still on a timer for its facts) before room opens.
-        while sum(gate == "slot:global" for gate in (await ledger.queue.parked()).values()) < jobs:
-            assert loop.time() < deadline, "the jobs never all parked on the global slot"
-            await asyncio.sleep(0.05)
+        await until(all_parked, within=60, what="every job parked on the global slot")
         for blocker in blockers:
             assert await release(configs[0], nc, subjects, blocker)
         waiting = {f"j{i}": p for i, p in enumerate(priorities)}
@@ -715,9 +715,8 @@ async def test_flush_closes_admission_until_rebuilt_from_running_jobs(
         await cluster.job("j2", "web-2", created=2)  # other node: would fit, but the ledger is closed
         # Two arbitration rounds after it, each closed: the rebuild each tries fails on the API server.
         failed = arbitrator.api_down.failures
-        async with asyncio.timeout(30):
-            while arbitrator.api_down.failures < failed + 2:  # noqa: ASYNC110 - a count, no event for it
-                await asyncio.sleep(0.05)
+        # A count, no event for it.
+        await until(lambda: arbitrator.api_down.failures >= failed + 2, within=30, what="two failed rebuilds")
         assert not await ledger.completeness.is_complete()
         assert admitted(await decisions(nc, subjects, lambda ds: len(ds) >= 1)) == ["j0"]
         arbitrator.rebuild.kube = real  # the API server is back: the next round rebuilds
@@ -797,10 +796,13 @@ async def test_killing_a_replica_mid_stream_loses_no_job(
     ]
     try:
         # Every replica up before the storm: one still importing when SIGTERM comes dies of it (-15).
-        async with asyncio.timeout(60):
-            while not all(await asyncio.gather(*(asyncio.to_thread(r.ready) for r in replicas))):
-                assert all(r.alive() for r in replicas), [r.tail() for r in replicas]
-                await asyncio.sleep(0.1)  # a process's readiness is polled: no event crosses to it
+
+        async def all_ready() -> bool:
+            assert all(r.alive() for r in replicas), [r.tail() for r in replicas]
+            return all(await asyncio.gather(*(asyncio.to_thread(r.ready) for r in replicas)))
+
+        # A process's readiness is polled: no event crosses to it.
+        await until(all_ready, within=60, what="every arbitrator ready", every=0.1)
         for i in range(150):
             await cluster.job(f"j{i}", f"p{i}", created=i)
         await decisions(nc, subjects, lambda ds: len(admitted(ds)) >= 20, within=30)

@@ -21,6 +21,7 @@ from nats.js.api import AckPolicy, ConsumerConfig
 from podherd.harness.servers import nats_server
 from shared.pull import PullConsumer, PullError
 from tests.conftest import NatsScope
+from tests.polling import until
 
 pytestmark = [pytest.mark.integration]
 WAIT = 10.0  # what each read may wait for its first message: far beyond a local delivery
@@ -108,13 +109,13 @@ async def test_requests_lost_to_a_server_restart_are_asked_for_again(tmp_path: P
         await nc.jetstream().publish("restart.before", b"before")
         assert [m.data for m in await replica.batch(256, WAIT)] == [b"before"]
         server.restart()  # the server forgets the requests it held for this replica
-        async with asyncio.timeout(WAIT):
-            while True:  # once the client is back and the stream recovered
-                try:
-                    await nc.jetstream().publish("restart.after", b"after", timeout=1)
-                    break
-                except (nats.errors.TimeoutError, nats.errors.NoRespondersError):
-                    await asyncio.sleep(0.1)
+        await until(  # once the client is back and the stream recovered
+            lambda: nc.jetstream().publish("restart.after", b"after", timeout=1),
+            within=WAIT,
+            what="the restarted server taking a publish",
+            every=0.1,
+            retry=(nats.errors.TimeoutError, nats.errors.NoRespondersError),
+        )
         async with asyncio.timeout(WAIT):
             after = await replica.batch(256, WAIT)
         assert [m.data for m in after] == [b"after"]

@@ -22,6 +22,7 @@ from shared.config_loader import config_from_dict
 from shared.durable import Durability, NotDurable
 from shared.ledger import Ledger
 from shared.slots import Slot
+from tests.polling import until
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -37,13 +38,13 @@ def connected(
 
 async def eventually(attempt: Callable[[], Awaitable[None]], within: float = 30.0) -> None:
     """`attempt` until it succeeds: what a service's loop does while Redis fails over."""
-    async with asyncio.timeout(within):
-        while True:
-            try:
-                await attempt()
-                return
-            except (redis.exceptions.ConnectionError, redis.exceptions.ResponseError, OSError):
-                await asyncio.sleep(0.1)
+
+    async def succeeds() -> bool:
+        await attempt()
+        return True
+
+    errors = (redis.exceptions.ConnectionError, redis.exceptions.ResponseError, OSError)
+    await until(succeeds, within=within, what="Redis answering again", every=0.1, retry=errors)
 
 
 async def test_the_client_follows_a_failover_and_writes_wait_for_the_old_primary_back_as_a_replica(

@@ -16,6 +16,7 @@ from shared.api import codec
 from shared.api.messages import JobUnlocked
 from shared.bus import Subjects
 from tests.conftest import NatsScope, RedisScope
+from tests.polling import until
 
 pytestmark = [pytest.mark.integration]
 LONG = 60.0  # a waiter not woken by the release would wait this long and then fail
@@ -59,9 +60,10 @@ async def test_a_release_announced_by_an_older_replica_as_a_bare_name_wakes_the_
     assert await a.acquire("move-1", 0)
     waiting = asyncio.create_task(b.acquire("move-1", LONG))
     keys = TrackerKeys(redis_scope.prefix)
-    async with asyncio.timeout(10):  # b found it held and waits (no event says so: its mark is polled)
-        while not await redis_scope.client.exists(keys.lock_wanted("move-1")):  # noqa: ASYNC110
-            await asyncio.sleep(0.01)
+    # b found it held and waits (no event says so: its mark is polled).
+    await until(
+        lambda: redis_scope.client.exists(keys.lock_wanted("move-1")), within=10, what="b's mark", every=0.01
+    )
     await redis_scope.client.delete(keys.lock("move-1"))
     await nats_scope.nc.publish(subject, b"move-1")  # what a tracker before versioned messages sends
     assert await waiting
@@ -103,8 +105,7 @@ async def test_reconciles_of_one_replica_wait_for_each_other_without_the_bus(red
     waiting = asyncio.create_task(second())
     wanted = TrackerKeys(redis_scope.prefix).lock_wanted("move-1")
     # Until the second reconcile has tried (Redis offers no event for a key being written).
-    while not await redis_scope.client.exists(wanted):  # noqa: ASYNC110
-        await asyncio.sleep(0.005)
+    await until(lambda: redis_scope.client.exists(wanted), within=10, what="the second's mark", every=0.005)
     order.append("first releases")
     await locks.release("move-1")
     await waiting

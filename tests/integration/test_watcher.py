@@ -33,6 +33,7 @@ from shared.config_loader import config_from_dict
 from shared.kube import KubeClient
 from tests.kube import Kube, client_for, with_crds
 from tests.kubesim.test_scaling import CLONESETS
+from tests.polling import until
 
 pytestmark = pytest.mark.integration
 GROUP, VERSION = "scheduling.koordinator.sh", "v1alpha1"
@@ -96,15 +97,13 @@ async def wait_events(
     try:
         js = nc.jetstream()
         deadline = time.monotonic() + within
-        while True:
-            with contextlib.suppress(Exception):
-                sub = await js.subscribe(
-                    subjects.events_of(kind) if kind else subjects.all_events, ordered_consumer=True
-                )
-                break
-            if time.monotonic() > deadline:
-                raise TimeoutError("the events stream never appeared")
-            await asyncio.sleep(0.05)
+        subject = subjects.events_of(kind) if kind else subjects.all_events
+        sub = await until(  # the stream is made by a service starting beside the test: nothing announces it
+            lambda: js.subscribe(subject, ordered_consumer=True),
+            within=within,
+            what="the events stream",
+            retry=(Exception,),
+        )
         while not predicate(events):
             remaining = deadline - time.monotonic()
             if remaining <= 0:
@@ -125,15 +124,18 @@ async def wait_checkpoint(
     repeat a replay from an older checkpoint would publish has come too."""
     nc = await nats.connect(url)
     try:
-        deadline = time.monotonic() + within
-        while time.monotonic() < deadline:
-            with contextlib.suppress(Exception):
-                kv = await nc.jetstream().key_value(Subjects(prefix).watch_bucket)
-                entry = await kv.get(f"rv.{kind}")
-                if entry.value and int(rv := str(json.loads(entry.value)["rv"])) >= at_least:
-                    return rv
-            await asyncio.sleep(0.05)
-        raise TimeoutError(f"no checkpoint for {kind}")
+
+        async def checkpoint() -> str | None:
+            kv = await nc.jetstream().key_value(Subjects(prefix).watch_bucket)
+            entry = await kv.get(f"rv.{kind}")
+            rv = str(json.loads(entry.value)["rv"]) if entry.value else None
+            return rv if rv is not None and int(rv) >= at_least else None
+
+        # A checkpoint is a key-value write nobody is told of: read again.
+        found: str = await until(
+            checkpoint, within=within, what=f"a checkpoint for {kind}", retry=(Exception,)
+        )
+        return found
     finally:
         await nc.close()
 
@@ -424,11 +426,8 @@ def publish_restarts() -> float:
 
 
 async def publish_restarts_above(count: float, within: float) -> None:
-    deadline = time.monotonic() + within
-    while publish_restarts() <= count:
-        if time.monotonic() > deadline:
-            raise TimeoutError("the watch never resumed from its checkpoint after the failed publish")
-        await asyncio.sleep(0.02)
+    what = "the watch resuming from its checkpoint after the failed publish"
+    await until(lambda: publish_restarts() > count, within=within, what=what, every=0.02)  # a metric
 
 
 async def test_a_publish_jetstream_never_acknowledged_is_published_again(
