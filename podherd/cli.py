@@ -8,7 +8,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from podherd import __version__, arguments
+from podherd import __version__, arguments, plan_commands
 from podherd.errors import EXIT_FAILED, CliError
 from podherd.harness.servers import ServerUnavailable
 from podherd.signals import stop_on_signals
@@ -163,34 +163,6 @@ def _cmd_audit(args: argparse.Namespace) -> int:
     return asyncio.run(tail())
 
 
-def _cmd_plan(args: argparse.Namespace) -> int:
-    import asyncio
-
-    from podherd import client
-
-    config = arguments.loaded(args)
-    chosen = client.plan_cluster(config, args.pod)
-    if args.output == "json":
-        print(client.plan_json(chosen))
-    else:
-        print(f"to schedule {chosen.pending.key}, empty {chosen.node}:")
-        rows = [(m.pod.key, m.pod.node or "", m.target_node) for m in chosen.moves]
-        print(client.table(("POD", "FROM", "TO"), rows))
-    if not args.apply:
-        return 0
-    intents = client.plan_intents(chosen, "podherd-plan", f"make room for {chosen.pending.key}")
-    sender = client.Sender.of(config, args.token_file)
-
-    async def publish() -> int:
-        async with client.nats_client(config) as nc:
-            replies = await client.gather_replies(nc, sender, intents, within=args.timeout)
-        for intent, reply in zip(intents, replies, strict=True):
-            print(f"{intent.pod.namespace}/{intent.pod.name} -> job {reply.job}")
-        return 0
-
-    return asyncio.run(publish())
-
-
 def _cmd_drain(args: argparse.Namespace) -> int:
     from podherd import drain
 
@@ -326,20 +298,7 @@ def build_parser() -> argparse.ArgumentParser:
     tail.add_argument("--job", help="only this job's records")
     tail.add_argument("-f", "--follow", action="store_true", help="keep printing new records")
     tail.set_defaults(func=_cmd_audit)
-    plan = sub.add_parser("plan", parents=[common], help="plan a defragmentation for a pending pod (dry)")
-    plan.add_argument(
-        "--pod", metavar="NAMESPACE/POD", help="the pod to make room for (default: largest pending)"
-    )
-    plan.add_argument("--apply", action="store_true", help="publish the plan's moves as intents")
-    plan.add_argument(
-        "--token-file",
-        help="the ServiceAccount token (audience podherd) the intents carry (default: intents.tokenFile)",
-    )
-    plan.add_argument("-o", "--output", choices=("table", "json"), default="table")
-    plan.add_argument(
-        "--timeout", type=arguments.seconds, default=10.0, help="seconds to wait for each intent's answer"
-    )
-    plan.set_defaults(func=_cmd_plan)
+    plan_commands.add_parsers(sub, common)
     _drain_parser(sub, common)
     demo = sub.add_parser("demo", help="a defragmentation end to end on the embedded default")
     demo.add_argument("--keep", action="store_true", help="leave everything running and print the addresses")

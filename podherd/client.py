@@ -374,14 +374,16 @@ def plan_intents(chosen: Plan, requester: str, reason: str) -> list[MigrationInt
     ]
 
 
+def plan_data(chosen: Plan) -> dict[str, Any]:
+    return {
+        "pending": chosen.pending.key,
+        "empty": chosen.node,
+        "moves": [{"pod": m.pod.key, "from": m.pod.node, "to": m.target_node} for m in chosen.moves],
+    }
+
+
 def plan_json(chosen: Plan) -> str:
-    return json.dumps(
-        {
-            "pending": chosen.pending.key,
-            "empty": chosen.node,
-            "moves": [{"pod": m.pod.key, "from": m.pod.node, "to": m.target_node} for m in chosen.moves],
-        }
-    )
+    return json.dumps(plan_data(chosen))
 
 
 def now_utc() -> datetime:

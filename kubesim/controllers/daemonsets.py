@@ -12,12 +12,12 @@ from __future__ import annotations
 import copy
 from collections import defaultdict
 
+from kubesim.controllers import node_filters
 from kubesim.controllers.base import Controller
 from kubesim.controllers.owned import is_active, is_ready, owner_ref, template_hash
 from kubesim.options import SimOptions
 from kubesim.records import Event, Obj, controller_ref
 from kubesim.store import Store
-from shared import node_fit
 
 _ADDED_TOLERATIONS = (
     ("node.kubernetes.io/not-ready", "NoExecute"),
@@ -48,12 +48,12 @@ def placement(spec: Obj, node: Obj) -> tuple[bool, bool]:
     name = node["metadata"]["name"]
     if spec.get("nodeName") not in (None, "", name):
         return False, False
-    if node_fit.reject({**spec, "tolerations": [{"operator": "Exists"}]}, node) is not None:
+    if node_filters.reject({**spec, "tolerations": [{"operator": "Exists"}]}, node) is not None:
         return False, False
-    if node_fit.reject(spec, node) is None:
+    if node_filters.reject(spec, node) is None:
         return True, True
-    no_execute = [t for t in node_fit.node_taints(node) if t.get("effect") == "NoExecute"]
-    return False, node_fit.reject(
+    no_execute = [t for t in node_filters.node_taints(node) if t.get("effect") == "NoExecute"]
+    return False, node_filters.reject(
         {**spec, "nodeSelector": None, "affinity": None}, _tainted(node, no_execute)
     ) is None
 

@@ -14,13 +14,13 @@ import copy
 import time
 
 from kubesim.controllers.base import Controller
+from kubesim.controllers.node_filters import node_ready
 from kubesim.controllers.recorder import record_event
 from kubesim.options import SimOptions
 from kubesim.pod_status import gates_hold, pod_conditions, readiness_gates
 from kubesim.records import Event, Obj, now_iso, parse_iso
 from kubesim.runtime import ProcessRuntime
 from kubesim.store import Store
-from shared.node_fit import node_ready
 
 FORCED_GRACE = 2.0
 

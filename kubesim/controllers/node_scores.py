@@ -12,9 +12,8 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from kubesim.controllers import pod_topology
+from kubesim.controllers import node_filters, pod_topology
 from kubesim.records import Obj
-from shared import node_fit
 
 PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
 WEIGHTS = {"NodeAffinity": 2, "TaintToleration": 3, "InterPodAffinity": 2, "PodTopologySpread": 2}
@@ -30,12 +29,12 @@ class Preferences:
 
     def raw(self, node: Obj) -> dict[str, float | None]:
         labels = node["metadata"].get("labels") or {}
-        affinity = sum(w for w, terms in self.node_terms if node_fit.matches_terms(terms, node))
+        affinity = sum(w for w, terms in self.node_terms if node_filters.matches_terms(terms, node))
         untolerated = sum(
             1
-            for taint in node_fit.node_taints(node)
+            for taint in node_filters.node_taints(node)
             if taint.get("effect") == "PreferNoSchedule"
-            and not any(node_fit.tolerates(t, taint) for t in self.tolerations)
+            and not any(node_filters.tolerates(t, taint) for t in self.tolerations)
         )
         together = sum(w * counts[labels[key]] for w, key, counts in self.pod_terms if key in labels)
         spread: float | None = 0.0
@@ -73,7 +72,7 @@ def preferences(
         for c in spec.get("topologySpreadConstraints") or []
         if c.get("whenUnsatisfiable") == "ScheduleAnyway"
     ]
-    tainted = any(t.get("effect") == "PreferNoSchedule" for n in nodes for t in node_fit.node_taints(n))
+    tainted = any(t.get("effect") == "PreferNoSchedule" for n in nodes for t in node_filters.node_taints(n))
     if not (node_terms or terms or anyway or tainted):
         return None
     placed = pod_topology.Placed.of(pods(), every) if terms or anyway else pod_topology.Placed({})

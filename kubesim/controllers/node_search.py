@@ -26,21 +26,23 @@ def feasible_nodes_to_find(nodes: int, percentage: int = 0) -> int:
 
 def search(
     nodes: list[Obj],
-    fit: Callable[[Obj], tuple[str | None, float]],
+    fit: Callable[[Obj], tuple[tuple[str, ...], float]],
     *,
     start: int,
     wanted: int,
     reasons: dict[str, int],
 ) -> tuple[list[tuple[float, Obj]], int]:
     """The first `wanted` feasible nodes from `start` on, each with its room score (lower is better), and
-    how many nodes were examined; each node `fit` refuses is counted in `reasons` under why."""
+    how many nodes were examined; each node `fit` refuses is counted in `reasons` under each reason it
+    gives."""
     found: list[tuple[float, Obj]] = []
     examined = 0
     for examined in range(1, len(nodes) + 1):
         node = nodes[(start + examined - 1) % len(nodes)]
         rejected, score = fit(node)
-        if rejected is not None:
-            reasons[rejected] = reasons.get(rejected, 0) + 1
+        if rejected:
+            for reason in rejected:
+                reasons[reason] = reasons.get(reason, 0) + 1
             continue
         found.append((score, node))
         if len(found) >= wanted:

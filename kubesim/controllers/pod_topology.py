@@ -11,8 +11,8 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from kubesim.controllers import node_filters
 from kubesim.records import Obj
-from shared import node_fit
 from shared.selectors import matches_selector_dict
 
 AFFINITY = "node(s) didn't match pod affinity rules"
@@ -26,10 +26,12 @@ EVERY_TAINT = [{"operator": "Exists"}]
 
 @dataclass
 class Placed:
-    """The pods bound to nodes (not terminating, not ended), with their nodes' labels."""
+    """The pods bound to nodes (not ended), with their nodes' labels. Inter-pod affinity reads them all;
+    spread counts only those not terminating (`live`)."""
 
     nodes: dict[str, dict[str, str]]  # node name -> its labels
     pods: list[tuple[Obj, str]] = field(default_factory=list)  # (pod, its node)
+    live: list[tuple[Obj, str]] = field(default_factory=list)
 
     @classmethod
     def of(cls, pods: Iterable[Obj], nodes: Iterable[Obj]) -> Placed:
@@ -37,8 +39,10 @@ class Placed:
         for pod in pods:
             node = (pod.get("spec") or {}).get("nodeName")
             phase = (pod.get("status") or {}).get("phase")
-            if node and not pod["metadata"].get("deletionTimestamp") and phase not in ("Succeeded", "Failed"):
+            if node and phase not in ("Succeeded", "Failed"):
                 placed.pods.append((pod, node))
+                if not pod["metadata"].get("deletionTimestamp"):
+                    placed.live.append((pod, node))
         return placed
 
     def value(self, node: str, key: str) -> str | None:
@@ -49,10 +53,11 @@ def constrained(spec: Obj) -> bool:
     """Whether the pod has anything these filters read of its own."""
     affinity = spec.get("affinity") or {}
     terms = any((affinity.get(kind) or {}).get(REQUIRED) for kind in ("podAffinity", "podAntiAffinity"))
-    return terms or any(
-        c.get("whenUnsatisfiable", "DoNotSchedule") == "DoNotSchedule"
-        for c in spec.get("topologySpreadConstraints") or []
-    )
+    return terms or any(_hard(c) for c in spec.get("topologySpreadConstraints") or [])
+
+
+def _hard(constraint: Obj) -> bool:
+    return bool(constraint.get("whenUnsatisfiable", "DoNotSchedule") == "DoNotSchedule")
 
 
 def has_anti_affinity(pod: Obj) -> bool:
@@ -74,7 +79,7 @@ def filter_for(
 
     def reject(node: Obj) -> str | None:
         labels = node["metadata"].get("labels") or {}
-        return domains.reject(labels) or _spread_reject(spreads, labels)
+        return _spread_reject(spreads, labels) or domains.reject(labels)
 
     return reject
 
@@ -83,8 +88,9 @@ def filter_for(
 class _Domains:
     """For each topology key a term names, the domains (its values) the term's pods are in."""
 
-    affinity: list[tuple[str, set[str]]]  # the pod's required affinity terms
-    first_of_group: bool  # no placed pod matches them, and the pod matches them itself
+    affinity_keys: list[str]  # the keys of the pod's required affinity terms
+    together: set[tuple[str, str]]  # (key, domain) of pods that match every one of those terms
+    first_of_group: bool  # no placed pod matches them all, and the pod matches them itself
     anti: list[tuple[str, set[str]]]  # the pod's required anti-affinity terms
     shunned: list[tuple[str, set[str]]]  # where placed pods' anti-affinity terms select the pod
 
@@ -93,20 +99,28 @@ class _Domains:
         affinity = (pod.get("spec") or {}).get("affinity") or {}
         own = (affinity.get("podAffinity") or {}).get(REQUIRED) or []
         anti = (affinity.get("podAntiAffinity") or {}).get(REQUIRED) or []
-        found = [_where(placed, pod, term) for term in own]
+        keys = [t.get("topologyKey", "") for t in own]
+        together = {
+            (key, domain)
+            for other, where in placed.pods
+            if own and all(matches(t, pod, other) for t in own)
+            for key in keys
+            if (domain := placed.value(where, key)) is not None
+        }
         # The first pod of a group that selects itself: no pod anywhere matches, and it matches its own terms.
-        nobody = not any(matches(t, pod, other) for t in own for other, _ in placed.pods)
-        first = bool(own) and nobody and all(matches(t, pod, pod) for t in own)
+        first = bool(own) and not together and all(matches(t, pod, pod) for t in own)
         shunned = [
             _shunning(placed, term, where)
             for other, where in placed.pods
             for term in _anti_terms(other)
             if matches(term, other, pod)
         ]
-        return cls(found, first, [_where(placed, pod, term) for term in anti], shunned)
+        return cls(keys, together, first, [_where(placed, pod, term) for term in anti], shunned)
 
     def reject(self, labels: dict[str, str]) -> str | None:
-        if not self.first_of_group and any(labels.get(k) not in d for k, d in self.affinity):
+        if any(k not in labels for k in self.affinity_keys):
+            return AFFINITY
+        if not self.first_of_group and any((k, labels[k]) not in self.together for k in self.affinity_keys):
             return AFFINITY
         if any(labels.get(k) in d for k, d in self.anti):
             return ANTI_AFFINITY
@@ -156,11 +170,15 @@ class _Spread:
 def _spreads(pod: Obj, placed: Placed, nodes: list[Obj]) -> list[_Spread]:
     spec = pod.get("spec") or {}
     labels = pod["metadata"].get("labels") or {}
-    eligible = {n["metadata"]["name"] for n in nodes if admits(spec, n)}
+    hard = [c for c in spec.get("topologySpreadConstraints") or [] if _hard(c)]
+    keys = [c.get("topologyKey", "") for c in hard]
+    eligible = {
+        n["metadata"]["name"]
+        for n in nodes
+        if admits(spec, n) and all(k in (n["metadata"].get("labels") or {}) for k in keys)
+    }
     out = []
-    for constraint in spec.get("topologySpreadConstraints") or []:
-        if constraint.get("whenUnsatisfiable", "DoNotSchedule") != "DoNotSchedule":
-            continue
+    for constraint in hard:
         key = constraint.get("topologyKey", "")
         selector = selector_with_label_keys(constraint, labels)
         domains, counts = spread_counts(placed, pod, key=key, selector=selector, eligible=eligible)
@@ -180,7 +198,7 @@ def spread_counts(
     domains = {d for n in eligible if (d := placed.value(n, key)) is not None}
     counts: Counter[str] = Counter(
         d
-        for other, where in placed.pods
+        for other, where in placed.live
         if where in eligible
         and (d := placed.value(where, key)) is not None
         and other["metadata"].get("namespace") == pod["metadata"].get("namespace")
@@ -212,4 +230,4 @@ def selector_with_label_keys(constraint: Obj, labels: dict[str, str]) -> Obj | N
 
 def admits(spec: Obj, node: Obj) -> bool:
     """The node passes the pod's node selector and required node affinity (its taints ignored)."""
-    return node_fit.reject({**spec, "tolerations": EVERY_TAINT}, node) is None
+    return node_filters.reject({**spec, "tolerations": EVERY_TAINT}, node) is None

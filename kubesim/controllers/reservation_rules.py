@@ -10,10 +10,10 @@ import copy
 import functools
 import time
 
+from kubesim.controllers.node_filters import Usage, add_usage
 from kubesim.records import Obj, controller_ref, now_iso, parse_iso
 from kubesim.selectors import match_label_selector
 from shared.durations import parse_duration
-from shared.node_fit import Usage, add_usage
 from shared.quantity import format_milli, milli, pod_requests
 
 DEFAULT_RESERVATION_TTL = 24 * 3600.0

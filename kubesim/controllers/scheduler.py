@@ -1,6 +1,6 @@
 """The scheduler: binds pending pods to nodes and schedules Reservations the way koord-scheduler does.
 
-Nodes are filtered and scored as `node_fit` says. A Reservation (`reservation_rules`) is scheduled like a
+Nodes are filtered and scored as `node_filters` says. A Reservation (`reservation_rules`) is scheduled like a
 pod from its template (honouring the template's nodeName, affinity and tolerations) and then holds that
 room: other pods cannot use it. A new pod of a reservation-aware scheduler that matches the Reservation's
 `owners` is placed into the room on that node, annotated `scheduling.koordinator.sh/reservation-allocated`,
@@ -21,9 +21,10 @@ from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
 
-from kubesim.controllers import node_scores, pod_topology
+from kubesim.controllers import node_filters, node_scores, pod_topology
 from kubesim.controllers import reservation_rules as reservations
 from kubesim.controllers.base import Controller
+from kubesim.controllers.node_filters import Usage
 from kubesim.controllers.node_search import feasible_nodes_to_find, search
 from kubesim.controllers.recorder import record_event
 from kubesim.controllers.scheduler_cache import NodeUsage, SchedulerCache
@@ -32,9 +33,7 @@ from kubesim.controllers.volumes import VolumeBinder
 from kubesim.options import SimOptions
 from kubesim.records import Event, Obj, now_iso
 from kubesim.store import Store
-from shared import node_fit
 from shared.api import annotations as known
-from shared.node_fit import Usage
 from shared.quantity import pod_requests
 
 RESERVATION_ALLOCATED = known.RESERVATION_ALLOCATED
@@ -50,21 +49,25 @@ def _fit(
     *,
     policy: str,
     filters: list[Callable[[Obj], str | None]],
-) -> Callable[[Obj], tuple[str | None, float]]:
-    """Why a node cannot take the pod (None: it can), and its score for it. `filters`, in kube-scheduler's
-    order after the node's own and its room: the volume filters, when the pod has claims, and the
-    inter-pod affinity and spread filters, when the pod's or the placed pods' terms ask for them."""
+) -> Callable[[Obj], tuple[tuple[str, ...], float]]:
+    """Why a node cannot take the pod (the first refusing filter's reasons; none: it can), and its score for
+    it. `filters`, in kube-scheduler's order after the node's own and its room: the volume filters, when the
+    pod has claims, and the spread and inter-pod affinity filters, when the pod's or the placed pods'
+    terms ask for them."""
 
-    def fit(node: Obj) -> tuple[str | None, float]:
+    def fit(node: Obj) -> tuple[tuple[str, ...], float]:
         used = usage.on(node["metadata"]["name"])
-        rejected = node_fit.reject(spec, node) or node_fit.insufficient(node, used, requests)
-        for check in filters:
-            if rejected is not None:
-                break
-            rejected = check(node)
+        rejected = node_filters.reject(spec, node)
         if rejected is not None:
-            return rejected, 0.0
-        return None, node_fit.score(node, used, requests, policy=policy)
+            return (rejected,), 0.0
+        short = node_filters.insufficient(node, used, requests)
+        if short:
+            return short, 0.0
+        for check in filters:
+            rejected = check(node)
+            if rejected is not None:
+                return (rejected,), 0.0
+        return (), node_filters.score(node, used, requests, policy=policy)
 
     return fit
 
@@ -143,10 +146,12 @@ class Scheduler(Controller[tuple[str, str]]):
             for reservation in self._matching_reservations(pod):
                 node_name = reservation["status"]["nodeName"]
                 node = self.store.find(self.nodes, "", node_name)
-                if node is None or (node_fit.reject(spec, node) or node_conflict(claims, node, available)):
+                if node is None or (
+                    node_filters.reject(spec, node) or node_conflict(claims, node, available)
+                ):
                     continue
                 bonus = reservations.held(reservation)
-                if node_fit.insufficient(node, self.cache.usage.on(node_name), requests, bonus=bonus) is None:
+                if not node_filters.insufficient(node, self.cache.usage.on(node_name), requests, bonus=bonus):
                     self._bind(pod, node, reservation, claims=claims)
                     return
         best, why = self._pick(spec, requests, nodes, pod=pod, claims=claims)
@@ -182,14 +187,7 @@ class Scheduler(Controller[tuple[str, str]]):
         total = len(nodes)
         if isinstance(claims, str):
             return None, f"0/{total} nodes are available: {claims}."
-        available = self.volumes.available_for(claims)
-        filters = [lambda node: node_conflict(claims, node, available)] if claims else []
-        topology = pod_topology.filter_for(
-            pod,
-            nodes,
-            pods=self.all_pods,
-            placed_terms=bool(self.cache.anti_affinity),
-        )
+        fit = fit_for(self, spec, requests, nodes=nodes, pod=pod, claims=claims)
         pinned = spec.get("nodeName")
         reasons: dict[str, int] = defaultdict(int)
         if pinned:  # only that node can take it (koord-scheduler filters the others out first)
@@ -200,9 +198,6 @@ class Scheduler(Controller[tuple[str, str]]):
             nodes = [node] if node is not None else []
         wanted = feasible_nodes_to_find(len(nodes), self.options.percentage_of_nodes_to_score)
         start = self._next_start % len(nodes) if nodes else 0
-        if topology is not None:
-            filters.append(topology)
-        fit = _fit(self.cache.usage, spec, requests, policy=self.options.score, filters=filters)
         found, examined = search(nodes, fit, start=start, wanted=wanted, reasons=reasons)
         if not pinned and nodes:
             self._next_start = (start + examined) % len(nodes)
@@ -212,7 +207,7 @@ class Scheduler(Controller[tuple[str, str]]):
             else None
         )
         best = node_scores.best(found, prefers)
-        return best, node_fit.unavailable_message(reasons, total)
+        return best, node_filters.unavailable_message(reasons, total)
 
     # ----------------------------------------------------------------------------------------------------
     # Reservations
@@ -291,3 +286,29 @@ class Scheduler(Controller[tuple[str, str]]):
                 message=message,
                 component="default-scheduler",
             )
+
+
+def verdicts(scheduler: Scheduler, pod: Obj) -> dict[str, tuple[str, ...]]:
+    """What a scheduling pass would say of `pod` on each node, every node examined: the first refusing
+    filter's reasons, none where it fits. Tests hold another fit library to it."""
+    nodes = list(scheduler.store.objects(scheduler.nodes))
+    spec = pod.get("spec") or {}
+    claims = scheduler.volumes.claims_of(pod)
+    if isinstance(claims, str):
+        return {n["metadata"]["name"]: (claims,) for n in nodes}
+    fit = fit_for(scheduler, spec, pod_requests(spec), nodes=nodes, pod=pod, claims=claims)
+    return {n["metadata"]["name"]: fit(n)[0] for n in nodes}
+
+
+def fit_for(
+    scheduler: Scheduler, spec: Obj, requests: Usage, *, nodes: list[Obj], pod: Obj, claims: list[Claim]
+) -> Callable[[Obj], tuple[tuple[str, ...], float]]:
+    """Every filter for this pod, over `nodes`, as one check of a node."""
+    available = scheduler.volumes.available_for(claims)
+    filters = [lambda node: node_conflict(claims, node, available)] if claims else []
+    topology = pod_topology.filter_for(
+        pod, nodes, pods=scheduler.all_pods, placed_terms=bool(scheduler.cache.anti_affinity)
+    )
+    if topology is not None:
+        filters.append(topology)
+    return _fit(scheduler.cache.usage, spec, requests, policy=scheduler.options.score, filters=filters)

@@ -8,9 +8,9 @@ from collections import defaultdict
 
 from kubesim.controllers import pod_topology
 from kubesim.controllers import reservation_rules as reservations
+from kubesim.controllers.node_filters import Usage, add_usage
 from kubesim.options import SimOptions
 from kubesim.records import Event
-from shared.node_fit import Usage, add_usage
 from shared.quantity import pod_requests
 
 TERMINAL = frozenset({"Succeeded", "Failed"})

@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from kubesim.controllers.node_filters import matches_terms
 from kubesim.records import Obj
 from kubesim.selectors import match_label_selector
-from shared.node_fit import matches_terms
 from shared.quantity import milli
 
 # kube-scheduler's words (volumebinding, volumezone).

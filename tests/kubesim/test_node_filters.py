@@ -1,7 +1,6 @@
-"""Whether a pod fits a node (shared.node_fit), as kube-scheduler's filters decide and say it: room,
-nodeSelector, required node affinity, taints and tolerations (cordoned and NotReady nodes tainted as the
-node lifecycle controller taints them); and whether it would fit another node, as the descheduler's NodeFit
-decides (Koordinator's nodeFit)."""
+"""Whether a pod fits a node by kubesim's scheduler (kubesim.controllers.node_filters), as kube-scheduler's
+filters decide and say it: room, nodeSelector, required node affinity, taints and tolerations (cordoned and
+NotReady nodes tainted as the node lifecycle controller taints them)."""
 
 from __future__ import annotations
 
@@ -9,12 +8,9 @@ from typing import Any
 
 import pytest
 
-from shared.node_fit import (
+from kubesim.controllers.node_filters import (
     AFFINITY_MISMATCH,
-    ANTI_AFFINITY,
-    UNSCHEDULABLE,
     allocatable,
-    elsewhere,
     insufficient,
     node_ready,
     reject,
@@ -32,11 +28,15 @@ def node(name: str = "node-a", **extra: Any) -> dict[str, Any]:
 def test_room_is_allocatable_minus_what_is_in_use() -> None:
     free = allocatable(node())
     assert free["cpu"] == 4000
-    assert insufficient(node(), {"cpu": 3000}, {"cpu": 1000}) is None
-    assert insufficient(node(), {"cpu": 3500}, {"cpu": 1000}) == "Insufficient cpu"
-    assert insufficient(node(), {"pods": 110_000}, {"pods": 1000}) == "Too many pods"
+    assert insufficient(node(), {"cpu": 3000}, {"cpu": 1000}) == ()
+    assert insufficient(node(), {"cpu": 3500}, {"cpu": 1000}) == ("Insufficient cpu",)
+    # Every shortfall, the pod count first, as NodeResourcesFit names them.
+    lacking = insufficient(
+        node(), {"cpu": 3500, "pods": 110_000}, {"memory": 9 * 1024**3 * 1000, "cpu": 1000, "pods": 1000}
+    )
+    assert lacking == ("Too many pods", "Insufficient cpu", "Insufficient memory")
     # A Reservation's own room counts for the pod that takes it.
-    assert insufficient(node(), {"cpu": 3500}, {"cpu": 1000}, bonus={"cpu": 1000}) is None
+    assert insufficient(node(), {"cpu": 3500}, {"cpu": 1000}, bonus={"cpu": 1000}) == ()
 
 
 def required(*terms: dict[str, Any]) -> dict[str, Any]:
@@ -105,42 +105,5 @@ def test_cordoned_and_not_ready_nodes_are_tainted_as_the_lifecycle_controller_ta
     assert reject({}, not_ready) == "node(s) had untolerated taint {node.kubernetes.io/not-ready: }"
     tolerant = {"tolerations": [{"key": "node.kubernetes.io/not-ready", "operator": "Exists"}]}
     assert reject(tolerant, not_ready) is None
-
-
-def pod(name: str, cpu: str = "1", *, phase: str = "Running", **spec: Any) -> dict[str, Any]:
-    containers = [{"name": "c", "image": "i", "resources": {"requests": {"cpu": cpu}}}]
-    return {
-        "metadata": {"name": name, "namespace": "default", "labels": {"app": name.split("-", 1)[0]}},
-        "spec": {"containers": containers, **spec},
-        "status": {"phase": phase},
-    }
-
-
-def test_another_node_fits_with_the_room_its_pods_leave() -> None:
-    there = [pod("db-0", "2"), pod("db-1", "1")]
-    assert elsewhere(pod("web-0", "1"), node(), there) is None
-    assert elsewhere(pod("web-0", "2"), node(), there) == "Insufficient cpu"
-    # A pod that has ended holds nothing.
-    assert elsewhere(pod("web-0", "2"), node(), [*there[:1], pod("db-1", "1", phase="Succeeded")]) is None
-
-
-def test_a_cordoned_node_is_out_even_for_a_pod_that_tolerates_everything() -> None:
-    everything = pod("ds-0", tolerations=[{"operator": "Exists"}])
-    assert elsewhere(everything, node(spec={"unschedulable": True}), ()) == UNSCHEDULABLE
-    assert elsewhere(pod("web-0", nodeSelector={"zone": "b"}), node(), ()) == AFFINITY_MISMATCH
-
-
-def test_a_pod_there_that_the_pods_required_anti_affinity_rules_out() -> None:
-    term = {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": "zone"}
-    anti = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
-    moving = pod("web-0", affinity=anti)
-    assert elsewhere(moving, node(), [pod("web-1")]) == ANTI_AFFINITY
-    assert elsewhere(moving, node(), [pod("db-0")]) is None
-    assert elsewhere(moving, node(), [pod("web-0")]) is None  # itself (as the descheduler skips it by name)
-    elsewhere_ns = {
-        **pod("web-1"),
-        "metadata": {"name": "web-1", "namespace": "other", "labels": {"app": "web"}},
-    }
-    assert elsewhere(moving, node(), [elsewhere_ns]) is None  # the term's namespaces: the pod's own
-    unlabelled = {**node(), "metadata": {"name": "node-a", "labels": {}}}
-    assert elsewhere(moving, unlabelled, [pod("web-1")]) is None  # no such topology on the node
+    unknown = node(status={"conditions": [{"type": "Ready", "status": "Unknown"}]})
+    assert reject(tolerant, unknown) == "node(s) had untolerated taint {node.kubernetes.io/unreachable: }"

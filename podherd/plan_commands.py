@@ -1,0 +1,144 @@
+"""The `plan` and `rebalance` commands: their arguments (the descheduler's option names) and what they do."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from podherd import arguments
+
+DEFAULT_THRESHOLDS = {"cpu": 20.0, "memory": 20.0, "pods": 20.0}
+DEFAULT_TARGETS = {"cpu": 50.0, "memory": 50.0, "pods": 50.0}
+RESOURCES = ("cpu", "memory", "pods")
+
+
+def percentages(text: str) -> dict[str, float]:
+    """RESOURCE=PERCENT[,...] over cpu, memory and pods, as the descheduler's thresholds."""
+    found: dict[str, float] = {}
+    for part in text.split(","):
+        name, sep, value = part.partition("=")
+        if not sep or name.strip() not in RESOURCES:
+            raise argparse.ArgumentTypeError(f"{part!r} is not RESOURCE=PERCENT with cpu, memory or pods")
+        try:
+            number = float(value)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{value!r} is not a percentage (for example cpu=20)") from None
+        if not 0 <= number <= 100:
+            raise argparse.ArgumentTypeError(f"{part!r}: a percentage is from 0 to 100")
+        found[name.strip()] = number
+    return found
+
+
+def at_least_one(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be 1 or more, got {text}")
+    return value
+
+
+def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
+    plan = sub.add_parser("plan", parents=[common], help="plan a defragmentation or a rebalance (dry)")
+    plan.add_argument(
+        "--policy",
+        choices=(
+            "defrag",
+            "LowNodeUtilization",
+            "HighNodeUtilization",
+            "RemovePodsViolatingTopologySpreadConstraint",
+        ),
+        default="defrag",
+        help="defrag (room for a pending pod, the default) or a descheduler policy",
+    )
+    plan.add_argument(
+        "--pod", metavar="NAMESPACE/POD", help="defrag: the pod to make room for (default: largest pending)"
+    )
+    plan.add_argument("--apply", action="store_true", help="publish the plan's moves as intents")
+    plan.add_argument("-o", "--output", choices=("table", "json", "yaml"), default="table")
+    plan.add_argument("--picture", metavar="FILE.png", help="draw each node's fill before and after")
+    _policy_options(plan)
+    plan.set_defaults(func=plan_command)
+    rebalance = sub.add_parser(
+        "rebalance", parents=[common], help="carry out a policy's plan as jobs and follow them to their end"
+    )
+    rebalance.add_argument(
+        "--policy",
+        choices=("LowNodeUtilization", "HighNodeUtilization", "RemovePodsViolatingTopologySpreadConstraint"),
+        required=True,
+    )
+    rebalance.add_argument("--requester", default="podherd-cli", help="who asks (default: podherd-cli)")
+    rebalance.add_argument(
+        "--within",
+        dest="follow_timeout",
+        type=arguments.seconds,
+        help="seconds to follow the jobs (default: until they end)",
+    )
+    _policy_options(rebalance)
+    rebalance.set_defaults(func=rebalance_command)
+
+
+def _policy_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--thresholds",
+        type=percentages,
+        default=DEFAULT_THRESHOLDS,
+        help="under all of these percentages a node is underutilized (default: each 20)",
+    )
+    parser.add_argument(
+        "--target-thresholds",
+        type=percentages,
+        default=DEFAULT_TARGETS,
+        help="LowNodeUtilization: over any of these a node is overutilized (default: each 50)",
+    )
+    parser.add_argument(
+        "--number-of-nodes",
+        type=int,
+        default=0,
+        help="LowNodeUtilization: act only above this many underutilized",
+    )
+    parser.add_argument("--max-pods-per-node", type=at_least_one, help="maxNoOfPodsToEvictPerNode")
+    parser.add_argument("--max-pods-per-namespace", type=at_least_one, help="maxNoOfPodsToEvictPerNamespace")
+    parser.add_argument("--max-pods-total", type=at_least_one, help="maxNoOfPodsToEvictTotal")
+    parser.add_argument(
+        "--recent",
+        type=arguments.duration,
+        default="30m",
+        help="a pod moved within this long stays, so no plan undoes a recent move (default: 30m)",
+    )
+    parser.add_argument(
+        "--token-file",
+        help="the ServiceAccount token (audience podherd) the intents carry (default: intents.tokenFile)",
+    )
+    parser.add_argument(
+        "--timeout", type=arguments.seconds, default=10.0, help="seconds to wait for each intent's answer"
+    )
+
+
+def plan_command(args: argparse.Namespace) -> int:
+    if args.policy == "defrag":
+        from podherd import defrag_command
+
+        return defrag_command.run(args)
+    from podherd import plan_output, rebalance
+
+    config = arguments.loaded(args)
+    outcome = rebalance.make_plan(args, config)
+    print(plan_output.render(outcome, args.output))
+    if args.picture:
+        plan_output.picture(outcome, args.picture)
+    if args.apply:
+        return rebalance.execute(args, config, outcome)
+    return 0
+
+
+def rebalance_command(args: argparse.Namespace) -> int:
+    from podherd import plan_output, rebalance
+
+    config = arguments.loaded(args)
+    outcome = rebalance.make_plan(args, config)
+    print(plan_output.render(outcome, "table"), flush=True)
+    if not outcome.planning.moves:
+        return 0
+    return rebalance.execute(args, config, outcome)

@@ -1,0 +1,93 @@
+"""A rebalancing plan shown: the moves, each node's fill before and after, the policy's measure; as a table,
+as YAML or JSON for machines, and as a picture of the nodes' fill before and after."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from podherd.client import table
+from podherd.errors import CliError
+from podherd.rebalance import Outcome
+
+SHOWN = ("cpu", "memory", "pods")
+
+
+def as_data(outcome: Outcome) -> dict[str, Any]:
+    planning, measure = outcome.planning, outcome.measure
+    return {
+        "policy": outcome.policy,
+        "measure": {"name": measure.name, "before": measure.before, "after": measure.after},
+        "moves": [{"pod": m.pod, "from": m.source, "to": m.target, "why": m.why} for m in planning.moves],
+        "nodes": {
+            node: {
+                "before": {r: round(v, 1) for r, v in outcome.before[node].items()},
+                "after": {r: round(v, 1) for r, v in outcome.after[node].items()},
+            }
+            for node in outcome.before
+        },
+        "emptied": sorted(planning.emptying),
+        "stays": dict(sorted(planning.skipped.items())),
+    }
+
+
+def render(outcome: Outcome, output: str) -> str:
+    if output == "json":
+        return json.dumps(as_data(outcome), indent=2)
+    if output == "yaml":
+        return yaml.safe_dump(as_data(outcome), sort_keys=False)
+    measure = outcome.measure
+    lines = [f"{outcome.policy}: {measure.name} {measure.before:g} -> {measure.after:g}"]
+    moves = [(m.pod, m.source, m.target, m.why) for m in outcome.planning.moves]
+    lines.append(table(("POD", "FROM", "TO", "WHY"), moves) if moves else "no move")
+    rows = [
+        (node, *(_change(outcome.before[node].get(r), outcome.after[node].get(r)) for r in SHOWN))
+        for node in outcome.before
+    ]
+    lines.append(table(("NODE", "CPU %", "MEMORY %", "PODS %"), rows))
+    return "\n".join(lines)
+
+
+def _change(before: float | None, after: float | None) -> str:
+    if before is None or after is None:
+        return "-"
+    return f"{before:.0f}" if round(before) == round(after) else f"{before:.0f} -> {after:.0f}"
+
+
+def picture(outcome: Outcome, path: str) -> None:
+    """Each node's CPU and memory fill before and after the plan, as bars, into a PNG."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        from matplotlib import pyplot
+    except ImportError as exc:
+        raise CliError("--picture needs matplotlib: pip install 'podherd[picture]'") from exc
+    nodes = list(outcome.before)
+    figure, axes = pyplot.subplots(2, 1, figsize=(max(6.0, 0.25 * len(nodes) + 2), 6), sharex=True)
+    for ax, resource in zip(axes, ("cpu", "memory"), strict=True):
+        positions = range(len(nodes))
+        ax.bar(
+            [p - 0.2 for p in positions],
+            [outcome.before[n].get(resource, 0) for n in nodes],
+            0.4,
+            label="before",
+        )
+        ax.bar(
+            [p + 0.2 for p in positions],
+            [outcome.after[n].get(resource, 0) for n in nodes],
+            0.4,
+            label="after",
+        )
+        ax.set_ylabel(f"{resource} requested, %")
+        ax.set_ylim(0, 100)
+        ax.legend(loc="upper right")
+    axes[-1].set_xticks(list(range(len(nodes))), nodes, rotation=90, fontsize=6)
+    measure = outcome.measure
+    figure.suptitle(f"{outcome.policy}: {measure.name} {measure.before:g} -> {measure.after:g}")
+    figure.tight_layout()
+    figure.savefig(Path(path), dpi=100)
+    pyplot.close(figure)
