@@ -118,7 +118,7 @@ class _Loader:
             spec["priorityClassName"] = item["priorityClassName"]
             priority = self.priorities.get(item["priorityClassName"], priority)
         spec["priority"] = int(priority or 0)
-        for key in ("nodeSelector", "tolerations", "affinity", "volumes"):
+        for key in ("nodeSelector", "tolerations", "affinity", "volumes", "topologySpreadConstraints"):
             if item.get(key):
                 spec[key] = copy.deepcopy(item[key])
         builtin_defaults.pod_spec(spec)  # as the API server's defaulting leaves it

@@ -127,7 +127,83 @@ def maintenance(nodes: int = 4, node_cpu: int = 8, ready_after: int = 2) -> dict
     }
 
 
+ZONE = "topology.kubernetes.io/zone"
+
+
+def skewed(nodes: int = 50, node_cpu: int = 8) -> dict[str, Any]:
+    """A cluster to rebalance: a fifth of the nodes (`hot-*`, zone a) 81 % full, the rest (`b-*`, `c-*`)
+    almost empty, and a spread constraint violated.
+
+    Each hot node runs five `web` replicas (1 CPU, priority 1000, a budget of 20 % unavailable) and one `db`
+    replica (1.5 CPU, a StatefulSet, priority 0) that only zone a can take (its node selector). Every other
+    `c-*` node runs one small `cache` replica (100m). `front` (6 replicas, a zone spread constraint of
+    maxSkew 1) was placed all in zone b. A scheduler that places by spreading (least-allocated) sends a
+    replacement to the emptiest node it may use.
+    """
+    hot = max(1, nodes // 5)
+    zone_b = (nodes - hot) // 2
+    zone_c = nodes - hot - zone_b
+    capacity = {"cpu": str(node_cpu), "memory": "32Gi", "pods": "110"}
+    hot_names = [f"hot-{i}" for i in range(1, hot + 1)]
+
+    def deployment(
+        name: str, replicas: int, cpu: str, *, placement: list[str], **extra: Any
+    ) -> dict[str, Any]:
+        return {
+            "kind": "Deployment",
+            "name": name,
+            "namespace": "shop",
+            "replicas": replicas,
+            "requests": {"cpu": cpu, "memory": "1Gi"},
+            "schedulerName": "koord-scheduler",
+            "placement": placement,
+            "terminationGracePeriodSeconds": 1,
+            **extra,
+        }
+
+    spread = {
+        "maxSkew": 1,
+        "topologyKey": ZONE,
+        "whenUnsatisfiable": "DoNotSchedule",
+        "labelSelector": {"matchLabels": {"app": "front"}},
+    }
+    return {
+        "name": f"skewed-{nodes}",
+        "priorityClasses": [{"name": "web", "value": 1000}],
+        "nodes": [
+            {"name": "hot-{i}", "count": hot, "capacity": capacity, "labels": {ZONE: "a"}},
+            {"name": "b-{i}", "count": zone_b, "capacity": capacity, "labels": {ZONE: "b"}},
+            {"name": "c-{i}", "count": zone_c, "capacity": capacity, "labels": {ZONE: "c"}},
+        ],
+        "workloads": [
+            deployment(
+                "web",
+                5 * hot,
+                "1",
+                placement=hot_names,
+                priorityClassName="web",
+                pdb={"maxUnavailable": "20%"},
+            ),
+            {
+                **deployment("db", hot, "1500m", placement=hot_names, nodeSelector={ZONE: "a"}),
+                "kind": "StatefulSet",
+            },
+            deployment(
+                "cache", (zone_c + 1) // 2, "100m", placement=[f"c-{i}" for i in range(1, zone_c + 1, 2)]
+            ),
+            deployment(
+                "front",
+                6,
+                "500m",
+                placement=[f"b-{1 + i % max(1, zone_b)}" for i in range(6)],
+                topologySpreadConstraints=[spread],
+            ),
+        ],
+    }
+
+
 BUILTIN["fragmented"] = fragmented()
+BUILTIN["rebalance"] = skewed()
 BUILTIN["maintenance"] = maintenance()
 BUILTIN["small"] = {
     "name": "small",

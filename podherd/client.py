@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
-import json
 import re
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
@@ -22,10 +21,9 @@ import urllib3.exceptions
 from kubernetes.config import ConfigException
 
 from podherd.errors import CliError
-from podherd.planner import NoPlan, Plan, node_room, plan, pod_load
 from shared import bus
 from shared.api import codec, paths
-from shared.api.messages import AuditRecord, IntentReply, MigrationIntent, PodKey
+from shared.api.messages import AuditRecord, IntentReply, MigrationIntent
 from shared.api.pmj import REASON_WAIT_FOR_WINDOW, TERMINAL_PHASES
 from shared.backoff import describe
 from shared.config import PodherdConfig, nats_servers
@@ -336,54 +334,6 @@ async def audit_records(
     finally:
         with contextlib.suppress(Exception):
             await sub.unsubscribe()
-
-
-# ---------------------------------------------------------------------------------------------------------
-# plan
-
-
-def plan_cluster(config: PodherdConfig, pending: str | None) -> Plan:
-    with kube_client(config) as kube:
-        nodes = [node_room(n) for n in kube_get(kube, paths.NODES).get("items") or []]
-        pods = [pod_load(p) for p in kube_get(kube, paths.PODS).get("items") or []]
-    target = None
-    if pending:
-        target = next((p for p in pods if p.key == pending), None)
-        if target is None:
-            raise CliError(f"no pod {pending}")
-    args = config.migration_controller
-    schedulers = args.scheduler_names if args.default_job_mode == "ReservationFirst" else None
-    try:
-        return plan(nodes, pods, target, schedulers=schedulers)
-    except NoPlan as exc:
-        raise CliError(str(exc)) from exc
-
-
-def plan_intents(chosen: Plan, requester: str, reason: str) -> list[MigrationIntent]:
-    """One intent per move, keyed by the plan (the same plan published twice is the same jobs)."""
-    stamp = hashlib.sha256(f"{chosen.pending.key}|{chosen.node}".encode()).hexdigest()[:12]
-    return [
-        MigrationIntent(
-            idempotency_key=f"defrag-{stamp}-{m.pod.namespace}-{m.pod.name}",
-            pod=PodKey(namespace=m.pod.namespace, name=m.pod.name),
-            requester=requester,
-            target_node=m.target_node,
-            reason=reason,
-        )
-        for m in chosen.moves
-    ]
-
-
-def plan_data(chosen: Plan) -> dict[str, Any]:
-    return {
-        "pending": chosen.pending.key,
-        "empty": chosen.node,
-        "moves": [{"pod": m.pod.key, "from": m.pod.node, "to": m.target_node} for m in chosen.moves],
-    }
-
-
-def plan_json(chosen: Plan) -> str:
-    return json.dumps(plan_data(chosen))
 
 
 def now_utc() -> datetime:

@@ -8,15 +8,15 @@ from typing import Any
 
 import msgspec
 
-from podherd.planner import Plan
 from podherd.watchdog.invariants import Findings
 from shared.api import paths
 from shared.api.pmj import TERMINAL_PHASES
 from shared.kube import KubeClient
 from shared.quantity import milli
+from shared.rebalance.defrag import Defrag
 
 
-async def state(kube: KubeClient, chosen: Plan, jobs: list[str]) -> dict[str, Any]:
+async def state(kube: KubeClient, chosen: Defrag, jobs: list[str]) -> dict[str, Any]:
     phases: Counter[str] = Counter()
     for name in jobs:
         job = await kube.get_json(paths.job(name)) or {}

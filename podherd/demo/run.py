@@ -31,7 +31,7 @@ import yaml
 from kubesim.options import SimOptions
 from kubesim.rbac import Authorizer
 from kubesim.sim import SimHandle, start_in_thread
-from podherd import client, nats_pki
+from podherd import client, defrag_command, nats_pki
 from podherd.demo import cluster as demo_cluster
 from podherd.demo import mistyped as demo_mistyped
 from podherd.demo import progress as demo_progress
@@ -41,7 +41,6 @@ from podherd.errors import CliError
 from podherd.harness.processes import SERVICES, ServiceFailed, ServiceProcesses
 from podherd.harness.servers import nats_server, redis_server
 from podherd.install import install, requester_file, service_account, service_token
-from podherd.planner import Plan
 from podherd.watchdog.history import room_checks
 from podherd.watchdog.invariants import Findings, Watchdog
 from shared import redis_client
@@ -50,6 +49,7 @@ from shared.config import PodherdConfig
 from shared.config_loader import config_from_dict
 from shared.kube import KubeClient
 from shared.nats_permissions import OPERATOR
+from shared.rebalance.defrag import Defrag
 from shared.redact import without_credentials
 
 IN_CLUSTER_STOP = 60.0  # seconds: deploy/ gives each pod 45 s to stop
@@ -285,10 +285,10 @@ def _config_document(prefix: str, nats_url: str, redis_url: str, *, kubeconfig: 
 async def _defragment(
     config: PodherdConfig, kube: KubeClient, opts: DemoOptions, *, out: TextIO
 ) -> dict[str, Any]:
-    chosen = await asyncio.to_thread(client.plan_cluster, config, None)
+    chosen = await asyncio.to_thread(defrag_command.plan_cluster, config, None)
     print(f"\nplan: empty {chosen.node} so that {chosen.pending.key} can schedule", file=out)
     for move in chosen.moves:
-        print(f"  move {move.pod.key} from {move.pod.node} to {move.target_node}", file=out)
+        print(f"  move {move.pod} from {move.source} to {move.target}", file=out)
     store = redis_client.connect(config.redis)
     watchdog = Watchdog(
         kube,
@@ -303,7 +303,7 @@ async def _defragment(
     sender = client.Sender.of(config)
     subjects = sender.subjects
     try:
-        intents = client.plan_intents(chosen, "podherd-demo", f"make room for {chosen.pending.key}")
+        intents = defrag_command.intents(chosen, "podherd-demo")
         async with client.nats_client(config) as nc:
             replies = await client.gather_replies(nc, sender, intents, within=30)
         jobs = sorted({r.job for r in replies if r.job})
@@ -333,7 +333,7 @@ async def _defragment(
 
 
 async def _follow(
-    kube: KubeClient, chosen: Plan, jobs: list[str], *, watchdog: Watchdog, within: float, out: TextIO
+    kube: KubeClient, chosen: Defrag, jobs: list[str], *, watchdog: Watchdog, within: float, out: TextIO
 ) -> None:
     live = out.isatty()
     deadline = time.monotonic() + within
@@ -364,7 +364,7 @@ async def _cleaned_up(kube: KubeClient, within: float) -> None:
         await asyncio.sleep(0.1)
 
 
-async def _facts(kube: KubeClient, chosen: Plan, jobs: list[str], *, findings: Findings) -> dict[str, Any]:
+async def _facts(kube: KubeClient, chosen: Defrag, jobs: list[str], *, findings: Findings) -> dict[str, Any]:
     phases: dict[str, str] = {}
     for name in jobs:
         job = await kube.get_json(paths.job(name)) or {}

@@ -94,14 +94,29 @@ class Planning:
             self.skipped[pod.key] = refused
             return None
         view = self.views[pod.key]
-        fit = Fit(self.cluster, view)
+        now, after = self._fits(view)
         for target in targets:
             if target == view.node or target in self.emptying:
                 continue
-            if fit.fits(self.cluster.nodes[target]):
+            node = self.cluster.nodes[target]
+            if now.fits(node) and (after is None or after.fits(node)):
                 return self._apply(pod, target, why=why)
         self.skipped[pod.key] = "no node it fits"
         return None
+
+    def _fits(self, view: PodView) -> tuple[Fit, Fit | None]:
+        """The pod's fit as its Reservation meets it (the pod still on its node), and, where its own terms or
+        placed pods' terms are counted, as the cluster will be once it has gone: a move must be right at
+        both times, or it would make a spread or affinity violation the next plan undoes."""
+        now = Fit(self.cluster, view)
+        if now.placement is None:
+            return now, None
+        self.cluster.remove(view)
+        try:
+            after = Fit(self.cluster, view)
+        finally:
+            self.views[view.key] = self.cluster.place(view, view.node or "")
+        return now, after
 
     def take_back(self, count: int) -> None:
         """Undo the last `count` moves (a node that could not be emptied whole keeps its pods)."""

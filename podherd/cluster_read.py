@@ -1,0 +1,76 @@
+"""The cluster as a plan reads it, once: nodes, pods, the room Reservations hold, the volumes bound claims
+use and the namespaces' labels (for terms that choose namespaces by label)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from podherd.client import kube_client, kube_get
+from podherd.errors import CliError
+from shared.api import paths
+from shared.config import PodherdConfig
+from shared.fit.cluster import Cluster, Held
+from shared.fit.views import VolumeView, node_view, pod_view, volume_view
+from shared.quantity import milli
+from shared.rebalance.candidates import Candidate, candidate
+
+RESERVATIONS = "/apis/scheduling.koordinator.sh/v1alpha1/reservations"
+
+
+@dataclass
+class Snapshot:
+    cluster: Cluster
+    candidates: list[Candidate]  # every pod bound to a node
+    pods: list[dict[str, Any]]  # every pod, as the API returned it
+
+
+def read(config: PodherdConfig, *, moved_since: str = "") -> Snapshot:
+    """The cluster now: nodes, pods, the room Reservations hold, bound volumes, namespaces' labels."""
+    with kube_client(config) as kube:
+        nodes = [node_view(n) for n in kube_get(kube, paths.NODES).get("items") or []]
+        pod_objs = kube_get(kube, paths.PODS).get("items") or []
+        reservations = _items(kube, RESERVATIONS)
+        claims = _items(kube, "/api/v1/persistentvolumeclaims")
+        volumes = {v["metadata"]["name"]: v for v in _items(kube, "/api/v1/persistentvolumes")}
+        namespaces = _items(kube, "/api/v1/namespaces")
+    bound: dict[str, VolumeView] = {}
+    for claim in claims:
+        name = (claim.get("spec") or {}).get("volumeName")
+        if name in volumes:
+            bound[f"{claim['metadata']['namespace']}/{claim['metadata']['name']}"] = volume_view(
+                volumes[name]
+            )
+    cluster = Cluster.of(
+        nodes,
+        [pod_view(p) for p in pod_objs],
+        held=[h for h in map(held_room, reservations) if h is not None],
+        volumes=bound,
+        namespace_labels={n["metadata"]["name"]: n["metadata"].get("labels") or {} for n in namespaces},
+    )
+    placed = [p for p in pod_objs if (p.get("spec") or {}).get("nodeName")]
+    return Snapshot(cluster, [candidate(p, moved_since=moved_since) for p in placed], pod_objs)
+
+
+def _items(kube: Any, path: str) -> list[dict[str, Any]]:
+    try:
+        return list(kube_get(kube, path).get("items") or [])
+    except CliError:
+        return []  # a cluster without Koordinator's Reservations holds no room for them
+
+
+def held_room(obj: Mapping[str, Any]) -> Held | None:
+    """An Available Reservation's room still unallocated, on its node, for the pods it names."""
+    status = obj.get("status") or {}
+    if status.get("phase") != "Available" or not status.get("nodeName"):
+        return None
+    allocatable = {k: milli(v) for k, v in (status.get("allocatable") or {}).items()}
+    allocated = {k: milli(v) for k, v in (status.get("allocated") or {}).items()}
+    room = {k: max(0, v - allocated.get(k, 0)) for k, v in allocatable.items() if k != "pods"}
+    owners = frozenset(
+        f"{ref['object'].get('namespace')}/{ref['object'].get('name')}"
+        for ref in (obj.get("spec") or {}).get("owners") or ()
+        if ref.get("object")
+    )
+    return Held(obj["metadata"]["name"], str(status["nodeName"]), room, owners)

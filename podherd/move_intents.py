@@ -1,0 +1,30 @@
+"""A plan's moves as migration intents: one per move, with its target node, keyed by the plan (the same plan
+sent twice is the same jobs)."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+
+from shared.api.messages import MigrationIntent, PodKey
+from shared.rebalance.planning import Move
+
+
+def move_intents(moves: Sequence[Move], *, requester: str, kind: str, reason: str) -> list[MigrationIntent]:
+    """`kind` names the plan in each key (defrag, rebalance); `reason` goes with every intent, each move's
+    own why after it."""
+    stamp = hashlib.sha256("|".join(f"{m.pod}>{m.target}" for m in moves).encode()).hexdigest()[:12]
+    intents = []
+    for move in moves:
+        namespace, name = move.pod.split("/", 1)
+        intents.append(
+            MigrationIntent(
+                idempotency_key=f"{kind}-{stamp}-{namespace}-{name}"[:200],
+                pod=PodKey(namespace=namespace, name=name),
+                requester=requester,
+                target_node=move.target,
+                mode="ReservationFirst",
+                reason=f"{reason}: {move.why}"[:1024] if move.why != reason else reason[:1024],
+            )
+        )
+    return intents
