@@ -14,6 +14,7 @@ from podherd.harness.servers import ServerUnavailable
 from podherd.signals import stop_on_signals
 from shared.bus import StreamRefused
 from shared.config import ConfigError
+from shared.logs import quiet_tls_close
 
 if TYPE_CHECKING:
     from shared.runtime import ServiceMain
@@ -317,11 +318,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.add_argument(
         "--scenario",
-        choices=("defragment", "maintenance", "interceptor"),
+        choices=("defragment", "maintenance", "interceptor", "rebalance"),
         default="defragment",
         help="defragment (default): make room for a pending pod; maintenance: drain a node, plainly"
         " (kubectl's algorithm) and by Podherd, side by side; interceptor: kubectl drain itself, without"
-        " and with the admission gate, side by side",
+        " and with the admission gate, side by side; rebalance: a skewed 50-node cluster rebalanced as the"
+        " descheduler does it and by Podherd, side by side, with pictures",
     )
     demo.set_defaults(func=_cmd_demo)
     return parser
@@ -380,6 +382,7 @@ def _via(parser: argparse.ArgumentParser) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    quiet_tls_close()
     parser = build_parser()
     args = parser.parse_args(argv)
     func: Callable[[argparse.Namespace], int] = args.func

@@ -124,7 +124,7 @@ def plan_command(args: argparse.Namespace) -> int:
     from podherd import plan_output, rebalance
 
     config = arguments.loaded(args)
-    outcome = rebalance.make_plan(args, config)
+    outcome = rebalance.make_plan(rebalance.PolicyOptions.of(args), config)
     print(plan_output.render(outcome, args.output))
     if args.picture:
         plan_output.picture(outcome, args.picture)
@@ -137,7 +137,7 @@ def rebalance_command(args: argparse.Namespace) -> int:
     from podherd import plan_output, rebalance
 
     config = arguments.loaded(args)
-    outcome = rebalance.make_plan(args, config)
+    outcome = rebalance.make_plan(rebalance.PolicyOptions.of(args), config)
     print(plan_output.render(outcome, "table"), flush=True)
     if not outcome.planning.moves:
         return 0

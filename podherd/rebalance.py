@@ -12,7 +12,8 @@ from __future__ import annotations
 import asyncio
 import functools
 import sys
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
@@ -37,63 +38,105 @@ class Outcome:
     after: dict[str, dict[str, float]]
 
 
-def make_plan(args: Any, config: PodherdConfig) -> Outcome:
-    moved_since = (now_utc() - timedelta(seconds=parse_duration(args.recent))).strftime("%Y-%m-%dT%H:%M:%SZ")
-    snapshot = cluster_read.read(config, moved_since=moved_since)
+@dataclass(frozen=True)
+class PolicyOptions:
+    policy: str
+    thresholds: Mapping[str, float]
+    target_thresholds: Mapping[str, float]
+    number_of_nodes: int = 0
+    caps: Caps = field(default_factory=Caps)
+    recent: str = "30m"  # a pod moved within this long stays
+
+    @classmethod
+    def of(cls, args: Any) -> PolicyOptions:
+        caps = Caps(args.max_pods_per_node, args.max_pods_per_namespace, args.max_pods_total)
+        return cls(
+            args.policy, args.thresholds, args.target_thresholds, args.number_of_nodes, caps, args.recent
+        )
+
+
+def make_plan(options: PolicyOptions, config: PodherdConfig) -> Outcome:
+    moved_since = now_utc() - timedelta(seconds=parse_duration(options.recent))
+    snapshot = cluster_read.read(config, moved_since=moved_since.strftime("%Y-%m-%dT%H:%M:%SZ"))
     cluster, pods = snapshot.cluster, snapshot.candidates
     controller = config.migration_controller
     reserving = controller.default_job_mode == "ReservationFirst"
-    caps = Caps(args.max_pods_per_node, args.max_pods_per_namespace, args.max_pods_total)
     planning = Planning.of(
-        cluster, pods, caps=caps, schedulers=frozenset(controller.scheduler_names) if reserving else None
+        cluster,
+        pods,
+        caps=options.caps,
+        schedulers=frozenset(controller.scheduler_names) if reserving else None,
     )
     before = {n: fill(cluster, n) for n in sorted(cluster.nodes)}
-    if args.policy == "LowNodeUtilization":
+    if options.policy == "LowNodeUtilization":
         measure = policies.low_node_utilization(
             planning,
-            thresholds=args.thresholds,
-            target_thresholds=args.target_thresholds,
-            number_of_nodes=args.number_of_nodes,
+            thresholds=options.thresholds,
+            target_thresholds=options.target_thresholds,
+            number_of_nodes=options.number_of_nodes,
         )
-    elif args.policy == "HighNodeUtilization":
-        measure = policies.high_node_utilization(planning, thresholds=args.thresholds)
+    elif options.policy == "HighNodeUtilization":
+        measure = policies.high_node_utilization(planning, thresholds=options.thresholds)
     else:
         measure = policies.spread_repair(planning)
     after = {n: fill(cluster, n) for n in sorted(cluster.nodes)}
-    return Outcome(args.policy, planning, measure, before, after)
+    return Outcome(options.policy, planning, measure, before, after)
+
+
+@dataclass
+class Carried:
+    jobs: dict[str, str]  # job -> pod
+    failed: dict[str, str]  # job -> why it ended otherwise than Succeeded
+    refused: dict[str, str]  # pod -> why no job was made
+
+
+async def carry_out(
+    config: PodherdConfig,
+    outcome: Outcome,
+    *,
+    sender: Sender,
+    requester: str,
+    answer_within: float,
+    follow_within: float | None,
+    show: Callable[[str], None],
+) -> Carried:
+    """The plan's moves sent as intents, and their jobs followed to their end."""
+    sent = move_intents(outcome.planning.moves, requester=requester, kind="rebalance", reason=outcome.policy)
+    started = now_utc()
+    async with nats_client(config) as nc:
+        replies = await gather_replies(nc, sender, sent, within=answer_within)
+        pairs = list(zip(sent, replies, strict=True))
+        jobs = {str(r.job): f"{i.pod.namespace}/{i.pod.name}" for i, r in pairs if r.ok and r.job}
+        refused = {
+            f"{i.pod.namespace}/{i.pod.name}": r.error.message if r.error else "refused"
+            for i, r in pairs
+            if not r.ok or not r.job
+        }
+        subjects = bus.Subjects(config.nats.subject_prefix)
+        ended = await drain.follow(nc, subjects, jobs, since=started, within=follow_within, show=show)
+    return Carried(jobs, ended.failed(), refused)
 
 
 def execute(args: Any, config: PodherdConfig, outcome: Outcome) -> int:
-    """Send the plan's moves as intents and follow their jobs to their end."""
-    sent = move_intents(
-        outcome.planning.moves, requester=args.requester, kind="rebalance", reason=outcome.policy
-    )
-    if not sent:
+    """Send the plan's moves as intents and follow their jobs to their end: 0 once every move is done."""
+    if not outcome.planning.moves:
         print("nothing to move")
         return 0
-    sender = Sender.of(config, args.token_file)
-    show = functools.partial(print, flush=True)
-
-    async def run() -> int:
-        started = now_utc()
-        async with nats_client(config) as nc:
-            replies = await gather_replies(nc, sender, sent, within=args.timeout)
-            refused = [(i, r) for i, r in zip(sent, replies, strict=True) if not r.ok or not r.job]
-            jobs = {
-                str(r.job): f"{i.pod.namespace}/{i.pod.name}"
-                for i, r in zip(sent, replies, strict=True)
-                if r.job
-            }
-            for intent, reply in refused:
-                why = reply.error.message if reply.error else "refused"
-                print(f"error: {intent.pod.namespace}/{intent.pod.name}: {why}", file=sys.stderr)
-            subjects = bus.Subjects(config.nats.subject_prefix)
-            within = getattr(args, "follow_timeout", None)
-            ended = await drain.follow(nc, subjects, jobs, since=started, within=within, show=show)
-        failed = ended.failed()
-        print(f"{len(jobs) - len(failed)} of {len(sent)} moves done", flush=True)
-        for job, message in sorted(failed.items()):
-            print(f"error: {jobs[job]}: {message}", file=sys.stderr)
-        return 1 if failed or refused else 0
-
-    return asyncio.run(run())
+    carried = asyncio.run(
+        carry_out(
+            config,
+            outcome,
+            sender=Sender.of(config, args.token_file),
+            requester=getattr(args, "requester", "podherd-plan"),
+            answer_within=args.timeout,
+            follow_within=getattr(args, "follow_timeout", None),
+            show=functools.partial(print, flush=True),
+        )
+    )
+    done = len(carried.jobs) - len(carried.failed)
+    print(f"{done} of {len(outcome.planning.moves)} moves done", flush=True)
+    for pod, why in sorted(carried.refused.items()):
+        print(f"error: {pod}: {why}", file=sys.stderr)
+    for job, why in sorted(carried.failed.items()):
+        print(f"error: {carried.jobs[job]}: {why}", file=sys.stderr)
+    return 1 if carried.failed or carried.refused else 0

@@ -37,6 +37,7 @@ from podherd.demo import mistyped as demo_mistyped
 from podherd.demo import progress as demo_progress
 from podherd.demo.interceptor import run_interceptor
 from podherd.demo.maintenance import run_maintenance
+from podherd.demo.rebalance import run_rebalance
 from podherd.errors import CliError
 from podherd.harness.processes import SERVICES, ServiceFailed, ServiceProcesses
 from podherd.harness.servers import nats_server, redis_server
@@ -88,6 +89,12 @@ def run_demo(opts: DemoOptions, out: TextIO = sys.stdout) -> int:
                 "--scenario maintenance runs on kubesim's maintenance cluster: no --in-cluster, --kubeconfig"
             )
         return run_maintenance(opts, out, processes=_processes)
+    if opts.scenario == "rebalance":
+        if opts.in_cluster or opts.kubeconfig:
+            raise CliError(
+                "--scenario rebalance runs on kubesim's rebalance cluster: no --in-cluster, --kubeconfig"
+            )
+        return run_rebalance(opts, out, processes=_processes)
     if opts.scenario == "interceptor":
         if opts.in_cluster or opts.kubeconfig:
             raise CliError(
@@ -187,7 +194,10 @@ def _processes(
     document = _config_document(opts.prefix, nats_url, redis_url, kubeconfig=kubeconfig)
     if pki is not None:  # the demo's own client (its planner, its watchdog) is an operator
         document["nats"]["tls"] = msgspec.to_builtins(pki.tls(OPERATOR))
-    if scenario == "maintenance":  # a workload's replicas go one after the other, not one per 5 minutes
+    if scenario in (
+        "maintenance",
+        "rebalance",
+    ):  # a workload's replicas go one after another, not one per 5 min
         document["migrationController"] = {"objectLimiters": {"workload": {"duration": "1s"}}}
     kubeconfigs: dict[str, Path] = {}
     processes = ServiceProcesses(

@@ -261,3 +261,28 @@ def test_interceptor_demo_drains_with_kubectl_through_the_gate_beside_kubectl_al
     assert any("guarded" in pod for pod in plain["gave_up_on"]), plain["gave_up_on"]
     assert set(summary["exit_codes"].values()) == {0}
     assert "kubectl drain through the gate: no workload without a Ready replica; node node-1 drained" in said
+
+
+# `make chaos` runs it (`-m full`): `make test` rebalances a 10-node copy of the same cluster through the
+# services, beside the descheduler's way, held to the watchdog's invariants (tests/e2e/test_rebalance.py).
+@pytest.mark.full
+def test_rebalance_demo_keeps_every_promise_beside_the_descheduler_way(tmp_path: Path) -> None:
+    said, summary = scenario(tmp_path, "rebalance")
+    assert "podherd rebalance: every promise kept; 0 nodes over their targets" in said
+    ours, theirs = summary["podherd"], summary["descheduler_style"]
+    assert ours["replacements_pending"] == [] and ours["limits_exceeded"] == 0
+    assert ours["evictions_without_room"] == [] and ours["over_targets"] == 0
+    assert all(
+        ours[p]["moves"] > 0 and ours[p]["failed"] == {}
+        for p in ("LowNodeUtilization", "HighNodeUtilization")
+    )
+    # The descheduler's way on the same cluster: every db pod back on an overutilized node.
+    assert (
+        len(theirs["LowNodeUtilization"]["undone"]) > 0 and theirs["LowNodeUtilization"]["over_targets"] > 0
+    )
+    for policy in (
+        "LowNodeUtilization",
+        "RemovePodsViolatingTopologySpreadConstraint",
+        "HighNodeUtilization",
+    ):
+        assert (tmp_path / f"rebalance-{policy}.png").read_bytes()[:4] == b"\x89PNG"

@@ -1,0 +1,256 @@
+"""`podherd demo --scenario rebalance`: a skewed 50-node cluster rebalanced twice, on two copies of it.
+
+1. As the descheduler runs its policies (`harness.descheduler_style`): LowNodeUtilization, then
+   HighNodeUtilization, each evicting and leaving the replacements to the scheduler.
+2. Through the four services: `podherd rebalance` with LowNodeUtilization, spread repair and
+   HighNodeUtilization, each move a job with its room reserved first, the watchdog on throughout. The nodes'
+   fill before and after each Podherd plan is drawn into the work directory (`rebalance-*.png`).
+
+Side by side at the end: moves, replacements stranded, moves undone, nodes still over their targets. The
+command fails only if Podherd's run broke a promise (a replacement Pending, a limit exceeded, an eviction
+without room) or left a node over its targets.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TextIO
+
+import kubernetes
+import yaml
+
+from kubesim.options import SimOptions
+from kubesim.sim import start_in_thread
+from podherd import client, plan_output, rebalance
+from podherd.harness import descheduler_style
+from podherd.install import requester_file
+from podherd.watchdog.history import room_checks
+from podherd.watchdog.invariants import Watchdog
+from shared import redis_client
+from shared.config import PodherdConfig
+from shared.config_loader import config_from_dict
+from shared.kube import KubeClient
+
+THRESHOLDS = {"cpu": 20.0, "memory": 20.0, "pods": 20.0}
+TARGETS = {"cpu": 50.0, "memory": 50.0, "pods": 50.0}
+CONSOLIDATE = {"cpu": 10.0, "memory": 10.0, "pods": 10.0}
+POLICIES = (
+    rebalance.PolicyOptions("LowNodeUtilization", THRESHOLDS, TARGETS),
+    rebalance.PolicyOptions("RemovePodsViolatingTopologySpreadConstraint", THRESHOLDS, TARGETS),
+    rebalance.PolicyOptions("HighNodeUtilization", CONSOLIDATE, TARGETS),
+)
+SETTLE = 120.0  # seconds the evicted pods' replacements may take to be placed or found unschedulable
+
+
+def _objects(core: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    serialize = core.api_client.sanitize_for_serialization
+    return serialize(core.list_node().items), serialize(core.list_pod_for_all_namespaces().items)
+
+
+def over_targets(core: Any) -> list[str]:
+    nodes, pods = _objects(core)
+    usage = descheduler_style.Usage.of(nodes, pods)
+    return [n for n in usage.allocatable if any(usage.percent(n).get(r, 0) > v for r, v in TARGETS.items())]
+
+
+def _at_rest(core: Any, apps: Any) -> list[dict[str, Any]] | None:
+    """The pods once every workload has all of its, each placed or found unschedulable, none terminating."""
+    _, pods = _objects(core)
+    owned: dict[str, int] = {}
+    for pod in pods:
+        meta, status = pod["metadata"], pod.get("status") or {}
+        unschedulable = any(c.get("reason") == "Unschedulable" for c in status.get("conditions") or ())
+        if meta.get("deletionTimestamp") or not (pod["spec"].get("nodeName") or unschedulable):
+            return None
+        for ref in meta.get("ownerReferences") or ():
+            owned[ref["name"]] = owned.get(ref["name"], 0) + 1
+    sets = [
+        *apps.list_stateful_set_for_all_namespaces().items,
+        *apps.list_replica_set_for_all_namespaces().items,
+    ]
+    return None if any(owned.get(s.metadata.name, 0) != s.spec.replicas for s in sets) else pods
+
+
+def descheduler_run(out: TextIO) -> dict[str, Any]:
+    print("\n1. as the descheduler runs them: evict, reserve nothing, let the scheduler place", file=out)
+    sim = start_in_thread(SimOptions(), scenario="rebalance")
+    try:
+        api = kubernetes.config.new_client_from_config(config_file=str(sim.kubeconfig))
+        core, apps = kubernetes.client.CoreV1Api(api), kubernetes.client.AppsV1Api(api)
+        found: dict[str, Any] = {}
+        for name in ("LowNodeUtilization", "HighNodeUtilization"):
+            nodes, pods = _objects(core)
+            if name == "LowNodeUtilization":
+                victims, sources = descheduler_style.low_node_utilization(
+                    nodes, pods, thresholds=THRESHOLDS, targets=TARGETS
+                )
+            else:
+                victims, sources = descheduler_style.high_node_utilization(
+                    nodes, pods, thresholds=CONSOLIDATE
+                )
+            for pod in victims:
+                meta = pod["metadata"]
+                where = kubernetes.client.V1ObjectMeta(name=meta["name"], namespace=meta["namespace"])
+                core.create_namespaced_pod_eviction(
+                    meta["name"], meta["namespace"], kubernetes.client.V1Eviction(metadata=where)
+                )
+            after = _wait(lambda: _at_rest(core, apps), SETTLE)
+            result = descheduler_style.aftermath(victims, after or [], sources=sources, before=pods)
+            found[name] = {
+                "moves": result.evicted,
+                "stranded": result.stranded,
+                "undone": result.undone,
+                "over_targets": len(over_targets(core)),
+            }
+            print(
+                f"   {name}: evicted {result.evicted}; {len(result.stranded)} replacements stranded, "
+                f"{len(result.undone)} placed back where the policy took them from",
+                file=out,
+            )
+        return found
+    finally:
+        sim.stop()
+
+
+def _wait(check: Callable[[], Any], within: float) -> Any:
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        found = check()
+        if found is not None:
+            return found
+        time.sleep(0.2)
+    return None
+
+
+async def _podherd_run(
+    config: PodherdConfig, kube: KubeClient, *, core: Any, workdir: Path, out: TextIO
+) -> dict[str, Any]:
+    store = redis_client.connect(config.redis)
+    watchdog = Watchdog(
+        kube,
+        store,
+        config.redis.key_prefix,
+        args=config.migration_controller,
+        checks=lambda: room_checks(config.nats.url, config.nats.subject_prefix, tls=config.nats.tls),
+    )
+    stop = asyncio.Event()
+    watching = asyncio.create_task(watchdog.run(stop))
+    sender = client.Sender.of(config)
+    found: dict[str, Any] = {}
+    try:
+        for options in POLICIES:
+            outcome = await asyncio.to_thread(rebalance.make_plan, options, config)
+            picture = workdir / f"rebalance-{options.policy}.png"
+            await asyncio.to_thread(plan_output.picture, outcome, str(picture))
+            measure = outcome.measure
+            print(
+                f"   {options.policy}: {len(outcome.planning.moves)} moves planned, {measure.name} "
+                f"{measure.before:g} -> {measure.after:g} (picture: {picture})",
+                file=out,
+                flush=True,
+            )
+            carried = await rebalance.carry_out(
+                config,
+                outcome,
+                sender=sender,
+                requester="podherd-demo",
+                answer_within=30,
+                follow_within=SETTLE,
+                show=lambda line: None,
+            )
+            if (
+                options.policy == "LowNodeUtilization"
+            ):  # what it was for; consolidation then fills nodes again
+                found["over_targets"] = len(await asyncio.to_thread(over_targets, core))
+            found[options.policy] = {
+                "moves": len(carried.jobs) - len(carried.failed),
+                "failed": carried.failed,
+                "refused": carried.refused,
+                "measure": {"before": measure.before, "after": measure.after},
+            }
+    finally:
+        stop.set()
+        findings = await watching
+        await store.aclose()
+    found["replacements_pending"] = sorted(findings.pending_replacements)
+    found["limits_exceeded"] = findings.limits_exceeded
+    found["evictions_without_room"] = findings.evictions_without_room
+    return found
+
+
+def podherd_run(opts: Any, out: TextIO, *, processes: Any) -> dict[str, Any]:
+    print("\n2. podherd rebalance: every move a job, its room held before the pod goes", file=out)
+    workdir = Path(opts.workdir or tempfile.mkdtemp(prefix="podherd-rebalance-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    with contextlib.ExitStack() as stack:
+        services = processes(opts, stack, workdir, scenario="rebalance")
+        token_file = workdir / "requester.token"
+        services.config_document.setdefault("intents", {})["tokenFile"] = str(token_file)
+        (workdir / "podherd.yaml").write_text(yaml.safe_dump(services.config_document))
+        config = config_from_dict(services.config_document)
+        kube = KubeClient.from_config(config.kubernetes)
+        stack.callback(kube.close)
+        services.start(kube)
+        requester_file(kube, token_file, audience=config.intents.audience)
+        core = kubernetes.client.CoreV1Api(
+            kubernetes.config.new_client_from_config(config_file=str(services.kubeconfig))
+        )
+        ours = asyncio.run(_podherd_run(config, kube, core=core, workdir=workdir, out=out))
+        ours["services_exit_codes"] = services.stop(kube)
+    return ours
+
+
+def side_by_side(theirs: dict[str, Any], ours: dict[str, Any]) -> list[str]:
+    low, high = "LowNodeUtilization", "HighNodeUtilization"
+    rows = [
+        ("", "descheduler's way", "podherd rebalance"),
+        (f"{low}: moves", str(theirs[low]["moves"]), str(ours[low]["moves"])),
+        (f"{low}: nodes still over targets", str(theirs[low]["over_targets"]), str(ours["over_targets"])),
+        (f"{high}: moves", str(theirs[high]["moves"]), str(ours[high]["moves"])),
+        (
+            "replacements stranded (Pending)",
+            str(len(theirs[low]["stranded"]) + len(theirs[high]["stranded"])),
+            str(len(ours["replacements_pending"])),
+        ),
+        ("moves undone", str(len(theirs[low]["undone"]) + len(theirs[high]["undone"])), "0"),
+    ]
+    widths = [max(len(r[i]) for r in rows) for i in range(3)]
+    return ["  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in rows]
+
+
+def run_rebalance(opts: Any, out: TextIO, *, processes: Any) -> int:
+    """`processes(opts, stack, workdir, scenario=...)` starts kubesim, NATS, Redis and the four services as
+    the defragmentation demo does."""
+    theirs = descheduler_run(out)
+    ours = podherd_run(opts, out, processes=processes)
+    print("", file=out)
+    for line in side_by_side(theirs, ours):
+        print(line, file=out)
+    if opts.summary_json:
+        Path(opts.summary_json).write_text(
+            json.dumps({"descheduler_style": theirs, "podherd": ours}, indent=2)
+        )
+    kept = (
+        not ours["replacements_pending"]
+        and ours["limits_exceeded"] == 0
+        and not ours["evictions_without_room"]
+    )
+    moved = all(not ours[p.policy]["failed"] and not ours[p.policy]["refused"] for p in POLICIES)
+    ok = (
+        kept
+        and moved
+        and ours["over_targets"] == 0
+        and all(c == 0 for c in ours["services_exit_codes"].values())
+    )
+    print(
+        f"\npodherd rebalance: {'every promise kept' if kept else 'a promise broken'}; "
+        f"{ours['over_targets']} nodes over their targets after LowNodeUtilization",
+        file=out,
+    )
+    return 0 if ok else 1
