@@ -23,19 +23,16 @@ from pathlib import Path
 from typing import Any, TextIO
 
 import kubernetes
-import yaml
 
 from kubesim.options import SimOptions
 from kubesim.sim import start_in_thread
 from podherd import client, drain
 from podherd.demo.availability import Availability
 from podherd.demo.plain_drain import plain_drain
-from podherd.install import requester_file
+from podherd.demo.services_up import started
 from shared.api.drain import DrainOptions
 from shared.api.messages import DrainIntent
 from shared.config import PodherdConfig
-from shared.config_loader import config_from_dict
-from shared.kube import KubeClient
 
 NODE = "node-1"
 APPS = ["solo", "guarded", "web", "db"]
@@ -160,14 +157,7 @@ def run_maintenance(opts: Any, out: TextIO, *, processes: Any) -> int:
     workdir.mkdir(parents=True, exist_ok=True)
     with contextlib.ExitStack() as stack:
         services = processes(opts, stack, workdir, scenario="maintenance")
-        token_file = workdir / "requester.token"
-        services.config_document.setdefault("intents", {})["tokenFile"] = str(token_file)
-        (workdir / "podherd.yaml").write_text(yaml.safe_dump(services.config_document))
-        config = config_from_dict(services.config_document)
-        kube = KubeClient.from_config(config.kubernetes)
-        stack.callback(kube.close)
-        services.start(kube)
-        requester_file(kube, token_file, audience=config.intents.audience)
+        config, kube = started(services, stack, workdir)
         _agent(services.kubeconfig)
         ours = podherd_run(config, services.kubeconfig, out, within=opts.timeout)
         codes = services.stop(kube)

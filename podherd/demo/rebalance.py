@@ -23,18 +23,16 @@ from pathlib import Path
 from typing import Any, TextIO
 
 import kubernetes
-import yaml
 
 from kubesim.options import SimOptions
 from kubesim.sim import start_in_thread
 from podherd import client, plan_output, rebalance
+from podherd.demo.services_up import started
 from podherd.harness import descheduler_style
-from podherd.install import requester_file
 from podherd.watchdog.history import room_checks
 from podherd.watchdog.invariants import Watchdog
 from shared import redis_client
 from shared.config import PodherdConfig
-from shared.config_loader import config_from_dict
 from shared.kube import KubeClient
 
 THRESHOLDS = {"cpu": 20.0, "memory": 20.0, "pods": 20.0}
@@ -190,14 +188,7 @@ def podherd_run(opts: Any, out: TextIO, *, processes: Any) -> dict[str, Any]:
     workdir.mkdir(parents=True, exist_ok=True)
     with contextlib.ExitStack() as stack:
         services = processes(opts, stack, workdir, scenario="rebalance")
-        token_file = workdir / "requester.token"
-        services.config_document.setdefault("intents", {})["tokenFile"] = str(token_file)
-        (workdir / "podherd.yaml").write_text(yaml.safe_dump(services.config_document))
-        config = config_from_dict(services.config_document)
-        kube = KubeClient.from_config(config.kubernetes)
-        stack.callback(kube.close)
-        services.start(kube)
-        requester_file(kube, token_file, audience=config.intents.audience)
+        config, kube = started(services, stack, workdir)
         core = kubernetes.client.CoreV1Api(
             kubernetes.config.new_client_from_config(config_file=str(services.kubeconfig))
         )

@@ -76,6 +76,14 @@ class DemoOptions:
 LAST_WORDS_LINES = 12
 
 
+# The scenarios that run on a kubesim cluster of their own, beside a run without Podherd.
+ON_KUBESIM: dict[str, tuple[Callable[..., int], str]] = {
+    "maintenance": (run_maintenance, "maintenance"),
+    "interceptor": (run_interceptor, "maintenance"),
+    "rebalance": (run_rebalance, "rebalance"),
+}
+
+
 def run_demo(opts: DemoOptions, out: TextIO = sys.stdout) -> int:
     started = time.monotonic()
     if opts.in_cluster and (opts.kubeconfig or opts.nats_url or opts.redis_url or opts.prefix != "podherd"):
@@ -83,24 +91,14 @@ def run_demo(opts: DemoOptions, out: TextIO = sys.stdout) -> int:
             "--in-cluster runs deploy/ as it is on kubesim: it takes no --kubeconfig, --nats-url, --redis-url"
             " or --prefix"
         )
-    if opts.scenario == "maintenance":
+    if opts.scenario in ON_KUBESIM:
+        runner, cluster = ON_KUBESIM[opts.scenario]
         if opts.in_cluster or opts.kubeconfig:
             raise CliError(
-                "--scenario maintenance runs on kubesim's maintenance cluster: no --in-cluster, --kubeconfig"
+                f"--scenario {opts.scenario} runs on kubesim's {cluster} cluster:"
+                " no --in-cluster, --kubeconfig"
             )
-        return run_maintenance(opts, out, processes=_processes)
-    if opts.scenario == "rebalance":
-        if opts.in_cluster or opts.kubeconfig:
-            raise CliError(
-                "--scenario rebalance runs on kubesim's rebalance cluster: no --in-cluster, --kubeconfig"
-            )
-        return run_rebalance(opts, out, processes=_processes)
-    if opts.scenario == "interceptor":
-        if opts.in_cluster or opts.kubeconfig:
-            raise CliError(
-                "--scenario interceptor runs on kubesim's maintenance cluster: no --in-cluster, --kubeconfig"
-            )
-        return run_interceptor(opts, out, processes=_processes)
+        return runner(opts, out, processes=_processes)
     workdir = Path(opts.workdir or tempfile.mkdtemp(prefix="podherd-demo-"))
     workdir.mkdir(parents=True, exist_ok=True)
     with contextlib.ExitStack() as stack:
