@@ -6,14 +6,27 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 
-from shared.api.messages import MigrationIntent, PodKey
+from shared.api.messages import AtomicPlan, MigrationIntent, PodKey
 from shared.rebalance.planning import Move
 
 
-def move_intents(moves: Sequence[Move], *, requester: str, kind: str, reason: str) -> list[MigrationIntent]:
+def plan_stamp(moves: Sequence[Move]) -> str:
+    """A plan's moves, hashed: the same moves are the same plan (and the same jobs)."""
+    return hashlib.sha256("|".join(f"{m.pod}>{m.target}" for m in moves).encode()).hexdigest()[:12]
+
+
+def move_intents(
+    moves: Sequence[Move], *, requester: str, kind: str, reason: str, atomic_timeout: str | None = None
+) -> list[MigrationIntent]:
     """`kind` names the plan in each key (defrag, rebalance); `reason` goes with every intent, each move's
-    own why after it."""
-    stamp = hashlib.sha256("|".join(f"{m.pod}>{m.target}" for m in moves).encode()).hexdigest()[:12]
+    own why after it. With `atomic_timeout`, the moves are one atomic plan (`{kind}-{stamp}`): none moves
+    until every one has room, and all are rolled back if that does not happen within the timeout."""
+    stamp = plan_stamp(moves)
+    atomic = (
+        AtomicPlan(name=f"{kind}-{stamp}", size=len(moves), timeout=atomic_timeout)
+        if atomic_timeout
+        else None
+    )
     intents = []
     for move in moves:
         namespace, name = move.pod.split("/", 1)
@@ -25,6 +38,7 @@ def move_intents(moves: Sequence[Move], *, requester: str, kind: str, reason: st
                 target_node=move.target,
                 mode="ReservationFirst",
                 reason=f"{reason}: {move.why}"[:1024] if move.why != reason else reason[:1024],
+                atomic_plan=atomic,
             )
         )
     return intents

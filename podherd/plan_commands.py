@@ -70,6 +70,17 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     )
     rebalance.add_argument("--requester", default="podherd-cli", help="who asks (default: podherd-cli)")
     rebalance.add_argument(
+        "--atomic",
+        action="store_true",
+        help="reserve room for every move before any pod goes; none within --atomic-timeout: release all",
+    )
+    rebalance.add_argument(
+        "--atomic-timeout",
+        type=arguments.duration,
+        default="5m",
+        help="how long the moves may wait for all of their room (default: 5m)",
+    )
+    rebalance.add_argument(
         "--within",
         dest="follow_timeout",
         type=arguments.seconds,

@@ -99,9 +99,17 @@ async def carry_out(
     answer_within: float,
     follow_within: float | None,
     show: Callable[[str], None],
+    atomic_timeout: str | None = None,
 ) -> Carried:
-    """The plan's moves sent as intents, and their jobs followed to their end."""
-    sent = move_intents(outcome.planning.moves, requester=requester, kind="rebalance", reason=outcome.policy)
+    """The plan's moves sent as intents (one atomic plan with `atomic_timeout`), and their jobs followed to
+    their end."""
+    sent = move_intents(
+        outcome.planning.moves,
+        requester=requester,
+        kind="rebalance",
+        reason=outcome.policy,
+        atomic_timeout=atomic_timeout,
+    )
     started = now_utc()
     async with nats_client(config) as nc:
         replies = await gather_replies(nc, sender, sent, within=answer_within)
@@ -131,9 +139,14 @@ def execute(args: Any, config: PodherdConfig, outcome: Outcome) -> int:
             answer_within=args.timeout,
             follow_within=getattr(args, "follow_timeout", None),
             show=functools.partial(print, flush=True),
+            atomic_timeout=args.atomic_timeout if getattr(args, "atomic", False) else None,
         )
     )
     done = len(carried.jobs) - len(carried.failed)
+    rolled_back = sorted({why for why in carried.failed.values() if "rolled back" in why})
+    if rolled_back:  # one reason, on every job of the plan
+        print(f"error: {rolled_back[0].removeprefix('aborted: ')}; nothing was evicted", file=sys.stderr)
+        return 1
     print(f"{done} of {len(outcome.planning.moves)} moves done", flush=True)
     for pod, why in sorted(carried.refused.items()):
         print(f"error: {pod}: {why}", file=sys.stderr)

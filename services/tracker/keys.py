@@ -21,6 +21,11 @@ class TrackerKeys:
         return f"{self.base}:decisions"
 
     @property
+    def atomic_plans(self) -> str:
+        """Set: atomic plans reserving room for their moves (their paused jobs' reconciles add them)."""
+        return f"{self.base}:atomic-plans"
+
+    @property
     def atomic_drains(self) -> str:
         """Set: nodes whose atomic drain is reserving room (their paused jobs' reconciles add them)."""
         return f"{self.base}:atomic-drains"

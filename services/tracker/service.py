@@ -26,6 +26,7 @@ from nats.aio.client import Client as NatsClient
 
 from services.tracker.collector.collecting import Collector
 from services.tracker.intake.atomic import AtomicDrains
+from services.tracker.intake.atomic_plans import AtomicPlans
 from services.tracker.intake.drains import Drains
 from services.tracker.intake.intents import IntentIntake
 from services.tracker.intake.node_fit import NodeFit
@@ -135,6 +136,7 @@ class Tracker:
             fit=fit,
         )
         self.collector = Collector(config, client, kube, publisher=self.publisher, js=self.js)
+        self.plans = AtomicPlans(client, self.keys, kube, publisher=self.publisher, subjects=self.subjects)
         self.atomic = AtomicDrains(
             client,
             self.keys,
@@ -203,6 +205,7 @@ class Tracker:
             group.create_task(self.periodic.deadlines(stop))
             group.create_task(self.collector.run(stop))
             group.create_task(self.atomic.run(stop))
+            group.create_task(self.plans.run(stop))
             group.create_task(self.periodic.report_phases(stop))
             group.create_task(self.effects.recorder.run(stop))
 

@@ -14,7 +14,7 @@ from typing import Literal, TypeAlias
 from shared.api.messages import AuditRecord
 from shared.api.pmj import Phase
 
-Action: TypeAlias = Literal["decision", "transition", "room-checked", "collected", "intent", "drain"]
+Action: TypeAlias = Literal["decision", "transition", "room-checked", "collected", "intent", "drain", "plan"]
 
 
 def actor(service: str, replica: str | None) -> str:

@@ -50,6 +50,16 @@ class PodKey(msgspec.Struct, rename="camel", kw_only=True, forbid_unknown_fields
     uid: str | None = None
 
 
+class AtomicPlan(msgspec.Struct, rename="camel", kw_only=True, forbid_unknown_fields=True):
+    """The plan an intent's job belongs to when all of the plan's moves must have room before any pod goes:
+    its jobs wait paused with their room reserved until all `size` have it, then move; if `timeout` passes
+    first, every one of them is aborted (its room released) and nothing is evicted."""
+
+    name: Annotated[str, msgspec.Meta(pattern=r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")]
+    size: Annotated[int, msgspec.Meta(ge=1, le=10_000)]
+    timeout: Duration
+
+
 class MigrationIntent(Message, kw_only=True, forbid_unknown_fields=True):
     """A request to migrate one pod. `idempotencyKey` names the job: the same key twice is one job."""
 
@@ -64,6 +74,7 @@ class MigrationIntent(Message, kw_only=True, forbid_unknown_fields=True):
     priority: int = 0
     reason: Annotated[str, msgspec.Meta(max_length=1024)] | None = None
     paused: bool = False
+    atomic_plan: AtomicPlan | None = None
 
 
 class DrainIntent(Message, kw_only=True, forbid_unknown_fields=True):

@@ -17,8 +17,9 @@ Each returns the measure it improves, before and after.
 
 from __future__ import annotations
 
+import heapq
 from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Generator, Mapping
 from dataclasses import dataclass
 
 from shared.fit.views import PodView
@@ -62,11 +63,10 @@ def low_node_utilization(
         return float(sum(1 for n in names if _over(fill(cluster, n), target_thresholds)))
 
     before = outside()
-    # The emptiest first; a node that can take no more without passing its targets leaves the list.
-    under = sorted(
-        (n for n in names if _under(fill(cluster, n), thresholds)),
-        key=lambda n: sum(fill(cluster, n).values()),
-    )
+    # The emptiest first, as each move leaves them: the moves spread over the underutilized nodes, so no
+    # node is filled to its targets while another stays empty.
+    under = [(sum(fill(cluster, n).values()), n) for n in names if _under(fill(cluster, n), thresholds)]
+    heapq.heapify(under)
     over = sorted(
         (n for n in names if _over(fill(cluster, n), target_thresholds)),
         key=lambda n: -sum(fill(cluster, n).values()),
@@ -77,22 +77,28 @@ def low_node_utilization(
         for pod in _order(planning.on(node)):
             if not _over(fill(cluster, node), target_thresholds):
                 break
-            planning.move(
-                pod,
-                _roomy(planning, pod.view, under, limits=target_thresholds),
-                why=f"LowNodeUtilization: {node} is over its targetThresholds",
-            )
+            targets = _roomy(planning, pod.view, under, limits=target_thresholds)
+            planning.move(pod, targets, why=f"LowNodeUtilization: {node} is over its targetThresholds")
+            targets.close()  # the nodes it looked at go back, as the move left them
     return Measure("nodes over targetThresholds", before, outside())
 
 
-def _roomy(planning: Planning, pod: PodView, under: list[str], *, limits: Thresholds) -> Iterator[str]:
-    """The underutilized nodes that stay within `limits` with the pod added, in order; those that would not
-    are dropped from `under` (pods of one workload are alike: the next would not fit either)."""
-    for node in list(under):
-        if _stays_under(planning, pod, node, limits=limits):
-            yield node
-        else:
-            under.remove(node)
+def _roomy(
+    planning: Planning, pod: PodView, under: list[tuple[float, str]], *, limits: Thresholds
+) -> Generator[str, None, None]:
+    """The underutilized nodes, least used first, that stay within `limits` with the pod added. `under` is a
+    heap of (fill, node); each node looked at goes back with its fill as it is then, once the generator is
+    closed."""
+    looked: list[str] = []
+    try:
+        while under:
+            _, node = heapq.heappop(under)
+            looked.append(node)
+            if _stays_under(planning, pod, node, limits=limits):
+                yield node
+    finally:
+        for node in looked:
+            heapq.heappush(under, (sum(fill(planning.cluster, node).values()), node))
 
 
 def _stays_under(planning: Planning, pod: PodView, node: str, *, limits: Thresholds) -> bool:

@@ -23,15 +23,13 @@ import msgspec
 import nats.errors
 import redis.asyncio as aioredis
 
-from services.tracker.jobs.decode import reservation_view
+from services.tracker.intake.rooms import room_of
 from services.tracker.keys import TrackerKeys
 from shared import bus
 from shared.api import paths
 from shared.api.audit import actor, audit_record
 from shared.api.drain import MOVING, RESERVING, ROLLED_BACK, DrainRecord, drain_record, node_hash
 from shared.api.names import ANNOTATION_ABORT, ANNOTATION_NODE_DRAIN
-from shared.api.pmj import MODE_EVICT_DIRECTLY, TERMINAL_PHASES
-from shared.api.reservation import reservation_name
 from shared.drain_plan import Room, atomic_step
 from shared.durations import parse_duration
 from shared.kube import KubeClient, KubeError
@@ -101,22 +99,7 @@ class AtomicDrains:
             await self._patch_job(job, patch)
 
     async def _room(self, job: str) -> Room:
-        found = await self.kube.get_json(paths.job(job))
-        if found is None:
-            return Room(job, placed=True)  # gone: it needs no room
-        ref = (found.get("spec") or {}).get("podRef") or {}
-        pod = f"{ref.get('namespace', '')}/{ref.get('name', '')}"
-        status = found.get("status") or {}
-        mode = (found.get("spec") or {}).get("mode")
-        if status.get("phase") in TERMINAL_PHASES or mode == MODE_EVICT_DIRECTLY:
-            return Room(pod, placed=True)
-        found = await self.kube.get_json(paths.reservation(reservation_name(job)))
-        if found is None:
-            return Room(pod, placed=False, why=status.get("message") or "its Reservation is not created yet")
-        held = reservation_view(found)
-        if held.node:  # placed (it may have expired since, with the drain's timeout: it had room)
-            return Room(pod, placed=True)
-        return Room(pod, placed=False, why=held.unschedulable or f"Reservation {held.name} is {held.phase}")
+        return await room_of(self.kube, job, await self.kube.get_json(paths.job(job)))
 
     async def _patch_job(self, job: str, patch: dict[str, Any]) -> None:
         try:

@@ -15,12 +15,16 @@ import hashlib
 from shared.api.messages import MigrationIntent
 from shared.api.meta import ObjectReference
 from shared.api.names import (
+    ANNOTATION_ATOMIC,
+    ANNOTATION_ATOMIC_SIZE,
+    ANNOTATION_ATOMIC_TIMEOUT,
     ANNOTATION_CLAIMED_REQUESTER,
     ANNOTATION_INTENT_ID,
     ANNOTATION_MIGRATION_PRIORITY,
     ANNOTATION_REASON,
     ANNOTATION_REQUESTER,
     ANNOTATION_TARGET_NODE,
+    LABEL_ATOMIC_PLAN,
 )
 from shared.api.pmj import PodMigrationJob, PodMigrationJobSpec
 from shared.api.pmj_make import new_job
@@ -46,8 +50,16 @@ def job_for(intent: MigrationIntent, requester: str | None) -> PodMigrationJob:
     pod = ObjectReference(
         kind="Pod", namespace=intent.pod.namespace, name=intent.pod.name, uid=intent.pod.uid
     )
-    spec = PodMigrationJobSpec(pod_ref=pod, mode=intent.mode, ttl=intent.ttl, paused=intent.paused)
-    return new_job(job_name(intent.idempotency_key), spec, annotations=annotations)
+    plan = intent.atomic_plan
+    labels = {}
+    if plan is not None:  # paused, its room reserved, until every job of the plan has room (`atomic_plans`)
+        annotations[ANNOTATION_ATOMIC] = "true"
+        annotations[ANNOTATION_ATOMIC_SIZE] = str(plan.size)
+        annotations[ANNOTATION_ATOMIC_TIMEOUT] = plan.timeout
+        labels[LABEL_ATOMIC_PLAN] = plan.name
+    paused = intent.paused or plan is not None
+    spec = PodMigrationJobSpec(pod_ref=pod, mode=intent.mode, ttl=intent.ttl, paused=paused)
+    return new_job(job_name(intent.idempotency_key), spec, annotations=annotations, labels=labels)
 
 
 def conflict(existing: PodMigrationJob, intent: MigrationIntent) -> str | None:

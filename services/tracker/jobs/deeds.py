@@ -16,7 +16,13 @@ from services.tracker.jobs import deadlines
 from services.tracker.jobs.machine import CLEANUP, EVICT, RELEASE, RESERVE, SCALE_BACK, SURGE, UNSURGE
 from services.tracker.jobs.views import Observed, ReservationView, Step
 from shared.api.messages import Step as CommandStep
-from shared.api.names import ANNOTATION_ATOMIC, ANNOTATION_DRAIN_NODE, ANNOTATION_LEDGER
+from shared.api.names import (
+    ANNOTATION_ATOMIC,
+    ANNOTATION_DRAIN_NODE,
+    ANNOTATION_LEDGER,
+    ATOMIC_PLAN_PREFIX,
+    LABEL_ATOMIC_PLAN,
+)
 from shared.api.pmj import (
     PHASE_PENDING,
     PHASE_RUNNING,
@@ -76,7 +82,7 @@ class Plan:
     point_at: ReservationView | None  # the Reservation the job must name now
     phase: str
     look_again_at: float | None  # None: it ended, the tracker lets it go
-    atomic_drain: str | None  # the node whose atomic drain this job waits in
+    atomic_drain: str | None  # the node whose atomic drain this job waits in, or `plan:` its atomic plan
     waits_in: str | None  # the workload whose replacement it waits for
     waits_no_more_in: str | None  # the workload whose replacements it no longer waits for
 
@@ -106,12 +112,20 @@ def plan(job: PodMigrationJob, observed: Observed, step: Step) -> Plan:
         else None,
         phase=phase,
         look_again_at=None if terminal else deadlines.look_again_at(observed, step.status),
-        atomic_drain=annotations.get(ANNOTATION_DRAIN_NODE, "")
+        atomic_drain=_atomic_set(job)
         if not terminal and job.spec.paused and ANNOTATION_ATOMIC in annotations
         else None,
         waits_in=workload if waits else None,
         waits_no_more_in=None if waits else workload,
     )
+
+
+def _atomic_set(job: PodMigrationJob) -> str:
+    """What the job waits in, paused with its room: its atomic plan (`plan:NAME`), else its node's drain."""
+    plan = (job.metadata.labels or {}).get(LABEL_ATOMIC_PLAN)
+    if plan:
+        return f"{ATOMIC_PLAN_PREFIX}{plan}"
+    return (job.metadata.annotations or {}).get(ANNOTATION_DRAIN_NODE, "")
 
 
 def _deeds(

@@ -39,6 +39,7 @@ from shared.api.names import (
     ANNOTATION_ATOMIC,
     ANNOTATION_REQUESTER,
     ANNOTATION_STRATEGY_REASON,
+    LABEL_ATOMIC_PLAN,
 )
 from shared.api.pmj import (
     COND_BOUND_POD_READY,
@@ -355,23 +356,33 @@ def deleted_by_others(w: StatusWriter) -> Step:
 
 
 def reserving_ahead(w: StatusWriter) -> Step:
-    """An atomic drain's job: its room reserved, then paused until every pod of the drain has room."""
+    """An atomic drain's or atomic plan's job: its room reserved, then paused until every pod of the drain
+    (every move of the plan) has room."""
     o, r = w.o, w.o.reservation
+    plan = (o.job.metadata.labels or {}).get(LABEL_ATOMIC_PLAN)
+    whole, ahead = (
+        (f"every move of atomic plan {plan}", f"atomic plan {plan}")
+        if plan
+        else (
+            "every pod of the drain",
+            "the drain",
+        )
+    )
     if (o.job.spec.mode or o.default_mode) == MODE_EVICT_DIRECTLY:
-        return w.stay(PHASE_PENDING, "", "to be evicted directly once every pod of the drain has room")
+        return w.stay(PHASE_PENDING, "", f"to be evicted directly once {whole} has room")
     if r is None:
         why = f": {o.reserve_failed}" if o.reserve_failed else ""
         return w.stay(
             PHASE_PENDING,
             "",
-            f"reserving room ahead of the drain{why}",
+            f"reserving room ahead of {ahead}{why}",
             actions=() if o.asked else (RESERVE,),
         )
     if r.phase == "Available" and r.node:
         return w.stay(
             PHASE_PENDING,
             "",
-            f"room reserved on node {r.node}; moving once every pod of the drain has room",
+            f"room reserved on node {r.node}; moving once {whole} has room",
         )
     return w.stay(
         PHASE_PENDING, "", f"no room yet: {r.unschedulable or f'Reservation {r.name} is {r.phase}'}"

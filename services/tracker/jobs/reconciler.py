@@ -21,6 +21,7 @@ from services.tracker.jobs.observer import Observer
 from services.tracker.jobs.state import STALE, JobState
 from services.tracker.keys import TrackerKeys
 from shared.api import codec, paths
+from shared.api.names import ATOMIC_PLAN_PREFIX
 from shared.api.pmj import PHASE_PENDING, Phase, PodMigrationJob
 from shared.api.pmj_read import read_pmj
 from shared.consume import Retry
@@ -155,8 +156,12 @@ class Reconciler:
             if left_at:
                 await self.parts.state.ended(name, left_at, read=mark, pipe=pipe)
         else:
-            if todo.atomic_drain is not None:  # its drain waits for every pod's room
-                pipe.sadd(self.keys.atomic_drains, todo.atomic_drain)
+            if todo.atomic_drain is not None:  # its drain (or plan) waits for every pod's room
+                plan = todo.atomic_drain.removeprefix(ATOMIC_PLAN_PREFIX)
+                if plan != todo.atomic_drain:
+                    pipe.sadd(self.keys.atomic_plans, plan)
+                else:
+                    pipe.sadd(self.keys.atomic_drains, todo.atomic_drain)
             self.parts.state.tracking(job, pipe, at=todo.look_again_at)
         if todo.waits_no_more_in:
             pipe.srem(self.keys.waiting(todo.waits_no_more_in), name)

@@ -1,0 +1,144 @@
+"""Atomic plans (`podherd rebalance --atomic`): room for every move reserved before any pod is evicted.
+
+An atomic plan's jobs come from intents that name the plan, its size and its timeout; each is created
+paused, has its room reserved at once and waits. Here, for each plan one of whose paused jobs was reconciled:
+once all `size` jobs have their room, they are unpaused together (the arbitrator then paces the evictions
+as for any job); if the plan's timeout (from its first job) passes first, or one of its moves can no longer
+be made, every job is aborted, which releases its Reservation, and nothing was evicted.
+
+The state is the jobs themselves (their label, their paused flag, their abort annotation), not this
+process: any tracker replica finishes a step another began (`plan_rules`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from datetime import datetime
+from typing import Any
+
+import nats.errors
+import redis.asyncio as aioredis
+
+from services.tracker.intake.plan_rules import PlanJob, plan_step
+from services.tracker.intake.rooms import room_of
+from services.tracker.keys import TrackerKeys
+from shared import bus
+from shared.api import paths
+from shared.api.audit import actor, audit_record
+from shared.api.drain import MOVING, RESERVING, node_hash
+from shared.api.names import (
+    ANNOTATION_ABORT,
+    ANNOTATION_ATOMIC_SIZE,
+    ANNOTATION_ATOMIC_TIMEOUT,
+    LABEL_ATOMIC_PLAN,
+)
+from shared.api.pmj import TERMINAL_PHASES
+from shared.durations import parse_duration
+from shared.kube import KubeClient, KubeError
+from shared.publisher import Publisher, PublishError
+from shared.waits import wait_event
+
+log = logging.getLogger(__name__)
+EVERY = 0.5  # seconds between looks at the plans reserving room
+
+
+class AtomicPlans:
+    def __init__(
+        self,
+        client: aioredis.Redis,
+        keys: TrackerKeys,
+        kube: KubeClient,
+        *,
+        publisher: Publisher,
+        subjects: bus.Subjects,
+    ) -> None:
+        self.client, self.keys, self.kube = client, keys, kube
+        self.publisher, self.subjects = publisher, subjects
+
+    async def run(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            try:
+                for plan in await self.client.smembers(self.keys.atomic_plans):
+                    await self.settle(plan.decode() if isinstance(plan, bytes) else str(plan))
+            except (KubeError, OSError, aioredis.RedisError, PublishError, nats.errors.Error) as exc:
+                log.warning("atomic plans: %s; trying again", exc)  # an outage of the API, Redis or NATS
+            await wait_event(stop, EVERY)
+
+    async def settle(self, plan: str) -> None:
+        """One look at an atomic plan: its next step, carried out on every job that has not taken it."""
+        found = await self.kube.list_items(paths.JOBS, f"{LABEL_ATOMIC_PLAN}={plan}")
+        if not found:
+            await self.client.srem(self.keys.atomic_plans, plan)
+            return
+        jobs = [await self._view(job) for job in found]
+        annotations = (found[0].get("metadata") or {}).get("annotations") or {}
+        size = int(annotations.get(ANNOTATION_ATOMIC_SIZE) or len(found))
+        first = min(_created(job) for job in found)
+        deadline = first + parse_duration(annotations.get(ANNOTATION_ATOMIC_TIMEOUT) or "5m")
+        phase, no_room = plan_step(jobs, size=size, deadline=deadline, now=time.time())
+        if phase == RESERVING:
+            return
+        changed = 0
+        for job, view in zip(found, jobs, strict=True):
+            if (job.get("status") or {}).get("phase") in TERMINAL_PHASES:
+                continue
+            if phase == MOVING and view.paused:
+                changed += await self._patch(view.name, {"spec": {"paused": False}})
+            elif phase != MOVING and not view.aborted:
+                lacking = "; ".join(no_room) or "another of its moves"
+                why = f"atomic plan {plan} rolled back: no room for {lacking}"
+                changed += await self._patch(
+                    view.name, {"metadata": {"annotations": {ANNOTATION_ABORT: why}}}
+                )
+        if changed:
+            await self._audit(plan, phase, no_room)
+        await self.client.srem(self.keys.atomic_plans, plan)
+
+    async def _view(self, job: dict[str, Any]) -> PlanJob:
+        meta, spec, status = job.get("metadata") or {}, job.get("spec") or {}, job.get("status") or {}
+        name = meta.get("name") or ""
+        ended = status.get("phase") in TERMINAL_PHASES
+        return PlanJob(
+            name=name,
+            room=await room_of(self.kube, name, job),
+            paused=bool(spec.get("paused")),
+            aborted=ANNOTATION_ABORT in (meta.get("annotations") or {}),
+            failed=(status.get("message") or status.get("phase")) if ended and spec.get("paused") else None,
+        )
+
+    async def _patch(self, job: str, patch: dict[str, Any]) -> int:
+        try:
+            await self.kube.arequest(
+                "PATCH", paths.job(job), body=patch, content_type="application/merge-patch+json"
+            )
+        except KubeError as exc:
+            if exc.status != 404:
+                raise
+            return 0
+        return 1
+
+    async def _audit(self, plan: str, phase: str, no_room: list[str]) -> None:
+        moving = phase == MOVING
+        record = audit_record(
+            "plan",
+            plan,
+            "atomic",
+            phase,
+            by=actor("tracker", None),
+            message=f"atomic plan {plan}: room reserved for every move; moving them"
+            if moving
+            else f"atomic plan {plan} rolled back: no room for {'; '.join(no_room)}",
+            details={"plan": plan, "phase": phase},
+        )
+        await self.publisher.publish_audit(self.subjects.audit(f"plan-{node_hash(plan)}"), record)
+        await self.publisher.flush()
+
+
+def _created(job: dict[str, Any]) -> float:
+    stamp = str((job.get("metadata") or {}).get("creationTimestamp") or "")
+    try:
+        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return time.time()
