@@ -16,12 +16,19 @@ def plan_stamp(moves: Sequence[Move]) -> str:
 
 
 def move_intents(
-    moves: Sequence[Move], *, requester: str, kind: str, reason: str, atomic_timeout: str | None = None
+    moves: Sequence[Move],
+    *,
+    requester: str,
+    kind: str,
+    reason: str,
+    atomic_timeout: str | None = None,
+    stamp: str | None = None,
 ) -> list[MigrationIntent]:
     """`kind` names the plan in each key (defrag, rebalance); `reason` goes with every intent, each move's
     own why after it. With `atomic_timeout`, the moves are one atomic plan (`{kind}-{stamp}`): none moves
-    until every one has room, and all are rolled back if that does not happen within the timeout."""
-    stamp = plan_stamp(moves)
+    until every one has room, and all are rolled back if that does not happen within the timeout. `stamp`:
+    the whole plan's, when `moves` are one wave of it."""
+    stamp = stamp or plan_stamp(moves)
     atomic = (
         AtomicPlan(name=f"{kind}-{stamp}", size=len(moves), timeout=atomic_timeout)
         if atomic_timeout

@@ -21,7 +21,10 @@ def as_data(outcome: Outcome) -> dict[str, Any]:
     return {
         "policy": outcome.policy,
         "measure": {"name": measure.name, "before": measure.before, "after": measure.after},
-        "moves": [{"pod": m.pod, "from": m.source, "to": m.target, "why": m.why} for m in planning.moves],
+        "moves": [
+            {"pod": m.pod, "from": m.source, "to": m.target, "wave": m.wave + 1, "why": m.why}
+            for m in planning.moves
+        ],
         "nodes": {
             node: {
                 "before": {r: round(v, 1) for r, v in outcome.before[node].items()},
@@ -41,8 +44,8 @@ def render(outcome: Outcome, output: str) -> str:
         return yaml.safe_dump(as_data(outcome), sort_keys=False)
     measure = outcome.measure
     lines = [f"{outcome.policy}: {measure.name} {measure.before:g} -> {measure.after:g}"]
-    moves = [(m.pod, m.source, m.target, m.why) for m in outcome.planning.moves]
-    lines.append(table(("POD", "FROM", "TO", "WHY"), moves) if moves else "no move")
+    moves = [(m.pod, m.source, m.target, str(m.wave + 1), m.why) for m in outcome.planning.moves]
+    lines.append(table(("POD", "FROM", "TO", "WAVE", "WHY"), moves) if moves else "no move")
     rows = [
         (node, *(_change(outcome.before[node].get(r), outcome.after[node].get(r)) for r in SHOWN))
         for node in outcome.before

@@ -19,7 +19,8 @@ from typing import Any
 
 from podherd import cluster_read, drain
 from podherd.client import Sender, gather_replies, nats_client, now_utc
-from podherd.move_intents import move_intents
+from podherd.errors import CliError
+from podherd.move_intents import move_intents, plan_stamp
 from shared import bus
 from shared.config import PodherdConfig
 from shared.durations import parse_duration
@@ -88,6 +89,7 @@ class Carried:
     jobs: dict[str, str]  # job -> pod
     failed: dict[str, str]  # job -> why it ended otherwise than Succeeded
     refused: dict[str, str]  # pod -> why no job was made
+    left: list[str] = field(default_factory=list)  # pods of the waves not sent after a move failed
 
 
 async def carry_out(
@@ -101,28 +103,38 @@ async def carry_out(
     show: Callable[[str], None],
     atomic_timeout: str | None = None,
 ) -> Carried:
-    """The plan's moves sent as intents (one atomic plan with `atomic_timeout`), and their jobs followed to
-    their end."""
-    sent = move_intents(
-        outcome.planning.moves,
-        requester=requester,
-        kind="rebalance",
-        reason=outcome.policy,
-        atomic_timeout=atomic_timeout,
-    )
-    started = now_utc()
+    """The plan's moves sent as intents, wave after wave (one atomic plan with `atomic_timeout`), and their
+    jobs followed to their end; a wave goes once the one before it has ended, and none after a move failed."""
+    stamp = plan_stamp(outcome.planning.moves)
+    carried = Carried({}, {}, {})
     async with nats_client(config) as nc:
-        replies = await gather_replies(nc, sender, sent, within=answer_within)
-        pairs = list(zip(sent, replies, strict=True))
-        jobs = {str(r.job): f"{i.pod.namespace}/{i.pod.name}" for i, r in pairs if r.ok and r.job}
-        refused = {
-            f"{i.pod.namespace}/{i.pod.name}": r.error.message if r.error else "refused"
-            for i, r in pairs
-            if not r.ok or not r.job
-        }
-        subjects = bus.Subjects(config.nats.subject_prefix)
-        ended = await drain.follow(nc, subjects, jobs, since=started, within=follow_within, show=show)
-    return Carried(jobs, ended.failed(), refused)
+        for number, wave in enumerate(outcome.planning.waves(), start=1):
+            if carried.failed or carried.refused:  # a later wave may need what a failed move would free
+                carried.left.extend(m.pod for m in wave)
+                continue
+            if number > 1:
+                show(f"wave {number}: {len(wave)} moves, each needing what the waves before it freed")
+            sent = move_intents(
+                wave,
+                requester=requester,
+                kind="rebalance",
+                reason=outcome.policy,
+                atomic_timeout=atomic_timeout,
+                stamp=stamp,
+            )
+            started = now_utc()
+            replies = await gather_replies(nc, sender, sent, within=answer_within)
+            pairs = list(zip(sent, replies, strict=True))
+            jobs = {str(r.job): f"{i.pod.namespace}/{i.pod.name}" for i, r in pairs if r.ok and r.job}
+            for intent, reply in pairs:
+                if not reply.ok or not reply.job:
+                    why = reply.error.message if reply.error else "refused"
+                    carried.refused[f"{intent.pod.namespace}/{intent.pod.name}"] = why
+            subjects = bus.Subjects(config.nats.subject_prefix)
+            ended = await drain.follow(nc, subjects, jobs, since=started, within=follow_within, show=show)
+            carried.jobs.update(jobs)
+            carried.failed.update(ended.failed())
+    return carried
 
 
 def execute(args: Any, config: PodherdConfig, outcome: Outcome) -> int:
@@ -130,6 +142,13 @@ def execute(args: Any, config: PodherdConfig, outcome: Outcome) -> int:
     if not outcome.planning.moves:
         print("nothing to move")
         return 0
+    waves = len(outcome.planning.waves())
+    if getattr(args, "atomic", False) and waves > 1:
+        raise CliError(
+            f"the plan has {waves} waves: moves of a later wave need room an earlier one frees, or their"
+            " pods' spread or affinity terms make the order count; that cannot be held ahead: run it"
+            " without --atomic"
+        )
     carried = asyncio.run(
         carry_out(
             config,
@@ -152,4 +171,9 @@ def execute(args: Any, config: PodherdConfig, outcome: Outcome) -> int:
         print(f"error: {pod}: {why}", file=sys.stderr)
     for job, why in sorted(carried.failed.items()):
         print(f"error: {carried.jobs[job]}: {why}", file=sys.stderr)
-    return 1 if carried.failed or carried.refused else 0
+    if carried.left:
+        print(
+            f"error: {len(carried.left)} moves of later waves not sent: {', '.join(carried.left)}",
+            file=sys.stderr,
+        )
+    return 1 if carried.failed or carried.refused or carried.left else 0

@@ -148,11 +148,14 @@ async def _podherd_run(
             await asyncio.to_thread(plan_output.picture, outcome, str(picture))
             measure = outcome.measure
             print(
-                f"   {options.policy}: {len(outcome.planning.moves)} moves planned, {measure.name} "
+                f"   {options.policy}: {len(outcome.planning.moves)} moves planned in "
+                f"{len(outcome.planning.waves())} waves, {measure.name} "
                 f"{measure.before:g} -> {measure.after:g} (picture: {picture})",
                 file=out,
                 flush=True,
             )
+            # Consolidation as one atomic plan: every move's room held before the first pod goes.
+            atomic = options.policy == "HighNodeUtilization" and len(outcome.planning.waves()) == 1
             carried = await rebalance.carry_out(
                 config,
                 outcome,
@@ -161,6 +164,7 @@ async def _podherd_run(
                 answer_within=30,
                 follow_within=SETTLE,
                 show=lambda line: None,
+                atomic_timeout="2m" if atomic else None,
             )
             if (
                 options.policy == "LowNodeUtilization"
@@ -168,6 +172,8 @@ async def _podherd_run(
                 found["over_targets"] = len(await asyncio.to_thread(over_targets, core))
             found[options.policy] = {
                 "moves": len(carried.jobs) - len(carried.failed),
+                "atomic": atomic,
+                "waves": len(outcome.planning.waves()),
                 "failed": carried.failed,
                 "refused": carried.refused,
                 "measure": {"before": measure.before, "after": measure.after},

@@ -33,9 +33,6 @@ ANNOTATION_ATOMIC: Final = "podherd.io/drain-atomic"
 # An atomic plan's job (`podherd rebalance --atomic`): the plan's name, how many jobs it has, and how long
 # they may wait, paused with their room reserved, for every one of them to have room.
 LABEL_ATOMIC_PLAN: Final = "podherd.io/atomic-plan"
-ATOMIC_PLAN_PREFIX: Final = (
-    "plan:"  # an atomic plan among the atomic drains' nodes (no node name has a colon)
-)
 ANNOTATION_ATOMIC_SIZE: Final = "podherd.io/atomic-plan-size"
 ANNOTATION_ATOMIC_TIMEOUT: Final = "podherd.io/atomic-plan-timeout"
 

@@ -13,8 +13,10 @@ from dataclasses import dataclass, field
 
 from shared.fit.check import Fit
 from shared.fit.cluster import Cluster
+from shared.fit.pod_rules import term_selects
 from shared.fit.views import PodView
 from shared.rebalance.candidates import Candidate
+from shared.selectors import matches_selector_dict
 
 FILL_RESOURCES = ("cpu", "memory", "pods")
 
@@ -36,6 +38,7 @@ class Move:
     source: str
     target: str
     why: str
+    wave: int = 0  # moves of one wave may run at once; a wave starts once the one before it has ended
 
 
 @dataclass
@@ -50,6 +53,9 @@ class Planning:
     views: dict[str, PodView] = field(default_factory=dict)  # where each pod is now
     _from_node: Counter[str] = field(default_factory=Counter)
     _in_namespace: Counter[str] = field(default_factory=Counter)
+    _wave: int = 0
+    _freed: dict[str, dict[str, int]] = field(default_factory=dict)  # room the wave's departures free
+    _wave_pods: list[PodView] = field(default_factory=list)  # the pods the wave moves
 
     @classmethod
     def of(
@@ -131,16 +137,64 @@ class Planning:
     def _apply(self, pod: Candidate, target: str, *, why: str) -> Move:
         view = self.views[pod.key]
         source = view.node or ""
+        wave = self._wave_of(view, target)
         self.cluster.remove(view)
         self.views[pod.key] = self.cluster.place(view, target)
         self._from_node[source] += 1
         self._in_namespace[view.namespace] += 1
-        move = Move(pod.key, pod.owner, source, target, why)
+        freed = self._freed.setdefault(source, {})
+        for name, value in view.requests.items():
+            freed[name] = freed.get(name, 0) + value
+        move = Move(pod.key, pod.owner, source, target, why, wave)
         self.moves.append(move)
         return move
+
+    def _wave_of(self, view: PodView, target: str) -> int:
+        """The wave a move joins: the current one, unless it needs room a move of that wave frees (a chain:
+        it must wait for that move to end), or the order in which the wave's replacements land could
+        matter to it: its own spread or affinity terms select a pod the wave moves, or theirs select it.
+        Moves of one wave may then land in any order."""
+        if self.moves and (self._needs_freed(view, target) or self._coupled(view)):
+            self._wave += 1
+            self._freed = {}
+            self._wave_pods = []
+        self._wave_pods.append(view)
+        return self._wave
+
+    def _coupled(self, view: PodView) -> bool:
+        return any(
+            _selects(view, other, self.cluster) or _selects(other, view, self.cluster)
+            for other in self._wave_pods
+        )
+
+    def _needs_freed(self, view: PodView, target: str) -> bool:
+        freed = self._freed.get(target)
+        if not freed:
+            return False
+        allocatable, used = self.cluster.nodes[target].allocatable, self.cluster.used.get(target, {})
+        return any(
+            want > 0 and want > allocatable.get(name, 0) - used.get(name, 0) - freed.get(name, 0)
+            for name, want in view.requests.items()
+        )
+
+    def waves(self) -> list[list[Move]]:
+        """The moves by wave, in order."""
+        found: dict[int, list[Move]] = {}
+        for move in self.moves:
+            found.setdefault(move.wave, []).append(move)
+        return [found[w] for w in sorted(found)]
 
 
 def fill(cluster: Cluster, node: str) -> dict[str, float]:
     """How full the node is by requests, per resource, in percent of its allocatable."""
     allocatable, used = cluster.nodes[node].allocatable, cluster.used.get(node, {})
     return {r: 100.0 * used.get(r, 0) / allocatable[r] for r in FILL_RESOURCES if allocatable.get(r)}
+
+
+def _selects(pod: PodView, other: PodView, cluster: Cluster) -> bool:
+    """Whether one of `pod`'s spread or inter-pod affinity terms counts `other`."""
+    spread = any(
+        other.namespace == pod.namespace and matches_selector_dict(c.selector, other.labels)
+        for c in pod.spread
+    )
+    return spread or any(term_selects(t, other, cluster) for t in (*pod.affinity, *pod.anti_affinity))

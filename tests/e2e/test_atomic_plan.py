@@ -62,3 +62,36 @@ async def test_an_atomic_plan_without_room_for_every_move_evicts_nothing(
     assert plan[0].message and f"default/{big}: " in plan[0].message
     jobs = kube.custom.list_cluster_custom_object(GROUP, VERSION, PLURAL)["items"]
     assert len(jobs) == len(moving)
+
+
+async def test_an_atomic_plan_moves_only_once_every_move_has_room(
+    kubesim_factory: Callable[..., SimHandle], nats_srv: Server, redis_srv: Server, test_id: str
+) -> None:
+    kube = start(kubesim_factory, FULL)
+    kube.apps.delete_namespaced_deployment("filler", "default")  # node-3 has room for both now
+    pods = kube.core.list_namespaced_pod("default").items
+    moving = sorted(
+        p.metadata.name for p in pods if p.spec.node_name == NODE and "filler" not in p.metadata.name
+    )
+    moves = [Move(f"default/{name}", None, NODE, "node-3", "to node-3") for name in moving]
+    config = pipeline_config(kube.handle, nats_srv, redis_srv, test_id)
+    intents = move_intents(moves, requester="tests", kind="rebalance", reason="test", atomic_timeout="60s")
+    async with pipeline(config):
+        async with nats_client(config) as nc:
+            replies = await gather_replies(nc, Sender.of(config), intents, within=30)
+        finished = [await until_job(kube, str(r.job), ended, within=60) for r in replies]
+        await asyncio.to_thread(until_no_reservations, kube)
+    assert {j["status"]["phase"] for j in finished} == {"Succeeded"}
+    left = kube.core.list_namespaced_pod("default", field_selector=f"spec.nodeName={NODE}").items
+    assert left == []
+    # Every move's room was reserved before any of them was admitted.
+    records = await audit_order(nats_srv.url, bus.Subjects(test_id))
+    moving_at = next(
+        i for i, r in enumerate(records) if r.action == "plan" and r.details.get("phase") == "Moving"
+    )
+    jobs = {str(r.job) for r in replies}
+    running: dict[str, int] = {}
+    for i, r in enumerate(records):
+        if r.job in jobs and r.action == "transition" and r.phase == "Running":
+            running.setdefault(r.job or "", i)
+    assert len(running) == len(jobs) and moving_at < min(running.values())

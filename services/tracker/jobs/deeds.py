@@ -20,7 +20,6 @@ from shared.api.names import (
     ANNOTATION_ATOMIC,
     ANNOTATION_DRAIN_NODE,
     ANNOTATION_LEDGER,
-    ATOMIC_PLAN_PREFIX,
     LABEL_ATOMIC_PLAN,
 )
 from shared.api.pmj import (
@@ -118,6 +117,9 @@ def plan(job: PodMigrationJob, observed: Observed, step: Step) -> Plan:
         waits_in=workload if waits else None,
         waits_no_more_in=None if waits else workload,
     )
+
+
+ATOMIC_PLAN_PREFIX = "plan:"  # what a job of an atomic plan waits in (no node name has a colon)
 
 
 def _atomic_set(job: PodMigrationJob) -> str:

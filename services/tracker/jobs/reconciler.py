@@ -21,7 +21,6 @@ from services.tracker.jobs.observer import Observer
 from services.tracker.jobs.state import STALE, JobState
 from services.tracker.keys import TrackerKeys
 from shared.api import codec, paths
-from shared.api.names import ATOMIC_PLAN_PREFIX
 from shared.api.pmj import PHASE_PENDING, Phase, PodMigrationJob
 from shared.api.pmj_read import read_pmj
 from shared.consume import Retry
@@ -157,7 +156,7 @@ class Reconciler:
                 await self.parts.state.ended(name, left_at, read=mark, pipe=pipe)
         else:
             if todo.atomic_drain is not None:  # its drain (or plan) waits for every pod's room
-                plan = todo.atomic_drain.removeprefix(ATOMIC_PLAN_PREFIX)
+                plan = todo.atomic_drain.removeprefix(deeds.ATOMIC_PLAN_PREFIX)
                 if plan != todo.atomic_drain:
                     pipe.sadd(self.keys.atomic_plans, plan)
                 else:
