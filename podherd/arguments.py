@@ -94,3 +94,11 @@ def what_goes_on(command: str, args: dict[str, object]) -> str:
             "kubectl annotate pmj NAME podherd.io/abort=why"
         )
     return "nothing was left running"
+
+
+def token_file(parser: argparse.ArgumentParser) -> None:
+    """`--token-file`: the token a command's intents carry."""
+    parser.add_argument(
+        "--token-file",
+        help="the ServiceAccount token (audience podherd) the intents carry (default: intents.tokenFile)",
+    )

@@ -273,10 +273,7 @@ def build_parser() -> argparse.ArgumentParser:
     submit.add_argument("--reason", help="why, for the audit trail")
     submit.add_argument("--requester", default="podherd-cli", help="who asks (default: podherd-cli)")
     submit.add_argument("--key", help="idempotency key (default: derived from the pod and options)")
-    submit.add_argument(
-        "--token-file",
-        help="the ServiceAccount token (audience podherd) the intents carry (default: intents.tokenFile)",
-    )
+    arguments.token_file(submit)
     submit.add_argument(
         "--wait", action="store_true", help="follow the job to its end; exit 1 unless it succeeds"
     )
@@ -357,10 +354,7 @@ def _drain_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     drain.add_argument("--dry-run", action="store_true", help="print the plan; cordon and move nothing")
     drain.add_argument("--status", action="store_true", help="the node's drain: each job and how it went")
     drain.add_argument("--requester", default="podherd-cli", help="who asks (default: podherd-cli)")
-    drain.add_argument(
-        "--token-file",
-        help="the ServiceAccount token (audience podherd) the intents carry (default: intents.tokenFile)",
-    )
+    arguments.token_file(drain)
     drain.add_argument(
         "--request-timeout",
         type=arguments.seconds,

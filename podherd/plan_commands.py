@@ -118,10 +118,7 @@ def _policy_options(parser: argparse.ArgumentParser) -> None:
         default="30m",
         help="a pod moved within this long stays, so no plan undoes a recent move (default: 30m)",
     )
-    parser.add_argument(
-        "--token-file",
-        help="the ServiceAccount token (audience podherd) the intents carry (default: intents.tokenFile)",
-    )
+    arguments.token_file(parser)
     parser.add_argument(
         "--timeout", type=arguments.seconds, default=10.0, help="seconds to wait for each intent's answer"
     )

@@ -17,8 +17,6 @@ import asyncio
 import contextlib
 import json
 import tempfile
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -29,8 +27,7 @@ from kubesim.sim import start_in_thread
 from podherd import client, plan_output, rebalance
 from podherd.demo.services_up import started
 from podherd.harness import descheduler_style
-from podherd.watchdog.history import room_checks
-from podherd.watchdog.invariants import Watchdog
+from podherd.watchdog.invariants import deployment_watchdog
 from shared import redis_client
 from shared.config import PodherdConfig
 from shared.kube import KubeClient
@@ -46,97 +43,33 @@ POLICIES = (
 SETTLE = 120.0  # seconds the evicted pods' replacements may take to be placed or found unschedulable
 
 
-def _objects(core: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    serialize = core.api_client.sanitize_for_serialization
-    return serialize(core.list_node().items), serialize(core.list_pod_for_all_namespaces().items)
-
-
-def over_targets(core: Any) -> list[str]:
-    nodes, pods = _objects(core)
-    usage = descheduler_style.Usage.of(nodes, pods)
-    return [n for n in usage.allocatable if any(usage.percent(n).get(r, 0) > v for r, v in TARGETS.items())]
-
-
-def _at_rest(core: Any, apps: Any) -> list[dict[str, Any]] | None:
-    """The pods once every workload has all of its, each placed or found unschedulable, none terminating."""
-    _, pods = _objects(core)
-    owned: dict[str, int] = {}
-    for pod in pods:
-        meta, status = pod["metadata"], pod.get("status") or {}
-        unschedulable = any(c.get("reason") == "Unschedulable" for c in status.get("conditions") or ())
-        if meta.get("deletionTimestamp") or not (pod["spec"].get("nodeName") or unschedulable):
-            return None
-        for ref in meta.get("ownerReferences") or ():
-            owned[ref["name"]] = owned.get(ref["name"], 0) + 1
-    sets = [
-        *apps.list_stateful_set_for_all_namespaces().items,
-        *apps.list_replica_set_for_all_namespaces().items,
-    ]
-    return None if any(owned.get(s.metadata.name, 0) != s.spec.replicas for s in sets) else pods
-
-
 def descheduler_run(out: TextIO) -> dict[str, Any]:
     print("\n1. as the descheduler runs them: evict, reserve nothing, let the scheduler place", file=out)
     sim = start_in_thread(SimOptions(), scenario="rebalance")
     try:
-        api = kubernetes.config.new_client_from_config(config_file=str(sim.kubeconfig))
-        core, apps = kubernetes.client.CoreV1Api(api), kubernetes.client.AppsV1Api(api)
-        found: dict[str, Any] = {}
-        for name in ("LowNodeUtilization", "HighNodeUtilization"):
-            nodes, pods = _objects(core)
-            if name == "LowNodeUtilization":
-                victims, sources = descheduler_style.low_node_utilization(
-                    nodes, pods, thresholds=THRESHOLDS, targets=TARGETS
-                )
-            else:
-                victims, sources = descheduler_style.high_node_utilization(
-                    nodes, pods, thresholds=CONSOLIDATE
-                )
-            for pod in victims:
-                meta = pod["metadata"]
-                where = kubernetes.client.V1ObjectMeta(name=meta["name"], namespace=meta["namespace"])
-                core.create_namespaced_pod_eviction(
-                    meta["name"], meta["namespace"], kubernetes.client.V1Eviction(metadata=where)
-                )
-            after = _wait(lambda: _at_rest(core, apps), SETTLE)
-            result = descheduler_style.aftermath(victims, after or [], sources=sources, before=pods)
-            found[name] = {
-                "moves": result.evicted,
-                "stranded": result.stranded,
-                "undone": result.undone,
-                "over_targets": len(over_targets(core)),
-            }
-            print(
-                f"   {name}: evicted {result.evicted}; {len(result.stranded)} replacements stranded, "
-                f"{len(result.undone)} placed back where the policy took them from",
-                file=out,
-            )
-        return found
+        found = descheduler_style.run(
+            str(sim.kubeconfig),
+            thresholds=THRESHOLDS,
+            targets=TARGETS,
+            consolidate=CONSOLIDATE,
+            settle=SETTLE,
+        )
     finally:
         sim.stop()
-
-
-def _wait(check: Callable[[], Any], within: float) -> Any:
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
-        found = check()
-        if found is not None:
-            return found
-        time.sleep(0.2)
-    return None
+    for name, result in found.items():
+        print(
+            f"   {name}: evicted {result['moves']}; {len(result['stranded'])} replacements stranded, "
+            f"{len(result['undone'])} placed back where the policy took them from",
+            file=out,
+        )
+    return found
 
 
 async def _podherd_run(
     config: PodherdConfig, kube: KubeClient, *, core: Any, workdir: Path, out: TextIO
 ) -> dict[str, Any]:
     store = redis_client.connect(config.redis)
-    watchdog = Watchdog(
-        kube,
-        store,
-        config.redis.key_prefix,
-        args=config.migration_controller,
-        checks=lambda: room_checks(config.nats.url, config.nats.subject_prefix, tls=config.nats.tls),
-    )
+    watchdog = deployment_watchdog(kube, store, config)
     stop = asyncio.Event()
     watching = asyncio.create_task(watchdog.run(stop))
     sender = client.Sender.of(config)
@@ -166,10 +99,9 @@ async def _podherd_run(
                 show=lambda line: None,
                 atomic_timeout="2m" if atomic else None,
             )
-            if (
-                options.policy == "LowNodeUtilization"
-            ):  # what it was for; consolidation then fills nodes again
-                found["over_targets"] = len(await asyncio.to_thread(over_targets, core))
+            if options.policy == "LowNodeUtilization":  # what it is for: consolidation fills nodes again
+                over = await asyncio.to_thread(descheduler_style.over_targets, core, TARGETS)
+                found["over_targets"] = len(over)
             found[options.policy] = {
                 "moves": len(carried.jobs) - len(carried.failed),
                 "atomic": atomic,

@@ -42,8 +42,7 @@ from podherd.errors import CliError
 from podherd.harness.processes import SERVICES, ServiceFailed, ServiceProcesses
 from podherd.harness.servers import nats_server, redis_server
 from podherd.install import install, requester_file, service_account, service_token
-from podherd.watchdog.history import room_checks
-from podherd.watchdog.invariants import Findings, Watchdog
+from podherd.watchdog.invariants import Findings, Watchdog, deployment_watchdog
 from shared import redis_client
 from shared.api import paths
 from shared.config import PodherdConfig
@@ -298,14 +297,7 @@ async def _defragment(
     for move in chosen.moves:
         print(f"  move {move.pod} from {move.source} to {move.target}", file=out)
     store = redis_client.connect(config.redis)
-    watchdog = Watchdog(
-        kube,
-        store,
-        config.redis.key_prefix,
-        args=config.migration_controller,
-        ignore_pods=frozenset({chosen.pending.key}),
-        checks=lambda: room_checks(config.nats.url, config.nats.subject_prefix, tls=config.nats.tls),
-    )
+    watchdog = deployment_watchdog(kube, store, config, ignore_pods=frozenset({chosen.pending.key}))
     stop = asyncio.Event()
     watching = asyncio.create_task(watchdog.run(stop))
     sender = client.Sender.of(config)

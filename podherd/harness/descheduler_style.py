@@ -15,10 +15,13 @@ What a run leaves is then counted: replacements stranded (Pending for lack of ro
 
 from __future__ import annotations
 
+import time
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+import kubernetes
 
 from shared.quantity import milli, pod_requests
 
@@ -166,3 +169,85 @@ def _owner(pod: Obj) -> str:
 
 def _key(pod: Obj) -> str:
     return f"{pod['metadata'].get('namespace')}/{pod['metadata']['name']}"
+
+
+def objects(core: Any) -> tuple[list[Obj], list[Obj]]:
+    """The nodes and pods, as plain JSON, through the official client's CoreV1Api."""
+    serialize = core.api_client.sanitize_for_serialization
+    return serialize(core.list_node().items), serialize(core.list_pod_for_all_namespaces().items)
+
+
+def over_targets(core: Any, targets: Mapping[str, float]) -> list[str]:
+    nodes, pods = objects(core)
+    usage = Usage.of(nodes, pods)
+    return [n for n in usage.allocatable if any(usage.percent(n).get(r, 0) > v for r, v in targets.items())]
+
+
+def at_rest(core: Any, apps: Any) -> list[Obj] | None:
+    """The pods once every workload has all of its, each placed or found unschedulable, none terminating (a
+    StatefulSet makes a replacement only once the pod it replaces is gone); None before."""
+    _, pods = objects(core)
+    owned: dict[str, int] = {}
+    for pod in pods:
+        meta, status = pod["metadata"], pod.get("status") or {}
+        unschedulable = any(c.get("reason") == "Unschedulable" for c in status.get("conditions") or ())
+        if meta.get("deletionTimestamp") or not ((pod.get("spec") or {}).get("nodeName") or unschedulable):
+            return None
+        for ref in meta.get("ownerReferences") or ():
+            owned[ref["name"]] = owned.get(ref["name"], 0) + 1
+    sets = [
+        *apps.list_stateful_set_for_all_namespaces().items,
+        *apps.list_replica_set_for_all_namespaces().items,
+    ]
+    return None if any(owned.get(s.metadata.name, 0) != s.spec.replicas for s in sets) else pods
+
+
+def run(
+    kubeconfig: str,
+    *,
+    thresholds: Mapping[str, float],
+    targets: Mapping[str, float],
+    consolidate: Mapping[str, float],
+    settle: float,
+) -> dict[str, dict[str, Any]]:
+    """LowNodeUtilization, then HighNodeUtilization, each run the descheduler's way on the cluster and left
+    to come to rest: what each evicted, stranded and undid, and how many nodes LowNodeUtilization left over
+    its targets."""
+    api = kubernetes.config.new_client_from_config(config_file=kubeconfig)
+    core, apps = kubernetes.client.CoreV1Api(api), kubernetes.client.AppsV1Api(api)
+    found: dict[str, dict[str, Any]] = {}
+    for name in ("LowNodeUtilization", "HighNodeUtilization"):
+        nodes, pods = objects(core)
+        if name == "LowNodeUtilization":
+            victims, sources = low_node_utilization(nodes, pods, thresholds=thresholds, targets=targets)
+        else:
+            victims, sources = high_node_utilization(nodes, pods, thresholds=consolidate)
+        for pod in victims:
+            meta = pod["metadata"]
+            where = kubernetes.client.V1ObjectMeta(name=meta["name"], namespace=meta["namespace"])
+            core.create_namespaced_pod_eviction(
+                meta["name"], meta["namespace"], kubernetes.client.V1Eviction(metadata=where)
+            )
+        after = _waited(lambda: at_rest(core, apps), settle)
+        if after is None:
+            raise TimeoutError(
+                f"the cluster did not come to rest within {settle:g} s after {name}'s evictions"
+            )
+        result = aftermath(victims, after, sources=sources, before=pods)
+        found[name] = {
+            "moves": result.evicted,
+            "stranded": result.stranded,
+            "undone": result.undone,
+            "over_targets": len(over_targets(core, targets)),
+        }
+    return found
+
+
+def _waited(check: Any, within: float) -> list[Obj] | None:
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        found: list[Obj] | None = check()
+        if found is not None:
+            return found
+        time.sleep(0.2)  # the cluster settling: many pods' states, no one event to wait on
+    return None

@@ -22,10 +22,19 @@ import msgspec
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
-from podherd.watchdog.history import JOB, POD, RESERVATION, History, HistoryFindings, RoomCheck, replay
+from podherd.watchdog.history import (
+    JOB,
+    POD,
+    RESERVATION,
+    History,
+    HistoryFindings,
+    RoomCheck,
+    replay,
+    room_checks,
+)
 from podherd.watchdog.surge_floor import DEPLOYMENT, REPLICASET, surge_floor_breaches
 from shared.api import paths
-from shared.config import MigrationControllerArgs
+from shared.config import MigrationControllerArgs, PodherdConfig
 from shared.intstr import max_unavailable
 from shared.kube import KubeClient, KubeError
 from shared.ledger import Ledger
@@ -320,3 +329,22 @@ class Watchdog:
         for c in (obj.get("status") or {}).get("conditions") or []:
             if c.get("type") == "PodScheduled" and c.get("reason") == "Unschedulable":
                 self.findings.pending_replacements.add(key)
+
+
+def deployment_watchdog(
+    kube: KubeClient,
+    store: aioredis.Redis,
+    config: PodherdConfig,
+    *,
+    ignore_pods: frozenset[str] = frozenset(),
+) -> Watchdog:
+    """The watchdog of a running deployment of Podherd (`config`'s), its evictions held against the room
+    checks on its audit stream (read as the deployment's own client reads it)."""
+    return Watchdog(
+        kube,
+        store,
+        config.redis.key_prefix,
+        args=config.migration_controller,
+        ignore_pods=ignore_pods,
+        checks=lambda: room_checks(config.nats.url, config.nats.subject_prefix, tls=config.nats.tls),
+    )

@@ -34,7 +34,6 @@ from shared.kube import KubeClient
 from tests.e2e.pipeline import pipeline, pipeline_config, podherd
 from tests.e2e.test_lifecycle import until_no_reservations
 from tests.kube import Kube, client_for
-from tests.polling import until_sync
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 THRESHOLDS = {"cpu": 20.0, "memory": 20.0, "pods": 20.0}
@@ -44,39 +43,13 @@ ZONE = "topology.kubernetes.io/zone"
 
 
 def objects(kube: Kube) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    client = kube.core.api_client
-    nodes = client.sanitize_for_serialization(kube.core.list_node().items)
-    pods = client.sanitize_for_serialization(kube.core.list_pod_for_all_namespaces().items)
-    return nodes, pods
+    return descheduler_style.objects(kube.core)
 
 
 def fill(kube: Kube) -> dict[str, dict[str, float]]:
     nodes, pods = objects(kube)
     usage = descheduler_style.Usage.of(nodes, pods)
     return {n: usage.percent(n) for n in usage.allocatable}
-
-
-def settled(kube: Kube) -> list[dict[str, Any]] | None:
-    """Every workload with all its pods, each placed and not terminating or found unschedulable: the
-    cluster at rest (a StatefulSet makes a replacement only once the pod it replaces is gone)."""
-    _, pods = objects(kube)
-    owned: dict[str, int] = {}
-    for pod in pods:
-        meta, spec, status = pod["metadata"], pod.get("spec") or {}, pod.get("status") or {}
-        if meta.get("deletionTimestamp"):
-            return None
-        unschedulable = any(c.get("reason") == "Unschedulable" for c in status.get("conditions") or ())
-        if not spec.get("nodeName") and not unschedulable:
-            return None
-        for ref in meta.get("ownerReferences") or ():
-            owned[ref["name"]] = owned.get(ref["name"], 0) + 1
-    sets = [
-        *kube.apps.list_stateful_set_for_all_namespaces().items,
-        *kube.apps.list_replica_set_for_all_namespaces().items,
-    ]
-    if any(owned.get(s.metadata.name, 0) != s.spec.replicas for s in sets):
-        return None
-    return pods
 
 
 def spread_skew(kube: Kube) -> int:
@@ -140,26 +113,9 @@ async def podherd_way(
 
 def descheduler_way(handle: SimHandle) -> dict[str, Any]:
     """LowNodeUtilization, then HighNodeUtilization, each as the descheduler runs it, each to rest."""
-    kube = client_for(handle)
-    out: dict[str, Any] = {}
-    for name in ("LowNodeUtilization", "HighNodeUtilization"):
-        nodes, pods = objects(kube)
-        if name == "LowNodeUtilization":
-            victims, sources = descheduler_style.low_node_utilization(
-                nodes, pods, thresholds=THRESHOLDS, targets=TARGETS
-            )
-        else:
-            victims, sources = descheduler_style.high_node_utilization(nodes, pods, thresholds=CONSOLIDATE)
-        for pod in victims:
-            meta = pod["metadata"]
-            body = {"metadata": {"name": meta["name"], "namespace": meta["namespace"]}}
-            kube.core.create_namespaced_pod_eviction(meta["name"], meta["namespace"], body)
-        after = until_sync(lambda: settled(kube), within=120, what="the cluster at rest after the evictions")
-        out[name] = descheduler_style.aftermath(victims, after, sources=sources, before=pods)
-        if name == "LowNodeUtilization":
-            over = [n for n, f in fill(kube).items() if any(f.get(r, 0) > v for r, v in TARGETS.items())]
-            out["still over targetThresholds"] = len(over)
-    return out
+    return descheduler_style.run(
+        str(handle.kubeconfig), thresholds=THRESHOLDS, targets=TARGETS, consolidate=CONSOLIDATE, settle=120
+    )
 
 
 @pytest.mark.parametrize("nodes", [pytest.param(10), pytest.param(50, marks=pytest.mark.full)])
@@ -206,9 +162,9 @@ async def test_rebalancing_holds_room_for_every_move_where_evicting_and_hoping_d
     # The descheduler's way, on the same cluster: moves undone (db back on the hot nodes, cache back on the
     # nodes being emptied), or pods stranded.
     low_d, high_d = theirs["LowNodeUtilization"], theirs["HighNodeUtilization"]
-    assert low_d.evicted > 0 and high_d.evicted > 0
-    assert len(low_d.undone) + len(low_d.stranded) >= 1, low_d
-    assert len(high_d.undone) + len(high_d.stranded) >= 1, high_d
+    assert low_d["moves"] > 0 and high_d["moves"] > 0
+    assert len(low_d["undone"]) + len(low_d["stranded"]) >= 1, low_d
+    assert len(high_d["undone"]) + len(high_d["stranded"]) >= 1, high_d
     print(
         json.dumps(
             {
@@ -223,9 +179,12 @@ async def test_rebalancing_holds_room_for_every_move_where_evicting_and_hoping_d
                     "evictions_without_room": len(findings.evictions_without_room),
                 },
                 "descheduler_style": {
-                    name: {"evicted": a.evicted, "stranded": len(a.stranded), "undone": len(a.undone)}
-                    if isinstance(a, descheduler_style.Aftermath)
-                    else a
+                    name: {
+                        "evicted": a["moves"],
+                        "stranded": len(a["stranded"]),
+                        "undone": len(a["undone"]),
+                        "over_targets": a["over_targets"],
+                    }
                     for name, a in theirs.items()
                 },
             }

@@ -15,29 +15,22 @@ was killed is finished or rolled back all the same.
 from __future__ import annotations
 
 import asyncio
-import logging
 import time
 from typing import Any
 
 import msgspec
-import nats.errors
 import redis.asyncio as aioredis
 
-from services.tracker.intake.rooms import room_of
+from services.tracker.intake.reserved_ahead import announce, patch_job, room_of, settle_each
 from services.tracker.keys import TrackerKeys
 from shared import bus
 from shared.api import paths
-from shared.api.audit import actor, audit_record
-from shared.api.drain import MOVING, RESERVING, ROLLED_BACK, DrainRecord, drain_record, node_hash
+from shared.api.drain import MOVING, RESERVING, ROLLED_BACK, DrainRecord, drain_record
 from shared.api.names import ANNOTATION_ABORT, ANNOTATION_NODE_DRAIN
 from shared.drain_plan import Room, atomic_step
 from shared.durations import parse_duration
 from shared.kube import KubeClient, KubeError
-from shared.publisher import Publisher, PublishError
-from shared.waits import wait_event
-
-log = logging.getLogger(__name__)
-EVERY = 0.5  # seconds between looks at the drains reserving room
+from shared.publisher import Publisher
 
 
 class AtomicDrains:
@@ -55,13 +48,7 @@ class AtomicDrains:
         self.publisher, self.subjects, self.default_ttl = publisher, subjects, default_ttl
 
     async def run(self, stop: asyncio.Event) -> None:
-        while not stop.is_set():
-            try:
-                for node in await self.client.smembers(self.keys.atomic_drains):
-                    await self.settle(node.decode() if isinstance(node, bytes) else str(node))
-            except (KubeError, OSError, aioredis.RedisError, PublishError, nats.errors.Error) as exc:
-                log.warning("atomic drains: %s; trying again", exc)  # an outage of the API, Redis or NATS
-            await wait_event(stop, EVERY)
+        await settle_each(self.client, self.keys.atomic_drains, self.settle, stop=stop)
 
     async def settle(self, node: str) -> None:
         """One look at a node's atomic drain: decide its next phase once every pod has room or its timeout
@@ -102,13 +89,7 @@ class AtomicDrains:
         return await room_of(self.kube, job, await self.kube.get_json(paths.job(job)))
 
     async def _patch_job(self, job: str, patch: dict[str, Any]) -> None:
-        try:
-            await self.kube.arequest(
-                "PATCH", paths.job(job), body=patch, content_type="application/merge-patch+json"
-            )
-        except KubeError as exc:
-            if exc.status != 404:
-                raise
+        await patch_job(self.kube, job, patch)
 
     async def _record(self, node: dict[str, Any], record: DrainRecord) -> bool:
         """The drain's new phase on the node (uncordoned when rolled back, unless it was cordoned before),
@@ -136,17 +117,4 @@ class AtomicDrains:
         return True
 
     async def _audit(self, node: str, phase: str, no_room: list[str]) -> None:
-        moving = phase == MOVING
-        record = audit_record(
-            "drain",
-            node,
-            "atomic",
-            phase,
-            by=actor("tracker", None),
-            message=f"atomic drain of node {node}: room reserved for every pod; moving them"
-            if moving
-            else f"atomic drain of node {node} rolled back: no room for {'; '.join(no_room)}",
-            details={"node": node, "phase": phase},
-        )
-        await self.publisher.publish_audit(self.subjects.audit(f"drain-{node_hash(node)}"), record)
-        await self.publisher.flush()
+        await announce(self.publisher, self.subjects, of="drain", name=node, phase=phase, no_room=no_room)

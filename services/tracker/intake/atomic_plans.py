@@ -13,21 +13,18 @@ process: any tracker replica finishes a step another began (`plan_rules`).
 from __future__ import annotations
 
 import asyncio
-import logging
 import time
 from datetime import datetime
 from typing import Any
 
-import nats.errors
 import redis.asyncio as aioredis
 
 from services.tracker.intake.plan_rules import PlanJob, plan_step
-from services.tracker.intake.rooms import room_of
+from services.tracker.intake.reserved_ahead import announce, patch_job, room_of, settle_each
 from services.tracker.keys import TrackerKeys
 from shared import bus
 from shared.api import paths
-from shared.api.audit import actor, audit_record
-from shared.api.drain import MOVING, RESERVING, node_hash
+from shared.api.drain import MOVING, RESERVING
 from shared.api.names import (
     ANNOTATION_ABORT,
     ANNOTATION_ATOMIC_SIZE,
@@ -36,12 +33,8 @@ from shared.api.names import (
 )
 from shared.api.pmj import TERMINAL_PHASES
 from shared.durations import parse_duration
-from shared.kube import KubeClient, KubeError
-from shared.publisher import Publisher, PublishError
-from shared.waits import wait_event
-
-log = logging.getLogger(__name__)
-EVERY = 0.5  # seconds between looks at the plans reserving room
+from shared.kube import KubeClient
+from shared.publisher import Publisher
 
 
 class AtomicPlans:
@@ -58,13 +51,7 @@ class AtomicPlans:
         self.publisher, self.subjects = publisher, subjects
 
     async def run(self, stop: asyncio.Event) -> None:
-        while not stop.is_set():
-            try:
-                for plan in await self.client.smembers(self.keys.atomic_plans):
-                    await self.settle(plan.decode() if isinstance(plan, bytes) else str(plan))
-            except (KubeError, OSError, aioredis.RedisError, PublishError, nats.errors.Error) as exc:
-                log.warning("atomic plans: %s; trying again", exc)  # an outage of the API, Redis or NATS
-            await wait_event(stop, EVERY)
+        await settle_each(self.client, self.keys.atomic_plans, self.settle, stop=stop)
 
     async def settle(self, plan: str) -> None:
         """One look at an atomic plan: its next step, carried out on every job that has not taken it."""
@@ -109,31 +96,10 @@ class AtomicPlans:
         )
 
     async def _patch(self, job: str, patch: dict[str, Any]) -> int:
-        try:
-            await self.kube.arequest(
-                "PATCH", paths.job(job), body=patch, content_type="application/merge-patch+json"
-            )
-        except KubeError as exc:
-            if exc.status != 404:
-                raise
-            return 0
-        return 1
+        return 1 if await patch_job(self.kube, job, patch) else 0
 
     async def _audit(self, plan: str, phase: str, no_room: list[str]) -> None:
-        moving = phase == MOVING
-        record = audit_record(
-            "plan",
-            plan,
-            "atomic",
-            phase,
-            by=actor("tracker", None),
-            message=f"atomic plan {plan}: room reserved for every move; moving them"
-            if moving
-            else f"atomic plan {plan} rolled back: no room for {'; '.join(no_room)}",
-            details={"plan": plan, "phase": phase},
-        )
-        await self.publisher.publish_audit(self.subjects.audit(f"plan-{node_hash(plan)}"), record)
-        await self.publisher.flush()
+        await announce(self.publisher, self.subjects, of="plan", name=plan, phase=phase, no_room=no_room)
 
 
 def _created(job: dict[str, Any]) -> float:
