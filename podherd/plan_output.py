@@ -4,6 +4,7 @@ as YAML or JSON for machines, and as a picture of the nodes' fill before and aft
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -69,7 +70,7 @@ def picture(outcome: Outcome, path: str) -> None:
         from matplotlib import pyplot
     except ImportError as exc:
         raise CliError("--picture needs matplotlib: pip install 'podherd[picture]'") from exc
-    nodes = list(outcome.before)
+    nodes = sorted(outcome.before, key=_natural)
     figure, axes = pyplot.subplots(2, 1, figsize=(max(6.0, 0.25 * len(nodes) + 2), 6), sharex=True)
     for ax, resource in zip(axes, ("cpu", "memory"), strict=True):
         positions = range(len(nodes))
@@ -85,12 +86,20 @@ def picture(outcome: Outcome, path: str) -> None:
             0.4,
             label="after",
         )
+        for (name, limits), style in zip(outcome.lines.items(), ("dotted", "dashed"), strict=False):
+            if resource in limits:
+                ax.axhline(limits[resource], color="grey", linestyle=style, linewidth=1, label=name)
         ax.set_ylabel(f"{resource} requested, %")
         ax.set_ylim(0, 100)
-        ax.legend(loc="upper right")
+        ax.legend(loc="upper left", fontsize=7, ncol=4, framealpha=0.9)
     axes[-1].set_xticks(list(range(len(nodes))), nodes, rotation=90, fontsize=6)
     measure = outcome.measure
     figure.suptitle(f"{outcome.policy}: {measure.name} {measure.before:g} -> {measure.after:g}")
     figure.tight_layout()
     figure.savefig(Path(path), dpi=100)
     pyplot.close(figure)
+
+
+def _natural(name: str) -> list[int | str]:
+    """node-2 before node-10."""
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]

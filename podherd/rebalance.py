@@ -37,6 +37,7 @@ class Outcome:
     measure: policies.Measure
     before: dict[str, dict[str, float]]
     after: dict[str, dict[str, float]]
+    lines: dict[str, Mapping[str, float]] = field(default_factory=dict)  # the policy's thresholds, by name
 
 
 @dataclass(frozen=True)
@@ -81,7 +82,12 @@ def make_plan(options: PolicyOptions, config: PodherdConfig) -> Outcome:
     else:
         measure = policies.spread_repair(planning)
     after = {n: fill(cluster, n) for n in sorted(cluster.nodes)}
-    return Outcome(options.policy, planning, measure, before, after)
+    lines: dict[str, Mapping[str, float]] = {}
+    if options.policy in ("LowNodeUtilization", "HighNodeUtilization"):
+        lines["thresholds"] = options.thresholds
+    if options.policy == "LowNodeUtilization":
+        lines["targetThresholds"] = options.target_thresholds
+    return Outcome(options.policy, planning, measure, before, after, lines)
 
 
 @dataclass
