@@ -24,17 +24,22 @@ class Snapshot:
     cluster: Cluster
     candidates: list[Candidate]  # every pod bound to a node
     pods: list[dict[str, Any]]  # every pod, as the API returned it
+    unread: list[str]  # what could not be read, and so is not checked: why, each
 
 
 def read(config: PodherdConfig, *, moved_since: str = "") -> Snapshot:
     """The cluster now: nodes, pods, the room Reservations hold, bound volumes, namespaces' labels."""
+    unread: list[str] = []
     with kube_client(config) as kube:
         nodes = [node_view(n) for n in kube_get(kube, paths.NODES).get("items") or []]
         pod_objs = kube_get(kube, paths.PODS).get("items") or []
-        reservations = _items(kube, RESERVATIONS)
-        claims = _items(kube, "/api/v1/persistentvolumeclaims")
-        volumes = {v["metadata"]["name"]: v for v in _items(kube, "/api/v1/persistentvolumes")}
-        namespaces = _items(kube, "/api/v1/namespaces")
+        reservations = _items(kube, RESERVATIONS, unread, lacking="room Reservations hold is not counted")
+        claims = _items(
+            kube, "/api/v1/persistentvolumeclaims", unread, lacking="volume zones are not checked"
+        )
+        found = _items(kube, "/api/v1/persistentvolumes", unread, lacking="volume zones are not checked")
+        volumes = {v["metadata"]["name"]: v for v in found}
+        namespaces = _items(kube, "/api/v1/namespaces", unread, lacking="namespace selectors match nothing")
     bound: dict[str, VolumeView] = {}
     for claim in claims:
         name = (claim.get("spec") or {}).get("volumeName")
@@ -50,14 +55,17 @@ def read(config: PodherdConfig, *, moved_since: str = "") -> Snapshot:
         namespace_labels={n["metadata"]["name"]: n["metadata"].get("labels") or {} for n in namespaces},
     )
     placed = [p for p in pod_objs if (p.get("spec") or {}).get("nodeName")]
-    return Snapshot(cluster, [candidate(p, moved_since=moved_since) for p in placed], pod_objs)
+    return Snapshot(cluster, [candidate(p, moved_since=moved_since) for p in placed], pod_objs, unread)
 
 
-def _items(kube: Any, path: str) -> list[dict[str, Any]]:
+def _items(kube: Any, path: str, unread: list[str], *, lacking: str) -> list[dict[str, Any]]:
+    """A list the plan can do without (a cluster without Koordinator has no Reservations; a user may not
+    read PersistentVolumes): what it could not read goes to `unread`, with what the plan then lacks."""
     try:
         return list(kube_get(kube, path).get("items") or [])
-    except CliError:
-        return []  # a cluster without Koordinator's Reservations holds no room for them
+    except CliError as exc:
+        unread.append(f"{exc}: {lacking}")
+        return []
 
 
 def held_room(obj: Mapping[str, Any]) -> Held | None:

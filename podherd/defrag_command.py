@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import sys
 from typing import Any
 
 import yaml
@@ -22,6 +23,8 @@ from shared.rebalance.planning import Planning
 def plan_cluster(config: PodherdConfig, pending: str | None) -> Defrag:
     """The plan for `pending` (NAMESPACE/POD; default: the largest pod the scheduler could not place)."""
     snapshot = cluster_read.read(config)
+    for lacking in snapshot.unread:
+        print(f"warning: {lacking}", file=sys.stderr)
     waiting = pending_pods(snapshot.pods)
     if pending:
         found = [p for p in waiting if p.key == pending]

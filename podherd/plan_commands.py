@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 from podherd import arguments
@@ -133,6 +134,8 @@ def plan_command(args: argparse.Namespace) -> int:
 
     config = arguments.loaded(args)
     outcome = rebalance.make_plan(rebalance.PolicyOptions.of(args), config)
+    for lacking in outcome.unread:
+        print(f"warning: {lacking}", file=sys.stderr)
     print(plan_output.render(outcome, args.output))
     if args.picture:
         plan_output.picture(outcome, args.picture)
@@ -146,6 +149,8 @@ def rebalance_command(args: argparse.Namespace) -> int:
 
     config = arguments.loaded(args)
     outcome = rebalance.make_plan(rebalance.PolicyOptions.of(args), config)
+    for lacking in outcome.unread:
+        print(f"warning: {lacking}", file=sys.stderr)
     print(plan_output.render(outcome, "table"), flush=True)
     if not outcome.planning.moves:
         return 0

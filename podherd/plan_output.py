@@ -35,6 +35,7 @@ def as_data(outcome: Outcome) -> dict[str, Any]:
         },
         "emptied": sorted(planning.emptying),
         "stays": dict(sorted(planning.skipped.items())),
+        "unread": outcome.unread,
     }
 
 

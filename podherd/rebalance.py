@@ -38,6 +38,7 @@ class Outcome:
     before: dict[str, dict[str, float]]
     after: dict[str, dict[str, float]]
     lines: dict[str, Mapping[str, float]] = field(default_factory=dict)  # the policy's thresholds, by name
+    unread: list[str] = field(default_factory=list)  # what the plan could not read, and so did not check
 
 
 @dataclass(frozen=True)
@@ -87,7 +88,7 @@ def make_plan(options: PolicyOptions, config: PodherdConfig) -> Outcome:
         lines["thresholds"] = options.thresholds
     if options.policy == "LowNodeUtilization":
         lines["targetThresholds"] = options.target_thresholds
-    return Outcome(options.policy, planning, measure, before, after, lines)
+    return Outcome(options.policy, planning, measure, before, after, lines, snapshot.unread)
 
 
 @dataclass

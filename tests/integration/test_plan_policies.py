@@ -71,6 +71,10 @@ def test_low_node_utilization_moves_pods_from_hot_nodes_onto_cold_ones(
     assert {m["to"] for m in found["moves"]} <= {"node-3", "node-4", "node-5", "node-6"}
     assert all(node["after"]["cpu"] <= 50 for node in found["nodes"].values())
     assert picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # This cluster has no Reservation type (no Koordinator): said, not silently left out.
+    assert [lacking.rsplit(": ", 1)[1] for lacking in found["unread"]] == [
+        "room Reservations hold is not counted"
+    ]
 
 
 def test_high_node_utilization_empties_whole_nodes_only(
