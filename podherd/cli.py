@@ -67,12 +67,14 @@ def _cmd_sim(args: argparse.Namespace) -> int:
 
 SERVICES = ("watcher", "arbitrator", "executor", "tracker")  # the pipeline, which `run all` runs together
 GATE = "gate"  # the admission gate: a process of its own, behind the API server's webhooks
+PLANNER = "planner"  # the rebalancing policies on an interval: a process of its own, off by default
 
 
 def _service_mains() -> dict[str, ServiceMain]:
     from services.arbitrator.service import main as arbitrator_main
     from services.executor.service import main as executor_main
     from services.gate.server import main as gate_main
+    from services.planner.service import main as planner_main
     from services.tracker.service import main as tracker_main
     from services.watcher.service import main as watcher_main
 
@@ -82,6 +84,7 @@ def _service_mains() -> dict[str, ServiceMain]:
         "executor": executor_main,
         "tracker": tracker_main,
         GATE: gate_main,
+        PLANNER: planner_main,
     }
 
 
@@ -216,7 +219,9 @@ def build_parser() -> argparse.ArgumentParser:
     certs.set_defaults(func=_cmd_certs)
     run = sub.add_parser("run", parents=[common], help="run a service (production entry point)")
     run.add_argument(
-        "service", choices=(*SERVICES, GATE, "all"), help="one service, or the pipeline's four in one process"
+        "service",
+        choices=(*SERVICES, GATE, PLANNER, "all"),
+        help="one service, or the pipeline's four in one process (the planner plans only when enabled)",
     )
     run.set_defaults(func=_cmd_run)
     sim = sub.add_parser("sim", help="run kubesim, a Kubernetes API server with simulated control loops")

@@ -11,7 +11,6 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -27,6 +26,7 @@ from shared.api.messages import AuditRecord, IntentReply, MigrationIntent
 from shared.api.pmj import REASON_WAIT_FOR_WINDOW, TERMINAL_PHASES
 from shared.backoff import describe
 from shared.config import PodherdConfig, nats_servers
+from shared.intent_requests import bearer, intent_subject
 from shared.kube import KubeClient, KubeError
 from shared.nats_access import Access
 from shared.redact import without_credentials
@@ -125,20 +125,13 @@ class Sender:
         return sender
 
     def subject(self, *, namespace: str | None = None, drain: bool = False) -> str:
-        if self.authorization != "subject":
-            return self.subjects.intent_request
-        if drain:
-            return self.subjects.drain_request
-        return self.subjects.intent_request_in(namespace or "")
+        return intent_subject(self.subjects, self.authorization, namespace=namespace, drain=drain)
 
     def headers(self) -> dict[str, str] | None:
-        if self.token_file is None:
-            return None
         try:
-            token = Path(self.token_file).read_text().strip()
+            return bearer(self.token_file)
         except OSError as exc:
             raise CliError(f"cannot read the token file {self.token_file}: {exc.strerror}") from exc
-        return {"Authorization": f"Bearer {token}"}
 
 
 def signed(config: PodherdConfig) -> dict[str, str]:

@@ -7,9 +7,8 @@ import sys
 from typing import Any
 
 from podherd import arguments
+from shared.rebalance.policy_run import DEFAULT_TARGETS, DEFAULT_THRESHOLDS, POLICY_NAMES
 
-DEFAULT_THRESHOLDS = {"cpu": 20.0, "memory": 20.0, "pods": 20.0}
-DEFAULT_TARGETS = {"cpu": 50.0, "memory": 50.0, "pods": 50.0}
 RESOURCES = ("cpu", "memory", "pods")
 
 
@@ -44,12 +43,7 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     plan = sub.add_parser("plan", parents=[common], help="plan a defragmentation or a rebalance (dry)")
     plan.add_argument(
         "--policy",
-        choices=(
-            "defrag",
-            "LowNodeUtilization",
-            "HighNodeUtilization",
-            "RemovePodsViolatingTopologySpreadConstraint",
-        ),
+        choices=("defrag", *POLICY_NAMES),
         default="defrag",
         help="defrag (room for a pending pod, the default) or a descheduler policy",
     )
@@ -66,7 +60,7 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     )
     rebalance.add_argument(
         "--policy",
-        choices=("LowNodeUtilization", "HighNodeUtilization", "RemovePodsViolatingTopologySpreadConstraint"),
+        choices=POLICY_NAMES,
         required=True,
     )
     rebalance.add_argument("--requester", default="podherd-cli", help="who asks (default: podherd-cli)")
@@ -133,7 +127,7 @@ def plan_command(args: argparse.Namespace) -> int:
     from podherd import plan_output, rebalance
 
     config = arguments.loaded(args)
-    outcome = rebalance.make_plan(rebalance.PolicyOptions.of(args), config)
+    outcome = rebalance.make_plan(rebalance.options_of(args), config)
     for lacking in outcome.unread:
         print(f"warning: {lacking}", file=sys.stderr)
     print(plan_output.render(outcome, args.output))
@@ -148,7 +142,7 @@ def rebalance_command(args: argparse.Namespace) -> int:
     from podherd import plan_output, rebalance
 
     config = arguments.loaded(args)
-    outcome = rebalance.make_plan(rebalance.PolicyOptions.of(args), config)
+    outcome = rebalance.make_plan(rebalance.options_of(args), config)
     for lacking in outcome.unread:
         print(f"warning: {lacking}", file=sys.stderr)
     print(plan_output.render(outcome, "table"), flush=True)

@@ -20,12 +20,13 @@ from typing import Any
 from podherd import cluster_read, drain
 from podherd.client import Sender, gather_replies, nats_client, now_utc
 from podherd.errors import CliError
-from podherd.move_intents import move_intents, plan_stamp
 from shared import bus
 from shared.config import PodherdConfig
 from shared.durations import parse_duration
 from shared.rebalance import policies
+from shared.rebalance.intents import move_intents, plan_stamp
 from shared.rebalance.planning import Caps, Planning, fill
+from shared.rebalance.policy_run import PolicyOptions, lines_of, run_policy
 
 POLICIES = ("LowNodeUtilization", "HighNodeUtilization", "RemovePodsViolatingTopologySpreadConstraint")
 
@@ -41,21 +42,12 @@ class Outcome:
     unread: list[str] = field(default_factory=list)  # what the plan could not read, and so did not check
 
 
-@dataclass(frozen=True)
-class PolicyOptions:
-    policy: str
-    thresholds: Mapping[str, float]
-    target_thresholds: Mapping[str, float]
-    number_of_nodes: int = 0
-    caps: Caps = field(default_factory=Caps)
-    recent: str = "30m"  # a pod moved within this long stays
-
-    @classmethod
-    def of(cls, args: Any) -> PolicyOptions:
-        caps = Caps(args.max_pods_per_node, args.max_pods_per_namespace, args.max_pods_total)
-        return cls(
-            args.policy, args.thresholds, args.target_thresholds, args.number_of_nodes, caps, args.recent
-        )
+def options_of(args: Any) -> PolicyOptions:
+    """The policy and its options, as the command line gives them."""
+    caps = Caps(args.max_pods_per_node, args.max_pods_per_namespace, args.max_pods_total)
+    return PolicyOptions(
+        args.policy, args.thresholds, args.target_thresholds, args.number_of_nodes, caps, args.recent
+    )
 
 
 def make_plan(options: PolicyOptions, config: PodherdConfig) -> Outcome:
@@ -71,24 +63,9 @@ def make_plan(options: PolicyOptions, config: PodherdConfig) -> Outcome:
         schedulers=frozenset(controller.scheduler_names) if reserving else None,
     )
     before = {n: fill(cluster, n) for n in sorted(cluster.nodes)}
-    if options.policy == "LowNodeUtilization":
-        measure = policies.low_node_utilization(
-            planning,
-            thresholds=options.thresholds,
-            target_thresholds=options.target_thresholds,
-            number_of_nodes=options.number_of_nodes,
-        )
-    elif options.policy == "HighNodeUtilization":
-        measure = policies.high_node_utilization(planning, thresholds=options.thresholds)
-    else:
-        measure = policies.spread_repair(planning)
+    measure = run_policy(planning, options)
     after = {n: fill(cluster, n) for n in sorted(cluster.nodes)}
-    lines: dict[str, Mapping[str, float]] = {}
-    if options.policy in ("LowNodeUtilization", "HighNodeUtilization"):
-        lines["thresholds"] = options.thresholds
-    if options.policy == "LowNodeUtilization":
-        lines["targetThresholds"] = options.target_thresholds
-    return Outcome(options.policy, planning, measure, before, after, lines, snapshot.unread)
+    return Outcome(options.policy, planning, measure, before, after, lines_of(options), snapshot.unread)
 
 
 @dataclass

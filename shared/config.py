@@ -22,6 +22,7 @@ import msgspec
 
 from shared.api.meta import DeleteOptions, Duration, IntOrPercent, LabelSelector
 from shared.durations import parse_duration
+from shared.planner_config import PlannerConfig
 from shared.workload_kinds import WorkloadKind, default_workload_kinds
 
 KOORDINATOR_KINDS: Final = frozenset({"MigrationControllerArgs"})
@@ -419,6 +420,7 @@ class PodherdConfig(Section):
     collector: CollectorConfig = msgspec.field(default_factory=CollectorConfig)
     intents: IntentsConfig = msgspec.field(default_factory=IntentsConfig)
     gate: GateConfig = msgspec.field(default_factory=GateConfig)
+    planner: PlannerConfig = msgspec.field(default_factory=PlannerConfig)
     http: HttpConfig = msgspec.field(default_factory=HttpConfig)
     logging: LoggingConfig = msgspec.field(default_factory=LoggingConfig)
     # The services' event loop: uvloop (libuv's, as network services on asyncio usually run), or asyncio's

@@ -31,14 +31,15 @@ from podherd.watchdog.invariants import deployment_watchdog
 from shared import redis_client
 from shared.config import PodherdConfig
 from shared.kube import KubeClient
+from shared.rebalance.policy_run import PolicyOptions
 
 THRESHOLDS = {"cpu": 20.0, "memory": 20.0, "pods": 20.0}
 TARGETS = {"cpu": 50.0, "memory": 50.0, "pods": 50.0}
 CONSOLIDATE = {"cpu": 10.0, "memory": 10.0, "pods": 10.0}
 POLICIES = (
-    rebalance.PolicyOptions("LowNodeUtilization", THRESHOLDS, TARGETS),
-    rebalance.PolicyOptions("RemovePodsViolatingTopologySpreadConstraint", THRESHOLDS, TARGETS),
-    rebalance.PolicyOptions("HighNodeUtilization", CONSOLIDATE, TARGETS),
+    PolicyOptions("LowNodeUtilization", THRESHOLDS, TARGETS),
+    PolicyOptions("RemovePodsViolatingTopologySpreadConstraint", THRESHOLDS, TARGETS),
+    PolicyOptions("HighNodeUtilization", CONSOLIDATE, TARGETS),
 )
 SETTLE = 120.0  # seconds the evicted pods' replacements may take to be placed or found unschedulable
 

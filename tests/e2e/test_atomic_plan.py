@@ -12,8 +12,8 @@ import pytest
 from kubesim.sim import SimHandle
 from podherd.client import Sender, gather_replies, nats_client
 from podherd.harness.servers import Server
-from podherd.move_intents import move_intents
 from shared import bus
+from shared.rebalance.intents import move_intents
 from shared.rebalance.planning import Move
 from tests.e2e.pipeline import (
     GROUP,

@@ -1,0 +1,42 @@
+"""The planner service's configuration (`planner:`): off unless enabled; the policies it runs, in order, on
+an interval, with the descheduler's option names; the per-run caps; how recent a move no plan undoes."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+import msgspec
+
+from shared.api.meta import Duration
+
+Percentages = dict[Literal["cpu", "memory", "pods"], Annotated[float, msgspec.Meta(ge=0, le=100)]]
+
+
+class PlannerPolicy(msgspec.Struct, rename="camel", kw_only=True, forbid_unknown_fields=True):
+    name: Literal["LowNodeUtilization", "HighNodeUtilization", "RemovePodsViolatingTopologySpreadConstraint"]
+    thresholds: Percentages = msgspec.field(
+        default_factory=lambda: {"cpu": 20.0, "memory": 20.0, "pods": 20.0}
+    )
+    target_thresholds: Percentages = msgspec.field(
+        default_factory=lambda: {"cpu": 50.0, "memory": 50.0, "pods": 50.0}
+    )
+    number_of_nodes: Annotated[int, msgspec.Meta(ge=0)] = 0
+
+
+class PlannerConfig(msgspec.Struct, rename="camel", kw_only=True, forbid_unknown_fields=True):
+    """`enabled`: the service plans only when true (it is off by default). Every `interval`, the replica
+    holding the planner's lease plans the `policies` in order on one snapshot and sends the first wave of
+    the plan as intents, under the identity of `intents.tokenFile`; nothing while a job it asked for is
+    still in flight."""
+
+    enabled: bool = False
+    interval: Duration = "10m"
+    policies: list[PlannerPolicy] = msgspec.field(
+        default_factory=lambda: [PlannerPolicy(name="LowNodeUtilization")]
+    )
+    max_no_of_pods_to_evict_per_node: Annotated[int, msgspec.Meta(ge=1)] | None = None
+    max_no_of_pods_to_evict_per_namespace: Annotated[int, msgspec.Meta(ge=1)] | None = None
+    max_no_of_pods_to_evict_total: Annotated[int, msgspec.Meta(ge=1)] | None = None
+    recent: Duration = "30m"  # a pod moved within this long stays where it is
+    requester: Annotated[str, msgspec.Meta(min_length=1, max_length=253)] = "podherd-planner"
+    lease_ttl: Duration = msgspec.field(default="15s", name="leaseTTL")

@@ -1,0 +1,60 @@
+"""The cluster a plan is made on, from the API's lists: nodes, pods, the room Reservations hold, the volumes
+bound claims use, namespaces' labels (for terms that choose namespaces by label)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from shared.fit.cluster import Cluster, Held
+from shared.fit.views import VolumeView, node_view, pod_view, volume_view
+from shared.quantity import milli
+from shared.rebalance.candidates import Candidate, candidate
+
+Obj = Mapping[str, Any]
+
+
+def snapshot_of(
+    *,
+    nodes: Sequence[Obj],
+    pods: Sequence[Obj],
+    reservations: Sequence[Obj] = (),
+    claims: Sequence[Obj] = (),
+    volumes: Sequence[Obj] = (),
+    namespaces: Sequence[Obj] = (),
+    moved_since: str = "",
+) -> tuple[Cluster, list[Candidate]]:
+    """The cluster, and every pod bound to a node as a plan sees it (`moved_since`: `candidate`'s)."""
+    by_name = {v["metadata"]["name"]: v for v in volumes}
+    bound: dict[str, VolumeView] = {}
+    for claim in claims:
+        name = (claim.get("spec") or {}).get("volumeName")
+        if name in by_name:
+            meta = claim["metadata"]
+            bound[f"{meta['namespace']}/{meta['name']}"] = volume_view(by_name[name])
+    cluster = Cluster.of(
+        [node_view(n) for n in nodes],
+        [pod_view(p) for p in pods],
+        held=[h for h in map(held_room, reservations) if h is not None],
+        volumes=bound,
+        namespace_labels={n["metadata"]["name"]: n["metadata"].get("labels") or {} for n in namespaces},
+    )
+    placed = [p for p in pods if (p.get("spec") or {}).get("nodeName")]
+    return cluster, [candidate(p, moved_since=moved_since) for p in placed]
+
+
+def held_room(obj: Obj) -> Held | None:
+    """An Available Reservation's room still unallocated, on its node, for the pods it names (as owner
+    objects: a Reservation owned by a workload holds room no plan may count on)."""
+    status = obj.get("status") or {}
+    if status.get("phase") != "Available" or not status.get("nodeName"):
+        return None
+    allocatable = {k: milli(v) for k, v in (status.get("allocatable") or {}).items()}
+    allocated = {k: milli(v) for k, v in (status.get("allocated") or {}).items()}
+    room = {k: max(0, v - allocated.get(k, 0)) for k, v in allocatable.items() if k != "pods"}
+    owners = frozenset(
+        f"{ref['object'].get('namespace')}/{ref['object'].get('name')}"
+        for ref in (obj.get("spec") or {}).get("owners") or ()
+        if ref.get("object")
+    )
+    return Held(obj["metadata"]["name"], str(status["nodeName"]), room, owners)
