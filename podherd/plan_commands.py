@@ -7,7 +7,7 @@ import sys
 from typing import Any
 
 from podherd import arguments
-from shared.rebalance.policy_run import DEFAULT_TARGETS, DEFAULT_THRESHOLDS, POLICY_NAMES
+from shared.rebalance.names import DEFAULT_TARGETS, DEFAULT_THRESHOLDS, POLICY_NAMES
 
 RESOURCES = ("cpu", "memory", "pods")
 

@@ -4,21 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal
 
 from shared.rebalance import policies
+from shared.rebalance.names import DEFAULT_TARGETS, DEFAULT_THRESHOLDS
 from shared.rebalance.planning import Caps, Planning
-
-PolicyName = Literal[
-    "LowNodeUtilization", "HighNodeUtilization", "RemovePodsViolatingTopologySpreadConstraint"
-]
-POLICY_NAMES: tuple[PolicyName, ...] = (
-    "LowNodeUtilization",
-    "HighNodeUtilization",
-    "RemovePodsViolatingTopologySpreadConstraint",
-)
-DEFAULT_THRESHOLDS: Mapping[str, float] = {"cpu": 20.0, "memory": 20.0, "pods": 20.0}
-DEFAULT_TARGETS: Mapping[str, float] = {"cpu": 50.0, "memory": 50.0, "pods": 50.0}
 
 
 @dataclass(frozen=True)
