@@ -29,8 +29,7 @@ from kubesim.scenarios import skewed
 from kubesim.sim import SimHandle
 from podherd.harness import descheduler_style
 from podherd.harness.servers import Server
-from podherd.watchdog.history import room_checks
-from podherd.watchdog.invariants import Findings, Watchdog
+from podherd.watchdog.invariants import Findings, deployment_watchdog
 from shared.kube import KubeClient
 from tests.e2e.pipeline import pipeline, pipeline_config, podherd
 from tests.e2e.test_lifecycle import until_no_reservations
@@ -81,13 +80,7 @@ async def podherd_way(
     path.write_text(yaml.safe_dump(msgspec.to_builtins(config)))
     watched = KubeClient.from_config(config.kubernetes)
     redis = aioredis.from_url(config.redis.url)
-    watchdog = Watchdog(
-        watched,
-        redis,
-        test_id,
-        args=config.migration_controller,
-        checks=lambda: room_checks(nats_srv.url, test_id),
-    )
+    watchdog = deployment_watchdog(watched, redis, config)
     stop = asyncio.Event()
     watching = asyncio.create_task(watchdog.run(stop))
     report: dict[str, Any] = {}
