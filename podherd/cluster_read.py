@@ -12,7 +12,8 @@ from shared.api import paths
 from shared.config import PodherdConfig
 from shared.fit.cluster import Cluster
 from shared.rebalance.candidates import Candidate
-from shared.rebalance.snapshot import snapshot_of
+from shared.rebalance.planning import RecentMove
+from shared.rebalance.snapshot import recent_moves, snapshot_of
 
 RESERVATIONS = "/apis/scheduling.koordinator.sh/v1alpha1/reservations"
 
@@ -23,6 +24,7 @@ class Snapshot:
     candidates: list[Candidate]  # every pod bound to a node
     pods: list[dict[str, Any]]  # every pod, as the API returned it
     unread: list[str]  # what could not be read, and so is not checked: why, each
+    recent: list[RecentMove]  # the moves since `moved_since`, which no plan may undo
 
 
 def read(config: PodherdConfig, *, moved_since: str = "") -> Snapshot:
@@ -37,6 +39,7 @@ def read(config: PodherdConfig, *, moved_since: str = "") -> Snapshot:
         )
         volumes = _items(kube, "/api/v1/persistentvolumes", unread, lacking="volume zones are not checked")
         namespaces = _items(kube, "/api/v1/namespaces", unread, lacking="namespace selectors match nothing")
+        jobs = _items(kube, paths.JOBS, unread, lacking="recent moves are not known, so a plan may undo one")
     cluster, candidates = snapshot_of(
         nodes=nodes,
         pods=pod_objs,
@@ -46,7 +49,7 @@ def read(config: PodherdConfig, *, moved_since: str = "") -> Snapshot:
         namespaces=namespaces,
         moved_since=moved_since,
     )
-    return Snapshot(cluster, candidates, pod_objs, unread)
+    return Snapshot(cluster, candidates, pod_objs, unread, recent_moves(jobs, since=moved_since))
 
 
 def _items(kube: Any, path: str, unread: list[str], *, lacking: str) -> list[dict[str, Any]]:

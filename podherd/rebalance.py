@@ -61,6 +61,7 @@ def make_plan(options: PolicyOptions, config: PodherdConfig) -> Outcome:
         pods,
         caps=options.caps,
         schedulers=frozenset(controller.scheduler_names) if reserving else None,
+        recent=snapshot.recent,
     )
     before = {n: fill(cluster, n) for n in sorted(cluster.nodes)}
     measure = run_policy(planning, options)

@@ -26,7 +26,7 @@ from shared.kube import KubeClient, KubeError
 from shared.rebalance.intents import move_intents, plan_stamp
 from shared.rebalance.planning import Caps, Planning
 from shared.rebalance.policy_run import PolicyOptions, run_policy
-from shared.rebalance.snapshot import snapshot_of
+from shared.rebalance.snapshot import recent_moves, snapshot_of
 
 log = logging.getLogger(__name__)
 RESERVATIONS = "/apis/scheduling.koordinator.sh/v1alpha1/reservations"
@@ -48,7 +48,7 @@ class Cycle:
             log.info("its last moves are still in flight (%d jobs): nothing planned", len(mine))
             metrics.RUNS.labels("waiting").inc()
             return 0
-        planning = await self._planning(busy={_pod_of(j) for j in active})
+        planning = await self._planning(busy={_pod_of(j) for j in active}, jobs=jobs)
         for policy in planner.policies:
             options = PolicyOptions(
                 policy.name,
@@ -76,9 +76,10 @@ class Cycle:
         log.info("sent %d of %d moves (%d waves planned)", taken, len(intents), len(waves))
         return taken
 
-    async def _planning(self, *, busy: set[str]) -> Planning:
+    async def _planning(self, *, busy: set[str], jobs: list[dict[str, Any]]) -> Planning:
         planner, args = self.config.planner, self.config.migration_controller
         since = datetime.now(UTC) - timedelta(seconds=parse_duration(planner.recent))
+        stamp = since.strftime("%Y-%m-%dT%H:%M:%SZ")
         cluster, candidates = snapshot_of(
             nodes=await self.kube.list_items(paths.NODES, ""),
             pods=await self.kube.list_items(paths.PODS, ""),
@@ -86,7 +87,7 @@ class Cycle:
             claims=await self._optional("/api/v1/persistentvolumeclaims"),
             volumes=await self._optional("/api/v1/persistentvolumes"),
             namespaces=await self._optional("/api/v1/namespaces"),
-            moved_since=since.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            moved_since=stamp,
         )
         caps = Caps(
             planner.max_no_of_pods_to_evict_per_node,
@@ -99,6 +100,7 @@ class Cycle:
             [c for c in candidates if c.key not in busy],
             caps=caps,
             schedulers=frozenset(args.scheduler_names) if reserving else None,
+            recent=recent_moves(jobs, since=stamp),
         )
 
     async def _optional(self, path: str) -> list[dict[str, Any]]:

@@ -14,6 +14,10 @@ DRAIN: Final = "podherd.io/drain"
 # On a PodMigrationJob (never new fields: annotations).
 ANNOTATION_TARGET_NODE: Final = "podherd.io/target-node"
 ANNOTATION_INTENT_ID: Final = "podherd.io/intent-id"
+# Where an intent's pod was, and its controller (Kind/name), when its job was made: what a plan reads so as
+# not to undo a recent move.
+ANNOTATION_SOURCE_NODE: Final = "podherd.io/source-node"
+ANNOTATION_WORKLOAD: Final = "podherd.io/workload"
 ANNOTATION_REASON: Final = "podherd.io/reason"  # why an intent asked for it, for the audit trail
 ANNOTATION_OWN_ROOM: Final = "podherd.io/reservation-ref"  # the reservationRef Podherd wrote
 ANNOTATION_REQUESTER: Final = "podherd.io/requester"  # as verified: who the request was authorized as

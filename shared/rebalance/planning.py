@@ -32,6 +32,15 @@ class Caps:
 
 
 @dataclass(frozen=True)
+class RecentMove:
+    """A move of the last minutes: a pod of `owner` ("Kind/name") left `source` for `target`."""
+
+    owner: str
+    source: str
+    target: str
+
+
+@dataclass(frozen=True)
 class Move:
     pod: str
     owner: str | None
@@ -47,6 +56,7 @@ class Planning:
     candidates: Mapping[str, Candidate]
     caps: Caps = Caps()
     schedulers: frozenset[str] | None = None  # the schedulers that honour Reservations, when jobs use them
+    recent: tuple[RecentMove, ...] = ()  # moves no plan may undo
     moves: list[Move] = field(default_factory=list)
     skipped: dict[str, str] = field(default_factory=dict)  # pod -> why it stays
     emptying: set[str] = field(default_factory=set)
@@ -65,9 +75,10 @@ class Planning:
         *,
         caps: Caps = Caps(),
         schedulers: frozenset[str] | None = None,
+        recent: Iterable[RecentMove] = (),
     ) -> Planning:
         found = {c.key: c for c in candidates}
-        planning = cls(cluster, found, caps, schedulers)
+        planning = cls(cluster, found, caps, schedulers, tuple(recent))
         planning.views = {key: c.view for key, c in found.items()}
         return planning
 
@@ -90,6 +101,8 @@ class Planning:
             return f"maxNoOfPodsToEvictPerNode ({caps.per_node}) reached on {view.node}"
         if caps.per_namespace is not None and self._in_namespace[view.namespace] >= caps.per_namespace:
             return f"maxNoOfPodsToEvictPerNamespace ({caps.per_namespace}) reached in {view.namespace}"
+        if any(r.owner == pod.owner and r.target == view.node for r in self.recent):
+            return f"a pod of {pod.owner} was moved onto {view.node} recently: no plan undoes it"
         return None
 
     def move(self, pod: Candidate, targets: Iterable[str], *, why: str) -> Move | None:
@@ -101,14 +114,24 @@ class Planning:
             return None
         view = self.views[pod.key]
         now, after = self._fits(view)
+        undoing = False
         for target in targets:
             if target == view.node or target in self.emptying:
                 continue
             node = self.cluster.nodes[target]
             if now.fits(node) and (after is None or after.fits(node)):
-                return self._apply(pod, target, why=why)
-        self.skipped[pod.key] = "no node it fits"
+                if not self._undoes(pod, target):
+                    return self._apply(pod, target, why=why)
+                undoing = True
+        self.skipped[pod.key] = (
+            f"it fits only where a recent move of {pod.owner} came from" if undoing else "no node it fits"
+        )
         return None
+
+    def _undoes(self, pod: Candidate, target: str) -> bool:
+        """Whether moving the pod to `target` takes a pod of its workload back where a recent move took one
+        from."""
+        return any(r.owner == pod.owner and r.source == target for r in self.recent)
 
     def _fits(self, view: PodView) -> tuple[Fit, Fit | None]:
         """The pod's fit as its Reservation meets it (the pod still on its node), and, where its own terms or

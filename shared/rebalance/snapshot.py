@@ -6,10 +6,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from shared.api.names import ANNOTATION_SOURCE_NODE, ANNOTATION_WORKLOAD
 from shared.fit.cluster import Cluster, Held
 from shared.fit.views import VolumeView, node_view, pod_view, volume_view
 from shared.quantity import milli
 from shared.rebalance.candidates import Candidate, candidate
+from shared.rebalance.planning import RecentMove
 
 Obj = Mapping[str, Any]
 
@@ -58,3 +60,18 @@ def held_room(obj: Obj) -> Held | None:
         if ref.get("object")
     )
     return Held(obj["metadata"]["name"], str(status["nodeName"]), room, owners)
+
+
+def recent_moves(jobs: Sequence[Obj], *, since: str) -> list[RecentMove]:
+    """The moves jobs made that began at `since` or after and succeeded: each pod's controller, the node
+    it left (recorded when the job was made) and the node its replacement took."""
+    found = []
+    for job in jobs:
+        meta, status = job.get("metadata") or {}, job.get("status") or {}
+        annotations = meta.get("annotations") or {}
+        source, owner = annotations.get(ANNOTATION_SOURCE_NODE), annotations.get(ANNOTATION_WORKLOAD)
+        target = status.get("nodeName")
+        began = str(meta.get("creationTimestamp") or "")
+        if status.get("phase") == "Succeeded" and source and owner and target and began >= since:
+            found.append(RecentMove(owner=str(owner), source=str(source), target=str(target)))
+    return found

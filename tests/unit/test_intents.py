@@ -53,6 +53,17 @@ def test_the_job_carries_the_intent() -> None:
     assert codec.decode(codec.encode(job), type(job)) == job
 
 
+def test_the_job_records_where_the_pod_was_and_whose_it_is() -> None:
+    """What a plan reads so as not to undo the move: the pod's node and controller when the job was made."""
+    owners = [{"kind": "ReplicaSet", "name": "web-5d", "controller": True}, {"kind": "Other", "name": "x"}]
+    found = {"metadata": {"ownerReferences": owners}, "spec": {"nodeName": "node-3"}}
+    annotations = job_for(intent(), "u", found=found).metadata.annotations or {}
+    assert annotations["podherd.io/source-node"] == "node-3"
+    assert annotations["podherd.io/workload"] == "ReplicaSet/web-5d"
+    bare = job_for(intent(), "u", found={"metadata": {}, "spec": {}}).metadata.annotations or {}
+    assert "podherd.io/source-node" not in bare and "podherd.io/workload" not in bare
+
+
 @pytest.mark.parametrize(
     ("existing", "wanted", "expected"),
     [

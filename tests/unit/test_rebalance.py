@@ -11,7 +11,8 @@ from shared.fit.cluster import Cluster
 from shared.fit.views import node_view
 from shared.rebalance import policies
 from shared.rebalance.candidates import candidate
-from shared.rebalance.planning import Caps, Planning, fill
+from shared.rebalance.planning import Caps, Planning, RecentMove, fill
+from shared.rebalance.snapshot import recent_moves
 
 ZONE = "topology.kubernetes.io/zone"
 CUT = {"cpu": 20.0, "memory": 20.0, "pods": 20.0}
@@ -164,3 +165,36 @@ def test_spread_repair_moves_pods_from_the_largest_zone_to_the_smallest() -> Non
     zones = [planning.cluster.nodes[v.node or ""].labels[ZONE] for v in planning.views.values()]
     assert sorted(zones.count(z) for z in "abc") == [2, 2, 2]
     replay(nodes, pods, planning)
+
+
+def test_no_plan_undoes_a_recent_move() -> None:
+    """A web pod moved cold-1 -> hot-0 a moment ago: web pods on hot-0 stay, and no web pod goes back onto
+    cold-1; other workloads are not held."""
+    nodes = [node("hot-0"), node("cold-0"), node("cold-1")]
+    pods = [pod(f"web-{i}", "hot-0") for i in range(7)] + [pod("api-0", "hot-0")]
+    recent = [RecentMove(owner="ReplicaSet/web", source="cold-1", target="hot-0")]
+    planning = planning_of(nodes, pods, recent=recent)
+    policies.low_node_utilization(planning, thresholds=CUT, target_thresholds=TARGET)
+    assert [m.pod for m in planning.moves] == ["default/api-0"]
+    assert "moved onto hot-0 recently" in planning.skipped["default/web-0"]
+    # Moved away from hot-0 instead: only cold-1, the node it left, is closed to the web pods.
+    planning = planning_of(nodes, pods, recent=[RecentMove("ReplicaSet/web", "cold-1", "elsewhere")])
+    policies.low_node_utilization(planning, thresholds=CUT, target_thresholds=TARGET)
+    assert {m.target for m in planning.moves if m.pod.startswith("default/web-")} == {"cold-0"}
+
+
+def test_recent_moves_are_read_from_the_jobs_that_made_them() -> None:
+    def job(phase: str, began: str, **annotations: str) -> dict[str, Any]:
+        meta = {"creationTimestamp": began, "annotations": annotations}
+        return {"metadata": meta, "status": {"phase": phase, "nodeName": "cold-1"}}
+
+    where = {"podherd.io/source-node": "hot-0", "podherd.io/workload": "ReplicaSet/web"}
+    jobs = [
+        job("Succeeded", "2026-05-01T00:10:00Z", **where),
+        job("Succeeded", "2026-04-30T23:00:00Z", **where),  # too long ago
+        job("Failed", "2026-05-01T00:10:00Z", **where),  # nothing moved
+        job("Succeeded", "2026-05-01T00:10:00Z"),  # a job that recorded no source (made directly)
+    ]
+    assert recent_moves(jobs, since="2026-05-01T00:00:00Z") == [
+        RecentMove("ReplicaSet/web", "hot-0", "cold-1")
+    ]

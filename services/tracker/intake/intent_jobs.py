@@ -11,6 +11,8 @@ was authorized as) and the one it claimed, the migration priority (the sort read
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
+from typing import Any
 
 from shared.api.messages import MigrationIntent
 from shared.api.meta import ObjectReference
@@ -23,7 +25,9 @@ from shared.api.names import (
     ANNOTATION_MIGRATION_PRIORITY,
     ANNOTATION_REASON,
     ANNOTATION_REQUESTER,
+    ANNOTATION_SOURCE_NODE,
     ANNOTATION_TARGET_NODE,
+    ANNOTATION_WORKLOAD,
     LABEL_ATOMIC_PLAN,
 )
 from shared.api.pmj import PodMigrationJob, PodMigrationJobSpec
@@ -34,8 +38,11 @@ def job_name(idempotency_key: str) -> str:
     return "podherd-" + hashlib.sha256(idempotency_key.encode()).hexdigest()[:20]
 
 
-def job_for(intent: MigrationIntent, requester: str | None) -> PodMigrationJob:
-    """`requester`: who the intent was authorized as, where Podherd verified it (None: only claimed)."""
+def job_for(
+    intent: MigrationIntent, requester: str | None, *, found: Mapping[str, Any] | None = None
+) -> PodMigrationJob:
+    """`requester`: who the intent was authorized as, where Podherd verified it (None: only claimed).
+    `found`: the pod as read, whose node and controller the job records."""
     annotations = {
         ANNOTATION_INTENT_ID: intent.idempotency_key,
         ANNOTATION_CLAIMED_REQUESTER: intent.requester,
@@ -47,6 +54,8 @@ def job_for(intent: MigrationIntent, requester: str | None) -> PodMigrationJob:
         annotations[ANNOTATION_TARGET_NODE] = intent.target_node
     if intent.reason:
         annotations[ANNOTATION_REASON] = intent.reason
+    if found is not None:
+        annotations.update(_where_from(found))
     pod = ObjectReference(
         kind="Pod", namespace=intent.pod.namespace, name=intent.pod.name, uid=intent.pod.uid
     )
@@ -75,3 +84,12 @@ def conflict(existing: PodMigrationJob, intent: MigrationIntent) -> str | None:
             f"not {intent.pod.namespace}/{intent.pod.name}"
         )
     return None
+
+
+def _where_from(pod: Mapping[str, Any]) -> dict[str, str]:
+    meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
+    found = {ANNOTATION_SOURCE_NODE: str(spec["nodeName"])} if spec.get("nodeName") else {}
+    owner = next((o for o in meta.get("ownerReferences") or () if o.get("controller")), None)
+    if owner is not None:
+        found[ANNOTATION_WORKLOAD] = f"{owner.get('kind')}/{owner.get('name')}"
+    return found

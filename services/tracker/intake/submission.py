@@ -80,6 +80,7 @@ class JobSubmitter:
                 "pod.uid",
             )
         await self._fits(pod, intent)
+        job = job_for(intent, who.username, found=pod)
         try:
             await self.kube.arequest("POST", paths.JOBS, body=msgspec.to_builtins(job))
         except KubeError as exc:
