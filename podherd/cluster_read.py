@@ -13,9 +13,7 @@ from shared.config import PodherdConfig
 from shared.fit.cluster import Cluster
 from shared.rebalance.candidates import Candidate
 from shared.rebalance.planning import RecentMove
-from shared.rebalance.snapshot import recent_moves, snapshot_of
-
-RESERVATIONS = "/apis/scheduling.koordinator.sh/v1alpha1/reservations"
+from shared.rebalance.snapshot import OPTIONAL_LISTS, WITHOUT_JOBS, recent_moves, snapshot_of
 
 
 @dataclass
@@ -33,28 +31,17 @@ def read(config: PodherdConfig, *, moved_since: str = "") -> Snapshot:
     with kube_client(config) as kube:
         nodes = kube_get(kube, paths.NODES).get("items") or []
         pod_objs = kube_get(kube, paths.PODS).get("items") or []
-        reservations = _items(kube, RESERVATIONS, unread, lacking="room Reservations hold is not counted")
-        claims = _items(
-            kube, "/api/v1/persistentvolumeclaims", unread, lacking="volume zones are not checked"
-        )
-        volumes = _items(kube, "/api/v1/persistentvolumes", unread, lacking="volume zones are not checked")
-        namespaces = _items(kube, "/api/v1/namespaces", unread, lacking="namespace selectors match nothing")
-        jobs = _items(kube, paths.JOBS, unread, lacking="recent moves are not known, so a plan may undo one")
-    cluster, candidates = snapshot_of(
-        nodes=nodes,
-        pods=pod_objs,
-        reservations=reservations,
-        claims=claims,
-        volumes=volumes,
-        namespaces=namespaces,
-        moved_since=moved_since,
-    )
+        optional = {
+            name: _items(kube, path, unread, lacking=lacking)
+            for name, (path, lacking) in OPTIONAL_LISTS.items()
+        }
+        jobs = _items(kube, paths.JOBS, unread, lacking=WITHOUT_JOBS)
+    cluster, candidates = snapshot_of(nodes=nodes, pods=pod_objs, moved_since=moved_since, **optional)
     return Snapshot(cluster, candidates, pod_objs, unread, recent_moves(jobs, since=moved_since))
 
 
 def _items(kube: Any, path: str, unread: list[str], *, lacking: str) -> list[dict[str, Any]]:
-    """A list the plan can do without (a cluster without Koordinator has no Reservations; a user may not
-    read PersistentVolumes): what it could not read goes to `unread`, with what the plan then lacks."""
+    """A list the plan can do without: what it could not read goes to `unread`, with what it then lacks."""
     try:
         return list(kube_get(kube, path).get("items") or [])
     except CliError as exc:

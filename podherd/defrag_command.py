@@ -18,6 +18,7 @@ from shared.config import PodherdConfig
 from shared.rebalance.defrag import Defrag, NoPlan, defragment, pending_pods
 from shared.rebalance.intents import move_intents
 from shared.rebalance.planning import Planning
+from shared.rebalance.snapshot import reserving_schedulers
 
 
 def plan_cluster(config: PodherdConfig, pending: str | None) -> Defrag:
@@ -37,8 +38,7 @@ def plan_cluster(config: PodherdConfig, pending: str | None) -> Defrag:
         waiting = found
     if not waiting:
         raise CliError("no pod is pending for lack of room: nothing to defragment")
-    args = config.migration_controller
-    schedulers = frozenset(args.scheduler_names) if args.default_job_mode == "ReservationFirst" else None
+    schedulers = reserving_schedulers(config.migration_controller)
     planning = Planning.of(snapshot.cluster, snapshot.candidates, schedulers=schedulers)
     try:
         return defragment(planning, waiting[0])

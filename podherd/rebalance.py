@@ -14,7 +14,6 @@ import functools
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import timedelta
 from typing import Any
 
 from podherd import cluster_read, drain
@@ -22,11 +21,11 @@ from podherd.client import Sender, gather_replies, nats_client, now_utc
 from podherd.errors import CliError
 from shared import bus
 from shared.config import PodherdConfig
-from shared.durations import parse_duration
 from shared.rebalance import policies
 from shared.rebalance.intents import move_intents, plan_stamp
 from shared.rebalance.planning import Caps, Planning, fill
 from shared.rebalance.policy_run import PolicyOptions, lines_of, run_policy
+from shared.rebalance.snapshot import reserving_schedulers, window_start
 
 POLICIES = ("LowNodeUtilization", "HighNodeUtilization", "RemovePodsViolatingTopologySpreadConstraint")
 
@@ -51,16 +50,13 @@ def options_of(args: Any) -> PolicyOptions:
 
 
 def make_plan(options: PolicyOptions, config: PodherdConfig) -> Outcome:
-    moved_since = now_utc() - timedelta(seconds=parse_duration(options.recent))
-    snapshot = cluster_read.read(config, moved_since=moved_since.strftime("%Y-%m-%dT%H:%M:%SZ"))
-    cluster, pods = snapshot.cluster, snapshot.candidates
-    controller = config.migration_controller
-    reserving = controller.default_job_mode == "ReservationFirst"
+    snapshot = cluster_read.read(config, moved_since=window_start(options.recent))
+    cluster = snapshot.cluster
     planning = Planning.of(
         cluster,
-        pods,
+        snapshot.candidates,
         caps=options.caps,
-        schedulers=frozenset(controller.scheduler_names) if reserving else None,
+        schedulers=reserving_schedulers(config.migration_controller),
         recent=snapshot.recent,
     )
     before = {n: fill(cluster, n) for n in sorted(cluster.nodes)}

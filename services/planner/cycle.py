@@ -8,7 +8,6 @@ running, and no pod with a job in flight is moved. The intents are keyed by the 
 from __future__ import annotations
 
 import logging
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from nats.aio.client import Client as NatsClient
@@ -19,17 +18,22 @@ from shared.api import codec, paths
 from shared.api.messages import IntentReply, MigrationIntent
 from shared.api.names import ANNOTATION_CLAIMED_REQUESTER
 from shared.api.pmj import TERMINAL_PHASES
+from shared.api.pmj_read import pod_of
 from shared.config import PodherdConfig
-from shared.durations import parse_duration
 from shared.intent_requests import bearer, intent_subject
 from shared.kube import KubeClient, KubeError
 from shared.rebalance.intents import move_intents, plan_stamp
 from shared.rebalance.planning import Caps, Planning
 from shared.rebalance.policy_run import PolicyOptions, run_policy
-from shared.rebalance.snapshot import recent_moves, snapshot_of
+from shared.rebalance.snapshot import (
+    OPTIONAL_LISTS,
+    recent_moves,
+    reserving_schedulers,
+    snapshot_of,
+    window_start,
+)
 
 log = logging.getLogger(__name__)
-RESERVATIONS = "/apis/scheduling.koordinator.sh/v1alpha1/reservations"
 ANSWER_WITHIN = 10.0  # seconds a tracker has to answer an intent
 
 
@@ -48,7 +52,7 @@ class Cycle:
             log.info("its last moves are still in flight (%d jobs): nothing planned", len(mine))
             metrics.RUNS.labels("waiting").inc()
             return 0
-        planning = await self._planning(busy={_pod_of(j) for j in active}, jobs=jobs)
+        planning = await self._planning(busy={pod_of(j) for j in active}, jobs=jobs)
         for policy in planner.policies:
             options = PolicyOptions(
                 policy.name,
@@ -77,34 +81,30 @@ class Cycle:
         return taken
 
     async def _planning(self, *, busy: set[str], jobs: list[dict[str, Any]]) -> Planning:
-        planner, args = self.config.planner, self.config.migration_controller
-        since = datetime.now(UTC) - timedelta(seconds=parse_duration(planner.recent))
-        stamp = since.strftime("%Y-%m-%dT%H:%M:%SZ")
+        planner = self.config.planner
+        since = window_start(planner.recent)
+        optional = {name: await self._optional(path) for name, (path, _) in OPTIONAL_LISTS.items()}
         cluster, candidates = snapshot_of(
             nodes=await self.kube.list_items(paths.NODES, ""),
             pods=await self.kube.list_items(paths.PODS, ""),
-            reservations=await self._optional(RESERVATIONS),
-            claims=await self._optional("/api/v1/persistentvolumeclaims"),
-            volumes=await self._optional("/api/v1/persistentvolumes"),
-            namespaces=await self._optional("/api/v1/namespaces"),
-            moved_since=stamp,
+            moved_since=since,
+            **optional,
         )
         caps = Caps(
             planner.max_no_of_pods_to_evict_per_node,
             planner.max_no_of_pods_to_evict_per_namespace,
             planner.max_no_of_pods_to_evict_total,
         )
-        reserving = args.default_job_mode == "ReservationFirst"
         return Planning.of(
             cluster,
             [c for c in candidates if c.key not in busy],
             caps=caps,
-            schedulers=frozenset(args.scheduler_names) if reserving else None,
-            recent=recent_moves(jobs, since=stamp),
+            schedulers=reserving_schedulers(self.config.migration_controller),
+            recent=recent_moves(jobs, since=since),
         )
 
     async def _optional(self, path: str) -> list[dict[str, Any]]:
-        """A list the plan can do without (a cluster without Koordinator has no Reservations)."""
+        """A list the plan can do without (`OPTIONAL_LISTS`)."""
         try:
             return await self.kube.list_items(path, "")
         except KubeError as exc:
@@ -134,8 +134,3 @@ class Cycle:
 
 def _annotations(job: dict[str, Any]) -> dict[str, str]:
     return dict((job.get("metadata") or {}).get("annotations") or {})
-
-
-def _pod_of(job: dict[str, Any]) -> str:
-    ref = (job.get("spec") or {}).get("podRef") or {}
-    return f"{ref.get('namespace', '')}/{ref.get('name', '')}"

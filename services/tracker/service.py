@@ -31,6 +31,7 @@ from services.tracker.intake.drains import Drains
 from services.tracker.intake.intents import IntentIntake
 from services.tracker.intake.node_fit import NodeFit
 from services.tracker.intake.requesters import Requesters
+from services.tracker.intake.reserved_ahead import settle_each
 from services.tracker.jobs.effects import Effects
 from services.tracker.jobs.endings import Endings
 from services.tracker.jobs.locks import JobLocks, announcer
@@ -204,8 +205,11 @@ class Tracker:
             group.create_task(self.intake.serve(self.nc, self.config.nats, stop))
             group.create_task(self.periodic.deadlines(stop))
             group.create_task(self.collector.run(stop))
-            group.create_task(self.atomic.run(stop))
-            group.create_task(self.plans.run(stop))
+            settlers = {
+                self.keys.atomic_drains: self.atomic.settle,
+                self.keys.atomic_plans: self.plans.settle,
+            }
+            group.create_task(settle_each(self.client, settlers, stop=stop))
             group.create_task(self.periodic.report_phases(stop))
             group.create_task(self.effects.recorder.run(stop))
 

@@ -10,6 +10,9 @@ JOBS: Final = f"/apis/{GROUP}/{VERSION}/{PLURAL}"
 RESERVATIONS: Final = f"/apis/{GROUP}/{VERSION}/reservations"
 PODS: Final = "/api/v1/pods"
 NODES: Final = "/api/v1/nodes"
+NAMESPACES: Final = "/api/v1/namespaces"
+CLAIMS: Final = "/api/v1/persistentvolumeclaims"
+VOLUMES: Final = "/api/v1/persistentvolumes"
 
 
 def job(name: str) -> str:

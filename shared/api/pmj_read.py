@@ -112,3 +112,9 @@ def _or_none(value: Any, kind: type[Any]) -> Any:
         return msgspec.convert(value, kind) if value is not None else None
     except msgspec.ValidationError:
         return None
+
+
+def pod_of(job: dict[str, Any]) -> str:
+    """The pod a job (as plain JSON) names, as namespace/name."""
+    ref = (job.get("spec") or {}).get("podRef") or {}
+    return f"{ref.get('namespace', '')}/{ref.get('name', '')}"

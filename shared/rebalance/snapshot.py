@@ -4,9 +4,14 @@ bound claims use, namespaces' labels (for terms that choose namespaces by label)
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from shared.api import paths
 from shared.api.names import ANNOTATION_SOURCE_NODE, ANNOTATION_WORKLOAD
+from shared.api.soft_eviction import metav1_time
+from shared.config import MigrationControllerArgs
+from shared.durations import parse_duration
 from shared.fit.cluster import Cluster, Held
 from shared.fit.views import VolumeView, node_view, pod_view, volume_view
 from shared.quantity import milli
@@ -14,6 +19,27 @@ from shared.rebalance.candidates import Candidate, candidate
 from shared.rebalance.planning import RecentMove
 
 Obj = Mapping[str, Any]
+
+# The lists a plan can do without, by `snapshot_of`'s parameter: where each is, and what a plan lacks
+# without it (a cluster without Koordinator has no Reservations; a user may not list volumes).
+OPTIONAL_LISTS: Mapping[str, tuple[str, str]] = {
+    "reservations": (paths.RESERVATIONS, "room Reservations hold is not counted"),
+    "claims": (paths.CLAIMS, "volume zones are not checked"),
+    "volumes": (paths.VOLUMES, "volume zones are not checked"),
+    "namespaces": (paths.NAMESPACES, "namespace selectors match nothing"),
+}
+WITHOUT_JOBS = "recent moves are not known, so a plan may undo one"
+
+
+def window_start(recent: str, *, now: datetime | None = None) -> str:
+    """When the window of moves no plan undoes began, `recent` (a duration) ago, as the API writes times."""
+    return metav1_time((now or datetime.now(UTC)) - timedelta(seconds=parse_duration(recent)))
+
+
+def reserving_schedulers(args: MigrationControllerArgs) -> frozenset[str] | None:
+    """The schedulers whose pods a plan may move: where jobs reserve room first, only those that honour
+    Reservations (`schedulerNames`); else any (None)."""
+    return frozenset(args.scheduler_names) if args.default_job_mode == "ReservationFirst" else None
 
 
 def snapshot_of(

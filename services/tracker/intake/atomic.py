@@ -14,14 +14,13 @@ was killed is finished or rolled back all the same.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from typing import Any
 
 import msgspec
 import redis.asyncio as aioredis
 
-from services.tracker.intake.reserved_ahead import announce, patch_job, room_of, settle_each
+from services.tracker.intake.reserved_ahead import announce, patch_job, room_of
 from services.tracker.keys import TrackerKeys
 from shared import bus
 from shared.api import paths
@@ -46,9 +45,6 @@ class AtomicDrains:
     ) -> None:
         self.client, self.keys, self.kube = client, keys, kube
         self.publisher, self.subjects, self.default_ttl = publisher, subjects, default_ttl
-
-    async def run(self, stop: asyncio.Event) -> None:
-        await settle_each(self.client, self.keys.atomic_drains, self.settle, stop=stop)
 
     async def settle(self, node: str) -> None:
         """One look at a node's atomic drain: decide its next phase once every pod has room or its timeout

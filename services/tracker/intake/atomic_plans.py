@@ -12,7 +12,6 @@ process: any tracker replica finishes a step another began (`plan_rules`).
 
 from __future__ import annotations
 
-import asyncio
 import time
 from datetime import datetime
 from typing import Any
@@ -20,7 +19,7 @@ from typing import Any
 import redis.asyncio as aioredis
 
 from services.tracker.intake.plan_rules import PlanJob, plan_step
-from services.tracker.intake.reserved_ahead import announce, patch_job, room_of, settle_each
+from services.tracker.intake.reserved_ahead import announce, patch_job, room_of
 from services.tracker.keys import TrackerKeys
 from shared import bus
 from shared.api import paths
@@ -49,9 +48,6 @@ class AtomicPlans:
     ) -> None:
         self.client, self.keys, self.kube = client, keys, kube
         self.publisher, self.subjects = publisher, subjects
-
-    async def run(self, stop: asyncio.Event) -> None:
-        await settle_each(self.client, self.keys.atomic_plans, self.settle, stop=stop)
 
     async def settle(self, plan: str) -> None:
         """One look at an atomic plan: its next step, carried out on every job that has not taken it."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Literal
 
 import nats.errors
@@ -18,6 +18,7 @@ from shared.api import paths
 from shared.api.audit import actor, audit_record
 from shared.api.drain import MOVING, node_hash
 from shared.api.pmj import MODE_EVICT_DIRECTLY, TERMINAL_PHASES
+from shared.api.pmj_read import pod_of
 from shared.api.reservation import reservation_name
 from shared.drain_plan import Room
 from shared.kube import KubeClient, KubeError
@@ -26,11 +27,6 @@ from shared.waits import wait_event
 
 log = logging.getLogger(__name__)
 EVERY = 0.5  # seconds between looks at what is reserving room
-
-
-def pod_of(job: dict[str, Any]) -> str:
-    ref = (job.get("spec") or {}).get("podRef") or {}
-    return f"{ref.get('namespace', '')}/{ref.get('name', '')}"
 
 
 async def room_of(kube: KubeClient, name: str, job: dict[str, Any] | None) -> Room:
@@ -90,14 +86,16 @@ async def announce(
 
 
 async def settle_each(
-    client: aioredis.Redis, key: str, settle: Callable[[str], Awaitable[None]], *, stop: asyncio.Event
+    client: aioredis.Redis, settlers: Mapping[str, Callable[[str], Awaitable[None]]], *, stop: asyncio.Event
 ) -> None:
-    """Every EVERY seconds until `stop`, `settle` each member of the Redis set `key` (the drains' nodes, the
-    plans' names); an outage of the API, Redis or NATS is tried again the next time."""
+    """Every EVERY seconds until `stop`, for each Redis set of `settlers` (the drains' nodes, the plans'
+    names), settle each of its members with the set's own function; an outage of the API, Redis or NATS
+    is tried again the next time."""
     while not stop.is_set():
-        try:
-            for member in await client.smembers(key):
-                await settle(member.decode() if isinstance(member, bytes) else str(member))
-        except (KubeError, OSError, aioredis.RedisError, PublishError, nats.errors.Error) as exc:
-            log.warning("%s: %s; trying again", key, exc)
+        for key, settle in settlers.items():
+            try:
+                for member in await client.smembers(key):
+                    await settle(member.decode() if isinstance(member, bytes) else str(member))
+            except (KubeError, OSError, aioredis.RedisError, PublishError, nats.errors.Error) as exc:
+                log.warning("%s: %s; trying again", key, exc)
         await wait_event(stop, EVERY)
