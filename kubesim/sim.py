@@ -229,10 +229,13 @@ def _credentials(token: str | None, cert: tuple[bytes, bytes] | None) -> dict[st
 
 @dataclass
 class SimHandle:
-    """A running kubesim: its URL, a kubeconfig for it, and a way to run code on its loop."""
+    """A running kubesim: its URL, a kubeconfig for it, and a way to run code on its loop. The real engine
+    (podherd.realcluster) hands out the same, with `engine` "real" and no loop."""
 
     url: str
     kubeconfig: Path
+    engine: str = "kubesim"
+    started_in: float = 0.0  # seconds from start to ready (the real engine's)
     sim: Simulator | None = None
     loop: asyncio.AbstractEventLoop | None = None
     process: subprocess.Popen[bytes] | None = None

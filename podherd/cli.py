@@ -225,6 +225,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.set_defaults(func=_cmd_run)
     sim = sub.add_parser("sim", help="run kubesim, a Kubernetes API server with simulated control loops")
+    sim.add_argument(
+        "--engine",
+        choices=("kubesim", "real"),
+        default="kubesim",
+        help="kubesim (embedded, the default) or real: etcd, kube-apiserver, kube-controller-manager,"
+        " koord-scheduler and kwok built from Go modules (`make controlplane`; needs Go)",
+    )
     sim.add_argument("--scenario", help="fragmented, small, generate:NODES:PODS, or a YAML file")
     sim.add_argument("--port", type=int, default=6443, help="port to serve on (0: any free port)")
     sim.add_argument("--host", default="127.0.0.1")

@@ -16,11 +16,14 @@ from kubesim.sim import serve_forever
 from podherd.errors import CliError
 from podherd.harness.processes import SERVICES
 from podherd.install import install_with_accounts
+from podherd.realcluster.serve import serve_real
 
 ACCOUNT_TOKEN_SECONDS = 365 * 86_400  # no kubelet refreshes the tokens of compose's services
 
 
 def run_sim(args: argparse.Namespace) -> int:
+    if args.engine == "real":
+        return serve_real(args)
     scenario = None
     if args.scenario:
         try:

@@ -51,6 +51,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default="ci",
         help="fuzzing counts: ci (the default, within the suite's budget) or full (`make fuzz`)",
     )
+    parser.addoption(
+        "--engine",
+        choices=("kubesim", "real"),
+        default="kubesim",
+        help="the cluster tests/conformance meets: kubesim (each test its own) or the real control plane"
+        " (one for the run, `make test-real`)",
+    )
 
 
 T = TypeVar("T")

@@ -21,6 +21,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
 
+from kubesim import managed_fields
 from kubesim.controllers import node_filters, node_scores, pod_topology
 from kubesim.controllers import reservation_rules as reservations
 from kubesim.controllers.base import Controller
@@ -242,6 +243,8 @@ class Scheduler(Controller[tuple[str, str]]):
             )
             # Allocate first: the pod's contribution then replaces the Reservation's within one pass.
             self.store.put(rts, reservations.allocated(reservation, pod), "MODIFIED", old=reservation)
+        # Recorded as the API server records the scheduler's writes: the fields are the scheduler's.
+        managed_fields.record(self.pods, pod, new, manager=scheduler_binary(pod))
         self.store.put(self.pods, new, "MODIFIED", old=pod)
         meta = pod["metadata"]
         self._record(
@@ -312,3 +315,8 @@ def fit_for(
     if topology is not None:
         filters.append(topology)
     return _fit(scheduler.cache.usage, spec, requests, policy=scheduler.options.score, filters=filters)
+
+
+def scheduler_binary(pod: Obj) -> str:
+    """Who binds the pod on a cluster beside Koordinator: koord-scheduler its pods, kube-scheduler others."""
+    return "koord-scheduler" if pod["spec"].get("schedulerName") == "koord-scheduler" else "kube-scheduler"

@@ -1,0 +1,90 @@
+"""The engine the conformance set meets: a kubesim of each test's own (`make test`), or one real control plane
+for the whole run (`make test-real`, `--engine real`), each test in a namespace and on nodes of its own."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import kubernetes
+import pytest
+
+from kubesim.sim import SimHandle
+from tests.conformance.engines import SCOPE_LABEL, scoped
+from tests.kube import Kube, client_for, with_crds
+
+GROUP, VERSION = "scheduling.koordinator.sh", "v1alpha1"
+
+
+@dataclass
+class Scoped:
+    """The official client on the test's cluster, and the names the test's scenario got."""
+
+    kube: Kube
+    scope: str
+    engine: str
+
+    @property
+    def namespace(self) -> str:
+        return self.scope
+
+    def job_name(self, name: str) -> str:
+        return f"{self.scope}-{name}"
+
+
+@pytest.fixture(scope="session")
+def real_engine(request: pytest.FixtureRequest) -> Iterator[SimHandle | None]:
+    if request.config.getoption("engine") != "real":
+        yield None
+        return
+    from podherd.realcluster import build, engine
+
+    try:
+        handle = engine.start()
+    except build.ControlPlaneUnavailable as exc:
+        pytest.exit(f"the real engine cannot be had: {exc}", returncode=2)
+    yield handle
+    handle.stop()
+
+
+@pytest.fixture
+def engine_cluster(
+    real_engine: SimHandle | None, kubesim_factory: Callable[..., SimHandle], test_id: str
+) -> Iterator[Callable[[dict[str, Any]], Scoped]]:
+    made: list[Scoped] = []
+
+    def start(document: dict[str, Any]) -> Scoped:
+        scenario = scoped(document, test_id)
+        if real_engine is None:
+            kube = with_crds(client_for(kubesim_factory(scenario)))
+            made.append(Scoped(kube, test_id, "kubesim"))
+        else:
+            from podherd.realcluster.engine import load
+
+            load(real_engine, scenario)
+            made.append(Scoped(client_for(real_engine), test_id, "real"))
+        return made[-1]
+
+    yield start
+    for cluster in made:
+        if cluster.engine == "real":
+            _clean(cluster)
+        cluster.kube.api.close()
+
+
+def _clean(cluster: Scoped) -> None:
+    """What the test made on the shared control plane, deleted: its jobs, its Reservations, its namespace
+    and its nodes."""
+    kube = cluster.kube
+    for plural in ("podmigrationjobs", "reservations"):
+        for item in kube.custom.list_cluster_custom_object(GROUP, VERSION, plural)["items"]:
+            if item["metadata"]["name"].startswith(cluster.scope):
+                with contextlib.suppress(kubernetes.client.ApiException):
+                    kube.custom.delete_cluster_custom_object(GROUP, VERSION, plural, item["metadata"]["name"])
+    with contextlib.suppress(kubernetes.client.ApiException):
+        kube.core.delete_namespace(cluster.scope)
+    for node in kube.core.list_node(label_selector=f"{SCOPE_LABEL}={cluster.scope}").items:
+        with contextlib.suppress(kubernetes.client.ApiException):
+            kube.core.delete_node(node.metadata.name)
