@@ -121,57 +121,6 @@ def until_no_reservations(kube: Kube, stalled: float = 30.0) -> None:
                 break
 
 
-async def test_reservation_first_moves_the_pod_into_the_reserved_room(
-    kubesim_factory: Callable[..., SimHandle], nats_srv: Server, redis_srv: Server, test_id: str
-) -> None:
-    kube = start(kubesim_factory, cluster())
-    pods = web_pods(kube)
-    name, pod = sorted(pods.items())[0]
-    config = pipeline_config(kube.handle, nats_srv, redis_srv, test_id)
-    nc = await nats.connect(nats_srv.url)
-    # The ledger release (and the statistics written with it) follows the terminal status, by design.
-    released = await nc.subscribe(bus.Subjects(test_id).ledger_released)
-    async with pipeline(config):
-        uid = create_job(kube, "move-1", name)["metadata"]["uid"]
-        job = await until_job(kube, "move-1", ended)
-        await until_released(released, uid)
-    await nc.close()
-    status = job["status"]
-    assert status["phase"] == "Succeeded", status
-    assert status["status"] == "Complete"
-    cs = conditions(job)
-    for kind in (
-        "ReservationCreated",
-        "ReservationScheduled",
-        "Eviction",
-        "PodBoundReservation",
-        "BoundPodReady",
-        "ReservationBound",
-    ):
-        assert cs[kind][0] == "True", (kind, cs)
-    # The replacement runs on the reserved node, which is not the old pod's node.
-    replacement = kube.core.read_namespaced_pod(status["podRef"]["name"], "default")
-    assert replacement.spec.node_name == status["nodeName"] != pod.spec.node_name
-    assert name not in web_pods(kube)
-    assert reservations(kube) == []  # nothing left behind
-    ref = job["spec"]["reservationOptions"]["reservationRef"]  # the room it held, as Koordinator names it
-    assert (ref["apiVersion"], ref["kind"], ref["name"]) == (f"{GROUP}/{VERSION}", "Reservation", "move-1")
-    assert ref["uid"]
-    client = aioredis.from_url(redis_srv.url)
-    migrations = await client.hget(f"{test_id}:stats:workload-migrations", "Deployment/default/web")
-    await client.aclose()
-    assert migrations == b"1"  # counted for the arbitrator's sort
-    # Events are sent beside the reconciles, as client-go's recorder sends them: wait for them.
-    wanted = {"Running", "ReservationCreated", "EvictComplete", "Succeeded"}
-    await asyncio.to_thread(
-        watch_until,
-        kube.core.list_namespaced_event,
-        lambda s: wanted <= {e.reason for e in s.values()},
-        namespace="default",
-        field_selector="involvedObject.name=move-1",
-    )
-
-
 async def room_taken(kube: Kube, reservation: str) -> None:
     """Until the Reservation has been taken by a pod (allocateOnce: it is then Succeeded)."""
     await asyncio.to_thread(
@@ -238,21 +187,6 @@ async def unavailable_deferral(nc: Any, subjects: bus.Subjects, job: str) -> str
         ):
             return f"{decision}: {record['message']}"
     raise AssertionError("the audit stream ended")
-
-
-async def test_evict_directly_ends_when_the_pod_is_gone(
-    kubesim_factory: Callable[..., SimHandle], nats_srv: Server, redis_srv: Server, test_id: str
-) -> None:
-    kube = start(kubesim_factory, cluster())
-    name = sorted(web_pods(kube))[0]
-    config = pipeline_config(kube.handle, nats_srv, redis_srv, test_id)
-    async with pipeline(config):
-        create_job(kube, "direct", name, mode="EvictDirectly")
-        job = await until_job(kube, "direct", ended)
-    assert job["status"]["phase"] == "Succeeded"
-    assert conditions(job)["Eviction"] == ("True", "EvictComplete")
-    assert "ReservationCreated" not in conditions(job)
-    assert name not in web_pods(kube) and reservations(kube) == []
 
 
 HOLD = {"metadata": {"finalizers": ["example.com/hold"]}}
@@ -328,23 +262,6 @@ async def test_a_pod_that_never_goes_times_the_job_out_naming_it(
     kube.core.patch_namespaced_pod(name, "default", {"metadata": {"finalizers": None}})
 
 
-async def test_unschedulable_reservation_fails_and_leaves_the_pod(
-    kubesim_factory: Callable[..., SimHandle], nats_srv: Server, redis_srv: Server, test_id: str
-) -> None:
-    # Each node is 3/4 full with one replica: the replacement fits only on its own node, which is excluded.
-    kube = start(kubesim_factory, cluster(nodes=2, web=2, cpu="3"))
-    name = sorted(web_pods(kube))[0]
-    config = pipeline_config(kube.handle, nats_srv, redis_srv, test_id)
-    async with pipeline(config):
-        create_job(kube, "nowhere", name)
-        job = await until_job(kube, "nowhere", ended)
-    assert (job["status"]["phase"], job["status"]["reason"]) == ("Failed", "Unschedulable")
-    assert conditions(job)["ReservationScheduled"] == ("False", "Unschedulable")
-    assert name in web_pods(kube)  # not touched
-    assert web_pods(kube)[name].metadata.deletion_timestamp is None
-    assert reservations(kube) == []  # cleaned up
-
-
 async def test_a_missing_pod_fails_the_job(
     kubesim_factory: Callable[..., SimHandle], nats_srv: Server, redis_srv: Server, test_id: str
 ) -> None:
@@ -393,21 +310,6 @@ def evicting_blocked(job: dict[str, Any]) -> bool:
         if c["type"] == "Eviction" and "disruption budget web" in (c.get("message") or ""):
             return True
     return False
-
-
-async def test_a_budget_refusing_the_eviction_shows_in_status_then_the_job_succeeds(
-    kubesim_factory: Callable[..., SimHandle], nats_srv: Server, redis_srv: Server, test_id: str
-) -> None:
-    kube, name, config = held_by_budget(kubesim_factory, nats=nats_srv, redis=redis_srv, test_id=test_id)
-    async with pipeline(config):
-        create_job(kube, "budgeted", name)
-        blocked = await until_job(kube, "budgeted", evicting_blocked)
-        assert blocked["status"]["phase"] == "Running"
-        assert name in web_pods(kube)
-        loosen_budget(kube, 2)
-        job = await until_job(kube, "budgeted", ended)
-    assert job["status"]["phase"] == "Succeeded", job["status"]
-    assert name not in web_pods(kube)
 
 
 async def test_a_pod_deleted_outright_while_its_eviction_waits_ends_the_job_missing_not_moved(
@@ -714,34 +616,6 @@ async def until_pod_annotated(kube: Kube, name: str, key: str, within: float = 1
         namespace="default",
     )
     return str(state[f"default/{name}"].metadata.annotations[key])
-
-
-# The second is named as Podherd names its own for this job: without Podherd's labels, it is still the user's.
-@pytest.mark.parametrize("room", ["operators-room", "reuse"])
-async def test_a_named_reservation_is_used_and_left_to_its_owner(
-    kubesim_factory: Callable[..., SimHandle], nats_srv: Server, redis_srv: Server, test_id: str, room: str
-) -> None:
-    from services.executor.reservations import reservation_for
-    from shared.api.pmj import PodMigrationJob
-
-    kube = start(kubesim_factory, cluster())
-    name = sorted(web_pods(kube))[0]
-    pod = kube.api.sanitize_for_serialization(kube.core.read_namespaced_pod(name, "default"))
-    mine = reservation_for(PodMigrationJob(), pod_from(pod), "5m")
-    mine["metadata"] = {"name": room}
-    kube.custom.create_cluster_custom_object(GROUP, VERSION, "reservations", mine)
-    config = pipeline_config(kube.handle, nats_srv, redis_srv, test_id)
-    async with pipeline(config):
-        create_job(kube, "reuse", name, reservationOptions={"reservationRef": {"name": room}})
-        job = await until_job(kube, "reuse", ended)
-    assert job["status"]["phase"] == "Succeeded", job["status"]
-    used = kube.custom.get_cluster_custom_object(GROUP, VERSION, "reservations", room)
-    assert (
-        used["status"]["phase"] == "Succeeded"
-    )  # taken by the replacement, and still there: not ours to delete
-    assert job["status"]["nodeName"] == used["status"]["nodeName"]
-    assert [r["metadata"]["name"] for r in reservations(kube)] == [room]  # no second one was made
-    assert job["spec"]["reservationOptions"]["reservationRef"] == {"name": room}  # left as named
 
 
 @pytest.mark.parametrize("room", ["brief-room", "short-lived"])  # the second: the name Podherd would give

@@ -40,12 +40,8 @@ from tests.e2e.pipeline import (
     until_job,
 )
 from tests.e2e.test_lifecycle import (
-    BLIND_TO_BUDGETS,
     cluster,
-    evicting_blocked,
-    loosen_budget,
     start,
-    tight_budget,
     until_no_reservations,
     web_pods,
 )
@@ -276,29 +272,6 @@ async def test_two_replicas_of_each_service_carry_a_storm_of_jobs(
     held = await Ledger(client, test_id, 600).snapshot()
     await client.aclose()
     assert held == {"slots": {}, "claims": {}}  # every job's slots released
-
-
-async def test_killing_the_executor_and_the_tracker_mid_job_loses_nothing(
-    kubesim_factory: Callable[..., SimHandle], nats_srv: Server, redis_srv: Server, test_id: str
-) -> None:
-    kube = start(kubesim_factory, cluster())
-    tight_budget(kube, 3)
-    name = sorted(web_pods(kube))[0]
-    config = pipeline_config(kube.handle, nats_srv, redis_srv, test_id, watch=BLIND_TO_BUDGETS)
-    async with pipeline(config) as p:
-        create_job(kube, "survivor", name)
-        # The Reservation exists and the eviction is being refused: kill both, as SIGKILL would.
-        await until_job(kube, "survivor", evicting_blocked)
-        for running in [r for r in p.running if r.name.split("-")[0] in ("executor", "tracker")]:
-            await p.kill(running)
-        loosen_budget(kube, 2)
-        await p.start("executor", "r1")
-        await p.start("tracker", "r1")
-        job = await until_job(kube, "survivor", ended)
-    assert job["status"]["phase"] == "Succeeded", job["status"]
-    assert name not in web_pods(kube)
-    assert len(web_pods(kube)) == 3  # one replacement, not two
-    until_no_reservations(kube)
 
 
 async def test_the_audit_stream_replays_the_phases_the_job_went_through(
