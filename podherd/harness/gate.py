@@ -26,8 +26,10 @@ class Gate:
     ca: bytes
 
     def serve(self, sim: SimHandle) -> None:
-        """The podherd-gate Service, as kubesim reaches it: the replicas alive now."""
-        assert sim.sim is not None
+        """The podherd-gate Service, as kubesim reaches it: the replicas alive now. The real engine calls the
+        first replica's address (`url:` webhooks): its Services' addresses lead nowhere on this machine."""
+        if sim.sim is None:
+            return
         addresses = [f"127.0.0.1:{webhook_port(r.log)}" for r in self.replicas if r.alive()]
         sim.sim.options.services["podherd/podherd-gate:443"] = addresses
 
@@ -48,10 +50,14 @@ class Gate:
 WEBHOOK_CONFIGURATIONS = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations"
 
 
-def webhook_configuration(ca: bytes) -> dict[str, Any]:
+def webhook_configuration(ca: bytes, url: str | None = None) -> dict[str, Any]:
+    """deploy/'s webhooks trusting `ca`; with `url`, called there (the path kept) instead of the Service."""
     document: dict[str, Any] = yaml.safe_load((DEPLOY / "base" / "gate-webhooks.yaml").read_text())
     for hook in document["webhooks"]:
-        hook["clientConfig"]["caBundle"] = base64.b64encode(ca).decode()
+        client = hook["clientConfig"]
+        client["caBundle"] = base64.b64encode(ca).decode()
+        if url is not None:
+            client["url"] = url + (client.pop("service").get("path") or "")
     return document
 
 
@@ -62,7 +68,8 @@ def start_gate(sim: SimHandle, workdir: Path, *, replicas: int = 1, **gate: Any)
         install(admin, rbac=True)
         kubeconfig = service_kubeconfig(admin, sim.kubeconfig, "gate", path=workdir / "gate.kubeconfig")
         started = _start(sim, workdir, kubeconfig, replicas=replicas, gate=gate)
-        admin.request("POST", WEBHOOK_CONFIGURATIONS, body=webhook_configuration(started.ca))
+        url = None if sim.sim is not None else f"https://127.0.0.1:{webhook_port(started.replicas[0].log)}"
+        admin.request("POST", WEBHOOK_CONFIGURATIONS, body=webhook_configuration(started.ca, url))
     finally:
         admin.close()
     return started

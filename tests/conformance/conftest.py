@@ -75,16 +75,27 @@ def engine_cluster(
 
 
 def _clean(cluster: Scoped) -> None:
-    """What the test made on the shared control plane, deleted: its jobs, its Reservations, its namespace
-    and its nodes."""
+    """What the test made on the shared control plane, deleted: its jobs (those for its namespace's pods),
+    their Reservations and its own, its namespaces (`<scope>`, `<scope>-…`) and its nodes."""
     kube = cluster.kube
-    for plural in ("podmigrationjobs", "reservations"):
-        for item in kube.custom.list_cluster_custom_object(GROUP, VERSION, plural)["items"]:
-            if item["metadata"]["name"].startswith(cluster.scope):
-                with contextlib.suppress(kubernetes.client.ApiException):
-                    kube.custom.delete_cluster_custom_object(GROUP, VERSION, plural, item["metadata"]["name"])
-    with contextlib.suppress(kubernetes.client.ApiException):
-        kube.core.delete_namespace(cluster.scope)
+
+    def delete(plural: str, name: str) -> None:
+        with contextlib.suppress(kubernetes.client.ApiException):
+            kube.custom.delete_cluster_custom_object(GROUP, VERSION, plural, name)
+
+    jobs = kube.custom.list_cluster_custom_object(GROUP, VERSION, "podmigrationjobs")["items"]
+    mine = {j["metadata"]["name"] for j in jobs if j["spec"]["podRef"].get("namespace") == cluster.scope}
+    for name in mine:
+        delete("podmigrationjobs", name)
+    for item in kube.custom.list_cluster_custom_object(GROUP, VERSION, "reservations")["items"]:
+        name = item["metadata"]["name"]
+        if name in mine or name.startswith(cluster.scope):
+            delete("reservations", name)
+    for namespace in kube.core.list_namespace().items:
+        name = namespace.metadata.name
+        if name == cluster.scope or name.startswith(f"{cluster.scope}-"):
+            with contextlib.suppress(kubernetes.client.ApiException):
+                kube.core.delete_namespace(name)
     for node in kube.core.list_node(label_selector=f"{SCOPE_LABEL}={cluster.scope}").items:
         with contextlib.suppress(kubernetes.client.ApiException):
             kube.core.delete_node(node.metadata.name)
