@@ -55,6 +55,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
             summary_json=args.summary_json,
             in_cluster=args.in_cluster,
             scenario=args.scenario,
+            engine=args.engine,
         )
     )
 
@@ -324,6 +325,12 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="install Podherd with `kubectl apply -k deploy/` on kubesim, whose kubelet runs its pods"
         " (needs root and kubectl)",
+    )
+    demo.add_argument(
+        "--engine",
+        choices=("kubesim", "real"),
+        default="kubesim",
+        help="the cluster: kubesim (embedded, the default) or the real control plane (`make controlplane`)",
     )
     demo.add_argument(
         "--scenario",

@@ -15,6 +15,7 @@ CASES_UNIT = "tests/unit/test_koordinator_arbitrator_cases.py"
 RULES = "tests/unit/test_arbitration_rules.py"
 ARBITRATOR = "tests/integration/test_arbitrator.py"
 LIFECYCLE = "tests/e2e/test_lifecycle.py"
+CONFORMANCE = "tests/conformance/test_migrations.py"  # on kubesim, and on the real control plane
 
 _FILTER = "arbitrator/filter_test.go"
 _ARBITRATOR = "arbitrator/arbitrator_test.go"
@@ -146,15 +147,15 @@ VERDICTS: Final[dict[str, tuple[str, str]]] = {
     ),
     f"{_CONTROLLER} :: TestAbortJobByReservationUnschedulable": (
         PORTED,
-        f"{LIFECYCLE}::test_unschedulable_reservation_fails_and_leaves_the_pod",
+        "tests/unit/test_job_progress.py::test_one_step",
     ),
     f"{_CONTROLLER} :: TestHandleScheduleFailed": (
         PORTED,
-        f"{LIFECYCLE}::test_unschedulable_reservation_fails_and_leaves_the_pod",
+        f"{CONFORMANCE}::test_a_reservation_that_cannot_be_placed_waits_for_room_and_moves_the_pod_once_there_is",
     ),
     f"{_CONTROLLER} :: TestHandleScheduleSuccess": (
         PORTED,
-        f"{LIFECYCLE}::test_reservation_first_moves_the_pod_into_the_reserved_room",
+        f"{CONFORMANCE}::test_reservation_first_moves_the_pod_into_room_the_scheduler_placed",
     ),
     f"{_CONTROLLER} :: TestWaitForPodBindReservation": (
         PORTED,
@@ -162,7 +163,7 @@ VERDICTS: Final[dict[str, tuple[str, str]]] = {
     ),
     f"{_CONTROLLER} :: TestEvictPodDirectly": (
         PORTED,
-        f"{LIFECYCLE}::test_evict_directly_ends_when_the_pod_is_gone",
+        f"{CONFORMANCE}::test_evict_directly_ends_when_the_pod_is_gone",
     ),
     f"{_CONTROLLER} :: TestEvictPod": (PORTED, f"{LIFECYCLE}::test_delete_and_soft_eviction_policies"),
     f"{_CONTROLLER} :: TestDeleteReservation": (
@@ -175,11 +176,11 @@ VERDICTS: Final[dict[str, tuple[str, str]]] = {
     ),
     f"{_CONTROLLER} :: TestWaitForPendingPodScheduled": (
         PORTED,
-        f"{LIFECYCLE}::test_reservation_first_moves_the_pod_into_the_reserved_room",
+        f"{CONFORMANCE}::test_reservation_first_moves_the_pod_into_room_the_scheduler_placed",
     ),
     f"{_CONTROLLER} :: TestMigrate": (
         PORTED,
-        f"{LIFECYCLE}::test_reservation_first_moves_the_pod_into_the_reserved_room",
+        f"{CONFORMANCE}::test_reservation_first_moves_the_pod_into_room_the_scheduler_placed",
     ),
     f"{_CONTROLLER} :: TestMigrateWithSamePodName": (
         PORTED,
@@ -191,11 +192,11 @@ VERDICTS: Final[dict[str, tuple[str, str]]] = {
     ),
     f"{_CONTROLLER} :: TestMigrateWithReservationScheduleFailed": (
         PORTED,
-        f"{LIFECYCLE}::test_unschedulable_reservation_fails_and_leaves_the_pod",
+        "tests/unit/test_job_progress.py::test_one_step",
     ),
     f"{_CONTROLLER} :: TestMigrateWithReservationSucceeded": (
         PORTED,
-        f"{LIFECYCLE}::test_a_budget_refusing_the_eviction_shows_in_status_then_the_job_succeeds",
+        f"{CONFORMANCE}::test_a_budget_refusing_the_eviction_shows_in_status_then_the_job_succeeds",
     ),
     f"{_CONTROLLER} :: TestMigrateWithReservationExpired": (
         PORTED,

@@ -28,13 +28,12 @@ from typing import Any, TextIO
 import msgspec
 import yaml
 
-from kubesim.options import SimOptions
-from kubesim.rbac import Authorizer
-from kubesim.sim import SimHandle, start_in_thread
+from kubesim.sim import SimHandle
 from podherd import client, defrag_command, nats_pki
 from podherd.demo import cluster as demo_cluster
 from podherd.demo import mistyped as demo_mistyped
 from podherd.demo import progress as demo_progress
+from podherd.demo.engines import AccessRecord, access_record, start_cluster
 from podherd.demo.interceptor import run_interceptor
 from podherd.demo.maintenance import run_maintenance
 from podherd.demo.rebalance import run_rebalance
@@ -67,6 +66,7 @@ class DemoOptions:
     workdir: str | None = None
     summary_json: str | None = None
     in_cluster: bool = False  # Podherd as `kubectl apply -k deploy/` installs it, its pods run by kubesim
+    engine: str = "kubesim"  # or "real": the control plane `make controlplane` builds
     # or "maintenance": a node drained, plainly and by Podherd; "interceptor": kubectl drain, gated or not
     scenario: str = "defragment"
 
@@ -153,7 +153,7 @@ class _Services:
 
     kubeconfig: Path
     config_document: dict[str, Any]
-    authorizer: Authorizer | None
+    authorizer: AccessRecord | None
     handle: SimHandle | None  # kubesim's, where the demo started it
     start: Callable[[KubeClient], list[str]]  # starts them; lines describing each
     stop: Callable[[KubeClient], dict[str, int]]  # stops them; each one's exit code
@@ -185,7 +185,7 @@ def _processes(
     if opts.kubeconfig:
         kubeconfig = Path(opts.kubeconfig)
     else:
-        handle = start_in_thread(SimOptions(), scenario=scenario)
+        handle = start_cluster(opts.engine, scenario)
         stack.callback(handle.stop)
         kubeconfig = handle.kubeconfig
     document = _config_document(opts.prefix, nats_url, redis_url, kubeconfig=kubeconfig)
@@ -226,7 +226,7 @@ def _processes(
     return _Services(
         kubeconfig=kubeconfig,
         config_document=document,
-        authorizer=handle.sim.authorizer if handle is not None and handle.sim is not None else None,
+        authorizer=access_record(handle) if handle is not None else None,
         handle=handle,
         start=start,
         stop=stop,

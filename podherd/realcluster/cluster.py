@@ -116,6 +116,7 @@ class ControlPlane:
     def _configure(self) -> None:
         scheduler = components.scheduler_config(self.layout.kubeconfig("koord-scheduler"))
         self.layout.file("koord-scheduler.yaml").write_text(yaml.safe_dump(scheduler))
+        self.layout.file("audit-policy.yaml").write_text(yaml.safe_dump(components.audit_policy()))
         stages = [path.read_text().strip() for path in self.layout.kwok_stages]
         if not stages:
             raise ControlPlaneFailed(f"no kwok stages in {self.built}/kwok-stages: run `make controlplane`")

@@ -3,10 +3,12 @@ workload's replicas Ready (kube-controller-manager, the scheduler, kwok), every 
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 from typing import Any
 
+from podherd.realcluster.placement import Placer
 from podherd.realcluster.scenario_objects import Obj, Objects, objects
 from shared.kube import KubeClient, KubeError
 
@@ -42,7 +44,12 @@ def load(kube: KubeClient, document: dict[str, Any], timeout: float = 120.0) -> 
         create(kube, obj)
     for name in [n["metadata"]["name"] for n in made.nodes if n["metadata"]["annotations"]]:
         _until(deadline, f"node {name} Ready", lambda name=name: _node_ready(kube, name))
-    for obj in (*made.workloads, *made.budgets, *made.pods):
+    placed = [w for w in made.workloads if _key(w) in made.placement]
+    if placed:
+        with Placer(kube, [n["metadata"]["name"] for n in made.nodes], deadline) as placer:
+            for workload in placed:
+                placer.place(workload, functools.partial(create, kube), made.placement[_key(workload)])
+    for obj in (*(w for w in made.workloads if w not in placed), *made.budgets, *made.pods):
         create(kube, obj)
     for workload in made.workloads:
         _until(
@@ -54,6 +61,10 @@ def load(kube: KubeClient, document: dict[str, Any], timeout: float = 120.0) -> 
         if pod["spec"].get("nodeName"):
             _until(deadline, f"pod {pod['metadata']['name']} Ready", lambda p=pod: _pod_ready(kube, p))
     return made
+
+
+def _key(workload: Obj) -> tuple[str, str]:
+    return workload["metadata"]["namespace"], workload["metadata"]["name"]
 
 
 def _until(deadline: float, what: str, holds: Any) -> None:

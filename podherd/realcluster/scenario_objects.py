@@ -2,9 +2,9 @@
 run, workloads and budgets for kube-controller-manager, pods for the scheduler. Pure: `scenario` sends them.
 
 Where the two engines differ by nature: kubesim's loader writes every placed pod Running where its
-`placement` says; here the controllers make the pods and the scheduler places them (`placement` is not
-read), and a `priority` without a
-PriorityClass becomes one (`priority-<value>`), since the Priority admission plugin refuses a bare value.
+`placement` says; here the controllers make the pods and the scheduler places them (`placement` steers it
+replica by replica, see `placement`), and a `priority` without a PriorityClass becomes one
+(`priority-<value>`), since the Priority admission plugin refuses a bare value.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ class Objects:
     workloads: list[Obj] = field(default_factory=list)  # Deployments and StatefulSets
     budgets: list[Obj] = field(default_factory=list)
     pods: list[Obj] = field(default_factory=list)
+    placement: dict[tuple[str, str], list[str]] = field(default_factory=dict)  # (namespace, name): nodes
 
     def namespace(self, name: str) -> str:
         if name not in self.namespaces:
@@ -54,6 +55,8 @@ def objects(document: dict[str, Any]) -> Objects:
         if item.get("annotations"):
             template["metadata"]["annotations"] = dict(item["annotations"])
         out.workloads.append(_workload(item, namespace, labels, template=template))
+        if item.get("placement"):
+            out.placement[namespace, item["name"]] = [str(node) for node in item["placement"]]
         if item.get("pdb"):
             out.budgets.append(_budget(item, namespace, labels))
     for item in document.get("pods") or []:

@@ -4,7 +4,12 @@ real control plane (a namespace per test) as they would a cluster, and meet kube
 from __future__ import annotations
 
 import copy
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from podherd.realcluster.scenario_objects import nodes
+
+if TYPE_CHECKING:
+    from tests.conformance.conftest import Scoped
 
 SCOPE_LABEL = "podherd.io/test-scope"
 
@@ -27,6 +32,14 @@ def scoped(document: dict[str, Any], scope: str) -> dict[str, Any]:
         item.setdefault("terminationGracePeriodSeconds", 1)
     out["namespaces"] = [*(out.get("namespaces") or []), scope]
     return out
+
+
+def add_node(c: Scoped, name: str, *, cpu: str) -> None:
+    """A node of the test's own, made as the scenario makes them (kwok runs it on the real engine)."""
+    group = {"name": f"{c.scope}-{name}", "capacity": {"cpu": cpu, "memory": "16Gi"}}
+    group["labels"] = {SCOPE_LABEL: c.scope}
+    (node,) = nodes(group)
+    c.kube.core.create_node(node)
 
 
 def cluster(

@@ -20,7 +20,7 @@ from shared.api.names import ANNOTATION_STRATEGY, ANNOTATION_SURGE
 from shared.api.pmj import PodMigrationJob
 from shared.api.pod import pod_from
 from tests.conformance.conftest import GROUP, VERSION, Scoped
-from tests.conformance.engines import cluster
+from tests.conformance.engines import add_node, cluster
 from tests.conformance.watched import watched
 from tests.e2e.pipeline import conditions, create_job, ended, pipeline_config, until_job
 from tests.e2e.test_lifecycle import until_released
@@ -151,21 +151,35 @@ async def test_evict_directly_ends_when_the_pod_is_gone(
     assert name not in app_pods(c) and reservations(c) == []
 
 
-async def test_a_reservation_that_fits_nowhere_fails_the_job_and_leaves_the_pod(
+def unschedulable(job: dict[str, Any]) -> bool:
+    return conditions(job).get("ReservationScheduled") == ("False", "Unschedulable")
+
+
+async def test_a_reservation_that_cannot_be_placed_waits_for_room_and_moves_the_pod_once_there_is(
     engine_cluster: Start, nats_srv: Server, redis_srv: Server, test_id: str
 ) -> None:
+    """As Koordinator: the scheduler keeps trying the Reservation, the job waits (nothing evicted), and room
+    made later (a node added) moves the pod; a job whose ttl passes first ends Timeout, naming why."""
     # Each node is 3/4 full with one replica: the replacement fits only on its own node, which is excluded.
     c = engine_cluster(cluster(nodes=2, web=2, cpu="3"))
-    name = sorted(app_pods(c))[0]
+    first, second = sorted(app_pods(c))
     config = pipeline_config(c.kube.handle, nats_srv, redis_srv, test_id)
-    job_name = c.job_name("nowhere")
+    waits, brief = c.job_name("waits"), c.job_name("brief")
     async with watched(config):
-        create_job(c.kube, job_name, name, namespace=c.namespace)
-        job = await until_job(c.kube, job_name, ended, within=60)
-    assert (job["status"]["phase"], job["status"]["reason"]) == ("Failed", "Unschedulable"), job["status"]
-    assert conditions(job)["ReservationScheduled"] == ("False", "Unschedulable")
-    assert name in app_pods(c)  # not touched
-    assert reservations(c) == []  # cleaned up
+        create_job(c.kube, brief, second, namespace=c.namespace, ttl="4s")
+        timed_out = await until_job(c.kube, brief, ended, within=60)
+        create_job(c.kube, waits, first, namespace=c.namespace, ttl="120s")
+        waiting = await until_job(c.kube, waits, unschedulable, within=60)
+        assert waiting["status"]["phase"] == "Running" and first in app_pods(c), waiting["status"]
+        add_node(c, "node-3", cpu="4")
+        moved = await until_job(c.kube, waits, ended, within=60)
+        await until_no_reservations(c)
+    assert (timed_out["status"]["phase"], timed_out["status"]["reason"]) == ("Failed", "Timeout")
+    assert "to be scheduled: 0/2 nodes are available" in timed_out["status"]["message"], timed_out["status"]
+    assert second in app_pods(c)  # never evicted
+    assert moved["status"]["phase"] == "Succeeded", moved["status"]
+    assert moved["status"]["nodeName"] == f"{c.scope}-node-3"
+    assert first not in app_pods(c)
 
 
 async def test_a_budget_refusing_the_eviction_shows_in_status_then_the_job_succeeds(

@@ -98,8 +98,11 @@ NEW = PodView("default", "web-9", "new-uid", "node-2", terminating=False, ready=
         (seen(), "Running", None, (RESERVE,)),
         (seen(reserve_failed="quota"), "Failed", "FailedCreateReservation", (RELEASE,)),
         (seen(reservation=reservation("Pending", None)), "Running", None, ()),
+        # Koordinator's: a Pending Reservation the scheduler cannot place yet is waited for (until the ttl);
+        # one that Failed without expiring could not be placed.
+        (seen(reservation=reservation("Pending", None, unschedulable="0/3 nodes")), "Running", None, ()),
         (
-            seen(reservation=reservation("Pending", None, unschedulable="0/3 nodes")),
+            seen(reservation=reservation("Failed", None, unschedulable="0/3 nodes", failed_reason="x")),
             "Failed",
             "Unschedulable",
             (CLEANUP, RELEASE),

@@ -73,6 +73,7 @@ from shared.api.pmj import (
     PodMigrationJob,
     PodMigrationJobStatus,
 )
+from shared.api.reservation import REASON_EXPIRED as RESERVATION_EXPIRED
 
 __all__ = [
     "CLEANUP",
@@ -195,13 +196,20 @@ def reservation_first(w: StatusWriter, started: bool) -> Step:
         return taken_early(w, r)
     w.set(COND_RESERVATION_CREATED, STATUS_TRUE, "", message=f"Reservation {r.name} created")
     if r.phase == "Failed":
-        why = r.failed_reason or "failed"
-        return w.end(PHASE_FAILED, REASON_RESERVATION_EXPIRED, f"Reservation {r.name} {why.lower()}")
+        # As Koordinator: only a Reservation that expired ends the job ReservationExpired; one that failed
+        # otherwise could not be placed.
+        if r.failed_reason == RESERVATION_EXPIRED:
+            return w.end(PHASE_FAILED, REASON_RESERVATION_EXPIRED, f"Reservation {r.name} expired")
+        why = r.unschedulable or (r.failed_reason or "failed").lower()
+        return w.end(PHASE_FAILED, REASON_UNSCHEDULABLE, f"Reservation {r.name}: {why}")
     if r.phase in ("Pending", "Waiting") or not r.node:
+        unplaced = f"waiting for Reservation {r.name} to be scheduled"
         if r.unschedulable:
+            # As Koordinator: the scheduler keeps trying it, and the job waits for it until its ttl (nothing
+            # is evicted meanwhile); room freed elsewhere in a tight cluster still moves the pod.
             w.set(COND_RESERVATION_SCHEDULED, STATUS_FALSE, REASON_UNSCHEDULABLE, message=r.unschedulable)
-            return w.end(PHASE_FAILED, REASON_UNSCHEDULABLE, f"Reservation {r.name}: {r.unschedulable}")
-        return w.stay(PHASE_RUNNING, "", f"waiting for Reservation {r.name} to be scheduled")
+            return w.stay(PHASE_RUNNING, "", f"{unplaced}: {r.unschedulable}")
+        return w.stay(PHASE_RUNNING, "", unplaced)
     w.set(COND_RESERVATION_SCHEDULED, STATUS_TRUE, "", message=f"Reservation {r.name} scheduled on {r.node}")
     w.node = w.node or r.node
     pod = o.pod
