@@ -3,6 +3,7 @@ each tells who made which requests."""
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
@@ -36,6 +37,20 @@ def start_cluster(which: str, scenario: str | dict[str, Any], options: SimOption
         raise CliError(f"--engine real: {exc}") from exc
     except (ControlPlaneFailed, TimeoutError) as exc:
         raise CliError(f"--engine real: the control plane did not start: {exc}") from exc
+
+
+def kubectl_for(which: str) -> str:
+    """The kubectl that meets this engine: the one `make controlplane` built (v1.35) for the real one, whose
+    version skew a machine's own may be outside; the machine's for kubesim."""
+    if which == "real":
+        try:
+            return str(build.built() / "bin" / "kubectl")
+        except build.ControlPlaneUnavailable as exc:
+            raise CliError(f"--engine real: {exc}") from exc
+    binary = shutil.which("kubectl")
+    if binary is None:
+        raise CliError("this scenario drains with kubectl itself: put kubectl on PATH, or use --engine real")
+    return binary
 
 
 def access_record(handle: SimHandle) -> AccessRecord:

@@ -17,7 +17,6 @@ import concurrent.futures
 import contextlib
 import io
 import json
-import shutil
 import subprocess
 import tempfile
 import time
@@ -27,10 +26,9 @@ from typing import Any, TextIO
 
 import yaml
 
-from kubesim.options import SimOptions
-from kubesim.sim import SimHandle, start_in_thread
+from kubesim.sim import SimHandle
+from podherd.demo.engines import kubectl_for, start_cluster
 from podherd.demo.maintenance import NODE, _agent, _core, _measured, side_by_side
-from podherd.errors import CliError
 from podherd.harness.gate import start_gate
 from shared.api.names import LABEL_EVACUATE
 from shared.config_loader import config_from_dict
@@ -40,11 +38,9 @@ SURGE = {"singleReplicaDeployments": True, "zeroDisruptionDeployments": True}
 KUBECTL_TIMEOUT = 4.0  # seconds kubectl drain retries, without the gate, what the budgets refuse
 
 
-def kubectl_drain(kubeconfig: Path, timeout: float) -> dict[str, Any]:
+def kubectl_drain(kubeconfig: Path, timeout: float, *, engine: str) -> dict[str, Any]:
     """`kubectl drain NODE --ignore-daemonsets --timeout`: its exit code, time and the pods it gave up on."""
-    binary = shutil.which("kubectl")
-    if binary is None:
-        raise CliError("--scenario interceptor drains with kubectl itself: put kubectl on PATH")
+    binary = kubectl_for(engine)
     started = time.monotonic()
     argv = [
         binary,
@@ -70,14 +66,16 @@ def kubectl_drain(kubeconfig: Path, timeout: float) -> dict[str, Any]:
     }
 
 
-def plain_run(out: TextIO) -> dict[str, Any]:
+def plain_run(out: TextIO, engine: str) -> dict[str, Any]:
     with contextlib.ExitStack() as stack:
-        sim = start_in_thread(SimOptions(), scenario="maintenance")
+        sim = start_cluster(engine, "maintenance")
         stack.callback(sim.stop)
         _agent(sim.kubeconfig)
         flags = f"--ignore-daemonsets --timeout={KUBECTL_TIMEOUT:.0f}s"
         print(f"\n1. kubectl drain {NODE} {flags}, no gate", file=out)
-        measured = _measured(_core(sim.kubeconfig), lambda: kubectl_drain(sim.kubeconfig, KUBECTL_TIMEOUT))
+        measured = _measured(
+            _core(sim.kubeconfig), lambda: kubectl_drain(sim.kubeconfig, KUBECTL_TIMEOUT, engine=engine)
+        )
         left = measured["left_on_node"]  # what kubectl gave up on: refused until its timeout, still there
         measured["gave_up_on"] = {pod: why for pod, why in measured["gave_up_on"].items() if pod in left}
         print(f"   kubectl drain exited {measured['exit']} after {measured['seconds']}s", file=out)
@@ -113,7 +111,8 @@ def gated_run(
             file=out,
         )
         measured = _measured(
-            _core(services.kubeconfig), lambda: kubectl_drain(services.kubeconfig, opts.timeout)
+            _core(services.kubeconfig),
+            lambda: kubectl_drain(services.kubeconfig, opts.timeout, engine=opts.engine),
         )
         print(
             f"   kubectl drain exited {measured['exit']} after {measured['seconds']}s, told 429 and retrying "
@@ -131,7 +130,7 @@ def run_interceptor(opts: Any, out: TextIO, *, processes: Callable[..., Any]) ->
     print(f"draining {NODE} with kubectl, on two copies of the same cluster at once...", file=out, flush=True)
     told = [io.StringIO(), io.StringIO()]
     with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
-        alone = pool.submit(plain_run, told[0])
+        alone = pool.submit(plain_run, told[0], opts.engine)
         try:
             gated, codes = gated_run(opts, told[1], processes=processes)
         finally:

@@ -24,10 +24,9 @@ from typing import Any, TextIO
 
 import kubernetes
 
-from kubesim.options import SimOptions
-from kubesim.sim import start_in_thread
 from podherd import client, drain
 from podherd.demo.availability import Availability
+from podherd.demo.engines import start_cluster
 from podherd.demo.plain_drain import plain_drain
 from podherd.demo.services_up import started
 from shared.api.drain import DrainOptions
@@ -76,9 +75,9 @@ def _measured(core: Any, drain_it: Callable[[], dict[str, Any]]) -> dict[str, An
     return {**measured, **result, "drained": not movable, "left_on_node": movable}
 
 
-def plain_run(out: TextIO, *, timeout: float) -> dict[str, Any]:
+def plain_run(out: TextIO, *, timeout: float, engine: str) -> dict[str, Any]:
     with contextlib.ExitStack() as stack:
-        sim = start_in_thread(SimOptions(), scenario="maintenance")
+        sim = start_cluster(engine, "maintenance")
         stack.callback(sim.stop)
         _agent(sim.kubeconfig)
         core = _core(sim.kubeconfig)
@@ -152,7 +151,7 @@ def side_by_side(
 def run_maintenance(opts: Any, out: TextIO, *, processes: Any) -> int:
     """`processes(opts, stack, workdir)` starts kubesim (`maintenance`), NATS, Redis and the four services
     as the defragmentation demo does."""
-    plain = plain_run(out, timeout=PLAIN_TIMEOUT)
+    plain = plain_run(out, timeout=PLAIN_TIMEOUT, engine=opts.engine)
     workdir = Path(opts.workdir or tempfile.mkdtemp(prefix="podherd-maintenance-"))
     workdir.mkdir(parents=True, exist_ok=True)
     with contextlib.ExitStack() as stack:

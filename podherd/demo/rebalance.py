@@ -22,9 +22,8 @@ from typing import Any, TextIO
 
 import kubernetes
 
-from kubesim.options import SimOptions
-from kubesim.sim import start_in_thread
 from podherd import client, plan_output, rebalance
+from podherd.demo.engines import start_cluster
 from podherd.demo.services_up import started
 from podherd.harness import descheduler_style
 from podherd.watchdog.invariants import deployment_watchdog
@@ -44,9 +43,9 @@ POLICIES = (
 SETTLE = 120.0  # seconds the evicted pods' replacements may take to be placed or found unschedulable
 
 
-def descheduler_run(out: TextIO) -> dict[str, Any]:
+def descheduler_run(out: TextIO, engine: str) -> dict[str, Any]:
     print("\n1. as the descheduler runs them: evict, reserve nothing, let the scheduler place", file=out)
-    sim = start_in_thread(SimOptions(), scenario="rebalance")
+    sim = start_cluster(engine, "rebalance")
     try:
         found = descheduler_style.run(
             str(sim.kubeconfig),
@@ -157,7 +156,7 @@ def side_by_side(theirs: dict[str, Any], ours: dict[str, Any]) -> list[str]:
 def run_rebalance(opts: Any, out: TextIO, *, processes: Any) -> int:
     """`processes(opts, stack, workdir, scenario=...)` starts kubesim, NATS, Redis and the four services as
     the defragmentation demo does."""
-    theirs = descheduler_run(out)
+    theirs = descheduler_run(out, opts.engine)
     ours = podherd_run(opts, out, processes=processes)
     print("", file=out)
     for line in side_by_side(theirs, ours):

@@ -53,7 +53,7 @@ class ControlPlane:
         self._owned = self.work is None
         self.work = self.work or Path(tempfile.mkdtemp(prefix="podherd-controlplane-"))
         self.layout = Layout(self.work, self.built)
-        self.ports = Ports(*(free_port() for _ in range(6)))
+        self.ports = Ports(*(free_port() for _ in range(7)))
         self.url = f"https://127.0.0.1:{self.ports.apiserver}"
 
     def start(self, timeout: float = START_TIMEOUT) -> SimHandle:

@@ -27,6 +27,7 @@ class Ports:
     apiserver: int
     controller_manager: int
     scheduler: int
+    scheduler_services: int  # koord-scheduler's plain-HTTP services (its own 10251 by default)
     kwok: int
 
 
@@ -162,6 +163,8 @@ def scheduler(layout: Layout, ports: Ports) -> list[str]:
         "--bind-address=127.0.0.1",
         f"--secure-port={ports.scheduler}",
         f"--cert-dir={layout.file('scheduler-certs')}",
+        "--address=127.0.0.1",
+        f"--port={ports.scheduler_services}",
         "--v=1",
     ]
 
