@@ -149,6 +149,7 @@ class Admission:
                     "Pod", name, "spec.containers[].name: Required value", field="spec.containers[].name"
                 )
         builtin_defaults.pod_spec(spec)  # defaulting: on every write, before validation
+        builtin_defaults.pod_only(spec)
         if operation != "CREATE":
             return
         builtin_defaults.default_tolerations(spec)

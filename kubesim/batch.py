@@ -29,6 +29,7 @@ def admitted(operation: str, kind: str, obj: Obj, *, old: Obj | None, subresourc
         job_defaults(obj)
         if operation == "CREATE":
             _generate_selector(obj)
+            job_defaults(obj)  # as the stored Job reads back: defaulted again, its labels the template's
         errors = _template_errors(spec.get("template") or {}, "spec.template")
         if old is not None and spec.get("selector") != (old.get("spec") or {}).get("selector"):
             errors.append(FieldError("FieldValueInvalid", "spec.selector", spec.get("selector"), IMMUTABLE))
@@ -52,6 +53,7 @@ def job_defaults(job: Obj) -> None:
     spec.setdefault("backoffLimit", MAX_INT32 if spec.get("backoffLimitPerIndex") is not None else 6)
     spec.setdefault("completionMode", "NonIndexed")
     spec.setdefault("suspend", False)
+    spec.setdefault("manualSelector", False)
     spec.setdefault(
         "podReplacementPolicy", "Failed" if spec.get("podFailurePolicy") else "TerminatingOrFailed"
     )

@@ -20,12 +20,16 @@ def pod_spec(spec: Obj) -> None:
     spec.setdefault("terminationGracePeriodSeconds", 30)
     spec.setdefault("securityContext", {})
     spec.setdefault("schedulerName", "default-scheduler")
-    spec.setdefault("enableServiceLinks", True)
     for kind in ("initContainers", "containers", "ephemeralContainers"):
         for container in spec.get(kind) or []:
             _container(container, host_network=bool(spec.get("hostNetwork")))
     for volume in spec.get("volumes") or []:
         _volume(volume)
+
+
+def pod_only(spec: Obj) -> None:
+    """What SetDefaults_Pod adds to a pod's spec and not to a template's."""
+    spec.setdefault("enableServiceLinks", True)
 
 
 def default_tolerations(spec: Obj) -> None:

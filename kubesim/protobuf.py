@@ -8,6 +8,7 @@ a schema is refused 415, as for any body kubesim cannot read.
 
 from __future__ import annotations
 
+import base64
 from typing import Any
 
 from kubesim.errors import bad_request, unsupported_media_type
@@ -16,8 +17,9 @@ MAGIC = b"k8s\x00"
 CONTENT_TYPE = "application/vnd.kubernetes.protobuf"
 
 # A message schema: field number -> (JSON name, kind, nested schema). Kinds: "string", "bool", "int",
-# "message", "messages" (repeated), "map" (map<string,string>), "quantities" (map<string,Quantity>),
-# "strings" (repeated string), "intorstr" (IntOrString). Fields a schema does not name are left out.
+# "message", "messages" (repeated), "map" (map<string,string>), "bytesmap" (map<string,bytes>, base64 in
+# JSON), "quantities" (map<string,Quantity>), "strings" (repeated string), "intorstr" (IntOrString). Fields
+# a schema does not name are left out.
 Schema = dict[int, tuple[str, str, "Schema | None"]]
 
 OBJECT_META: Schema = {
@@ -75,6 +77,68 @@ RESOURCE_ATTRIBUTES: Schema = {
     7: ("name", "string", None),
 }
 NON_RESOURCE_ATTRIBUTES: Schema = {1: ("path", "string", None), 2: ("verb", "string", None)}
+JOB_SPEC: Schema = {
+    1: ("parallelism", "int", None),
+    2: ("completions", "int", None),
+    3: ("activeDeadlineSeconds", "int", None),
+    4: ("selector", "message", LABEL_SELECTOR),
+    5: ("manualSelector", "bool", None),
+    6: ("template", "message", POD_TEMPLATE),
+    7: ("backoffLimit", "int", None),
+    8: ("ttlSecondsAfterFinished", "int", None),
+    9: ("completionMode", "string", None),
+    10: ("suspend", "bool", None),
+}
+POLICY_RULES: Schema = {
+    1: ("verbs", "strings", None),
+    2: ("apiGroups", "strings", None),
+    3: ("resources", "strings", None),
+    4: ("resourceNames", "strings", None),
+    5: ("nonResourceURLs", "strings", None),
+}
+BINDING: Schema = {
+    1: ("metadata", "message", OBJECT_META),
+    2: (
+        "subjects",
+        "messages",
+        {
+            1: ("kind", "string", None),
+            2: ("apiGroup", "string", None),
+            3: ("name", "string", None),
+            4: ("namespace", "string", None),
+        },
+    ),
+    3: (
+        "roleRef",
+        "message",
+        {1: ("apiGroup", "string", None), 2: ("kind", "string", None), 3: ("name", "string", None)},
+    ),
+}
+SERVICE_SPEC: Schema = {
+    1: (
+        "ports",
+        "messages",
+        {
+            1: ("name", "string", None),
+            2: ("protocol", "string", None),
+            3: ("port", "int", None),
+            4: ("targetPort", "intorstr", None),
+            5: ("nodePort", "int", None),
+            6: ("appProtocol", "string", None),
+        },
+    ),
+    2: ("selector", "map", None),
+    3: ("clusterIP", "string", None),
+    4: ("type", "string", None),
+    5: ("externalIPs", "strings", None),
+    7: ("sessionAffinity", "string", None),
+    10: ("externalName", "string", None),
+    11: ("externalTrafficPolicy", "string", None),
+    17: ("ipFamilyPolicy", "string", None),
+    18: ("clusterIPs", "strings", None),
+    19: ("ipFamilies", "strings", None),
+    22: ("internalTrafficPolicy", "string", None),
+}
 KINDS: dict[tuple[str, str], Schema] = {
     ("authorization.k8s.io/v1", "SelfSubjectAccessReview"): {
         1: ("metadata", "message", OBJECT_META),
@@ -146,6 +210,59 @@ KINDS: dict[tuple[str, str], Schema] = {
         ),
     },
     ("authentication.k8s.io/v1", "SelfSubjectReview"): {1: ("metadata", "message", OBJECT_META)},
+    ("v1", "Secret"): {
+        1: ("metadata", "message", OBJECT_META),
+        2: ("data", "bytesmap", None),
+        3: ("type", "string", None),
+        4: ("stringData", "map", None),
+        5: ("immutable", "bool", None),
+    },
+    ("v1", "ServiceAccount"): {
+        1: ("metadata", "message", OBJECT_META),
+        2: ("secrets", "messages", {2: ("namespace", "string", None), 3: ("name", "string", None)}),
+        3: ("imagePullSecrets", "messages", {1: ("name", "string", None)}),
+        4: ("automountServiceAccountToken", "bool", None),
+    },
+    ("v1", "Service"): {1: ("metadata", "message", OBJECT_META), 2: ("spec", "message", SERVICE_SPEC)},
+    ("batch/v1", "Job"): {1: ("metadata", "message", OBJECT_META), 2: ("spec", "message", JOB_SPEC)},
+    ("batch/v1", "CronJob"): {
+        1: ("metadata", "message", OBJECT_META),
+        2: (
+            "spec",
+            "message",
+            {
+                1: ("schedule", "string", None),
+                2: ("startingDeadlineSeconds", "int", None),
+                3: ("concurrencyPolicy", "string", None),
+                4: ("suspend", "bool", None),
+                5: (
+                    "jobTemplate",
+                    "message",
+                    {1: ("metadata", "message", OBJECT_META), 2: ("spec", "message", JOB_SPEC)},
+                ),
+                6: ("successfulJobsHistoryLimit", "int", None),
+                7: ("failedJobsHistoryLimit", "int", None),
+                8: ("timeZone", "string", None),
+            },
+        ),
+    },
+    ("rbac.authorization.k8s.io/v1", "Role"): {
+        1: ("metadata", "message", OBJECT_META),
+        2: ("rules", "messages", POLICY_RULES),
+    },
+    ("rbac.authorization.k8s.io/v1", "ClusterRole"): {
+        1: ("metadata", "message", OBJECT_META),
+        2: ("rules", "messages", POLICY_RULES),
+    },
+    ("rbac.authorization.k8s.io/v1", "RoleBinding"): BINDING,
+    ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"): BINDING,
+    ("scheduling.k8s.io/v1", "PriorityClass"): {
+        1: ("metadata", "message", OBJECT_META),
+        2: ("value", "int", None),
+        3: ("globalDefault", "bool", None),
+        4: ("description", "string", None),
+        5: ("preemptionPolicy", "string", None),
+    },
     ("authorization.k8s.io/v1", "SelfSubjectRulesReview"): {
         1: ("metadata", "message", OBJECT_META),
         2: ("spec", "message", {1: ("namespace", "string", None)}),
@@ -174,7 +291,7 @@ def decode(body: bytes) -> dict[str, Any]:
 # Go's protobuf encoding writes a non-pointer field even when it holds its zero value; the JSON the API
 # server would answer with omits those (`omitempty`). Integers stay, except the non-pointer ones whose
 # zero means unset.
-_ZERO_INTS = frozenset({"minReadySeconds", "hostPort"})
+_ZERO_INTS = frozenset({"minReadySeconds", "hostPort", "nodePort"})
 
 
 def _omit_empty(value: Any) -> Any:
@@ -206,16 +323,9 @@ def _message(data: bytes, schema: Schema) -> dict[str, Any]:
             out[name] = int(values[-1])
         elif kind == "strings":
             out[name] = [bytes(v).decode() for v in values]
-        elif kind in ("map", "quantities"):  # a Quantity is a message holding its string (field 1)
+        elif kind in ("map", "quantities", "bytesmap"):  # a Quantity is a message holding its string (1)
             entries = [_fields(bytes(v)) for v in values]
-            out[name] = {
-                e.get(1, [b""])[0].decode(): (
-                    _fields(e.get(2, [b""])[0]).get(1, [b""])[0]
-                    if kind == "quantities"
-                    else e.get(2, [b""])[0]
-                ).decode()
-                for e in entries
-            }
+            out[name] = {e.get(1, [b""])[0].decode(): _map_value(e.get(2, [b""])[0], kind) for e in entries}
         elif kind == "intorstr":  # IntOrString: type (0 int, 1 string), intVal, strVal
             parts = _fields(bytes(values[-1]))
             out[name] = parts.get(3, [b""])[0].decode() if parts.get(1, [0])[0] == 1 else parts.get(2, [0])[0]
@@ -224,6 +334,14 @@ def _message(data: bytes, schema: Schema) -> dict[str, Any]:
         elif kind == "messages" and nested is not None:
             out[name] = [_message(bytes(v), nested) for v in values]
     return out
+
+
+def _map_value(raw: bytes, kind: str) -> str:
+    if kind == "bytesmap":
+        return base64.b64encode(bytes(raw)).decode()
+    if kind == "quantities":
+        return bytes(_fields(bytes(raw)).get(1, [b""])[0]).decode()
+    return bytes(raw).decode()
 
 
 def _fields(data: bytes) -> dict[int, list[Any]]:

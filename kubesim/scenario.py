@@ -129,6 +129,7 @@ class _Loader:
     ) -> None:
         stamp = now_iso()
         builtin_defaults.default_tolerations(spec)  # as admission leaves a pod (not a template)
+        builtin_defaults.pod_only(spec)
         spec.setdefault("preemptionPolicy", "PreemptLowerPriority")
         status: dict[str, Any] = {"phase": "Pending", "qosClass": qos_class(spec)}
         if node:

@@ -1,11 +1,13 @@
-"""A scenario's `placement` on the real engine: the workload grows one replica at a time while only the node
-its `placement` names for that replica is schedulable (the scenario's other nodes cordoned), so that the
-scheduler itself puts each pod where the scenario says. A pod the scheduler placed before it saw the cordon
-is deleted and made again by its controller."""
+"""A scenario's `placement` on the real engine: while the scenario's nodes are cordoned, so that the
+scheduler can place none of them, the placed workloads are made whole; their controllers make the pods as
+they always do, and each pod is bound (the `binding` subresource, as a scheduler binds) to the node its
+`placement` names. Then the nodes are opened.
+
+The scheduler is not asked: a scenario may hold what it would no longer allow (a spread constraint violated
+since its nodes came, the state rebalancing repairs), as kubesim's loader places it."""
 
 from __future__ import annotations
 
-import copy
 import json
 import time
 from collections.abc import Callable
@@ -14,13 +16,11 @@ from typing import Any
 from shared.kube import KubeClient, KubeError
 
 Obj = dict[str, Any]
-_WORKLOADS = {"Deployment": "deployments", "StatefulSet": "statefulsets"}
 
 
 class Placer:
     def __init__(self, kube: KubeClient, nodes: list[str], deadline: float) -> None:
         self.kube, self.nodes, self.deadline = kube, nodes, deadline
-        self.open: str | None = None
 
     def __enter__(self) -> Placer:
         for node in self.nodes:
@@ -32,68 +32,60 @@ class Placer:
             self._cordon(node, False)
 
     def place(self, workload: Obj, create: Callable[[Obj], None], targets: list[str]) -> None:
-        """Create `workload` with no replica, then add each on its node."""
+        """Make `workload` and bind its pods, the i-th made to `targets[i]` (cycled). A StatefulSet makes
+        its pods in order, each once the one before is Ready: each is bound as it comes."""
+        create(workload)
         replicas = int(workload["spec"]["replicas"])
-        empty = copy.deepcopy(workload)
-        empty["spec"]["replicas"] = 0
-        create(empty)
-        placed: set[str] = set()
-        for index in range(replicas):
-            target = targets[index % len(targets)]
-            self._only(target)
-            self._scale(workload, index + 1)
-            while not self._landed(workload, placed, target):
+        bound: set[str] = set()
+        while len(bound) < replicas:
+            waiting = sorted(
+                (p for p in self._pods(workload) if p["metadata"]["name"] not in bound),
+                key=_made_order,
+            )
+            for pod in waiting:
+                self._bind(pod, targets[len(bound) % len(targets)])
+                bound.add(pod["metadata"]["name"])
+            if len(bound) < replicas:
                 self._wait()
-
-    def _only(self, target: str) -> None:
-        if self.open == target:
-            return
-        self._cordon(target, False)
-        if self.open is not None:
-            self._cordon(self.open, True)
-        self.open = target
-
-    def _cordon(self, node: str, cordoned: bool) -> None:
-        self._patch(f"/api/v1/nodes/{node}", {"spec": {"unschedulable": cordoned or None}})
-
-    def _path(self, workload: Obj) -> str:
-        meta = workload["metadata"]
-        return f"/apis/apps/v1/namespaces/{meta['namespace']}/{_WORKLOADS[workload['kind']]}/{meta['name']}"
-
-    def _scale(self, workload: Obj, replicas: int) -> None:
-        self._patch(self._path(workload), {"spec": {"replicas": replicas}})
-
-    def _patch(self, path: str, body: Obj) -> None:
-        self.kube.request("PATCH", path, body=body, content_type="application/merge-patch+json")
 
     def _pods(self, workload: Obj) -> list[Obj]:
         selector = ",".join(f"{k}={v}" for k, v in workload["spec"]["selector"]["matchLabels"].items())
         path = f"/api/v1/namespaces/{workload['metadata']['namespace']}/pods"
         listed: Obj = json.loads(self.kube.request("GET", path, (("labelSelector", selector),)))
-        return [p for p in listed["items"] if not p["metadata"].get("deletionTimestamp")]
+        return [p for p in listed["items"] if not p["spec"].get("nodeName")]
 
-    def _landed(self, workload: Obj, placed: set[str], target: str) -> bool:
-        """Whether the replica just added is bound on `target` (then counted in `placed`); one bound
-        elsewhere is deleted, for its controller to make again."""
-        for pod in self._pods(workload):
-            uid, node = pod["metadata"]["uid"], pod["spec"].get("nodeName")
-            if uid in placed or not node:
-                continue
-            if node == target:
-                placed.add(uid)
-                return True
-            self._delete(workload, str(pod["metadata"]["name"]))
-        return False
+    def _bind(self, pod: Obj, node: str) -> None:
+        meta = pod["metadata"]
+        body = {
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": {"name": meta["name"], "uid": meta["uid"]},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+        }
+        path = f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}/binding"
+        self.kube.request("POST", path, body=body, content_type="application/json")
 
-    def _delete(self, workload: Obj, pod: str) -> None:
-        path = f"/api/v1/namespaces/{workload['metadata']['namespace']}/pods/{pod}"
+    def _cordon(self, node: str, cordoned: bool) -> None:
+        body = {"spec": {"unschedulable": cordoned or None}}
         try:
-            self.kube.request("DELETE", path, body={"gracePeriodSeconds": 0})
+            self.kube.request(
+                "PATCH", f"/api/v1/nodes/{node}", body=body, content_type="application/merge-patch+json"
+            )
         except KubeError as exc:
             if exc.status != 404:
                 raise
 
     def _wait(self) -> None:
         if time.monotonic() > self.deadline:
-            raise TimeoutError("the scenario's placement: not within the timeout")
+            raise TimeoutError("the scenario's placement: its workloads' pods were not made in time")
         time.sleep(0.05)
+
+
+def _made_order(pod: Obj) -> tuple[int, str, str]:
+    """A StatefulSet's pods by ordinal, others as they were made."""
+    index = (pod["metadata"].get("labels") or {}).get("apps.kubernetes.io/pod-index")
+    return (
+        int(index) if index is not None else 0,
+        pod["metadata"]["creationTimestamp"],
+        pod["metadata"]["name"],
+    )

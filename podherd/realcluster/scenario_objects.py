@@ -2,8 +2,8 @@
 run, workloads and budgets for kube-controller-manager, pods for the scheduler. Pure: `scenario` sends them.
 
 Where the two engines differ by nature: kubesim's loader writes every placed pod Running where its
-`placement` says; here the controllers make the pods and the scheduler places them (`placement` steers it
-replica by replica, see `placement`), and a `priority` without a PriorityClass becomes one
+`placement` says; here the controllers make the pods and the scheduler places them (a pod a `placement`
+names a node for is bound there, see `placement`), and a `priority` without a PriorityClass becomes one
 (`priority-<value>`), since the Priority admission plugin refuses a bare value.
 """
 

@@ -44,7 +44,7 @@ def test_a_token_request_decodes_to_its_json_form() -> None:
 
 def test_unknown_kinds_and_foreign_bodies_are_refused() -> None:
     with pytest.raises(ApiError) as unknown:
-        protobuf.decode(envelope("v1", "Secret", b""))
+        protobuf.decode(envelope("v1", "Binding", b""))
     assert unknown.value.code == 415
     with pytest.raises(ApiError) as foreign:
         protobuf.decode(b'{"kind": "Pod"}')
