@@ -92,8 +92,10 @@ chaos: $(STAMP)
 # The official Kubernetes Python client's own end-to-end tests against kubesim, read from a git repository
 # of kubernetes-client/python (a clone or a URL) at the revision scripts/client_e2e.py pins.
 CLIENT_E2E_SOURCE ?= https://github.com/kubernetes-client/python
+# ENGINE=real: against the real control plane (make controlplane) instead.
+ENGINE ?= kubesim
 client-e2e: $(STAMP)
-	$(PY) scripts/client_e2e.py --source "$(CLIENT_E2E_SOURCE)"
+	$(PY) scripts/client_e2e.py --source "$(CLIENT_E2E_SOURCE)" --engine $(ENGINE)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

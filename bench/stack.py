@@ -15,6 +15,7 @@ from kubesim.options import SimOptions
 from kubesim.sim import SimHandle, start_in_thread
 from podherd.harness.processes import SERVICES, ServiceProcesses
 from podherd.install import install, requester_file, service_kubeconfig
+from podherd.realcluster import engine as real_engine
 from shared.config import KubernetesConfig, PodherdConfig
 from shared.config_loader import config_from_dict
 from shared.kube import KubeClient
@@ -67,9 +68,13 @@ async def stack(
     replicas: int,
     ttl: str,
     work: Path,
+    engine: str = "kubesim",
     **migration: Any,
 ) -> AsyncIterator[Parts]:
-    handle = start_in_thread(SimOptions(), scenario=scenario)
+    if engine == "real":  # the control plane `make controlplane` builds, as local processes
+        handle = real_engine.start(scenario)
+    else:
+        handle = start_in_thread(SimOptions(), scenario=scenario)
     kube = KubeClient.from_config(KubernetesConfig(kubeconfig=str(handle.kubeconfig)))
     install(kube, rbac=True)  # each service runs as its own ServiceAccount, as deployed
     document = config_document(handle, servers, prefix, ttl, **migration)

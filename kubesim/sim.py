@@ -236,6 +236,7 @@ class SimHandle:
     kubeconfig: Path
     engine: str = "kubesim"
     started_in: float = 0.0  # seconds from start to ready (the real engine's)
+    cpu_probe: Callable[[], float] | None = None  # the real engine's: its components' CPU seconds so far
     sim: Simulator | None = None
     loop: asyncio.AbstractEventLoop | None = None
     process: subprocess.Popen[bytes] | None = None
@@ -264,6 +265,8 @@ class SimHandle:
     def cpu_seconds(self) -> float | None:
         """CPU time the simulator's thread has used so far (from /proc), for benchmarks; None when kubesim
         runs in another process or the kernel does not say."""
+        if self.cpu_probe is not None:
+            return self.cpu_probe()
         tid = self._thread.native_id if self._thread is not None else None
         try:
             stat = Path(f"/proc/self/task/{tid}/stat").read_text() if tid is not None else ""

@@ -23,10 +23,19 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from kubesim.sim import start_subprocess
+from podherd.realcluster import engine as real_engine
 
 # The client's master as of August 2026 (after v36.0.3; the release installed here is 37.0.2).
 REVISION = "024658493d124f046fc0a9827a2a3165cf2aee28"
 
+# What the real engine does not do: kwok runs no containers.
+REAL_EXPECTED_FAILURES = {
+    "test_client.py::TestClient::test_pod_apis": "exec into a container (kwok runs no container)",
+    "test_client.py::TestClient::test_exit_code": "exec into a container",
+    "test_client.py::TestClient::test_pod_exec_close_channel": "exec into a container",
+    "test_client.py::TestClient::test_portforward_raw": "port-forward (no kubelet streams)",
+    "test_client.py::TestClient::test_portforward_http": "port-forward",
+}
 # What kubesim does not do, each for its reason.
 EXPECTED_FAILURES = {
     "test_client.py::TestClient::test_pod_apis": "exec into a container (kubesim runs no exec stream)",
@@ -77,15 +86,19 @@ def outcomes(junit: Path) -> dict[str, str]:
     return results
 
 
-def run(tests: Path, work: Path) -> dict[str, str]:
-    """Start kubesim, run the tests against it, and return their outcomes."""
+def run(tests: Path, work: Path, engine: str) -> dict[str, str]:
+    """Start the engine, run the tests against it, and return their outcomes."""
     home = work / "home"
     (home / ".kube").mkdir(parents=True)
     # Two nodes, so that the pods the tests make are scheduled and run. Watches without a timeout end within
     # 10 s: an informer test stops its informer while its watch may still be waiting for a first event (the
     # client's Watch.stop takes effect at the next one), which a server's default would hold for 30-60 min.
-    extra = ["--min-request-timeout", "5"]
-    handle = start_subprocess("generate:2:0", kubeconfig=home / ".kube" / "config", extra_args=extra)
+    if engine == "real":
+        handle = real_engine.start("generate:2:0", apiserver_args=("--min-request-timeout=5",))
+        shutil.copyfile(handle.kubeconfig, home / ".kube" / "config")
+    else:
+        extra = ["--min-request-timeout", "5"]
+        handle = start_subprocess("generate:2:0", kubeconfig=home / ".kube" / "config", extra_args=extra)
     try:
         env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"} | {"HOME": str(home)}
         junit = work / "junit.xml"
@@ -107,16 +120,14 @@ def run(tests: Path, work: Path) -> dict[str, str]:
         handle.stop()
 
 
-def compare(results: dict[str, str]) -> list[str]:
+def compare(results: dict[str, str], expected: dict[str, str]) -> list[str]:
     """What differs from the expectation: a failure not expected, or an expected one that passed."""
     wrong = [
-        f"failed: {name}"
-        for name, how in sorted(results.items())
-        if how == "failed" and name not in EXPECTED_FAILURES
+        f"failed: {name}" for name, how in sorted(results.items()) if how == "failed" and name not in expected
     ]
     wrong += [
         f"expected to fail ({why}) but {results.get(name, 'not run')}: {name}"
-        for name, why in EXPECTED_FAILURES.items()
+        for name, why in expected.items()
         if results.get(name) != "failed"
     ]
     return wrong
@@ -127,6 +138,7 @@ def main() -> int:
     parser.add_argument("--source", default=os.environ.get("CLIENT_E2E_SOURCE", ""), help="git repository")
     parser.add_argument("--revision", default=REVISION)
     parser.add_argument("--keep", action="store_true", help="leave the scratch directory")
+    parser.add_argument("--engine", choices=("kubesim", "real"), default="kubesim")
     args = parser.parse_args()
     if not args.source:
         print("client_e2e: name the client's repository with --source or CLIENT_E2E_SOURCE", file=sys.stderr)
@@ -138,10 +150,10 @@ def main() -> int:
         except subprocess.CalledProcessError as error:
             print(f"client_e2e: the tests could not be read from {args.source}: {error}", file=sys.stderr)
             return 2
-        results = run(tests, work)
+        results = run(tests, work, args.engine)
         counts = {how: list(results.values()).count(how) for how in ("passed", "failed", "skipped")}
-        print(f"client_e2e: {len(results)} tests at {args.revision[:12]}: {counts}")
-        wrong = compare(results)
+        print(f"client_e2e: {len(results)} tests at {args.revision[:12]} on {args.engine}: {counts}")
+        wrong = compare(results, REAL_EXPECTED_FAILURES if args.engine == "real" else EXPECTED_FAILURES)
         for line in wrong:
             print(f"client_e2e: {line}")
         return 1 if wrong else 0

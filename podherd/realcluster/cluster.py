@@ -5,6 +5,7 @@ works; stopped in the reverse order."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import ssl
 import subprocess
@@ -46,6 +47,7 @@ class _Component:
 class ControlPlane:
     built: Path  # make controlplane's directory (bin/, crds/, kwok-stages/)
     work: Path | None = None  # this control plane's files; a temporary directory by default
+    apiserver_args: tuple[str, ...] = ()  # more of kube-apiserver's flags (e.g. --min-request-timeout)
     components: list[_Component] = field(default_factory=list)
     started_in: float = 0.0
 
@@ -68,7 +70,9 @@ class ControlPlane:
             self._configure()
             self._spawn("etcd", components.etcd(self.layout, self.ports))
             self._until("etcd", self._etcd_healthy, deadline)
-            self._spawn("kube-apiserver", components.apiserver(self.layout, self.ports))
+            self._spawn(
+                "kube-apiserver", [*components.apiserver(self.layout, self.ports), *self.apiserver_args]
+            )
             self._until("kube-apiserver", self._apiserver_ready, deadline)
             self._install_crds(deadline)
             self._spawn("kube-controller-manager", components.controller_manager(self.layout, self.ports))
@@ -85,6 +89,7 @@ class ControlPlane:
             kubeconfig=self.layout.kubeconfig("admin"),
             engine="real",
             started_in=self.started_in,
+            cpu_probe=self.cpu_seconds,
         )
         handle._cleanup.append(self.stop)
         return handle
@@ -102,6 +107,18 @@ class ControlPlane:
         self.components.clear()
         if self._owned and self.work is not None:
             shutil.rmtree(self.work, ignore_errors=True)
+
+    def cpu_seconds(self) -> float:
+        """The CPU every component has used so far (user and system, from /proc)."""
+        ticks = 0
+        for component in self.components:
+            try:
+                stat = Path(f"/proc/{component.process.pid}/stat").read_text()
+            except OSError:
+                continue
+            fields = stat.rsplit(")", 1)[-1].split()
+            ticks += int(fields[11]) + int(fields[12])
+        return ticks / os.sysconf("SC_CLK_TCK")
 
     def log(self, name: str) -> Path:
         return self.layout.file(f"{name}.log")

@@ -15,8 +15,13 @@ from shared.config import KubernetesConfig
 from shared.kube import KubeClient
 
 
-def start(scenario_doc: str | dict[str, Any] | None = None, work: Path | None = None) -> SimHandle:
-    plane = ControlPlane(build.built(), work)
+def start(
+    scenario_doc: str | dict[str, Any] | None = None,
+    work: Path | None = None,
+    *,
+    apiserver_args: tuple[str, ...] = (),
+) -> SimHandle:
+    plane = ControlPlane(build.built(), work, apiserver_args=apiserver_args)
     handle = plane.start()
     try:
         if scenario_doc is not None:
@@ -31,8 +36,9 @@ def load(handle: SimHandle, document: dict[str, Any]) -> float:
     """Make `document` on the cluster behind `handle`; the seconds it took."""
     began = time.monotonic()
     admin = KubeClient.from_config(KubernetesConfig(kubeconfig=str(handle.kubeconfig)))
+    pods = sum(int(w.get("replicas", 1)) for w in document.get("workloads") or [])
     try:
-        scenario.load(admin, document)
+        scenario.load(admin, document, timeout=120.0 + 0.2 * pods)  # kwok starts some 50 pods a second
     finally:
         admin.close()
     return time.monotonic() - began

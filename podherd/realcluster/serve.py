@@ -40,7 +40,8 @@ def serve_real(args: argparse.Namespace) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     try:
-        handle = engine.start(document)
+        timeout = f"--min-request-timeout={args.min_request_timeout:.0f}"
+        handle = engine.start(document, apiserver_args=(timeout,))
     except build.ControlPlaneUnavailable as exc:
         print(str(exc), flush=True)
         return 2
