@@ -94,6 +94,9 @@ def _clean(cluster: Scoped) -> None:
     for namespace in kube.core.list_namespace().items:
         name = namespace.metadata.name
         if name == cluster.scope or name.startswith(f"{cluster.scope}-"):
+            # Its budgets first: the namespace's deletion takes its pods past them, which the next test's
+            # watchdog (it watches the whole cluster) would count against them.
+            kube.policy.delete_collection_namespaced_pod_disruption_budget(name)
             with contextlib.suppress(kubernetes.client.ApiException):
                 kube.core.delete_namespace(name)
     for node in kube.core.list_node(label_selector=f"{SCOPE_LABEL}={cluster.scope}").items:
