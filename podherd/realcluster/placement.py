@@ -16,6 +16,7 @@ from typing import Any
 from shared.kube import KubeClient, KubeError
 
 Obj = dict[str, Any]
+UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
 
 
 class Placer:
@@ -30,6 +31,20 @@ class Placer:
     def __exit__(self, *exc: object) -> None:
         for node in self.nodes:
             self._cordon(node, False)
+        # The node lifecycle controller lifts the `unschedulable` taint it put on a cordoned node a moment
+        # later: until then the scheduler (and Podherd's planner) keep off the node.
+        while any(self._tainted(node) for node in self.nodes):
+            self._wait()
+
+    def _tainted(self, node: str) -> bool:
+        try:
+            found: Obj = json.loads(self.kube.request("GET", f"/api/v1/nodes/{node}"))
+        except KubeError as exc:
+            if exc.status == 404:
+                return False
+            raise
+        taints = (found.get("spec") or {}).get("taints") or []
+        return any(t.get("key") == UNSCHEDULABLE_TAINT for t in taints)
 
     def place(self, workload: Obj, create: Callable[[Obj], None], targets: list[str]) -> None:
         """Make `workload` and bind its pods, the i-th made to `targets[i]` (cycled). A StatefulSet makes
