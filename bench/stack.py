@@ -38,6 +38,9 @@ def deployment(name: str, replicas: int, cpu: str, memory: str, namespace: str =
         "replicas": replicas,
         "requests": {"cpu": cpu, "memory": memory},
         "schedulerName": "koord-scheduler",
+        # A pod gone a second after its eviction: the real engine's kwok waits out the grace period as a
+        # kubelet whose container ignores SIGTERM would (kubesim ends a pod within 0.2 s whatever it is).
+        "terminationGracePeriodSeconds": 1,
     }
 
 

@@ -22,14 +22,14 @@ ACCOUNT_TOKEN_SECONDS = 365 * 86_400  # no kubelet refreshes the tokens of compo
 
 
 def run_sim(args: argparse.Namespace) -> int:
-    if args.engine == "real":
-        return serve_real(args)
     scenario = None
     if args.scenario:
         try:
             scenario = resolve(args.scenario)
         except (KeyError, ValueError, OSError, yaml.YAMLError) as exc:
             raise CliError(f"scenario {args.scenario!r}: {exc}") from exc
+    if args.engine == "real":
+        return serve_real(args, scenario, token_seconds=ACCOUNT_TOKEN_SECONDS)
     options = SimOptions(
         evict_in_background=args.evict_in_background,
         record_events=not args.no_events,

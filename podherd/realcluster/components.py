@@ -130,17 +130,25 @@ def audit_policy() -> dict[str, Any]:
     }
 
 
+def _serving(kubeconfig: Path, port: int, certs: Path) -> list[str]:
+    """A component's own HTTPS endpoint (its /healthz) on loopback, its callers checked with `kubeconfig`."""
+    return [
+        f"--authentication-kubeconfig={kubeconfig}",
+        f"--authorization-kubeconfig={kubeconfig}",
+        "--bind-address=127.0.0.1",
+        f"--secure-port={port}",
+        f"--cert-dir={certs}",
+        "--v=1",
+    ]
+
+
 def controller_manager(layout: Layout, ports: Ports) -> list[str]:
     f = layout.file
     kubeconfig = layout.kubeconfig("kube-controller-manager")
     return [
         layout.bin("kube-controller-manager"),
         f"--kubeconfig={kubeconfig}",
-        f"--authentication-kubeconfig={kubeconfig}",
-        f"--authorization-kubeconfig={kubeconfig}",
-        "--bind-address=127.0.0.1",
-        f"--secure-port={ports.controller_manager}",
-        f"--cert-dir={f('kcm-certs')}",
+        *_serving(kubeconfig, ports.controller_manager, f("kcm-certs")),
         f"--service-account-private-key-file={f('sa.key')}",
         f"--root-ca-file={f('ca.crt')}",
         f"--service-cluster-ip-range={SERVICE_CIDR}",
@@ -149,7 +157,6 @@ def controller_manager(layout: Layout, ports: Ports) -> list[str]:
         # Nodes are kwok's: no cloud, no routes, no CIDRs to hand out.
         "--controllers=*,-nodeipam,-cloud-node-lifecycle,-service-lb-controller,-node-route-controller",
         "--profiling=false",
-        "--v=1",
     ]
 
 
@@ -158,14 +165,9 @@ def scheduler(layout: Layout, ports: Ports) -> list[str]:
     return [
         layout.bin("koord-scheduler"),
         f"--config={layout.file('koord-scheduler.yaml')}",
-        f"--authentication-kubeconfig={kubeconfig}",
-        f"--authorization-kubeconfig={kubeconfig}",
-        "--bind-address=127.0.0.1",
-        f"--secure-port={ports.scheduler}",
-        f"--cert-dir={layout.file('scheduler-certs')}",
+        *_serving(kubeconfig, ports.scheduler, layout.file("scheduler-certs")),
         "--address=127.0.0.1",
         f"--port={ports.scheduler_services}",
-        "--v=1",
     ]
 
 

@@ -7,21 +7,19 @@ import shutil
 import signal
 import threading
 from pathlib import Path
+from typing import Any
 
-import yaml
-
-from kubesim.scenario import resolve
 from podherd.errors import CliError
 from podherd.harness.processes import SERVICES
 from podherd.install import install_with_accounts
 from podherd.realcluster import build, engine
 from podherd.realcluster.cluster import ControlPlaneFailed
 
-ACCOUNT_TOKEN_SECONDS = 86_400 * 365
 UNSUPPORTED = ("evict_in_background", "run_podherd", "no_controllers", "advertise_url")
 
 
-def serve_real(args: argparse.Namespace) -> int:
+def serve_real(args: argparse.Namespace, document: dict[str, Any] | None, *, token_seconds: int) -> int:
+    """`document`: the scenario, read already."""
     given = [f"--{name.replace('_', '-')}" for name in UNSUPPORTED if getattr(args, name, None)]
     given += ["--service"] if args.service else []
     if given:
@@ -30,12 +28,6 @@ def serve_real(args: argparse.Namespace) -> int:
         raise CliError("--port: the real engine's API server takes a free port of its own (use 0)")
     if args.podherd_accounts and not args.kubeconfig:
         raise CliError("--podherd-accounts needs --kubeconfig")
-    document = None
-    if args.scenario:
-        try:
-            document = resolve(args.scenario)
-        except (KeyError, ValueError, OSError, yaml.YAMLError) as exc:
-            raise CliError(f"scenario {args.scenario!r}: {exc}") from exc
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
@@ -53,9 +45,7 @@ def serve_real(args: argparse.Namespace) -> int:
             tmp = target.with_suffix(".tmp")
             shutil.copyfile(handle.kubeconfig, tmp)
             if args.podherd_accounts:
-                install_with_accounts(
-                    tmp, Path(args.podherd_accounts), SERVICES, seconds=ACCOUNT_TOKEN_SECONDS
-                )
+                install_with_accounts(tmp, Path(args.podherd_accounts), SERVICES, seconds=token_seconds)
             tmp.replace(target)  # its name says all is done
         print(
             f"real engine serving {handle.url} (ready in {handle.started_in:.1f} s)"

@@ -15,8 +15,8 @@ from podherd.harness.gate import Gate, start_gate
 from services.gate.evacuation import OPT_IN
 from tests.conformance.conftest import GROUP, VERSION, Scoped
 from tests.conformance.engines import cluster
-from tests.e2e.test_gate import create_job, get_job
-from tests.kube import Kube, refusal
+from tests.e2e.test_gate import account_kube, create_job, get_job
+from tests.kube import refusal
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 JOBS = "podmigrationjobs"
@@ -92,32 +92,6 @@ def invalid(pod: dict[str, Any]) -> list[tuple[dict[str, Any], str]]:
     ]
 
 
-def user_kube(c: Scoped, tmp: Path, name: str, rules: list[dict[str, Any]], *, evict_in: str) -> Kube:
-    """A ServiceAccount `<scope>/name` with `rules` cluster-wide and the right to evict in `evict_in`
-    alone, as a client of its own."""
-    kube, namespace = c.kube, c.namespace
-    kube.core.create_namespaced_service_account(namespace, {"metadata": {"name": name}})
-    rbac = kube.client("RbacAuthorizationV1Api")
-    subject = [{"kind": "ServiceAccount", "name": name, "namespace": namespace}]
-    evict = [{"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]}]
-    role = f"{c.scope}-{name}"
-    rbac.create_cluster_role({"metadata": {"name": role}, "rules": rules})
-    rbac.create_cluster_role_binding(
-        {"metadata": {"name": role}, "roleRef": _ref("ClusterRole", role), "subjects": subject}
-    )
-    rbac.create_namespaced_role(evict_in, {"metadata": {"name": role}, "rules": evict})
-    binding = {"metadata": {"name": role}, "roleRef": _ref("Role", role), "subjects": subject}
-    rbac.create_namespaced_role_binding(evict_in, binding)
-    body = {"spec": {"expirationSeconds": 3600}}
-    token = kube.core.create_namespaced_service_account_token(name, namespace, body).status.token
-    path = kube.handle.kubeconfig_for(tmp / f"{name}.kubeconfig", token)
-    return Kube(kube.handle, kubernetes.config.new_client_from_config(config_file=str(path)))
-
-
-def _ref(kind: str, name: str) -> dict[str, str]:
-    return {"apiGroup": "rbac.authorization.k8s.io", "kind": kind, "name": name}
-
-
 def test_a_job_that_could_not_run_is_refused_naming_its_field_and_its_pod_never_changes(
     gated: tuple[Scoped, Gate],
 ) -> None:
@@ -159,7 +133,9 @@ def test_a_job_is_refused_to_an_author_who_may_not_evict_its_pod(
     c, _ = gated
     x, y = f"{c.scope}-x", f"{c.scope}-y"
     jobs = [{"apiGroups": [GROUP], "resources": [JOBS], "verbs": ["create", "patch", "get"]}]
-    alice = user_kube(c, tmp_path, "alice", jobs, evict_in=x)
+    alice = account_kube(
+        c.kube, tmp_path, "alice", jobs, evict_in=x, namespace=c.namespace, role=f"{x}-alice"
+    )
     in_x, in_y = ({"podRef": {"kind": "Pod", "namespace": ns, "name": "app"}} for ns in (x, y))
     assert create_job(alice, c.job_name("alice-x"), in_x) == (201, "")
     code, message = create_job(alice, c.job_name("alice-y"), in_y)

@@ -61,22 +61,37 @@ def gated(kubesim_factory: Callable[..., SimHandle], tmp_path: Path) -> Iterator
 def user_kube(gated: Gated, name: str, rules: list[dict[str, Any]], *, evict_in: str) -> Kube:
     """A ServiceAccount `default/name` with `rules` cluster-wide and the right to evict in `evict_in` alone,
     as a client of its own."""
-    kube = gated.kube
-    kube.core.create_namespaced_service_account("default", {"metadata": {"name": name}})
+    return account_kube(gated.kube, gated.tmp, name, rules, evict_in=evict_in)
+
+
+def account_kube(
+    kube: Kube,
+    tmp: Path,
+    name: str,
+    rules: list[dict[str, Any]],
+    *,
+    evict_in: str,
+    namespace: str = "default",
+    role: str | None = None,
+) -> Kube:
+    """A ServiceAccount `namespace/name` with `rules` cluster-wide (roles named `role`, else `name`) and the
+    right to evict in `evict_in` alone, as a client of its own."""
+    role = role or name
+    kube.core.create_namespaced_service_account(namespace, {"metadata": {"name": name}})
     rbac = kube.client("RbacAuthorizationV1Api")
-    subject = [{"kind": "ServiceAccount", "name": name, "namespace": "default"}]
+    subject = [{"kind": "ServiceAccount", "name": name, "namespace": namespace}]
     evict = [{"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]}]
-    rbac.create_cluster_role({"metadata": {"name": name}, "rules": rules})
+    rbac.create_cluster_role({"metadata": {"name": role}, "rules": rules})
     rbac.create_cluster_role_binding(
-        {"metadata": {"name": name}, "roleRef": _ref("ClusterRole", name), "subjects": subject}
+        {"metadata": {"name": role}, "roleRef": _ref("ClusterRole", role), "subjects": subject}
     )
-    rbac.create_namespaced_role(evict_in, {"metadata": {"name": name}, "rules": evict})
-    binding = {"metadata": {"name": name}, "roleRef": _ref("Role", name), "subjects": subject}
+    rbac.create_namespaced_role(evict_in, {"metadata": {"name": role}, "rules": evict})
+    binding = {"metadata": {"name": role}, "roleRef": _ref("Role", role), "subjects": subject}
     rbac.create_namespaced_role_binding(evict_in, binding)
     body = {"spec": {"expirationSeconds": 3600}}
-    token = kube.core.create_namespaced_service_account_token(name, "default", body).status.token
-    path = gated.sim.kubeconfig_for(gated.tmp / f"{name}.kubeconfig", token)
-    return Kube(gated.sim, kubernetes.config.new_client_from_config(config_file=str(path)))
+    token = kube.core.create_namespaced_service_account_token(name, namespace, body).status.token
+    path = kube.handle.kubeconfig_for(tmp / f"{name}.kubeconfig", token)
+    return Kube(kube.handle, kubernetes.config.new_client_from_config(config_file=str(path)))
 
 
 def _ref(kind: str, name: str) -> dict[str, str]:
