@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import kubernetes
 import pytest
@@ -40,7 +41,9 @@ def test_podherd_sim_serves_the_scenario_with_podherds_accounts_until_sigterm(
         pods = kube.core.list_namespaced_pod("default", label_selector="app=web").items
         assert len(pods) == 3 and all(pod_ready(p) for p in pods)
         watcher = kubernetes.config.new_client_from_config(config_file=str(accounts / "kubeconfig-watcher"))
-        seen = kubernetes.client.CoreV1Api(watcher).list_pod_for_all_namespaces().items  # its role allows it
+        seen: Any = (
+            kubernetes.client.CoreV1Api(watcher).list_pod_for_all_namespaces().items
+        )  # its role allows
         assert len([p for p in seen if p.metadata.namespace == "default"]) == 3
         with pytest.raises(kubernetes.client.ApiException) as refused:  # and nothing beyond it
             kubernetes.client.CoreV1Api(watcher).delete_namespaced_pod(pods[0].metadata.name, "default")
