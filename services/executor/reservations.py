@@ -30,17 +30,17 @@ from shared.api.names import (
 )
 from shared.api.pmj import PodMigrationJob
 from shared.api.pod import Pod
-from shared.api.reservation import LABEL_RESERVATION_ORDER, is_untaken_room, reservation_name
+from shared.api.reservation import is_untaken_room, reservation_name
 from shared.durations import parse_duration
 
 API_VERSION = "scheduling.koordinator.sh/v1alpha1"
 
 
-def reservation_for(
-    job: PodMigrationJob, pod: Pod, default_ttl: str, *, attempt: int = 1, order: int | None = None
-) -> dict[str, Any]:
+def reservation_for(job: PodMigrationJob, pod: Pod, default_ttl: str, *, attempt: int = 1) -> dict[str, Any]:
     """The Reservation for the job's `attempt`, made from its template or its pod as Koordinator's migration
-    controller makes it; `order`: its `reservation-order` (the time it is made, in Unix ms)."""
+    controller makes it, but for the `reservation-order` label, which Podherd does not stamp: koord-scheduler
+    v1.8.0 prefers the node of the lowest-order Reservation of a workload even once a sibling took it
+    (allocateOnce), and the replacement then lands there outside any room."""
     job_name = job.metadata.name or ""
     options = job.spec.reservation_options
     given = options.template if options is not None else None
@@ -67,7 +67,6 @@ def reservation_for(
         LABEL_JOB: job_name,
         LABEL_ATTEMPT: str(attempt),
         LABEL_CONTROLLER: _controller_uid(pod),
-        **({LABEL_RESERVATION_ORDER: str(order)} if order is not None else {}),
     }
     metadata: dict[str, Any] = {"name": reservation_name(job_name, attempt), "labels": labels}
     if meta.get("annotations"):

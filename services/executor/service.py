@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -150,8 +149,7 @@ class Executor:
                 job, "reserve", "gone", message=f"pod {ref.namespace}/{ref.name} no longer exists"
             )
             return
-        order = time.time_ns() // 1_000_000
-        body = reservation_for(job, pod, self.args.default_job_ttl, attempt=attempt, order=order)
+        body = reservation_for(job, pod, self.args.default_job_ttl, attempt=attempt)
         try:
             await self.kube.arequest("POST", paths.RESERVATIONS, body=body)
         except KubeError as exc:

@@ -37,10 +37,6 @@ REASON_EXPIRED: Final = "Expired"
 # Set by the scheduler on a pod that took a Reservation's room (value: {"name": ..., "uid": ...}).
 ANNOTATION_RESERVATION_ALLOCATED: Final = known.RESERVATION_ALLOCATED
 DEFAULT_TTL: Final = "24h"
-# Koordinator's migration controller stamps every Reservation it makes with its creation time (Unix ms); a
-# pod that matches several takes the lowest order first (its node preferred, then that Reservation on it).
-# Replacements of a workload then fill the oldest rooms first: those of jobs that evicted first.
-LABEL_RESERVATION_ORDER: Final = "scheduling.koordinator.sh/reservation-order"
 
 
 def reservation_name(job_name: str, attempt: int = 1) -> str:

@@ -18,20 +18,6 @@ from tests.kube import Kube, client_for, with_crds
 GROUP, VERSION = "scheduling.koordinator.sh", "v1alpha1"
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """On the real engine, a test marked `real_differs` is skipped with its reason: a known difference,
-    listed in docs/design/kubesim.md. Not an xfail: the difference is a race (koord-scheduler's), and a
-    strict xfail would turn CI red the run the race went the other way."""
-    if config.getoption("engine") != "real":
-        return
-    for item in items:
-        differs = item.get_closest_marker("real_differs")
-        if differs is not None:
-            item.add_marker(
-                pytest.mark.skip(reason=f"a known difference of the real engine: {differs.args[0]}")
-            )
-
-
 @dataclass
 class Scoped:
     """The official client on the test's cluster, and the names the test's scenario got."""
