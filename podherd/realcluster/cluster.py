@@ -65,6 +65,8 @@ class ControlPlane:
         try:
             credentials = pki.issue(self.layout.work)
             self.ca_pem = credentials.ca_pem
+            self._token = credentials.tokens["admin"]
+            self._context = ssl.create_default_context(cadata=self.ca_pem.decode())
             for component in pki.IDENTITIES:
                 self._kubeconfig(component, credentials.tokens[component])
             self._configure()
@@ -170,21 +172,16 @@ class ControlPlane:
     def _admin(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
         data = None if body is None else json.dumps(body).encode()
         request = urllib.request.Request(self.url + path, data=data, method=method)
-        request.add_header("Authorization", f"Bearer {self._admin_token}")
+        request.add_header("Authorization", f"Bearer {self._token}")
         if data is not None:
             request.add_header("Content-Type", "application/json")
-        context = ssl.create_default_context(cadata=self.ca_pem.decode())
         try:
-            with urllib.request.urlopen(request, timeout=10, context=context) as answer:
+            with urllib.request.urlopen(request, timeout=10, context=self._context) as answer:
                 data = answer.read()
                 is_json = answer.headers.get_content_type() == "application/json"
                 return answer.status, json.loads(data) if is_json else data.decode(errors="replace")
         except urllib.error.HTTPError as error:
             return error.code, None
-
-    @property
-    def _admin_token(self) -> str:
-        return str(yaml.safe_load(self.layout.kubeconfig("admin").read_text())["users"][0]["user"]["token"])
 
     def _apiserver_ready(self) -> bool:
         try:

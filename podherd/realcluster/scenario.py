@@ -10,12 +10,13 @@ from typing import Any
 
 from podherd.realcluster.placement import Placer
 from podherd.realcluster.scenario_objects import Obj, Objects, objects
+from shared.api import paths
 from shared.kube import KubeClient, KubeError
 
 _PATHS = {
-    "Namespace": "/api/v1/namespaces",
+    "Namespace": paths.NAMESPACES,
     "PriorityClass": "/apis/scheduling.k8s.io/v1/priorityclasses",
-    "Node": "/api/v1/nodes",
+    "Node": paths.NODES,
     "Deployment": "/apis/apps/v1/namespaces/{namespace}/deployments",
     "StatefulSet": "/apis/apps/v1/namespaces/{namespace}/statefulsets",
     "PodDisruptionBudget": "/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets",
@@ -98,7 +99,7 @@ NOT_READY_TAINTS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreacha
 
 def _node_ready(kube: KubeClient, name: str) -> bool:
     """Ready, and schedulable as such: the node lifecycle controller has lifted the taint a new node gets."""
-    node = _get(kube, f"/api/v1/nodes/{name}")
+    node = _get(kube, f"{paths.NODES}/{name}")
     taints = ((node or {}).get("spec") or {}).get("taints") or []
     return _true(node, "Ready") and not any(t.get("key") in NOT_READY_TAINTS for t in taints)
 

@@ -13,9 +13,8 @@ import pytest
 
 from kubesim.sim import SimHandle
 from tests.conformance.engines import SCOPE_LABEL, scoped
+from tests.e2e.pipeline import GROUP, VERSION
 from tests.kube import Kube, client_for, with_crds
-
-GROUP, VERSION = "scheduling.koordinator.sh", "v1alpha1"
 
 
 @dataclass

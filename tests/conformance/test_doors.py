@@ -13,10 +13,10 @@ import pytest
 from podherd.harness.servers import Server
 from shared import bus
 from shared.api.messages import MigrationIntent, PodKey
-from tests.conformance.conftest import GROUP, VERSION, Scoped
+from tests.conformance.conftest import Scoped
 from tests.conformance.engines import cluster
 from tests.conformance.watched import watched
-from tests.e2e.pipeline import ended, pipeline_config, until_job
+from tests.e2e.pipeline import GROUP, VERSION, ended, pipeline_config, until_job
 from tests.e2e.test_pipeline import until_answered
 from tests.kube import EVICT, bearer, requester
 

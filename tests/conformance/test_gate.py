@@ -13,8 +13,9 @@ import pytest
 
 from podherd.harness.gate import Gate, start_gate
 from services.gate.evacuation import OPT_IN
-from tests.conformance.conftest import GROUP, VERSION, Scoped
+from tests.conformance.conftest import Scoped
 from tests.conformance.engines import cluster
+from tests.e2e.pipeline import GROUP, VERSION
 from tests.e2e.test_gate import account_kube, create_job, get_job
 from tests.kube import refusal
 

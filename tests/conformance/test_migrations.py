@@ -20,10 +20,10 @@ from shared.api.names import ANNOTATION_STRATEGY, ANNOTATION_SURGE
 from shared.api.pmj import PodMigrationJob
 from shared.api.pod import pod_from
 from shared.config import PodherdConfig
-from tests.conformance.conftest import GROUP, VERSION, Scoped
+from tests.conformance.conftest import Scoped
 from tests.conformance.engines import add_node, cluster
 from tests.conformance.watched import watched
-from tests.e2e.pipeline import conditions, create_job, ended, pipeline_config, until_job
+from tests.e2e.pipeline import GROUP, VERSION, conditions, create_job, ended, pipeline_config, until_job
 from tests.e2e.test_lifecycle import until_released
 from tests.kube import watch_until
 from tests.polling import until
