@@ -6,15 +6,20 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import kubernetes
 import pytest
 
 from kubesim.sim import SimHandle
+from podherd.harness.gate import Gate, start_gate
+from podherd.realcluster.audit import AuditTrail
 from tests.conformance.engines import SCOPE_LABEL, scoped
 from tests.e2e.pipeline import GROUP, VERSION
 from tests.kube import Kube, client_for, with_crds
+
+PODHERD_ACCOUNTS = "system:serviceaccount:podherd:"
 
 
 @dataclass
@@ -50,7 +55,10 @@ def real_engine(request: pytest.FixtureRequest) -> Iterator[SimHandle | None]:
 
 @pytest.fixture
 def engine_cluster(
-    real_engine: SimHandle | None, kubesim_factory: Callable[..., SimHandle], test_id: str
+    real_engine: SimHandle | None,
+    kubesim_factory: Callable[..., SimHandle],
+    test_id: str,
+    request: pytest.FixtureRequest,
 ) -> Iterator[Callable[[dict[str, Any]], Scoped]]:
     made: list[Scoped] = []
 
@@ -66,11 +74,18 @@ def engine_cluster(
             made.append(Scoped(client_for(real_engine), test_id, "real"))
         return made[-1]
 
+    trail = None if real_engine is None else AuditTrail(Path(real_engine.kubeconfig).parent / "audit.log")
+    before = len(trail.denials) if trail else 0
     yield start
     for cluster in made:
         if cluster.engine == "real":
             _clean(cluster)
         cluster.kube.api.close()
+    # As kubesim's authorizer does for `make test`: what kube-apiserver refused Podherd's services (read from
+    # its audit log) fails the test, unless the test provokes it.
+    denied = [d for d in (trail.denials[before:] if trail else []) if d.startswith(PODHERD_ACCOUNTS)]
+    if request.node.get_closest_marker("denials_expected") is None:
+        assert not denied, f"RBAC denied Podherd's services: {denied}"
 
 
 def _clean(cluster: Scoped) -> None:
@@ -101,3 +116,16 @@ def _clean(cluster: Scoped) -> None:
     for node in kube.core.list_node(label_selector=f"{SCOPE_LABEL}={cluster.scope}").items:
         with contextlib.suppress(kubernetes.client.ApiException):
             kube.core.delete_node(node.metadata.name)
+
+
+@contextlib.contextmanager
+def gate_before(cluster: Scoped, workdir: Path) -> Iterator[Gate]:
+    """The admission gate as deployed before the test's cluster (the engine's admission chain calls it);
+    its webhooks taken away after, so that the shared control plane's next test meets none."""
+    gate = start_gate(cluster.kube.handle, workdir)
+    try:
+        yield gate
+    finally:
+        gate.processes.stop_all()
+        hooks = cluster.kube.client("AdmissionregistrationV1Api")
+        hooks.delete_validating_webhook_configuration("podherd-gate")

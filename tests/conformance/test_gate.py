@@ -11,9 +11,9 @@ from typing import Any
 import kubernetes
 import pytest
 
-from podherd.harness.gate import Gate, start_gate
+from podherd.harness.gate import Gate
 from services.gate.evacuation import OPT_IN
-from tests.conformance.conftest import Scoped
+from tests.conformance.conftest import Scoped, gate_before
 from tests.conformance.engines import cluster
 from tests.e2e.pipeline import GROUP, VERSION
 from tests.e2e.test_gate import account_kube, create_job, get_job
@@ -36,13 +36,8 @@ def gated(
         *({"name": "app", "namespace": f"{test_id}-{ns}"} for ns in "xy"),
     ]
     c = engine_cluster(document)
-    gate = start_gate(c.kube.handle, tmp_path)
-    try:
+    with gate_before(c, tmp_path) as gate:
         yield c, gate
-    finally:
-        gate.processes.stop_all()
-        hooks = c.kube.client("AdmissionregistrationV1Api")
-        hooks.delete_validating_webhook_configuration("podherd-gate")
 
 
 def invalid(pod: dict[str, Any]) -> list[tuple[dict[str, Any], str]]:
