@@ -4,13 +4,15 @@ webhook's failurePolicy Fail, matchPolicy Equivalent, selectors matching everyth
 rule scope `*`, Service port 443 (and, mutating, reinvocationPolicy Never) when left out; refused when a
 name is not a qualified domain or repeats, sideEffects is not None or NoneOnDryRun, admissionReviewVersions
 names neither v1 nor v1beta1, the timeout is outside 1-30 s, clientConfig has not exactly one of url and
-service, or a url is not https."""
+service, a url is not https, or a matchCondition has no name, a name twice or an expression that does not
+compile (`match_conditions`)."""
 
 from __future__ import annotations
 
 from urllib.parse import urlsplit
 
 from kubesim.errors import FieldError, not_supported
+from kubesim.match_conditions import MAX_CONDITIONS, ConditionError, compile_condition
 from kubesim.records import Obj
 from kubesim.webhook_rules import MAX_TIMEOUT_S
 
@@ -49,6 +51,7 @@ def errors_of(configuration: Obj) -> list[FieldError]:
             errors.append(FieldError("FieldValueDuplicate", f"{at}.name", name))
         seen.add(name)
         errors += _side_effects(webhook, at) + _versions(webhook, at) + _client(webhook, at)
+        errors += _conditions(webhook, at)
         timeout = webhook.get("timeoutSeconds")
         if timeout is not None and not 1 <= int(timeout) <= MAX_TIMEOUT_S:
             detail = "the timeout value must be between 1 and 30 seconds"
@@ -60,6 +63,32 @@ def errors_of(configuration: Obj) -> list[FieldError]:
             value = webhook.get(field)
             if value is not None and value not in allowed:
                 errors.append(not_supported(f"{at}.{field}", value, allowed))
+    return errors
+
+
+def _conditions(webhook: Obj, at: str) -> list[FieldError]:
+    conditions = webhook.get("matchConditions") or []
+    field = f"{at}.matchConditions"
+    if len(conditions) > MAX_CONDITIONS:
+        return [
+            FieldError("FieldValueTooMany", field, len(conditions), f"must have at most {MAX_CONDITIONS}")
+        ]
+    errors, names = [], set()
+    for j, condition in enumerate(conditions):
+        name, expression = str(condition.get("name") or ""), str(condition.get("expression") or "")
+        if not name:
+            errors.append(FieldError("FieldValueRequired", f"{field}[{j}].name"))
+        elif name in names:
+            errors.append(FieldError("FieldValueDuplicate", f"{field}[{j}].name", name))
+        names.add(name)
+        try:
+            compile_condition(expression)
+        except ConditionError as exc:
+            errors.append(
+                FieldError(
+                    "FieldValueInvalid", f"{field}[{j}].expression", expression, f"compilation failed: {exc}"
+                )
+            )
     return errors
 
 

@@ -27,6 +27,7 @@ import aiohttp
 import msgspec
 
 from kubesim.errors import ApiError
+from kubesim.match_conditions import ConditionError, holds
 from kubesim.options import SimOptions
 from kubesim.patch import json_patch
 from kubesim.records import Obj
@@ -66,7 +67,7 @@ class Admission:
     def _webhooks(self, plural: str, request: Request) -> list[Obj]:
         webhooks = self._configured(plural)
         labels = self._namespace_labels(request.namespace) if webhooks else None
-        return [w for w in webhooks if matches(w, request, labels)]
+        return [w for w in webhooks if matches(w, request, labels) and _conditions_hold(w, request)]
 
     def configured(self) -> bool:
         """Some webhook is configured at all: else a write is not looked at for admission."""
@@ -239,6 +240,22 @@ def denied(webhook: str, status: Obj) -> ApiError:
         else f"{deniedby} without explanation"
     )
     return ApiError(max(code, 400), reason, text, details=status.get("details"))
+
+
+def _conditions_hold(webhook: Obj, request: Request) -> bool:
+    """Every matchCondition true: the webhook is called. One that fails to evaluate refuses the request when
+    the webhook fails closed, and skips the webhook when it fails open."""
+    conditions = webhook.get("matchConditions") or []
+    if not conditions:
+        return True
+    variables = {"request": review(request)["request"], "object": request.obj, "oldObject": request.old}
+    try:
+        return all(holds(str(c.get("expression")), variables) for c in conditions)
+    except ConditionError as exc:
+        if fails_closed(webhook):
+            raise _failed(webhook, f"failed to evaluate match condition: {exc}") from None
+        log.warning('webhook "%s" skipped: its match condition failed: %s', webhook.get("name"), exc)
+        return False
 
 
 def _failed(webhook: Obj, why: str) -> ApiError:

@@ -66,11 +66,24 @@ def gate_secret(authority: Authority, namespace: str) -> dict[str, Any]:
     return server_secret(authority, namespace, GATE_SECRET, common_name="podherd-gate", names=GATE_NAMES)
 
 
-def gate_ca_bundle_patch(ca_pem: bytes) -> list[dict[str, Any]]:
-    """A JSON patch giving every webhook of deploy/'s `podherd-gate` configuration `ca_pem` as its caBundle
-    (what cert-manager's CA injector does): `kubectl patch validatingwebhookconfiguration podherd-gate
-    --type=json --patch-file gate-webhooks-patch.json`."""
-    document = yaml.safe_load((DEPLOY / "base" / "gate-webhooks.yaml").read_text())
+# What `podherd certs --keep` writes for each of deploy/'s `podherd-gate` webhook configurations.
+GATE_PATCH_FILES = {
+    "ValidatingWebhookConfiguration": "gate-webhooks-patch.json",
+    "MutatingWebhookConfiguration": "gate-mutating-webhooks-patch.json",
+}
+
+
+def gate_webhook_configurations() -> dict[str, dict[str, Any]]:
+    """deploy/'s `podherd-gate` webhook configurations, by kind (validating and mutating)."""
+    text = (DEPLOY / "base" / "gate-webhooks.yaml").read_text()
+    return {d["kind"]: d for d in yaml.safe_load_all(text) if d}
+
+
+def gate_ca_bundle_patch(ca_pem: bytes, kind: str = "ValidatingWebhookConfiguration") -> list[dict[str, Any]]:
+    """A JSON patch giving every webhook of deploy/'s `podherd-gate` configuration of `kind` `ca_pem` as its
+    caBundle (what cert-manager's CA injector does): `kubectl patch validatingwebhookconfiguration
+    podherd-gate --type=json --patch-file gate-webhooks-patch.json`, and the mutating one likewise."""
+    document = gate_webhook_configurations()[kind]
     bundle = base64.b64encode(ca_pem).decode()
     return [
         {"op": "add", "path": f"/webhooks/{i}/clientConfig/caBundle", "value": bundle}
@@ -115,8 +128,8 @@ def secrets_yaml(namespace: str, *, keep: str | None = None, key_prefix: str = "
         docs += [redis_server_secret(authority, namespace), gate_secret(authority, namespace)]
         docs += redis_secrets(passwords, namespace)
         if keep:
-            patch = directory / "gate-webhooks-patch.json"
-            patch.write_text(json.dumps(gate_ca_bundle_patch(authority.pem)))
+            for kind, file in GATE_PATCH_FILES.items():
+                (directory / file).write_text(json.dumps(gate_ca_bundle_patch(authority.pem, kind)))
             acl = directory / "redis-acl.txt"
             acl.write_text(setuser_lines(key_prefix, passwords))
             acl.chmod(0o600)

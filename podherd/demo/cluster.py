@@ -27,6 +27,7 @@ from kubesim.tls import Authority
 from podherd import nats_pki
 from podherd.client import kube_get
 from podherd.credentials import (
+    GATE_PATCH_FILES,
     REDIS_SERVER_NAMES,
     gate_ca_bundle_patch,
     gate_secret,
@@ -123,11 +124,11 @@ def start(stack: contextlib.ExitStack, workdir: Path) -> InCluster:
     secrets.chmod(0o600)
     cluster.run_kubectl("apply", "-f", str(secrets))  # before the pods that mount them
     cluster.run_kubectl("apply", "-k", str(DEPLOY))
-    patch = workdir / "gate-webhooks-patch.json"  # the gate's CA, as cert-manager's injector would give it
-    patch.write_text(json.dumps(gate_ca_bundle_patch(authority.pem)))
-    cluster.run_kubectl(
-        "patch", "validatingwebhookconfiguration", "podherd-gate", "--type=json", "--patch-file", str(patch)
-    )
+    for kind, file in GATE_PATCH_FILES.items():  # the gate's CA, as cert-manager's injector would give it
+        patch = workdir / file
+        patch.write_text(json.dumps(gate_ca_bundle_patch(authority.pem, kind)))
+        resource = kind.lower()
+        cluster.run_kubectl("patch", resource, "podherd-gate", "--type=json", "--patch-file", str(patch))
     kube = KubeClient.from_config(KubernetesConfig(kubeconfig=str(handle.kubeconfig)))
     try:
         wait_ready(kube, READY_TIMEOUT)

@@ -13,8 +13,9 @@ import yaml
 
 from kubesim.sim import SimHandle
 from kubesim.tls import Authority
+from podherd.credentials import gate_webhook_configurations
 from podherd.harness.processes import ServiceProcess, ServiceProcesses, webhook_port
-from podherd.install import DEPLOY, install, service_kubeconfig
+from podherd.install import install, service_kubeconfig
 from shared.config import KubernetesConfig
 from shared.kube import KubeClient
 
@@ -47,18 +48,32 @@ class Gate:
         self.serve(sim)
 
 
-WEBHOOK_CONFIGURATIONS = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations"
+CONFIGURATIONS = "/apis/admissionregistration.k8s.io/v1/"
 
 
-def webhook_configuration(ca: bytes, url: str | None = None) -> dict[str, Any]:
-    """deploy/'s webhooks trusting `ca`; with `url`, called there (the path kept) instead of the Service."""
-    document: dict[str, Any] = yaml.safe_load((DEPLOY / "base" / "gate-webhooks.yaml").read_text())
+def webhook_configuration(
+    ca: bytes, url: str | None = None, kind: str = "ValidatingWebhookConfiguration"
+) -> dict[str, Any]:
+    """deploy/'s webhooks of `kind` trusting `ca`; with `url`, called there (the path kept) instead of the
+    Service."""
+    document = gate_webhook_configurations()[kind]
     for hook in document["webhooks"]:
         client = hook["clientConfig"]
         client["caBundle"] = base64.b64encode(ca).decode()
         if url is not None:
             client["url"] = url + (client.pop("service").get("path") or "")
     return document
+
+
+def register_webhooks(admin: KubeClient, ca: bytes, url: str | None = None) -> None:
+    for kind in gate_webhook_configurations():
+        path = CONFIGURATIONS + kind.lower() + "s"
+        admin.request("POST", path, body=webhook_configuration(ca, url, kind))
+
+
+def remove_webhooks(admin: KubeClient) -> None:
+    for kind in gate_webhook_configurations():
+        admin.request("DELETE", CONFIGURATIONS + kind.lower() + "s/podherd-gate")
 
 
 def start_gate(sim: SimHandle, workdir: Path, *, replicas: int = 1, **gate: Any) -> Gate:
@@ -69,7 +84,7 @@ def start_gate(sim: SimHandle, workdir: Path, *, replicas: int = 1, **gate: Any)
         kubeconfig = service_kubeconfig(admin, sim.kubeconfig, "gate", path=workdir / "gate.kubeconfig")
         started = _start(sim, workdir, kubeconfig, replicas=replicas, gate=gate)
         url = None if sim.sim is not None else f"https://127.0.0.1:{webhook_port(started.replicas[0].log)}"
-        admin.request("POST", WEBHOOK_CONFIGURATIONS, body=webhook_configuration(started.ca, url))
+        register_webhooks(admin, started.ca, url)
     finally:
         admin.close()
     return started

@@ -11,7 +11,7 @@ from typing import Final
 
 import msgspec
 
-from shared.api.names import ANNOTATION_REQUESTER, LABEL_EVACUATE
+from shared.api.names import ANNOTATION_REQUESTER, LABEL_EVACUATE, LABEL_EVACUATED_POD
 from shared.api.pmj import PHASE_ABORTED, PHASE_FAILED, PHASE_SUCCEEDED, PodMigrationJob
 from shared.config import InterceptorConfig
 from shared.durations import parse_duration
@@ -74,6 +74,25 @@ def moved_by(pod: PodView, jobs: list[PodMigrationJob], *, evicter: str, now: da
         ):
             return job.metadata.name
     return None
+
+
+def made_for(job: PodMigrationJob, pod: PodView) -> bool:
+    """Whether `job`, found under the name the gate gives the pod's job, is the gate's job for this pod: it
+    names the pod (namespace, name and uid) and carries the gate's mark, which only Podherd may write."""
+    ref = job.spec.pod_ref
+    marked = (job.metadata.labels or {}).get(LABEL_EVACUATED_POD) == pod_key(pod.namespace, pod.name)
+    return (
+        marked
+        and ref is not None
+        and (ref.namespace, ref.name, ref.uid) == (pod.namespace, pod.name, pod.uid)
+    )
+
+
+def squatted(pod: PodView, job: str) -> str:
+    return (
+        f"PodMigrationJob {job} holds the name of the job for pod {pod.namespace}/{pod.name} but was not "
+        "made by Podherd for it: the eviction is refused until that job is deleted"
+    )
 
 
 def opted_in(pod: PodView, namespace_opted: bool) -> bool:

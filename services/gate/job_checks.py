@@ -1,49 +1,36 @@
 """Which PodMigrationJob writes the gate lets in (pure). A job is read by the one reader the services use
 (`shared.api.pmj_read`): one they could not run is refused at the door, naming the field and what it
-allows. Its pod cannot change once it is made. A job moves its pod as an eviction does, so its author must
-be allowed to evict that pod (`Authorize`: the caller asks the API server as that user); Podherd's own
-ServiceAccounts are not asked, as they authorize the intents and drains they make jobs of themselves."""
+allows. Its pod cannot change once it is made. Whether its author may have what it asks for done is
+`effects`'."""
 
 from __future__ import annotations
 
 from typing import Any
 
-import msgspec
-
 from services.gate.reviews import Refusal, Request
 from shared.api.pmj_read import read_pmj
 
-INVALID, FORBIDDEN = 422, 403
+INVALID = 422
 
 
-class Authorize(msgspec.Struct, frozen=True):
-    """Let in if the author may `create pods/eviction` for this pod."""
-
-    namespace: str
-    name: str
-
-
-def judge_job(request: Request, own: frozenset[str]) -> Refusal | Authorize | None:
-    """None: let in as it is."""
+def job_refusal(request: Request) -> Refusal | None:
+    """Why a job write cannot be let in as a job at all (None: it can; what it asks for is judged apart)."""
     if request.operation not in ("CREATE", "UPDATE") or request.object is None:
         return None
     new_spec = request.object.get("spec")
     if request.operation == "UPDATE" and request.old_object is not None:
         old_spec = request.old_object.get("spec")
         if old_spec == new_spec:
-            return None  # its metadata (annotations, labels, finalizers): not what it moves
+            return None  # its metadata: what it asks for is judged by `effects`
         moved = pod_changed(_ref(old_spec), _ref(new_spec))
         if moved is not None:
             return Refusal(INVALID, moved)
     job, invalid = read_pmj(request.object)
-    name = job.metadata.name or request.name
     if invalid is not None:
-        return Refusal(INVALID, f"PodMigrationJob {name} cannot run: {invalid.message}")
-    if request.user_info.username in own:
-        return None
-    ref = job.spec.pod_ref
-    assert ref is not None and ref.namespace and ref.name  # a valid job names its pod
-    return Authorize(ref.namespace, ref.name)
+        return Refusal(
+            INVALID, f"PodMigrationJob {job.metadata.name or request.name} cannot run: {invalid.message}"
+        )
+    return None
 
 
 def pod_changed(old: dict[str, Any], new: dict[str, Any]) -> str | None:
@@ -59,11 +46,3 @@ def pod_changed(old: dict[str, Any], new: dict[str, Any]) -> str | None:
 def _ref(spec: Any) -> dict[str, Any]:
     ref = spec.get("podRef") if isinstance(spec, dict) else None
     return ref if isinstance(ref, dict) else {}
-
-
-def refused_access(username: str, target: Authorize, why: str) -> Refusal:
-    return Refusal(
-        FORBIDDEN,
-        f'user "{username}" may not create pods/eviction for pod {target.namespace}/{target.name}, and a '
-        f"PodMigrationJob evicts its pod" + (f": {why}" if why else ""),
-    )

@@ -11,7 +11,7 @@ from shared.permissions import Identity
 
 API_VERSION = "admission.k8s.io/v1"
 # The HTTP reason each code the gate answers with is known by (a Status's `reason`).
-REASONS = {403: "Forbidden", 404: "NotFound", 422: "Invalid", 429: "TooManyRequests"}
+REASONS = {403: "Forbidden", 404: "NotFound", 409: "Conflict", 422: "Invalid", 429: "TooManyRequests"}
 
 
 class UserInfo(msgspec.Struct, kw_only=True):
@@ -59,8 +59,13 @@ def read_review(body: bytes) -> Request:
     return review.request
 
 
-def answer(uid: str, refusal: Refusal | None = None, warnings: tuple[str, ...] = ()) -> bytes:
+def answer(
+    uid: str, refusal: Refusal | None = None, warnings: tuple[str, ...] = (), *, patch: str | None = None
+) -> bytes:
+    """`patch`: a mutating webhook's JSONPatch, base64-encoded."""
     response: dict[str, Any] = {"uid": uid, "allowed": refusal is None}
+    if patch is not None and refusal is None:
+        response.update(patchType="JSONPatch", patch=patch)
     if refusal is not None:
         response["status"] = {
             "status": "Failure",

@@ -1,10 +1,12 @@
 """The gate's process: its webhooks served over HTTPS (the certificate reloaded when its files are renewed),
 every review counted and timed, and its ops endpoint ready while the API server answers.
 
-Paths: `/podmigrationjobs` (CREATE and UPDATE of jobs), `/evictions` (evictions in namespaces not opted in
-as a whole: the pod's own label decides) and `/evictions/namespace` (in namespaces opted in: every pod
-unless it opts out). A review the gate cannot answer (the API server away, a body that is no review) is
-answered 500, which the API server takes as the webhook failing: its `failurePolicy` decides."""
+Paths: `/podmigrationjobs` (CREATE and UPDATE of jobs, and of their status), `/podmigrationjobs/requester`
+(the mutating webhook: the author of a job made by anyone but Podherd recorded as its requester),
+`/evictions` (evictions in namespaces not opted in as a whole: the pod's own label decides) and
+`/evictions/namespace` (in namespaces opted in: every pod unless it opts out). A review the gate cannot
+answer (the API server away, a body that is no review) is answered 500, which the API server takes as the
+webhook failing: its `failurePolicy` decides."""
 
 from __future__ import annotations
 
@@ -76,12 +78,14 @@ class ServingCert:
 def routes(hooks: Webhooks) -> web.Application:
     doors: dict[str, Door] = {
         "podmigrationjobs": hooks.job_write,
+        "podmigrationjobs-requester": hooks.job_requester,
         "evictions": lambda r: hooks.eviction(r, namespace_opted=False),
         "evictions-namespace": lambda r: hooks.eviction(r, namespace_opted=True),
     }
     app = web.Application(client_max_size=8 << 20)
     for path, name in (
         ("/podmigrationjobs", "podmigrationjobs"),
+        ("/podmigrationjobs/requester", "podmigrationjobs-requester"),
         ("/evictions", "evictions"),
         ("/evictions/namespace", "evictions-namespace"),
     ):

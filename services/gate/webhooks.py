@@ -17,12 +17,14 @@ from services.gate.evacuation import (
     decide,
     gone_by,
     job_name,
+    made_for,
     moved_by,
     opted_in,
     pod_key,
+    squatted,
     triggered,
 )
-from services.gate.job_checks import Authorize, judge_job, refused_access
+from services.gate.job_door import JobDoor
 from services.gate.labelled import LabelledPods
 from services.gate.reviews import Refusal, Request, answer
 from shared.api import paths
@@ -34,8 +36,6 @@ from shared.api.pmj_make import new_job
 from shared.api.pmj_read import decode_pmj
 from shared.config import PodherdConfig
 from shared.kube import KubeClient, KubeError
-from shared.permissions import Need
-from shared.reviews import review_access
 
 log = logging.getLogger(__name__)
 SERVICES = ("watcher", "arbitrator", "executor", "tracker", "gate")
@@ -47,20 +47,13 @@ class Webhooks:
         self.kube, self.policy, self.labelled = kube, config.gate.interceptor, labelled
         self.own = frozenset(config.gate.service_account(s) for s in SERVICES)
         self.executor = config.gate.service_account("executor")
+        self.jobs = JobDoor(kube, self.own)
 
     async def job_write(self, request: Request) -> bytes:
-        verdict = judge_job(request, self.own)
-        if isinstance(verdict, Authorize):
-            need = Need(
-                verb="create",
-                resource="pods",
-                subresource="eviction",
-                namespace=verdict.namespace,
-                name=verdict.name,
-            )
-            allowed, why = await review_access(self.kube, request.user_info.identity, need)
-            verdict = None if allowed else refused_access(request.user_info.username, verdict, why)
-        return answer(request.uid, verdict)
+        return await self.jobs.write(request)
+
+    async def job_requester(self, request: Request) -> bytes:
+        return await self.jobs.requester(request)
 
     async def eviction(self, request: Request, *, namespace_opted: bool) -> bytes:
         evicter = request.user_info.username
@@ -74,6 +67,8 @@ class Webhooks:
             return answer(request.uid)
         name, now = job_name(pod.uid), datetime.now(UTC)
         job = await self._job(name)
+        if job is not None and not made_for(job, pod):
+            return answer(request.uid, Refusal(409, squatted(pod, name)))
         if job is None and (moved := moved_by(pod, await self._jobs_of(pod), evicter=evicter, now=now)):
             return answer(request.uid, Refusal(404, gone_by(pod, moved)))
         step = decide(pod, job, policy=self.policy, now=now)

@@ -13,8 +13,10 @@ import kubernetes
 import pytest
 
 from kubesim.sim import SimHandle
-from podherd.harness.gate import Gate, start_gate
+from podherd.harness.gate import Gate, remove_webhooks, start_gate
 from podherd.realcluster.audit import AuditTrail
+from shared.config import KubernetesConfig
+from shared.kube import KubeClient
 from tests.conformance.engines import SCOPE_LABEL, scoped
 from tests.e2e.pipeline import GROUP, VERSION
 from tests.kube import Kube, client_for, with_crds
@@ -127,5 +129,8 @@ def gate_before(cluster: Scoped, workdir: Path) -> Iterator[Gate]:
         yield gate
     finally:
         gate.processes.stop_all()
-        hooks = cluster.kube.client("AdmissionregistrationV1Api")
-        hooks.delete_validating_webhook_configuration("podherd-gate")
+        admin = KubeClient.from_config(KubernetesConfig(kubeconfig=str(cluster.kube.handle.kubeconfig)))
+        try:
+            remove_webhooks(admin)
+        finally:
+            admin.close()

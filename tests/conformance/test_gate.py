@@ -107,8 +107,13 @@ def test_a_job_that_could_not_run_is_refused_naming_its_field_and_its_pod_never_
 
     good = c.job_name("good")
     assert create_job(kube, good, {"podRef": pod}) == (201, "")
-    status = {"status": {"phase": "Running", "message": "moving"}}  # Podherd's status writes pass
-    kube.custom.patch_cluster_custom_object_status(GROUP, VERSION, JOBS, good, status)
+    status = {"status": {"phase": "Running", "message": "moving"}}  # Podherd's alone, not even an admin's
+    with pytest.raises(kubernetes.client.ApiException) as written:
+        kube.custom.patch_cluster_custom_object_status(GROUP, VERSION, JOBS, good, status)
+    assert (
+        written.value.status == 403
+        and "written only by Podherd's services" in refusal(written.value)["message"]
+    )
     kube.custom.patch_cluster_custom_object(  # so does anything but the spec
         GROUP, VERSION, JOBS, good, {"metadata": {"annotations": {"note": "x"}}}
     )
@@ -137,7 +142,9 @@ def test_a_job_is_refused_to_an_author_who_may_not_evict_its_pod(
     code, message = create_job(alice, c.job_name("alice-y"), in_y)
     assert code == 403, message
     who = f"system:serviceaccount:{c.namespace}:alice"
-    assert f'user "{who}" may not create pods/eviction for pod {y}/app' in message
+    assert (
+        f'user "{who}" may not create pods/eviction app in namespace {y}, and a job evicts its pod' in message
+    )
     assert get_job(c.kube, c.job_name("alice-y")) is None
     with pytest.raises(kubernetes.client.ApiException) as moved:  # nor moved there after it was made
         alice.custom.patch_cluster_custom_object(GROUP, VERSION, JOBS, c.job_name("alice-x"), {"spec": in_y})

@@ -18,7 +18,7 @@ from services.gate.evacuation import (
     decide,
     opted_in,
 )
-from services.gate.job_checks import Authorize, judge_job, pod_changed
+from services.gate.job_checks import job_refusal, pod_changed
 from services.gate.reviews import Refusal, Request, UserInfo, answer, read_review
 from shared.api.pmj import PodMigrationJob
 from shared.config import InterceptorConfig
@@ -109,18 +109,14 @@ def request(
 REF = {"podRef": {"namespace": "x", "name": "app"}}
 
 
-def test_a_job_write_is_judged_by_its_spec_and_authorized_as_its_author() -> None:
-    own = frozenset({"system:serviceaccount:podherd:podherd-tracker"})
-    assert judge_job(request("CREATE", REF), own) == Authorize("x", "app")
-    assert (
-        judge_job(request("CREATE", REF, user="system:serviceaccount:podherd:podherd-tracker"), own) is None
-    )
-    assert judge_job(request("UPDATE", REF, old=REF), own) is None  # the spec unchanged: not asked
-    moved = judge_job(request("UPDATE", {"podRef": {"namespace": "y", "name": "app"}}, old=REF), own)
+def test_a_job_write_is_refused_when_no_job_could_run_or_its_pod_would_change() -> None:
+    assert job_refusal(request("CREATE", REF)) is None
+    assert job_refusal(request("UPDATE", REF, old=REF)) is None  # the spec unchanged: judged by its effects
+    moved = job_refusal(request("UPDATE", {"podRef": {"namespace": "y", "name": "app"}}, old=REF))
     assert moved == Refusal(422, "spec.podRef cannot change after the job is made: it names x/app")
-    bad = judge_job(request("CREATE", {**REF, "mode": "Teleport"}), own)
+    bad = job_refusal(request("CREATE", {**REF, "mode": "Teleport"}))
     assert isinstance(bad, Refusal) and bad.code == 422 and "spec.mode" in bad.message
-    assert judge_job(request("UPDATE", {**REF, "paused": True}, old=REF), own) == Authorize("x", "app")
+    assert job_refusal(request("UPDATE", {**REF, "paused": True}, old=REF)) is None
 
 
 def test_a_pod_ref_given_its_uid_is_the_same_pod_and_any_other_change_is_another() -> None:
