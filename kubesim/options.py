@@ -65,6 +65,9 @@ class SimOptions:
     images: dict[str, ImageConfig] = field(default_factory=dict)
     # Services outside kubesim that such pods reach by name: "namespace/name:port" -> ["host:port", ...].
     services: dict[str, list[str]] = field(default_factory=dict)
+    # The client certificate and key (PEM) presented to every webhook, as kube-apiserver presents the one
+    # its AdmissionConfiguration's kubeConfigFile names; None: none, as kube-apiserver without one.
+    webhook_client: tuple[bytes, bytes] | None = None
 
     def service_backends(self) -> list[tuple[str, str, int]]:
         keys = []

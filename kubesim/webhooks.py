@@ -3,12 +3,13 @@
 Mutating webhooks first, one after the other (configurations by name, webhooks in their order), each
 answering with a JSONPatch the object takes; validating webhooks after, all at once. A webhook is posted an
 AdmissionReview v1 over HTTPS, verified against its `caBundle`, at its `url` or at its Service (the backends
-kubesim was told about, else the Service's ready pods), within `timeoutSeconds`. A denial is the webhook's
-status, its code kept (400 if below), its message prefixed `admission webhook "NAME" denied the request`. A
-webhook that cannot be asked (refused, slow, a certificate not of its CA, an answer that is not an
-AdmissionReview for this request) refuses the request with 500 `Internal error occurred: failed calling
-webhook ...` when its `failurePolicy` is Fail (the default), and is skipped when it is Ignore. A dry run is
-sent as one (`dryRun`): a v1 configuration cannot declare side effects.
+kubesim was told about, else the Service's ready pods), within `timeoutSeconds`, presenting the client
+certificate `SimOptions.webhook_client` where one is given (kube-apiserver's AdmissionConfiguration). A
+denial is the webhook's status, its code kept (400 if below), its message prefixed `admission webhook "NAME"
+denied the request`. A webhook that cannot be asked (refused, slow, a certificate not of its CA, an answer
+that is not an AdmissionReview for this request) refuses the request with 500 `Internal error occurred:
+failed calling webhook ...` when its `failurePolicy` is Fail (the default), and is skipped when it is
+Ignore. A dry run is sent as one (`dryRun`): a v1 configuration cannot declare side effects.
 """
 
 from __future__ import annotations
@@ -19,7 +20,9 @@ import functools
 import logging
 import random
 import ssl
+import tempfile
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -149,7 +152,9 @@ class Admission:
                 target,
                 data=msgspec.json.encode(sent),
                 headers={"Content-Type": "application/json", "Accept": "application/json"},
-                ssl=_context((webhook.get("clientConfig") or {}).get("caBundle") or ""),
+                ssl=_context(
+                    (webhook.get("clientConfig") or {}).get("caBundle") or "", self.options.webhook_client
+                ),
                 server_hostname=server_name,
                 timeout=aiohttp.ClientTimeout(total=timeout_of(webhook)),
             ) as response:
@@ -269,12 +274,21 @@ def _failed(webhook: Obj, why: str) -> ApiError:
 
 
 @functools.lru_cache(maxsize=64)
-def _context(bundle: str) -> ssl.SSLContext:
-    """The TLS client context that trusts a webhook's `caBundle` (the system's roots when it has none),
-    made once per bundle."""
+def _context(bundle: str, client: tuple[bytes, bytes] | None = None) -> ssl.SSLContext:
+    """The TLS client context that trusts a webhook's `caBundle` (the system's roots when it has none) and
+    presents `client` (certificate, key: the AdmissionConfiguration's kubeConfigFile's), made once per
+    bundle."""
     if bundle:
-        return ssl.create_default_context(cadata=base64.b64decode(bundle).decode())
-    return ssl.create_default_context()
+        context = ssl.create_default_context(cadata=base64.b64decode(bundle).decode())
+    else:
+        context = ssl.create_default_context()
+    if client is not None:
+        with tempfile.TemporaryDirectory(prefix="kubesim-webhook-client-") as directory:
+            cert, key = Path(directory) / "tls.crt", Path(directory) / "tls.key"
+            cert.write_bytes(client[0])
+            key.write_bytes(client[1])
+            context.load_cert_chain(cert, key)
+    return context
 
 
 def _why(exc: BaseException) -> str:

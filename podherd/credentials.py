@@ -91,12 +91,44 @@ def gate_ca_bundle_patch(ca_pem: bytes, kind: str = "ValidatingWebhookConfigurat
     ]
 
 
+API_SERVER_CLIENT = "kube-apiserver"  # the name (CN) the gate accepts its caller by (gate.clientNames)
+
+
+def admission_configuration(kubeconfig: str) -> dict[str, Any]:
+    """kube-apiserver's AdmissionConfiguration (`--admission-control-config-file`) giving both webhook
+    plugins `kubeconfig`, whose credentials it presents to webhooks."""
+    plugins = [
+        {
+            "name": name,
+            "configuration": {
+                "apiVersion": "apiserver.config.k8s.io/v1",
+                "kind": "WebhookAdmissionConfiguration",
+                "kubeConfigFile": kubeconfig,
+            },
+        }
+        for name in ("ValidatingAdmissionWebhook", "MutatingAdmissionWebhook")
+    ]
+    return {"apiVersion": "apiserver.config.k8s.io/v1", "kind": "AdmissionConfiguration", "plugins": plugins}
+
+
+def webhook_client_kubeconfig(
+    cert: str, key: str, server: str = "podherd-gate.podherd.svc:443"
+) -> dict[str, Any]:
+    """The kubeconfig an AdmissionConfiguration names: the client certificate presented to the webhooks at
+    `server` (`*`: every webhook)."""
+    user = {"client-certificate": cert, "client-key": key}
+    return {"apiVersion": "v1", "kind": "Config", "users": [{"name": server, "user": user}]}
+
+
 def server_secret(
     authority: Authority, namespace: str, name: str, *, common_name: str, names: tuple[str, ...]
 ) -> dict[str, Any]:
     """A server's certificate of `authority` for `names`, as a cert-manager Certificate's Secret holds it."""
     cert, key = authority.leaf(common_name, names=names)
-    files = {"ca.crt": authority.pem, "tls.crt": cert, "tls.key": key}
+    return _tls_secret(namespace, name, {"ca.crt": authority.pem, "tls.crt": cert, "tls.key": key})
+
+
+def _tls_secret(namespace: str, name: str, files: dict[str, bytes]) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Secret",
@@ -104,6 +136,35 @@ def server_secret(
         "metadata": {"name": name, "namespace": namespace},
         "data": {file: base64.b64encode(pem).decode() for file, pem in files.items()},
     }
+
+
+API_SERVER_CLIENT_SECRET = "podherd-apiserver-webhook-client"
+
+
+def api_server_client_secret(authority: Authority, namespace: str) -> dict[str, Any]:
+    """kube-apiserver's client certificate for the gate, as deploy/cert-manager's Certificate of that name
+    makes it (the operator copies it to the control plane)."""
+    cert, key = authority.leaf(API_SERVER_CLIENT, client=True)
+    return _tls_secret(
+        namespace, API_SERVER_CLIENT_SECRET, {"ca.crt": authority.pem, "tls.crt": cert, "tls.key": key}
+    )
+
+
+def _api_server_client(authority: Authority, directory: Path) -> None:
+    """The client certificate kube-apiserver presents to the gate, and its admission configuration naming
+    it where the guide has them copied (/etc/kubernetes/podherd on each control-plane node)."""
+    cert, key = authority.leaf(API_SERVER_CLIENT, client=True)
+    (directory / "apiserver-webhook-client.crt").write_bytes(cert)
+    key_file = directory / "apiserver-webhook-client.key"
+    key_file.write_bytes(key)
+    key_file.chmod(0o600)
+    there = "/etc/kubernetes/podherd"
+    kubeconfig = webhook_client_kubeconfig(
+        f"{there}/apiserver-webhook-client.crt", f"{there}/apiserver-webhook-client.key"
+    )
+    (directory / "webhook-client.kubeconfig").write_text(yaml.safe_dump(kubeconfig, sort_keys=False))
+    admission = admission_configuration(f"{there}/webhook-client.kubeconfig")
+    (directory / "admission-configuration.yaml").write_text(yaml.safe_dump(admission, sort_keys=False))
 
 
 def valkey_common_conf(key_prefix: str, passwords: dict[str, str]) -> str:
@@ -126,10 +187,12 @@ def secrets_yaml(namespace: str, *, keep: str | None = None, key_prefix: str = "
         authority = Authority.new("podherd-ca")
         docs = nats_pki.secrets(nats_pki.issue(directory, authority=authority), namespace)
         docs += [redis_server_secret(authority, namespace), gate_secret(authority, namespace)]
+        docs += [api_server_client_secret(authority, namespace)]
         docs += redis_secrets(passwords, namespace)
         if keep:
             for kind, file in GATE_PATCH_FILES.items():
                 (directory / file).write_text(json.dumps(gate_ca_bundle_patch(authority.pem, kind)))
+            _api_server_client(authority, directory)
             acl = directory / "redis-acl.txt"
             acl.write_text(setuser_lines(key_prefix, passwords))
             acl.chmod(0o600)

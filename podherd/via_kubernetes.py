@@ -5,8 +5,9 @@ accepts), for a person who holds no ServiceAccount token for Podherd's intent su
 The API server authenticates the person and its RBAC authorizes every write, as for kubectl: a migration
 needs `create podmigrationjobs.scheduling.koordinator.sh` (cluster-wide, as PodMigrationJobs are
 cluster-scoped); a drain `get` and `patch` on the node, `list pods`, and `create podmigrationjobs`. The
-jobs and the drain record carry the identity the API server reports for the credentials
-(SelfSubjectReview) as the requester they claim: Podherd did not verify it.
+drain record carries the identity the API server reports for the credentials (SelfSubjectReview); each
+job's requester is recorded by Podherd's admission gate from the API server's word on who wrote it, and the
+gate asks RBAC, as that user, for every effect the job asks for (docs/operating/security.md).
 """
 
 from __future__ import annotations

@@ -401,6 +401,13 @@ class GateConfig(Section):
     port: Port = 8443
     cert: str = "/var/run/secrets/podherd/gate/tls.crt"
     key: str = "/var/run/secrets/podherd/gate/tls.key"
+    # The CA of the client certificate kube-apiserver presents to webhooks (its AdmissionConfiguration's
+    # kubeConfigFile), and the names (CN or DNS SAN) one must carry; without both, no caller is verified.
+    client_ca: str | None = msgspec.field(default=None, name="clientCA")
+    client_names: list[str] = msgspec.field(default_factory=lambda: ["kube-apiserver"])
+    # A review from a caller not verified so: `refuseWrites` answers it but starts no job for an eviction
+    # (refused, saying why); `allow` trusts it (a NetworkPolicy must keep all but the API server off).
+    unverified_callers: Literal["refuseWrites", "allow"] = "refuseWrites"
     namespace: Annotated[str, msgspec.Meta(min_length=1)] = "podherd"
     interceptor: InterceptorConfig = msgspec.field(default_factory=InterceptorConfig)
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from shared.bus import COMMAND_STEPS, DECISION_STEPS, KICK_STEP, REPORT_STEP, Subjects, kv_stream
 
-SERVICES = ("watcher", "arbitrator", "executor", "tracker")
+SERVICES = ("watcher", "arbitrator", "executor", "tracker", "planner")
 INTENT_SENDER = "podherd-intent-sender"
 AUDITOR = "podherd-auditor"
 OPERATOR = "podherd-operator"  # the `podherd` CLI of a person: intents and drains, and the audit stream
@@ -98,6 +98,9 @@ def service_permissions(s: Subjects) -> dict[str, dict[str, Any]]:
             *_kv(s.collected_bucket),
             *_work_streams(s),
         ],
+        # Its moves as intent requests (any namespace with a token; one namespace's with subject
+        # authorization), and its lease.
+        "planner": [s.intent_request, s.namespaced_intent_requests, *_kv(s.lease_bucket)],
     }
     subscribe = {
         "watcher": [INBOX],
@@ -111,6 +114,7 @@ def service_permissions(s: Subjects) -> dict[str, dict[str, Any]]:
             s.job_unlocked,
             s.events_of("serviceaccounts"),
         ],
+        "planner": [INBOX],
     }
     return {
         user_name(service): {

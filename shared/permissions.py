@@ -5,10 +5,12 @@ moved it without Podherd. What each request needs, in RBAC's terms:
 
 - a migration of pod P in namespace N: `create pods/eviction` in N (what `kubectl evict` needs); with a
   `targetNode`, also `create pods/binding` in N, because choosing the node is the scheduler's decision
-  (the right kube-scheduler holds). A `mode` needs nothing more: EvictDirectly is what an eviction is.
+  (the right kube-scheduler holds); with a priority above 0, `create podmigrationjobs/priority`. A `mode`
+  needs nothing more: EvictDirectly is what an eviction is.
 - a drain of node X: `patch nodes` on X (the cordon), `list pods` in every namespace (kubectl drain lists the
   node's pods cluster-wide), and in each namespace the drain moves pods from, `create pods/eviction`, or
-  `delete pods` where the jobs delete (`evictionPolicy: Delete`, as `kubectl drain --disable-eviction`).
+  `delete pods` where the jobs delete (`evictionPolicy: Delete`, as `kubectl drain --disable-eviction`,
+  and pods no controller recreates, which `--force` deletes).
 """
 
 from __future__ import annotations
@@ -49,12 +51,21 @@ class Identity(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
 ANONYMOUS = Identity(username="system:anonymous", groups=("system:unauthenticated",))
 
 
-def migration_needs(namespace: str, pod: str, *, target_node: bool) -> list[Need]:
+# A migration priority above 0 admits a job before others': a permission of its own that no built-in role
+# grants (RBAC grants any resource name it is given, as for CertificateSigningRequest signers).
+PRIORITY = Need(
+    verb="create", group="scheduling.koordinator.sh", resource="podmigrationjobs", subresource="priority"
+)
+
+
+def migration_needs(namespace: str, pod: str, *, target_node: bool, priority: int = 0) -> list[Need]:
     needs = [Need(verb="create", resource="pods", subresource="eviction", namespace=namespace, name=pod)]
     if target_node:
         needs.append(
             Need(verb="create", resource="pods", subresource="binding", namespace=namespace, name=pod)
         )
+    if priority > 0:
+        needs.append(PRIORITY)
     return needs
 
 
@@ -63,11 +74,12 @@ def drain_node_needs(node: str) -> list[Need]:
     return [Need(verb="patch", resource="nodes", name=node), Need(verb="list", resource="pods")]
 
 
-def drain_pod_needs(namespaces: Iterable[str], *, deletes: bool) -> list[Need]:
-    """What moving the drained pods needs, in each namespace they are in."""
-    if deletes:
-        return [Need(verb="delete", resource="pods", namespace=n) for n in sorted(set(namespaces))]
+def drain_pod_needs(namespaces: Iterable[str], *, deletes: bool, bare: Iterable[str] = ()) -> list[Need]:
+    """What moving the drained pods needs, in each namespace they are in; `bare`: the namespaces of pods no
+    controller recreates, which the drain deletes (`--force`)."""
+    deleted = set(bare) | (set(namespaces) if deletes else set())
+    evicted = set() if deletes else set(namespaces)
     return [
-        Need(verb="create", resource="pods", subresource="eviction", namespace=n)
-        for n in sorted(set(namespaces))
+        *(Need(verb="create", resource="pods", subresource="eviction", namespace=n) for n in sorted(evicted)),
+        *(Need(verb="delete", resource="pods", namespace=n) for n in sorted(deleted)),
     ]

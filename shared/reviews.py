@@ -70,12 +70,23 @@ async def review_access(kube: KubeClient, who: Identity, need: Need) -> tuple[bo
 def token_expiry(token: str) -> float | None:
     """The `exp` claim of a JWT, read without verifying it (the API server verified the token): a bound on
     how long its review may be reused. None when the token is not a JWT with one."""
+    exp = _claims(token).get("exp")
+    return float(exp) if isinstance(exp, int | float) else None
+
+
+def token_subject(token: str) -> str | None:
+    """The `sub` claim of one's own ServiceAccount token (`system:serviceaccount:<ns>:<name>`): the username a
+    TokenReview of it answers with. Read without verifying it: it is only a sender's own token."""
+    sub = _claims(token).get("sub")
+    return sub if isinstance(sub, str) and sub else None
+
+
+def _claims(token: str) -> dict[str, Any]:
     parts = token.split(".")
     if len(parts) != 3:
-        return None
+        return {}
     try:
         claims = json.loads(base64.urlsafe_b64decode(parts[1] + "=" * (-len(parts[1]) % 4)))
     except ValueError:
-        return None
-    exp = claims.get("exp") if isinstance(claims, dict) else None
-    return float(exp) if isinstance(exp, int | float) else None
+        return {}
+    return claims if isinstance(claims, dict) else {}

@@ -109,7 +109,11 @@ def start(stack: contextlib.ExitStack, workdir: Path) -> InCluster:
         f"{NAMESPACE}/nats:4222": [s.url.removeprefix("nats://") for s in nats.servers],
         f"{NAMESPACE}/redis:6379": [f"{redis.host}:{redis.port}"],
     }
-    options = SimOptions(images={PODHERD_IMAGE: podherd_image()}, services=services)
+    # kube-apiserver configured as the security guide says: a client certificate of Podherd's CA for the gate.
+    webhook_client = authority.leaf("kube-apiserver", client=True)
+    options = SimOptions(
+        images={PODHERD_IMAGE: podherd_image()}, services=services, webhook_client=webhook_client
+    )
     document = scenario()
     handle = start_in_thread(options, scenario=document)
     stack.callback(handle.stop)

@@ -82,12 +82,23 @@ def start_gate(sim: SimHandle, workdir: Path, *, replicas: int = 1, **gate: Any)
     try:
         install(admin, rbac=True)
         kubeconfig = service_kubeconfig(admin, sim.kubeconfig, "gate", path=workdir / "gate.kubeconfig")
+        gate.setdefault("clientCA", str(_callers_ca(sim, workdir)))
         started = _start(sim, workdir, kubeconfig, replicas=replicas, gate=gate)
         url = None if sim.sim is not None else f"https://127.0.0.1:{webhook_port(started.replicas[0].log)}"
         register_webhooks(admin, started.ca, url)
     finally:
         admin.close()
     return started
+
+
+def _callers_ca(sim: SimHandle, workdir: Path) -> Path:
+    """The CA of the client certificate the engine presents to webhooks, as the security guide has users
+    configure kube-apiserver: the real engine is started so; kubesim is given one of its CA here."""
+    if sim.sim is not None:
+        sim.sim.options.webhook_client = sim.sim.tls.client_cert("kube-apiserver")
+    path = workdir / "api-server-ca.crt"
+    path.write_bytes(sim.ca_pem)
+    return path
 
 
 def _start(sim: SimHandle, workdir: Path, kubeconfig: Path, *, replicas: int, gate: dict[str, Any]) -> Gate:

@@ -136,6 +136,9 @@ class ControlPlane:
         scheduler = components.scheduler_config(self.layout.kubeconfig("koord-scheduler"))
         self.layout.file("koord-scheduler.yaml").write_text(yaml.safe_dump(scheduler))
         self.layout.file("audit-policy.yaml").write_text(yaml.safe_dump(components.audit_policy()))
+        admission, webhook_client = components.admission_config(self.layout)
+        self.layout.file("admission.yaml").write_text(yaml.safe_dump(admission))
+        self.layout.file("webhook-client.kubeconfig").write_text(yaml.safe_dump(webhook_client))
         stages = [path.read_text().strip() for path in self.layout.kwok_stages]
         if not stages:
             raise ControlPlaneFailed(f"no kwok stages in {self.built}/kwok-stages: run `make controlplane`")

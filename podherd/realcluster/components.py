@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from podherd.credentials import admission_configuration, webhook_client_kubeconfig
+
 SERVICE_CIDR = "10.96.0.0/16"  # addresses the API server allocates to Services; nothing is sent to them
 POD_CIDR = "10.244.0.0/16"  # kwok's pod addresses: written into pod status, never reached
 ISSUER = "https://kubernetes.default.svc.cluster.local"
@@ -74,9 +76,9 @@ def etcd(layout: Layout, ports: Ports) -> list[str]:
     ]
 
 
-def apiserver(layout: Layout, ports: Ports, *, admission_config: Path | None = None) -> list[str]:
+def apiserver(layout: Layout, ports: Ports) -> list[str]:
     f = layout.file
-    argv = [
+    return [
         layout.bin("kube-apiserver"),
         f"--etcd-servers=http://127.0.0.1:{ports.etcd}",
         "--bind-address=127.0.0.1",
@@ -108,12 +110,19 @@ def apiserver(layout: Layout, ports: Ports, *, admission_config: Path | None = N
         "--audit-log-format=json",
         "--audit-log-mode=batch",
         "--audit-log-batch-max-wait=200ms",
+        # The client certificate it presents to every admission webhook (`admission_config`).
+        f"--admission-control-config-file={f('admission.yaml')}",
         "--profiling=false",
         "--v=1",
     ]
-    if admission_config is not None:
-        argv.append(f"--admission-control-config-file={admission_config}")
-    return argv
+
+
+def admission_config(layout: Layout) -> tuple[dict[str, Any], dict[str, Any]]:
+    """kube-apiserver's AdmissionConfiguration for both webhook plugins, and the kubeconfig it names: a user
+    `*` (any webhook) presenting the webhook client certificate. As the security guide configures it."""
+    f = layout.file
+    kubeconfig = webhook_client_kubeconfig(str(f("webhook-client.crt")), str(f("webhook-client.key")), "*")
+    return admission_configuration(str(f("webhook-client.kubeconfig"))), kubeconfig
 
 
 def audit_policy() -> dict[str, Any]:

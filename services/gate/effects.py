@@ -41,7 +41,7 @@ from shared.api.names import (
     LABEL_EVACUATED_POD,
 )
 from shared.api.surge import is_surge
-from shared.permissions import Need
+from shared.permissions import PRIORITY, Need
 
 FORBIDDEN: Final = 403
 GROUP: Final = "scheduling.koordinator.sh"
@@ -147,8 +147,9 @@ def effects(write: Write) -> list[Effect]:
             Effect(f"a drain's marks, of node {node}", (Need(verb="patch", resource="nodes", name=node),))
         )
     if ANNOTATION_MIGRATION_PRIORITY in new and _priority(a) > 0:
-        first = Need(verb="create", group=GROUP, resource="podmigrationjobs", subresource="priority")
-        out.append(Effect(f"{ANNOTATION_MIGRATION_PRIORITY} above 0 admits it before others' jobs", (first,)))
+        out.append(
+            Effect(f"{ANNOTATION_MIGRATION_PRIORITY} above 0 admits it before others' jobs", (PRIORITY,))
+        )
     asked_by = (write.old_annotations or {}).get(ANNOTATION_REQUESTER)
     if ANNOTATION_ABORT in new and asked_by != write.author:
         end = Need(verb="delete", group=GROUP, resource="podmigrationjobs", name=write.name)

@@ -20,6 +20,7 @@ from pathlib import Path
 from aiohttp import web
 from prometheus_client import Counter, Histogram
 
+from services.gate.callers import Caller, Callers
 from services.gate.labelled import LabelledPods
 from services.gate.reviews import Request, read_review
 from services.gate.webhooks import Webhooks
@@ -38,7 +39,7 @@ SECONDS = Histogram(
 )
 # Well inside the API server's timeoutSeconds (deploy/ sets 5 s for evictions, 10 s for jobs).
 ANSWER_WITHIN_S = 4.0
-Door = Callable[[Request], Awaitable[bytes]]
+Door = Callable[[Request, Caller], Awaitable[bytes]]
 
 
 class ServingCert:
@@ -46,9 +47,15 @@ class ServingCert:
     change (cert-manager renews in place), so new connections get the new one without a restart."""
 
     def __init__(self, config: GateConfig) -> None:
-        self.cert, self.key = config.cert, config.key
+        self.cert, self.key, self.client_ca = config.cert, config.key, config.client_ca
         self.context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         self.context.minimum_version = ssl.TLSVersion.TLSv1_2
+        if self.client_ca:  # the API server's client certificate: verified when presented
+            self.context.verify_mode = ssl.CERT_OPTIONAL
+            try:
+                self.context.load_verify_locations(cafile=self.client_ca)
+            except (OSError, ssl.SSLError) as exc:
+                raise ConfigError("gate.clientCA", f"the callers' CA {self.client_ca}: {exc}") from exc
         self._seen = (0.0, 0.0)
         try:
             self.refresh()
@@ -75,12 +82,12 @@ class ServingCert:
                 log.warning("serving certificate not reloaded: %s", exc)
 
 
-def routes(hooks: Webhooks) -> web.Application:
+def routes(hooks: Webhooks, callers: Callers) -> web.Application:
     doors: dict[str, Door] = {
-        "podmigrationjobs": hooks.job_write,
-        "podmigrationjobs-requester": hooks.job_requester,
-        "evictions": lambda r: hooks.eviction(r, namespace_opted=False),
-        "evictions-namespace": lambda r: hooks.eviction(r, namespace_opted=True),
+        "podmigrationjobs": lambda r, _: hooks.job_write(r),
+        "podmigrationjobs-requester": lambda r, _: hooks.job_requester(r),
+        "evictions": lambda r, caller: hooks.eviction(r, namespace_opted=False, caller=caller),
+        "evictions-namespace": lambda r, caller: hooks.eviction(r, namespace_opted=True, caller=caller),
     }
     app = web.Application(client_max_size=8 << 20)
     for path, name in (
@@ -89,11 +96,11 @@ def routes(hooks: Webhooks) -> web.Application:
         ("/evictions", "evictions"),
         ("/evictions/namespace", "evictions-namespace"),
     ):
-        app.router.add_post(path, _serving(name, doors[name]))
+        app.router.add_post(path, _serving(name, doors[name], callers))
     return app
 
 
-def _serving(webhook: str, door: Door) -> Callable[[web.Request], Awaitable[web.Response]]:
+def _serving(webhook: str, door: Door, callers: Callers) -> Callable[[web.Request], Awaitable[web.Response]]:
     async def handle(http: web.Request) -> web.Response:
         started = time.perf_counter()
         try:
@@ -101,9 +108,10 @@ def _serving(webhook: str, door: Door) -> Callable[[web.Request], Awaitable[web.
         except ValueError as exc:
             REVIEWS.labels(webhook, "malformed").inc()
             return web.Response(status=400, text=f"{exc}\n")
+        caller = callers.of(http.transport.get_extra_info("peercert") if http.transport else None)
         try:
             async with asyncio.timeout(ANSWER_WITHIN_S):
-                body = await door(request)
+                body = await door(request, caller)
         except Exception as exc:  # answered as a failing webhook: the configuration's failurePolicy applies
             REVIEWS.labels(webhook, "error").inc()
             log.warning("%s review %s not answered: %r", webhook, request.uid, exc)
@@ -121,7 +129,8 @@ async def main(config: PodherdConfig, stop: asyncio.Event, ops: OpsServer) -> No
     cert = ServingCert(config.gate)
     labelled = LabelledPods(kube)
     following = asyncio.create_task(labelled.run(stop), name="opted-in pods")
-    runner = web.AppRunner(routes(Webhooks(config, kube, labelled)), access_log=None)
+    hooks = Webhooks(config, kube, labelled)
+    runner = web.AppRunner(routes(hooks, hooks.callers), access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, config.http.host, config.gate.port, ssl_context=cert.context)
     await site.start()

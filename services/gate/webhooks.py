@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 
 import msgspec
 
+from services.gate.callers import Caller, Callers, unverified_refusal
 from services.gate.evacuation import (
     Allow,
     PodView,
@@ -45,6 +46,7 @@ MERGE_PATCH = "application/merge-patch+json"
 class Webhooks:
     def __init__(self, config: PodherdConfig, kube: KubeClient, labelled: LabelledPods) -> None:
         self.kube, self.policy, self.labelled = kube, config.gate.interceptor, labelled
+        self.callers = Callers(config.gate)
         self.own = frozenset(config.gate.service_account(s) for s in SERVICES)
         self.executor = config.gate.service_account("executor")
         self.jobs = JobDoor(kube, self.own)
@@ -55,7 +57,7 @@ class Webhooks:
     async def job_requester(self, request: Request) -> bytes:
         return await self.jobs.requester(request)
 
-    async def eviction(self, request: Request, *, namespace_opted: bool) -> bytes:
+    async def eviction(self, request: Request, *, namespace_opted: bool, caller: Caller) -> bytes:
         evicter = request.user_info.username
         if evicter == self.executor:
             return answer(request.uid)  # the move itself: its budgets still apply
@@ -74,10 +76,14 @@ class Webhooks:
         step = decide(pod, job, policy=self.policy, now=now)
         if isinstance(step, Allow):
             return answer(request.uid, warnings=(step.warning,) if step.warning else ())
+        writes = not request.dry_run and self.callers.may_write(caller)
         if isinstance(step, Wait):
-            if job is not None and _unmarked_by_its_maker(job, pod) and not request.dry_run:
+            if job is not None and _unmarked_by_its_maker(job, pod) and writes:
                 await self._mark(pod, name)  # made by a replica that died before it could mark the pod
             return answer(request.uid, Refusal(429, step.message))
+        if not request.dry_run and not writes:
+            log.warning("unverified caller %r: no job for %s/%s", caller.name, pod.namespace, pod.name)
+            return answer(request.uid, Refusal(403, unverified_refusal(caller)))
         if not request.dry_run:
             await self._start(
                 pod, name, evicter=request.user_info.username, replace=job if step.replace else None

@@ -8,6 +8,8 @@ running, and no pod with a job in flight is moved. The intents are keyed by the 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from nats.aio.client import Client as NatsClient
@@ -16,7 +18,7 @@ from services.planner import metrics
 from shared import bus
 from shared.api import codec, paths
 from shared.api.messages import IntentReply, MigrationIntent
-from shared.api.names import ANNOTATION_CLAIMED_REQUESTER
+from shared.api.names import ANNOTATION_CLAIMED_REQUESTER, ANNOTATION_REQUESTER
 from shared.api.pmj import TERMINAL_PHASES
 from shared.api.pmj_read import pod_of
 from shared.config import PodherdConfig
@@ -32,6 +34,7 @@ from shared.rebalance.snapshot import (
     snapshot_of,
     window_start,
 )
+from shared.reviews import token_subject
 
 log = logging.getLogger(__name__)
 ANSWER_WITHIN = 10.0  # seconds a tracker has to answer an intent
@@ -47,7 +50,8 @@ class Cycle:
         planner = self.config.planner
         jobs = await self.kube.list_items(paths.JOBS, "")
         active = [j for j in jobs if (j.get("status") or {}).get("phase") not in TERMINAL_PHASES]
-        mine = [j for j in active if _annotations(j).get(ANNOTATION_CLAIMED_REQUESTER) == planner.requester]
+        ours = self.ours()
+        mine = [j for j in active if ours(_annotations(j))]
         if mine:
             log.info("its last moves are still in flight (%d jobs): nothing planned", len(mine))
             metrics.RUNS.labels("waiting").inc()
@@ -79,6 +83,19 @@ class Cycle:
         metrics.RUNS.labels("sent").inc()
         log.info("sent %d of %d moves (%d waves planned)", taken, len(intents), len(waves))
         return taken
+
+    def ours(self) -> Callable[[dict[str, str]], bool]:
+        """Whether a job's annotations say this planner asked for it: the requester the tracker verified
+        (its ServiceAccount's, in `kubernetes` mode; a claim scoped only by NATS permissions otherwise)."""
+        mode, claimed = self.config.intents.authorization, self.config.planner.requester
+        if mode == "kubernetes":
+            me = own_username(self.config.intents.token_file)
+            return lambda a: me is not None and a.get(ANNOTATION_REQUESTER) == me
+        doors = f"nats:{self.subjects.intent_request}."
+        return lambda a: (
+            a.get(ANNOTATION_CLAIMED_REQUESTER) == claimed
+            and (mode == "none" or a.get(ANNOTATION_REQUESTER, "").startswith(doors))
+        )
 
     async def _planning(self, *, busy: set[str], jobs: list[dict[str, Any]]) -> Planning:
         planner = self.config.planner
@@ -130,6 +147,14 @@ class Cycle:
         )
         metrics.MOVES.labels(error.code if error else "refused").inc()
         return 0
+
+
+def own_username(token_file: str | None) -> str | None:
+    """Who the tracker verifies this planner's intents as: its token's subject (read at each run)."""
+    try:
+        return token_subject(Path(token_file).read_text().strip()) if token_file else None
+    except OSError:
+        return None
 
 
 def _annotations(job: dict[str, Any]) -> dict[str, str]:

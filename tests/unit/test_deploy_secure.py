@@ -42,7 +42,10 @@ def test_each_service_talks_to_nats_over_tls_as_its_own_certificate() -> None:
             volumes = {v["name"]: v for v in d["spec"]["template"]["spec"]["volumes"]}
             mounted[d["metadata"]["name"]] = volumes.get("nats-tls", {}).get("secret", {}).get("secretName")
     assert mounted == {
-        **{f"podherd-{s}": f"podherd-{s}-nats" for s in ("watcher", "arbitrator", "executor", "tracker")},
+        **{
+            f"podherd-{s}": f"podherd-{s}-nats"
+            for s in ("watcher", "arbitrator", "executor", "tracker", "planner")
+        },
         "podherd-gate": None,  # the gate speaks to the API server alone: no NATS user
     }
 

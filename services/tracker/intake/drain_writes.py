@@ -45,14 +45,12 @@ class DrainRefused(Exception):
 
 
 def drain_job(node: str, move: Move, intent: DrainIntent, *, requester: str | None) -> PodMigrationJob:
-    """`requester`: who the drain was authorized as, where Podherd verified it (None: only claimed)."""
-    annotations = {
-        ANNOTATION_DRAIN_NODE: node,
-        ANNOTATION_CLAIMED_REQUESTER: intent.requester,
-        ANNOTATION_REASON: f"drain of node {node}",
-    }
+    """`requester`: who the drain was authorized as, where Podherd verified it and writes the job (None:
+    written by its sender through the API server, whose admission gate records the author as requester)."""
+    annotations = {ANNOTATION_DRAIN_NODE: node, ANNOTATION_REASON: f"drain of node {node}"}
     if requester is not None:
         annotations[ANNOTATION_REQUESTER] = requester
+        annotations[ANNOTATION_CLAIMED_REQUESTER] = intent.requester
     if move.lifts:
         annotations[ANNOTATION_LIFTS] = ",".join(sorted(move.lifts))
     if move.why:

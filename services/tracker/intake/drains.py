@@ -17,7 +17,7 @@ from services.tracker.intake.requesters import Forbidden, Requesters, Verdict, r
 from shared import bus
 from shared.api import codec
 from shared.api.audit import actor, audit_record
-from shared.api.drain import node_hash
+from shared.api.drain import LIFT_BARE_POD, node_hash
 from shared.api.messages import DrainIntent, DrainReply, IntentError, IntentErrorCode
 from shared.config import MigrationControllerArgs
 from shared.kube import KubeClient, KubeError
@@ -73,7 +73,8 @@ class Drains:
         await requesters.authorize(verdict, drain_node_needs(intent.node))  # before the node is looked up
         node, plan = await self.writes.look(intent)
         deletes = self.args.eviction_policy == "Delete"
-        needs = drain_pod_needs((m.namespace for m in plan.moves), deletes=deletes)
+        bare = (m.namespace for m in plan.moves if LIFT_BARE_POD in m.lifts)
+        needs = drain_pod_needs((m.namespace for m in plan.moves), deletes=deletes, bare=bare)
         await requesters.authorize(verdict, needs)
         reply = await self.writes.reply(node, plan)
         if verdict.objection:

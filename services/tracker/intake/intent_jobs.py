@@ -41,15 +41,16 @@ def job_name(idempotency_key: str) -> str:
 def job_for(
     intent: MigrationIntent, requester: str | None, *, found: Mapping[str, Any] | None = None
 ) -> PodMigrationJob:
-    """`requester`: who the intent was authorized as, where Podherd verified it (None: only claimed).
+    """`requester`: who the intent was authorized as, where Podherd verified it and writes the job (None:
+    written by its sender through the API server, whose admission gate records the author as requester).
     `found`: the pod as read, whose node and controller the job records."""
     annotations = {
         ANNOTATION_INTENT_ID: intent.idempotency_key,
-        ANNOTATION_CLAIMED_REQUESTER: intent.requester,
         ANNOTATION_MIGRATION_PRIORITY: str(intent.priority),
     }
     if requester is not None:
         annotations[ANNOTATION_REQUESTER] = requester
+        annotations[ANNOTATION_CLAIMED_REQUESTER] = intent.requester
     if intent.target_node:
         annotations[ANNOTATION_TARGET_NODE] = intent.target_node
     if intent.reason:

@@ -84,10 +84,13 @@ class IntentIntake:
         try:
             verdict = await self.requesters.identify(msg.subject, msg.headers)
             self.requesters.door(verdict, msg.subject, drain=False, pod_namespace=intent.pod.namespace)
-            target = bool(intent.target_node)
-            await self.requesters.authorize(
-                verdict, migration_needs(intent.pod.namespace, intent.pod.name, target_node=target)
+            needs = migration_needs(
+                intent.pod.namespace,
+                intent.pod.name,
+                target_node=bool(intent.target_node),
+                priority=intent.priority,
             )
+            await self.requesters.authorize(verdict, needs)
             name, created = await self.jobs.submit(intent, verdict.who)
         except (Refused, Forbidden) as refused:
             INTENTS.labels(path, refused.error.code).inc()

@@ -4,8 +4,8 @@
   made for the audience `intents.audience`. The API server says who it is (TokenReview) and RBAC says what
   they may do (a SubjectAccessReview per permission, asked as that user, groups and extra). A review of a
   token is reused for `tokenCacheTTL` at most, and never past the token's own expiry, so an intent that
-  waited past it is refused. Intents on the stream carry no token (it would be stored): their subject,
-  which the NATS server's permissions scope to a namespace, is what authorizes them.
+  waited past it is refused. An intent on the stream cannot carry a token (the stream would keep it), so
+  it proves no one: it is refused, saying to send it as a request.
 - `subject`: the NATS server's permissions are the authorization; the identity is the subject.
 - `none`: nothing is checked; the identity is `system:anonymous`.
 
@@ -134,8 +134,14 @@ class Requesters:
         mode = self.config.authorization
         if mode == "none":
             return ANONYMOUS
-        if mode == "subject" or stream:
+        if mode == "subject":
             return subject_identity(subject)
+        if stream:
+            raise TokenRefused(
+                f"an intent on the stream ({subject}) proves no sender, and intents.authorization is "
+                f"kubernetes: send it as a request on {self.subjects.intent_request} with a ServiceAccount "
+                "token (podherd submit does), or choose intents.authorization: subject"
+            )
         if token is None:
             raise TokenRefused(
                 f"no token: a request carries its sender's ServiceAccount token for the audience "
@@ -189,10 +195,10 @@ class Requesters:
 
     async def authorize(self, verdict: Verdict, needs: list[Need]) -> None:
         """RBAC's word on each permission the request needs, asked as its sender: Forbidden naming what is
-        missing. Only Kubernetes identities are asked (a NATS subject's or an anonymous sender's rights
-        are the NATS server's to give)."""
+        missing. In `kubernetes` mode every sender is a Kubernetes identity the API server proved (an
+        anonymous one only where enforcement is audit and the proof already failed)."""
         who = verdict.who
-        if self.config.authorization != "kubernetes" or who.username.startswith("nats:") or who == ANONYMOUS:
+        if self.config.authorization != "kubernetes" or who == ANONYMOUS:
             return
         missing = []
         for need in needs:
