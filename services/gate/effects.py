@@ -126,11 +126,13 @@ def effects(write: Write) -> list[Effect]:
     changed = set(_changed(write.annotations, write.old_annotations or {}, STEERING))
     changed |= set(_changed(write.labels, write.old_labels or {}, (LABEL_DRAIN,)))
     if write.spec_changed or changed:  # a steering mark taken away changes the move too
-        out.append(Effect("a job evicts its pod", (_need("create", "pods", "eviction", ns, pod),)))
+        out.append(
+            Effect("a job evicts its pod", (_need("create", "pods", "eviction", namespace=ns, name=pod),))
+        )
     a = write.annotations
     new = {k for k in changed if k in a or k in write.labels}
     if ANNOTATION_TARGET_NODE in new and a.get(ANNOTATION_TARGET_NODE):
-        bind = _need("create", "pods", "binding", ns, pod)
+        bind = _need("create", "pods", "binding", namespace=ns, name=pod)
         out.append(Effect(f"{ANNOTATION_TARGET_NODE} chooses the node, as the scheduler does", (bind,)))
     if ANNOTATION_STRATEGY in new and is_surge(a):
         where = write.deployment or ""
@@ -139,7 +141,10 @@ def effects(write: Write) -> list[Effect]:
         out.append(Effect(f"{ANNOTATION_STRATEGY}: Surge scales Deployment {where or '(none)'} up", scale))
     if ANNOTATION_LIFTS in new and LIFT_BARE_POD in lifts_of(a):
         out.append(
-            Effect(f"{ANNOTATION_LIFTS}: BarePod deletes the pod", (_need("delete", "pods", "", ns, pod),))
+            Effect(
+                f"{ANNOTATION_LIFTS}: BarePod deletes the pod",
+                (_need("delete", "pods", "", namespace=ns, name=pod),),
+            )
         )
     if new & {ANNOTATION_DRAIN_NODE, ANNOTATION_ATOMIC, LABEL_DRAIN}:
         node = a.get(ANNOTATION_DRAIN_NODE, "")
@@ -187,5 +192,5 @@ def _priority(annotations: dict[str, str]) -> int:
         return 0
 
 
-def _need(verb: str, resource: str, subresource: str, namespace: str, name: str) -> Need:
+def _need(verb: str, resource: str, subresource: str, *, namespace: str, name: str) -> Need:
     return Need(verb=verb, resource=resource, subresource=subresource, namespace=namespace, name=name)

@@ -37,13 +37,14 @@ def test_kubectl_applies_the_kustomization(kubesim_factory: Callable[..., SimHan
     sim = kubesim_factory()
     kubectl(sim, "apply", "-f", str(SERVICE_MONITOR_CRD))  # the Prometheus Operator's, on a real cluster
     applied = kubectl(sim, "apply", "-k", str(DEPLOY))
-    assert applied.count(" created") == 40, applied
-    assert "validatingwebhookconfiguration.admissionregistration.k8s.io/podherd-gate created" in applied
+    assert applied.count(" created") == 47, applied
+    for kind in ("validating", "mutating"):
+        assert f"{kind}webhookconfiguration.admissionregistration.k8s.io/podherd-gate created" in applied
     dry = kubectl(sim, "apply", "--dry-run=server", "-k", str(DEPLOY))
-    assert dry.count("unchanged") + dry.count("configured") == 40, dry
+    assert dry.count("unchanged") + dry.count("configured") == 47, dry
     deployments = json.loads(kubectl(sim, "get", "deploy", "-n", "podherd", "-o", "json"))["items"]
     assert {d["metadata"]["name"] for d in deployments} == {
-        f"podherd-{s}" for s in ("watcher", "arbitrator", "executor", "tracker", "gate")
+        f"podherd-{s}" for s in ("watcher", "arbitrator", "executor", "tracker", "gate", "planner")
     }
     for d in deployments:
         pod = d["spec"]["template"]["spec"]
@@ -55,7 +56,10 @@ def test_kubectl_applies_the_kustomization(kubesim_factory: Callable[..., SimHan
         if service in ("arbitrator", "tracker"):  # its own Redis user, its password from its Secret
             assert env["PODHERD_REDIS__USERNAME"] == f"podherd-{service}"
             assert f"podherd-{service}-redis" in secrets
-        assert d["spec"]["replicas"] >= 2
+        assert d["spec"]["replicas"] >= 2 or (service, d["spec"]["replicas"]) == (
+            "planner",
+            0,
+        )  # off by default
         assert pod["serviceAccountName"] == d["metadata"]["name"]
         assert pod["containers"][0]["args"][:2] == ["run", d["metadata"]["name"].removeprefix("podherd-")]
         assert pod["containers"][0]["image"] == "ghcr.io/podherd/podherd:0.1.0"

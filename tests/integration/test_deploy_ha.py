@@ -167,7 +167,7 @@ def test_kubectl_applies_the_ha_overlay(kubesim_factory: Callable[..., SimHandle
     kubectl(sim, "apply", "-f", str(SERVICE_MONITOR_CRD))
     base = [d for d in yaml.safe_load_all(kubectl(sim, "kustomize", str(DEPLOY))) if d]
     applied = kubectl(sim, "apply", "-k", str(HA))
-    assert applied.count(" created") == len(base) == 40, applied
+    assert applied.count(" created") == len(base) == 47, applied
     deployments = json.loads(kubectl(sim, "get", "deploy", "-n", "podherd", "-o", "json"))["items"]
     assert len(deployments) == 5
     passwords: dict[str, tuple[Any, ...]] = {}

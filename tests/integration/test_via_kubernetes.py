@@ -97,14 +97,18 @@ def test_submit_through_the_api_server_with_each_kind_of_kubeconfig(
     kube = start(kubesim_factory, cluster(web=1))
     kubeconfig, user = kubeconfig_of(kind, kube, tmp_path)
     (pod,) = web_pods(kube)
-    argv = ["submit", f"default/{pod}", "--via", "kubernetes", "--config", config_file(tmp_path, kubeconfig)]
+    # The key given: the default one changes each minute, and the two runs may straddle one.
+    config = config_file(tmp_path, kubeconfig)
+    argv = ["submit", f"default/{pod}", "--key", f"{kind}-{pod}", "--via", "kubernetes", "--config", config]
     assert cli.main(argv) == 0
     first = capsys.readouterr().out
     assert first.startswith("job podherd-") and first.rstrip().endswith("created"), first
     name = first.split()[1]
     annotations = job(kube, name)["metadata"]["annotations"]
-    assert annotations[ANNOTATION_CLAIMED_REQUESTER] == user  # who the API server says the credentials are
-    assert ANNOTATION_REQUESTER not in annotations  # Podherd verified no one: the API server authorized it
+    # Podherd verified no one: the API server authorized the write, and the admission gate (not installed
+    # here) records its author. Nothing the client wrote names anyone.
+    assert ANNOTATION_CLAIMED_REQUESTER not in annotations and ANNOTATION_REQUESTER not in annotations
+    assert user
     assert cli.main(argv) == 0
     assert capsys.readouterr().out.split() == ["job", name, "exists"]  # the same intent names the same job
 

@@ -201,7 +201,7 @@ async def test_an_expired_token_is_refused_even_after_a_review_was_cached(
 async def test_the_stream_takes_a_namespace_s_intents_only_on_its_subject_and_never_a_token(
     cluster: Kube, nats_srv: Server, nats_scope: NatsScope
 ) -> None:
-    async with door(cluster, nats_srv, nats_scope) as d:
+    async with door(cluster, nats_srv, nats_scope, authorization="subject") as d:
         # An intent for a pod in team-y sent on team-x's subject: what NATS let the sender publish on is
         # team-x, so team-y's pod is not theirs to move.
         await nats_scope.js.publish(d.subjects.intent("team-x"), codec.encode(move("team-y", "a")))
@@ -221,6 +221,19 @@ async def test_the_stream_takes_a_namespace_s_intents_only_on_its_subject_and_ne
         created = await d.audit(lambda r: r.get("details", {}).get("outcome") == "created")
     assert created["details"]["pod"] == "team-x/app"
     assert "secret-token" not in json.dumps(record) + json.dumps(created)
+
+
+async def test_with_kubernetes_authorization_the_stream_proves_no_one_and_moves_nothing(
+    cluster: Kube, nats_srv: Server, nats_scope: NatsScope
+) -> None:
+    """A publisher NATS lets on a namespace's stream subject, with no Kubernetes credentials at all: refused
+    once, saying how to send it; nothing made."""
+    async with door(cluster, nats_srv, nats_scope) as d:
+        await nats_scope.js.publish(d.subjects.intent("team-x"), codec.encode(move("team-x", "a")))
+        record = await d.audit(lambda r: r.get("reason") == "Forbidden")
+    assert "proves no sender" in record["message"] and d.subjects.intent_request in record["message"]
+    assert record["requester"] == "system:anonymous"
+    assert jobs(cluster) == []
 
 
 def drain_of(node: str = "node-1", **options: Any) -> DrainIntent:

@@ -29,6 +29,7 @@ from podherd.harness.servers import Server, find_nats_binary, start_nats_binary
 from podherd.install import install, service_kubeconfig
 from podherd.nats_pki import Pki
 from services.tracker.intake.intent_jobs import job_name
+from services.tracker.intake.intents import INTENTS
 from shared import bus
 from shared.api import codec
 from shared.api.messages import IntentReply, MigrationIntent, PodKey
@@ -37,8 +38,10 @@ from shared.kube import KubeClient
 from shared.nats_access import DENIED, Access
 from shared.nats_permissions import AUDITOR, INTENT_SENDER
 from tests.e2e.pipeline import ended, pipeline, pipeline_config, until_job
+from tests.e2e.test_gate import get_job
 from tests.e2e.test_lifecycle import cluster, start, web_pods
 from tests.e2e.test_pipeline import when_served
+from tests.polling import until
 
 pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("secured-nats")]
 PREFIX = "sec"
@@ -178,13 +181,17 @@ async def test_the_four_services_carry_a_job_as_their_own_users(
             answer = await when_served(sender, S, codec.encode(asked), signed(config))
             reply = codec.decode(answer, IntentReply)
             assert reply.ok and reply.job, reply
-            await sender.jetstream().publish(S.intent("default"), codec.encode(sent))  # the stream's door
-            jobs = [
-                await until_job(kube, name, ended) for name in (reply.job, job_name(sent.idempotency_key))
-            ]
+            # The stream's door: read and refused (it proves no sender with kubernetes authorization), as
+            # the tracker's own user; nothing made for it.
+            refused = INTENTS.labels("stream", "Forbidden")
+            before = refused._value.get()
+            await sender.jetstream().publish(S.intent("default"), codec.encode(sent))
+            await until(lambda: refused._value.get() > before, within=30, what="the stream intent refused")
+            jobs = [await until_job(kube, reply.job, ended)]
     finally:
         await sender.close()
-    assert [j["status"]["phase"] for j in jobs] == ["Succeeded", "Succeeded"], [j["status"] for j in jobs]
+    assert [j["status"]["phase"] for j in jobs] == ["Succeeded"], [j["status"] for j in jobs]
+    assert get_job(kube, job_name(sent.idempotency_key)) is None
     assert DENIED.first is None, DENIED.first  # no service was refused anything it does
 
 

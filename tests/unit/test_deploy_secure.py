@@ -64,10 +64,16 @@ def test_every_nats_user_has_its_certificate_from_cert_manager_and_podherd_certs
     assert made == set(certificates) - {"podherd-ca"} | {"podherd-arbitrator-redis", "podherd-tracker-redis"}
 
 
-def test_only_podherd_reaches_the_nats_and_valkey_pods() -> None:
+def test_only_podherd_reaches_the_nats_and_valkey_pods_and_the_api_server_the_gate() -> None:
     policies = {d["metadata"]["name"]: d["spec"] for d in docs("base") if d["kind"] == "NetworkPolicy"}
     assert policies["nats"]["podSelector"] == {"matchLabels": {"app.kubernetes.io/name": "nats"}}
     assert policies["valkey"]["podSelector"] == {"matchLabels": {"app.kubernetes.io/name": "valkey"}}
+    gate = policies.pop("podherd-gate")
+    assert gate["podSelector"] == {"matchLabels": {"app.kubernetes.io/name": "podherd-gate"}}
+    webhook = gate["ingress"][0]
+    assert [list(source) for source in webhook["from"]] == [["ipBlock"]] and webhook["ports"][0][
+        "port"
+    ] == "https"
     for spec in policies.values():
         assert spec["policyTypes"] == ["Ingress"]
         clients = spec["ingress"][0]["from"]

@@ -16,10 +16,14 @@ from services.gate.evacuation import (
     Start,
     Wait,
     decide,
+    job_name,
+    made_for,
     opted_in,
+    pod_key,
 )
 from services.gate.job_checks import job_refusal, pod_changed
 from services.gate.reviews import Refusal, Request, UserInfo, answer, read_review
+from shared.api.names import LABEL_EVACUATED_POD
 from shared.api.pmj import PodMigrationJob
 from shared.config import InterceptorConfig
 
@@ -141,3 +145,18 @@ def test_a_review_is_read_strictly_and_answered_in_its_envelope() -> None:
         "status": {"status": "Failure", "code": 429, "reason": "TooManyRequests", "message": "later"},
         "warnings": ["look"],
     }
+
+
+def test_a_job_found_under_the_gates_name_is_its_job_only_if_it_names_the_pod_and_carries_its_mark() -> None:
+    def found(namespace: str, name: str, uid: str, marked: bool) -> PodMigrationJob:
+        labels = {LABEL_EVACUATED_POD: pod_key(namespace, name)} if marked else {}
+        raw = {
+            "metadata": {"name": job_name(POD.uid), "labels": labels},
+            "spec": {"podRef": {"kind": "Pod", "namespace": namespace, "name": name, "uid": uid}},
+        }
+        return msgspec.convert(raw, PodMigrationJob)
+
+    assert made_for(found("shop", "web", "u1", True), POD)
+    assert not made_for(found("shop", "web", "u1", False), POD)  # someone else's, under the name
+    assert not made_for(found("shop", "other", "u2", True), POD)  # another pod's
+    assert not made_for(found("shop", "web", "u0", True), POD)  # the pod before it, of the same name
