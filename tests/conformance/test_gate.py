@@ -13,6 +13,7 @@ import pytest
 
 from podherd.harness.gate import Gate
 from services.gate.evacuation import OPT_IN
+from shared.api.names import ANNOTATION_REQUESTER, ANNOTATION_TARGET_NODE
 from tests.conformance.conftest import Scoped, gate_before
 from tests.conformance.engines import cluster
 from tests.e2e.pipeline import GROUP, VERSION
@@ -139,9 +140,17 @@ def test_a_job_is_refused_to_an_author_who_may_not_evict_its_pod(
     )
     in_x, in_y = ({"podRef": {"kind": "Pod", "namespace": ns, "name": "app"}} for ns in (x, y))
     assert create_job(alice, c.job_name("alice-x"), in_x) == (201, "")
+    who = f"system:serviceaccount:{c.namespace}:alice"
+    made = get_job(c.kube, c.job_name("alice-x"))
+    assert (
+        made is not None and made["metadata"]["annotations"][ANNOTATION_REQUESTER] == who
+    )  # the gate's word
+    pin = {"metadata": {"annotations": {ANNOTATION_TARGET_NODE: f"{c.scope}-node-1"}}}
+    with pytest.raises(kubernetes.client.ApiException) as pinned:  # choosing the node is the scheduler's
+        alice.custom.patch_cluster_custom_object(GROUP, VERSION, JOBS, c.job_name("alice-x"), pin)
+    assert pinned.value.status == 403 and "create pods/binding app" in refusal(pinned.value)["message"]
     code, message = create_job(alice, c.job_name("alice-y"), in_y)
     assert code == 403, message
-    who = f"system:serviceaccount:{c.namespace}:alice"
     assert (
         f'user "{who}" may not create pods/eviction app in namespace {y}, and a job evicts its pod' in message
     )
