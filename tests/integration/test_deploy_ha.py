@@ -169,7 +169,7 @@ def test_kubectl_applies_the_ha_overlay(kubesim_factory: Callable[..., SimHandle
     applied = kubectl(sim, "apply", "-k", str(HA))
     assert applied.count(" created") == len(base) == 47, applied
     deployments = json.loads(kubectl(sim, "get", "deploy", "-n", "podherd", "-o", "json"))["items"]
-    assert len(deployments) == 5
+    assert len(deployments) == 6  # the four services, the gate and the planner (no replica until scaled)
     passwords: dict[str, tuple[Any, ...]] = {}
     for d in deployments:
         spec = d["spec"]["template"]["spec"]
