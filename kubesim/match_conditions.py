@@ -73,17 +73,16 @@ class _Parser:
         return self.tokens[self.pos - 1]
 
     def expr(self) -> Node:
-        node = self.conjunction()
-        while self.peek() == "||":
-            self.take()
-            node = ("or", node, self.conjunction())
-        return node
+        return self._chain("||", "or", self.conjunction)
 
     def conjunction(self) -> Node:
-        node = self.negation()
-        while self.peek() == "&&":
+        return self._chain("&&", "and", self.negation)
+
+    def _chain(self, token: str, kind: str, operand: Callable[[], Node]) -> Node:
+        node = operand()
+        while self.peek() == token:
             self.take()
-            node = ("and", node, self.negation())
+            node = (kind, node, operand())
         return node
 
     def negation(self) -> Node:

@@ -432,3 +432,41 @@ def test_a_services_backends_are_its_ready_pods_at_their_target_port(kube: Kube)
         kube.handle.call(lambda sim: sim.api.resources.admitting.admission.backends("default", "gate", 80))
         == []
     )
+
+
+def test_match_conditions_decide_who_a_webhook_is_called_for_and_one_kubesim_cannot_read_is_refused(
+    kube: Kube, server: WebhookServer
+) -> None:
+    server.answers["/deny"] = lambda r: {"allowed": False, "status": {"code": 403, "message": "not you"}}
+    admin_only = "request.userInfo.username in ['kubernetes-admin'] && object.metadata.name.startsWith('c')"
+    conditions = [{"name": "admins-c", "expression": admin_only}]
+    hook = webhook(
+        "deny.example.com",
+        server.url("/deny"),
+        server.ca_bundle,
+        resources=["configmaps"],
+        matchConditions=conditions,
+    )
+    configure(kube, hook)
+    code, _ = refusal(lambda: kube.core.create_namespaced_config_map("default", config_map("c1")))
+    assert code == 403 and len(server.reviews) == 1
+    kube.core.create_namespaced_config_map("default", config_map("d1"))  # the condition false: not called
+    assert len(server.reviews) == 1
+    api = kube.client("AdmissionregistrationV1Api")
+    unreadable = {
+        **hook,
+        "name": "cel.example.com",
+        "matchConditions": [{"name": "x", "expression": "size(object) > 1"}],
+    }
+    body = {"metadata": {"name": "cel"}, "webhooks": [unreadable]}
+    code, status = refusal(lambda: api.create_validating_webhook_configuration(body))
+    assert code == 422
+    assert [c["field"] for c in status["details"]["causes"]] == ["webhooks[0].matchConditions[0].expression"]
+    failing = {
+        **hook,
+        "name": "missing.example.com",
+        "matchConditions": [{"name": "y", "expression": "object.nope == 1"}],
+    }
+    api.create_validating_webhook_configuration({"metadata": {"name": "missing"}, "webhooks": [failing]})
+    code, status = refusal(lambda: kube.core.create_namespaced_config_map("default", config_map("e1")))
+    assert code == 500 and "failed to evaluate match condition: no such key: nope" in status["message"]
