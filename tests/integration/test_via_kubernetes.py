@@ -18,6 +18,7 @@ import yaml
 from kubesim.auth import DEFAULT_AUDIENCE
 from kubesim.sim import SimHandle
 from podherd import cli
+from podherd.harness.gate import start_gate
 from podherd.harness.servers import Server
 from shared.api.names import ANNOTATION_CLAIMED_REQUESTER, ANNOTATION_NODE_DRAIN, ANNOTATION_REQUESTER
 from tests.e2e.pipeline import GROUP, PLURAL, VERSION, pipeline, pipeline_config
@@ -31,6 +32,7 @@ DRAINER = [
     *MOVER,
     {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "patch"]},
     {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]},
+    {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},  # what the gate asks for
 ]
 
 
@@ -153,17 +155,24 @@ async def test_a_drain_written_through_the_api_server_is_carried_out_by_the_serv
         "--config",
         config_file(tmp_path, kubeconfig),
     ]
-    async with pipeline(config):  # the CLI as a person runs it, in a process of its own
-        process = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "podherd",
-            *argv,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT,
-        )
-        out = (await process.communicate())[0].decode()
+    # The admission gate before the jobs: each effect of the drain's jobs asked of RBAC as the person.
+    gate = await asyncio.to_thread(start_gate, kube.handle, tmp_path / "gate")
+    try:
+        async with pipeline(config):  # the CLI as a person runs it, in a process of its own
+            process = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-m",
+                "podherd",
+                *argv,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.STDOUT,
+            )
+            out = (await process.communicate())[0].decode()
+    finally:
+        gate.processes.stop_all()
     assert process.returncode == 0, out
+    jobs = kube.custom.list_cluster_custom_object(GROUP, VERSION, PLURAL)["items"]
+    assert jobs and {j["metadata"]["annotations"][ANNOTATION_REQUESTER] for j in jobs} == {"ops"}
     assert f"node/{node} drained" in out
     drained = kube.core.read_node(node)
     assert drained.spec.unschedulable
