@@ -4,7 +4,11 @@ replica began."""
 
 from __future__ import annotations
 
+from typing import Any
+
+from services.tracker.intake.atomic_plans import one_requesters
 from services.tracker.intake.plan_rules import PlanJob, plan_step
+from shared.api.names import ANNOTATION_REQUESTER
 from shared.drain_plan import Room
 
 
@@ -47,3 +51,17 @@ def test_a_step_begun_is_finished() -> None:
     assert plan_step(unpaused, size=2, deadline=100, now=200)[0] == "Moving"
     aborted = [job("a", placed=True, aborted=True), job("b", placed=True)]
     assert plan_step(aborted, size=2, deadline=100, now=0)[0] == "RolledBack"
+
+
+def test_a_plan_is_its_first_requesters_and_a_job_another_labelled_with_it_is_left_out() -> None:
+    def job(name: str, at: str, requester: str) -> dict[str, Any]:
+        meta = {"name": name, "creationTimestamp": at, "annotations": {ANNOTATION_REQUESTER: requester}}
+        return {"metadata": meta}
+
+    jobs = [
+        job("intruder", "2026-11-29T10:00:05Z", "mallory"),
+        job("b", "2026-11-29T10:00:01Z", "planner"),
+        job("a", "2026-11-29T10:00:00Z", "planner"),
+    ]
+    assert [j["metadata"]["name"] for j in one_requesters(jobs)] == ["b", "a"]
+    assert one_requesters([]) == []

@@ -7,7 +7,8 @@ as for any job); if the plan's timeout (from its first job) passes first, or one
 be made, every job is aborted, which releases its Reservation, and nothing was evicted.
 
 The state is the jobs themselves (their label, their paused flag, their abort annotation), not this
-process: any tracker replica finishes a step another began (`plan_rules`).
+process: any tracker replica finishes a step another began (`plan_rules`). A plan is its requester's: a job
+another requester labelled with its name is not one of its jobs.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from shared.api.names import (
     ANNOTATION_ABORT,
     ANNOTATION_ATOMIC_SIZE,
     ANNOTATION_ATOMIC_TIMEOUT,
+    ANNOTATION_REQUESTER,
     LABEL_ATOMIC_PLAN,
 )
 from shared.api.pmj import TERMINAL_PHASES
@@ -51,7 +53,7 @@ class AtomicPlans:
 
     async def settle(self, plan: str) -> None:
         """One look at an atomic plan: its next step, carried out on every job that has not taken it."""
-        found = await self.kube.list_items(paths.JOBS, f"{LABEL_ATOMIC_PLAN}={plan}")
+        found = one_requesters(await self.kube.list_items(paths.JOBS, f"{LABEL_ATOMIC_PLAN}={plan}"))
         if not found:
             await self.client.srem(self.keys.atomic_plans, plan)
             return
@@ -96,6 +98,19 @@ class AtomicPlans:
 
     async def _audit(self, plan: str, phase: str, no_room: list[str]) -> None:
         await announce(self.publisher, self.subjects, of="plan", name=plan, phase=phase, no_room=no_room)
+
+
+def one_requesters(jobs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A plan's jobs are its requester's: those of the requester of its first job. A job someone else
+    labelled with the plan's name is not counted, waited for or rolled back with it."""
+    if not jobs:
+        return []
+
+    def requester(job: dict[str, Any]) -> str | None:
+        return ((job.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION_REQUESTER)
+
+    owner = requester(min(jobs, key=_created))
+    return [job for job in jobs if requester(job) == owner]
 
 
 def _created(job: dict[str, Any]) -> float:
