@@ -318,9 +318,9 @@ class WatcherConfig(Section):
 class ArbitratorConfig(Section):
     """Podherd's own arbitration settings (the rules themselves are `migrationController`'s)."""
 
-    # `seed`: the PodMigrationJob proposal's order (higher QoS, higher priority first). `cheapestFirst`:
-    # Koordinator's code (lower QoS and priority first, i.e. the cheapest pods to disturb go first).
-    sort_order: Literal["seed", "cheapestFirst"] = "seed"
+    # `cheapestFirst` (the default): Koordinator's code (lower QoS and priority first, i.e. the cheapest pods
+    # to disturb go first). `seed`: the PodMigrationJob proposal's order (higher QoS, higher priority first).
+    sort_order: Literal["seed", "cheapestFirst"] = "cheapestFirst"
     # A slot held by a job nobody releases (its PMJ vanished while Redis kept the slot) expires after this.
     slot_ttl: Duration = msgspec.field(default="30m", name="slotTTL")
     # How many queued jobs one admission pass looks at, in order, for one that fits.

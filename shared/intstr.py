@@ -2,10 +2,10 @@
 
 `GetMaxUnavailable` / `GetMaxMigrating` (the PodMigrationJob proposal, "Workload Max Migrating/Unavailable
 Replicas"): with no configured value, more than 10 replicas allow 10%, 4..10 replicas allow 2, fewer allow 1;
-percentages are resolved against the replica count and rounded up, as Kubernetes'
-`intstr.GetScaledValueFromIntOrPercent(..., roundUp=true)` does. Koordinator's guide adds that a configured
-0 means "use the defaults" for `maxMigratingPerWorkload` and `maxUnavailablePerWorkload`; Koordinator's
-controller takes the defaults for any value that comes to 0 and caps the result at the replica count.
+percentages are resolved against the replica count and rounded down, as Koordinator v1.8.0's
+`GetMaxUnavailable` calls `intstr.GetScaledValueFromIntOrPercent(..., roundUp=false)` (the proposal said up:
+the code decides, and down never allows more disruption than configured). A set value that comes to 0 is 1;
+the result is capped at the replica count.
 """
 
 from __future__ import annotations
@@ -64,12 +64,12 @@ def max_unavailable(replicas: int, configured: IntOrString | None) -> int:
     """`GetMaxUnavailable` as Koordinator v1.8.0 computes it: a value that is set and scales to 0 (`0`,
     `"0%"`) is 1; only an unset one takes the default (1 up to 3 replicas, 2 for 4-10, 10% above); the result
     is capped at the replica count, so `"150%"` or `7` of 6 replicas is 6 (which the expected-replicas rule
-    refuses). Percentages round up, as the PodMigrationJob proposal specifies (Koordinator's code rounds
-    down). Koordinator's guide read a 0 as the default: the code decides."""
+    refuses). Percentages round down (80% of 6 is 4), as Koordinator's code does. Koordinator's guide read a 0
+    as the default: the code decides."""
     if configured is None:
-        scaled = scaled_value(default_workload_limit(replicas), replicas, round_up=True)
+        scaled = scaled_value(default_workload_limit(replicas), replicas, round_up=False)
     else:
-        scaled = scaled_value(configured, replicas, round_up=True) or 1
+        scaled = scaled_value(configured, replicas, round_up=False) or 1
     return min(scaled, replicas)
 
 

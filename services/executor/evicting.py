@@ -18,6 +18,7 @@ from services.executor.refusals import refusal
 from services.executor.room import no_room, room_checked
 from services.executor.surging import Report
 from shared.api import paths
+from shared.api.eviction_policy import effective_policy
 from shared.api.messages import AuditRecord, Command
 from shared.api.names import LABEL_CREATED_BY, LABEL_JOB
 from shared.api.pmj import MODE_EVICT_DIRECTLY, PodMigrationJob
@@ -78,11 +79,15 @@ class Evictor:
             # Told before the eviction: should the room be taken in between, the tracker waits for this
             # eviction's outcome instead of reserving again.
             await self.report(job, "evict", "checked", message=f"evicting{room}")
-        policy = self.args.eviction_policy
+        policy = effective_policy(
+            pod.metadata.labels or {}, job.metadata.labels or {}, self.args.eviction_policy
+        )
+        if policy != self.args.eviction_policy:  # told first: the tracker reads the pod's going by it
+            await self.report(job, "evict", "checked", message=f"evicting by {policy}{room}", policy=policy)
         options = job.spec.delete_options or self.args.default_delete_options
         delete_options = msgspec.to_builtins(options) if options is not None else {}
         try:
-            await POLICIES[policy](self.kube, pod, delete_options=delete_options, job=job.metadata.name or "")
+            await POLICIES[policy](self.kube, pod, delete_options=delete_options, job=job)
         except KubeError as exc:
             if exc.status == 404:
                 await self.report(
@@ -100,7 +105,8 @@ class Evictor:
                 raise Retry(exc.message, min(BACKOFF_MAX, BACKOFF_BASE * 2 ** (delivered - 1))) from exc
             return
         count_eviction(policy, "done")
-        await self.report(job, "evict", "done", message=f"{policy}: pod {ref.namespace}/{ref.name}{room}")
+        done = f"{policy}: pod {ref.namespace}/{ref.name}{room}"
+        await self.report(job, "evict", "done", message=done, policy=policy)
         log.info("evicted %s/%s (%s)", ref.namespace, ref.name, policy, extra={"job": job.metadata.name})
 
     async def _current(self, job: PodMigrationJob, attempt: int) -> dict[str, Any] | None:

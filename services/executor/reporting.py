@@ -12,11 +12,19 @@ from shared.api.pmj import PodMigrationJob
 
 
 def report_of(
-    job: PodMigrationJob, step: Step, outcome: Outcome, *, message: str, target: str | None
+    job: PodMigrationJob,
+    step: Step,
+    outcome: Outcome,
+    *,
+    message: str,
+    target: str | None,
+    policy: str | None = None,
 ) -> tuple[bytes, str]:
     """(the encoded report, its Nats-Msg-Id)."""
     ref = JobRef(name=job.metadata.name or "", uid=job.metadata.uid or "")
     now = datetime.now(UTC)
-    report = Report(job=ref, step=step, outcome=outcome, message=message, target=target, reported_at=now)
+    report = Report(
+        job=ref, step=step, outcome=outcome, message=message, target=target, policy=policy, reported_at=now
+    )
     digest = hashlib.sha1(message.encode()).hexdigest()[:10]
     return codec.encode(report), f"{ref.uid}/{step}/{outcome}/{digest}"

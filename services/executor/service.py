@@ -214,9 +214,16 @@ class Executor:
         await self.publisher.flush()
 
     async def _report(
-        self, job: PodMigrationJob, step: Step, outcome: Outcome, *, message: str, target: str | None = None
+        self,
+        job: PodMigrationJob,
+        step: Step,
+        outcome: Outcome,
+        *,
+        message: str,
+        target: str | None = None,
+        policy: str | None = None,
     ) -> None:
-        data, msg_id = report_of(job, step, outcome, message=message, target=target)
+        data, msg_id = report_of(job, step, outcome, message=message, target=target, policy=policy)
         subject = self.subjects.job(bus.REPORT_STEP, job.metadata.name or "")
         await self.publisher.publish(subject, data, msg_id)
         await self.publisher.flush()

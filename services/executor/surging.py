@@ -33,7 +33,14 @@ log = logging.getLogger(__name__)
 
 class Report(Protocol):
     async def __call__(
-        self, job: PodMigrationJob, step: Step, outcome: Outcome, *, message: str, target: str | None = None
+        self,
+        job: PodMigrationJob,
+        step: Step,
+        outcome: Outcome,
+        *,
+        message: str,
+        target: str | None = None,
+        policy: str | None = None,
     ) -> None: ...
 
 

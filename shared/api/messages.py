@@ -361,6 +361,7 @@ class Report(Message, kw_only=True):
     outcome: Outcome
     message: str
     target: str | None = None  # surge: the Deployment (namespace/name) it scales
+    policy: str | None = None  # evict: the policy the pod goes by, where its or its job's label chose one
     reported_at: datetime
 
 

@@ -86,6 +86,8 @@ REASON_INVALID_POD_REF: Final = "InvalidPodRef"
 REASON_WAIT_FOR_BOUND_POD_READY: Final = "WaitForBoundPodReady"
 # Podherd's own: a spec that decodes but cannot run (e.g. a negative ttl).
 REASON_INVALID_SPEC: Final = "InvalidSpec"
+# Podherd's: `dryRun` admitted the job and moved nothing (what automation reading the reason must not miss).
+REASON_DRY_RUN: Final = "DryRun"
 REASON_WAIT_FOR_WINDOW: Final = "WaitForDisruptionWindow"
 REASON_WINDOW_OPEN: Final = "DisruptionWindowOpen"
 REASONS: Final = frozenset(
@@ -107,6 +109,7 @@ REASONS: Final = frozenset(
         REASON_INVALID_POD_REF,
         REASON_WAIT_FOR_BOUND_POD_READY,
         REASON_INVALID_SPEC,
+        REASON_DRY_RUN,
     }
 )
 

@@ -27,11 +27,13 @@ def metav1_time(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def soft_eviction(moment: datetime, reason: str, delete_options: dict[str, Any] | None) -> str:
+def soft_eviction(
+    moment: datetime, reason: str, delete_options: dict[str, Any] | None, *, initiator: str = INITIATOR
+) -> str:
     spec = SoftEvictionSpec(
         timestamp=metav1_time(moment),
         delete_options=delete_options or None,
-        initiator=INITIATOR,
+        initiator=initiator,
         reason=reason,
     )
     return msgspec.json.encode(spec).decode()

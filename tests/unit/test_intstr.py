@@ -1,13 +1,12 @@
-"""The PodMigrationJob proposal's GetMaxUnavailable / GetMaxMigrating and Koordinator's guide's "0 means the
-defaults"."""
+"""Koordinator v1.8.0's GetMaxUnavailable / GetMaxMigrating (migration/util/util.go): its own test cases
+(TestGetMaxUnavailable), the defaults, percentages rounded down, a set value that comes to 0 taken as 1."""
 
 import pytest
 
 from shared.intstr import max_migrating, max_unavailable, scaled_value, validate_int_or_percent
 
 
-# replicas -> expected limit with nothing configured (the PodMigrationJob proposal: >10 -> 10%, 4..10 -> 2,
-# else 1; round up)
+# replicas -> expected limit with nothing configured (>10 -> 10%, 4..10 -> 2, else 1; rounded down)
 @pytest.mark.parametrize(
     ("replicas", "expected"),
     [
@@ -18,12 +17,13 @@ from shared.intstr import max_migrating, max_unavailable, scaled_value, validate
         (4, 2),
         (7, 2),
         (10, 2),
-        (11, 2),
+        (11, 1),
+        (19, 1),
         (20, 2),
-        (21, 3),
+        (21, 2),
         (30, 3),
         (100, 10),
-        (101, 11),
+        (101, 10),
     ],
 )
 def test_default_limits(replicas: int, expected: int) -> None:
@@ -52,8 +52,28 @@ def test_scaled_value(value: int | str, replicas: int, round_up: bool, expected:
 def test_configured_values_override_defaults() -> None:
     assert max_unavailable(3, 2) == 2
     assert max_unavailable(40, "25%") == 10
-    assert max_migrating(7, "50%") == 4
-    assert max_unavailable(10, "1%") == 1  # rounds up to 1: not a value that comes to 0
+    assert max_migrating(7, "50%") == 3
+    assert max_unavailable(10, "1%") == 1  # 0.1, down to 0: a set value that comes to 0 is 1
+    assert max_unavailable(2, "60%") == 1  # Koordinator admits one of two, never refuses the workload
+
+
+# Koordinator v1.8.0's TestGetMaxUnavailable (migration/util/util_test.go), case by case.
+@pytest.mark.parametrize(
+    ("case", "replicas", "configured", "expected"),
+    [
+        ("case1", 6, "80%", 4),
+        ("case2", 6, "150%", 6),
+        ("case3", 6, 5, 5),
+        ("case4", 6, 7, 6),
+        ("case5", 6, None, 2),
+        ("case6", 50, "0%", 1),
+        ("case7", 6, 0, 1),  # an empty IntOrString: the int 0
+    ],
+)
+def test_koordinators_get_max_unavailable(
+    case: str, replicas: int, configured: int | str | None, expected: int
+) -> None:
+    assert max_unavailable(replicas, configured) == expected, case
 
 
 @pytest.mark.parametrize(

@@ -121,7 +121,7 @@ NEW = PodView("default", "web-9", "new-uid", "node-2", terminating=False, ready=
             (CLEANUP, RELEASE),
         ),
         (seen(reservation=reservation()), "Running", "Evicting", (EVICT,)),
-        (seen(dry_run=True), "Succeeded", None, (RELEASE,)),
+        (seen(dry_run=True), "Succeeded", "DryRun", (RELEASE,)),
         (seen(job=job(mode="EvictDirectly")), "Running", "Evicting", (EVICT,)),
     ],
 )

@@ -13,8 +13,8 @@ first).
    ReplicaSet would remove first goes first, Koordinator #939), then the older job, then the name (so the
    order is total).
 
-Koordinator's code sorts QoS and priority the other way (the cheapest pods to disturb first);
-`arbitrator.sortOrder: cheapestFirst` selects that, `seed` (the default) the order above.
+Koordinator's code sorts QoS and priority the other way (the cheapest pods to disturb first), and so does
+Podherd by default (`arbitrator.sortOrder: cheapestFirst`); `seed` selects the order above.
 
 `sort_key` gives a tuple for Python and `lex_key` the same order as a string, for a Redis sorted set read
 with ZRANGEBYLEX, so every arbitrator replica sees one queue in one order.

@@ -55,6 +55,7 @@ from shared.api.pmj import (
     PHASE_PENDING,
     PHASE_RUNNING,
     PHASE_SUCCEEDED,
+    REASON_DRY_RUN,
     REASON_EVICT_COMPLETE,
     REASON_EVICTING,
     REASON_FAILED_CREATE_RESERVATION,
@@ -154,7 +155,8 @@ def _run(w: StatusWriter) -> Step:
         why = f": {o.deferral}" if o.deferral else " (the arbitrator audits why)"
         return w.stay(PHASE_PENDING, "", f"waiting for admission{why}{by}")
     if o.dry_run:
-        return w.end(PHASE_SUCCEEDED, "", "dry run: admitted; no Reservation created and no pod evicted")
+        moved = "dry run: admitted; no Reservation created and no pod evicted"
+        return w.end(PHASE_SUCCEEDED, REASON_DRY_RUN, moved)
     if (job.spec.mode or o.default_mode) == MODE_EVICT_DIRECTLY:
         return evict_directly(w, started)
     return reservation_first(w, started)

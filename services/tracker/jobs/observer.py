@@ -190,7 +190,8 @@ async def _deleted_by_others(
     """Evicting through the Eviction API, a pod deleted outright went by someone else's hand (a scale-down,
     a preemption) before its eviction. Not so after a surge's scale-down (not `going` here), or an eviction
     answered "evicting in background" (a controller deletes the pod for it)."""
-    if not going or first_seen is None or o.args.eviction_policy != "Eviction":
+    policy = (report.policy if report is not None else None) or o.args.eviction_policy
+    if not going or first_seen is None or policy != "Eviction":
         return False
     if report is not None and report.outcome == "background":
         return False
