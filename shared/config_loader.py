@@ -99,7 +99,10 @@ def _parse_yaml(text: str, origin: str) -> dict[str, Any]:
 
 
 def _normalise(document: dict[str, Any]) -> dict[str, Any]:
-    """Accept a Koordinator MigrationControllerArgs or DeschedulerConfiguration as they are."""
+    """Accept a Koordinator MigrationControllerArgs or DeschedulerConfiguration as they are, or the
+    ConfigMap that holds one (Koordinator's shipped `descheduler-config.yaml`)."""
+    if document.get("kind") == "ConfigMap":
+        document = _from_config_map(document)
     kind = document.get("kind")
     if kind in KOORDINATOR_KINDS:
         return {"migrationController": document}
@@ -110,17 +113,54 @@ def _normalise(document: dict[str, Any]) -> dict[str, Any]:
     return document
 
 
+def _from_config_map(config_map: dict[str, Any]) -> dict[str, Any]:
+    """The configuration a ConfigMap's `data` holds: the one value that is a Koordinator configuration."""
+    data = config_map.get("data") or {}
+    found = []
+    for key, text in data.items() if isinstance(data, dict) else ():
+        parsed = _parse_yaml(str(text), f"data.{key}") if isinstance(text, str) else None
+        if parsed and parsed.get("kind") in (*DESCHEDULER_KINDS, *KOORDINATOR_KINDS):
+            found.append(parsed)
+    if len(found) != 1:
+        why = "none holds" if not found else f"{len(found)} hold"
+        raise ConfigError("data", f"a ConfigMap is read for its one DeschedulerConfiguration; {why} one")
+    return found[0]
+
+
 def _migration_args_from_profiles(profiles: Any) -> dict[str, Any]:
+    """The MigrationController's args: its pluginConfig, or Koordinator's defaults where a profile enables
+    it without one. Podherd runs one controller, so profiles that configure it differently are refused."""
     if not isinstance(profiles, list):
         raise ConfigError("profiles", "expected a list of descheduler profiles")
-    for i, profile in enumerate(profiles):
-        for j, plugin in enumerate((profile or {}).get("pluginConfig") or []):
+    found: dict[str, dict[str, Any]] = {}
+    for i, given in enumerate(profiles):
+        profile = given or {}
+        for j, plugin in enumerate(profile.get("pluginConfig") or []):
             if isinstance(plugin, dict) and plugin.get("name") == MIGRATION_PLUGIN:
                 args = plugin.get("args") or {}
                 if not isinstance(args, dict):
                     raise ConfigError(f"profiles[{i}].pluginConfig[{j}].args", "expected a mapping")
-                return args
-    raise ConfigError("profiles", "no pluginConfig named MigrationController in any profile")
+                found[f"profiles[{i}]"] = args
+        if f"profiles[{i}]" not in found and MIGRATION_PLUGIN in _enabled(profile):
+            found[f"profiles[{i}]"] = {}
+    if not found:
+        raise ConfigError("profiles", "no profile enables or configures MigrationController")
+    first, args = next(iter(found.items()))
+    for where, other in found.items():
+        if other != args:
+            raise ConfigError(
+                where, f"configures MigrationController otherwise than {first}: Podherd runs one controller"
+            )
+    return args
+
+
+def _enabled(profile: dict[str, Any]) -> set[str]:
+    stages = profile.get("plugins") or {}
+    names: set[str] = set()
+    for stage in stages.values() if isinstance(stages, dict) else ():
+        enabled = (stage or {}).get("enabled") if isinstance(stage, dict) else None
+        names.update(str(p.get("name")) for p in enabled or [] if isinstance(p, dict))
+    return names
 
 
 def _say_what_is_ignored(document: dict[str, Any]) -> None:
@@ -132,9 +172,7 @@ def _say_what_is_ignored(document: dict[str, Any]) -> None:
         if not isinstance(profile, dict):
             continue
         plugins.update(str(p.get("name")) for p in profile.get("pluginConfig") or [] if isinstance(p, dict))
-        for stage in (profile.get("plugins") or {}).values():
-            enabled = (stage or {}).get("enabled") if isinstance(stage, dict) else None
-            plugins.update(str(p.get("name")) for p in enabled or [] if isinstance(p, dict))
+        plugins.update(_enabled(profile))
     plugins.discard(MIGRATION_PLUGIN)
     plugins.discard("*")
     ignored = [f"the descheduler's own settings {', '.join(settings)}"] if settings else []
@@ -261,7 +299,9 @@ def validate(config: PodherdConfig) -> None:
             ) from None
     if args.namespaces and args.namespaces.include and args.namespaces.exclude:
         raise ConfigError(prefix + "namespaces", "only one of include and exclude can be set")
-    _positive_duration(prefix + "defaultJobTTL", args.default_job_ttl)
+    # 0: jobs without a ttl of their own get no deadline, as Koordinator's 0 stamps none.
+    if parse_duration(args.default_job_ttl) < 0:
+        raise ConfigError(prefix + "defaultJobTTL", f"must not be negative, got {args.default_job_ttl!r}")
     if args.min_pod_age is not None:
         _positive_duration(prefix + "minPodAge", args.min_pod_age)
     _positive_duration(prefix + "arbitrationArgs.interval", args.arbitration_args.interval)
@@ -287,8 +327,6 @@ def validate(config: PodherdConfig) -> None:
             raise ConfigError(f"{prefix}disruptionWindows[{i}].{problem[0]}", problem[1])
     if not args.scheduler_names:
         raise ConfigError(prefix + "schedulerNames", "must name at least one scheduler")
-    if args.priority_threshold and args.priority_threshold.value is not None and args.priority_threshold.name:
-        raise ConfigError(prefix + "priorityThreshold", "only one of value and name can be set")
     for key, urls, schemes in (
         ("nats.url", nats_servers(config.nats.url) or [""], ("nats://", "tls://", "ws://", "wss://")),
         ("redis.url", [config.redis.url], ("redis://", "rediss://", "unix://")),

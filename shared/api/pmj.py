@@ -142,12 +142,10 @@ class PodMigrationJobSpec(KubeStruct):
     delete_options: DeleteOptions | None = None
 
     def ttl_seconds(self, default: str) -> float:
-        """How long the job may take: its own ttl, else `default`. A ttl of 0 is none at all, as Koordinator
-        reads it (its controller sets a deadline only for a ttl above 0); a negative one is refused
-        (`validation.validate_pmj`)."""
-        if self.ttl is None:
-            return parse_duration(default)
-        seconds = parse_duration(self.ttl)
+        """How long the job may take: its own ttl, else `default` (`defaultJobTTL`). A ttl of 0 is none at
+        all, as Koordinator reads it (its controller sets a deadline only for a ttl above 0), and so is a
+        `defaultJobTTL` of 0; a negative one is refused (`validation.validate_pmj`)."""
+        seconds = parse_duration(default if self.ttl is None else self.ttl)
         return math.inf if seconds == 0 else seconds
 
     @property

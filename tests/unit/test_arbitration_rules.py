@@ -119,6 +119,12 @@ def test_a_plain_pod_passes() -> None:
         ({"annotations": {"scheduling.koordinator.sh/eviction-cost": "100"}}, {}, True),
         ({"annotations": {"kubernetes.io/config.source": "api"}}, {}, True),
         ({"priority": 999}, {"priorityThreshold": {"value": 1000}}, True),
+        # Koordinator's evictor filter: the threshold only where system-critical pods are not evicted anyway,
+        # a pod without a priority below it, and by value (a name beside it is accepted, not resolved).
+        ({"priority": 5000}, {"priorityThreshold": {"value": 1000}, "evictSystemCriticalPods": True}, True),
+        ({"priority": None}, {"priorityThreshold": {"value": 1000}}, True),
+        ({"priority": 999}, {"priorityThreshold": {"value": 1000, "name": "high"}}, True),
+        ({"priority": 1000}, {"priorityThreshold": {"value": 1000, "name": "low"}}, False),
     ],
 )
 def test_options_that_allow(changes: dict[str, Any], config: dict[str, Any], passes: bool) -> None:

@@ -3,14 +3,19 @@ key."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
 
+from shared.api.pmj import PodMigrationJobSpec
 from shared.config import ConfigError, PodherdConfig
 from shared.config_loader import config_from_dict, load_config, parse_config_text
 from shared.eviction_gates import EVICTION_GATES
 from shared.runtime import loop_factory
+
+# Koordinator v1.8.0's module, as `make controlplane` brings it into the Go module cache.
+KOORDINATOR = Path.home() / "go/pkg/mod/github.com/koordinator-sh/koordinator@v1.8.0"
 
 
 def test_seed_001_defaults() -> None:
@@ -120,7 +125,7 @@ def test_koordinator_block_under_podherd_key_and_in_descheduler_config() -> None
         ("evictionPolicy: Evict", "migrationController.evictionPolicy"),
         ("defaultJobMode: Reserve", "migrationController.defaultJobMode"),
         ("defaultJobTTL: 5 minutes", "migrationController.defaultJobTTL"),
-        ("defaultJobTTL: 0s", "migrationController.defaultJobTTL"),
+        ("defaultJobTTL: -1s", "migrationController.defaultJobTTL"),
         ("evictQPS: fast", "migrationController.evictQPS"),
         ("evictQPS: 0", "migrationController.evictQPS"),
         ("evictBurst: 0", "migrationController.evictBurst"),
@@ -136,7 +141,6 @@ def test_koordinator_block_under_podherd_key_and_in_descheduler_config() -> None
         ),
         ("arbitrationArgs: {interval: 0ms}", "migrationController.arbitrationArgs.interval"),
         ("schedulerNames: []", "migrationController.schedulerNames"),
-        ("priorityThreshold: {value: 100, name: high}", "migrationController.priorityThreshold"),
         (
             "labelSelector: {matchExpressions: [{key: a, operator: Eq}]}",
             "migrationController.labelSelector.matchExpressions[0].operator",
@@ -237,8 +241,41 @@ def test_unreadable_or_invalid_files(tmp_path: Path) -> None:
 
 
 def test_descheduler_config_without_migration_controller() -> None:
-    with pytest.raises(ConfigError, match="no pluginConfig named MigrationController"):
+    with pytest.raises(ConfigError, match="no profile enables or configures MigrationController"):
         parse_config_text("kind: DeschedulerConfiguration\nprofiles: [{name: p, pluginConfig: []}]")
+
+
+def test_a_profile_enabling_migration_controller_without_its_args_takes_koordinators_defaults() -> None:
+    enabled = "{evict: {enabled: [{name: MigrationController}]}}"
+    text = f"kind: DeschedulerConfiguration\nprofiles: [{{name: p, plugins: {enabled}}}]"
+    args = parse_config_text(text).migration_controller
+    assert args.max_migrating_per_node == 2 and args.evict_qps == 10 and args.default_job_ttl == "5m"
+
+
+def test_profiles_configuring_migration_controller_otherwise_are_refused_naming_the_second() -> None:
+    one = "{name: MigrationController, args: {maxMigratingPerNode: 1}}"
+    two = "{name: MigrationController, args: {maxMigratingPerNode: 3}}"
+    profiles = f"[{{name: a, pluginConfig: [{one}]}}, {{name: b, pluginConfig: [{two}]}}]"
+    text = f"kind: DeschedulerConfiguration\nprofiles: {profiles}"
+    with pytest.raises(ConfigError, match=r"profiles\[1\].*otherwise than profiles\[0\]"):
+        parse_config_text(text)
+
+
+def test_koordinators_shipped_config_map_is_read_for_its_configuration() -> None:
+    shipped = KOORDINATOR / "config" / "manager" / "descheduler-config.yaml"
+    if not shipped.exists():
+        pytest.skip("Koordinator v1.8.0's module is not in the Go module cache (make controlplane)")
+    args = parse_config_text(shipped.read_text()).migration_controller
+    assert args.namespaces is not None and args.namespaces.exclude == ["kube-system", "koordinator-system"]
+    assert float(args.evict_qps) == 10 and args.evict_burst == 1 and args.eviction_policy == "Eviction"
+    with pytest.raises(ConfigError, match="none holds one"):
+        parse_config_text("kind: ConfigMap\ndata: {other: 'a: 1'}")
+
+
+def test_a_default_job_ttl_of_zero_gives_jobs_without_their_own_no_deadline() -> None:
+    args = parse_config_text("kind: MigrationControllerArgs\ndefaultJobTTL: 0s").migration_controller
+    assert PodMigrationJobSpec().ttl_seconds(args.default_job_ttl) == math.inf
+    assert PodMigrationJobSpec(ttl="1m").ttl_seconds(args.default_job_ttl) == 60
 
 
 def test_empty_object_limiters_mean_the_default() -> None:

@@ -118,7 +118,11 @@ def _label_selector(s: Subject) -> str | None:
 
 
 def _priority_threshold(s: Subject) -> str | None:
-    priority = s.pod.priority or 0
+    """As Koordinator's evictor filter: only where system-critical pods are not evicted anyway, and a pod
+    without a priority is below any threshold."""
+    if s.args.evict_system_critical_pods or s.pod.priority is None:
+        return None
+    priority = s.pod.priority
     if s.threshold is not None and priority >= s.threshold:
         return f"pod priority {priority} is at or above priorityThreshold {s.threshold}"
     return None
