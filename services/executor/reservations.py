@@ -36,6 +36,14 @@ from shared.durations import parse_duration
 API_VERSION = "scheduling.koordinator.sh/v1alpha1"
 
 
+# Koordinator's migration controller labels its Reservations so (with "koord-descheduler").
+APP_CREATED_BY = "app.kubernetes.io/created-by"
+SERVER_WRITTEN = frozenset(
+    {"namespace", "uid", "resourceVersion", "generation", "creationTimestamp", "deletionTimestamp",
+     "deletionGracePeriodSeconds", "managedFields", "selfLink"}
+)  # fmt: skip
+
+
 def reservation_for(job: PodMigrationJob, pod: Pod, default_ttl: str, *, attempt: int = 1) -> dict[str, Any]:
     """The Reservation for the job's `attempt`, made from its template or its pod as Koordinator's migration
     controller makes it, but for the `reservation-order` label, which Podherd does not stamp: koord-scheduler
@@ -63,14 +71,16 @@ def reservation_for(job: PodMigrationJob, pod: Pod, default_ttl: str, *, attempt
         spec["ttl"] = ttl  # a job without a ttl (0) leaves the Reservation's to its CRD's default
     labels = {
         **(meta.get("labels") or {}),
+        APP_CREATED_BY: "podherd",
         LABEL_CREATED_BY: "podherd",
         LABEL_JOB: job_name,
         LABEL_ATTEMPT: str(attempt),
         LABEL_CONTROLLER: _controller_uid(pod),
     }
-    metadata: dict[str, Any] = {"name": reservation_name(job_name, attempt), "labels": labels}
-    if meta.get("annotations"):
-        metadata["annotations"] = dict(meta["annotations"])
+    # The template's whole metadata, as Koordinator keeps it (finalizers, owner references, ...), but what
+    # the API server writes or a cluster-scoped object cannot have; the name is the attempt's.
+    metadata = {k: v for k, v in meta.items() if k not in SERVER_WRITTEN}
+    metadata.update(name=reservation_name(job_name, attempt), labels=labels)
     return {"apiVersion": API_VERSION, "kind": "Reservation", "metadata": metadata, "spec": spec}
 
 
