@@ -155,8 +155,11 @@ class Executor:
         except KubeError as exc:
             if exc.status == 409:
                 return  # created before (a redelivery): the attempt's one name makes it once
-            ACTIONS.labels("reserve", "", "failed").inc()
-            await self._report(job, "reserve", "failed", message=f"creating Reservation {name}: {exc}")
+            # The API server away or busy: tried again, as Koordinator does (the job waits, its condition
+            # False, until its ttl); a request it refuses as it is (invalid, forbidden) ends the job once.
+            outcome: Outcome = "blocked" if exc.retryable else "failed"
+            ACTIONS.labels("reserve", "", outcome).inc()
+            await self._report(job, "reserve", outcome, message=f"creating Reservation {name}: {exc}")
             if exc.retryable:
                 raise Retry(str(exc), BACKOFF_BASE) from exc
             return

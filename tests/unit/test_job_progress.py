@@ -97,6 +97,8 @@ NEW = PodView("default", "web-9", "new-uid", "node-2", terminating=False, ready=
         (seen(pod=None, admitted=False), "Failed", "MissingPod", (RELEASE,)),  # the tracker reads the pod
         (seen(), "Running", None, (RESERVE,)),
         (seen(reserve_failed="quota"), "Failed", "FailedCreateReservation", (RELEASE,)),
+        # The API server away: tried again (Koordinator's way), the condition False, until the ttl.
+        (seen(reserve_retrying="503 Service Unavailable"), "Running", None, (RESERVE,)),
         (seen(reservation=reservation("Pending", None)), "Running", None, ()),
         # Koordinator's: a Pending Reservation the scheduler cannot place yet is waited for (until the ttl);
         # one that Failed without expiring could not be placed.

@@ -189,6 +189,12 @@ def reservation_first(w: StatusWriter, started: bool) -> Step:
             return w.end(PHASE_FAILED, REASON_FAILED_CREATE_RESERVATION, o.reserve_failed)
         if w.true(COND_RESERVATION_CREATED):
             return w.end(PHASE_FAILED, REASON_MISSING_RESERVATION, "the job's Reservation is gone")
+        if o.reserve_retrying:  # as Koordinator: the condition False, tried again until the ttl
+            retrying = f"{o.reserve_retrying} (trying again)"
+            w.set(COND_RESERVATION_CREATED, STATUS_FALSE, REASON_FAILED_CREATE_RESERVATION, message=retrying)
+            step = w.stay(PHASE_RUNNING, "", retrying, actions=(RESERVE,))
+            step.attempt = max(1, o.attempt)
+            return step
         w.set(COND_RESERVATION_CREATED, STATUS_UNKNOWN, "", message="creating the Reservation")
         step = w.stay(PHASE_RUNNING, "", "creating the Reservation", actions=(RESERVE,))
         step.attempt = max(1, o.attempt)

@@ -144,6 +144,9 @@ class Observer:
             reserve_failed=reserve_report.message
             if reserve_report and reserve_report.outcome == "failed" and not current
             else None,
+            reserve_retrying=reserve_report.message
+            if reserve_report and reserve_report.outcome == "blocked" and not current
+            else None,
             surge=surge,
             surged=reports.get("surge"),
             scaled_back=reports.get("scale-back"),

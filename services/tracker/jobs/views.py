@@ -65,9 +65,10 @@ class Observed:
     bound_pod: PodView | None  # the pod that took the current Reservation, if it exists
     replacement: PodView | None  # after the eviction: the replacement this job claimed, if it exists
     eviction_note: str | None  # the executor's latest word on the eviction (e.g. a PDB refusing it)
-    reserve_failed: str | None  # why the executor could not create the Reservation
+    reserve_failed: str | None  # why the executor could not create the Reservation, and never will
     default_mode: str
     default_ttl: str
+    reserve_retrying: str | None = None  # why it could not yet (the API server away): it tries again
     dry_run: bool = False
     eviction_sent: bool = False  # the executor found the room and sent the eviction; no outcome yet
     # The pod went, after its eviction was asked for, deleted outright by someone else: not evicted, not moved
