@@ -374,3 +374,14 @@ def test_a_job_waiting_for_admission_says_what_the_arbitrator_said_it_waits_for(
     assert (
         progress(seen(admitted=False)).status.message == "waiting for admission (the arbitrator audits why)"
     )
+
+
+def test_a_paused_job_is_left_as_it_is_its_ttl_too_until_its_pod_was_asked_to_go() -> None:
+    """Koordinator's: `spec.paused` freezes a job in any phase, before its ttl is looked at."""
+    past_ttl = NOW + timedelta(hours=1)
+    for admitted in (False, True):
+        step = progress(seen(job=job(paused=True, ttl="1m"), admitted=admitted, now=past_ttl, pod=None))
+        assert (step.status.phase, step.actions) == ("Pending", ()), step
+        assert step.status.message == "paused: the job waits until spec.paused is false"
+    resumed = progress(seen(job=job(paused=False, ttl="1m"), now=past_ttl))
+    assert (resumed.status.phase, resumed.status.reason) == ("Failed", "Timeout")

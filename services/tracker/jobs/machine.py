@@ -132,6 +132,11 @@ def _run(w: StatusWriter) -> Step:
         COND_DISRUPTION_WINDOW, window.status, window.reason, message=window.message, now=window.since
     ):
         w.events.append(("Normal", window.reason, window.message))
+    started = w.condition(COND_EVICTION) is not None
+    if job.spec.paused and not started:
+        # Koordinator's: a paused job is left as it is, its ttl too, until it is resumed (once its pod was
+        # asked to go, the job is still followed to its end: pausing cannot take the eviction back).
+        return w.stay(phase, w.old.reason or "", "paused: the job waits until spec.paused is false")
     if deadlines.expired(o):
         why = f"the job did not finish within its ttl {job.spec.ttl or o.default_ttl}"
         why += deadlines.counted_from(PodMigrationJobStatus(conditions=w.marks.items))
@@ -140,14 +145,11 @@ def _run(w: StatusWriter) -> Step:
         elif w.old.message:
             why += f" (last: {w.old.message})"
         return w.end(PHASE_FAILED, REASON_TIMEOUT, why)
-    started = w.condition(COND_EVICTION) is not None
     if o.pod is None and not started:  # before admission too: the arbitrator's facts may lag
         ref = job.spec.pod_ref
         where = f"{ref.namespace}/{ref.name}" if ref else "the pod"
         return w.end(PHASE_FAILED, REASON_MISSING_POD, f"{where} no longer exists")
     if not o.admitted:
-        if job.spec.paused:
-            return w.stay(PHASE_PENDING, "", "paused: the job waits until spec.paused is false")
         if window is not None and window.waiting:
             return w.stay(PHASE_PENDING, window.reason, window.message)
         asked = (job.metadata.annotations or {}).get(ANNOTATION_REQUESTER)
