@@ -96,6 +96,12 @@ def test_each_filter_forbids_and_its_gate_can_be_skipped(
         priority_threshold=threshold,
     )
     assert skipped is None or skipped.rule != gate
+    # Koordinator's filters let a pod annotated descheduler.alpha.kubernetes.io/evict through; Podherd's of
+    # pods that cannot be moved at all, or ask to be left be, still hold.
+    evict = {"descheduler.alpha.kubernetes.io/evict": ""}
+    annotated = pod(**{**changes, "annotations": {**changes.get("annotations", {}), **evict}})
+    through = filters.evaluate(JOB, annotated, WORKLOAD, args=args(**config), priority_threshold=threshold)
+    assert (through is None) is (gate in filters.LIFTED_BY_EVICT), (gate, through)
 
 
 def test_a_plain_pod_passes() -> None:
@@ -333,9 +339,39 @@ def test_pdb_and_global_limits() -> None:
     assert admit(
         ledger, limits.plan(j, p, None, pdbs=[replace(pdb, disruptions_allowed=1)], args=config)
     ).admitted
-    j2, p2 = job_pod(2, "node-2", annotations={"descheduler.alpha.kubernetes.io/evict": ""})
+    j2, p2 = job_pod(2, "node-2")
     outcome = admit(ledger, limits.plan(j2, p2, None, pdbs=(), args=config))
-    assert not outcome.admitted and outcome.rule == "maxMigratingGlobally"  # not lifted by the annotation
+    assert not outcome.admitted and outcome.rule == "maxMigratingGlobally"
+    # Koordinator's: the pod's evict annotation passes the global limit too (its retryable filters), never
+    # a budget.
+    j3, p3 = job_pod(3, "node-2", annotations={"descheduler.alpha.kubernetes.io/evict": ""})
+    assert admit(ledger, limits.plan(j3, p3, None, pdbs=(), args=config)).admitted
+    j4, p4 = job_pod(4, "node-3", annotations={"descheduler.alpha.kubernetes.io/evict": ""})
+    budget = admit(ledger, limits.plan(j4, p4, None, pdbs=[replace(pdb, key="default/db")], args=config))
+    assert not budget.admitted and budget.rule == "PodDisruptionBudget"
+
+
+def test_the_jobs_evict_annotation_passes_the_object_limiters_and_the_pods_does_not() -> None:
+    """Koordinator's requeueJobIfObjectLimiterFailed skips a job annotated evict; its filters skip a pod so
+    annotated, but the object limiters are the controller's, not the filters'."""
+    config = args(
+        evictBurst=10, evictQPS=100, objectLimiters={"workload": {"duration": "1h", "maxMigrating": 1}}
+    )
+    workload = WorkloadFacts(key="Deployment/default/web", replicas=6)
+    evict = {"descheduler.alpha.kubernetes.io/evict": ""}
+    plans = {
+        name: [b.rule for b in limits.plan(j, p, workload, pdbs=(), args=config).buckets]
+        for name, (j, p) in {
+            "plain": job_pod(1),
+            "pod annotated": job_pod(2, annotations=evict),
+            "job annotated": (replace(job_pod(3)[0], evict=True), job_pod(3)[1]),
+        }.items()
+    }
+    assert plans == {
+        "plain": ["evictQPS", "objectLimiters.workload"],
+        "pod annotated": ["evictQPS", "objectLimiters.workload"],
+        "job annotated": ["evictQPS"],
+    }
 
 
 def test_token_bucket_uses_the_ledger_clock() -> None:

@@ -6,6 +6,7 @@ from typing import Protocol
 
 import msgspec
 
+from shared.api import annotations as known
 from shared.api import codec
 from shared.api.drain import LIFTABLE, lifts_of
 from shared.api.messages import PodInfo
@@ -51,6 +52,8 @@ class JobFacts(msgspec.Struct, frozen=True):
     surge: bool = False
     # A node drain's job: Surge wherever its workload cannot spare the pod, whatever `surge`'s switches say.
     drain: bool = False
+    # Annotated `descheduler.alpha.kubernetes.io/evict` (the job, not its pod): the object limiters pass it.
+    evict: bool = False
 
 
 class WorkloadFacts(msgspec.Struct, frozen=True):
@@ -88,13 +91,15 @@ def facts_of(job: PodMigrationJob, default_mode: str) -> JobFacts:
         lifts=lifts_of(annotations),
         surge=is_surge(annotations),
         drain=ANNOTATION_DRAIN_NODE in annotations,
+        evict=known.EVICT in annotations,
     )
 
 
 # A queued job as kept: name, uid, pod namespace, pod name, mode, creation time, migration priority, the
 # filters its drain lifts (comma-separated), whether it surges and whether it is a drain's (these three
 # absent in what an older replica kept).
-_QUEUED = msgspec.json.Decoder(tuple[str, str, str, str, str, float, int, str, bool, bool])
+_QUEUED = msgspec.json.Decoder(tuple[str, str, str, str, str, float, int, str, bool, bool, bool])
+_QUEUED_BEFORE_EVICT = msgspec.json.Decoder(tuple[str, str, str, str, str, float, int, str, bool, bool])
 _QUEUED_BEFORE_DRAINS = msgspec.json.Decoder(tuple[str, str, str, str, str, float, int])
 
 
@@ -113,6 +118,7 @@ def queued_record(facts: JobFacts) -> bytes:
             ",".join(sorted(facts.lifts)),
             facts.surge,
             facts.drain,
+            facts.evict,
         )
     )
 
@@ -122,12 +128,28 @@ def queued_facts(data: bytes | str, default_mode: str) -> JobFacts:
     text = data.encode() if isinstance(data, str) else data
     if not text.startswith(b"["):
         return facts_of(codec.decode(text, PodMigrationJob), default_mode)
+    evict = False
     try:
-        name, uid, namespace, pod, mode, created_at, priority, lifts, surge, drain = _QUEUED.decode(text)
+        decoded = _QUEUED.decode(text)
+        name, uid, namespace, pod, mode, created_at, priority, lifts, surge, drain, evict = decoded
     except msgspec.ValidationError:
-        name, uid, namespace, pod, mode, created_at, priority = _QUEUED_BEFORE_DRAINS.decode(text)
-        lifts, surge, drain = "", False, False
+        try:
+            before = _QUEUED_BEFORE_EVICT.decode(text)
+            name, uid, namespace, pod, mode, created_at, priority, lifts, surge, drain = before
+        except msgspec.ValidationError:
+            name, uid, namespace, pod, mode, created_at, priority = _QUEUED_BEFORE_DRAINS.decode(text)
+            lifts, surge, drain = "", False, False
     lifted = frozenset(lifts.split(",")) & LIFTABLE if lifts else frozenset()
     return JobFacts(
-        name, uid, namespace, pod, mode, created_at, priority, lifts=lifted, surge=surge, drain=drain
+        name,
+        uid,
+        namespace,
+        pod,
+        mode,
+        created_at,
+        priority,
+        lifts=lifted,
+        surge=surge,
+        drain=drain,
+        evict=evict,
     )

@@ -66,7 +66,10 @@ def evaluate(
     `priority_threshold` is `priorityThreshold` resolved to a number (by value, or its PriorityClass's).
     """
     subject = Subject(job, pod, workload, args, priority_threshold)
+    annotated = known.EVICT in pod.annotations
     for gate, check in _active_gates(args):
+        if annotated and gate in LIFTED_BY_EVICT:
+            continue
         message = check(subject)
         if message is not None:
             return _forbid(gate, message)
@@ -245,6 +248,16 @@ _GATES = (
     ("PVC", _pvc),
     ("ExpectedReplicas", _expected_replicas),
 )
+
+
+# Koordinator's filters, which a pod annotated `descheduler.alpha.kubernetes.io/evict` passes (its arbitrator:
+# "any annotated as evictable pod pass non-retryable filter"). Podherd's own filters of pods that cannot be
+# moved at all (a mirror, static or DaemonSet pod, one going already, one its scheduler cannot place in room)
+# and of pods that ask to be left be still hold.
+LIFTED_BY_EVICT = frozenset(
+    {"podherd.io/EvictionCost", "BarePods", "Namespaces", "LabelSelector", "PriorityThreshold",
+     "SystemCritical", "LocalStorage", "PVC", "ExpectedReplicas"}
+)  # fmt: skip
 
 
 def surges(

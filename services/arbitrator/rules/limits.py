@@ -34,7 +34,7 @@ from services.arbitrator.rules.facts import JobFacts, PdbFacts, PodInfo, Workloa
 from shared.api import annotations as known
 from shared.config import MigrationControllerArgs, ObjectLimiter
 from shared.durations import parse_duration
-from shared.intstr import max_migrating, max_unavailable, scaled_value
+from shared.intstr import max_migrating, max_unavailable
 from shared.slots import GLOBAL, Bucket, Slot, namespace_slot, node_slot, pdb_slot, workload_slot
 
 __all__ = ["AdmissionPlan", "Bucket", "LedgerView", "Outcome", "Slot", "evaluate", "plan"]
@@ -65,17 +65,13 @@ def plan(
     # pods expected, against which the unavailable ones are counted, stay as they are).
     extra = 1 if job.surge else 0
     skip = args.skipped_gates
-    if args.max_migrating_globally > 0 and "MaxMigratingGlobally" not in skip:
-        slots.append(Slot("maxMigratingGlobally", GLOBAL, args.max_migrating_globally, "the cluster"))
-    if EVICT_ANNOTATION not in pod.annotations:
+    # Koordinator's: the pod's evict annotation passes the arbitration's limits (its filters too); the
+    # job's passes the object limiters. Neither passes the eviction rate or the budgets.
+    if not job.evict:
         limiters = args.object_limiters
         if limiters.workload is not None and workload is not None:
-            most = limiters.workload.max_migrating
-            count = (
-                scaled_value(most, workload.replicas + extra, round_up=True)
-                if most
-                else max_migrating(workload.replicas + extra, args.max_migrating_per_workload)
-            )
+            most = limiters.workload.max_migrating or args.max_migrating_per_workload
+            count = max_migrating(workload.replicas + extra, most)  # as Koordinator's GetMaxMigrating
             buckets.extend(
                 _limiter(
                     "workload",
@@ -95,6 +91,11 @@ def plan(
                     count=limiters.namespace.max_migrating,
                 )
             )
+    if EVICT_ANNOTATION in pod.annotations:
+        slots = []
+    else:
+        if args.max_migrating_globally > 0 and "MaxMigratingGlobally" not in skip:
+            slots.append(Slot("maxMigratingGlobally", GLOBAL, args.max_migrating_globally, "the cluster"))
         if args.max_migrating_per_node > 0 and pod.node_name and "MaxMigratingPerNode" not in skip:
             slots.append(
                 Slot(
