@@ -31,7 +31,7 @@ from shared.config import (
 from shared.durations import parse_duration
 from shared.eviction_gates import EVICTION_GATES, KOORDINATOR_GATES, PODHERD_GATES
 from shared.redact import without_credentials
-from shared.selectors import parse_label_selector
+from shared.selectors import parse_label_selector, selector_problem
 from shared.workload_kinds import BUILTIN, WorkloadKind
 
 log = logging.getLogger("shared.config")
@@ -140,6 +140,10 @@ def _migration_args_from_profiles(profiles: Any) -> dict[str, Any]:
                 args = plugin.get("args") or {}
                 if not isinstance(args, dict):
                     raise ConfigError(f"profiles[{i}].pluginConfig[{j}].args", "expected a mapping")
+                if f"profiles[{i}]" in found:  # as Koordinator's validation refuses it
+                    raise ConfigError(
+                        f"profiles[{i}].pluginConfig[{j}]", "MigrationController configured twice"
+                    )
                 found[f"profiles[{i}]"] = args
         if f"profiles[{i}]" not in found and MIGRATION_PLUGIN in _enabled(profile):
             found[f"profiles[{i}]"] = {}
@@ -290,6 +294,9 @@ def validate(config: PodherdConfig) -> None:
         args.evict_qps = qps
     if args.evict_qps_value <= 0:
         raise ConfigError(prefix + "evictQPS", f"must be > 0, got {args.evict_qps}")
+    problem = selector_problem(args.label_selector) if args.label_selector is not None else None
+    if problem is not None:
+        raise ConfigError(f"{prefix}labelSelector.{problem[0]}", problem[1])
     if args.flow_control_qps is not None:
         try:
             float(args.flow_control_qps)

@@ -62,3 +62,18 @@ def parse_label_selector(text: str | None) -> LabelMatcher | None:
     if not text:
         return None
     return label_syntax.matcher(label_syntax.parse(text))
+
+
+def selector_problem(selector: LabelSelector) -> tuple[str, str] | None:
+    """The first key or value of a LabelSelector the API server would refuse: (its field, why)."""
+    for key, value in (selector.match_labels or {}).items():
+        errors = label_syntax.qualified_name_errors(key) or [
+            f"invalid label value {value!r}: {e}" for e in label_syntax.label_value_errors(value)
+        ]
+        if errors:
+            return f"matchLabels.{key}", "; ".join(errors)
+    for i, requirement in enumerate(selector.match_expressions or []):
+        errors = label_syntax.qualified_name_errors(requirement.key)
+        if errors:
+            return f"matchExpressions[{i}].key", "; ".join(errors)
+    return None

@@ -1,5 +1,6 @@
-"""Where each of Koordinator v1.8.0's migration controller test cases went (`tests/data/koordinator/
-test-cases.txt` lists them): ported (the test that carries it, its id the Go case's name where it has one),
+"""Where each of Koordinator v1.8.0's migration controller and descheduler configuration test cases went
+(`tests/data/koordinator/test-cases.txt` lists them; `scripts/koordinator_test_cases.py` makes the list from
+Koordinator's module): ported (the test that carries it, its id the Go case's name where it has one),
 differs on purpose (why), or not applicable (why). `tests/unit/test_koordinator_cases.py` holds the table
 to the list and every ported case to a test that exists."""
 
@@ -16,33 +17,66 @@ RULES = "tests/unit/test_arbitration_rules.py"
 ARBITRATOR = "tests/integration/test_arbitrator.py"
 LIFECYCLE = "tests/e2e/test_lifecycle.py"
 CONFORMANCE = "tests/conformance/test_migrations.py"  # on kubesim, and on the real control plane
+INTSTR = "tests/unit/test_intstr.py"
+RESERVATION_OPTIONS = "tests/unit/test_koordinator_reservation_options.py"
+CONFIG_CASES = "tests/unit/test_koordinator_config_cases.py"
+PROGRESS = "tests/unit/test_job_progress.py"
 
 _FILTER = "arbitrator/filter_test.go"
 _ARBITRATOR = "arbitrator/arbitrator_test.go"
 _SORT = "arbitrator/sort_test.go"
 _CONTROLLER = "controller_test.go"
+_UTIL = "util/util_test.go"
+_RESERVATION = "reservation/util_test.go"
+_VALIDATION = "apis/config/validation/validation_pluginargs_test.go"
+_DESCHEDULER = "apis/config/validation/validation_test.go"
+_DEFAULTS = "apis/config/v1alpha2/defaults_test.go"
+_LOW_NODE_LOAD = (
+    "LowNodeLoad's arguments: Podherd runs no LowNodeLoad plugin (its rebalancing has its own settings)"
+)
+_LOW_NODE_LOAD_DEFAULTS = ("nodeFit", "detectorCacheTimeout", "anomalyCondition", "weights")
+_POOLS = "TestSetDefaults_NodePoolsUseDefaultArgsFromLowNodeLoadArgs"
+_POOLS_CASES = (
+    "nodePools inherit all fields from top-level config",
+    "multiple nodePools inherit from top-level config",
+    "nodePools with partial zero values inherit from top-level",
+    "nodePools keep own config when specified",
+)
+_PROCESS = (
+    "the descheduler process's own settings, which Podherd does not run (it warns that it ignores them)"
+)
 
 # The Go function, and the Podherd test its cases are ported to (each case by its name as the test's id).
-_PORTED_WITH_CASES = {
-    f"{_FILTER} :: {go}": f"{CASES_UNIT}::{test}"
-    for go, test in (
-        ("TestFilterMaxMigratingGlobally", "test_filter_max_migrating_globally"),
-        ("TestFilterMaxMigratingPerNode", "test_filter_max_migrating_per_node"),
-        ("TestFilterMaxMigratingPerNamespace", "test_filter_max_migrating_per_namespace"),
-        ("TestFilterMaxMigratingPerWorkload", "test_filter_max_migrating_per_workload"),
-        ("TestFilterMaxUnavailablePerWorkload", "test_filter_max_unavailable_per_workload"),
-        ("TestFilterExpectedReplicas", "test_filter_expected_replicas"),
-    )
-} | {
-    f"{_CONTROLLER} :: {go}": f"{CASES_UNIT}::{test}"
-    for go, test in (
-        ("TestRequeueJobIfObjectLimiterFailed", "test_requeue_job_if_object_limiter_failed"),
-        (
-            "TestRequeueJobIfObjectLimiterFailedWithNamespace",
-            "test_requeue_job_if_object_limiter_failed_with_namespace",
+_PORTED_WITH_CASES = (
+    {
+        f"{_FILTER} :: {go}": f"{CASES_UNIT}::{test}"
+        for go, test in (
+            ("TestFilterMaxMigratingGlobally", "test_filter_max_migrating_globally"),
+            ("TestFilterMaxMigratingPerNode", "test_filter_max_migrating_per_node"),
+            ("TestFilterMaxMigratingPerNamespace", "test_filter_max_migrating_per_namespace"),
+            ("TestFilterMaxMigratingPerWorkload", "test_filter_max_migrating_per_workload"),
+            ("TestFilterMaxUnavailablePerWorkload", "test_filter_max_unavailable_per_workload"),
+            ("TestFilterExpectedReplicas", "test_filter_expected_replicas"),
+        )
+    }
+    | {
+        f"{_UTIL} :: TestGetMaxUnavailable": f"{INTSTR}::test_get_max_unavailable",
+        f"{_UTIL} :: TestFilterPodWithMaxEvictionCost": f"{RULES}::test_filter_pod_with_max_eviction_cost",
+        f"{_VALIDATION} :: TestValidateMigrationControllerArgs": (
+            f"{CONFIG_CASES}::test_validate_migration_controller_args"
         ),
-    )
-}
+    }
+    | {
+        f"{_CONTROLLER} :: {go}": f"{CASES_UNIT}::{test}"
+        for go, test in (
+            ("TestRequeueJobIfObjectLimiterFailed", "test_requeue_job_if_object_limiter_failed"),
+            (
+                "TestRequeueJobIfObjectLimiterFailedWithNamespace",
+                "test_requeue_job_if_object_limiter_failed_with_namespace",
+            ),
+        )
+    }
+)
 
 # Cases that are a Go function's `t.Run` of their own, not one of its table's.
 _SKIP_GATES = {
@@ -219,7 +253,7 @@ VERDICTS: Final[dict[str, tuple[str, str]]] = {
     ),
     f"{_CONTROLLER} :: TestAllowAnnotatedPodMigrationJobPassFilter": (
         PORTED,
-        f"{RULES}::test_node_limit_and_the_evict_annotation_bypass",
+        f"{RULES}::test_the_jobs_evict_annotation_passes_the_object_limiters_and_the_pods_does_not",
     ),
     f"{_CONTROLLER} :: TestFilter": (
         PORTED,
@@ -230,6 +264,111 @@ VERDICTS: Final[dict[str, tuple[str, str]]] = {
         "tests/integration/test_intake.py::"
         "test_with_node_fit_a_pod_that_fits_no_other_selected_node_is_refused_naming_what_each_lacks",
     ),
+    **{
+        f"{_UTIL} :: TestGetCondition{case}": (
+            PORTED,
+            f"{PROGRESS}::test_reservation_first_to_the_end_and_idempotent",
+        )
+        for case in (
+            "",
+            " :: get from empty conditions",
+            " :: get expected condition",
+            " :: get non-exist condition",
+        )
+    },
+    **{
+        f"{_UTIL} :: TestUpdateCondition{case}": (
+            PORTED,
+            f"{PROGRESS}::test_a_pod_gone_after_the_eviction_is_not_missing_and_times_are_kept",
+        )
+        for case in (
+            "",
+            " :: update exist condition",
+            " :: update exist same condition",
+            " :: update non-exist condition",
+        )
+    },
+    f"{_UTIL} :: TestIsMigratePendingPod": (NOT_APPLICABLE, _MECHANISM),
+    f"{_RESERVATION} :: TestCreateOrUpdateReservationOptions": (
+        PORTED,
+        f"{RESERVATION_OPTIONS}::test_a_templates_whole_metadata_is_kept_but_what_the_api_server_writes",
+    ),
+    **{
+        f"{_RESERVATION} :: TestCreateOrUpdateReservationOptions :: {case}": (
+            PORTED,
+            f"{RESERVATION_OPTIONS}::test_create_or_update_reservation_options[{case}]",
+        )
+        for case in (
+            "skip current node",
+            "skip current node with existing node affinity",
+            "skip current node with existing node affinity, enable pvc reservation",
+        )
+    },
+    f"{_RESERVATION} :: TestCreateOrUpdateReservationOptions :: "
+    "skip current node with existing node affinity, disable pvc reservation": (
+        NOT_APPLICABLE,
+        "Koordinator's DisablePVCReservation feature gate (off by default): Podherd keeps the pod's volumes",
+    ),
+    "evictor/evictor_soft_test.go :: TestPodEvictorMark": (
+        PORTED,
+        "tests/unit/test_eviction_policy.py::test_a_soft_evictions_initiator_and_reason_are_the_jobs_trigger_and_reason",
+    ),
+    **{
+        f"controllerfinder/pods_finder_test.go :: TestControllerFinder_GetPodsForRef{case}": (
+            NOT_APPLICABLE,
+            "Podherd knows a pod's workload from its watched events, not by listing a controller's pods "
+            "(tests/unit/test_workload_kinds.py)",
+        )
+        for case in ("", " :: replicaset", " :: deployment", " :: Others")
+    },
+    "assumed_cache_test.go :: TestAssumedCache": (NOT_APPLICABLE, _MECHANISM),
+    "context_test.go :: TestJobContext": (NOT_APPLICABLE, _MECHANISM),
+    **{
+        f"{_DEFAULTS} :: {entry}": (NOT_APPLICABLE, _LOW_NODE_LOAD)
+        for entry in (
+            "TestSetDefaults_LowNodeLoadArgs",
+            *(f"TestSetDefaults_LowNodeLoadArgs :: set {x}" for x in _LOW_NODE_LOAD_DEFAULTS),
+            _POOLS,
+            *(f"{_POOLS} :: {case}" for case in _POOLS_CASES),
+        )
+    },
+    **{
+        f"{_VALIDATION} :: TestValidateMigrationControllerArgs_{key}": (
+            PORTED,
+            f"{CONFIG_CASES}::test_validate_migration_controller_args_max_migrating",
+        )
+        for key in ("MaxMigratingPerNamespace", "MaxMigratingGlobally", "MaxMigratingPerNode")
+    },
+    **{
+        f"{_VALIDATION} :: TestValidateMigrationControllerArgs_{key}": (
+            DIFFERS,
+            "-1, which Koordinator does not check, is refused as a limit that can never mean anything; 10, "
+            "100 and 0 load as in Koordinator "
+            f"({CONFIG_CASES}::test_validate_migration_controller_args_per_workload)",
+        )
+        for key in ("MaxMigratingPerWorkload", "MaxUnavailablePerWorkload")
+    },
+    f"{_DESCHEDULER} :: TestValidateDeschedulerConfiguration": (
+        PORTED,
+        f"{CONFIG_CASES}::test_validate_descheduler_configuration",
+    ),
+    f"{_DESCHEDULER} :: TestValidateDeschedulerConfiguration :: default args": (
+        PORTED,
+        f"{CONFIG_CASES}::test_validate_descheduler_configuration[default args]",
+    ),
+    f"{_DESCHEDULER} :: TestValidateDeschedulerConfiguration :: duplicate plugin config": (
+        PORTED,
+        f"{CONFIG_CASES}::test_validate_descheduler_configuration[duplicate plugin config]",
+    ),
+    **{
+        f"{_DESCHEDULER} :: TestValidateDeschedulerConfiguration :: {case}": (NOT_APPLICABLE, _PROCESS)
+        for case in (
+            "duplicate profile name",
+            "invalid healthzBindAddress",
+            "invalid metricsBindAddress",
+            "invalid nodeSelector",
+        )
+    },
 }
 
 

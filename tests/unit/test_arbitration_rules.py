@@ -640,3 +640,19 @@ def test_a_workload_limit_of_zero_ends_the_job_at_once_naming_what_lifts_it(
     assert made.reject[2].startswith(
         f"{rule} is 0 on workload Job.batch/default/work, which expects no replicas"
     )
+
+
+# Koordinator v1.8.0's TestFilterPodWithMaxEvictionCost (migration/util/util_test.go).
+@pytest.mark.parametrize(
+    ("cost", "passes"),
+    [
+        pytest.param(0, True, id="empty cost"),
+        pytest.param(-100, True, id="negative cost"),
+        pytest.param(100, True, id="higher cost"),
+        pytest.param(2**31 - 1, False, id="max cost"),
+    ],
+)
+def test_filter_pod_with_max_eviction_cost(cost: int, passes: bool) -> None:
+    annotated = pod(annotations={"scheduling.koordinator.sh/eviction-cost": str(cost)})
+    rejection = filters.evaluate(JOB, annotated, WORKLOAD, args=args())
+    assert (rejection is None) is passes

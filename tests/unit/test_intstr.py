@@ -59,21 +59,19 @@ def test_configured_values_override_defaults() -> None:
 
 # Koordinator v1.8.0's TestGetMaxUnavailable (migration/util/util_test.go), case by case.
 @pytest.mark.parametrize(
-    ("case", "replicas", "configured", "expected"),
+    ("replicas", "configured", "expected"),
     [
-        ("case1", 6, "80%", 4),
-        ("case2", 6, "150%", 6),
-        ("case3", 6, 5, 5),
-        ("case4", 6, 7, 6),
-        ("case5", 6, None, 2),
-        ("case6", 50, "0%", 1),
-        ("case7", 6, 0, 1),  # an empty IntOrString: the int 0
+        pytest.param(6, "80%", 4, id="case1"),
+        pytest.param(6, "150%", 6, id="case2"),
+        pytest.param(6, 5, 5, id="case3"),
+        pytest.param(6, 7, 6, id="case4"),
+        pytest.param(6, None, 2, id="case5"),
+        pytest.param(50, "0%", 1, id="case6"),
+        pytest.param(6, 0, 1, id="case7"),  # an empty IntOrString: the int 0
     ],
 )
-def test_koordinators_get_max_unavailable(
-    case: str, replicas: int, configured: int | str | None, expected: int
-) -> None:
-    assert max_unavailable(replicas, configured) == expected, case
+def test_get_max_unavailable(replicas: int, configured: int | str | None, expected: int) -> None:
+    assert max_unavailable(replicas, configured) == expected
 
 
 @pytest.mark.parametrize(

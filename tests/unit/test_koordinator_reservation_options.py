@@ -34,26 +34,27 @@ def affinity(*expressions: dict[str, Any]) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize(
-    ("case", "spec", "terms", "volumes"),
+    ("spec", "terms", "volumes"),
     [
-        ("skip current node", {}, [{"matchFields": [EXCLUDE]}], None),
-        (
-            "skip current node with existing node affinity",
+        pytest.param({}, [{"matchFields": [EXCLUDE]}], None, id="skip current node"),
+        pytest.param(
             {"affinity": affinity(EXISTING)},
             [{"matchExpressions": [EXISTING], "matchFields": [EXCLUDE]}],
             None,
+            id="skip current node with existing node affinity",
         ),
-        (
-            "skip current node with existing node affinity, enable pvc reservation",
+        pytest.param(
             {"affinity": affinity(EXISTING), "volumes": [CLAIM]},
             [{"matchExpressions": [EXISTING], "matchFields": [EXCLUDE]}],
             [CLAIM],
+            id="skip current node with existing node affinity, enable pvc reservation",
         ),
     ],
 )
 def test_create_or_update_reservation_options(
-    case: str, spec: dict[str, Any], terms: list[dict[str, Any]], volumes: list[dict[str, Any]] | None
+    spec: dict[str, Any], terms: list[dict[str, Any]], volumes: list[dict[str, Any]] | None
 ) -> None:
+    case = str(spec)
     job = msgspec.convert(
         {"metadata": {"name": "j", "uid": "ju"}, "spec": {"podRef": {"name": "p"}}}, PodMigrationJob
     )
