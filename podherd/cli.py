@@ -196,6 +196,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     config.add_argument("--reference", action="store_true", help="print every key, default and variable")
     config.add_argument(
+        "--compatibility",
+        action="store_true",
+        help="print where Podherd reads Koordinator v1.8.0's meaning otherwise, and why",
+    )
+    config.add_argument(
         "--redis-acl",
         action="store_true",
         help="print the ACL SETUSER lines of each service's Redis user for redis.keyPrefix",

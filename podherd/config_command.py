@@ -8,7 +8,7 @@ import argparse
 import msgspec
 import yaml
 
-from podherd import arguments
+from podherd import arguments, compatibility
 from podherd.reference import config_reference
 from shared.bus import Subjects
 from shared.nats_permissions import accounts_file
@@ -20,6 +20,9 @@ from shared.workload_rbac import workload_rbac
 def run(args: argparse.Namespace) -> int:
     if args.reference:
         print(config_reference(), end="")
+        return 0
+    if args.compatibility:
+        print(compatibility.page(), end="")
         return 0
     config = arguments.loaded(args)
     if args.redis_acl:

@@ -8,6 +8,7 @@ from typing import Any
 
 import msgspec
 
+from podherd import compatibility
 from shared.config import PodherdConfig
 
 SKIP = frozenset(
@@ -45,14 +46,11 @@ KOORDINATOR = {
         ),
         HONOURED,
     ),
-    "skipEvictionGates": "honoured (its 14 gates; Podherd's own as podherd.io/...)",
-    "maxMigratingPerWorkload": "honoured; a percentage rounds up (Koordinator's rounds down)",
-    "maxUnavailablePerWorkload": "honoured; a percentage rounds up (Koordinator's rounds down)",
-    "maxConcurrentReconciles": "accepted, not applied: the tracker sets its own concurrency",
-    "arbitrationArgs.enabled": "differs: arbitration is always on",
-    "nodeFit": "honoured where Koordinator applies it: to intents (its evictor's filter), not to jobs",
-    "nodeSelector": "honoured: the nodes nodeFit counts",
 }
+
+
+def _tabled() -> list[str]:
+    return [k for section in compatibility.sections() for row in section["rows"] for k in row.get("keys", ())]
 
 
 def koordinator(key: str) -> str:
@@ -60,6 +58,9 @@ def koordinator(key: str) -> str:
     if not key.startswith("migrationController."):
         return ""
     field = key.removeprefix("migrationController.")
+    noted = [k for k in _tabled() if field == k or field.startswith(k + ".")]
+    if noted:
+        return compatibility.config_note(max(noted, key=len)) or HONOURED
     known = [k for k in KOORDINATOR if field == k or field.startswith(k + ".")]
     return KOORDINATOR[max(known, key=len)] if known else "Podherd's own"
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from podherd import compatibility
 from podherd.reference import config_reference
 from shared.api import names
 
@@ -23,6 +24,28 @@ def test_the_configuration_reference_is_the_generated_one() -> None:
     text = (DOCS / "reference" / "configuration.md").read_text()
     shown = between(text, "<!-- config-reference:start -->", "<!-- config-reference:end -->")
     assert shown == config_reference(), "paste `podherd config --reference` into the configuration page"
+
+
+def test_the_compatibility_page_is_the_generated_one_and_every_difference_says_why() -> None:
+    text = (DOCS / "reference" / "koordinator-compatibility.md").read_text()
+    shown = between(text, "<!-- compatibility:start -->", "<!-- compatibility:end -->")
+    assert shown == compatibility.page(), "paste `podherd config --compatibility` into the compatibility page"
+    rows = [
+        row
+        for section in compatibility.sections()
+        if not section.get("podherd_only")
+        for row in section["rows"]
+    ]
+    assert rows and all(row["why"] for row in rows if compatibility.differs(row)), [
+        row["what"] for row in rows if compatibility.differs(row) and not row["why"]
+    ]
+    # Each key a row names is a migrationController key; the configuration reference says what its row says.
+    lines = config_reference().splitlines()
+    for row in rows:
+        for key in row.get("keys", ()):
+            verdict = "differs on purpose" if compatibility.differs(row) else "honoured"
+            named = [line for line in lines if re.match(rf"\| `migrationController\.{key}[`.]", line)]
+            assert named and all(verdict in line for line in named), (key, named)
 
 
 def test_the_reference_covers_every_section_and_documented_default() -> None:
