@@ -21,22 +21,18 @@ HONOURED = "honoured"
 KOORDINATOR = {
     **dict.fromkeys(
         (
-            "dryRun",
             "evictFailedBarePods",
             "evictAllBarePods",
             "evictLocalStoragePods",
             "evictSystemCriticalPods",
             "ignorePvcPods",
-            "priorityThreshold",
             "labelSelector",
             "namespaces",
             "maxMigratingGlobally",
             "maxMigratingPerNode",
             "maxMigratingPerNamespace",
             "skipCheckExpectedReplicas",
-            "objectLimiters",
             "defaultJobMode",
-            "defaultJobTTL",
             "schedulerNames",
             "evictQPS",
             "evictBurst",

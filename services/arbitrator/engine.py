@@ -94,6 +94,7 @@ class Engine:
             workload_kinds=frozenset((*BUILTIN, *(k.name for k in config.watcher.workload_kinds))),
         )
         self.next_timer: float | None = None  # seconds until the ledger's next timer, as of the last pass
+        self._timed = False  # this pass parked a job on a timer (a token, facts awaited)
         self._sweep_cursor = 0
         self._last_announce_check = 0.0
         self._last_tick = -TICK
@@ -197,12 +198,10 @@ class Engine:
     # Admission passes
 
     async def admit_pass(self) -> int:
-        """Admit what fits now, in queue order. Returns how many jobs were admitted.
-
-        Each round takes the head of the ready queue to the ledger in one atomic step; every job leaves the
-        ready queue in it (decided, or parked on the gate that deferred it), so a round never looks at the
-        same job twice and the cost per decision does not grow with the number of jobs waiting.
-        """
+        """Admit what fits now, in queue order; how many were admitted. Each round takes the ready queue's
+        head to the ledger in one atomic step, every job leaving it (decided, or parked on the gate that
+        deferred it): a round never looks at a job twice, and a decision's cost does not grow with the jobs
+        waiting."""
         started = time.perf_counter()
         if time.monotonic() - self._last_announce_check > 1.0:
             self._last_announce_check = time.monotonic()
@@ -213,6 +212,7 @@ class Engine:
         if due or clock - self._last_tick >= TICK:
             self._last_tick = clock
             self.next_timer = await self.ledger.queue.tick()
+        self._timed = False
         admitted = await run_rounds(
             self.ledger,
             self.config.arbitrator.scan_depth,
@@ -221,6 +221,8 @@ class Engine:
             admit=self._admit,
             tell=self.decisions.tell,
         )
+        if self._timed:  # the loop wakes when that timer is due, not at the next arbitration interval
+            self._last_tick, self.next_timer = time.monotonic(), await self.ledger.queue.tick()
         if clock - self._last_gauge >= 1.0:
             self._last_gauge = clock
             QUEUE.set(await self.ledger.queue.length())
@@ -229,6 +231,8 @@ class Engine:
 
     async def _admit(self, batch: list[Prepared]) -> list[Verdict] | None:
         verdicts = await self.ledger.admit_batch([b.candidate for b in batch], from_queue=True)
+        if verdicts is not None and any(v.gate.startswith(("bucket:", "timer")) for v in verdicts):
+            self._timed = True  # parked until a token or fact is due
         if verdicts is not None and any(v.outcome != DEFERRED for v in verdicts):
             # Not durable: raised before any is told; they are told once it is (`announce_pending`).
             await self.durability.confirm()
