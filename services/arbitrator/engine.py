@@ -207,9 +207,8 @@ class Engine:
             self._last_announce_check = time.monotonic()
             await self.decisions.announce_pending(older_than=ANNOUNCE_AFTER)
         clock = time.monotonic()
-        # Timers (tokens due, facts awaited) are fired at most every TICK, or when the next one is due.
         due = self.next_timer is not None and clock - self._last_tick >= self.next_timer
-        if due or clock - self._last_tick >= TICK:
+        if due or clock - self._last_tick >= TICK:  # timers fired at most every TICK, or when one is due
             self._last_tick = clock
             self.next_timer = await self.ledger.queue.tick()
         self._timed = False

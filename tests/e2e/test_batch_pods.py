@@ -53,18 +53,21 @@ def batch_job(kube: Kube, annotations: dict[str, str] | None = None) -> tuple[An
 async def test_a_job_pod_is_refused_by_expected_replicas_or_moves_at_the_cost_of_a_retry(
     kubesim_factory: Callable[..., SimHandle], nats_srv: Server, redis_srv: Server, test_id: str
 ) -> None:
-    """By default the expected-replicas rule refuses it, naming its Job. Without that rule, and with the
-    per-workload limits lifted by Koordinator's `descheduler.alpha.kubernetes.io/evict` annotation (a Job
-    has no replica count to scale them by), it moves."""
+    """By default the expected-replicas rule refuses it, naming its Job. Annotated with Koordinator's
+    `descheduler.alpha.kubernetes.io/evict`, it passes the arbitration's filters and limits, that rule and
+    the per-workload limits (a Job has no replica count to scale them by) among them, as in Koordinator, and
+    moves."""
     kube = start(kubesim_factory, cluster(web=0), job_backoff=0.2)
-    batch, pod = batch_job(kube, {"descheduler.alpha.kubernetes.io/evict": "true"})
+    batch, pod = batch_job(kube, {})
     async with pipeline(pipeline_config(kube.handle, nats_srv, redis_srv, f"{test_id}-default")):
         create_job(kube, "refused", pod.metadata.name)
         refused = (await until_job(kube, "refused", ended))["status"]
     assert refused["phase"] == "Failed", refused
     assert "workload Job.batch/default/work expects no replicas" in refused["message"], refused
     assert kube.core.read_namespaced_pod(pod.metadata.name, "default").metadata.deletion_timestamp is None
-    config = pipeline_config(kube.handle, nats_srv, redis_srv, test_id, skipCheckExpectedReplicas=True)
+    evict = {"metadata": {"annotations": {"descheduler.alpha.kubernetes.io/evict": "true"}}}
+    kube.core.patch_namespaced_pod(pod.metadata.name, "default", evict)
+    config = pipeline_config(kube.handle, nats_srv, redis_srv, test_id)
     async with pipeline(config):
         create_job(kube, "job-pod", pod.metadata.name)
         job = await until_job(kube, "job-pod", ended)
