@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 from collections import Counter
 from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime, timedelta
@@ -215,6 +216,26 @@ async def arbitrators(configs: list[PodherdConfig]) -> AsyncIterator[list[Arbitr
                     await task
             await nc.close()
             await client.aclose()
+
+
+def arbitrator_env(
+    nats_srv: Server, redis_srv: Server, prefix: str, tmp_path: Any, **migration: str
+) -> dict[str, str]:
+    """The environment of `podherd run arbitrator` processes on these servers, `migration` its
+    migrationController settings (PODHERD_MIGRATIONCONTROLLER__<KEY>)."""
+    return {
+        **os.environ,
+        "NATS_URL": nats_srv.url,
+        "REDIS_URL": redis_srv.url,
+        "PODHERD_CONFIG": "",
+        "PODHERD_NATS__SUBJECTPREFIX": prefix,
+        "PODHERD_REDIS__KEYPREFIX": prefix,
+        "PODHERD_HTTP__PORT": "0",
+        "PODHERD_NATS__ACKWAIT": "2s",
+        "PODHERD_LOGGING__FORMAT": "text",
+        **{f"PODHERD_MIGRATIONCONTROLLER__{key}": value for key, value in migration.items()},
+        "KUBECONFIG": str(tmp_path / "none"),
+    }
 
 
 async def passes_after(count: int, within: float = 15.0) -> None:
@@ -740,7 +761,6 @@ async def test_flush_closes_admission_until_rebuilt_from_running_jobs(
 async def test_killing_a_replica_mid_stream_loses_no_job(
     nats_srv: Server, redis_srv: Server, test_id: str, tmp_path: Any
 ) -> None:
-    import os
     import signal
     import subprocess
     import sys
@@ -758,27 +778,19 @@ async def test_killing_a_replica_mid_stream_loses_no_job(
     await cluster.deployment("big", 300)
     for i in range(300):
         await cluster.pod(f"p{i}", f"node-{i % 30}", "big")
-    env = {
-        **os.environ,
-        "NATS_URL": nats_srv.url,
-        "REDIS_URL": redis_srv.url,
-        "PODHERD_CONFIG": "",
-        "PODHERD_NATS__SUBJECTPREFIX": test_id,
-        "PODHERD_REDIS__KEYPREFIX": test_id,
-        "PODHERD_HTTP__PORT": "0",
-        "PODHERD_NATS__ACKWAIT": "2s",
-        "PODHERD_LOGGING__FORMAT": "text",
-        "PODHERD_MIGRATIONCONTROLLER__EVICTQPS": "100000",
-        "PODHERD_MIGRATIONCONTROLLER__EVICTBURST": "100000",
-        "PODHERD_MIGRATIONCONTROLLER__MAXMIGRATINGPERNODE": "0",
-        "PODHERD_MIGRATIONCONTROLLER__MAXMIGRATINGPERWORKLOAD": "100%",
-        "PODHERD_MIGRATIONCONTROLLER__MAXUNAVAILABLEPERWORKLOAD": "100%",
-        "PODHERD_MIGRATIONCONTROLLER__SKIPCHECKEXPECTEDREPLICAS": "true",
-        "PODHERD_MIGRATIONCONTROLLER__OBJECTLIMITERS": (
-            "{workload: {duration: 1s, maxMigrating: 100000, burst: 100000}}"
-        ),
-        "KUBECONFIG": str(tmp_path / "none"),
-    }
+    env = arbitrator_env(
+        nats_srv,
+        redis_srv,
+        test_id,
+        tmp_path,
+        EVICTQPS="100000",
+        EVICTBURST="100000",
+        MAXMIGRATINGPERNODE="0",
+        MAXMIGRATINGPERWORKLOAD="100%",
+        MAXUNAVAILABLEPERWORKLOAD="100%",
+        SKIPCHECKEXPECTEDREPLICAS="true",
+        OBJECTLIMITERS="{workload: {duration: 1s, maxMigrating: 100000, burst: 100000}}",
+    )
     procs = []
     for i in range(3):
         log = open(tmp_path / f"a{i}.log", "wb")  # noqa: SIM115, ASYNC230 - handed to the child

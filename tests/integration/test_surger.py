@@ -37,7 +37,14 @@ class Said:
         self.reports: list[tuple[str, str, str]] = []
 
     async def __call__(
-        self, job: PodMigrationJob, step: Step, outcome: Outcome, *, message: str, target: str | None = None
+        self,
+        job: PodMigrationJob,
+        step: Step,
+        outcome: Outcome,
+        *,
+        message: str,
+        target: str | None = None,
+        policy: str | None = None,
     ) -> None:
         self.reports.append((step, outcome, message))
 

@@ -7,7 +7,6 @@ runs it) and as separate processes (`podherd run arbitrator`, two replicas)."""
 from __future__ import annotations
 
 import asyncio
-import os
 import subprocess
 import sys
 import uuid
@@ -22,6 +21,7 @@ from podherd.harness.servers import Server
 from tests.integration.test_arbitrator import (
     admitted,
     arbitrator_config,
+    arbitrator_env,
     arbitrators,
     decisions,
     setup_cluster,
@@ -29,7 +29,7 @@ from tests.integration.test_arbitrator import (
 
 INTERVAL = 0.5  # arbitrationArgs.interval: the latest a parked job is looked at again, at the default
 SLACK = 1.0  # the machine's: messages, passes and Redis round trips
-OPEN = {
+OPEN: dict[str, Any] = {
     "maxMigratingPerNode": 0,
     "maxMigratingPerWorkload": "100%",
     "maxUnavailablePerWorkload": "100%",
@@ -94,28 +94,22 @@ async def test_as_separate_processes_parked_jobs_wake_when_their_tokens_are_due(
 ) -> None:
     jobs, qps, burst = 6, 5.0, 1
     _, nc, subjects, cluster = await scenario(nats_srv, redis_srv, test_id, jobs=jobs, qps=qps, burst=burst)
-    env = {
-        **os.environ,
-        "NATS_URL": nats_srv.url,
-        "REDIS_URL": redis_srv.url,
-        "PODHERD_CONFIG": "",
-        "PODHERD_NATS__SUBJECTPREFIX": test_id,
-        "PODHERD_REDIS__KEYPREFIX": test_id,
-        "PODHERD_HTTP__PORT": "0",
-        "PODHERD_LOGGING__FORMAT": "text",
-        "PODHERD_MIGRATIONCONTROLLER__EVICTQPS": str(qps),
-        "PODHERD_MIGRATIONCONTROLLER__EVICTBURST": str(burst),
-        "PODHERD_MIGRATIONCONTROLLER__MAXMIGRATINGPERNODE": "0",
-        "PODHERD_MIGRATIONCONTROLLER__MAXMIGRATINGPERWORKLOAD": "100%",
-        "PODHERD_MIGRATIONCONTROLLER__MAXUNAVAILABLEPERWORKLOAD": "100%",
-        "PODHERD_MIGRATIONCONTROLLER__SKIPCHECKEXPECTEDREPLICAS": "true",
-        "PODHERD_MIGRATIONCONTROLLER__OBJECTLIMITERS": "{workload: {duration: 0s}}",
-        "KUBECONFIG": str(tmp_path / "none"),
-    }
-    procs, logs = [], []
+    env = arbitrator_env(
+        nats_srv,
+        redis_srv,
+        test_id,
+        tmp_path,
+        EVICTQPS=str(qps),
+        EVICTBURST=str(burst),
+        MAXMIGRATINGPERNODE="0",
+        MAXMIGRATINGPERWORKLOAD="100%",
+        MAXUNAVAILABLEPERWORKLOAD="100%",
+        SKIPCHECKEXPECTEDREPLICAS="true",
+        OBJECTLIMITERS="{workload: {duration: 0s}}",
+    )
+    procs = []
     for i in range(2):
         log = open(tmp_path / f"a{i}.log", "wb")  # noqa: SIM115, ASYNC230 - handed to the child
-        logs.append(log)
         procs.append(
             subprocess.Popen(  # noqa: ASYNC220 - two replicas, started once
                 [sys.executable, "-m", "podherd", "run", "arbitrator"],
@@ -124,6 +118,7 @@ async def test_as_separate_processes_parked_jobs_wake_when_their_tokens_are_due(
                 stderr=subprocess.STDOUT,
             )
         )
+        log.close()
     loop = asyncio.get_running_loop()
     try:
         for i in range(jobs):
@@ -143,7 +138,5 @@ async def test_as_separate_processes_parked_jobs_wake_when_their_tokens_are_due(
             proc.terminate()
         for proc in procs:
             proc.wait(30)
-        for log in logs:
-            log.close()
         await nc.close()
     check_paced(ds, qps=qps, burst=burst)
