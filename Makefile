@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.podherd-installed
 
 .PHONY: demo docs test test-noisy test-repeat lint typecheck unit integration fuzz bench chaos client-e2e clean \
-	controlplane test-real
+	controlplane test-real test-koordinator
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "podherd needs Python >= 3.11")'
@@ -54,6 +54,11 @@ controlplane:
 # `make test` runs the same tests on kubesim.
 test-real: $(STAMP) controlplane
 	$(PY) -m pytest tests/conformance --engine real -n 0
+
+# The same jobs through Koordinator's own migration controller (koord-descheduler v1.8.0) and through
+# Podherd, on the real engine, outcome by outcome.
+test-koordinator: $(STAMP) controlplane
+	$(PY) -m pytest tests/koordinator --koordinator -n 0
 
 # `make test` with a noisy neighbour: a busy loop spins one core beside it (and stops by itself).
 test-noisy: $(STAMP)

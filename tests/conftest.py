@@ -44,12 +44,25 @@ from tests.fuzz import sizes
 from tests.kube import Kube, client_for, with_crds
 
 
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """tests/koordinator needs the real engine and koord-descheduler: only with --koordinator."""
+    if collection_path.name == "koordinator" and collection_path.parent == Path(__file__).parent:
+        return not config.getoption("koordinator")
+    return None
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--fuzz",
         choices=("ci", "full"),
         default="ci",
         help="fuzzing counts: ci (the default, within the suite's budget) or full (`make fuzz`)",
+    )
+    parser.addoption(
+        "--koordinator",
+        action="store_true",
+        help="run tests/koordinator: the same jobs through Koordinator's own migration controller and "
+        "Podherd on the real engine (`make test-koordinator`)",
     )
     parser.addoption(
         "--engine",

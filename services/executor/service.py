@@ -135,10 +135,10 @@ class Executor:
     async def reserve(self, job: PodMigrationJob, attempt: int) -> None:
         if name := job.user_reservation:
             found = await self._get(paths.reservation(name))
-            if found is None:
-                await self._report(
-                    job, "reserve", "failed", message=f"Reservation {name} named by the job does not exist"
-                )
+            if found is None:  # as Koordinator: its author may make it yet; the job waits until its ttl
+                missing = f"Reservation {name} named by the job does not exist (yet)"
+                await self._report(job, "reserve", "blocked", message=missing)
+                raise Retry(missing, BACKOFF_MAX)
             return
         name = reservation_name(job.metadata.name or "", attempt)
         ref = job.spec.pod_ref
