@@ -40,6 +40,18 @@ def _budget(document: dict[str, Any], **pdb: Any) -> dict[str, Any]:
     return document
 
 
+def _on_one_node(replicas: int) -> dict[str, Any]:
+    document = cluster(nodes=3, web=replicas, cpu="500m")
+    document["workloads"][0]["placement"] = ["node-1"] * replicas
+    return document
+
+
+def _annotated(**annotations: str) -> dict[str, Any]:
+    document = cluster(nodes=3, web=1, cpu="500m")
+    document["workloads"][0]["annotations"] = annotations
+    return document
+
+
 def _statefulset() -> dict[str, Any]:
     document = cluster(nodes=3, web=2, cpu="500m")
     document["workloads"][0]["kind"] = "StatefulSet"
@@ -78,6 +90,46 @@ SCENARIOS: tuple[Scenario, ...] = (
         cluster(nodes=3, web=3, cpu="500m"),
         (Ask("a", spec={"ttl": "2m"}),),
         args={"evictionPolicy": "Delete"},
+    ),
+    Scenario(
+        "a-single-replica-is-not-moved",
+        cluster(nodes=3, web=1, cpu="500m"),
+        (Ask("a", spec={"ttl": TTL}),),
+    ),
+    Scenario(
+        "the-evict-annotation-moves-a-single-replica",
+        _annotated(**{"descheduler.alpha.kubernetes.io/evict": "true"}),
+        (Ask("a", spec={"ttl": "2m"}),),
+    ),
+    Scenario(
+        "two-jobs-on-one-node-one-at-a-time",
+        _on_one_node(4),
+        (Ask("a", index=0, spec={"ttl": "2m"}), Ask("b", index=1, spec={"ttl": "2m"})),
+        args={
+            "maxMigratingPerNode": 1,
+            "maxMigratingPerWorkload": 2,
+            "maxUnavailablePerWorkload": 2,
+            "objectLimiters": {"workload": {"duration": "0s"}},
+        },
+    ),
+    Scenario(
+        "soft-eviction-nobody-carries-out",
+        cluster(nodes=3, web=3, cpu="500m"),
+        (Ask("a", spec={"ttl": TTL}),),
+        args={"evictionPolicy": "SoftEviction"},
+    ),
+    Scenario(
+        "a-paused-job",
+        cluster(nodes=3, web=3, cpu="500m"),
+        (Ask("a", spec={"ttl": TTL, "paused": True}),),
+        differs={"a": "`spec.paused`"},
+    ),
+    Scenario(
+        "dry-run",
+        cluster(nodes=3, web=3, cpu="500m"),
+        (Ask("a", spec={"ttl": "2m"}),),
+        args={"dryRun": True},
+        differs={"a": "`dryRun`"},
     ),
     Scenario(
         "a-named-reservation-that-does-not-exist",
