@@ -20,6 +20,12 @@ def sections() -> tuple[dict[str, Any], ...]:
     return tuple(yaml.safe_load(text))
 
 
+@functools.cache
+def config_keys() -> frozenset[str]:
+    """The migrationController keys the table's rows name."""
+    return frozenset(k for section in sections() for row in section["rows"] for k in row.get("keys", ()))
+
+
 def differs(row: dict[str, Any]) -> bool:
     return not str(row.get("podherd", "")).startswith(SAME)
 

@@ -45,16 +45,12 @@ KOORDINATOR = {
 }
 
 
-def _tabled() -> list[str]:
-    return [k for section in compatibility.sections() for row in section["rows"] for k in row.get("keys", ())]
-
-
 def koordinator(key: str) -> str:
     """How Podherd reads a migrationController key Koordinator also has ("" for other sections)."""
     if not key.startswith("migrationController."):
         return ""
     field = key.removeprefix("migrationController.")
-    noted = [k for k in _tabled() if field == k or field.startswith(k + ".")]
+    noted = [k for k in compatibility.config_keys() if field == k or field.startswith(k + ".")]
     if noted:
         return compatibility.config_note(max(noted, key=len)) or HONOURED
     known = [k for k in KOORDINATOR if field == k or field.startswith(k + ".")]

@@ -40,11 +40,11 @@ from shared.api.names import (
     LABEL_DRAIN,
     LABEL_EVACUATED_POD,
 )
+from shared.api.pmj import GROUP
 from shared.api.surge import is_surge
 from shared.permissions import PRIORITY, Need
 
 FORBIDDEN: Final = 403
-GROUP: Final = "scheduling.koordinator.sh"
 # Names the gate gives the jobs it makes for evictions: another's job under one would stand in for it.
 GATE_JOB_PREFIX: Final = "evacuation-"
 PODHERDS_ANNOTATIONS: Final = (ANNOTATION_LEDGER, ANNOTATION_OWN_ROOM, ANNOTATION_CLAIMED_REQUESTER)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import json
 from dataclasses import dataclass
+from typing import Any
 
 import msgspec
 
@@ -15,6 +16,7 @@ from services.gate.effects import Effect, effects, kept_for_podherd, refused_eff
 from services.gate.job_checks import job_refusal
 from services.gate.reviews import Refusal, Request, answer
 from shared.api import paths
+from shared.api.meta import ObjectMeta, OwnerReference, controller_of
 from shared.api.names import ANNOTATION_REQUESTER
 from shared.api.surge import is_surge
 from shared.kube import KubeClient
@@ -86,18 +88,13 @@ class JobDoor:
 
     async def _deployment_of(self, namespace: str, pod: str) -> str | None:
         """The Deployment whose ReplicaSet owns the pod, as a surge would scale it."""
-        found = await self.kube.get_json(paths.pod(namespace, pod), request_timeout=3.0)
-        owner = _controller(found)
-        if owner is None or owner.get("kind") != "ReplicaSet":
+        owner = _controller(await self.kube.get_json(paths.pod(namespace, pod), request_timeout=3.0))
+        if owner is None or owner.kind != "ReplicaSet":
             return None
-        replicaset = await self.kube.get_json(
-            paths.replicaset(namespace, str(owner.get("name"))), request_timeout=3.0
-        )
-        deployment = _controller(replicaset)
-        return str(deployment["name"]) if deployment and deployment.get("kind") == "Deployment" else None
+        path = paths.replicaset(namespace, owner.name)
+        deployment = _controller(await self.kube.get_json(path, request_timeout=3.0))
+        return deployment.name if deployment is not None and deployment.kind == "Deployment" else None
 
 
-def _controller(obj: dict[str, object] | None) -> dict[str, object] | None:
-    meta = (obj or {}).get("metadata")
-    owners = (meta.get("ownerReferences") if isinstance(meta, dict) else None) or []
-    return next((o for o in owners if isinstance(o, dict) and o.get("controller")), None)
+def _controller(obj: dict[str, Any] | None) -> OwnerReference | None:
+    return controller_of(msgspec.convert((obj or {}).get("metadata") or {}, ObjectMeta))

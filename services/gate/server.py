@@ -82,7 +82,7 @@ class ServingCert:
                 log.warning("serving certificate not reloaded: %s", exc)
 
 
-def routes(hooks: Webhooks, callers: Callers) -> web.Application:
+def routes(hooks: Webhooks) -> web.Application:
     doors: dict[str, Door] = {
         "podmigrationjobs": lambda r, _: hooks.job_write(r),
         "podmigrationjobs-requester": lambda r, _: hooks.job_requester(r),
@@ -96,7 +96,7 @@ def routes(hooks: Webhooks, callers: Callers) -> web.Application:
         ("/evictions", "evictions"),
         ("/evictions/namespace", "evictions-namespace"),
     ):
-        app.router.add_post(path, _serving(name, doors[name], callers))
+        app.router.add_post(path, _serving(name, doors[name], hooks.callers))
     return app
 
 
@@ -130,7 +130,7 @@ async def main(config: PodherdConfig, stop: asyncio.Event, ops: OpsServer) -> No
     labelled = LabelledPods(kube)
     following = asyncio.create_task(labelled.run(stop), name="opted-in pods")
     hooks = Webhooks(config, kube, labelled)
-    runner = web.AppRunner(routes(hooks, hooks.callers), access_log=None)
+    runner = web.AppRunner(routes(hooks), access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, config.http.host, config.gate.port, ssl_context=cert.context)
     await site.start()

@@ -10,6 +10,8 @@ import asyncio
 import contextlib
 import json
 import os
+import subprocess
+import sys
 from collections import Counter
 from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime, timedelta
@@ -22,7 +24,7 @@ import redis.asyncio as aioredis
 from prometheus_client import REGISTRY
 
 from podherd.harness.processes import ServiceProcess
-from podherd.harness.servers import Server
+from podherd.harness.servers import Server, spawn_logged
 from services.arbitrator import engine as engine_module
 from services.arbitrator.candidates import Prepared
 from services.arbitrator.decisions import Decisions
@@ -236,6 +238,15 @@ def arbitrator_env(
         **{f"PODHERD_MIGRATIONCONTROLLER__{key}": value for key, value in migration.items()},
         "KUBECONFIG": str(tmp_path / "none"),
     }
+
+
+def arbitrator_processes(env: dict[str, str], tmp_path: Any, count: int) -> list[subprocess.Popen[bytes]]:
+    """`count` replicas of `podherd run arbitrator` (`a0`, `a1`, ...), each logging to `<name>.log`."""
+    argv = [sys.executable, "-m", "podherd", "run", "arbitrator"]
+    return [
+        spawn_logged(argv, tmp_path / f"a{i}.log", env={**env, "PODHERD_REPLICA": f"a{i}"})
+        for i in range(count)
+    ]
 
 
 async def passes_after(count: int, within: float = 15.0) -> None:
@@ -762,8 +773,6 @@ async def test_killing_a_replica_mid_stream_loses_no_job(
     nats_srv: Server, redis_srv: Server, test_id: str, tmp_path: Any
 ) -> None:
     import signal
-    import subprocess
-    import sys
 
     config = arbitrator_config(
         nats_srv,
@@ -791,18 +800,7 @@ async def test_killing_a_replica_mid_stream_loses_no_job(
         SKIPCHECKEXPECTEDREPLICAS="true",
         OBJECTLIMITERS="{workload: {duration: 1s, maxMigrating: 100000, burst: 100000}}",
     )
-    procs = []
-    for i in range(3):
-        log = open(tmp_path / f"a{i}.log", "wb")  # noqa: SIM115, ASYNC230 - handed to the child
-        procs.append(
-            subprocess.Popen(  # noqa: ASYNC220 - a process to SIGKILL, started once
-                [sys.executable, "-m", "podherd", "run", "arbitrator"],
-                env={**env, "PODHERD_REPLICA": f"a{i}"},
-                stdout=log,
-                stderr=subprocess.STDOUT,
-            )
-        )
-        log.close()
+    procs = arbitrator_processes(env, tmp_path, 3)
     replicas = [
         ServiceProcess("arbitrator", f"a{i}", proc, tmp_path / f"a{i}.log") for i, proc in enumerate(procs)
     ]

@@ -7,8 +7,6 @@ runs it) and as separate processes (`podherd run arbitrator`, two replicas)."""
 from __future__ import annotations
 
 import asyncio
-import subprocess
-import sys
 import uuid
 from datetime import datetime
 from pathlib import Path
@@ -22,6 +20,7 @@ from tests.integration.test_arbitrator import (
     admitted,
     arbitrator_config,
     arbitrator_env,
+    arbitrator_processes,
     arbitrators,
     decisions,
     setup_cluster,
@@ -107,18 +106,7 @@ async def test_as_separate_processes_parked_jobs_wake_when_their_tokens_are_due(
         SKIPCHECKEXPECTEDREPLICAS="true",
         OBJECTLIMITERS="{workload: {duration: 0s}}",
     )
-    procs = []
-    for i in range(2):
-        log = open(tmp_path / f"a{i}.log", "wb")  # noqa: SIM115, ASYNC230 - handed to the child
-        procs.append(
-            subprocess.Popen(  # noqa: ASYNC220 - two replicas, started once
-                [sys.executable, "-m", "podherd", "run", "arbitrator"],
-                env={**env, "PODHERD_REPLICA": f"a{i}"},
-                stdout=log,
-                stderr=subprocess.STDOUT,
-            )
-        )
-        log.close()
+    procs = arbitrator_processes(env, tmp_path, 2)
     loop = asyncio.get_running_loop()
     try:
         for i in range(jobs):
