@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import os
 import shutil
 import tempfile
@@ -69,17 +68,22 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else 0.0
 
 
+def pid_usage(pid: int) -> dict[str, float] | None:
+    """Peak resident memory (MB) and CPU seconds of process `pid`, from /proc; None once it is gone."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    hwm = next((int(line.split()[1]) for line in status.splitlines() if line.startswith("VmHWM")), 0)
+    cpu = (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+    return {"peak_rss_mb": round(hwm / 1024, 1), "cpu_seconds": round(cpu, 2)}
+
+
 def process_usage(processes: ServiceProcesses) -> dict[str, dict[str, float]]:
-    """Peak resident memory (MB) and CPU seconds of each running service replica, from /proc."""
-    out: dict[str, dict[str, float]] = {}
-    for proc in processes.running:
-        with contextlib.suppress(OSError):
-            status = Path(f"/proc/{proc.process.pid}/status").read_text()
-            hwm = next(int(line.split()[1]) for line in status.splitlines() if line.startswith("VmHWM"))
-            fields = Path(f"/proc/{proc.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
-            cpu = (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
-            out[proc.name] = {"peak_rss_mb": round(hwm / 1024, 1), "cpu_seconds": round(cpu, 2)}
-    return out
+    """Peak resident memory (MB) and CPU seconds of each running service replica."""
+    usage = {proc.name: pid_usage(proc.process.pid) for proc in processes.running}
+    return {name: used for name, used in usage.items() if used is not None}
 
 
 def cpu_per_job(
@@ -128,10 +132,17 @@ def requests_per_job(before: Asked, after: Asked, jobs: int) -> dict[str, dict[s
     }
 
 
-async def follow(kube: KubeClient, count: int, ended: dict[str, float], version: str) -> None:
-    """Each job's end, as the watch tells it. A watch the API server ends (on the real engine one ended
-    before a thousand jobs did: `410 Gone` past its watch cache's window, or its request timeout) is
-    followed by a list and a new watch; a job the list shows ended is counted then."""
+async def follow(
+    kube: KubeClient,
+    count: int,
+    ended: dict[str, float],
+    version: str,
+    running: dict[str, float] | None = None,
+) -> None:
+    """Each job's end, as the watch tells it (and, into `running`, when it was first seen admitted). A watch
+    the API server ends (on the real engine one ended before a thousand jobs did: `410 Gone` past its watch
+    cache's window, or its request timeout) is followed by a list and a new watch; a job the list shows
+    ended is counted then."""
     while len(ended) < count:
         query = [("watch", "true"), ("resourceVersion", version), ("allowWatchBookmarks", "true")]
         async for line in kube.stream(JOBS, query, read_timeout=600):
@@ -141,7 +152,10 @@ async def follow(kube: KubeClient, count: int, ended: dict[str, float], version:
                 break
             version = (obj.get("metadata") or {}).get("resourceVersion") or version
             name = (obj.get("metadata") or {}).get("name")
-            if name and (obj.get("status") or {}).get("phase") in TERMINAL_PHASES:
+            phase = (obj.get("status") or {}).get("phase")
+            if name and running is not None and phase and phase != "Pending":
+                running.setdefault(name, time.monotonic())
+            if name and phase in TERMINAL_PHASES:
                 ended.setdefault(name, time.monotonic())
                 if len(ended) >= count:
                     return

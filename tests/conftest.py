@@ -75,7 +75,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 T = TypeVar("T")
 
-BUDGET_SECONDS = 360  # the whole suite, on a 2-core machine
+BUDGET_SECONDS = 360  # the whole suite, on a 2-core machine (and `make test-real`'s set)
+KOORDINATOR_BUDGET_SECONDS = 600  # `make test-koordinator`, warm
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
@@ -96,8 +97,9 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
     took = time.monotonic() - config.stash[_started]
-    verdict = "within" if took <= BUDGET_SECONDS else "OVER"
-    terminalreporter.write_line(f"pytest took {took:.0f} s: {verdict} the suite's {BUDGET_SECONDS} s budget")
+    budget = KOORDINATOR_BUDGET_SECONDS if config.getoption("koordinator") else BUDGET_SECONDS
+    verdict = "within" if took <= budget else "OVER"
+    terminalreporter.write_line(f"pytest took {took:.0f} s: {verdict} the suite's {budget} s budget")
     peak, test = config.stash.get(_peak_reserved, (0, ""))
     if peak:
         terminalreporter.write_line(

@@ -442,6 +442,24 @@ async def test_timeout_cleans_up_and_evicts_nothing(
     assert name in web_pods(kube) and web_pods(kube)[name].metadata.deletion_timestamp is None
 
 
+async def test_a_second_job_for_a_terminating_pod_ends_refused_and_the_first_still_sees_it_go(
+    kubesim_factory: Callable[..., SimHandle], nats_srv: Server, redis_srv: Server, test_id: str
+) -> None:
+    kube = start(kubesim_factory, cluster())
+    name = sorted(web_pods(kube))[0]
+    kube.core.patch_namespaced_pod(name, "default", HOLD)  # terminating until the finalizer goes
+    config = pipeline_config(kube.handle, nats_srv, redis_srv, test_id)
+    async with pipeline(config):
+        create_job(kube, "first", name)
+        await until_job(kube, "first", still_going)
+        create_job(kube, "second", name)
+        second = await until_job(kube, "second", ended)
+        assert (second["status"]["phase"], second["status"]["reason"]) == ("Failed", "ForbiddenMigratePod")
+        kube.core.patch_namespaced_pod(name, "default", {"metadata": {"finalizers": None}})
+        first = await until_job(kube, "first", ended)  # the pod's end reaches the job made for it first
+    assert first["status"]["phase"] == "Succeeded", first["status"]
+
+
 async def test_abort_ends_the_job_and_nothing_is_evicted_afterwards(
     kubesim_factory: Callable[..., SimHandle], nats_srv: Server, redis_srv: Server, test_id: str
 ) -> None:

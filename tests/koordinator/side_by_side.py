@@ -1,13 +1,16 @@
-"""One controller over the whole corpus, on a real engine of its own: each scenario in a namespace and on
-nodes of its own, the controller started with the scenario's args, its jobs made, and each job's end (or
-where it stands when the scenario's time is up) recorded."""
+"""One controller over the whole corpus, on a real engine of its own. Scenarios that run with the same args
+share one start of the controller and run side by side, each in a namespace and on nodes of its own; each
+job's trace (its end, its conditions in order, its pod's eviction, its Reservation's fate) and each
+scenario's most jobs migrating at once, per node, namespace and workload, are read from watch events."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import time
 from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -17,21 +20,30 @@ from kubesim.sim import SimHandle
 from podherd.harness.servers import Server
 from podherd.realcluster import engine
 from podherd.realcluster.koordinator import KoordinatorController
+from shared.config import KubernetesConfig
+from shared.kube import KubeClient
 from tests.conformance.conftest import Scoped, _clean
 from tests.conformance.engines import scoped
-from tests.e2e.pipeline import GROUP, TERMINAL, VERSION, pipeline, pipeline_config
+from tests.e2e.pipeline import GROUP, VERSION, pipeline, pipeline_config
 from tests.koordinator.scenarios import Ask, Scenario
+from tests.koordinator.trace import SETTLE_WITHIN, JobTrace, Recorder, namespace_of, node_of, workload_of
 from tests.kube import client_for
 
 WITHIN = 90.0  # seconds a scenario's jobs may take to end
-Outcome = tuple[str, str]  # (phase, reason)
-Controller = Callable[[SimHandle, Scenario], contextlib.AbstractAsyncContextManager[None]]
+KEYS = {"node": node_of, "namespace": namespace_of, "workload": workload_of}
+Controller = Callable[[SimHandle, dict[str, Any], str], contextlib.AbstractAsyncContextManager[None]]
+
+
+@dataclass(frozen=True)
+class Run:
+    jobs: dict[str, JobTrace]
+    concurrency: dict[str, dict[str, int]]  # node / namespace / workload -> the most migrating at once
 
 
 def koordinator(work: Path) -> Controller:
     @contextlib.asynccontextmanager
-    async def running(handle: SimHandle, scenario: Scenario) -> AsyncIterator[None]:
-        controller = KoordinatorController(handle, work / scenario.name, dict(scenario.args))
+    async def running(handle: SimHandle, args: dict[str, Any], label: str) -> AsyncIterator[None]:
+        controller = KoordinatorController(handle, work / label, dict(args))
         await asyncio.to_thread(controller.start)
         try:
             yield
@@ -43,12 +55,12 @@ def koordinator(work: Path) -> Controller:
 
 def podherd(nats_srv: Server, redis_srv: Server) -> Controller:
     @contextlib.asynccontextmanager
-    async def running(handle: SimHandle, scenario: Scenario) -> AsyncIterator[None]:
+    async def running(handle: SimHandle, args: dict[str, Any], label: str) -> AsyncIterator[None]:
         # Koordinator's defaults (pipeline_config opens the rate and the object limiters for other tests),
         # then the scenario's args, as koord-descheduler is given them.
         koordinators = {"evictQPS": 10, "evictBurst": 1, "objectLimiters": {}}
-        prefix = f"kd{int(time.time() * 1000) % 10**9}{scenario.name[:8]}".replace("-", "")
-        config = pipeline_config(handle, nats_srv, redis_srv, prefix, **{**koordinators, **scenario.args})
+        prefix = f"kd{int(time.time() * 1000) % 10**9}{label[:8]}".replace("-", "")
+        config = pipeline_config(handle, nats_srv, redis_srv, prefix, **{**koordinators, **args})
         try:
             async with pipeline(config):
                 yield
@@ -59,7 +71,7 @@ def podherd(nats_srv: Server, redis_srv: Server) -> Controller:
 
 
 async def _drop_streams(url: str, prefix: str) -> None:
-    """The scenario's streams and buckets: the session's NATS server holds the whole corpus's otherwise."""
+    """The group's streams and buckets: the session's NATS server holds the whole corpus's otherwise."""
     nc = await nats.connect(url)
     try:
         js = nc.jetstream()
@@ -71,31 +83,65 @@ async def _drop_streams(url: str, prefix: str) -> None:
         await nc.close()
 
 
-def run_all(
-    corpus: tuple[Scenario, ...], controller: Controller, work: Path
-) -> dict[str, dict[str, Outcome]]:
-    """Every scenario through `controller` on one real engine; each job's outcome by scenario."""
+def groups(corpus: tuple[Scenario, ...]) -> list[list[Scenario]]:
+    """The corpus by args, in the corpus's order."""
+    by_args: dict[str, list[Scenario]] = {}
+    for scenario in corpus:
+        by_args.setdefault(json.dumps(scenario.args, sort_keys=True), []).append(scenario)
+    return list(by_args.values())
+
+
+def merged(group: list[Scenario]) -> dict[str, Any]:
+    """One document holding every scenario of `group`, each scoped to its namespace and nodes."""
+    out: dict[str, Any] = {}
+    for scenario in group:
+        for key, value in scoped(scenario.document, scenario.name).items():
+            if isinstance(value, list):
+                out.setdefault(key, []).extend(value)
+    return out
+
+
+def run_all(corpus: tuple[Scenario, ...], controller: Controller, work: Path) -> dict[str, Run]:
+    """Every scenario through `controller` on one real engine of its own."""
     handle = engine.start(work=work / "engine")
     try:
-        outcomes = {}
-        for scenario in corpus:
-            outcomes[scenario.name] = asyncio.run(_one(handle, scenario, controller))
-            print(f"{work.name} {scenario.name}: {outcomes[scenario.name]}", flush=True)
-        return outcomes
+        runs: dict[str, Run] = {}
+        for i, group in enumerate(groups(corpus)):
+            engine.load(handle, merged(group))
+            runs.update(asyncio.run(_group(handle, group, controller, f"group-{i}")))
+            for scenario in group:
+                print(f"{work.name} {scenario.name}: {runs[scenario.name].jobs}", flush=True)
+        return runs
     finally:
         handle.stop()
 
 
-async def _one(handle: SimHandle, scenario: Scenario, controller: Controller) -> dict[str, Outcome]:
-    engine.load(handle, scoped(scenario.document, scenario.name))
+async def _group(
+    handle: SimHandle, group: list[Scenario], controller: Controller, label: str
+) -> dict[str, Run]:
+    async with controller(handle, group[0].args, label):
+        done = await asyncio.gather(*(_one(handle, scenario) for scenario in group))
+    return {scenario.name: run for scenario, run in zip(group, done, strict=True)}
+
+
+async def _one(handle: SimHandle, scenario: Scenario) -> Run:
+    kube = KubeClient.from_config(KubernetesConfig(kubeconfig=str(handle.kubeconfig)))
     c = Scoped(client_for(handle), scenario.name, "real")
+    recorder = Recorder(kube, scenario.name)
+    await recorder.start()
     try:
-        async with controller(handle, scenario):
-            names = [_make(c, ask) for ask in scenario.jobs]
-            return await asyncio.to_thread(_ends, c, names)
+        names = [await asyncio.to_thread(_make, c, ask) for ask in scenario.jobs]
+        await recorder.until(lambda r: r.ended(names), WITHIN)
+        await recorder.until(lambda r: r.settled(names), SETTLE_WITHIN)
+        return Run(
+            jobs={name.removeprefix(f"{c.scope}-"): recorder.trace(name) for name in names},
+            concurrency={kind: recorder.concurrency(names, key) for kind, key in KEYS.items()},
+        )
     finally:
+        await recorder.stop()
         await asyncio.to_thread(_clean, c)
         c.kube.api.close()
+        await kube.aclose()
 
 
 def _make(c: Scoped, ask: Ask) -> str:
@@ -113,17 +159,3 @@ def _make(c: Scoped, ask: Ask) -> str:
     }
     c.kube.custom.create_cluster_custom_object(GROUP, VERSION, "podmigrationjobs", body)
     return name
-
-
-def _ends(c: Scoped, names: list[str]) -> dict[str, Outcome]:
-    """Each job's phase and reason once all have ended, or when the scenario's time is up."""
-    deadline = time.monotonic() + WITHIN
-    seen: dict[str, Outcome] = {}
-    while True:
-        for name in names:
-            job = c.kube.custom.get_cluster_custom_object(GROUP, VERSION, "podmigrationjobs", name)
-            status: dict[str, Any] = job.get("status") or {}
-            seen[name.removeprefix(f"{c.scope}-")] = (status.get("phase") or "", status.get("reason") or "")
-        if all(phase in TERMINAL for phase, _ in seen.values()) or time.monotonic() > deadline:
-            return seen
-        time.sleep(1.0)  # two controllers' status writes, read the same way: a poll, not a watch of one

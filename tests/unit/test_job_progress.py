@@ -137,7 +137,7 @@ def test_reservation_first_to_the_end_and_idempotent() -> None:
     o = then(o)  # reserve asked
     o = then(replace(o, reservation=reservation()))  # evict asked
     conditions = {c.type: c.status for c in o.job.status.conditions or []}  # type: ignore[union-attr]
-    assert conditions == {"ReservationCreated": "True", "ReservationScheduled": "True", "Eviction": "Unknown"}
+    assert conditions == {"ReservationCreated": "True", "ReservationScheduled": "True", "Eviction": "False"}
     o = then(replace(o, pod=GONE))
     assert o.job.status is not None and o.job.status.reason == "WaitForPodBindReservation"
     bound = reservation("Succeeded", bound=(("default", "web-9", "new-uid"),))

@@ -193,7 +193,12 @@ def reservation_first(w: StatusWriter, started: bool) -> Step:
             return w.end(PHASE_FAILED, REASON_MISSING_RESERVATION, "the job's Reservation is gone")
         if o.reserve_retrying:  # as Koordinator: the condition False, tried again until the ttl
             retrying = f"{o.reserve_retrying} (trying again)"
-            w.set(COND_RESERVATION_CREATED, STATUS_FALSE, REASON_FAILED_CREATE_RESERVATION, message=retrying)
+            # The user's own, not made yet: nothing failed to be created (Koordinator sets no condition).
+            if o.job.user_reservation:
+                w.set(COND_RESERVATION_CREATED, STATUS_UNKNOWN, "", message=retrying)
+            else:
+                failed = REASON_FAILED_CREATE_RESERVATION
+                w.set(COND_RESERVATION_CREATED, STATUS_FALSE, failed, message=retrying)
             step = w.stay(PHASE_RUNNING, "", retrying, actions=(RESERVE,))
             step.attempt = max(1, o.attempt)
             return step
@@ -309,7 +314,7 @@ def surging(w: StatusWriter, r: ReservationView) -> Step:
         return waiting
     if pod is not None and not pod.terminating:
         message = "scaling the Deployment back down: its ReplicaSet removes the old pod"
-        w.set(COND_EVICTION, STATUS_UNKNOWN, REASON_EVICTING, message=message)
+        w.set(COND_EVICTION, STATUS_FALSE, REASON_EVICTING, message=message)
         return w.stay(PHASE_RUNNING, REASON_EVICTING, message, actions=(SCALE_BACK,))
     w.set(COND_EVICTION, STATUS_TRUE, REASON_EVICT_COMPLETE, message="the scale-down removed the old pod")
     if pod is not None:
@@ -339,7 +344,7 @@ def taken_early(w: StatusWriter, r: ReservationView) -> Step:
         # Taken after the executor found it Available and sent the eviction: a replica of the workload
         # went and left its place. The eviction's outcome decides (evicted: it claims a replacement).
         message = f"Reservation {r.name} was taken after the room check; the eviction is on its way"
-        w.set(COND_EVICTION, STATUS_UNKNOWN, REASON_EVICTING, message=message)
+        w.set(COND_EVICTION, STATUS_FALSE, REASON_EVICTING, message=message)
         return w.stay(PHASE_RUNNING, REASON_EVICTING, message, actions=())
     if taker is not None and r.ours and r.owner_controller_uid and same_workload:
         who = f"{taker.namespace}/{taker.name}"
@@ -359,7 +364,7 @@ def taken_early(w: StatusWriter, r: ReservationView) -> Step:
 def evicting(w: StatusWriter, how: str = "") -> Step:
     note = w.o.eviction_note
     message = f"evicting: {note}" if note else "evicting the pod" + (f" {how}" if how else "")
-    w.set(COND_EVICTION, STATUS_UNKNOWN, REASON_EVICTING, message=message)
+    w.set(COND_EVICTION, STATUS_FALSE, REASON_EVICTING, message=message)
     step = w.stay(PHASE_RUNNING, REASON_EVICTING, message, actions=(EVICT,))
     # One eviction command per Reservation: after reserving again, the new one is not a duplicate.
     step.attempt = max(1, w.o.attempt)

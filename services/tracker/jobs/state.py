@@ -35,6 +35,24 @@ if redis.call('HEXISTS', KEYS[2], ARGV[2]) == 1 then redis.call('HSET', KEYS[2],
 return 1
 """
 
+# The job a pod points at. A job made for a pod another job is moving ends refused: the first keeps the
+# pod (its events are how it learns the pod went), unless it has ended; and a job's end takes the pointer
+# only if it is its own.
+POINT_AT = """
+local now = redis.call('HGET', KEYS[1], ARGV[1])
+if now and now ~= ARGV[2] then
+  local phase = redis.call('HGET', KEYS[2], now)
+  if phase and phase ~= 'Succeeded' and phase ~= 'Failed' and phase ~= 'Aborted' then return 0 end
+end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+return 1
+"""
+UNPOINT = """
+if redis.call('HGET', KEYS[1], ARGV[1]) == ARGV[2] then return redis.call('HDEL', KEYS[1], ARGV[1]) end
+return 0
+"""
+assert set(TERMINAL_PHASES) == {"Succeeded", "Failed", "Aborted"}  # as POINT_AT spells them
+
 
 class JobState:
     def __init__(self, client: aioredis.Redis, keys: TrackerKeys, default_ttl: str) -> None:
@@ -110,7 +128,8 @@ class JobState:
         deadline = at + 0.05
         pipe.zadd(self.keys.deadlines, {name: deadline})
         if job.spec.pod_ref is not None:
-            pipe.hset(self.keys.pod_jobs, f"{job.spec.pod_ref.namespace}/{job.spec.pod_ref.name}", name)
+            pod = f"{job.spec.pod_ref.namespace}/{job.spec.pod_ref.name}"
+            pipe.eval(POINT_AT, 2, self.keys.pod_jobs, self.keys.phases, pod, name)  # queued: no await
         if named := job.user_reservation:  # its events carry no job label: find the job by the name
             pipe.hset(self.keys.named, named, name)
 
@@ -124,7 +143,8 @@ class JobState:
             pipe.hdel(self.keys.replacement_jobs, f"{namespace}/{pod}")
         pipe.zrem(self.keys.deadlines, name)
         if job.spec.pod_ref is not None:
-            pipe.hdel(self.keys.pod_jobs, f"{job.spec.pod_ref.namespace}/{job.spec.pod_ref.name}")
+            pod = f"{job.spec.pod_ref.namespace}/{job.spec.pod_ref.name}"
+            pipe.eval(UNPOINT, 1, self.keys.pod_jobs, pod, name)  # queued: no await
         if named := job.user_reservation:
             pipe.hdel(self.keys.named, named)
         if own:
