@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.results_io import RESULTS
+from bench.side_by_side import table as side_by_side_rows
 
 FULL = {
     "watcher": ["--nodes", "5000", "--pods", "100000", "--changes", "100000"],
@@ -48,6 +49,24 @@ def run_benchmark(name: str, args: list[str]) -> dict[str, Any]:
     result: dict[str, Any] = json.loads((RESULTS / f"{name}.json").read_text())
     result["_seconds"] = round(time.monotonic() - started, 1)
     return result
+
+
+# Podherd beside Koordinator's own controller on the real engine (needs Go for the control plane).
+SIDE_BY_SIDE = ["--jobs", "100", "1000", "--pending", "1000", "10000"]
+SIDE_BY_SIDE_QUICK = ["--jobs", "100", "--pending", "1000"]
+
+
+def side_by_side(args: list[str]) -> dict[str, Any]:
+    """bench.side_by_side's result, or why it did not run (exit 2: no real engine here)."""
+    print(f"running bench.side_by_side {' '.join(args)}", file=sys.stderr, flush=True)
+    argv = [sys.executable, "-m", "bench.side_by_side", *args]
+    out = subprocess.run(argv, capture_output=True, text=True, check=False)
+    if out.returncode == 2:
+        return {"skipped": out.stderr.strip().splitlines()[-1]}
+    if out.returncode != 0:
+        raise SystemExit(f"bench.side_by_side failed:\n{out.stderr[-3000:]}")
+    found: dict[str, Any] = json.loads((RESULTS / "side-by-side.json").read_text())
+    return found
 
 
 def _row(cells: list[Any]) -> str:
@@ -144,6 +163,7 @@ def markdown(results: dict[str, Any]) -> str:
             )
         )
     lines += gate_table(results.get("gate"))
+    lines += side_by_side_table(results.get("side_by_side"))
     lines.append("\n![admission latency against pending jobs](admission_latency.png)\n")
     return "\n".join(lines)
 
@@ -160,6 +180,19 @@ def gate_table(gate: dict[str, Any] | None) -> list[str]:
         _row(["webhook", "reviews", "p50 ms", "p99 ms", "max ms"]),
         _row(["---"] * 5),
         *(_row([name, r["reviews"], r["p50_ms"], r["p99_ms"], r["max_ms"]]) for name, r in rows),
+    ]
+
+
+def side_by_side_table(result: dict[str, Any] | None) -> list[str]:
+    """Podherd and Koordinator's controller on the same real-engine cluster, or why that did not run."""
+    if result is None:
+        return []
+    if "skipped" in result:
+        return [f"\n## Beside Koordinator's own controller: not run ({result['skipped']})\n"]
+    return [
+        f"\n## Beside Koordinator's own controller, real engine ({result['cluster']})\n",
+        *side_by_side_rows(result),
+        "",
     ]
 
 
@@ -240,6 +273,7 @@ def main() -> None:
     for name, bench_args in sizes.items():
         print(f"running bench.{name}_bench {' '.join(bench_args)}", file=sys.stderr, flush=True)
         results[name] = run_benchmark(name, bench_args)
+    results["side_by_side"] = side_by_side(SIDE_BY_SIDE_QUICK if args.quick else SIDE_BY_SIDE)
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "report.json").write_text(json.dumps(results, indent=2) + "\n")
     (RESULTS / "report.md").write_text(markdown(results))

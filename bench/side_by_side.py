@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
 import shutil
 import sys
 import tempfile
@@ -42,7 +43,7 @@ from typing import Any
 import msgspec
 
 from bench.e2e_bench import CREATES_AT_ONCE, JOBS, cluster, follow, percentile, pid_usage
-from bench.results_io import emit
+from bench.results_io import RESULTS, emit
 from bench.stack import deployment, nodes, stack
 from bench.topology import Single, start_servers
 from kubesim.sim import SimHandle
@@ -57,6 +58,7 @@ from shared.kube import KubeClient
 # and a job a user made without one waits for ever.
 TTL = "5m"
 WITHIN = 900.0  # seconds a run's jobs may take to end
+PARTIAL = RESULTS / "side-by-side.partial.json"
 IDLE_SAMPLE = 5.0  # seconds the control plane is watched at rest before a run's jobs
 OFF = {"workload": {"duration": "0s"}}  # no object limiter
 LIMITS: dict[str, dict[str, Any]] = {
@@ -298,12 +300,17 @@ async def pending(beside: Beside, backlog: int, rate: float, arrivals: int) -> d
         await asyncio.sleep(max(0.0, start + i / rate - time.monotonic()))
         created[f"sbs-{i}"] = time.monotonic()
         await _create(kube, f"sbs-{i}", pod, mode="ReservationFirst", ttl=TTL)
-    async with asyncio.timeout(WITHIN):
-        await watching  # each arrival moved to its end, and when it was admitted seen on the way
-    admission = [admitted.get(n, ended[n]) - created[n] for n in created]
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(WITHIN):
+            await watching  # each arrival moved to its end, and when it was admitted seen on the way
+    watching.cancel()
+    # An arrival never admitted within the run counts as admitted at its end: a floor, said beside it.
+    seen = {**ended, **admitted}
+    admission = [seen.get(n, time.monotonic()) - created[n] for n in created]
     return {
         "pending": backlog,
         "arrivals": len(created),
+        "arrivals_not_admitted_within_the_run": len([n for n in created if n not in seen]),
         "rate_per_s": rate,
         "admission_ms_p50": _ms(admission, 0.5),
         "admission_ms_p99": _ms(admission, 0.99),
@@ -387,8 +394,15 @@ async def main_async(options: argparse.Namespace) -> dict[str, Any]:
             for controller in order:
                 print(f"side by side: {controller} {what} {size}", file=sys.stderr, flush=True)
                 rows.append(await one(controller, what, size, options, work))
+                # So far, kept after every run: a long run stopped midway keeps what it measured.
+                PARTIAL.parent.mkdir(exist_ok=True)
+                PARTIAL.write_text(json.dumps(result(rows), indent=2) + "\n")
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    return result(rows)
+
+
+def result(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return {
         "date": datetime.now(UTC).date().isoformat(),
         "cluster": "40 nodes x 16 CPU, Deployments of 30",

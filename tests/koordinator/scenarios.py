@@ -198,7 +198,7 @@ SCENARIOS: tuple[Scenario, ...] = (
         "two-jobs-for-one-pod",
         cluster(nodes=3, web=3, cpu="500m"),
         (Ask("a", spec={"ttl": "2m"}), Ask("b", spec={"ttl": TTL})),
-        differs={"b": SECOND_JOB, "concurrency": SECOND_JOB},
+        differs={"a": SECOND_JOB, "b": SECOND_JOB, "concurrency": SECOND_JOB},
     ),
     Scenario("a-bare-pod", _bare(node="node-1"), (Ask("a", pod="lonely", spec={"ttl": TTL}),)),
     Scenario(
