@@ -99,11 +99,29 @@ def _with(document: dict[str, Any], **workload: Any) -> dict[str, Any]:
     return document
 
 
+def _three() -> dict[str, Any]:
+    """Three nodes and a Deployment of three: room for any one replacement."""
+    return cluster(nodes=3, web=3, cpu="500m")
+
+
+MOVED = (Ask("a", spec={"ttl": "2m"}),)  # one job, with time to move
+WAITS = (Ask("a", spec={"ttl": TTL}),)  # one job, ended by its short ttl if it can only wait
+
+
 def _no_room() -> dict[str, Any]:
     """One node, full: a replacement fits nowhere."""
     return cluster(nodes=1, web=2, node_cpu=2, cpu="1")
 
 
+# A workload limiter of one per minute and a namespace limiter of two, the limits themselves above them.
+OBJECT_LIMITERS = {
+    "objectLimiters": {
+        "workload": {"duration": "1m", "maxMigrating": 1},
+        "namespace": {"duration": "1m", "maxMigrating": 2},
+    },
+    "maxMigratingPerWorkload": 2,
+    "maxUnavailablePerWorkload": 2,
+}
 # One migration at a time per namespace and per workload, the workload limiter off so that the limits
 # themselves are what holds the second job.
 ONE_EACH = {
@@ -115,21 +133,21 @@ ONE_EACH = {
 
 
 SCENARIOS: tuple[Scenario, ...] = (
-    Scenario("reservation-first", cluster(nodes=3, web=3, cpu="500m"), (Ask("a", spec={"ttl": "2m"}),)),
+    Scenario("reservation-first", _three(), MOVED),
     Scenario(
         "evict-directly",
-        cluster(nodes=3, web=3, cpu="500m"),
+        _three(),
         (Ask("a", spec={"mode": "EvictDirectly", "ttl": "2m"}),),
     ),
     Scenario(
         "no-room-until-the-ttl",
         _no_room(),
-        (Ask("a", spec={"ttl": TTL}),),
+        WAITS,
     ),
     Scenario(
         "a-budget-allowing-nothing",
-        _budget(cluster(nodes=3, web=3, cpu="500m"), minAvailable=3),
-        (Ask("a", spec={"ttl": TTL}),),
+        _budget(_three(), minAvailable=3),
+        WAITS,
         args={"maxUnavailablePerWorkload": 3, "maxMigratingPerWorkload": 3},
     ),
     Scenario(
@@ -138,24 +156,24 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario(
         "a-statefulset-pod-comes-back-with-its-name",
         _statefulset(),
-        (Ask("a", spec={"ttl": "2m"}),),
+        MOVED,
         differs={"a": STATEFULSET},
     ),
     Scenario(
         "delete-policy",
-        cluster(nodes=3, web=3, cpu="500m"),
-        (Ask("a", spec={"ttl": "2m"}),),
+        _three(),
+        MOVED,
         args={"evictionPolicy": "Delete"},
     ),
     Scenario(
         "a-single-replica-is-not-moved",
         cluster(nodes=3, web=1, cpu="500m"),
-        (Ask("a", spec={"ttl": TTL}),),
+        WAITS,
     ),
     Scenario(
         "the-evict-annotation-moves-a-single-replica",
         _annotated(**{"descheduler.alpha.kubernetes.io/evict": "true"}),
-        (Ask("a", spec={"ttl": "2m"}),),
+        MOVED,
     ),
     Scenario(
         "two-jobs-on-one-node-one-at-a-time",
@@ -171,32 +189,32 @@ SCENARIOS: tuple[Scenario, ...] = (
     ),
     Scenario(
         "soft-eviction-nobody-carries-out",
-        cluster(nodes=3, web=3, cpu="500m"),
-        (Ask("a", spec={"ttl": TTL}),),
+        _three(),
+        WAITS,
         args={"evictionPolicy": "SoftEviction"},
     ),
     Scenario(
         "a-paused-job",
-        cluster(nodes=3, web=3, cpu="500m"),
+        _three(),
         (Ask("a", spec={"ttl": TTL, "paused": True}),),
         differs={"a": "`spec.paused`"},
     ),
     Scenario(
         "dry-run",
-        cluster(nodes=3, web=3, cpu="500m"),
-        (Ask("a", spec={"ttl": "2m"}),),
+        _three(),
+        MOVED,
         args={"dryRun": True},
         differs={"a": DRY_RUN},
     ),
     Scenario(
         "a-named-reservation-that-does-not-exist",
-        cluster(nodes=3, web=3, cpu="500m"),
+        _three(),
         (Ask("a", spec={"ttl": TTL, "reservationOptions": {"reservationRef": {"name": "nowhere"}}}),),
     ),
     # Pods Koordinator will not move, and pods it moves only when told
     Scenario(
         "two-jobs-for-one-pod",
-        cluster(nodes=3, web=3, cpu="500m"),
+        _three(),
         (Ask("a", spec={"ttl": "2m"}), Ask("b", spec={"ttl": TTL})),
         differs={"a": SECOND_JOB, "b": SECOND_JOB, "concurrency": SECOND_JOB},
     ),
@@ -215,17 +233,17 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario(
         "an-eviction-cost-that-forbids-eviction",
         _annotated(**{"scheduling.koordinator.sh/eviction-cost": "2147483647"}),
-        (Ask("a", spec={"ttl": TTL}),),
+        WAITS,
     ),
     Scenario(
         "the-evict-annotation-false-on-a-single-replica",
         _annotated(**{"descheduler.alpha.kubernetes.io/evict": "false"}),
-        (Ask("a", spec={"ttl": TTL}),),
+        WAITS,
     ),
     Scenario(
         "a-pod-with-local-storage",
-        _with(cluster(nodes=3, web=3, cpu="500m"), volumes=[{"name": "scratch", "emptyDir": {}}]),
-        (Ask("a", spec={"ttl": "2m"}),),
+        _with(_three(), volumes=[{"name": "scratch", "emptyDir": {}}]),
+        MOVED,
     ),
     Scenario(
         "a-single-replica-evicted-directly",
@@ -240,18 +258,18 @@ SCENARIOS: tuple[Scenario, ...] = (
     ),
     Scenario(
         "a-ttl-too-short-for-the-move",
-        cluster(nodes=3, web=3, cpu="500m"),
+        _three(),
         (Ask("a", spec={"ttl": "1s"}),),
         differs={"a": "a job whose ttl ends before its first step"},
     ),
     Scenario(
         "a-budget-allowing-one",
-        _budget(cluster(nodes=3, web=3, cpu="500m"), maxUnavailable=1),
-        (Ask("a", spec={"ttl": "2m"}),),
+        _budget(_three(), maxUnavailable=1),
+        MOVED,
     ),
     Scenario(
         "a-job-with-delete-options",
-        cluster(nodes=3, web=3, cpu="500m"),
+        _three(),
         (Ask("a", spec={"ttl": "2m", "deleteOptions": {"gracePeriodSeconds": 0}}),),
     ),
     Scenario(
@@ -262,7 +280,7 @@ SCENARIOS: tuple[Scenario, ...] = (
     ),
     Scenario(
         "two-jobs-of-a-small-workload-one-at-a-time",
-        cluster(nodes=3, web=3, cpu="500m"),
+        _three(),
         (Ask("a", index=0, spec={"ttl": "2m"}), Ask("b", index=1, spec={"ttl": "2m"})),
         differs={
             "a": LIMITERS,
@@ -287,19 +305,19 @@ SCENARIOS: tuple[Scenario, ...] = (
     # The other policies and dry run, evicting directly
     Scenario(
         "delete-policy-evicting-directly",
-        cluster(nodes=3, web=3, cpu="500m"),
+        _three(),
         (Ask("a", spec={"mode": "EvictDirectly", "ttl": "2m"}),),
         args={"evictionPolicy": "Delete"},
     ),
     Scenario(
         "soft-eviction-evicting-directly",
-        cluster(nodes=3, web=3, cpu="500m"),
+        _three(),
         (Ask("a", spec={"mode": "EvictDirectly", "ttl": TTL}),),
         args={"evictionPolicy": "SoftEviction"},
     ),
     Scenario(
         "dry-run-evicting-directly",
-        cluster(nodes=3, web=3, cpu="500m"),
+        _three(),
         (Ask("a", spec={"mode": "EvictDirectly", "ttl": "2m"}),),
         args={"dryRun": True},
         differs={"a": DRY_RUN},
@@ -307,20 +325,20 @@ SCENARIOS: tuple[Scenario, ...] = (
     # Which pods the args let move
     Scenario(
         "namespace-excluded",
-        cluster(nodes=3, web=3, cpu="500m"),
-        (Ask("a", spec={"ttl": TTL}),),
+        _three(),
+        WAITS,
         args={"namespaces": {"exclude": ["namespace-excluded"]}, "priorityThreshold": {"value": 100}},
     ),
     Scenario(
         "a-priority-at-the-threshold",
         _prioritised(1000),
-        (Ask("a", spec={"ttl": TTL}),),
+        WAITS,
         args={"namespaces": {"exclude": ["namespace-excluded"]}, "priorityThreshold": {"value": 100}},
     ),
     Scenario(
         "a-priority-below-the-threshold",
         _prioritised(10),
-        (Ask("a", spec={"ttl": "2m"}),),
+        MOVED,
         args={"namespaces": {"exclude": ["namespace-excluded"]}, "priorityThreshold": {"value": 100}},
     ),
     # Limits of every kind
@@ -346,14 +364,7 @@ SCENARIOS: tuple[Scenario, ...] = (
         "a-workload-object-limiter",
         cluster(nodes=3, web=4, cpu="250m"),
         (Ask("a", index=0, spec={"ttl": "2m"}), Ask("b", index=1, spec={"ttl": TTL})),
-        args={
-            "objectLimiters": {
-                "workload": {"duration": "1m", "maxMigrating": 1},
-                "namespace": {"duration": "1m", "maxMigrating": 2},
-            },
-            "maxMigratingPerWorkload": 2,
-            "maxUnavailablePerWorkload": 2,
-        },
+        args=OBJECT_LIMITERS,
         differs={"b": LIMITERS},
     ),
     Scenario(
@@ -364,14 +375,7 @@ SCENARIOS: tuple[Scenario, ...] = (
             Ask("b", app="api", spec={"ttl": "2m"}),
             Ask("c", app="api", index=1, spec={"ttl": TTL}),
         ),
-        args={
-            "objectLimiters": {
-                "workload": {"duration": "1m", "maxMigrating": 1},
-                "namespace": {"duration": "1m", "maxMigrating": 2},
-            },
-            "maxMigratingPerWorkload": 2,
-            "maxUnavailablePerWorkload": 2,
-        },
+        args=OBJECT_LIMITERS,
         differs={
             "a": LIMITERS,
             "b": LIMITERS,
@@ -381,13 +385,13 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario(
         "as-many-migrating-as-replicas",
         cluster(nodes=3, web=2, cpu="500m"),
-        (Ask("a", spec={"ttl": TTL}),),
+        WAITS,
         args={"maxMigratingPerWorkload": 2, "maxUnavailablePerWorkload": 2},
     ),
     Scenario(
         "as-many-migrating-as-replicas-unchecked",
         cluster(nodes=3, web=2, cpu="500m"),
-        (Ask("a", spec={"ttl": "2m"}),),
+        MOVED,
         args={
             "maxMigratingPerWorkload": 2,
             "maxUnavailablePerWorkload": 2,
@@ -397,7 +401,7 @@ SCENARIOS: tuple[Scenario, ...] = (
     # Defaults the args change
     Scenario(
         "the-default-mode-evicts-directly",
-        cluster(nodes=3, web=3, cpu="500m"),
+        _three(),
         (Ask("a"),),
         args={"defaultJobMode": "EvictDirectly", "defaultJobTTL": "15s", "evictQPS": 0.2, "evictBurst": 1},
     ),
