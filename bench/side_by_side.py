@@ -417,10 +417,15 @@ def compare(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     out = []
     for theirs in (r for r in rows if r["controller"] == "koordinator" and "by_job" in r):
         ours = next(
-            r
-            for r in rows
-            if r["controller"] == "podherd" and (r["run"], r["jobs"]) == (theirs["run"], theirs["jobs"])
+            (
+                r
+                for r in rows
+                if r["controller"] == "podherd" and (r["run"], r["jobs"]) == (theirs["run"], theirs["jobs"])
+            ),
+            None,
         )
+        if ours is None:  # its Podherd run is still to come
+            continue
         pairs = [(end, ours["by_job"].get(name)) for name, end in theirs["by_job"].items()]
         out.append(
             {
