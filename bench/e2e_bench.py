@@ -138,8 +138,10 @@ async def follow(
     ended: dict[str, float],
     version: str,
     running: dict[str, float] | None = None,
+    prefix: str = "",
 ) -> None:
-    """Each job's end, as the watch tells it (and, into `running`, when it was first seen admitted). A watch
+    """Each end of a job named `prefix`…, as the watch tells it (and, into `running`, when it was first seen
+    admitted). A watch
     the API server ends (on the real engine one ended before a thousand jobs did: `410 Gone` past its watch
     cache's window, or its request timeout) is followed by a list and a new watch; a job the list shows
     ended is counted then."""
@@ -152,6 +154,7 @@ async def follow(
                 break
             version = (obj.get("metadata") or {}).get("resourceVersion") or version
             name = (obj.get("metadata") or {}).get("name")
+            name = name if name and name.startswith(prefix) else None
             phase = (obj.get("status") or {}).get("phase")
             if name and running is not None and phase and phase != "Pending":
                 running.setdefault(name, time.monotonic())
@@ -161,7 +164,8 @@ async def follow(
                     return
         listing = msgspec.json.decode(await kube.arequest("GET", JOBS))
         for job in listing.get("items") or []:
-            if (job.get("status") or {}).get("phase") in TERMINAL_PHASES:
+            mine = job["metadata"]["name"].startswith(prefix)
+            if mine and (job.get("status") or {}).get("phase") in TERMINAL_PHASES:
                 ended.setdefault(job["metadata"]["name"], time.monotonic())
         version = listing["metadata"]["resourceVersion"]
 

@@ -269,6 +269,7 @@ def pending_cluster(backlog: int, movers: int) -> dict[str, Any]:
     }
 
 
+ARRIVAL = "sbs-arrival-"  # the jobs whose admission the pending run measures
 PENDING_LIMITS = {**LIMITS["open"], "maxMigratingPerNode": 1}
 
 
@@ -293,13 +294,13 @@ async def pending(beside: Beside, backlog: int, rate: float, arrivals: int) -> d
     ended: dict[str, float] = {}
     admitted: dict[str, float] = {}
     before = await before_jobs(beside)
-    watching = asyncio.create_task(follow(kube, len(spread), ended, version, admitted))
+    watching = asyncio.create_task(follow(kube, len(spread), ended, version, admitted, ARRIVAL))
     created: dict[str, float] = {}
     start = time.monotonic()
     for i, pod in enumerate(spread):  # one node after another: no arrival waits behind another's node
         await asyncio.sleep(max(0.0, start + i / rate - time.monotonic()))
-        created[f"sbs-{i}"] = time.monotonic()
-        await _create(kube, f"sbs-{i}", pod, mode="ReservationFirst", ttl=TTL)
+        created[f"{ARRIVAL}{i}"] = time.monotonic()
+        await _create(kube, f"{ARRIVAL}{i}", pod, mode="ReservationFirst", ttl=TTL)
     with contextlib.suppress(TimeoutError):
         async with asyncio.timeout(WITHIN):
             await watching  # each arrival moved to its end, and when it was admitted seen on the way
@@ -314,9 +315,7 @@ async def pending(beside: Beside, backlog: int, rate: float, arrivals: int) -> d
         "rate_per_s": rate,
         "admission_ms_p50": _ms(admission, 0.5),
         "admission_ms_p99": _ms(admission, 0.99),
-        "waiting_still_pending": (await _outcomes(kube, {f"sbs-wait-{i}" for i in range(backlog)})).get(
-            "Pending", 0
-        ),
+        "waiting_outcomes": await _outcomes(kube, {f"sbs-wait-{i}" for i in range(backlog)}),
         **_summary(beside, before, len(created)),
     }
 
@@ -367,7 +366,7 @@ def table(result: dict[str, Any]) -> list[str]:
             f"{r['run']} {size:,}" + (f" (+{r['arrivals']} at {r['rate_per_s']:g}/s)" if pending else ""),
             r["controller"],
             r["arrivals"] if pending else r["jobs"],
-            ", ".join(f"{k} {v}" for k, v in r.get("outcomes", {}).items()) or "-",
+            _ends(r),
             r.get("makespan_s", "-"),
             r.get("jobs_per_s", "-"),
             f"{r['latency_s_p50']} / {r['latency_s_p99']}" if "latency_s_p50" in r else "-",
@@ -378,6 +377,13 @@ def table(result: dict[str, Any]) -> list[str]:
         ]
         lines.append("| " + " | ".join(str(c) for c in cells) + " |")
     return lines
+
+
+def _ends(run: dict[str, Any]) -> str:
+    """How the run's jobs ended; for a pending run, the jobs left waiting."""
+    if run["run"] == "pending":
+        return "waiting: " + ", ".join(f"{k} {v}" for k, v in run.get("waiting_outcomes", {}).items())
+    return ", ".join(f"{k} {v}" for k, v in run.get("outcomes", {}).items()) or "-"
 
 
 def plan(options: argparse.Namespace) -> list[tuple[str, int]]:
