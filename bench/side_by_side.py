@@ -258,8 +258,8 @@ async def jobs_at_once(beside: Beside, jobs: int) -> dict[str, Any]:
 def pending_cluster(backlog: int, movers: int) -> dict[str, Any]:
     """A node full of pods whose jobs must wait (its one migration slot held by a job whose Reservation fits
     nowhere), and 50 nodes of movable pods."""
-    hold = deployment("hold", 1, "60", "1Gi") | {"placement": ["full-0"]}
-    waiting = deployment("waiting", backlog, "1m", "1Mi") | {"placement": ["full-0"] * backlog}
+    hold = deployment("hold", 1, "60", "1Gi") | {"placement": ["full-1"]}
+    waiting = deployment("waiting", backlog, "1m", "1Mi") | {"placement": ["full-1"] * backlog}
     movable = [deployment(f"move-{i}", 30, "100m", "128Mi") for i in range(-(-movers // 30))]
     full = {"name": "full-{i}", "count": 1, "capacity": {"cpu": "100", "memory": "256Gi", "pods": "20000"}}
     return {
