@@ -31,6 +31,7 @@ import asyncio
 import contextlib
 import json
 import shutil
+import signal
 import sys
 import tempfile
 import time
@@ -463,6 +464,8 @@ def main() -> None:
             f"bench.side_by_side needs the real engine, and it cannot be built here: {why}", file=sys.stderr
         )
         sys.exit(2)
+    # SIGTERM unwinds as an exit does: each run's controller and control plane are stopped, none left behind.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     emit("side-by-side", asyncio.run(main_async(options)))
 
 
