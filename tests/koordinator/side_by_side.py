@@ -119,8 +119,18 @@ def run_all(corpus: tuple[Scenario, ...], controller: Controller, work: Path) ->
 async def _group(
     handle: SimHandle, group: list[Scenario], controller: Controller, label: str
 ) -> dict[str, Run]:
-    async with controller(handle, group[0].args, label):
-        done = await asyncio.gather(*(_one(handle, scenario) for scenario in group))
+    try:
+        async with controller(handle, group[0].args, label):
+            done = await asyncio.gather(*(_one(handle, scenario) for scenario in group))
+    finally:
+        # Once the whole group is over: a scenario's cleanup takes the namespaces its name begins (for
+        # `a-bare-pod`, the `a-bare-pod-…` ones), which may be another scenario of the group still running.
+        kube = client_for(handle)
+        try:
+            for scenario in group:
+                await asyncio.to_thread(_clean, Scoped(kube, scenario.name, "real"))
+        finally:
+            kube.api.close()
     return {scenario.name: run for scenario, run in zip(group, done, strict=True)}
 
 
@@ -139,7 +149,6 @@ async def _one(handle: SimHandle, scenario: Scenario) -> Run:
         )
     finally:
         await recorder.stop()
-        await asyncio.to_thread(_clean, c)
         c.kube.api.close()
         await kube.aclose()
 
