@@ -49,7 +49,7 @@ class JobTrace:
     conditions: tuple[tuple[str, ...], ...]  # the types set True or False, stage by stage, in the order set
     evicted: bool
     evicted_after_s: float | None
-    reservation: str  # what became of it: none, consumed, failed, released unused, left unused
+    reservation: str  # what became of it: none, consumed, unused, left unused
     message: str = ""  # the job's last message (reported, not compared: each controller words its own)
 
 
@@ -118,9 +118,9 @@ class Recorder:
         return None
 
     def reservation_fate(self, name: str) -> str:
-        """What became of the job's Reservation: `consumed` (a pod took it: Succeeded), `failed`, `released
-        unused` (deleted before any pod took it), `left unused` (still there, untaken), or `none`. Whether a
-        consumed one is then deleted or left for the scheduler's collector is housekeeping, not its fate."""
+        """What became of the job's Reservation: `consumed` (a pod took it: Succeeded), `unused` (deleted or
+        Failed before any pod took it), `left unused` (still there, untaken), or `none`. Whether a consumed
+        one is then deleted or left for the scheduler's collector is housekeeping, not its fate."""
         reservation = self.reservation_of(name)
         events = [
             s for s in self.seen if s.kind == "reservation" and s.obj["metadata"]["name"] == reservation
@@ -130,9 +130,8 @@ class Recorder:
         phases = [str((s.obj.get("status") or {}).get("phase") or "Pending") for s in events]
         if "Succeeded" in phases:
             return "consumed"
-        if "Failed" in phases:
-            return "failed"
-        return "released unused" if events[-1].type == "DELETED" else "left unused"
+        # Deleted or Failed untaken: which comes first when its expiry meets the job's ttl is a race.
+        return "unused" if events[-1].type == "DELETED" or "Failed" in phases else "left unused"
 
     def settled(self, names: list[str]) -> bool:
         return all(self.reservation_fate(n) != "left unused" for n in names)

@@ -49,14 +49,16 @@ def test_a_reservation_taken_is_consumed_whether_it_is_then_deleted_or_left() ->
     assert left.reservation_fate("j") == deleted.reservation_fate("j") == "consumed"
 
 
-def test_a_reservation_never_taken_is_released_or_left_unused_and_none_is_none() -> None:
+def test_a_reservation_never_taken_is_unused_whether_deleted_or_expired_or_left_and_none_is_none() -> None:
+    expired = _recorder(("job", "ADDED", _job("r")), ("reservation", "MODIFIED", _room("Failed")))
+    assert expired.reservation_fate("j") == "unused"
     released = _recorder(
         ("job", "ADDED", _job("r")),
         ("reservation", "ADDED", _room("Available")),
         ("reservation", "DELETED", _room("Available")),
     )
     left = _recorder(("job", "ADDED", _job("r")), ("reservation", "ADDED", _room("Available")))
-    assert released.reservation_fate("j") == "released unused"
+    assert released.reservation_fate("j") == "unused"
     assert left.reservation_fate("j") == "left unused" and not left.settled(["j"])
     assert _recorder(("job", "ADDED", _job(None))).reservation_fate("j") == "none"
 
