@@ -285,6 +285,7 @@ SCENARIOS: tuple[Scenario, ...] = (
         differs={
             "a": LIMITERS,
             "b": LIMITERS,
+            "concurrency": COUNTED,
         },
     ),
     Scenario(
