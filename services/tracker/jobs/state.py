@@ -36,13 +36,17 @@ return 1
 """
 
 # The job a pod points at. A job made for a pod another job is moving ends refused: the first keeps the
-# pod (its events are how it learns the pod went), unless it has ended; and a job's end takes the pointer
-# only if it is its own.
+# pod (its events are how it learns the pod went), unless it has ended (its phase one of ARGV[3..]); and a
+# job's end takes the pointer only if it is its own.
 POINT_AT = """
 local now = redis.call('HGET', KEYS[1], ARGV[1])
 if now and now ~= ARGV[2] then
   local phase = redis.call('HGET', KEYS[2], now)
-  if phase and phase ~= 'Succeeded' and phase ~= 'Failed' and phase ~= 'Aborted' then return 0 end
+  if phase then
+    local ended = false
+    for i = 3, #ARGV do if phase == ARGV[i] then ended = true end end
+    if not ended then return 0 end
+  end
 end
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
 return 1
@@ -51,7 +55,6 @@ UNPOINT = """
 if redis.call('HGET', KEYS[1], ARGV[1]) == ARGV[2] then return redis.call('HDEL', KEYS[1], ARGV[1]) end
 return 0
 """
-assert set(TERMINAL_PHASES) == {"Succeeded", "Failed", "Aborted"}  # as POINT_AT spells them
 
 
 class JobState:
@@ -59,6 +62,8 @@ class JobState:
         self.client, self.keys, self.default_ttl = client, keys, default_ttl
         self._mark_ended = client.register_script(MARK_ENDED)
         self._job_changed = client.register_script(JOB_CHANGED)
+        self._point_at = client.register_script(POINT_AT)
+        self._unpoint = client.register_script(UNPOINT)
 
     async def phase_written(self, name: str, phase: str) -> None:
         await self.client.hset(self.keys.phases, name, phase)
@@ -114,10 +119,10 @@ class JobState:
 
     async def track(self, job: PodMigrationJob) -> None:
         pipe = self.client.pipeline(transaction=False)
-        self.tracking(job, pipe)
+        await self.tracking(job, pipe)
         await pipe.execute()
 
-    def tracking(self, job: PodMigrationJob, pipe: Pipeline, *, at: float | None = None) -> None:
+    async def tracking(self, job: PodMigrationJob, pipe: Pipeline, *, at: float | None = None) -> None:
         """`track`, as commands of the caller's pipeline; `at`: when to look at the job again though nothing
         happens (by default, when its ttl counted from its creation ends)."""
         name = job.metadata.name or ""
@@ -127,9 +132,9 @@ class JobState:
             at = (created.timestamp() if created else time.time()) + ttl
         deadline = at + 0.05
         pipe.zadd(self.keys.deadlines, {name: deadline})
-        if job.spec.pod_ref is not None:
-            pod = f"{job.spec.pod_ref.namespace}/{job.spec.pod_ref.name}"
-            pipe.eval(POINT_AT, 2, self.keys.pod_jobs, self.keys.phases, pod, name)  # queued: no await
+        if (pod := pod_key(job)) is not None:
+            keys, args = [self.keys.pod_jobs, self.keys.phases], [pod, name, *TERMINAL_PHASES]
+            await self._point_at(keys=keys, args=args, client=pipe)
         if named := job.user_reservation:  # its events carry no job label: find the job by the name
             pipe.hset(self.keys.named, named, name)
 
@@ -142,13 +147,18 @@ class JobState:
             namespace, pod, _ = json.loads(mine)
             pipe.hdel(self.keys.replacement_jobs, f"{namespace}/{pod}")
         pipe.zrem(self.keys.deadlines, name)
-        if job.spec.pod_ref is not None:
-            pod = f"{job.spec.pod_ref.namespace}/{job.spec.pod_ref.name}"
-            pipe.eval(UNPOINT, 1, self.keys.pod_jobs, pod, name)  # queued: no await
+        if (pod := pod_key(job)) is not None:
+            await self._unpoint(keys=[self.keys.pod_jobs], args=[pod, name], client=pipe)
         if named := job.user_reservation:
             pipe.hdel(self.keys.named, named)
         if own:
             await pipe.execute()
+
+
+def pod_key(job: PodMigrationJob) -> str | None:
+    """How the tracker keys the pod a job is for (`namespace/name`), None for a job without one."""
+    ref = job.spec.pod_ref
+    return None if ref is None else f"{ref.namespace}/{ref.name}"
 
 
 def is_terminal(written: bytes | str | None) -> bool:
