@@ -38,8 +38,7 @@ from podherd.harness.servers import find_redis_binary, nats_server, redis_server
 from services.arbitrator.engine import Engine
 from services.arbitrator.fact_store import FactStore
 from services.arbitrator.keys import ArbitratorKeys
-from services.arbitrator.rules import filters, order
-from services.arbitrator.rules.facts import JobFacts, facts_of, queued_record
+from services.arbitrator.rules import order
 from shared import bus, redis_client
 from shared.api.messages import PodInfo, WorkloadInfo, WorkloadRef
 from shared.api.meta import ObjectMeta, ObjectReference
@@ -49,6 +48,8 @@ from shared.config_loader import config_from_dict
 from shared.ledger import Ledger
 from shared.nats_access import Access
 from shared.publisher import Publisher
+from shared.rules import filters
+from shared.rules.facts import JobFacts, facts_of, queued_record
 from shared.slots import Slot
 from shared.waits import wait_event
 

@@ -34,10 +34,10 @@ from bench.results_io import emit
 from kubesim.sim import kubeconfig_ca, kubeconfig_token, start_subprocess
 from podherd.harness.servers import nats_server
 from services.watcher.checkpoints import Checkpoints
-from services.watcher.decode import RawMeta, RawPod, WorkloadResolver, pod_info
 from services.watcher.kinds import KINDS, Decoded, KindSpec
 from services.watcher.loop import KindWatcher
 from shared import bus
+from shared.api.objects import RawMeta, RawPod, WorkloadResolver, pod_info
 from shared.config_loader import config_from_dict
 from shared.kube import KubeClient
 

@@ -98,7 +98,7 @@ def gated_run(
         stack.callback(kube.close)
         services.start(kube)
         handle: SimHandle = services.handle
-        gate = start_gate(handle, workdir)
+        gate = start_gate(handle, workdir, arguments=services.config_document["migrationController"])
         stack.callback(gate.processes.stop_all)
         opt_in = {"metadata": {"labels": {LABEL_EVACUATE: "true"}}}
         kube.request(

@@ -76,14 +76,22 @@ def remove_webhooks(admin: KubeClient) -> None:
         admin.request("DELETE", CONFIGURATIONS + kind.lower() + "s/podherd-gate")
 
 
-def start_gate(sim: SimHandle, workdir: Path, *, replicas: int = 1, **gate: Any) -> Gate:
-    """The gate's replicas started and Ready, and its webhooks registered. `gate`: its configuration."""
+def start_gate(
+    sim: SimHandle,
+    workdir: Path,
+    *,
+    replicas: int = 1,
+    arguments: dict[str, Any] | None = None,
+    **gate: Any,
+) -> Gate:
+    """The gate's replicas started and Ready, and its webhooks registered. `gate`: its configuration;
+    `arguments`: the migration controller's (the pipeline's), which it judges a pod's eviction by."""
     admin = KubeClient.from_config(KubernetesConfig(kubeconfig=str(sim.kubeconfig)))
     try:
         install(admin, rbac=True)
         kubeconfig = service_kubeconfig(admin, sim.kubeconfig, "gate", path=workdir / "gate.kubeconfig")
         gate.setdefault("clientCA", str(_callers_ca(sim, workdir)))
-        started = _start(sim, workdir, kubeconfig, replicas=replicas, gate=gate)
+        started = _start(sim, workdir, kubeconfig, replicas=replicas, gate=gate, arguments=arguments or {})
         url = None if sim.sim is not None else f"https://127.0.0.1:{webhook_port(started.replicas[0].log)}"
         register_webhooks(admin, started.ca, url)
     finally:
@@ -101,7 +109,15 @@ def _callers_ca(sim: SimHandle, workdir: Path) -> Path:
     return path
 
 
-def _start(sim: SimHandle, workdir: Path, kubeconfig: Path, *, replicas: int, gate: dict[str, Any]) -> Gate:
+def _start(
+    sim: SimHandle,
+    workdir: Path,
+    kubeconfig: Path,
+    *,
+    replicas: int,
+    gate: dict[str, Any],
+    arguments: dict[str, Any],
+) -> Gate:
     authority = Authority.new("podherd-gate-ca")
     cert, key = authority.leaf("podherd-gate", names=("podherd-gate.podherd.svc",), ips=("127.0.0.1",))
     (workdir / "gate.crt").write_bytes(cert)
@@ -110,6 +126,7 @@ def _start(sim: SimHandle, workdir: Path, kubeconfig: Path, *, replicas: int, ga
     document = {
         "kubernetes": {"kubeconfig": str(kubeconfig)},
         "gate": {"cert": str(workdir / "gate.crt"), "key": str(workdir / "gate.key"), **gate},
+        "migrationController": arguments,
         "logging": {"format": "text"},
     }
     config.write_text(yaml.safe_dump(document))

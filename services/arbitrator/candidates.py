@@ -8,13 +8,14 @@ from datetime import datetime
 import msgspec
 
 from services.arbitrator.gather import Loaded
-from services.arbitrator.rules import filters, limits
-from services.arbitrator.rules.facts import PdbFacts, WorkloadFacts, workload_key
+from services.arbitrator.rules import limits
 from shared.api.messages import PodInfo, WindowOpening
 from shared.api.pmj import REASON_FORBIDDEN_MIGRATE_POD
 from shared.config import MigrationControllerArgs
 from shared.durations import parse_duration
 from shared.ledger import FORBIDDEN, Candidate
+from shared.rules import filters
+from shared.rules.facts import PdbFacts, WorkloadFacts, workload_key
 from shared.windows import Closed, Open
 from shared.workload_kinds import BUILTIN
 

@@ -17,8 +17,6 @@ from prometheus_client import Counter, Histogram
 
 from services.arbitrator.candidates import RULE_WINDOW, Prepared, rejection_of
 from services.arbitrator.keys import ArbitratorKeys
-from services.arbitrator.rules import filters
-from services.arbitrator.rules.facts import queued_facts
 from services.arbitrator.wait_words import wait_words
 from shared.api import codec
 from shared.api.audit import actor, audit_record
@@ -27,6 +25,8 @@ from shared.api.surge import STRATEGY_SURGE
 from shared.durable import Durability
 from shared.ledger import ADMITTED, DEFERRED, FORBIDDEN, REJECTED, Candidate, Ledger, Verdict
 from shared.redis_scripts import as_text
+from shared.rules import filters
+from shared.rules.facts import queued_facts
 from shared.slots import Slot
 
 log = logging.getLogger("services.arbitrator.engine")

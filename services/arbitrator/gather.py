@@ -11,10 +11,10 @@ from typing import Any
 import msgspec
 
 from services.arbitrator.fact_store import FactStore
-from services.arbitrator.rules.facts import JobFacts, PodInfo, WorkloadFacts, workload_key
 from shared.api.messages import PdbInfo, WorkloadInfo
 from shared.ledger import Ledger
 from shared.redis_scripts import as_text
+from shared.rules.facts import JobFacts, PodInfo, WorkloadFacts, workload_key
 from shared.slots import workload_slot
 from shared.stats import MigrationStats, counts
 
@@ -100,9 +100,4 @@ def _budgets(
     if pod is None:
         return []
     found = (pdbs.get(ident) for ident in names.get(pod.namespace, []))
-    return [pdb for pdb in found if pdb is not None and _selects(pdb.selector, pod.labels)]
-
-
-def _selects(selector: dict[str, str], labels: dict[str, str]) -> bool:
-    """A budget's selector (matchLabels; an empty one selects nothing, as policy/v1 reads it) and labels."""
-    return bool(selector) and all(labels.get(k) == v for k, v in selector.items())
+    return [pdb for pdb in found if pdb is not None and pdb.selects(pod.labels)]

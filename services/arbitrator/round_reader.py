@@ -12,10 +12,10 @@ import redis.asyncio as aioredis
 from services.arbitrator.candidates import Prepared, candidate
 from services.arbitrator.gather import Gatherer, Loaded
 from services.arbitrator.keys import ArbitratorKeys
-from services.arbitrator.rules.facts import queued_facts
 from shared.config import MigrationControllerArgs
 from shared.ledger import Candidate
 from shared.redis_scripts import as_text
+from shared.rules.facts import queued_facts
 from shared.windows import Windows
 from shared.workload_kinds import BUILTIN
 

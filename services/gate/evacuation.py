@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import hashlib
 from datetime import UTC, datetime, timedelta
-from typing import Final
+from typing import Any, Final
 
 import msgspec
 
+from shared.api.annotations import EVICTION_IN_PROGRESS
 from shared.api.names import ANNOTATION_REQUESTER, LABEL_EVACUATE, LABEL_EVACUATED_POD
 from shared.api.pmj import PHASE_ABORTED, PHASE_FAILED, PHASE_SUCCEEDED, PodMigrationJob
 from shared.config import InterceptorConfig
@@ -24,6 +25,7 @@ TOO_MANY_REQUESTS: Final = 429
 # How long after a job moved a pod its evicter's retries of the same name are taken for retries (kubectl drain
 # retries every 5 s; a StatefulSet's replacement has the old pod's name).
 RETRIED_FOR: Final = timedelta(minutes=2)
+FAILED_PHASES: Final = (PHASE_FAILED, PHASE_ABORTED)  # an aborted job ended as a failed one did
 
 
 class PodView(msgspec.Struct, frozen=True, kw_only=True):
@@ -47,6 +49,19 @@ class Start(msgspec.Struct, frozen=True):
 
 class Wait(msgspec.Struct, frozen=True):
     message: str
+
+
+def pod_view(namespace: str, name: str, raw: dict[str, Any]) -> PodView:
+    """What the gate reads of a pod, from the API's JSON."""
+    meta = raw.get("metadata") or {}
+    return PodView(
+        namespace=namespace,
+        name=name,
+        uid=str(meta.get("uid") or ""),
+        labels=meta.get("labels") or {},
+        terminating=bool(meta.get("deletionTimestamp")),
+        marked=EVICTION_IN_PROGRESS in (meta.get("annotations") or {}),
+    )
 
 
 def job_name(pod_uid: str) -> str:
@@ -117,7 +132,7 @@ def decide(
         return Allow()  # its replacement has taken its room; what is left of it may go
     status = job.status
     why = f"{status.reason or phase}: {status.message or 'no message'}" if status else phase
-    if phase not in (PHASE_FAILED, PHASE_ABORTED):  # an aborted job ended as a failed one did
+    if phase not in FAILED_PHASES:
         return Wait(f"{IN_PROGRESS}: PodMigrationJob {name} is {phase} ({why})")
     if policy.on_failure == "evict":
         return Allow(
@@ -148,5 +163,8 @@ def gone_by(pod: PodView, job: str) -> str:
     )
 
 
-def triggered(pod: PodView, job: str) -> str:
+def triggered(pod: PodView, job: str | None) -> str:
+    """`job` None: a dry run, which makes no job and names none."""
+    if job is None:
+        return f'{TRIGGERED} of pod "{pod.namespace}/{pod.name}": a PodMigrationJob would move it (dry run)'
     return f'{TRIGGERED} of pod "{pod.namespace}/{pod.name}": PodMigrationJob {job} moves it'

@@ -7,13 +7,16 @@ from __future__ import annotations
 
 import logging
 from datetime import UTC, datetime
+from typing import Any
 
 import msgspec
 
 from services.gate.callers import Caller, Callers, unverified_refusal
 from services.gate.evacuation import (
+    FAILED_PHASES,
     Allow,
     PodView,
+    Start,
     Wait,
     decide,
     gone_by,
@@ -22,11 +25,14 @@ from services.gate.evacuation import (
     moved_by,
     opted_in,
     pod_key,
+    pod_view,
     squatted,
     triggered,
 )
 from services.gate.job_door import JobDoor
 from services.gate.labelled import LabelledPods
+from services.gate.movable import let_through, refused, why_not
+from services.gate.pod_facts import Unknown, read_facts
 from services.gate.reviews import Refusal, Request, answer
 from shared.api import paths
 from shared.api.annotations import EVICTION_IN_PROGRESS
@@ -46,6 +52,7 @@ MERGE_PATCH = "application/merge-patch+json"
 class Webhooks:
     def __init__(self, config: PodherdConfig, kube: KubeClient, labelled: LabelledPods) -> None:
         self.kube, self.policy, self.labelled = kube, config.gate.interceptor, labelled
+        self.args = config.migration_controller
         self.callers = Callers(config.gate)
         self.own = frozenset(config.gate.service_account(s) for s in SERVICES)
         self.executor = config.gate.service_account("executor")
@@ -64,8 +71,9 @@ class Webhooks:
         label = self.labelled.value(request.namespace, request.name)
         if label != "true" and (not namespace_opted or label == "false"):
             return answer(request.uid)  # not opted in, as its label says (the common case: no request)
-        pod = await self._pod(request.namespace, request.name)
-        if pod is None or not opted_in(pod, namespace_opted):
+        raw = await self.kube.get_json(paths.pod(request.namespace, request.name), request_timeout=3.0)
+        pod = None if raw is None else pod_view(request.namespace, request.name, raw)
+        if raw is None or pod is None or not opted_in(pod, namespace_opted):
             return answer(request.uid)
         name, now = job_name(pod.uid), datetime.now(UTC)
         job = await self._job(name)
@@ -76,6 +84,10 @@ class Webhooks:
         step = decide(pod, job, policy=self.policy, now=now)
         if isinstance(step, Allow):
             return answer(request.uid, warnings=(step.warning,) if step.warning else ())
+        # No job for a pod no job could move (nor a failed one's retry refused for it).
+        restarts = isinstance(step, Start) or (job is not None and job.phase in FAILED_PHASES)
+        if restarts and (unmovable := await self._unmovable(request, raw)) is not None:
+            return unmovable
         writes = not request.dry_run and self.callers.may_write(caller)
         if isinstance(step, Wait):
             if job is not None and _unmarked_by_its_maker(job, pod) and writes:
@@ -88,21 +100,23 @@ class Webhooks:
             await self._start(
                 pod, name, evicter=request.user_info.username, replace=job if step.replace else None
             )
-        return answer(request.uid, Refusal(429, triggered(pod, name)))
+        return answer(request.uid, Refusal(429, triggered(pod, None if request.dry_run else name)))
 
-    async def _pod(self, namespace: str, name: str) -> PodView | None:
-        raw = await self.kube.get_json(paths.pod(namespace, name), request_timeout=3.0)
-        if raw is None:
+    async def _unmovable(self, request: Request, raw: dict[str, Any]) -> bytes | None:
+        """The answer to an eviction of a pod a job would fail at once (`interceptor.unmovable`); None when
+        none would, or when its workload cannot be read here (the arbitrator judges its job)."""
+        try:
+            facts = await read_facts(self.kube, raw, self.args)
+        except (Unknown, KubeError) as exc:
+            log.info("pod %s/%s: not judged before its job (%s)", request.namespace, request.name, exc)
             return None
-        meta = raw.get("metadata") or {}
-        return PodView(
-            namespace=namespace,
-            name=name,
-            uid=str(meta.get("uid") or ""),
-            labels=meta.get("labels") or {},
-            terminating=bool(meta.get("deletionTimestamp")),
-            marked=EVICTION_IN_PROGRESS in (meta.get("annotations") or {}),
-        )
+        pod, policy = facts.pod, self.policy
+        rejection = why_not(pod, facts.workload, args=self.args, mode=policy.mode, budgets=facts.budgets)
+        if rejection is None:
+            return None
+        if policy.unmovable == "allow":
+            return answer(request.uid, warnings=(let_through(pod, rejection),))
+        return answer(request.uid, Refusal(403, refused(pod, rejection)))
 
     async def _job(self, name: str) -> PodMigrationJob | None:
         raw = await self.kube.get_json(paths.job(name), request_timeout=3.0)

@@ -8,7 +8,10 @@ from typing import Any
 
 import msgspec
 
-from services.watcher.decode import (
+from shared.api.codec import SchemaError
+from shared.api.messages import AccountInfo, NodeInfo, PdbInfo, PodInfo, WatchedKind, WorkloadInfo
+from shared.api.meta import ObjectMeta
+from shared.api.objects import (
     MetaOnly,
     RawMeta,
     RawNode,
@@ -22,9 +25,6 @@ from services.watcher.decode import (
     strict,
     workload_info,
 )
-from shared.api.codec import SchemaError
-from shared.api.messages import AccountInfo, NodeInfo, PdbInfo, PodInfo, WatchedKind, WorkloadInfo
-from shared.api.meta import ObjectMeta
 from shared.api.pmj import PodMigrationJob
 from shared.api.pmj_read import decode_pmj
 from shared.api.reservation import Reservation

@@ -30,10 +30,10 @@ from nats.js import JetStreamContext
 
 from services.watcher import metrics
 from services.watcher.checkpoints import Checkpoints
-from services.watcher.decode import MetaOnly, RawList, WatchLine, WorkloadResolver
 from services.watcher.emitter import Emitter, PublishFailed
 from services.watcher.kinds import KindSpec
 from services.watcher.sources import Known, decode_or_skip, follow_replicasets, known_from_stream
+from shared.api.objects import MetaOnly, RawList, WatchLine, WorkloadResolver
 from shared.backoff import SharedBackoff
 from shared.bus import StreamUnreadable, Subjects
 from shared.config import WatcherConfig

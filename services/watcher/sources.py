@@ -13,9 +13,9 @@ import msgspec
 from nats.js import JetStreamContext
 
 from services.watcher import metrics
-from services.watcher.decode import RawList, RawWorkload, WatchLine, WorkloadResolver
 from services.watcher.kinds import KINDS, Decoded, KindSpec
 from shared.api.messages import EventHead
+from shared.api.objects import RawList, RawWorkload, WatchLine, WorkloadResolver
 from shared.backoff import SharedBackoff
 from shared.bus import Subjects, last_per_subject
 from shared.kube import KubeClient

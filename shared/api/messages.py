@@ -207,6 +207,11 @@ class PdbInfo(msgspec.Struct, rename="camel", kw_only=True, omit_defaults=True):
     disruptions_allowed: int = 0
     expected_pods: int = 0
 
+    def selects(self, labels: dict[str, str]) -> bool:
+        """Whether the budget covers a pod of these labels (matchLabels; an empty selector selects nothing, as
+        policy/v1 reads it)."""
+        return bool(self.selector) and all(labels.get(k) == v for k, v in self.selector.items())
+
 
 class WorkloadInfo(msgspec.Struct, rename="camel", kw_only=True, omit_defaults=True):
     uid: str

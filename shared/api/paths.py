@@ -55,6 +55,18 @@ def replicaset(namespace: str, name: str) -> str:
     return f"/apis/apps/v1/namespaces/{namespace}/replicasets/{name}"
 
 
+def statefulset(namespace: str, name: str) -> str:
+    return f"/apis/apps/v1/namespaces/{namespace}/statefulsets/{name}"
+
+
+def replication_controller(namespace: str, name: str) -> str:
+    return f"/api/v1/namespaces/{namespace}/replicationcontrollers/{name}"
+
+
+def disruption_budgets(namespace: str) -> str:
+    return f"/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets"
+
+
 def autoscalers(namespace: str) -> str:
     return f"/apis/autoscaling/v2/namespaces/{namespace}/horizontalpodautoscalers"
 

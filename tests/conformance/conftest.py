@@ -121,10 +121,11 @@ def _clean(cluster: Scoped) -> None:
 
 
 @contextlib.contextmanager
-def gate_before(cluster: Scoped, workdir: Path) -> Iterator[Gate]:
-    """The admission gate as deployed before the test's cluster (the engine's admission chain calls it);
-    its webhooks taken away after, so that the shared control plane's next test meets none."""
-    gate = start_gate(cluster.kube.handle, workdir)
+def gate_before(cluster: Scoped, workdir: Path, arguments: dict[str, Any] | None = None) -> Iterator[Gate]:
+    """The admission gate as deployed before the test's cluster (the engine's admission chain calls it),
+    judging evictions by the pipeline's `arguments`; its webhooks taken away after, so that the shared
+    control plane's next test meets none."""
+    gate = start_gate(cluster.kube.handle, workdir, arguments=arguments)
     try:
         yield gate
     finally:

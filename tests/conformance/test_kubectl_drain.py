@@ -51,12 +51,11 @@ async def test_kubectl_drain_through_the_gate_moves_each_pod_into_room_and_ends_
         if p.spec.node_name == node
     }
     assert len(on_node) == 2
-    config = pipeline_config(
-        c.kube.handle, nats_srv, redis_srv, test_id, surge={"singleReplicaDeployments": True}
-    )
+    surge = {"singleReplicaDeployments": True}
+    config = pipeline_config(c.kube.handle, nats_srv, redis_srv, test_id, surge=surge)
     kubeconfig = str(c.kube.handle.kubeconfig)
     argv = [kubectl_for(c.engine), "--kubeconfig", kubeconfig, "drain", node, "--ignore-daemonsets"]
-    with gate_before(c, tmp_path):
+    with gate_before(c, tmp_path, {"surge": surge}):
         async with watched(config):
             drain = await asyncio.create_subprocess_exec(
                 *argv, "--timeout=90s", stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT

@@ -17,14 +17,14 @@ import pytest
 from kubesim.auth import ADMIN
 from kubesim.sim import SimHandle
 from kubesim.tls import Authority
-from podherd.harness.gate import Gate, start_gate, webhook_configuration
+from podherd.harness.gate import Gate, remove_webhooks, start_gate, webhook_configuration
 from podherd.install import service_kubeconfig
 from services.gate.evacuation import IN_PROGRESS, OPT_IN, TRIGGERED, job_name
 from shared.api.annotations import EVICTION_IN_PROGRESS
 from shared.api.names import ANNOTATION_REQUESTER
 from shared.config import KubernetesConfig
 from shared.kube import KubeClient
-from tests.kube import Kube, client_for, refusal
+from tests.kube import Kube, client_for, refusal, watch_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 GROUP, VERSION = "scheduling.koordinator.sh", "v1alpha1"
@@ -42,15 +42,20 @@ class Gated:
 def gated(kubesim_factory: Callable[..., SimHandle], tmp_path: Path) -> Iterator[Gated]:
     """The gate before a cluster whose opted-in pods it has listed once it is ready (a pod labelled after,
     and evicted within milliseconds, would be known only once its watch event is in): in namespace `shop`,
-    `web` opted in and `plain` not; in `opted`, opted in as a whole, `a`, and `b` opted out."""
+    the StatefulSet `web`'s pods opted in, the one-replica StatefulSet `db`'s and the bare pod `lone` too,
+    and `plain` not; in `opted`, opted in as a whole, the StatefulSet `a`'s pods, and `b` opted out."""
     sim = kubesim_factory("fragmented")
     kube = client_for(sim)
     namespace(kube, "shop")
     namespace(kube, "opted", {OPT_IN: "true"})
-    pod(kube, "shop", "web", {OPT_IN: "true"})
+    stateful_set(kube, "shop", "web", 2, {OPT_IN: "true"})
+    stateful_set(kube, "shop", "db", 1, {OPT_IN: "true"})
+    stateful_set(kube, "opted", "a", 2)
+    pod(kube, "shop", "lone", {OPT_IN: "true"})
     pod(kube, "shop", "plain")
-    pod(kube, "opted", "a")
     pod(kube, "opted", "b", {OPT_IN: "false"})
+    for ns, names in (("shop", {"shop/web-0", "shop/db-0"}), ("opted", {"opted/a-0"})):
+        watch_until(kube.core.list_namespaced_pod, names.issubset, namespace=ns)
     gate = start_gate(sim, tmp_path)
     try:
         yield Gated(sim, client_for(sim), gate, tmp_path)
@@ -111,6 +116,17 @@ def pod(kube: Kube, ns: str, name: str, labels: dict[str, str] | None = None) ->
     return made
 
 
+def stateful_set(kube: Kube, ns: str, name: str, replicas: int, labels: dict[str, str] | None = None) -> None:
+    """A StatefulSet whose pods (`name-0`…) carry `labels`, placed by a scheduler that honours
+    Reservations."""
+    template = {
+        "metadata": {"labels": {"app": name, **(labels or {})}},
+        "spec": {"schedulerName": "koord-scheduler", "containers": [{"name": "app", "image": "app:1"}]},
+    }
+    spec = {"replicas": replicas, "selector": {"matchLabels": {"app": name}}, "template": template}
+    kube.client("AppsV1Api").create_namespaced_stateful_set(ns, {"metadata": {"name": name}, "spec": spec})
+
+
 def evict(kube: Kube, ns: str, name: str, *, dry_run: bool = False) -> tuple[int, str]:
     """The Eviction API's answer: (201, "") or (code, message)."""
     body: dict[str, Any] = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name}}
@@ -155,48 +171,49 @@ def test_an_eviction_of_an_opted_in_pod_becomes_its_job_told_429_and_the_executo
     gated: Gated,
 ) -> None:
     kube = gated.kube
-    web = kube.api.sanitize_for_serialization(kube.core.read_namespaced_pod("web", "shop"))
-    opted = kube.api.sanitize_for_serialization(kube.core.read_namespaced_pod("a", "opted"))
+    web = kube.api.sanitize_for_serialization(kube.core.read_namespaced_pod("web-0", "shop"))
+    opted = kube.api.sanitize_for_serialization(kube.core.read_namespaced_pod("a-0", "opted"))
     name = job_name(web["metadata"]["uid"])
 
     assert evict(kube, "shop", "plain") == (201, "")  # not opted in: an eviction as ever
     assert evict(kube, "opted", "b") == (201, "")  # opted out of its namespace's opt-in
-    code, message = evict(kube, "shop", "web", dry_run=True)
+    code, message = evict(kube, "shop", "web-0", dry_run=True)
     assert code == 429 and TRIGGERED in message
+    assert "a PodMigrationJob would move it (dry run)" in message and name not in message, message
     assert get_job(kube, name) is None  # a dry run changes nothing
     assert EVICTION_IN_PROGRESS not in (
-        kube.core.read_namespaced_pod("web", "shop").metadata.annotations or {}
+        kube.core.read_namespaced_pod("web-0", "shop").metadata.annotations or {}
     )
 
-    code, message = evict(kube, "shop", "web")
+    code, message = evict(kube, "shop", "web-0")
     assert code == 429, message
     assert message.startswith('admission webhook "evictions.gate.podherd.io" denied the request: ')
-    assert f'{TRIGGERED} of pod "shop/web": PodMigrationJob {name}' in message
+    assert f'{TRIGGERED} of pod "shop/web-0": PodMigrationJob {name}' in message
     job = get_job(kube, name)
     assert job is not None
     assert job["spec"]["podRef"] == {
         "kind": "Pod",
         "namespace": "shop",
-        "name": "web",
+        "name": "web-0",
         "uid": web["metadata"]["uid"],
     }
     assert job["spec"]["mode"] == "ReservationFirst"
     assert job["metadata"]["annotations"][ANNOTATION_REQUESTER] == ADMIN
-    assert EVICTION_IN_PROGRESS in kube.core.read_namespaced_pod("web", "shop").metadata.annotations
+    assert EVICTION_IN_PROGRESS in kube.core.read_namespaced_pod("web-0", "shop").metadata.annotations
 
     # A replica that died between making the job and marking the pod: the next eviction marks it.
     unmark = {"metadata": {"annotations": {EVICTION_IN_PROGRESS: None}}}
-    kube.core.patch_namespaced_pod("web", "shop", unmark)
+    kube.core.patch_namespaced_pod("web-0", "shop", unmark)
     assert EVICTION_IN_PROGRESS not in (
-        kube.core.read_namespaced_pod("web", "shop").metadata.annotations or {}
+        kube.core.read_namespaced_pod("web-0", "shop").metadata.annotations or {}
     )
-    code, message = evict(kube, "shop", "web")  # the evicter's retry is told how its job stands
+    code, message = evict(kube, "shop", "web-0")  # the evicter's retry is told how its job stands
     assert code == 429 and f"{IN_PROGRESS}: PodMigrationJob {name} is Pending" in message
-    assert EVICTION_IN_PROGRESS in kube.core.read_namespaced_pod("web", "shop").metadata.annotations
+    assert EVICTION_IN_PROGRESS in kube.core.read_namespaced_pod("web-0", "shop").metadata.annotations
     jobs = kube.custom.list_cluster_custom_object(GROUP, VERSION, "podmigrationjobs")["items"]
     assert [j["metadata"]["name"] for j in jobs] == [name]  # one job, however often it is evicted
 
-    code, message = evict(kube, "opted", "a")  # its namespace opted in for it
+    code, message = evict(kube, "opted", "a-0")  # its namespace opted in for it
     assert code == 429 and TRIGGERED in message
     assert get_job(kube, job_name(opted["metadata"]["uid"])) is not None
 
@@ -204,7 +221,49 @@ def test_an_eviction_of_an_opted_in_pod_becomes_its_job_told_429_and_the_executo
     path = service_kubeconfig(admin, gated.sim.kubeconfig, "executor", path=gated.tmp / "executor.kubeconfig")
     admin.close()
     executor = Kube(gated.sim, kubernetes.config.new_client_from_config(config_file=str(path)))
-    assert evict(executor, "shop", "web") == (201, "")  # the move itself passes: no loop
+    assert evict(executor, "shop", "web-0") == (201, "")  # the move itself passes: no loop
+
+
+def test_an_eviction_of_a_pod_no_job_could_move_is_let_through_or_refused_naming_the_rule(
+    gated: Gated,
+) -> None:
+    """The one-replica StatefulSet `db` and the bare pod `lone`, opted in: a job for either would fail at
+    once, so none is made and the evicter is never told "evacuation triggered". By default the eviction
+    goes through as without Podherd; with `interceptor.unmovable: refuse`, it is refused naming the rule
+    and what lifts it."""
+    kube = gated.kube
+    first = kube.core.read_namespaced_pod("db-0", "shop").metadata.uid
+    assert evict(kube, "shop", "db-0") == (201, "")
+    assert evict(kube, "shop", "lone") == (201, "")
+    assert kube.custom.list_cluster_custom_object(GROUP, VERSION, "podmigrationjobs")["items"] == []
+
+    gated.gate.processes.stop_all()
+    admin = KubeClient.from_config(KubernetesConfig(kubeconfig=str(gated.sim.kubeconfig)))
+    remove_webhooks(admin)
+    admin.close()
+    again = watch_until(
+        kube.core.list_namespaced_pod,
+        lambda pods: (pod := pods.get("shop/db-0")) is not None and pod.metadata.uid != first,
+        namespace="shop",
+    )["shop/db-0"]
+    pod(kube, "shop", "lone", {OPT_IN: "true"})
+    (gated.tmp / "refusing").mkdir()  # started after both pods are back: it lists them as it starts
+    refusing = start_gate(gated.sim, gated.tmp / "refusing", interceptor={"unmovable": "refuse"})
+    try:
+        code, message = evict(kube, "shop", "db-0")
+        assert code == 403, message
+        assert (
+            "Podherd will not move pod shop/db-0: ExpectedReplicas: workload StatefulSet/shop/db has a "
+            "single replica. The eviction is refused (interceptor.unmovable: refuse); skipEvictionGates: "
+            "[ExpectedReplicas] lifts it" in message
+        ), message
+        code, message = evict(kube, "shop", "lone")
+        assert code == 403 and "BarePods: the pod has no controller" in message, message
+        assert "evictAllBarePods is off" in message and "podherd.io/evacuate=false" in message, message
+        assert kube.core.read_namespaced_pod("db-0", "shop").metadata.uid == again.metadata.uid
+        assert kube.custom.list_cluster_custom_object(GROUP, VERSION, "podmigrationjobs")["items"] == []
+    finally:
+        refusing.processes.stop_all()
 
 
 def use_webhooks(kube: Kube, document: dict[str, Any]) -> None:

@@ -126,15 +126,12 @@ async def gated_drain(stack: Stack, *, gates: int = 1) -> AsyncIterator[Drained]
         if p.metadata.labels.get("app") != "agent"
     }
     assert len(on_node) == 3
-    gate = await asyncio.to_thread(start_gate, kube.handle, tmp_path, replicas=gates)
-    floors = {app: ReadyFloor(kube, app, replicas) for app, replicas in (("solo", 1), ("web", 3))}
-    config = pipeline_config(
-        kube.handle,
-        nats_srv,
-        redis_srv,
-        test_id,
-        surge={"singleReplicaDeployments": True, "zeroDisruptionDeployments": True},
+    surge = {"singleReplicaDeployments": True, "zeroDisruptionDeployments": True}
+    gate = await asyncio.to_thread(
+        start_gate, kube.handle, tmp_path, replicas=gates, arguments={"surge": surge}
     )
+    floors = {app: ReadyFloor(kube, app, replicas) for app, replicas in (("solo", 1), ("web", 3))}
+    config = pipeline_config(kube.handle, nats_srv, redis_srv, test_id, surge=surge)
     watched = KubeClient.from_config(config.kubernetes)
     redis = aioredis.from_url(config.redis.url)
     watchdog = Watchdog(

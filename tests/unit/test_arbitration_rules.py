@@ -12,12 +12,13 @@ from msgspec.structs import replace
 
 from services.arbitrator.candidates import candidate
 from services.arbitrator.gather import Loaded
-from services.arbitrator.rules import filters, limits, order
-from services.arbitrator.rules.facts import JobFacts, PdbFacts, WorkloadFacts
+from services.arbitrator.rules import limits, order
 from shared.api.messages import PodInfo, WorkloadRef
 from shared.api.meta import LabelSelector, LabelSelectorRequirement, ObjectReference
 from shared.config import MigrationControllerArgs
 from shared.config_loader import config_from_dict
+from shared.rules import filters
+from shared.rules.facts import JobFacts, PdbFacts, WorkloadFacts
 
 JOB = JobFacts(name="j1", uid="job-1", pod_namespace="default", pod_name="web-0", created_at=100.0)
 RS = ObjectReference(api_version="apps/v1", kind="ReplicaSet", name="web-5d", uid="rs-1", namespace="default")

@@ -9,14 +9,14 @@ import msgspec
 import pytest
 from msgspec.structs import replace
 
-from services.arbitrator.rules import filters
-from services.arbitrator.rules.facts import facts_of, queued_facts, queued_record
 from services.tracker.jobs.machine import RESERVE, progress
 from shared.api.drain import MOVING, RESERVING, ROLLED_BACK, DrainOptions, drain_job_name, lifts_of, node_hash
 from shared.api.meta import ObjectMeta, ObjectReference
 from shared.api.names import ANNOTATION_ATOMIC, ANNOTATION_LIFTS
 from shared.api.pmj import PodMigrationJob, PodMigrationJobSpec
 from shared.drain_plan import Room, atomic_step, plan_drain
+from shared.rules import filters
+from shared.rules.facts import facts_of, queued_facts, queued_record
 from tests.unit.test_arbitration_rules import JOB, POD, WORKLOAD, args
 from tests.unit.test_job_progress import NOW, job, reservation, seen
 

@@ -17,9 +17,10 @@ from typing import Any
 import pytest
 from msgspec.structs import replace
 
-from services.arbitrator.rules import filters, limits
-from services.arbitrator.rules.facts import JobFacts, WorkloadFacts
+from services.arbitrator.rules import limits
 from shared.api.messages import PodInfo, WorkloadRef
+from shared.rules import filters
+from shared.rules.facts import JobFacts, WorkloadFacts
 from tests.unit.test_arbitration_rules import JOB, admit, args, pod
 
 ROOMY = {"maxMigratingGlobally": 1000, "maxMigratingPerNode": 1000, "maxMigratingPerNamespace": 1000}

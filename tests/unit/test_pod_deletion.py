@@ -9,7 +9,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from services.watcher.decode import RawPod, pod_info
+from shared.api.objects import RawPod, pod_info
 
 
 def pod(*conditions: dict[str, Any]) -> RawPod:

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from services.arbitrator.rules.facts import facts_of, queued_facts, queued_record
 from shared.api import codec
 from shared.api.meta import ObjectMeta, ObjectReference
 from shared.api.names import ANNOTATION_MIGRATION_PRIORITY
 from shared.api.pmj import PodMigrationJob, PodMigrationJobSpec
+from shared.rules.facts import facts_of, queued_facts, queued_record
 
 CREATED = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
 

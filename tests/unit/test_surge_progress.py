@@ -8,10 +8,11 @@ from datetime import UTC, datetime
 import msgspec
 import pytest
 
-from services.arbitrator.rules import filters, limits
-from services.arbitrator.rules.facts import PdbFacts, WorkloadFacts
+from services.arbitrator.rules import limits
 from services.tracker.jobs.machine import CLEANUP, RELEASE, RESERVE, SCALE_BACK, SURGE, UNSURGE, progress
 from shared.api.messages import JobRef, Report
+from shared.rules import filters
+from shared.rules.facts import PdbFacts, WorkloadFacts
 from tests.unit.test_arbitration_rules import JOB, POD, args
 from tests.unit.test_job_progress import NEW, job, reservation, seen, then
 from tests.unit.test_job_progress import POD as OLD

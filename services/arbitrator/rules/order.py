@@ -22,10 +22,10 @@ with ZRANGEBYLEX, so every arbitrator replica sees one queue in one order.
 
 from __future__ import annotations
 
-from services.arbitrator.rules.facts import JobFacts, PodInfo, WorkloadFacts
-from services.arbitrator.rules.filters import autoscaler_protection
 from shared.api import annotations as known
 from shared.config import MigrationControllerArgs
+from shared.rules.facts import JobFacts, PodInfo, WorkloadFacts
+from shared.rules.filters import autoscaler_protection
 
 QOS_LABEL = "koordinator.sh/qosClass"
 QOS_RANK = {"LSE": 4, "LSR": 3, "LS": 2, "BE": 1}  # no label: 0

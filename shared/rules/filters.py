@@ -13,12 +13,12 @@ from dataclasses import dataclass
 
 import msgspec
 
-from services.arbitrator.rules.facts import JobFacts, PodInfo, WorkloadFacts
 from shared.api import annotations as known
 from shared.api.drain import LIFT_BARE_POD, LIFT_LOCAL_STORAGE
 from shared.api.pmj import REASON_FORBIDDEN_MIGRATE_POD
 from shared.config import MigrationControllerArgs
 from shared.intstr import max_migrating, max_unavailable
+from shared.rules.facts import JobFacts, PodInfo, WorkloadFacts
 from shared.selectors import matches_label_selector
 
 MAX_INT32 = 2**31 - 1
