@@ -79,7 +79,10 @@ class Webhooks:
         job = await self._job(name)
         if job is not None and not made_for(job, pod):
             return answer(request.uid, Refusal(409, squatted(pod, name)))
-        if job is None and (moved := moved_by(pod, await self._jobs_of(pod), evicter=evicter, now=now)):
+        # A retry of the eviction a move answered, unless the replacement's own node is being drained now
+        # (cordoned): then it is a new eviction, and the replacement moves again.
+        moved = None if job is not None else moved_by(pod, await self._jobs_of(pod), evicter=evicter, now=now)
+        if moved is not None and not await self._on_cordoned_node(raw):
             return answer(request.uid, Refusal(404, gone_by(pod, moved)))
         step = decide(pod, job, policy=self.policy, now=now)
         if isinstance(step, Allow):
@@ -117,6 +120,11 @@ class Webhooks:
         if policy.unmovable == "allow":
             return answer(request.uid, warnings=(let_through(pod, rejection),))
         return answer(request.uid, Refusal(403, refused(pod, rejection)))
+
+    async def _on_cordoned_node(self, raw: dict[str, Any]) -> bool:
+        node = (raw.get("spec") or {}).get("nodeName")
+        found = await self.kube.get_json(paths.node(node), request_timeout=3.0) if node else None
+        return bool(((found or {}).get("spec") or {}).get("unschedulable"))
 
     async def _job(self, name: str) -> PodMigrationJob | None:
         raw = await self.kube.get_json(paths.job(name), request_timeout=3.0)

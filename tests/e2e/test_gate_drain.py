@@ -155,10 +155,10 @@ async def gated_drain(stack: Stack, *, gates: int = 1) -> AsyncIterator[Drained]
         await redis.aclose()
 
 
-async def kubectl_drain(kube: Kube) -> tuple[int, str]:
+async def kubectl_drain(kube: Kube, node: str = NODE) -> tuple[int, str]:
     drain = await asyncio.create_subprocess_exec(
         KUBECTL or "kubectl", "--kubeconfig", str(kube.handle.kubeconfig),
-        "drain", NODE, "--ignore-daemonsets", "--timeout=60s",
+        "drain", node, "--ignore-daemonsets", "--timeout=60s",
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
     )  # fmt: skip
     output = (await drain.communicate())[0].decode()
@@ -211,11 +211,21 @@ async def test_kubectl_drain_of_opted_in_pods_is_a_migration_kubectl_waits_out(s
         )
         how = await asyncio.to_thread(evict_in_background, kube, "default", web.name)
         background = await until_job(kube, job_name(web.uid), ended, within=60)
+        # Right after, as the same admin: a drain of the node the StatefulSet's pod moved to. Its eviction
+        # of db-0 is no retry of the first drain's: the pod moves again, and that drain ends with it gone.
+        landed = kube.core.read_namespaced_pod("db-0", "default")
+        second_code, second = await kubectl_drain(kube, landed.spec.node_name)
+        again = await until_job(kube, job_name(landed.metadata.uid), ended, within=60)
         await asyncio.to_thread(until_no_reservations, kube)
     assert f"node/{NODE} drained" in output and "Eviction triggered evacuation" in output, output
     assert how == "evicted in the background" and background["status"]["phase"] == "Succeeded", background
     assert_moved_with_room(drained, jobs)
-    assert len(kube.custom.list_cluster_custom_object(GROUP, VERSION, PLURAL)["items"]) == len(jobs) + 1
+    assert second_code == 0 and f"node/{landed.spec.node_name} drained" in second, second
+    assert again["status"]["phase"] == "Succeeded", again
+    now = kube.core.read_namespaced_pod("db-0", "default")
+    assert now.metadata.uid != landed.metadata.uid and now.spec.node_name not in (NODE, landed.spec.node_name)
+    made = kube.custom.list_cluster_custom_object(GROUP, VERSION, PLURAL)["items"]
+    assert job_name(web.uid) in {j["metadata"]["name"] for j in made}
 
 
 def then_kill(gate: Gate, count: int | None = None) -> Callable[[asyncio.Future[None]], None]:
