@@ -18,6 +18,7 @@ from kubesim.evacuation_webhook import NAME, PATH
 from kubesim.options import SimOptions
 from kubesim.store import Store
 from kubesim.tls import ServingCert
+from shared.private_files import write_private
 
 NAMESPACE, SERVICE, PORT = "kubevirt", "virt-api", 443
 USER = "system:serviceaccount:kubevirt:kubevirt-apiserver"
@@ -58,9 +59,7 @@ class Interceptor:
         self.store.verbs.create(rt, "", self._configuration())
 
     def _write(self, name: str, data: bytes) -> str:
-        path = self.directory / name
-        path.write_bytes(data)
-        path.chmod(0o600)
+        path = write_private(self.directory / name, data)
         return str(path)
 
     def _configuration(self) -> dict[str, Any]:

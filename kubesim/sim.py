@@ -53,6 +53,7 @@ from kubesim.runtime import ProcessRuntime
 from kubesim.scenario import load_scenario
 from kubesim.server import ApiServer
 from kubesim.store import Store
+from shared.private_files import write_private
 
 log = logging.getLogger("kubesim")
 T = TypeVar("T")
@@ -215,9 +216,7 @@ def write_kubeconfig(
         "current-context": name,
         "preferences": {},
     }
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(yaml.safe_dump(config))
-    return path
+    return write_private(path, yaml.safe_dump(config))
 
 
 def _credentials(token: str | None, cert: tuple[bytes, bytes] | None) -> dict[str, str]:
@@ -400,6 +399,11 @@ def _rmtree(path: Path) -> None:
     shutil.rmtree(path, ignore_errors=True)
 
 
+def _write_file(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+
+
 async def serve_forever(
     options: SimOptions,
     scenario: str | dict[str, Any] | None,
@@ -409,12 +413,18 @@ async def serve_forever(
     host: str = "127.0.0.1",
     advertise_url: str | None = None,
     ready: Callable[[Path], None] | None = None,
+    webhook_ca: Path | None = None,
 ) -> None:
     """`podherd sim`: load, serve, write the kubeconfig last (it signals readiness), stop on SIGTERM.
     `advertise_url` is the server address the kubeconfig names (`https://kubesim:6443` in compose); `ready`
-    is called with the kubeconfig before it takes its name, so that the name says all is done."""
+    is called with the kubeconfig before it takes its name, so that the name says all is done. With
+    `webhook_ca`, webhooks are called with a client certificate for `kube-apiserver` of kubesim's CA, which
+    is written there (what a webhook such as Podherd's gate verifies its callers by: its `clientCA`)."""
     advertised = urllib.parse.urlparse(advertise_url).hostname if advertise_url else None
     sim = Simulator(options, tls_names=(advertised,) if advertised else ())
+    if webhook_ca is not None:
+        options.webhook_client = sim.tls.client_cert("kube-apiserver")
+        await asyncio.to_thread(_write_file, webhook_ca, sim.tls.ca_pem)
     if scenario:
         load_scenario(sim, scenario)
     await sim.start(host=host, port=port)

@@ -18,6 +18,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from shared.private_files import write_private
+
 # Names the serving certificate holds: loopback, the in-cluster Service, and compose's host name.
 DEFAULT_NAMES = ("localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubesim")
 # The `kubernetes` Service's address: in-cluster clients (pods kubesim runs as processes) reach the API
@@ -47,8 +49,7 @@ class ServingCert:
         with tempfile.TemporaryDirectory(prefix="kubesim-tls-") as directory:
             cert, key = Path(directory) / "tls.crt", Path(directory) / "tls.key"
             cert.write_bytes(self.cert_pem + self.ca_pem)
-            key.write_bytes(self.key_pem)
-            key.chmod(0o600)
+            write_private(key, self.key_pem)
             context.load_cert_chain(cert, key)
         return context
 

@@ -278,7 +278,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--podherd-accounts",
         metavar="DIR",
         help="install Podherd's CRDs and roles and write DIR/kubeconfig-<service> with each service's"
-        " ServiceAccount token (compose)",
+        " ServiceAccount token, the gate's and the planner's too (compose; mode 0600)",
     )
     sim.set_defaults(func=_cmd_sim)
     submit = sub.add_parser("submit", parents=[common], help="ask Podherd to migrate one pod (an intent)")

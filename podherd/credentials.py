@@ -20,6 +20,7 @@ import yaml
 from kubesim.tls import Authority
 from podherd import nats_pki
 from podherd.install import DEPLOY
+from shared.private_files import write_private
 from shared.redis_acl import REDIS_SERVICES, config_lines, setuser_lines
 
 
@@ -128,6 +129,18 @@ def server_secret(
     return _tls_secret(namespace, name, {"ca.crt": authority.pem, "tls.crt": cert, "tls.key": key})
 
 
+def keep_secret_files(secret: dict[str, Any], directory: Path) -> None:
+    """A TLS Secret's files in `directory` (`ca.crt`, `tls.crt`, `tls.key`: gate.cert and gate.key point at
+    the last two when the gate runs outside the cluster); the key 0600."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for file, data in secret["data"].items():
+        pem = base64.b64decode(data)
+        if file.endswith(".key"):
+            write_private(directory / file, pem)
+        else:
+            (directory / file).write_bytes(pem)
+
+
 def _tls_secret(namespace: str, name: str, files: dict[str, bytes]) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
@@ -155,9 +168,7 @@ def _api_server_client(authority: Authority, directory: Path) -> None:
     it where the guide has them copied (/etc/kubernetes/podherd on each control-plane node)."""
     cert, key = authority.leaf(API_SERVER_CLIENT, client=True)
     (directory / "apiserver-webhook-client.crt").write_bytes(cert)
-    key_file = directory / "apiserver-webhook-client.key"
-    key_file.write_bytes(key)
-    key_file.chmod(0o600)
+    write_private(directory / "apiserver-webhook-client.key", key)
     there = "/etc/kubernetes/podherd"
     kubeconfig = webhook_client_kubeconfig(
         f"{there}/apiserver-webhook-client.crt", f"{there}/apiserver-webhook-client.key"
@@ -186,16 +197,16 @@ def secrets_yaml(namespace: str, *, keep: str | None = None, key_prefix: str = "
         passwords = new_passwords()
         authority = Authority.new("podherd-ca")
         docs = nats_pki.secrets(nats_pki.issue(directory, authority=authority), namespace)
-        docs += [redis_server_secret(authority, namespace), gate_secret(authority, namespace)]
+        gate = gate_secret(authority, namespace)
+        docs += [redis_server_secret(authority, namespace), gate]
         docs += [api_server_client_secret(authority, namespace)]
         docs += redis_secrets(passwords, namespace)
         if keep:
+            keep_secret_files(gate, directory / "gate")
             for kind, file in GATE_PATCH_FILES.items():
                 (directory / file).write_text(json.dumps(gate_ca_bundle_patch(authority.pem, kind)))
             _api_server_client(authority, directory)
-            acl = directory / "redis-acl.txt"
-            acl.write_text(setuser_lines(key_prefix, passwords))
-            acl.chmod(0o600)
+            write_private(directory / "redis-acl.txt", setuser_lines(key_prefix, passwords))
             (directory / "valkey.common.conf").write_text(valkey_common_conf(key_prefix, passwords))
         return str(yaml.safe_dump_all(docs, sort_keys=False))
     finally:

@@ -13,9 +13,13 @@ import yaml
 
 from shared.config import KubernetesConfig
 from shared.kube import KubeClient, KubeError
+from shared.private_files import write_private
 
 DEPLOY = Path(__file__).resolve().parents[1] / "deploy"
 NAMESPACE = "podherd"
+# Each Podherd process with a ServiceAccount of its own (deploy/rbac): the pipeline's four, the planner
+# and the admission gate.
+SERVICE_ACCOUNTS = ("watcher", "arbitrator", "executor", "tracker", "planner", "gate")
 _PATHS = {
     "CustomResourceDefinition": "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
     "Namespace": "/api/v1/namespaces",
@@ -141,9 +145,7 @@ def service_kubeconfig(
         ],
         "current-context": name,
     }
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(yaml.safe_dump(document))
-    return path
+    return write_private(path, yaml.safe_dump(document))
 
 
 def install_with_accounts(
@@ -166,6 +168,4 @@ def install_with_accounts(
 
 def requester_file(kube: KubeClient, path: Path, *, audience: str, name: str = "podherd-demo") -> Path:
     """`requester_token` written to `path`, where a client's `intents.tokenFile` reads it."""
-    path.write_text(requester_token(kube, name, audience=audience))
-    path.chmod(0o600)
-    return path
+    return write_private(path, requester_token(kube, name, audience=audience))

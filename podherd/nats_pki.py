@@ -17,6 +17,7 @@ from shared import bus
 from shared.config import NatsConfig, Tls
 from shared.nats_access import Access
 from shared.nats_permissions import AUDITOR, INTENT_SENDER, OPERATOR, SERVICES, accounts
+from shared.private_files import write_private
 
 SERVER = "nats-server"
 HARNESS = "podherd-harness"
@@ -86,8 +87,7 @@ def issue(directory: Path, users: tuple[str, ...] = USERS, *, authority: Authori
     ca = authority or Authority.new("podherd-nats-ca")
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "ca.crt").write_bytes(ca.pem)
-    (directory / "ca.key").write_bytes(ca.key_pem)
-    (directory / "ca.key").chmod(0o600)
+    write_private(directory / "ca.key", ca.key_pem)
     leaves = {SERVER: ca.leaf(SERVER, names=SERVER_NAMES, ips=("127.0.0.1",))}
     leaves.update((user, ca.leaf(user, client=True)) for user in users)
     for name, (cert, key) in leaves.items():
@@ -95,8 +95,7 @@ def issue(directory: Path, users: tuple[str, ...] = USERS, *, authority: Authori
         where.mkdir(exist_ok=True)
         (where / "ca.crt").write_bytes(ca.pem)
         (where / "tls.crt").write_bytes(cert)
-        (where / "tls.key").write_bytes(key)
-        (where / "tls.key").chmod(0o600)
+        write_private(where / "tls.key", key)
     return Pki(directory)
 
 

@@ -14,10 +14,12 @@ from kubesim.options import PODHERD_IMAGE, SimOptions, podherd_image
 from kubesim.scenario import resolve
 from kubesim.sim import serve_forever
 from podherd.errors import CliError
-from podherd.harness.processes import SERVICES
-from podherd.install import install_with_accounts
+from podherd.install import SERVICE_ACCOUNTS, install_with_accounts
 from podherd.realcluster.serve import serve_real
 
+# Beside the services' kubeconfigs: the CA of the client certificate kubesim presents to webhooks, which the
+# gate's `clientCA` names.
+WEBHOOK_CALLERS_CA = "api-server-ca.crt"
 ACCOUNT_TOKEN_SECONDS = 365 * 86_400  # no kubelet refreshes the tokens of compose's services
 
 
@@ -46,14 +48,18 @@ def run_sim(args: argparse.Namespace) -> int:
     if args.no_controllers:
         options.scheduler = options.workloads = options.kubelet = options.pdb = False
     kubeconfig = Path(args.kubeconfig) if args.kubeconfig else None
-    ready = None
+    ready, webhook_ca = None, None
     if args.podherd_accounts:
         if kubeconfig is None:
             raise CliError("--podherd-accounts needs --kubeconfig")
         directory = Path(args.podherd_accounts)
         ready = functools.partial(
-            install_with_accounts, directory=directory, services=SERVICES, seconds=ACCOUNT_TOKEN_SECONDS
+            install_with_accounts,
+            directory=directory,
+            services=SERVICE_ACCOUNTS,
+            seconds=ACCOUNT_TOKEN_SECONDS,
         )
+        webhook_ca = directory / WEBHOOK_CALLERS_CA
     try:
         asyncio.run(
             serve_forever(
@@ -64,6 +70,7 @@ def run_sim(args: argparse.Namespace) -> int:
                 host=args.host,
                 advertise_url=args.advertise_url,
                 ready=ready,
+                webhook_ca=webhook_ca,
             )
         )
     except OSError as exc:

@@ -31,7 +31,6 @@ from shared.api.pmj_read import read_pmj
 from shared.config import MigrationControllerArgs, PodherdConfig
 from shared.kube import KubeClient, KubeError
 
-REVIEWS = "/apis/authentication.k8s.io/v1/selfsubjectreviews"
 POLL_S = 0.5
 
 
@@ -65,9 +64,10 @@ def submit_command(config: PodherdConfig, intent: MigrationIntent, *, wait: bool
 
 async def whoami(kube: KubeClient) -> str:
     """The user the API server authenticates these credentials as (`kubectl auth whoami`)."""
-    body = {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
-    answer = msgspec.json.decode(await _call(kube, "POST", REVIEWS, body=body))
-    return str(((answer.get("status") or {}).get("userInfo") or {}).get("username") or "")
+    try:
+        return await kube.whoami()
+    except KubeError as exc:
+        raise _refused("POST", paths.SELF_SUBJECT_REVIEWS, exc) from exc
 
 
 async def submit(kube: KubeClient, intent: MigrationIntent) -> tuple[str, bool]:

@@ -27,6 +27,7 @@ import msgspec
 import urllib3
 from kubernetes.client import ApiClient, Configuration
 
+from shared.api import paths
 from shared.backoff import describe
 from shared.config import KubernetesConfig
 from shared.kube_errors import KubeError, error_from
@@ -270,6 +271,12 @@ class KubeClient:
             raise
         found: dict[str, Any] = msgspec.json.decode(body)
         return found
+
+    async def whoami(self) -> str:
+        """The user the API server authenticates these credentials as (`kubectl auth whoami`)."""
+        body = {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
+        answer = msgspec.json.decode(await self.arequest("POST", paths.SELF_SUBJECT_REVIEWS, body=body))
+        return str(((answer.get("status") or {}).get("userInfo") or {}).get("username") or "")
 
     async def list_items(
         self, path: str, label_selector: str, request_timeout: float = 10.0, *, field_selector: str = ""

@@ -43,6 +43,7 @@ from podherd.nats_pki import Pki
 from shared.config import KubernetesConfig
 from shared.kube import KubeClient
 from shared.nats_permissions import OPERATOR
+from shared.private_files import write_private
 from shared.redis_acl import rule
 
 NATS_REPLICAS = 3
@@ -124,8 +125,7 @@ def start(stack: contextlib.ExitStack, workdir: Path) -> InCluster:
     passwords = redis_users(redis_url, pki.ca)
     secrets = workdir / "secrets.yaml"
     made = nats_pki.secrets(pki, NAMESPACE) + redis_secrets(passwords, NAMESPACE)
-    secrets.write_text(yaml.safe_dump_all([*made, gate_secret(authority, NAMESPACE)]))
-    secrets.chmod(0o600)
+    write_private(secrets, yaml.safe_dump_all([*made, gate_secret(authority, NAMESPACE)]))
     cluster.run_kubectl("apply", "-f", str(secrets))  # before the pods that mount them
     cluster.run_kubectl("apply", "-k", str(DEPLOY))
     for kind, file in GATE_PATCH_FILES.items():  # the gate's CA, as cert-manager's injector would give it

@@ -48,6 +48,7 @@ from shared.config import PodherdConfig
 from shared.config_loader import config_from_dict
 from shared.kube import KubeClient
 from shared.nats_permissions import OPERATOR
+from shared.private_files import write_private
 from shared.rebalance.defrag import Defrag
 from shared.redact import without_credentials
 
@@ -239,9 +240,7 @@ def _processes(
 def _redis_users(url: str, prefix: str, workdir: Path) -> dict[str, tuple[str, Path]]:
     users = {}
     for service, password in demo_cluster.redis_users(url, None, prefix).items():
-        path = workdir / f"redis-{service}.password"
-        path.write_text(password)
-        path.chmod(0o600)
+        path = write_private(workdir / f"redis-{service}.password", password)
         users[service] = (f"podherd-{service}", path)
     return users
 

@@ -106,11 +106,11 @@ class ServiceProcesses:
         log = self.workdir / f"{service}-{replica}.log"
         env = {
             **os.environ,
-            **self.env,
             "PODHERD_REPLICA": f"{service}-{replica}",
             "PODHERD_HTTP__HOST": "127.0.0.1",
             "PODHERD_HTTP__PORT": "0",
             "PODHERD_GATE__PORT": "0",
+            **self.env,  # over the defaults: a gate run on the port its Service maps to
         }
         if service in self.kubeconfigs:
             env["PODHERD_KUBERNETES__KUBECONFIG"] = str(self.kubeconfigs[service])

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from kubesim.tls import Authority
 from podherd.harness.servers import Server, start_binary
+from shared.private_files import write_private
 
 UNPACKED = Path(sys.prefix) / "tls-redis" / "bin" / "redis-server"
 
@@ -27,9 +28,9 @@ def start_tls_redis(binary: str, directory: Path, *, authority: Authority, names
     certificate but not requiring one; its files (ca.crt, tls.crt, tls.key) under `directory`."""
     directory.mkdir(parents=True, exist_ok=True)
     cert, key = authority.leaf("redis", names=names)
-    for name, pem in (("ca.crt", authority.pem), ("tls.crt", cert), ("tls.key", key)):
+    for name, pem in (("ca.crt", authority.pem), ("tls.crt", cert)):
         (directory / name).write_bytes(pem)
-    (directory / "tls.key").chmod(0o600)
+    write_private(directory / "tls.key", key)
     context = ssl.create_default_context(cadata=authority.pem.decode())
 
     def argv_for(port: int, data: Path) -> list[str]:

@@ -14,6 +14,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 
 from kubesim.tls import DEFAULT_IPS, DEFAULT_NAMES, Authority
 from podherd.credentials import API_SERVER_CLIENT
+from shared.private_files import write_private
 
 # Who each token is: the administrator (the kubeconfig a user gets) and the components, all in
 # system:masters. The components are the test rig's, not Podherd's: Podherd's services run as their own
@@ -60,7 +61,5 @@ def issue(directory: Path) -> Credentials:
     }
     directory.mkdir(parents=True, exist_ok=True)
     for name, data in files.items():
-        path = directory / name
-        path.write_bytes(data)
-        path.chmod(0o600)
+        write_private(directory / name, data)
     return Credentials(ca.pem, tokens)

@@ -22,6 +22,7 @@ from nats.aio.client import Client as NatsClient
 from nats.aio.msg import Msg
 
 from services.executor.evicting import Evictor
+from services.executor.identity import check_identity
 from services.executor.metrics import ACTIONS
 from services.executor.reporting import report_of
 from services.executor.reservations import reservation_for, to_delete
@@ -233,8 +234,13 @@ class Executor:
 
 
 async def main(config: PodherdConfig, stop: asyncio.Event, ops: OpsServer) -> None:
-    nc = await nats_connect.connect(config.nats, name=f"podherd-executor-{config.replica}", stop=stop)
     kube = KubeClient.from_config(config.kubernetes)
+    try:
+        await check_identity(kube, config)
+    except BaseException:
+        await kube.aclose()
+        raise
+    nc = await nats_connect.connect(config.nats, name=f"podherd-executor-{config.replica}", stop=stop)
     executor = Executor(config, nc, kube)
     ops.add_check("nats", nats_check(nc))
     ops.add_check("jetstream", executor.set_up.check)

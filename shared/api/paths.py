@@ -72,4 +72,7 @@ def autoscalers(namespace: str) -> str:
 
 
 TOKEN_REVIEWS: Final = "/apis/authentication.k8s.io/v1/tokenreviews"
+SELF_SUBJECT_REVIEWS: Final = "/apis/authentication.k8s.io/v1/selfsubjectreviews"
+# The admission gate's eviction webhooks, as deploy/ names them.
+GATE_WEBHOOKS: Final = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/podherd-gate"
 SUBJECT_ACCESS_REVIEWS: Final = "/apis/authorization.k8s.io/v1/subjectaccessreviews"

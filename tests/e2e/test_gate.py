@@ -13,6 +13,7 @@ from typing import Any
 
 import kubernetes
 import pytest
+import yaml
 
 from kubesim.auth import ADMIN
 from kubesim.sim import SimHandle
@@ -24,6 +25,7 @@ from shared.api.annotations import EVICTION_IN_PROGRESS
 from shared.api.names import ANNOTATION_REQUESTER
 from shared.config import KubernetesConfig
 from shared.kube import KubeClient
+from tests.e2e.pipeline import podherd
 from tests.kube import Kube, client_for, refusal, watch_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
@@ -264,6 +266,29 @@ def test_an_eviction_of_a_pod_no_job_could_move_is_let_through_or_refused_naming
         assert kube.custom.list_cluster_custom_object(GROUP, VERSION, "podmigrationjobs")["items"] == []
     finally:
         refusing.processes.stop_all()
+
+
+def test_an_executor_under_an_identity_the_gate_does_not_know_refuses_to_start_in_one_line(
+    gated: Gated,
+) -> None:
+    """Beside a registered gate, an executor run with the admin's kubeconfig (one identity for every
+    service) would have its own evictions intercepted: it ends at once, naming the setting and the way out."""
+    config = gated.tmp / "shared-identity.yaml"
+    document = {
+        "kubernetes": {"kubeconfig": str(gated.sim.kubeconfig)},
+        "nats": {"url": "nats://127.0.0.1:9"},
+        "http": {"port": 0},
+    }
+    config.write_text(yaml.safe_dump(document))
+    done = podherd(config, "run", "executor", timeout=60)
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith(
+        f"podherd: configuration error at `gate.namespace`: the executor runs as {ADMIN}, but the admission "
+        "gate (webhooks podherd-gate) lets through only system:serviceaccount:podherd:podherd-executor's "
+    ), last
+    assert "podherd sim --podherd-accounts DIR" in last, last
 
 
 def use_webhooks(kube: Kube, document: dict[str, Any]) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import stat
 import subprocess
 import sys
 from collections.abc import Callable
@@ -12,7 +13,7 @@ import kubernetes
 import pytest
 
 from kubesim.sim import SimHandle, start_subprocess
-from podherd.harness.processes import SERVICES
+from podherd.install import SERVICE_ACCOUNTS
 from tests.kube import client_for
 
 pytestmark = pytest.mark.integration
@@ -86,12 +87,13 @@ def test_sim_installs_podherd_and_writes_each_service_its_own_kubeconfig(tmp_pat
     accounts = tmp_path / "accounts"
     handle = start_subprocess(extra_args=["--podherd-accounts", str(accounts)])
     try:
-        for service in SERVICES:
+        for service in SERVICE_ACCOUNTS:
             path = accounts / f"kubeconfig-{service}"  # written before the admin's kubeconfig appears
             review: Any = kubernetes.client.AuthenticationV1Api(
                 kubernetes.config.new_client_from_config(str(path))
             )
             who = review.create_self_subject_review({"apiVersion": "authentication.k8s.io/v1"})
             assert who.status.user_info.username == f"system:serviceaccount:podherd:podherd-{service}"
+            assert stat.S_IMODE(path.stat().st_mode) == 0o600  # it holds a token
     finally:
         handle.stop()

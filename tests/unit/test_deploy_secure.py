@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import re
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -113,3 +114,14 @@ def test_the_gate_serves_the_certificate_its_webhooks_trust_and_fails_as_documen
             "values": ["podherd", "kube-system"],
         }
         assert "namespaceSelector" not in hook or exempt in hook["namespaceSelector"]["matchExpressions"]
+
+
+def test_podherd_certs_keeps_the_gates_certificate_files_for_a_gate_outside_the_cluster(
+    tmp_path: Path,
+) -> None:
+    made = {s["metadata"]["name"]: s for s in yaml.safe_load_all(secrets_yaml("podherd", keep=str(tmp_path)))}
+    gate = tmp_path / "gate"
+    for file in ("ca.crt", "tls.crt", "tls.key"):
+        assert (gate / file).read_bytes() == base64.b64decode(made["podherd-gate-tls"]["data"][file])
+    assert stat.S_IMODE((gate / "tls.key").stat().st_mode) == 0o600
+    assert stat.S_IMODE((tmp_path / "redis-acl.txt").stat().st_mode) == 0o600
