@@ -384,14 +384,15 @@ class IntentsConfig(Section):
 
 
 class InterceptorConfig(Section):
-    """What the gate does with an eviction of a pod opted in to evacuation: the job's mode, and when that
-    job failed, what the next eviction of the pod gets: `retry` (a new job, once `retryAfter` has passed
-    since the failure; until then the failure, refused) or `evict` (the eviction goes through, under the
-    pod's budgets as any eviction). `unmovable`: what an eviction of a pod no job could move gets (one that
-    fails a filter: a single replica, `never evict`, a bare pod, an excluded namespace…): `allow` lets it
-    through as if Podherd were not there, `refuse` answers 403 naming the rule."""
+    """What the gate does with an eviction of a pod opted in to evacuation: the job's mode (by default the
+    configured defaultJobMode), and when that job failed, what the next eviction of the pod gets: `retry` (a
+    new job, once `retryAfter` has passed since the failure; until then the failure, refused) or `evict`
+    (the eviction goes through, under the pod's budgets as any eviction). `unmovable`: what an eviction of a
+    pod no job could move gets (one that fails a filter: a single replica, `never evict`, a bare pod, an
+    excluded namespace…): `allow` lets it through as if Podherd were not there, `refuse` answers 403 naming
+    the rule."""
 
-    mode: JobMode = "ReservationFirst"
+    mode: JobMode | None = None  # the jobs' mode; unset: migrationController.defaultJobMode
     on_failure: Literal["retry", "evict"] = "retry"
     retry_after: Duration = "1m"
     unmovable: Literal["allow", "refuse"] = "allow"

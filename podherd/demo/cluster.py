@@ -19,7 +19,6 @@ import msgspec
 import redis as sync_redis
 import yaml
 
-from kubesim import SERVICE_MONITOR_CRD
 from kubesim.options import PODHERD_IMAGE, SimOptions, podherd_image
 from kubesim.scenarios import fragmented
 from kubesim.sim import SimHandle, start_in_thread
@@ -120,7 +119,6 @@ def start(stack: contextlib.ExitStack, workdir: Path) -> InCluster:
     stack.callback(handle.stop)
     cluster = InCluster(handle, nats.url, redis_url, kubectl, pki)
     cluster.run_kubectl("cordon", *workers(document))
-    cluster.run_kubectl("apply", "-f", str(SERVICE_MONITOR_CRD))  # a cluster with the Prometheus Operator
     cluster.run_kubectl("create", "namespace", NAMESPACE)
     passwords = redis_users(redis_url, pki.ca)
     secrets = workdir / "secrets.yaml"

@@ -114,7 +114,8 @@ class Webhooks:
             log.info("pod %s/%s: not judged before its job (%s)", request.namespace, request.name, exc)
             return None
         pod, policy = facts.pod, self.policy
-        rejection = why_not(pod, facts.workload, args=self.args, mode=policy.mode, budgets=facts.budgets)
+        mode = policy.mode or self.args.default_job_mode
+        rejection = why_not(pod, facts.workload, args=self.args, mode=mode, budgets=facts.budgets)
         if rejection is None:
             return None
         if policy.unmovable == "allow":
@@ -147,7 +148,7 @@ class Webhooks:
                     raise
         ref = ObjectReference(kind="Pod", namespace=pod.namespace, name=pod.name, uid=pod.uid)
         annotations = {ANNOTATION_REQUESTER: evicter, ANNOTATION_REASON: f"an eviction by {evicter}"}
-        spec = PodMigrationJobSpec(pod_ref=ref, mode=self.policy.mode)
+        spec = PodMigrationJobSpec(pod_ref=ref, mode=self.policy.mode or self.args.default_job_mode)
         labels = {LABEL_EVACUATED_POD: pod_key(pod.namespace, pod.name)}
         job = new_job(name, spec, annotations=annotations, labels=labels)
         try:

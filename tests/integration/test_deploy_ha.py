@@ -18,7 +18,6 @@ import jsonschema
 import pytest
 import yaml
 
-from kubesim import SERVICE_MONITOR_CRD
 from kubesim.patch import merge_patch
 from kubesim.sim import SimHandle
 from podherd.harness.servers import find_nats_binary, free_port
@@ -164,10 +163,9 @@ def test_the_ha_configuration_reads_its_password_from_a_file_and_speaks_tls() ->
 @pytest.mark.skipif(KUBECTL is None, reason="kubectl is not on PATH")
 def test_kubectl_applies_the_ha_overlay(kubesim_factory: Callable[..., SimHandle]) -> None:
     sim = kubesim_factory()
-    kubectl(sim, "apply", "-f", str(SERVICE_MONITOR_CRD))
     base = [d for d in yaml.safe_load_all(kubectl(sim, "kustomize", str(DEPLOY))) if d]
     applied = kubectl(sim, "apply", "-k", str(HA))
-    assert applied.count(" created") == len(base) == 47, applied
+    assert applied.count(" created") == len(base) == 46, applied
     deployments = json.loads(kubectl(sim, "get", "deploy", "-n", "podherd", "-o", "json"))["items"]
     assert len(deployments) == 6  # the four services, the gate and the planner (no replica until scaled)
     passwords: dict[str, tuple[Any, ...]] = {}
