@@ -87,6 +87,14 @@ class Authority:
         )
         return cls(cert, key)
 
+    @classmethod
+    def load(cls, cert_pem: bytes, key_pem: bytes) -> Authority:
+        """An authority kept before (`pem`, `key_pem`), to issue more from the same CA."""
+        key = serialization.load_pem_private_key(key_pem, password=None)
+        if not isinstance(key, ec.EllipticCurvePrivateKey):
+            raise ValueError("the CA's key is not an EC key")
+        return cls(x509.load_pem_x509_certificate(cert_pem), key)
+
     @property
     def pem(self) -> bytes:
         return self.cert.public_bytes(serialization.Encoding.PEM)

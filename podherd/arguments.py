@@ -27,6 +27,15 @@ def pod_key(text: str) -> tuple[str, str]:
     return _namespace(namespace), _object_name(name, "a pod name")
 
 
+CERT_PARTS = ("nats", "redis-server", "gate", "apiserver-client", "redis-passwords")
+
+
+def cert_part(text: str) -> str:
+    if text not in CERT_PARTS:
+        raise argparse.ArgumentTypeError(f"{text!r} is not one of {', '.join(CERT_PARTS)}")
+    return text
+
+
 def node_name(text: str) -> str:
     return _object_name(text, "a node name")
 

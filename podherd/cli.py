@@ -28,9 +28,16 @@ def _cmd_version(_: argparse.Namespace) -> int:
 
 
 def _cmd_certs(args: argparse.Namespace) -> int:
-    from podherd.credentials import secrets_yaml
+    from podherd.certs import PARTS, make
 
-    print(secrets_yaml(args.namespace, keep=args.dir), end="")
+    made = make(args.namespace, tuple(args.parts or PARTS), keep=args.dir)
+    if made.ephemeral_ca:
+        print(
+            "podherd certs: a new CA, kept nowhere: certificates issued later will not chain to it "
+            "(keep it with --dir DIR, and pass the same DIR again)",
+            file=sys.stderr,
+        )
+    print(made.yaml, end="")
     return 0
 
 
@@ -218,10 +225,20 @@ def build_parser() -> argparse.ArgumentParser:
     config.set_defaults(func=_cmd_config)
     certs = sub.add_parser(
         "certs",
-        help="the NATS certificates (a CA of its own) and Redis passwords deploy/ mounts, as Secrets",
+        help="the certificates (a CA of its own) and Redis passwords deploy/ mounts, as Secrets",
+    )
+    certs.add_argument(
+        "parts",
+        nargs="*",
+        metavar="PART",
+        type=arguments.cert_part,
+        help=f"only these: {', '.join(arguments.CERT_PARTS)} (default: all)",
     )
     certs.add_argument("--namespace", default="podherd", help="the Secrets' namespace (default: podherd)")
-    certs.add_argument("--dir", help="also keep the files here, the CA's key among them (to issue more)")
+    certs.add_argument(
+        "--dir",
+        help="keep the CA, the files and the passwords here; run again with the same DIR, it reuses them",
+    )
     certs.set_defaults(func=_cmd_certs)
     run = sub.add_parser("run", parents=[common], help="run a service (production entry point)")
     run.add_argument(

@@ -1,27 +1,22 @@
-"""`podherd certs`: what deploy/ mounts, made without cert-manager: a CA of its own with the NATS
-certificates (`nats_pki`), the Redis (Valkey) server's and the admission gate's certificates from the same CA
-(with `--dir`, the patch that gives the gate's webhooks that CA), and a password for each
-service's Redis user (`shared.redis_acl`), as Secrets; with `--dir`, the files too, the CA's key and the
-Redis users' `ACL SETUSER` lines, and the Valkey chart's commonConfiguration with those users (deploy/ha),
-among them."""
+"""What deploy/ mounts, as cert-manager's Certificates would make it, and the files beside it: the Redis
+(Valkey) server's and the admission gate's certificates, kube-apiserver's client certificate for the gate,
+the patches that give the gate's webhooks their CA, a password for each service's Redis user
+(`shared.redis_acl`) with their `ACL SETUSER` lines and the Valkey chart's commonConfiguration (deploy/ha).
+`podherd.certs` puts them together."""
 
 from __future__ import annotations
 
 import base64
-import json
 import secrets
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from kubesim.tls import Authority
-from podherd import nats_pki
 from podherd.install import DEPLOY
 from shared.private_files import write_private
-from shared.redis_acl import REDIS_SERVICES, config_lines, setuser_lines
+from shared.redis_acl import REDIS_SERVICES, config_lines
 
 
 def redis_secrets(passwords: dict[str, str], namespace: str) -> list[dict[str, Any]]:
@@ -126,7 +121,7 @@ def server_secret(
 ) -> dict[str, Any]:
     """A server's certificate of `authority` for `names`, as a cert-manager Certificate's Secret holds it."""
     cert, key = authority.leaf(common_name, names=names)
-    return _tls_secret(namespace, name, {"ca.crt": authority.pem, "tls.crt": cert, "tls.key": key})
+    return tls_secret(namespace, name, {"ca.crt": authority.pem, "tls.crt": cert, "tls.key": key})
 
 
 def keep_secret_files(secret: dict[str, Any], directory: Path) -> None:
@@ -141,7 +136,7 @@ def keep_secret_files(secret: dict[str, Any], directory: Path) -> None:
             (directory / file).write_bytes(pem)
 
 
-def _tls_secret(namespace: str, name: str, files: dict[str, bytes]) -> dict[str, Any]:
+def tls_secret(namespace: str, name: str, files: dict[str, bytes]) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Secret",
@@ -158,17 +153,18 @@ def api_server_client_secret(authority: Authority, namespace: str) -> dict[str, 
     """kube-apiserver's client certificate for the gate, as deploy/cert-manager's Certificate of that name
     makes it (the operator copies it to the control plane)."""
     cert, key = authority.leaf(API_SERVER_CLIENT, client=True)
-    return _tls_secret(
+    return tls_secret(
         namespace, API_SERVER_CLIENT_SECRET, {"ca.crt": authority.pem, "tls.crt": cert, "tls.key": key}
     )
 
 
-def _api_server_client(authority: Authority, directory: Path) -> None:
-    """The client certificate kube-apiserver presents to the gate, and its admission configuration naming
-    it where the guide has them copied (/etc/kubernetes/podherd on each control-plane node)."""
-    cert, key = authority.leaf(API_SERVER_CLIENT, client=True)
-    (directory / "apiserver-webhook-client.crt").write_bytes(cert)
-    write_private(directory / "apiserver-webhook-client.key", key)
+def write_api_server_client(secret: dict[str, Any], directory: Path) -> None:
+    """The client certificate kube-apiserver presents to the gate (its Secret's), and its admission
+    configuration naming it where the guide has them copied (/etc/kubernetes/podherd on each control-plane
+    node)."""
+    data = {file: base64.b64decode(value) for file, value in secret["data"].items()}
+    (directory / "apiserver-webhook-client.crt").write_bytes(data["tls.crt"])
+    write_private(directory / "apiserver-webhook-client.key", data["tls.key"])
     there = "/etc/kubernetes/podherd"
     kubeconfig = webhook_client_kubeconfig(
         f"{there}/apiserver-webhook-client.crt", f"{there}/apiserver-webhook-client.key"
@@ -188,27 +184,3 @@ def valkey_common_conf(key_prefix: str, passwords: dict[str, str]) -> str:
 
 def new_passwords() -> dict[str, str]:
     return {service: secrets.token_urlsafe(24) for service in REDIS_SERVICES}
-
-
-def secrets_yaml(namespace: str, *, keep: str | None = None, key_prefix: str = "podherd") -> str:
-    """The Secrets, as YAML; the files are kept in `keep` (with `redis-acl.txt`), else removed."""
-    directory = Path(keep) if keep else Path(tempfile.mkdtemp(prefix="podherd-certs-"))
-    try:
-        passwords = new_passwords()
-        authority = Authority.new("podherd-ca")
-        docs = nats_pki.secrets(nats_pki.issue(directory, authority=authority), namespace)
-        gate = gate_secret(authority, namespace)
-        docs += [redis_server_secret(authority, namespace), gate]
-        docs += [api_server_client_secret(authority, namespace)]
-        docs += redis_secrets(passwords, namespace)
-        if keep:
-            keep_secret_files(gate, directory / "gate")
-            for kind, file in GATE_PATCH_FILES.items():
-                (directory / file).write_text(json.dumps(gate_ca_bundle_patch(authority.pem, kind)))
-            _api_server_client(authority, directory)
-            write_private(directory / "redis-acl.txt", setuser_lines(key_prefix, passwords))
-            (directory / "valkey.common.conf").write_text(valkey_common_conf(key_prefix, passwords))
-        return str(yaml.safe_dump_all(docs, sort_keys=False))
-    finally:
-        if not keep:
-            shutil.rmtree(directory)

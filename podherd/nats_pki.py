@@ -81,22 +81,38 @@ class Pki:
         return f"tls: {json.dumps(tls)}\n"
 
 
-def issue(directory: Path, users: tuple[str, ...] = USERS, *, authority: Authority | None = None) -> Pki:
+def issue(
+    directory: Path,
+    users: tuple[str, ...] = USERS,
+    *,
+    authority: Authority | None = None,
+    keep_existing: bool = False,
+) -> Pki:
     """A CA (or `authority`), the server's certificate for loopback and the in-cluster names, and one
-    client certificate per user, written under `directory`."""
+    client certificate per user, written under `directory`. `keep_existing`: a certificate of the same CA
+    already there is kept as it is (issuing again changes nothing that exists)."""
     ca = authority or Authority.new("podherd-nats-ca")
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "ca.crt").write_bytes(ca.pem)
     write_private(directory / "ca.key", ca.key_pem)
-    leaves = {SERVER: ca.leaf(SERVER, names=SERVER_NAMES, ips=("127.0.0.1",))}
-    leaves.update((user, ca.leaf(user, client=True)) for user in users)
-    for name, (cert, key) in leaves.items():
+    for name in (SERVER, *users):
         where = directory / name
+        if keep_existing and _issued_by(where, ca.pem):
+            continue
+        if name == SERVER:
+            cert, key = ca.leaf(SERVER, names=SERVER_NAMES, ips=("127.0.0.1",))
+        else:
+            cert, key = ca.leaf(name, client=True)
         where.mkdir(exist_ok=True)
         (where / "ca.crt").write_bytes(ca.pem)
         (where / "tls.crt").write_bytes(cert)
         write_private(where / "tls.key", key)
     return Pki(directory)
+
+
+def _issued_by(where: Path, ca_pem: bytes) -> bool:
+    files = [where / f for f in ("ca.crt", "tls.crt", "tls.key")]
+    return all(f.exists() for f in files) and files[0].read_bytes() == ca_pem
 
 
 def secrets(pki: Pki, namespace: str) -> list[dict[str, Any]]:

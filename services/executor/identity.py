@@ -5,33 +5,47 @@ taken for someone else's and turned into a job again: it refuses to start instea
 
 from __future__ import annotations
 
+import asyncio
 import logging
+
+import aiohttp
 
 from shared.api import paths
 from shared.config import ConfigError, PodherdConfig
 from shared.kube import KubeClient, KubeError
+from shared.waits import wait_event
 
 log = logging.getLogger(__name__)
+ASK_WITHIN, ASK_AGAIN = 5.0, 2.0  # seconds
 
 
-async def check_identity(kube: KubeClient, config: PodherdConfig) -> None:
+async def check_identity(kube: KubeClient, config: PodherdConfig, stop: asyncio.Event) -> None:
     """Raises ConfigError when the gate's webhooks are registered and this is not the identity they let
-    through. What cannot be read (an API server without SelfSubjectReview, no right to read the webhook
-    configuration) is not a refusal: it is logged."""
+    through. Asked again every few seconds while the API server cannot answer (the executor meanwhile starts
+    as usual); no right to read the webhook configuration is not a refusal (logged)."""
     expected = config.gate.service_account("executor")
-    try:
-        me = await kube.whoami()
-        if me == expected:
+    while not stop.is_set():
+        try:
+            async with asyncio.timeout(ASK_WITHIN):
+                me = await kube.whoami()
+                gate = None if me == expected else await kube.get_json(paths.GATE_WEBHOOKS)
+        except KubeError as exc:
+            if exc.status in (401, 403):
+                log.info("could not tell whether the admission gate knows the executor's identity: %s", exc)
+                return
+        except (OSError, TimeoutError, aiohttp.ClientError):
+            pass  # the API server is away: asked again
+        else:
+            if gate is not None:
+                raise ConfigError("gate.namespace", _refusal(me, expected))
             return
-        gate = await kube.get_json(paths.GATE_WEBHOOKS)
-    except KubeError as exc:
-        log.info("could not tell whether the admission gate knows the executor's identity: %s", exc)
-        return
-    if gate is not None:
-        raise ConfigError(
-            "gate.namespace",
-            f"the executor runs as {me or 'an anonymous user'}, but the admission gate (webhooks "
-            f"podherd-gate) lets through only {expected}'s evictions: its own evictions of opted-in pods "
-            "would be intercepted. Run it as that ServiceAccount (`podherd sim --podherd-accounts DIR` "
-            "writes a kubeconfig for each service), or set gate.namespace to its namespace",
-        )
+        await wait_event(stop, ASK_AGAIN)
+
+
+def _refusal(me: str, expected: str) -> str:
+    return (
+        f"the executor runs as {me or 'an anonymous user'}, but the admission gate (webhooks podherd-gate) "
+        f"lets through only {expected}'s evictions: its own evictions of opted-in pods would be "
+        "intercepted. Run it as that ServiceAccount (`podherd sim --podherd-accounts DIR` writes a "
+        "kubeconfig for each service), or set gate.namespace to its namespace"
+    )

@@ -235,11 +235,23 @@ class Executor:
 
 async def main(config: PodherdConfig, stop: asyncio.Event, ops: OpsServer) -> None:
     kube = KubeClient.from_config(config.kubernetes)
+    identity = asyncio.create_task(check_identity(kube, config, stop))
+    identity.add_done_callback(lambda done: _stop_if_refused(done, stop))
     try:
-        await check_identity(kube, config)
-    except BaseException:
+        await _serve(config, kube, stop, ops)
+    finally:
+        identity.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await identity  # its refusal, if it refused: the one line the service ends with
         await kube.aclose()
-        raise
+
+
+def _stop_if_refused(identity: asyncio.Task[None], stop: asyncio.Event) -> None:
+    if not identity.cancelled() and identity.exception() is not None:
+        stop.set()
+
+
+async def _serve(config: PodherdConfig, kube: KubeClient, stop: asyncio.Event, ops: OpsServer) -> None:
     nc = await nats_connect.connect(config.nats, name=f"podherd-executor-{config.replica}", stop=stop)
     executor = Executor(config, nc, kube)
     ops.add_check("nats", nats_check(nc))
@@ -249,4 +261,3 @@ async def main(config: PodherdConfig, stop: asyncio.Event, ops: OpsServer) -> No
         await executor.run(stop)
     finally:
         await close_nats(nc)
-        await kube.aclose()

@@ -5,6 +5,7 @@ readers to their subjects on a real nats-server with TLS."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import shutil
 from collections.abc import Callable, Iterator
@@ -19,6 +20,8 @@ import yaml
 from kubesim import SERVICE_MONITOR_CRD
 from kubesim.sim import SimHandle
 from podherd import nats_pki
+from podherd.certs import make
+from podherd.credentials import GATE_PATCH_FILES
 from podherd.harness.servers import Server, find_nats_binary, start_nats_binary
 from podherd.install import DEPLOY, install, service_token
 from podherd.nats_pki import Pki
@@ -69,6 +72,13 @@ def test_kubectl_applies_the_kustomization(kubesim_factory: Callable[..., SimHan
     assert any("config.yaml" in (c.get("data") or {}) for c in config)
 
 
+# What the evictions guide has an overlay add when the gate's certificate comes from `podherd certs`.
+GATE_CA_PATCHES = [
+    {"path": f"certs/{file}", "target": {"kind": kind, "name": "podherd-gate"}}
+    for kind, file in GATE_PATCH_FILES.items()
+]
+
+
 def image_overlay() -> str:
     """The overlay docs/operating/image.md tells users to write, as written there."""
     text = (DEPLOY.parent / "docs" / "operating" / "image.md").read_text()
@@ -97,14 +107,19 @@ def test_an_overlay_as_the_docs_write_it_names_the_image_and_takes_the_optional_
     assert "ServiceMonitor" not in {d["kind"] for d in plain}
 
     components = ["../deploy/components/beside-koordinator", "../deploy/components/monitoring"]
-    overlay = yaml.safe_load(image_overlay())
-    (mine / "kustomization.yaml").write_text(yaml.safe_dump({**overlay, "components": components}))
+    make("podherd", ("gate",), keep=str(mine / "certs"))  # without cert-manager: its CA, as patches
+    overlay = {**yaml.safe_load(image_overlay()), "components": components, "patches": GATE_CA_PATCHES}
+    (mine / "kustomization.yaml").write_text(yaml.safe_dump(overlay))
     kubectl(sim, "apply", "-k", str(DEPLOY / "crds"))  # as Koordinator's chart installs them
     kubectl(sim, "apply", "-f", str(SERVICE_MONITOR_CRD))  # as the Prometheus Operator does
     applied = kubectl(sim, "apply", "-k", str(mine))
     assert "customresourcedefinition" not in applied, applied
     assert "servicemonitor.monitoring.coreos.com/podherd created" in applied, applied
     assert "podherd" in kubectl(sim, "get", "servicemonitors", "-n", "podherd", "-o", "name")
+    bundle = base64.b64encode((mine / "certs" / "ca.crt").read_bytes()).decode()
+    for kind in ("validating", "mutating"):
+        hooks = json.loads(kubectl(sim, "get", f"{kind}webhookconfiguration", "podherd-gate", "-o", "json"))
+        assert {h["clientConfig"].get("caBundle") for h in hooks["webhooks"]} == {bundle}, kind
 
 
 def as_service(sim: SimHandle, admin: KubeClient, tmp_path: Path, service: str) -> KubeClient:

@@ -164,8 +164,8 @@ def test_the_gates_port_starts_no_job_for_a_caller_it_cannot_verify(gated: Gated
     kube = gated.kube
     url = f"https://127.0.0.1:{webhook_port(gated.gate.replicas[0].log)}/evictions"
     anyone = ssl.create_default_context(cadata=gated.gate.ca.decode())
-    web = kube.core.read_namespaced_pod("web", "shop").metadata
-    answer = post(url, forged_eviction("shop", "web"), anyone)
+    web = kube.core.read_namespaced_pod("web-0", "shop").metadata
+    answer = post(url, forged_eviction("shop", "web-0"), anyone)
     assert answer["allowed"] is False and answer["status"]["code"] == 403
     assert (
         "could not verify that this review came from the API server (no certificate"
@@ -179,7 +179,7 @@ def test_the_gates_port_starts_no_job_for_a_caller_it_cannot_verify(gated: Gated
     (tmp_path / "m.key").write_bytes(key)
     named = ssl.create_default_context(cadata=gated.gate.ca.decode())
     named.load_cert_chain(tmp_path / "m.crt", tmp_path / "m.key")
-    answer = post(url, forged_eviction("shop", "web"), named)
+    answer = post(url, forged_eviction("shop", "web-0"), named)
     assert (
         answer["status"]["code"] == 403
         and "'mallory', not one of gate.clientNames" in answer["status"]["message"]
@@ -190,9 +190,9 @@ def test_the_gates_port_starts_no_job_for_a_caller_it_cannot_verify(gated: Gated
     foreign = ssl.create_default_context(cadata=gated.gate.ca.decode())
     foreign.load_cert_chain(tmp_path / "e.crt", tmp_path / "e.key")
     with pytest.raises((urllib.error.URLError, ssl.SSLError, ConnectionError)):
-        post(url, forged_eviction("shop", "web"), foreign)
+        post(url, forged_eviction("shop", "web-0"), foreign)
     assert get_job(kube, job_name(web.uid)) is None
     # The API server, presenting its certificate, is heard: the eviction becomes the pod's job.
-    code, message = evict(kube, "shop", "web")
+    code, message = evict(kube, "shop", "web-0")
     assert code == 429 and "Eviction triggered evacuation" in message, message
     assert get_job(kube, job_name(web.uid)) is not None

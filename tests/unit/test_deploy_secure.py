@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from podherd.credentials import secrets_yaml
+from podherd.certs import make
 from podherd.install import DEPLOY
 from shared import bus
 from shared.config_loader import load_config
@@ -61,7 +61,7 @@ def test_every_nats_user_has_its_certificate_from_cert_manager_and_podherd_certs
     assert {f"CN={cn}" for secret, cn in certificates.items() if secret.endswith("-nats")} == users
     assert all(certificates[f"{cn.removeprefix('CN=')}-nats"] == cn.removeprefix("CN=") for cn in users)
     assert {"nats-server-tls", "valkey-server-tls", "podherd-gate-tls"} <= set(certificates)
-    made = {s["metadata"]["name"] for s in yaml.safe_load_all(secrets_yaml("podherd"))}
+    made = {s["metadata"]["name"] for s in yaml.safe_load_all(make("podherd").yaml)}
     assert made == set(certificates) - {"podherd-ca"} | {"podherd-arbitrator-redis", "podherd-tracker-redis"}
 
 
@@ -82,7 +82,7 @@ def test_only_podherd_reaches_the_nats_and_valkey_pods_and_the_api_server_the_ga
 
 
 def test_podherd_certs_gives_deploy_ha_the_valkey_users_with_their_passwords_hashed(tmp_path: Path) -> None:
-    made = {s["metadata"]["name"]: s for s in yaml.safe_load_all(secrets_yaml("podherd", keep=str(tmp_path)))}
+    made = {s["metadata"]["name"]: s for s in yaml.safe_load_all(make("podherd", keep=str(tmp_path)).yaml)}
     conf = (tmp_path / "valkey.common.conf").read_text()
     chart = yaml.safe_load((DEPLOY / "helm" / "valkey.values.yaml").read_text())["commonConfiguration"]
     assert conf.startswith(chart.rstrip("\n"))  # the chart's own lines kept
@@ -119,9 +119,28 @@ def test_the_gate_serves_the_certificate_its_webhooks_trust_and_fails_as_documen
 def test_podherd_certs_keeps_the_gates_certificate_files_for_a_gate_outside_the_cluster(
     tmp_path: Path,
 ) -> None:
-    made = {s["metadata"]["name"]: s for s in yaml.safe_load_all(secrets_yaml("podherd", keep=str(tmp_path)))}
+    made = {s["metadata"]["name"]: s for s in yaml.safe_load_all(make("podherd", keep=str(tmp_path)).yaml)}
     gate = tmp_path / "gate"
     for file in ("ca.crt", "tls.crt", "tls.key"):
         assert (gate / file).read_bytes() == base64.b64decode(made["podherd-gate-tls"]["data"][file])
     assert stat.S_IMODE((gate / "tls.key").stat().st_mode) == 0o600
     assert stat.S_IMODE((tmp_path / "redis-acl.txt").stat().st_mode) == 0o600
+
+
+def test_podherd_certs_run_again_with_its_dir_prints_the_same_secrets(tmp_path: Path) -> None:
+    """Re-run with the same --dir, it changes nothing that exists (`kubectl apply` finds all unchanged); a
+    part asked for later is issued by the same CA."""
+    first = make("podherd", ("nats", "redis-passwords"), keep=str(tmp_path)).yaml
+    assert make("podherd", ("nats", "redis-passwords"), keep=str(tmp_path)).yaml == first
+    ca = (tmp_path / "ca.crt").read_bytes()
+    later = {
+        s["metadata"]["name"]: s
+        for s in yaml.safe_load_all(make("podherd", ("gate",), keep=str(tmp_path)).yaml)
+    }
+    assert set(later) == {"podherd-gate-tls"}
+    assert base64.b64decode(later["podherd-gate-tls"]["data"]["ca.crt"]) == ca
+    everything = make("podherd", keep=str(tmp_path)).yaml
+    assert all(doc in list(yaml.safe_load_all(everything)) for doc in yaml.safe_load_all(first))
+    assert make("podherd", keep=str(tmp_path)).yaml == everything
+    fresh = make("podherd").yaml  # no --dir: a CA of its own, told apart
+    assert base64.b64encode(ca).decode() not in fresh
