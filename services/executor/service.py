@@ -238,7 +238,7 @@ async def main(config: PodherdConfig, stop: asyncio.Event, ops: OpsServer) -> No
     identity = asyncio.create_task(check_identity(kube, config, stop))
     identity.add_done_callback(lambda done: _stop_if_refused(done, stop))
     try:
-        await _serve(config, kube, stop, ops)
+        await _serve(config, kube, stop, ops=ops)
     finally:
         identity.cancel()
         with contextlib.suppress(asyncio.CancelledError):
@@ -251,7 +251,7 @@ def _stop_if_refused(identity: asyncio.Task[None], stop: asyncio.Event) -> None:
         stop.set()
 
 
-async def _serve(config: PodherdConfig, kube: KubeClient, stop: asyncio.Event, ops: OpsServer) -> None:
+async def _serve(config: PodherdConfig, kube: KubeClient, stop: asyncio.Event, *, ops: OpsServer) -> None:
     nc = await nats_connect.connect(config.nats, name=f"podherd-executor-{config.replica}", stop=stop)
     executor = Executor(config, nc, kube)
     ops.add_check("nats", nats_check(nc))
