@@ -102,6 +102,8 @@ def rows(struct: msgspec.inspect.StructType, prefix: str = "", defaults: Any = N
             continue
         env = "PODHERD_" + "__".join(part.upper() for part in key.split("."))
         out.append((f"`{key}`", _type_name(field.type), _default(value), f"`{env}`", koordinator(key)))
+        if nested is not None and value is None:  # a section off by default: its keys, once it is given
+            out.extend(rows(nested, f"{key}."))
     return out
 
 

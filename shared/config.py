@@ -210,12 +210,16 @@ def host_port(address: str) -> tuple[str, int] | None:
 class Tls(Section):
     """TLS to a server: `ca` (PEM) is what its certificate must chain to (else the system's roots); `cert`
     and `key` (PEM) are this client's, for servers that want one (NATS maps it to a user with
-    `verify_and_map`). Files, as mounted from Secrets: read again when they change, so a renewed
-    certificate is used from the next connection on."""
+    `verify_and_map`); `serverName` is the name its certificate must carry, when not the address's. Files,
+    as mounted from Secrets: read again when they change, so a renewed certificate is used from the next
+    connection on."""
 
     ca: str | None = None
     cert: str | None = None
     key: str | None = None
+    # The name the server's certificate is checked for, where it is not the address's host: through a
+    # port-forward to 127.0.0.1, the server's in-cluster name (nats.podherd.svc).
+    server_name: str | None = None
 
 
 class NatsConfig(Section):

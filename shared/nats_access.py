@@ -63,6 +63,8 @@ class Access:
             except (OSError, ValueError) as exc:
                 raise ConfigError("nats.tls", f"cannot load the TLS files: {exc}") from exc
             self.options["tls"] = self.tls.context
+            if config.tls.server_name:
+                self.options["tls_hostname"] = config.tls.server_name
 
     def refresh(self) -> None:
         if self.tls is not None:

@@ -105,6 +105,8 @@ class _TlsFromFiles(SSLConnection):
         arguments = dict(Connection._connection_arguments(self))
         self.tls_files.refresh()
         arguments["ssl"] = self.tls_files.context
+        if self.tls_files.tls.server_name:
+            arguments["server_hostname"] = self.tls_files.tls.server_name
         return arguments
 
 

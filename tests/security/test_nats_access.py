@@ -141,6 +141,22 @@ ALLOWED = {
 }
 
 
+async def test_the_servers_certificate_is_checked_for_the_configured_server_name(
+    secured: tuple[Server, Pki],
+) -> None:
+    """Through a port-forward the address is 127.0.0.1: `serverName` names the name the certificate must
+    carry instead (the in-cluster one), so no hosts file is edited; a name it does not carry is refused."""
+    server, pki = secured
+    tls = pki.tls("podherd-tracker")
+    nc = await connect(server, msgspec.structs.replace(tls, server_name="nats.podherd.svc"))
+    assert nc.is_connected
+    await nc.close()
+    with pytest.raises((ssl.SSLError, OSError, nats.errors.Error, TimeoutError)):
+        nc = await connect(server, msgspec.structs.replace(tls, server_name="nats.elsewhere.example"))
+        await nc.close()
+        pytest.fail("connected to a server whose certificate does not carry the name asked for")
+
+
 @pytest.mark.parametrize("user", list(REFUSED))
 async def test_each_user_is_refused_what_another_does(secured: tuple[Server, Pki], user: str) -> None:
     server, pki = secured
