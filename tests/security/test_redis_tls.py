@@ -76,6 +76,14 @@ async def test_a_service_user_talks_to_redis_only_over_verified_tls(
     assert "certificate verify failed" in str(await refused(msgspec.structs.replace(config, tls=foreign)))
     by_ip = msgspec.structs.replace(config, url=f"rediss://127.0.0.1:{tls_redis.server.port}/0")
     assert "mismatch" in str(await refused(by_ip))  # the server's certificate names localhost only
+    # ... unless told the name to check it for (a port-forward): `redis.tls.serverName`
+    assert config.tls is not None
+    named = msgspec.structs.replace(by_ip, tls=msgspec.structs.replace(config.tls, server_name="localhost"))
+    client = redis_client.connect(named)
+    try:
+        assert await client.ping()
+    finally:
+        await client.aclose()
 
 
 async def test_a_client_certificate_of_another_ca_is_refused_by_the_server(
