@@ -40,6 +40,10 @@ def node_name(text: str) -> str:
     return _object_name(text, "a node name")
 
 
+def job_name(text: str) -> str:
+    return _object_name(text, "a PodMigrationJob name")
+
+
 def duration(text: str) -> str:
     """A Go duration, 0 or more (as Kubernetes writes them)."""
     if re.match(DURATION_PATTERN, text) is None:

@@ -153,7 +153,14 @@ def _cmd_jobs(args: argparse.Namespace) -> int:
     from podherd import jobs_command
 
     config = arguments.loaded(args)
-    return jobs_command.command(config, output=args.output, selector=args.selector, watch=args.watch)
+    return jobs_command.command(
+        config,
+        args.name,
+        output=args.output,
+        selector=args.selector,
+        watch=args.watch,
+        headers=not args.no_headers,
+    )
 
 
 def _cmd_audit(args: argparse.Namespace) -> int:
@@ -320,8 +327,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--wait-timeout", type=arguments.seconds, default=600.0, help="seconds to follow the job"
     )
     submit.set_defaults(func=_cmd_submit)
-    jobs = sub.add_parser("jobs", parents=[common], help="list PodMigrationJobs: phase, reason, age")
-    jobs.add_argument("-o", "--output", choices=("table", "wide", "json", "yaml"), default="table")
+    jobs = sub.add_parser("jobs", parents=[common], help="list PodMigrationJobs (or one): phase, reason, age")
+    jobs.add_argument("name", nargs="?", type=arguments.job_name, help="only this job")
+    jobs.add_argument("-o", "--output", choices=("table", "wide", "name", "json", "yaml"), default="table")
+    jobs.add_argument("--no-headers", action="store_true", help="leave the table's header out")
     jobs.add_argument("-l", "--selector", help="only jobs with these labels (as kubectl's -l)")
     jobs.add_argument("-w", "--watch", action="store_true", help="then print each change as it comes")
     jobs.set_defaults(func=_cmd_jobs)

@@ -47,10 +47,13 @@ def kube_client(config: PodherdConfig) -> Iterator[KubeClient]:
         kube.close()
 
 
-def kube_get(kube: KubeClient, path: str) -> Any:
+def kube_get(kube: KubeClient, path: str, *, missing_ok: bool = False) -> Any:
+    """The object or list at `path`; with `missing_ok`, None where there is none (404)."""
     try:
         return msgspec.json.decode(kube.request("GET", path, timeout=10))
     except KubeError as exc:
+        if missing_ok and exc.status == 404:
+            return None
         raise CliError(f"the Kubernetes API answered GET {path} with {exc}") from exc
     except urllib3.exceptions.HTTPError as exc:
         host = kube.api.configuration.host

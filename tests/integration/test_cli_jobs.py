@@ -4,6 +4,7 @@ and `--context` choose the cluster as kubectl's do."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from collections.abc import Callable
@@ -52,8 +53,33 @@ def test_jobs_wide_yaml_selected_and_by_context(
     assert len(rows) == 1 and rows[0].startswith("team-a-job") and "EvictDirectly" in rows[0]
 
     assert cli.main(["jobs", *chosen, "-o", "yaml"]) == 0
-    shown = yaml.safe_load(capsys.readouterr().out.split("---")[0])
-    assert sorted(j["metadata"]["name"] for j in shown) == ["team-a-job", "team-b-job"]
+    shown = yaml.safe_load(capsys.readouterr().out)
+    assert (shown["apiVersion"], shown["kind"]) == ("v1", "List")
+    assert sorted(j["metadata"]["name"] for j in shown["items"]) == ["team-a-job", "team-b-job"]
+    assert cli.main(["jobs", *chosen, "-o", "json"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert listed["kind"] == "List" and len(listed["items"]) == 2
+    assert all("managedFields" not in j["metadata"] for j in listed["items"])
+
+    assert cli.main(["jobs", *chosen, "team-b-job", "-o", "json"]) == 0  # one job, as itself
+    one = json.loads(capsys.readouterr().out)
+    assert one["kind"] == "PodMigrationJob" and one["metadata"]["name"] == "team-b-job"
+    assert cli.main(["jobs", *chosen, "team-b-job", "--no-headers"]) == 0
+    (row,) = capsys.readouterr().out.splitlines()
+    assert row.split()[0] == "team-b-job"
+    assert cli.main(["jobs", *chosen, "-o", "name"]) == 0
+    assert capsys.readouterr().out.split() == [
+        "podmigrationjob.scheduling.koordinator.sh/team-a-job",
+        "podmigrationjob.scheduling.koordinator.sh/team-b-job",
+    ]
+    assert cli.main(["jobs", *chosen, "-l", "team=nobody"]) == 0
+    captured = capsys.readouterr()
+    assert (captured.out, captured.err) == ("", "No resources found\n")
+    assert cli.main(["jobs", *chosen, "no-such-job"]) == 1
+    assert capsys.readouterr().err == (
+        'podherd: Error from server (NotFound): podmigrationjobs.scheduling.koordinator.sh "no-such-job" '
+        "not found\n"
+    )
 
     assert cli.main(["jobs", "--kubeconfig", str(kubeconfig)]) == 1  # its current context is away
     assert capsys.readouterr().err.startswith(
@@ -71,8 +97,9 @@ def test_jobs_watch_prints_each_change(kubesim_factory: Callable[..., SimHandle]
     ) as watching:
         assert watching.stdout is not None
         try:
-            assert watching.stdout.readline().split()[0] == "NAME"  # the list, empty, then the watch
+            # Listed or watched, however the create meets the list: the header comes with the first row.
             create_job(kube, "watched", pod)
+            assert watching.stdout.readline().split()[0] == "NAME"
             assert watching.stdout.readline().split()[0] == "watched"
         finally:
             watching.terminate()
