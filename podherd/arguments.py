@@ -6,7 +6,10 @@ What goes on after Ctrl-C."""
 from __future__ import annotations
 
 import argparse
+import os
 import re
+import tempfile
+from pathlib import Path
 
 import msgspec
 
@@ -33,6 +36,54 @@ CERT_PARTS = ("nats", "redis-server", "gate", "apiserver-client", "redis-passwor
 def cert_part(text: str) -> str:
     if text not in CERT_PARTS:
         raise argparse.ArgumentTypeError(f"{text!r} is not one of {', '.join(CERT_PARTS)}")
+    return text
+
+
+def port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number (0 to 65535)") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"{text} is not a port number (0 to 65535)")
+    return value
+
+
+def writable_file(text: str) -> str:
+    """A file to write: its directory must exist and take files (tried, as root may write where others
+    may not and /proc takes none)."""
+    directory = Path(text).expanduser().resolve().parent
+    if not directory.is_dir():
+        raise argparse.ArgumentTypeError(f"{text!r}: there is no directory {directory}")
+    try:
+        with tempfile.TemporaryFile(dir=directory):
+            pass
+    except OSError as exc:
+        raise argparse.ArgumentTypeError(f"{text!r}: cannot write in {directory}: {exc.strerror}") from None
+    return text
+
+
+def writable_dir(text: str) -> str:
+    """A directory to keep files in: there and taking files, or to be made where files can be made (tried
+    in the nearest directory that exists, and nothing left behind)."""
+    path = Path(text).expanduser().absolute()
+    there = next((p for p in (path, *path.parents) if p.exists()), Path("/"))
+    if not there.is_dir():
+        raise argparse.ArgumentTypeError(f"{text!r}: {there} is not a directory")
+    try:
+        with tempfile.TemporaryFile(dir=there):
+            pass
+    except OSError as exc:
+        raise argparse.ArgumentTypeError(f"{text!r}: cannot keep files there: {exc.strerror}") from None
+    return text
+
+
+def readable_file(text: str) -> str:
+    path = Path(text).expanduser()
+    if not path.is_file():
+        raise argparse.ArgumentTypeError(f"{text!r}: there is no such file")
+    if not os.access(path, os.R_OK):
+        raise argparse.ArgumentTypeError(f"{text!r}: the file is not readable")
     return text
 
 
@@ -113,5 +164,6 @@ def token_file(parser: argparse.ArgumentParser) -> None:
     """`--token-file`: the token a command's intents carry."""
     parser.add_argument(
         "--token-file",
+        type=readable_file,
         help="the ServiceAccount token (audience podherd) the intents carry (default: intents.tokenFile)",
     )

@@ -197,8 +197,14 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     common = _Parser(add_help=False)
-    common.add_argument("--config", help="YAML config file (default: $PODHERD_CONFIG)")
-    common.add_argument("--kubeconfig", help="the kubeconfig to use (default: kubernetes.kubeconfig)")
+    common.add_argument(
+        "--config", type=arguments.readable_file, help="YAML config file (default: $PODHERD_CONFIG)"
+    )
+    common.add_argument(
+        "--kubeconfig",
+        type=arguments.readable_file,
+        help="the kubeconfig to use (default: kubernetes.kubeconfig)",
+    )
     common.add_argument("--context", help="its context to use (default: its current context)")
     parser = _Parser(prog="podherd", description="Safe pod migration for Kubernetes.")
     parser.add_argument("--version", action="version", version=f"podherd {__version__}")
@@ -244,6 +250,7 @@ def build_parser() -> argparse.ArgumentParser:
     certs.add_argument("--namespace", default="podherd", help="the Secrets' namespace (default: podherd)")
     certs.add_argument(
         "--dir",
+        type=arguments.writable_dir,
         help="keep the CA, the files and the passwords here; run again with the same DIR, it reuses them",
     )
     certs.set_defaults(func=_cmd_certs)
@@ -263,9 +270,11 @@ def build_parser() -> argparse.ArgumentParser:
         " koord-scheduler and kwok built from Go modules (`make controlplane`; needs Go)",
     )
     sim.add_argument("--scenario", help="fragmented, small, generate:NODES:PODS, or a YAML file")
-    sim.add_argument("--port", type=int, default=6443, help="port to serve on (0: any free port)")
+    sim.add_argument("--port", type=arguments.port, default=6443, help="port to serve on (0: any free port)")
     sim.add_argument("--host", default="127.0.0.1")
-    sim.add_argument("--kubeconfig", help="write a kubeconfig for the simulator here")
+    sim.add_argument(
+        "--kubeconfig", type=arguments.writable_file, help="write a kubeconfig for the simulator here"
+    )
     sim.add_argument(
         "--advertise-url", help="the server URL the kubeconfig names (default: where it listens)"
     )
@@ -301,6 +310,7 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument(
         "--podherd-accounts",
         metavar="DIR",
+        type=arguments.writable_dir,
         help="install Podherd's CRDs and roles and write DIR/kubeconfig-<service> with each service's"
         " ServiceAccount token, the gate's and the planner's too (compose; mode 0600)",
     )
@@ -344,12 +354,20 @@ def build_parser() -> argparse.ArgumentParser:
     _drain_parser(sub, common)
     demo = sub.add_parser("demo", help="a defragmentation end to end on the embedded default")
     demo.add_argument("--keep", action="store_true", help="leave everything running and print the addresses")
-    demo.add_argument("--kubeconfig", help="an existing cluster to defragment (default: kubesim, fragmented)")
+    demo.add_argument(
+        "--kubeconfig",
+        type=arguments.readable_file,
+        help="an existing cluster to defragment (default: kubesim, fragmented)",
+    )
     demo.add_argument("--nats-url", help="an existing NATS (default: $NATS_URL, else a local nats-server)")
     demo.add_argument("--redis-url", help="an existing Redis (default: $REDIS_URL, else a local server)")
     demo.add_argument("--prefix", default="podherd", help="NATS subject and Redis key prefix")
     demo.add_argument("--timeout", type=float, default=180.0, help="seconds to wait for the moves")
-    demo.add_argument("--workdir", help="where config, kubeconfigs and service logs go (default: a temp dir)")
+    demo.add_argument(
+        "--workdir",
+        type=arguments.writable_dir,
+        help="where config, kubeconfigs and service logs go (default: a temp dir)",
+    )
     demo.add_argument("--summary-json", help="also write the summary here as JSON")
     demo.add_argument(
         "--in-cluster",
@@ -441,6 +459,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # the reader went away (`| head`): nothing more to say, and nothing to flush
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except OSError as exc:  # a file or address the system refused: named, in one line
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"podherd: {where}{exc.strerror or exc}", file=sys.stderr)
+        return EXIT_FAILED
     except KeyboardInterrupt:
         print(f"podherd: interrupted; {arguments.what_goes_on(args.command, vars(args))}", file=sys.stderr)
         return 130

@@ -7,6 +7,7 @@ import sys
 from typing import Any
 
 from podherd import arguments
+from podherd.errors import CliError
 from shared.rebalance.names import DEFAULT_TARGETS, DEFAULT_THRESHOLDS, POLICY_NAMES
 
 RESOURCES = ("cpu", "memory", "pods")
@@ -51,8 +52,13 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
         "--pod", metavar="NAMESPACE/POD", help="defrag: the pod to make room for (default: largest pending)"
     )
     plan.add_argument("--apply", action="store_true", help="publish the plan's moves as intents")
-    plan.add_argument("-o", "--output", choices=("table", "json", "yaml"), default="table")
-    plan.add_argument("--picture", metavar="FILE.png", help="draw each node's fill before and after")
+    plan.add_argument("-o", "--output", choices=("table", "wide", "json", "yaml"), default="table")
+    plan.add_argument(
+        "--picture",
+        metavar="FILE.png",
+        type=arguments.writable_file,
+        help="a descheduler policy's plan: draw each node's fill before and after",
+    )
     _policy_options(plan)
     plan.set_defaults(func=plan_command)
     rebalance = sub.add_parser(
@@ -123,6 +129,8 @@ def plan_command(args: argparse.Namespace) -> int:
     if args.policy == "defrag":
         from podherd import defrag_command
 
+        if args.picture:
+            raise CliError("--picture draws a descheduler policy's plan (--policy ...); defrag has none")
         return defrag_command.run(args)
     from podherd import plan_output, rebalance
 

@@ -53,7 +53,21 @@ def render(outcome: Outcome, output: str) -> str:
         for node in outcome.before
     ]
     lines.append(table(("NODE", "CPU %", "MEMORY %", "PODS %"), rows))
+    lines.extend(_stays(outcome.planning.skipped, every=output == "wide"))
     return "\n".join(lines)
+
+
+def _stays(skipped: dict[str, str], *, every: bool) -> list[str]:
+    """The pods the plan leaves where they are and why: each one (`-o wide`), or how many for each why."""
+    if not skipped:
+        return []
+    if every:
+        return [table(("STAYS", "WHY"), sorted(skipped.items()))]
+    counted: dict[str, int] = {}
+    for why in skipped.values():
+        counted[why] = counted.get(why, 0) + 1
+    rows = [(str(n), why) for why, n in sorted(counted.items(), key=lambda item: (-item[1], item[0]))]
+    return [table(("STAY", "WHY (each pod: -o wide)"), rows)]
 
 
 def _change(before: float | None, after: float | None) -> str:

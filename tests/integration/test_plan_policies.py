@@ -90,3 +90,25 @@ def test_high_node_utilization_empties_whole_nodes_only(
     assert {m["to"] for m in found["moves"]} <= {"node-1", "node-2"}  # the fullest first
     [pinned] = [why for pod, why in found["stays"].items() if pod.startswith("default/pinned-")]
     assert pinned == "karpenter.sh/do-not-disrupt=true"
+
+
+def test_the_table_says_which_pods_stay_and_why_and_no_option_is_ignored(
+    skewed: SimHandle, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    argv = ["plan", "--kubeconfig", str(skewed.kubeconfig), "--policy", "HighNodeUtilization"]
+    argv += ["--thresholds", "cpu=10,memory=10,pods=10"]
+    stays = plan(skewed, capsys, *argv[3:])["stays"]
+    assert main(argv) == 0
+    table = capsys.readouterr().out
+    why = stays[next(p for p in stays if p.startswith("default/pinned-"))]
+    counted = sum(1 for w in stays.values() if w == why)
+    assert any(line.split(None, 1) == [str(counted), why] for line in table.splitlines()), table
+    assert main([*argv, "-o", "wide"]) == 0
+    wide = capsys.readouterr().out.splitlines()
+    for pod, reason in stays.items():
+        assert any(line.split(None, 1) == [pod, reason] for line in wide), (pod, wide)
+    # A picture of the defragmentation plan is not drawn: refused, never silently ignored.
+    defrag = ["plan", "--kubeconfig", str(skewed.kubeconfig), "--picture", str(tmp_path / "x.png")]
+    assert main(defrag) == 1
+    assert capsys.readouterr().err.startswith("podherd: --picture draws a descheduler policy's plan")
+    assert not (tmp_path / "x.png").exists()
