@@ -49,10 +49,17 @@ def port(text: str) -> int:
     return value
 
 
+def _path(text: str) -> Path:
+    try:
+        return Path(text).expanduser()
+    except RuntimeError:  # `~user` of no such user
+        raise argparse.ArgumentTypeError(f"{text!r}: no such user's home directory") from None
+
+
 def writable_file(text: str) -> str:
     """A file to write: its directory must exist and take files (tried, as root may write where others
     may not and /proc takes none)."""
-    directory = Path(text).expanduser().resolve().parent
+    directory = _path(text).resolve().parent
     if not directory.is_dir():
         raise argparse.ArgumentTypeError(f"{text!r}: there is no directory {directory}")
     try:
@@ -66,7 +73,7 @@ def writable_file(text: str) -> str:
 def writable_dir(text: str) -> str:
     """A directory to keep files in: there and taking files, or to be made where files can be made (tried
     in the nearest directory that exists, and nothing left behind)."""
-    path = Path(text).expanduser().absolute()
+    path = _path(text).absolute()
     there = next((p for p in (path, *path.parents) if p.exists()), Path("/"))
     if not there.is_dir():
         raise argparse.ArgumentTypeError(f"{text!r}: {there} is not a directory")
@@ -79,7 +86,7 @@ def writable_dir(text: str) -> str:
 
 
 def readable_file(text: str) -> str:
-    path = Path(text).expanduser()
+    path = _path(text)
     if not path.is_file():
         raise argparse.ArgumentTypeError(f"{text!r}: there is no such file")
     if not os.access(path, os.R_OK):
@@ -105,11 +112,17 @@ def duration(text: str) -> str:
 
 
 def seconds(text: str) -> float:
-    """A wait in seconds, more than 0."""
+    """A wait, more than 0: a duration as kubectl's `--timeout` takes it (30s, 5m), or a number of
+    seconds."""
     try:
         value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds (for example 10)") from None
+        try:
+            value = parse_duration(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"{text!r} is not a duration; use one {DURATION_EXAMPLE} (or a number of seconds)"
+            ) from None
     if not value > 0:
         raise argparse.ArgumentTypeError(f"must be more than 0 seconds, got {text}")
     return value

@@ -197,14 +197,8 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     common = _Parser(add_help=False)
-    common.add_argument(
-        "--config", type=arguments.readable_file, help="YAML config file (default: $PODHERD_CONFIG)"
-    )
-    common.add_argument(
-        "--kubeconfig",
-        type=arguments.readable_file,
-        help="the kubeconfig to use (default: kubernetes.kubeconfig)",
-    )
+    common.add_argument("--config", help="YAML config file (default: $PODHERD_CONFIG)")
+    common.add_argument("--kubeconfig", help="the kubeconfig to use (default: kubernetes.kubeconfig)")
     common.add_argument("--context", help="its context to use (default: its current context)")
     parser = _Parser(prog="podherd", description="Safe pod migration for Kubernetes.")
     parser.add_argument("--version", action="version", version=f"podherd {__version__}")
@@ -330,11 +324,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--wait", action="store_true", help="follow the job to its end; exit 1 unless it succeeds"
     )
     submit.add_argument(
-        "--timeout", type=arguments.seconds, default=10.0, help="seconds to wait for the intent's answer"
+        "--timeout",
+        type=arguments.seconds,
+        default=10.0,
+        help="how long to wait for the intent's answer (10s)",
     )
     _via(submit)
     submit.add_argument(
-        "--wait-timeout", type=arguments.seconds, default=600.0, help="seconds to follow the job"
+        "--wait-timeout", type=arguments.seconds, default=600.0, help="how long to follow the job (10m)"
     )
     submit.set_defaults(func=_cmd_submit)
     jobs = sub.add_parser("jobs", parents=[common], help="list PodMigrationJobs (or one): phase, reason, age")
@@ -362,7 +359,9 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--nats-url", help="an existing NATS (default: $NATS_URL, else a local nats-server)")
     demo.add_argument("--redis-url", help="an existing Redis (default: $REDIS_URL, else a local server)")
     demo.add_argument("--prefix", default="podherd", help="NATS subject and Redis key prefix")
-    demo.add_argument("--timeout", type=float, default=180.0, help="seconds to wait for the moves")
+    demo.add_argument(
+        "--timeout", type=arguments.seconds, default=180.0, help="how long to wait for the moves (3m)"
+    )
     demo.add_argument(
         "--workdir",
         type=arguments.writable_dir,

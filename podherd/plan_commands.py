@@ -121,7 +121,10 @@ def _policy_options(parser: argparse.ArgumentParser) -> None:
     )
     arguments.token_file(parser)
     parser.add_argument(
-        "--timeout", type=arguments.seconds, default=10.0, help="seconds to wait for each intent's answer"
+        "--timeout",
+        type=arguments.seconds,
+        default=10.0,
+        help="how long to wait for each intent's answer (10s)",
     )
 
 

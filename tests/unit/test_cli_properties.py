@@ -24,7 +24,17 @@ BAD = st.one_of(
     st.text(max_size=12),
     st.integers(-(10**7), 10**7).map(str),
     st.sampled_from(
-        ["/proc/podherd/x", "/nonexistent/dir/file", "", "-1", "65536", "5minutes", "Bad_Name", "a/b/c"]
+        [
+            "/proc/podherd/x",
+            "/nonexistent/dir/file",
+            "",
+            "-1",
+            "65536",
+            "5minutes",
+            "Bad_Name",
+            "a/b/c",
+            "~0/x",
+        ]
     ),
 )
 
@@ -64,7 +74,7 @@ def test_every_command_with_a_required_positional_has_a_valid_one_here() -> None
 
 def test_the_options_under_test_cover_ports_paths_and_durations() -> None:
     names = {option for _, option, _ in OPTIONS}
-    assert {"--port", "--dir", "--picture", "--timeout", "--config", "--kubeconfig"} <= names, names
+    assert {"--port", "--dir", "--picture", "--timeout", "--token-file", "--workdir"} <= names, names
 
 
 @pytest.mark.parametrize(
