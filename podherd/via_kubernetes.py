@@ -73,6 +73,8 @@ async def whoami(kube: KubeClient) -> str:
 async def submit(kube: KubeClient, intent: MigrationIntent) -> tuple[str, bool]:
     """The intent's PodMigrationJob, written as the kubeconfig's user: (its name, whether it is new)."""
     intent = msgspec.structs.replace(intent, requester=await whoami(kube))
+    if not await _pod_there(kube, intent):  # as kubectl says it: no job is made for a pod that is not there
+        raise CliError(f'pods "{intent.pod.name}" not found in namespace {intent.pod.namespace}')
     job = job_for(intent, requester=None)
     name = job.metadata.name or ""
     try:
@@ -86,6 +88,23 @@ async def submit(kube: KubeClient, intent: MigrationIntent) -> tuple[str, bool]:
     if problem:
         raise CliError(problem)
     return name, False
+
+
+async def _pod_there(kube: KubeClient, intent: MigrationIntent) -> bool:
+    """Whether the pod exists, asked as the right a job's author needs anyway (a dry-run eviction: nothing
+    is evicted); only its NotFound counts, any other answer leaves the job's own checks to judge."""
+    namespace, name = intent.pod.namespace, intent.pod.name
+    body = {
+        "apiVersion": "policy/v1",
+        "kind": "Eviction",
+        "metadata": {"name": name, "namespace": namespace},
+        "deleteOptions": {"dryRun": ["All"]},
+    }
+    try:
+        await kube.arequest("POST", f"{paths.pod(namespace, name)}/eviction", body=body)
+    except KubeError as exc:
+        return exc.status != 404
+    return True
 
 
 async def drain(kube: KubeClient, intent: DrainIntent, args: MigrationControllerArgs) -> DrainReply:

@@ -27,12 +27,14 @@ from tests.kube import Kube, requester
 
 pytestmark = pytest.mark.integration
 
-MOVER = [{"apiGroups": [GROUP], "resources": [PLURAL], "verbs": ["create", "get"]}]
+MOVER = [
+    {"apiGroups": [GROUP], "resources": [PLURAL], "verbs": ["create", "get"]},
+    {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},  # what the gate asks for
+]
 DRAINER = [
     *MOVER,
     {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "patch"]},
     {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]},
-    {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},  # what the gate asks for
 ]
 
 
@@ -113,6 +115,11 @@ def test_submit_through_the_api_server_with_each_kind_of_kubeconfig(
     assert user
     assert cli.main(argv) == 0
     assert capsys.readouterr().out.split() == ["job", name, "exists"]  # the same intent names the same job
+    missing = ["submit", "default/no-such-pod", "--via", "kubernetes", "--config", config]
+    assert cli.main(missing) == 1
+    assert capsys.readouterr().err == 'podherd: pods "no-such-pod" not found in namespace default\n'
+    jobs = kube.custom.list_cluster_custom_object(GROUP, VERSION, PLURAL)["items"]
+    assert [j["metadata"]["name"] for j in jobs] == [name]  # none made for it
 
 
 @pytest.mark.denials_expected
