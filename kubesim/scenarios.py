@@ -1,5 +1,6 @@
-"""kubesim's built-in scenarios: the defragmentation article's `fragmented` picture, `small`, and generated
-large clusters (`generate:NODES:PODS`). kubesim.scenario loads them, as it loads scenario files."""
+"""kubesim's built-in scenarios: the defragmentation article's `fragmented` picture, `small`, the
+maintenance and rebalance demos' clusters, and generated large clusters (`generate:NODES:PODS`).
+kubesim.scenario loads them, as it loads scenario files."""
 
 from __future__ import annotations
 

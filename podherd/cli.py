@@ -8,6 +8,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from kubesim.scenarios import BUILTIN
 from podherd import __version__, arguments, plan_commands
 from podherd.errors import EXIT_FAILED, CliError
 from podherd.harness.servers import ServerUnavailable
@@ -263,9 +264,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="kubesim (embedded, the default) or real: etcd, kube-apiserver, kube-controller-manager,"
         " koord-scheduler and kwok built from Go modules (`make controlplane`; needs Go)",
     )
-    sim.add_argument("--scenario", help="fragmented, small, generate:NODES:PODS, or a YAML file")
+    sim.add_argument(
+        "--scenario",
+        help=f"one of {', '.join(sorted(BUILTIN))}; generate:NODES:PODS (a large cluster); or a YAML file",
+    )
     sim.add_argument("--port", type=arguments.port, default=6443, help="port to serve on (0: any free port)")
-    sim.add_argument("--host", default="127.0.0.1")
+    sim.add_argument("--host", default="127.0.0.1", help="address to listen on")
     sim.add_argument(
         "--kubeconfig", type=arguments.writable_file, help="write a kubeconfig for the simulator here"
     )

@@ -3,9 +3,9 @@
 
 1. without Podherd: kubectl evicts what the budgets allow and retries what they refuse until its
    `--timeout` (4 s here), then gives up;
-2. with the admission gate and the four services, the namespace opted in (`podherd.io/evacuate=true`):
-   every eviction kubectl asks for becomes a migration, room reserved first (Surge where a workload cannot
-   spare its pod), and kubectl retries until each pod is gone.
+2. with the admission gate and the pipeline's four services, the namespace opted in
+   (`podherd.io/evacuate=true`): every eviction kubectl asks for becomes a migration, room reserved first
+   (Surge where a workload cannot spare its pod), and kubectl retries until each pod is gone.
 
 Both measured as the maintenance demo measures them (`availability`, from pod events), side by side. The
 command fails only if the gated drain did not empty the node or took a workload to no Ready replica.
@@ -124,9 +124,9 @@ def gated_run(
 
 
 def run_interceptor(opts: Any, out: TextIO, *, processes: Callable[..., Any]) -> int:
-    """`processes(opts, stack, workdir, scenario=)` starts kubesim, NATS, Redis and the four services as the
-    defragmentation demo does. The two drains run at once, each on a cluster of its own (the plain one
-    mostly waits on kubectl's retries), and are told in order."""
+    """`processes(opts, stack, workdir, scenario=)` starts kubesim, NATS, Redis and the pipeline's four
+    services as the defragmentation demo does. The two drains run at once, each on a cluster of its own
+    (the plain one mostly waits on kubectl's retries), and are told in order."""
     print(f"draining {NODE} with kubectl, on two copies of the same cluster at once...", file=out, flush=True)
     told = [io.StringIO(), io.StringIO()]
     with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:

@@ -2,8 +2,9 @@
 
 1. A plain drain (`plain_drain`: kubectl drain's algorithm, in Python) of `node-1` on kubesim's
    `maintenance` cluster: cordon, evict everything the budgets allow at once, retry what they refuse.
-2. `podherd drain node-1` on a fresh copy of the same cluster, through the four services: room reserved
-   first, single replicas and zero-budget Deployments moved by Surge, every eviction within the budgets.
+2. `podherd drain node-1` on a fresh copy of the same cluster, through the pipeline's four services: room
+   reserved first, single replicas and zero-budget Deployments moved by Surge, every eviction within the
+   budgets.
 
 Both are measured the same way, from pod events (`availability`): per workload, the fewest Ready replicas,
 seconds below its replicas and at zero, and pods left Pending; side by side at the end. The numbers are
@@ -149,8 +150,8 @@ def side_by_side(
 
 
 def run_maintenance(opts: Any, out: TextIO, *, processes: Any) -> int:
-    """`processes(opts, stack, workdir)` starts kubesim (`maintenance`), NATS, Redis and the four services
-    as the defragmentation demo does."""
+    """`processes(opts, stack, workdir)` starts kubesim (`maintenance`), NATS, Redis and the pipeline's four
+    services as the defragmentation demo does."""
     plain = plain_run(out, timeout=PLAIN_TIMEOUT, engine=opts.engine)
     workdir = Path(opts.workdir or tempfile.mkdtemp(prefix="podherd-maintenance-"))
     workdir.mkdir(parents=True, exist_ok=True)

@@ -2,7 +2,7 @@
 
 1. As the descheduler runs its policies (`harness.descheduler_style`): LowNodeUtilization, then
    HighNodeUtilization, each evicting and leaving the replacements to the scheduler.
-2. Through the four services: `podherd rebalance` with LowNodeUtilization, spread repair and
+2. Through the pipeline's four services: `podherd rebalance` with LowNodeUtilization, spread repair and
    HighNodeUtilization, each move a job with its room reserved first, the watchdog on throughout. The nodes'
    fill before and after each Podherd plan is drawn into the work directory (`rebalance-*.png`).
 
@@ -154,8 +154,8 @@ def side_by_side(theirs: dict[str, Any], ours: dict[str, Any]) -> list[str]:
 
 
 def run_rebalance(opts: Any, out: TextIO, *, processes: Any) -> int:
-    """`processes(opts, stack, workdir, scenario=...)` starts kubesim, NATS, Redis and the four services as
-    the defragmentation demo does."""
+    """`processes(opts, stack, workdir, scenario=...)` starts kubesim, NATS, Redis and the pipeline's four
+    services as the defragmentation demo does."""
     theirs = descheduler_run(out, opts.engine)
     ours = podherd_run(opts, out, processes=processes)
     print("", file=out)

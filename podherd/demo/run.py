@@ -3,8 +3,8 @@
 1. kubesim serves the defragmentation article's picture (`fragmented`: every node half full, a node-sized
    pod pending), with RBAC on; real NATS (JetStream) and Redis come from the `embedded` extra (or
    `NATS_URL` / `REDIS_URL`).
-2. Podherd's CRDs and `deploy/rbac` are installed; the four services start as separate processes, each
-   with its own ServiceAccount's token, so each can do only what its ClusterRole allows.
+2. Podherd's CRDs and `deploy/rbac` are installed; the pipeline's four services start as separate
+   processes, each with its own ServiceAccount's token, so each can do only what its ClusterRole allows.
 3. The planner picks the node that needs the fewest moves and where each pod goes; the moves are
    published as intents over NATS.
 4. Live progress shows jobs by phase, ledger slots in use and each node's fill, while a watchdog reads the

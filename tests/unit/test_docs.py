@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 from podherd import compatibility
+from podherd.cli_reference import reference
 from podherd.reference import config_reference
 from shared.api import names
 
@@ -24,6 +25,14 @@ def test_the_configuration_reference_is_the_generated_one() -> None:
     text = (DOCS / "reference" / "configuration.md").read_text()
     shown = between(text, "<!-- config-reference:start -->", "<!-- config-reference:end -->")
     assert shown == config_reference(), "paste `podherd config --reference` into the configuration page"
+
+
+def test_the_cli_reference_is_the_generated_one() -> None:
+    text = (DOCS / "reference" / "cli.md").read_text()
+    shown = between(text, "<!-- cli-reference:start -->", "<!-- cli-reference:end -->")
+    assert shown == reference(), "paste `python -m podherd.cli_reference` into the CLI page"
+    for option in ("config --rbac", "--key", "--reason", "--wait-timeout", "--request-timeout", "--workdir"):
+        assert option.split()[-1] in shown, option
 
 
 def test_the_compatibility_page_is_the_generated_one_and_every_difference_says_why() -> None:
