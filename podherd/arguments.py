@@ -39,14 +39,20 @@ def cert_part(text: str) -> str:
     return text
 
 
-def port(text: str) -> int:
+def whole_number(text: str, *, least: int, most: int | None = None, what: str = "a whole number") -> int:
+    """`text` as a whole number from `least` (to `most`), or a usage error saying what it must be."""
+    span = f"{least} to {most}" if most is not None else f"{least} or more"
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a port number (0 to 65535)") from None
-    if not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"{text} is not a port number (0 to 65535)")
+        raise argparse.ArgumentTypeError(f"{text!r} is not {what} ({span})") from None
+    if value < least or (most is not None and value > most):
+        raise argparse.ArgumentTypeError(f"{text} is not {what} ({span})")
     return value
+
+
+def port(text: str) -> int:
+    return whole_number(text, least=0, most=65535, what="a port number")
 
 
 def _path(text: str) -> Path:
@@ -62,26 +68,26 @@ def writable_file(text: str) -> str:
     directory = _path(text).resolve().parent
     if not directory.is_dir():
         raise argparse.ArgumentTypeError(f"{text!r}: there is no directory {directory}")
+    return _takes_files(text, directory)
+
+
+def writable_dir(text: str) -> str:
+    """A directory to keep files in: there and taking files, or to be made where files can be made (tried
+    in the nearest directory that exists)."""
+    path = _path(text).absolute()
+    there = next((p for p in (path, *path.parents) if p.exists()), Path("/"))
+    if not there.is_dir():
+        raise argparse.ArgumentTypeError(f"{text!r}: {there} is not a directory")
+    return _takes_files(text, there)
+
+
+def _takes_files(text: str, directory: Path) -> str:
+    """`text`, once a file could be made in `directory` (tried, and nothing left behind)."""
     try:
         with tempfile.TemporaryFile(dir=directory):
             pass
     except OSError as exc:
         raise argparse.ArgumentTypeError(f"{text!r}: cannot write in {directory}: {exc.strerror}") from None
-    return text
-
-
-def writable_dir(text: str) -> str:
-    """A directory to keep files in: there and taking files, or to be made where files can be made (tried
-    in the nearest directory that exists, and nothing left behind)."""
-    path = _path(text).absolute()
-    there = next((p for p in (path, *path.parents) if p.exists()), Path("/"))
-    if not there.is_dir():
-        raise argparse.ArgumentTypeError(f"{text!r}: {there} is not a directory")
-    try:
-        with tempfile.TemporaryFile(dir=there):
-            pass
-    except OSError as exc:
-        raise argparse.ArgumentTypeError(f"{text!r}: cannot keep files there: {exc.strerror}") from None
     return text
 
 

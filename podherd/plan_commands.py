@@ -31,13 +31,7 @@ def percentages(text: str) -> dict[str, float]:
 
 
 def at_least_one(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be 1 or more, got {text}")
-    return value
+    return arguments.whole_number(text, least=1)
 
 
 def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
