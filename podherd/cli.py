@@ -8,8 +8,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from kubesim.scenarios import BUILTIN
-from podherd import __version__, arguments, plan_commands
+from podherd import __version__, arguments, local_commands, plan_commands
 from podherd.errors import EXIT_FAILED, CliError
 from podherd.harness.servers import ServerUnavailable
 from podherd.signals import stop_on_signals
@@ -46,32 +45,6 @@ def _cmd_config(args: argparse.Namespace) -> int:
     from podherd import config_command
 
     return config_command.run(args)
-
-
-def _cmd_demo(args: argparse.Namespace) -> int:
-    from podherd.demo.run import DemoOptions, run_demo
-
-    return run_demo(
-        DemoOptions(
-            keep=args.keep,
-            kubeconfig=args.kubeconfig,
-            nats_url=args.nats_url,
-            redis_url=args.redis_url,
-            prefix=args.prefix,
-            timeout=args.timeout,
-            workdir=args.workdir,
-            summary_json=args.summary_json,
-            in_cluster=args.in_cluster,
-            scenario=args.scenario,
-            engine=args.engine,
-        )
-    )
-
-
-def _cmd_sim(args: argparse.Namespace) -> int:
-    from podherd.sim_command import run_sim
-
-    return run_sim(args)
 
 
 SERVICES = ("watcher", "arbitrator", "executor", "tracker")  # the pipeline, which `run all` runs together
@@ -256,63 +229,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="one service, or the pipeline's four in one process (the planner plans only when enabled)",
     )
     run.set_defaults(func=_cmd_run)
-    sim = sub.add_parser("sim", help="run kubesim, a Kubernetes API server with simulated control loops")
-    sim.add_argument(
-        "--engine",
-        choices=("kubesim", "real"),
-        default="kubesim",
-        help="kubesim (embedded, the default) or real: etcd, kube-apiserver, kube-controller-manager,"
-        " koord-scheduler and kwok built from Go modules (`make controlplane`; needs Go)",
-    )
-    sim.add_argument(
-        "--scenario",
-        help=f"one of {', '.join(sorted(BUILTIN))}; generate:NODES:PODS (a large cluster); or a YAML file",
-    )
-    sim.add_argument("--port", type=arguments.port, default=6443, help="port to serve on (0: any free port)")
-    sim.add_argument("--host", default="127.0.0.1", help="address to listen on")
-    sim.add_argument(
-        "--kubeconfig", type=arguments.writable_file, help="write a kubeconfig for the simulator here"
-    )
-    sim.add_argument(
-        "--advertise-url", help="the server URL the kubeconfig names (default: where it listens)"
-    )
-    sim.add_argument(
-        "--evict-in-background",
-        action="store_true",
-        help="request-evict-only pods' evictions trigger an evacuation (a webhook's 429, KEP-1397)",
-    )
-    sim.add_argument("--no-events", action="store_true", help="do not record Kubernetes Events")
-    sim.add_argument(
-        "--min-request-timeout",
-        type=float,
-        default=1800.0,
-        help="a watch without timeoutSeconds lasts 1 to 2 times this many seconds (kube-apiserver's flag)",
-    )
-    sim.add_argument(
-        "--no-controllers",
-        action="store_true",
-        help="a static cluster: no scheduler, workload controllers, kubelet or PDB controller",
-    )
-    sim.add_argument(
-        "--run-podherd",
-        action="store_true",
-        help="the kubelet runs pods of Podherd's image as processes (needs root): `kubectl apply -k deploy/`",
-    )
-    sim.add_argument(
-        "--service",
-        action="append",
-        default=[],
-        metavar="NS/NAME:PORT=HOST:PORT[,HOST:PORT]",
-        help="a Service such pods reach by name, and the servers behind it (repeatable)",
-    )
-    sim.add_argument(
-        "--podherd-accounts",
-        metavar="DIR",
-        type=arguments.writable_dir,
-        help="install Podherd's CRDs and roles and write DIR/kubeconfig-<service> with each service's"
-        " ServiceAccount token, the gate's and the planner's too (compose; mode 0600)",
-    )
-    sim.set_defaults(func=_cmd_sim)
+    local_commands.add_sim_parser(sub)
     submit = sub.add_parser("submit", parents=[common], help="ask Podherd to migrate one pod (an intent)")
     submit.add_argument("pod", metavar="NAMESPACE/POD", type=arguments.pod_key)
     submit.add_argument("--target-node", type=arguments.node_name, help="reserve room on this node")
@@ -353,47 +270,7 @@ def build_parser() -> argparse.ArgumentParser:
     tail.set_defaults(func=_cmd_audit)
     plan_commands.add_parsers(sub, common)
     _drain_parser(sub, common)
-    demo = sub.add_parser("demo", help="a defragmentation end to end on the embedded default")
-    demo.add_argument("--keep", action="store_true", help="leave everything running and print the addresses")
-    demo.add_argument(
-        "--kubeconfig",
-        type=arguments.readable_file,
-        help="an existing cluster to defragment (default: kubesim, fragmented)",
-    )
-    demo.add_argument("--nats-url", help="an existing NATS (default: $NATS_URL, else a local nats-server)")
-    demo.add_argument("--redis-url", help="an existing Redis (default: $REDIS_URL, else a local server)")
-    demo.add_argument("--prefix", default="podherd", help="NATS subject and Redis key prefix")
-    demo.add_argument(
-        "--timeout", type=arguments.seconds, default=180.0, help="how long to wait for the moves (3m)"
-    )
-    demo.add_argument(
-        "--workdir",
-        type=arguments.writable_dir,
-        help="where config, kubeconfigs and service logs go (default: a temp dir)",
-    )
-    demo.add_argument("--summary-json", help="also write the summary here as JSON")
-    demo.add_argument(
-        "--in-cluster",
-        action="store_true",
-        help="install Podherd with `kubectl apply -k deploy/` on kubesim, whose kubelet runs its pods"
-        " (needs root and kubectl)",
-    )
-    demo.add_argument(
-        "--engine",
-        choices=("kubesim", "real"),
-        default="kubesim",
-        help="the cluster: kubesim (embedded, the default) or the real control plane (`make controlplane`)",
-    )
-    demo.add_argument(
-        "--scenario",
-        choices=("defragment", "maintenance", "interceptor", "rebalance"),
-        default="defragment",
-        help="defragment (default): make room for a pending pod; maintenance: drain a node, plainly"
-        " (kubectl's algorithm) and by Podherd, side by side; interceptor: kubectl drain itself, without"
-        " and with the admission gate, side by side; rebalance: a skewed 50-node cluster rebalanced as the"
-        " descheduler does it and by Podherd, side by side, with pictures",
-    )
-    demo.set_defaults(func=_cmd_demo)
+    local_commands.add_demo_parser(sub)
     return parser
 
 
