@@ -63,22 +63,22 @@ def _path(text: str) -> Path:
 
 
 def writable_file(text: str) -> str:
-    """A file to write: its directory must exist and take files (tried, as root may write where others
-    may not and /proc takes none)."""
-    directory = _path(text).resolve().parent
-    if not directory.is_dir():
-        raise argparse.ArgumentTypeError(f"{text!r}: there is no directory {directory}")
-    return _takes_files(text, directory)
+    """A file to write (its directories made as needed): where files can be made, tried in the nearest
+    directory that exists."""
+    return _takes_files(text, _nearest(_path(text).absolute().parent, text))
 
 
 def writable_dir(text: str) -> str:
-    """A directory to keep files in: there and taking files, or to be made where files can be made (tried
-    in the nearest directory that exists)."""
-    path = _path(text).absolute()
+    """A directory to keep files in (made as needed): where files can be made, tried in the nearest
+    directory that exists."""
+    return _takes_files(text, _nearest(_path(text).absolute(), text))
+
+
+def _nearest(path: Path, text: str) -> Path:
     there = next((p for p in (path, *path.parents) if p.exists()), Path("/"))
     if not there.is_dir():
         raise argparse.ArgumentTypeError(f"{text!r}: {there} is not a directory")
-    return _takes_files(text, there)
+    return there
 
 
 def _takes_files(text: str, directory: Path) -> str:

@@ -111,6 +111,7 @@ def picture(outcome: Outcome, path: str) -> None:
     measure = outcome.measure
     figure.suptitle(f"{outcome.policy}: {measure.name} {measure.before:g} -> {measure.after:g}")
     figure.tight_layout()
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(Path(path), dpi=100)
     pyplot.close(figure)
 

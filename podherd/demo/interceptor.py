@@ -29,6 +29,7 @@ import yaml
 from kubesim.sim import SimHandle
 from podherd.demo.engines import kubectl_for, start_cluster
 from podherd.demo.maintenance import NODE, _agent, _core, _measured, side_by_side
+from podherd.demo.services_up import KeptUp, keep_up, stay_up
 from podherd.harness.gate import start_gate
 from shared.api.names import LABEL_EVACUATE
 from shared.config_loader import config_from_dict
@@ -86,7 +87,7 @@ def plain_run(out: TextIO, engine: str) -> dict[str, Any]:
 
 def gated_run(
     opts: Any, out: TextIO, *, processes: Callable[..., Any]
-) -> tuple[dict[str, Any], dict[str, int]]:
+) -> tuple[dict[str, Any], dict[str, int], KeptUp | None]:
     workdir = Path(opts.workdir or tempfile.mkdtemp(prefix="podherd-interceptor-"))
     workdir.mkdir(parents=True, exist_ok=True)
     with contextlib.ExitStack() as stack:
@@ -119,8 +120,9 @@ def gated_run(
             f"{measured['retries']} times while the pods moved",
             file=out,
         )
-        codes = {**services.stop(kube), **gate.processes.stop_all()}
-    return measured, codes
+        codes = {} if opts.keep else {**services.stop(kube), **gate.processes.stop_all()}
+        kept = keep_up(opts.keep, stack, services, workdir)
+    return measured, codes, kept
 
 
 def run_interceptor(opts: Any, out: TextIO, *, processes: Callable[..., Any]) -> int:
@@ -132,7 +134,7 @@ def run_interceptor(opts: Any, out: TextIO, *, processes: Callable[..., Any]) ->
     with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
         alone = pool.submit(plain_run, told[0], opts.engine)
         try:
-            gated, codes = gated_run(opts, told[1], processes=processes)
+            gated, codes, kept_up = gated_run(opts, told[1], processes=processes)
         finally:
             plain = alone.result()
     for each in told:
@@ -152,4 +154,5 @@ def run_interceptor(opts: Any, out: TextIO, *, processes: Callable[..., Any]) ->
         + ("drained" if gated["drained"] else "NOT drained"),
         file=out,
     )
+    stay_up(kept_up, out)
     return 0 if ok else 1

@@ -29,7 +29,7 @@ from podherd import client, drain
 from podherd.demo.availability import Availability
 from podherd.demo.engines import start_cluster
 from podherd.demo.plain_drain import plain_drain
-from podherd.demo.services_up import started
+from podherd.demo.services_up import keep_up, started, stay_up
 from shared.api.drain import DrainOptions
 from shared.api.messages import DrainIntent
 from shared.config import PodherdConfig
@@ -160,7 +160,8 @@ def run_maintenance(opts: Any, out: TextIO, *, processes: Any) -> int:
         config, kube = started(services, stack, workdir)
         _agent(services.kubeconfig)
         ours = podherd_run(config, services.kubeconfig, out, within=opts.timeout)
-        codes = services.stop(kube)
+        codes = {} if opts.keep else services.stop(kube)
+        kept_up = keep_up(opts.keep, stack, services, workdir)
     print("", file=out)
     for line in side_by_side(plain, ours):
         print(line, file=out)
@@ -173,4 +174,5 @@ def run_maintenance(opts: Any, out: TextIO, *, processes: Any) -> int:
     print(
         f"\npodherd drain: {verdict}; node {NODE} {'drained' if ours['drained'] else 'NOT drained'}", file=out
     )
+    stay_up(kept_up, out)
     return 0 if ok else 1

@@ -24,7 +24,7 @@ import kubernetes
 
 from podherd import client, plan_output, rebalance
 from podherd.demo.engines import start_cluster
-from podherd.demo.services_up import started
+from podherd.demo.services_up import KeptUp, keep_up, started, stay_up
 from podherd.harness import descheduler_style
 from podherd.watchdog.invariants import deployment_watchdog
 from shared import redis_client
@@ -120,7 +120,7 @@ async def _podherd_run(
     return found
 
 
-def podherd_run(opts: Any, out: TextIO, *, processes: Any) -> dict[str, Any]:
+def podherd_run(opts: Any, out: TextIO, *, processes: Any) -> tuple[dict[str, Any], KeptUp | None]:
     print("\n2. podherd rebalance: every move a job, its room held before the pod goes", file=out)
     workdir = Path(opts.workdir or tempfile.mkdtemp(prefix="podherd-rebalance-"))
     workdir.mkdir(parents=True, exist_ok=True)
@@ -131,8 +131,9 @@ def podherd_run(opts: Any, out: TextIO, *, processes: Any) -> dict[str, Any]:
             kubernetes.config.new_client_from_config(config_file=str(services.kubeconfig))
         )
         ours = asyncio.run(_podherd_run(config, kube, core=core, workdir=workdir, out=out))
-        ours["services_exit_codes"] = services.stop(kube)
-    return ours
+        ours["services_exit_codes"] = {} if opts.keep else services.stop(kube)
+        kept = keep_up(opts.keep, stack, services, workdir)
+    return ours, kept
 
 
 def side_by_side(theirs: dict[str, Any], ours: dict[str, Any]) -> list[str]:
@@ -157,7 +158,7 @@ def run_rebalance(opts: Any, out: TextIO, *, processes: Any) -> int:
     """`processes(opts, stack, workdir, scenario=...)` starts kubesim, NATS, Redis and the pipeline's four
     services as the defragmentation demo does."""
     theirs = descheduler_run(out, opts.engine)
-    ours = podherd_run(opts, out, processes=processes)
+    ours, kept_up = podherd_run(opts, out, processes=processes)
     print("", file=out)
     for line in side_by_side(theirs, ours):
         print(line, file=out)
@@ -182,4 +183,5 @@ def run_rebalance(opts: Any, out: TextIO, *, processes: Any) -> int:
         f"{ours['over_targets']} nodes over their targets after LowNodeUtilization",
         file=out,
     )
+    stay_up(kept_up, out)
     return 0 if ok else 1

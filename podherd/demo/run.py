@@ -37,6 +37,7 @@ from podherd.demo.engines import AccessRecord, access_record, start_cluster
 from podherd.demo.interceptor import run_interceptor
 from podherd.demo.maintenance import run_maintenance
 from podherd.demo.rebalance import run_rebalance
+from podherd.demo.services_up import keep_up, stay_up
 from podherd.errors import CliError
 from podherd.harness.processes import SERVICES, ServiceFailed, ServiceProcesses
 from podherd.harness.servers import nats_server, redis_server
@@ -136,15 +137,7 @@ def run_demo(opts: DemoOptions, out: TextIO = sys.stdout) -> int:
         ok = _print_summary(summary, out)
         if opts.summary_json:
             Path(opts.summary_json).write_text(json.dumps(summary, indent=2))
-        if opts.keep:
-            where = f"KUBECONFIG={services.kubeconfig} NATS_URL={without_credentials(config.nats.url)}"
-            print(f"\n--keep: everything stays up. {where} ", file=out)
-            redis_url = without_credentials(config.redis.url)
-            print(f"REDIS_URL={redis_url} PODHERD_CONFIG={config_path}; Ctrl-C stops it all.", file=out)
-            out.flush()
-            with contextlib.suppress(KeyboardInterrupt):
-                while True:
-                    time.sleep(3600)
+        stay_up(keep_up(opts.keep, stack, services, workdir), out)
         return 0 if ok and all(c == 0 for c in codes.values()) else 1
 
 

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import yaml
 
@@ -12,6 +14,7 @@ from podherd.install import requester_file
 from shared.config import PodherdConfig
 from shared.config_loader import config_from_dict
 from shared.kube import KubeClient
+from shared.redact import without_credentials
 
 
 def started(services: Any, stack: contextlib.ExitStack, workdir: Path) -> tuple[PodherdConfig, KubeClient]:
@@ -26,3 +29,38 @@ def started(services: Any, stack: contextlib.ExitStack, workdir: Path) -> tuple[
     services.start(kube)
     requester_file(kube, token_file, audience=config.intents.audience)
     return config, kube
+
+
+@dataclass
+class KeptUp:
+    """What `--keep` holds up once a demo has told its story (its servers and services), and where it is."""
+
+    stack: contextlib.ExitStack
+    where: list[str]
+
+
+def keep_up(keep: bool, stack: contextlib.ExitStack, services: Any, workdir: Path) -> KeptUp | None:
+    """With `keep`, what `stack` would stop is taken from it, to be held up by `stay_up`."""
+    if not keep:
+        return None
+    config = config_from_dict(services.config_document)
+    where = [
+        f"\n--keep: everything stays up. KUBECONFIG={services.kubeconfig} "
+        f"NATS_URL={without_credentials(config.nats.url)} ",
+        f"REDIS_URL={without_credentials(config.redis.url)} PODHERD_CONFIG={workdir / 'podherd.yaml'}; "
+        "Ctrl-C stops it all.",
+    ]
+    return KeptUp(stack.pop_all(), where)
+
+
+def stay_up(kept: KeptUp | None, out: TextIO) -> None:
+    """Say where everything is, and hold it up until Ctrl-C (or SIGTERM); then stop it all."""
+    if kept is None:
+        return
+    with kept.stack:
+        for line in kept.where:
+            print(line, file=out)
+        out.flush()
+        with contextlib.suppress(KeyboardInterrupt):
+            while True:
+                time.sleep(3600)

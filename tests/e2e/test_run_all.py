@@ -107,7 +107,7 @@ def test_run_all_serves_every_service_and_plan_apply_defragments(
         again = podherd(path, "plan")
         assert again.returncode == 1 and "no pod is pending" in again.stderr
         listed = podherd(path, "jobs", "-o", "json")
-        assert {i["metadata"]["name"] for i in json.loads(listed.stdout)} == set(jobs)
+        assert {i["metadata"]["name"] for i in json.loads(listed.stdout)["items"]} == set(jobs)
     finally:
         service.send_signal(signal.SIGTERM)
         service.wait(timeout=60)

@@ -39,10 +39,10 @@ def intent_example() -> str:
     return code[: code.index("```")]
 
 
-def start_demo(tmp_path: Path) -> subprocess.Popen[str]:
+def start_demo(tmp_path: Path, *more: str) -> subprocess.Popen[str]:
     """`podherd demo --keep` as started from a background job or `nohup`: SIGINT ignored, no stdin."""
     env = {k: v for k, v in os.environ.items() if k not in ("NATS_URL", "REDIS_URL", "KUBECONFIG")}
-    demo = [sys.executable, "-m", "podherd", "demo", "--keep", "--workdir", str(tmp_path)]
+    demo = [sys.executable, "-m", "podherd", "demo", "--keep", "--workdir", str(tmp_path), *more]
     # As a non-interactive shell starts a background job: SIGINT ignored, inherited across exec (no
     # preexec_fn: Python between fork and exec can deadlock in a process with threads).
     return subprocess.Popen(
@@ -286,3 +286,21 @@ def test_rebalance_demo_keeps_every_promise_beside_the_descheduler_way(tmp_path:
         "HighNodeUtilization",
     ):
         assert (tmp_path / f"rebalance-{policy}.png").read_bytes()[:4] == b"\x89PNG"
+
+
+@pytest.mark.full
+@pytest.mark.parametrize("scenario", ["maintenance", "interceptor", "rebalance"])
+def test_keep_holds_every_scenario_up_until_it_is_stopped(scenario: str, tmp_path: Path) -> None:
+    demo = start_demo(tmp_path, "--scenario", scenario)
+    seen: list[str] = []
+    try:
+        assert demo.stdout is not None
+        read_until(demo.stdout, "Ctrl-C stops it all", seen)
+        output = "".join(seen)
+        kubeconfig = re.search(r"--keep: everything stays up\. KUBECONFIG=(\S+)", output)
+        assert kubeconfig, output
+        core: Any = client.CoreV1Api(config.new_client_from_config(config_file=kubeconfig.group(1)))
+        assert core.list_node().items  # the cluster is still there to look at
+    finally:
+        rest, left = stop_demo(demo, signal.SIGTERM)
+    assert left == [], (left, rest)
