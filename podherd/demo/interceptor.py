@@ -121,7 +121,7 @@ def gated_run(
             file=out,
         )
         codes = {} if opts.keep else {**services.stop(kube), **gate.processes.stop_all()}
-        kept = keep_up(opts.keep, stack, services, workdir)
+        kept = keep_up(opts.keep, stack, services, workdir=workdir)
     return measured, codes, kept
 
 

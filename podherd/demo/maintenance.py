@@ -161,7 +161,7 @@ def run_maintenance(opts: Any, out: TextIO, *, processes: Any) -> int:
         _agent(services.kubeconfig)
         ours = podherd_run(config, services.kubeconfig, out, within=opts.timeout)
         codes = {} if opts.keep else services.stop(kube)
-        kept_up = keep_up(opts.keep, stack, services, workdir)
+        kept_up = keep_up(opts.keep, stack, services, workdir=workdir)
     print("", file=out)
     for line in side_by_side(plain, ours):
         print(line, file=out)

@@ -132,7 +132,7 @@ def podherd_run(opts: Any, out: TextIO, *, processes: Any) -> tuple[dict[str, An
         )
         ours = asyncio.run(_podherd_run(config, kube, core=core, workdir=workdir, out=out))
         ours["services_exit_codes"] = {} if opts.keep else services.stop(kube)
-        kept = keep_up(opts.keep, stack, services, workdir)
+        kept = keep_up(opts.keep, stack, services, workdir=workdir)
     return ours, kept
 
 

@@ -137,7 +137,7 @@ def run_demo(opts: DemoOptions, out: TextIO = sys.stdout) -> int:
         ok = _print_summary(summary, out)
         if opts.summary_json:
             Path(opts.summary_json).write_text(json.dumps(summary, indent=2))
-        stay_up(keep_up(opts.keep, stack, services, workdir), out)
+        stay_up(keep_up(opts.keep, stack, services, workdir=workdir), out)
         return 0 if ok and all(c == 0 for c in codes.values()) else 1
 
 

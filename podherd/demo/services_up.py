@@ -39,7 +39,7 @@ class KeptUp:
     where: list[str]
 
 
-def keep_up(keep: bool, stack: contextlib.ExitStack, services: Any, workdir: Path) -> KeptUp | None:
+def keep_up(keep: bool, stack: contextlib.ExitStack, services: Any, *, workdir: Path) -> KeptUp | None:
     """With `keep`, what `stack` would stop is taken from it, to be held up by `stay_up`."""
     if not keep:
         return None
