@@ -8,7 +8,7 @@ from typing import Any
 
 from podherd import arguments
 from podherd.errors import CliError
-from shared.rebalance.names import DEFAULT_TARGETS, DEFAULT_THRESHOLDS, POLICY_NAMES
+from shared.rebalance.names import POLICY_NAMES
 
 RESOURCES = ("cpu", "memory", "pods")
 
@@ -89,20 +89,17 @@ def _policy_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--thresholds",
         type=percentages,
-        default=DEFAULT_THRESHOLDS,
-        help="under all of these percentages a node is underutilized (default: each 20)",
+        help="Low/HighNodeUtilization: under all of these a node is underutilized (default: each 20)",
     )
     parser.add_argument(
         "--target-thresholds",
         type=percentages,
-        default=DEFAULT_TARGETS,
         help="LowNodeUtilization: over any of these a node is overutilized (default: each 50)",
     )
     parser.add_argument(
         "--number-of-nodes",
         type=int,
-        default=0,
-        help="LowNodeUtilization: act only above this many underutilized",
+        help="LowNodeUtilization: act only above this many underutilized (default: 0)",
     )
     parser.add_argument("--max-pods-per-node", type=at_least_one, help="maxNoOfPodsToEvictPerNode")
     parser.add_argument("--max-pods-per-namespace", type=at_least_one, help="maxNoOfPodsToEvictPerNamespace")
@@ -110,7 +107,6 @@ def _policy_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--recent",
         type=arguments.duration,
-        default="30m",
         help="a pod moved within this long stays, so no plan undoes a recent move (default: 30m)",
     )
     arguments.token_file(parser)
@@ -122,12 +118,34 @@ def _policy_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+# The policies that read each option (the defragmentation plan, `defrag`, reads --pod alone): one given
+# to a policy that does not read it is refused, never silently ignored.
+READ_BY: dict[str, tuple[str, ...]] = {
+    "thresholds": ("LowNodeUtilization", "HighNodeUtilization"),
+    "target_thresholds": ("LowNodeUtilization",),
+    "number_of_nodes": ("LowNodeUtilization",),
+    "max_pods_per_node": POLICY_NAMES,
+    "max_pods_per_namespace": POLICY_NAMES,
+    "max_pods_total": POLICY_NAMES,
+    "recent": POLICY_NAMES,
+    "pod": ("defrag",),
+    "picture": POLICY_NAMES,
+}
+
+
+def refuse_unread(args: argparse.Namespace) -> None:
+    """A CliError naming the first option given that `args.policy` does not read."""
+    for option, policies in READ_BY.items():
+        if getattr(args, option, None) is not None and args.policy not in policies:
+            flag = "--" + option.replace("_", "-")
+            raise CliError(f"{flag} is read by {', '.join(policies)}, not by {args.policy}")
+
+
 def plan_command(args: argparse.Namespace) -> int:
+    refuse_unread(args)
     if args.policy == "defrag":
         from podherd import defrag_command
 
-        if args.picture:
-            raise CliError("--picture draws a descheduler policy's plan (--policy ...); defrag has none")
         return defrag_command.run(args)
     from podherd import plan_output, rebalance
 
@@ -146,6 +164,7 @@ def plan_command(args: argparse.Namespace) -> int:
 def rebalance_command(args: argparse.Namespace) -> int:
     from podherd import plan_output, rebalance
 
+    refuse_unread(args)
     config = arguments.loaded(args)
     outcome = rebalance.make_plan(rebalance.options_of(args), config)
     for lacking in outcome.unread:

@@ -107,8 +107,14 @@ def test_the_table_says_which_pods_stay_and_why_and_no_option_is_ignored(
     wide = capsys.readouterr().out.splitlines()
     for pod, reason in stays.items():
         assert any(line.split(None, 1) == [pod, reason] for line in wide), (pod, wide)
-    # A picture of the defragmentation plan is not drawn: refused, never silently ignored.
-    defrag = ["plan", "--kubeconfig", str(skewed.kubeconfig), "--picture", str(tmp_path / "x.png")]
-    assert main(defrag) == 1
-    assert capsys.readouterr().err.startswith("podherd: --picture draws a descheduler policy's plan")
+    # An option the chosen plan does not read is refused, never silently ignored.
+    plain = ["plan", "--kubeconfig", str(skewed.kubeconfig)]
+    for extra, said in (
+        (["--picture", str(tmp_path / "x.png")], "--picture is read by LowNodeUtilization, "),
+        (["--number-of-nodes", "3"], "--number-of-nodes is read by LowNodeUtilization, not by defrag"),
+        (["--policy", "HighNodeUtilization", "--target-thresholds", "cpu=50"], "not by HighNodeUtilization"),
+        (["--policy", "LowNodeUtilization", "--pod", "default/x"], "--pod is read by defrag, not by Low"),
+    ):
+        assert main([*plain, *extra]) == 1, extra
+        assert said in capsys.readouterr().err, extra
     assert not (tmp_path / "x.png").exists()
