@@ -19,8 +19,6 @@ import yaml
 from shared import windows
 from shared.api.codec import error_location
 from shared.config import (
-    DESCHEDULER_KINDS,
-    KOORDINATOR_KINDS,
     WATCHABLE_KINDS,
     ConfigError,
     PodherdConfig,
@@ -28,6 +26,7 @@ from shared.config import (
     host_port,
     nats_servers,
 )
+from shared.descheduler_config import normalised, parse_yaml
 from shared.durations import parse_duration
 from shared.eviction_gates import EVICTION_GATES, KOORDINATOR_GATES, PODHERD_GATES
 from shared.redact import without_credentials
@@ -35,7 +34,6 @@ from shared.selectors import parse_label_selector, selector_problem
 from shared.workload_kinds import BUILTIN, WorkloadKind
 
 log = logging.getLogger("shared.config")
-MIGRATION_PLUGIN = "MigrationController"
 
 # ---------------------------------------------------------------------------------------------------------
 # Loading
@@ -51,7 +49,7 @@ def load_config(
     document: dict[str, Any] = {}
     if path:
         document = _read_yaml(Path(path))
-    document = _normalise(document)
+    document = normalised(document)
     _apply_env(document, env)
     return config_from_dict(document)
 
@@ -73,7 +71,7 @@ def config_from_dict(document: Mapping[str, Any]) -> PodherdConfig:
 
 def parse_config_text(text: str, env: Mapping[str, str] | None = None) -> PodherdConfig:
     """Load from YAML text (Podherd's shape, a bare MigrationControllerArgs, or a descheduler config)."""
-    document = _normalise(_parse_yaml(text, "<text>"))
+    document = normalised(parse_yaml(text, "<text>"))
     _apply_env(document, {} if env is None else env)
     return config_from_dict(document)
 
@@ -83,110 +81,7 @@ def _read_yaml(path: Path) -> dict[str, Any]:
         text = path.read_text()
     except OSError as exc:
         raise ConfigError("", f"cannot read config file {path}: {exc.strerror}") from exc
-    return _parse_yaml(text, str(path))
-
-
-def _parse_yaml(text: str, origin: str) -> dict[str, Any]:
-    try:
-        document = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ConfigError("", f"{origin} is not valid YAML: {exc}") from exc
-    if document is None:
-        return {}
-    if not isinstance(document, dict):
-        raise ConfigError("", f"{origin} must hold a mapping, got {type(document).__name__}")
-    return document
-
-
-def _normalise(document: dict[str, Any]) -> dict[str, Any]:
-    """Accept a Koordinator MigrationControllerArgs or DeschedulerConfiguration as they are, or the
-    ConfigMap that holds one (Koordinator's shipped `descheduler-config.yaml`)."""
-    if document.get("kind") == "ConfigMap":
-        document = _from_config_map(document)
-    kind = document.get("kind")
-    if kind in KOORDINATOR_KINDS:
-        return {"migrationController": document}
-    if kind in DESCHEDULER_KINDS or ("profiles" in document and "migrationController" not in document):
-        args = _migration_args_from_profiles(document.get("profiles"))
-        _say_what_is_ignored(document)
-        return {"migrationController": args}
-    return document
-
-
-def _from_config_map(config_map: dict[str, Any]) -> dict[str, Any]:
-    """The configuration a ConfigMap's `data` holds: the one value that is a Koordinator configuration."""
-    data = config_map.get("data") or {}
-    found = []
-    for key, text in data.items() if isinstance(data, dict) else ():
-        parsed = _parse_yaml(str(text), f"data.{key}") if isinstance(text, str) else None
-        if parsed and parsed.get("kind") in (*DESCHEDULER_KINDS, *KOORDINATOR_KINDS):
-            found.append(parsed)
-    if len(found) != 1:
-        why = "none holds" if not found else f"{len(found)} hold"
-        raise ConfigError("data", f"a ConfigMap is read for its one DeschedulerConfiguration; {why} one")
-    return found[0]
-
-
-def _migration_args_from_profiles(profiles: Any) -> dict[str, Any]:
-    """The MigrationController's args: its pluginConfig, or Koordinator's defaults where a profile enables
-    it without one. Podherd runs one controller, so profiles that configure it differently are refused."""
-    if not isinstance(profiles, list):
-        raise ConfigError("profiles", "expected a list of descheduler profiles")
-    found: dict[str, dict[str, Any]] = {}
-    for i, given in enumerate(profiles):
-        profile = given or {}
-        for j, plugin in enumerate(profile.get("pluginConfig") or []):
-            if isinstance(plugin, dict) and plugin.get("name") == MIGRATION_PLUGIN:
-                args = plugin.get("args") or {}
-                if not isinstance(args, dict):
-                    raise ConfigError(f"profiles[{i}].pluginConfig[{j}].args", "expected a mapping")
-                if f"profiles[{i}]" in found:  # as Koordinator's validation refuses it
-                    raise ConfigError(
-                        f"profiles[{i}].pluginConfig[{j}]", "MigrationController configured twice"
-                    )
-                found[f"profiles[{i}]"] = args
-        if f"profiles[{i}]" not in found and MIGRATION_PLUGIN in _enabled(profile):
-            found[f"profiles[{i}]"] = {}
-    if not found:
-        raise ConfigError("profiles", "no profile enables or configures MigrationController")
-    first, args = next(iter(found.items()))
-    for where, other in found.items():
-        if other != args:
-            raise ConfigError(
-                where, f"configures MigrationController otherwise than {first}: Podherd runs one controller"
-            )
-    return args
-
-
-def _enabled(profile: dict[str, Any]) -> set[str]:
-    stages = profile.get("plugins") or {}
-    names: set[str] = set()
-    for stage in stages.values() if isinstance(stages, dict) else ():
-        enabled = (stage or {}).get("enabled") if isinstance(stage, dict) else None
-        names.update(str(p.get("name")) for p in enabled or [] if isinstance(p, dict))
-    return names
-
-
-def _say_what_is_ignored(document: dict[str, Any]) -> None:
-    """One warning for what a DeschedulerConfiguration holds besides the MigrationController's args: the
-    descheduler process's own settings, and the other plugins (Podherd moves pods only on request)."""
-    settings = sorted(k for k in document if k not in ("apiVersion", "kind", "profiles"))
-    plugins: set[str] = set()
-    for profile in document.get("profiles") or []:
-        if not isinstance(profile, dict):
-            continue
-        plugins.update(str(p.get("name")) for p in profile.get("pluginConfig") or [] if isinstance(p, dict))
-        plugins.update(_enabled(profile))
-    plugins.discard(MIGRATION_PLUGIN)
-    plugins.discard("*")
-    ignored = [f"the descheduler's own settings {', '.join(settings)}"] if settings else []
-    ignored += [f"the plugins {', '.join(sorted(plugins))}"] if plugins else []
-    if ignored:
-        log.warning(
-            "Koordinator's DeschedulerConfiguration: only the %s plugin's args are read; ignored: %s",
-            MIGRATION_PLUGIN,
-            "; ".join(ignored),
-        )
+    return parse_yaml(text, str(path))
 
 
 def _field_names(struct_type: type[msgspec.Struct]) -> dict[str, tuple[str, Any]]:

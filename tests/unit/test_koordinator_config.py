@@ -113,3 +113,48 @@ def test_the_reference_says_how_each_of_koordinators_fields_is_read() -> None:
         said = KOORDINATOR.get(field) or compatibility.config_note(field)
         assert row.endswith(f"| {said} |"), row
     assert rows["migrationController.surge.singleReplicaDeployments"].endswith("| Podherd's own |")
+
+
+BALANCED = """
+apiVersion: descheduler/v1alpha2
+kind: DeschedulerConfiguration
+maxNoOfPodsToEvictPerNode: 3
+profiles:
+- name: koord-descheduler
+  plugins:
+    balance:
+      enabled: [{name: HighNodeUtilization}, {name: LowNodeUtilization}]
+  pluginConfig:
+  - name: MigrationController
+    args: {maxMigratingPerNode: 1}
+  - name: LowNodeUtilization
+    args:
+      thresholds: {cpu: 10, memory: 15, nvidia.com/gpu: 5}
+      targetThresholds: {cpu: 70, memory: 80}
+      numberOfNodes: 2
+      useDeviationThresholds: true
+"""
+
+
+def test_a_descheduler_configuration_gives_the_planner_its_balance_plugins_args(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.WARNING, "shared.config")
+    config = parse_config_text(BALANCED)
+    assert config.migration_controller.max_migrating_per_node == 1
+    low, high = config.planner.policies  # configured first, then enabled without args
+    assert (low.name, low.thresholds, low.target_thresholds) == (
+        "LowNodeUtilization",
+        {"cpu": 10.0, "memory": 15.0},
+        {"cpu": 70.0, "memory": 80.0},
+    )
+    assert low.number_of_nodes == 2
+    assert (high.name, high.thresholds) == (
+        "HighNodeUtilization",
+        {"cpu": 20.0, "memory": 20.0, "pods": 20.0},
+    )
+    assert config.planner.max_no_of_pods_to_evict_per_node == 3
+    [warning] = [r.getMessage() for r in caplog.records]
+    assert "LowNodeUtilization.thresholds.nvidia.com/gpu" in warning, warning
+    assert "LowNodeUtilization.useDeviationThresholds" in warning, warning
+    assert "maxNoOfPodsToEvictPerNode" not in warning and "the plugins" not in warning, warning
