@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -76,8 +77,13 @@ def _change(before: float | None, after: float | None) -> str:
     return f"{before:.0f}" if round(before) == round(after) else f"{before:.0f} -> {after:.0f}"
 
 
+ZONE = "topology.kubernetes.io/zone"
+SPREAD = "RemovePodsViolatingTopologySpreadConstraint"
+
+
 def picture(outcome: Outcome, path: str) -> None:
-    """Each node's CPU and memory fill before and after the plan, as bars, into a PNG."""
+    """Each node's CPU and memory fill and its pods before and after the plan, as bars, into a PNG; the
+    nodes the plan empties marked; for spread repair, the pods of the moved workloads per zone too."""
     try:
         import matplotlib
 
@@ -86,34 +92,87 @@ def picture(outcome: Outcome, path: str) -> None:
     except ImportError as exc:
         raise CliError("--picture needs matplotlib: pip install 'podherd[picture]'") from exc
     nodes = sorted(outcome.before, key=_natural)
-    figure, axes = pyplot.subplots(2, 1, figsize=(max(6.0, 0.25 * len(nodes) + 2), 6), sharex=True)
-    for ax, resource in zip(axes, ("cpu", "memory"), strict=True):
-        positions = range(len(nodes))
-        ax.bar(
-            [p - 0.2 for p in positions],
-            [outcome.before[n].get(resource, 0) for n in nodes],
-            0.4,
-            label="before",
-        )
-        ax.bar(
-            [p + 0.2 for p in positions],
-            [outcome.after[n].get(resource, 0) for n in nodes],
-            0.4,
-            label="after",
-        )
+    zones = zone_counts(outcome) if outcome.policy == SPREAD else {}
+    panels = 3 + bool(zones)
+    width = max(8.0, 0.22 * len(nodes) + 2)
+    figure = pyplot.figure(figsize=(width, 2.4 * panels + 1))
+    grid = figure.add_gridspec(panels, 1)
+    axes = [figure.add_subplot(grid[i]) for i in range(3)]
+    emptied = outcome.planning.emptying
+    positions = list(range(len(nodes)))
+    counts = pod_counts(outcome)
+    for ax, resource in zip(axes, ("cpu", "memory", "pods"), strict=True):
+        if resource == "pods":  # how many: a node's pod capacity is far above what it holds
+            before: list[float] = [counts[n][0] for n in nodes]
+            after: list[float] = [counts[n][1] for n in nodes]
+        else:
+            before = [outcome.before[n].get(resource, 0) for n in nodes]
+            after = [outcome.after[n].get(resource, 0) for n in nodes]
+        ax.bar([p - 0.2 for p in positions], before, 0.4, label="before")
+        ax.bar([p + 0.2 for p in positions], after, 0.4, label="after")
         for (name, limits), style in zip(outcome.lines.items(), ("dotted", "dashed"), strict=False):
-            if resource in limits:
+            if resource in limits and resource != "pods":
                 ax.axhline(limits[resource], color="grey", linestyle=style, linewidth=1, label=name)
-        ax.set_ylabel(f"{resource} requested, %")
-        ax.set_ylim(0, 100)
-        ax.legend(loc="upper left", fontsize=7, ncol=4, framealpha=0.9)
-    axes[-1].set_xticks(list(range(len(nodes))), nodes, rotation=90, fontsize=6)
+        if resource == "pods":
+            ax.set_ylabel("pods", fontsize=8)
+        else:
+            ax.set_ylabel(f"{resource}, % of allocatable", fontsize=8)
+            ax.set_ylim(0, 100)
+        ax.set_xlim(-0.7, len(nodes) - 0.3)
+        ax.set_xticks(positions, nodes, rotation=90, fontsize=7)
+        ax.legend(loc="upper right", fontsize=7, ncol=4, framealpha=0.9)
+    for label in axes[-1].get_xticklabels() + axes[0].get_xticklabels() + axes[1].get_xticklabels():
+        if label.get_text() in emptied:
+            label.set_color("firebrick")
+            label.set_fontweight("bold")
+    if emptied:
+        axes[0].set_title(f"emptied by the plan (in red): {len(emptied)} nodes", fontsize=8, loc="left")
+    if zones:
+        _zones_panel(figure.add_subplot(grid[3]), zones)
     measure = outcome.measure
     figure.suptitle(f"{outcome.policy}: {measure.name} {measure.before:g} -> {measure.after:g}")
     figure.tight_layout()
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(Path(path), dpi=100)
     pyplot.close(figure)
+
+
+def pod_counts(outcome: Outcome) -> dict[str, tuple[int, int]]:
+    """Each node's pods: (before the plan, after)."""
+    planning = outcome.planning
+    before: Counter[str] = Counter(c.view.node for c in planning.candidates.values() if c.view.node)
+    after = Counter(before)
+    for move in planning.moves:
+        after[move.source] -= 1
+        after[move.target] += 1
+    return {node: (before[node], after[node]) for node in outcome.before}
+
+
+def zone_counts(outcome: Outcome) -> dict[str, tuple[int, int]]:
+    """Pods of the workloads the plan moves, per zone: (before, after)."""
+    planning = outcome.planning
+    owners = {m.owner for m in planning.moves if m.owner}
+    zone_of = {n: view.labels.get(ZONE, "(no zone)") for n, view in planning.cluster.nodes.items()}
+    before: Counter[str] = Counter()
+    after: Counter[str] = Counter()
+    for key, candidate in planning.candidates.items():
+        if candidate.owner not in owners:
+            continue
+        now = planning.views.get(key, candidate.view).node
+        before[zone_of.get(candidate.view.node or "", "(no zone)")] += 1
+        after[zone_of.get(now or "", "(no zone)")] += 1
+    return {zone: (before[zone], after[zone]) for zone in sorted(set(before) | set(after))}
+
+
+def _zones_panel(ax: Any, zones: dict[str, tuple[int, int]]) -> None:
+    names = list(zones)
+    positions = list(range(len(names)))
+    ax.bar([p - 0.2 for p in positions], [zones[z][0] for z in names], 0.4, label="before")
+    ax.bar([p + 0.2 for p in positions], [zones[z][1] for z in names], 0.4, label="after")
+    ax.set_xticks(positions, names, fontsize=8)
+    ax.set_ylabel("pods of the moved workloads", fontsize=8)
+    ax.set_title("per zone", fontsize=8, loc="left")
+    ax.legend(loc="upper right", fontsize=7)
 
 
 def _natural(name: str) -> list[int | str]:
