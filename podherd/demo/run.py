@@ -132,7 +132,9 @@ def run_demo(opts: DemoOptions, out: TextIO = sys.stdout) -> int:
         summary["services_failed"] = {name: said.get(name, "") for name, code in codes.items() if code}
         summary["services_stopped"] = not opts.keep
         summary["seconds"] = round(time.monotonic() - started, 1)
-        summary["audit"] = f"podherd audit tail --config {config_path}   (stream {summary.pop('_stream')})"
+        tail = f"podherd audit tail --config {config_path}   (stream {summary.pop('_stream')})"
+        # A hint that works once the demo has ended: its NATS stops with it unless --keep holds it up.
+        summary["audit"] = tail if opts.keep else f"with --keep, {tail}; without, it stopped with the demo"
         summary["logs"] = services.logs
         ok = _print_summary(summary, out)
         if opts.summary_json:

@@ -129,6 +129,12 @@ def test_demo_defragments_the_cluster_and_the_cluster_shows_it(tmp_path: Path) -
             [sys.executable, "-c", example], capture_output=True, text=True, timeout=60, check=False
         )
         assert ran.returncode == 0 and "'ok': True" in ran.stdout, ran.stdout + ran.stderr
+        # The summary's follow-up hint works as printed, while --keep holds everything up.
+        hint = re.search(r"audit stream: (podherd audit tail --config \S+)", output)
+        assert hint, output
+        tail = [sys.executable, "-m", *hint.group(1).split()]
+        tailed = subprocess.run(tail, capture_output=True, text=True, timeout=60, check=False)
+        assert tailed.returncode == 0 and '"transition"' in tailed.stdout, tailed.stderr
         api.close()
         assert "[FAILED]" not in output
         # The services that use Redis do so as users of their own, as deploy/ has them.
