@@ -6,6 +6,7 @@ refused; an eviction of an opted-in pod becomes that pod's job."""
 from __future__ import annotations
 
 import signal
+import subprocess
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +28,7 @@ from shared.config import KubernetesConfig
 from shared.kube import KubeClient
 from tests.e2e.pipeline import podherd
 from tests.kube import Kube, client_for, refusal, watch_until
+from tests.kubesim.test_kubectl import KUBECTL
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 GROUP, VERSION = "scheduling.koordinator.sh", "v1alpha1"
@@ -289,6 +291,52 @@ def test_an_executor_under_an_identity_the_gate_does_not_know_refuses_to_start_i
         "gate (webhooks podherd-gate) lets through only system:serviceaccount:podherd:podherd-executor's "
     ), last
     assert "podherd sim --podherd-accounts DIR" in last, last
+
+
+def kubectl_drain(gated: Gated, node: str, app: str) -> tuple[int, str]:
+    """The real `kubectl drain` of `node`, for the pods of `app` alone (the others are not this test's)."""
+    assert KUBECTL is not None
+    argv = [KUBECTL, "--kubeconfig", str(gated.sim.kubeconfig), "drain", node, "--ignore-daemonsets"]
+    argv += ["--pod-selector", f"app={app}", "--timeout=30s"]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+    return done.returncode, done.stdout + done.stderr
+
+
+@pytest.mark.kubectl
+@pytest.mark.skipif(KUBECTL is None, reason="kubectl is not on PATH")
+def test_kubectl_drain_of_a_pod_no_job_could_move_is_never_told_evacuation(gated: Gated) -> None:
+    """kubectl drain of the node holding the one-replica StatefulSet's pod: evicted as without Podherd,
+    the warning naming why Podherd left it alone, no job; with `unmovable: refuse`, the drain stops on it
+    with the rule named."""
+    kube = gated.kube
+    first = kube.core.read_namespaced_pod("db-0", "shop")
+    code, output = kubectl_drain(gated, first.spec.node_name, "db")
+    assert code == 0, output
+    assert "Podherd will not move pod shop/db-0 (ExpectedReplicas" in output, output
+    assert "Eviction triggered evacuation" not in output, output
+    assert kube.custom.list_cluster_custom_object(GROUP, VERSION, "podmigrationjobs")["items"] == []
+
+    again = watch_until(
+        kube.core.list_namespaced_pod,
+        lambda pods: (
+            (pod := pods.get("shop/db-0")) is not None
+            and pod.metadata.uid != first.metadata.uid
+            and bool(pod.spec.node_name)
+        ),
+        namespace="shop",
+    )["shop/db-0"]
+    gated.gate.processes.stop_all()
+    admin = KubeClient.from_config(KubernetesConfig(kubeconfig=str(gated.sim.kubeconfig)))
+    remove_webhooks(admin)
+    admin.close()
+    (gated.tmp / "refusing").mkdir()
+    refusing = start_gate(gated.sim, gated.tmp / "refusing", interceptor={"unmovable": "refuse"})
+    try:
+        code, output = kubectl_drain(gated, again.spec.node_name, "db")
+    finally:
+        refusing.processes.stop_all()
+    assert code != 0 and "ExpectedReplicas: workload StatefulSet/shop/db has a single replica" in output
+    assert kube.core.read_namespaced_pod("db-0", "shop").metadata.uid == again.metadata.uid
 
 
 def use_webhooks(kube: Kube, document: dict[str, Any]) -> None:
