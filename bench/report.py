@@ -1,6 +1,6 @@
 """The benchmark report: every benchmark beside its baseline, on this machine, in one run.
 
-    python -m bench.report [--quick]        (or `make bench`)
+    python -m bench.report [--quick] [--without-side-by-side] [--into-docs]        (or `make bench`)
 
 Runs, each in its own process so peak memory is its own:
 - the watcher: initial sync and steady event rate, msgspec (as shipped) vs the Kubernetes client's models;
@@ -9,7 +9,8 @@ Runs, each in its own process so peak memory is its own:
 - end to end: jobs through the four services as processes, ReservationFirst vs EvictDirectly;
 - the admission gate: review latency at 200 evictions/s beside a no-op webhook.
 Writes bench/results/report.json, report.md (the tables) and admission_latency.png (admission latency
-against pending jobs for both arbitration models).
+against pending jobs for both arbitration models); with `--into-docs`, the tables into
+docs/design/benchmarks.md too, in place of the last ones (between its `bench-report` markers).
 """
 
 from __future__ import annotations
@@ -24,6 +25,9 @@ from typing import Any
 
 from bench.results_io import RESULTS
 from bench.side_by_side import table as side_by_side_rows
+
+DOCS = Path(__file__).resolve().parents[1] / "docs" / "design" / "benchmarks.md"
+START, END = "<!-- bench-report:start -->", "<!-- bench-report:end -->"
 
 FULL = {
     "watcher": ["--nodes", "5000", "--pods", "100000", "--changes", "100000"],
@@ -134,7 +138,7 @@ def markdown(results: dict[str, Any]) -> str:
     lines.append(f"\nPeak RSS of the arbitrator benchmark process: {arbitrator.get('peak_rss_mb')} MB.\n")
     lines += security_table(arbitrator.get("security_cost") or [])
     lines += [
-        "## End to end: jobs through the four services as processes\n",
+        "## End to end: jobs through the pipeline's four services as processes\n",
         _row(
             [
                 "mode",
@@ -267,18 +271,37 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--quick", action="store_true", help="smaller sizes (a few minutes instead of ~15)")
+    parser.add_argument(
+        "--without-side-by-side",
+        action="store_true",
+        help="leave out Koordinator's controller on the real engine (hours at 10k pending): run it alone",
+    )
+    parser.add_argument("--into-docs", action="store_true", help="write the tables into the benchmarks page")
     args = parser.parse_args()
     sizes = QUICK if args.quick else FULL
     results: dict[str, Any] = {"machine": machine(), "quick": args.quick}
     for name, bench_args in sizes.items():
         print(f"running bench.{name}_bench {' '.join(bench_args)}", file=sys.stderr, flush=True)
         results[name] = run_benchmark(name, bench_args)
-    results["side_by_side"] = side_by_side(SIDE_BY_SIDE_QUICK if args.quick else SIDE_BY_SIDE)
+    if not args.without_side_by_side:
+        results["side_by_side"] = side_by_side(SIDE_BY_SIDE_QUICK if args.quick else SIDE_BY_SIDE)
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "report.json").write_text(json.dumps(results, indent=2) + "\n")
     (RESULTS / "report.md").write_text(markdown(results))
     plot(results["arbitrator"], RESULTS / "admission_latency.png")
     print((RESULTS / "report.md").read_text())
+    if args.into_docs:
+        DOCS.write_text(into_docs(DOCS.read_text(), results))
+
+
+def into_docs(page: str, results: dict[str, Any]) -> str:
+    """`page` with the report's tables in place of the last ones: its headings a level down, dated."""
+    body = markdown(results).split("\n", 1)[1].replace("\n## ", "\n### ").replace("## ", "### ", 1)
+    body = body.replace("![admission latency against pending jobs](admission_latency.png)", "").rstrip()
+    when = time.strftime("%Y-%m-%d")
+    block = f"{START}\n\nLast report (`python -m bench.report`), {when}. {body.strip()}\n\n{END}"
+    head, _, rest = page.partition(START)
+    return head + block + rest.partition(END)[2]
 
 
 if __name__ == "__main__":
