@@ -79,7 +79,7 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
         "--within",
         dest="follow_timeout",
         type=arguments.seconds,
-        help="seconds to follow the jobs (default: until they end)",
+        help="how long to follow the jobs, 10m or seconds (default: until they end)",
     )
     _policy_options(rebalance)
     rebalance.set_defaults(func=rebalance_command)

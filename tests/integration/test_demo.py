@@ -55,6 +55,16 @@ def start_demo(tmp_path: Path, *more: str) -> subprocess.Popen[str]:
     )
 
 
+def until_kept_up(demo: subprocess.Popen[str], seen: list[str]) -> tuple[str, str]:
+    """What the demo printed until it stays up (--keep), and the kubeconfig it says it left."""
+    assert demo.stdout is not None
+    read_until(demo.stdout, "Ctrl-C stops it all", seen)
+    output = "".join(seen)
+    kubeconfig = re.search(r"--keep: everything stays up\. KUBECONFIG=(\S+)", output)
+    assert kubeconfig, output
+    return output, kubeconfig.group(1)
+
+
 def stop_demo(demo: subprocess.Popen[str], sig: signal.Signals) -> tuple[str, list[str]]:
     """Send `sig`; return what the demo printed after and the processes it started that outlived it."""
     started = descendants(demo.pid)
@@ -75,16 +85,12 @@ def test_demo_defragments_the_cluster_and_the_cluster_shows_it(tmp_path: Path) -
     demo = start_demo(tmp_path)
     seen: list[str] = []
     try:
-        assert demo.stdout is not None
-        read_until(demo.stdout, "Ctrl-C stops it all", seen)
-        output = "".join(seen)
-        kubeconfig = re.search(r"--keep: everything stays up\. KUBECONFIG=(\S+)", output)
-        assert kubeconfig, output
+        output, kubeconfig = until_kept_up(demo, seen)
         plan = re.search(r"plan: empty (\S+) so that (\S+)/(\S+) can schedule", output)
         assert plan, output
         emptied, namespace, pending = plan.groups()
 
-        api = config.new_client_from_config(config_file=kubeconfig.group(1))
+        api = config.new_client_from_config(config_file=kubeconfig)
         core: Any = client.CoreV1Api(api)  # models' fields all optional: the asserts read them
         custom: Any = client.CustomObjectsApi(api)
         group, version = "scheduling.koordinator.sh", "v1alpha1"
@@ -300,12 +306,8 @@ def test_keep_holds_every_scenario_up_until_it_is_stopped(scenario: str, tmp_pat
     demo = start_demo(tmp_path, "--scenario", scenario)
     seen: list[str] = []
     try:
-        assert demo.stdout is not None
-        read_until(demo.stdout, "Ctrl-C stops it all", seen)
-        output = "".join(seen)
-        kubeconfig = re.search(r"--keep: everything stays up\. KUBECONFIG=(\S+)", output)
-        assert kubeconfig, output
-        core: Any = client.CoreV1Api(config.new_client_from_config(config_file=kubeconfig.group(1)))
+        _, kubeconfig = until_kept_up(demo, seen)
+        core: Any = client.CoreV1Api(config.new_client_from_config(config_file=kubeconfig))
         assert core.list_node().items  # the cluster is still there to look at
     finally:
         rest, left = stop_demo(demo, signal.SIGTERM)
