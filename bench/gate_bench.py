@@ -41,7 +41,9 @@ from kubesim.sim import start_in_thread
 from kubesim.tls import Authority
 from podherd.harness.gate import start_gate
 from podherd.harness.processes import webhook_port
-from shared.api.names import LABEL_EVACUATE
+from podherd.install import install
+from services.gate.evacuation import job_name, pod_key
+from shared.api.names import LABEL_EVACUATE, LABEL_EVACUATED_POD
 from shared.config import KubernetesConfig
 from shared.kube import KubeClient
 
@@ -92,19 +94,23 @@ def review(namespace: str, name: str) -> bytes:
 
 
 def cluster(admin: KubeClient, pods: int) -> None:
-    """`plain` (not opted in) and `opted` (opted in as a namespace), each with `pods` pods; a running job
-    for every pod of `opted` (as the gate would have made it)."""
+    """`plain` (not opted in) and `opted` (opted in as a namespace), each with `pods` pods; a job in
+    progress for every pod of `opted`, as the gate would have made it."""
     for namespace, labels in (("plain", {}), ("opted", {LABEL_EVACUATE: "true"})):
         admin.request("POST", "/api/v1/namespaces", body={"metadata": {"name": namespace, "labels": labels}})
         for i in range(pods):
             body = {"metadata": {"name": f"p{i}"}, "spec": {"containers": [{"name": "c", "image": "c"}]}}
             made = json.loads(admin.request("POST", f"/api/v1/namespaces/{namespace}/pods", body=body))
-            if namespace == "opted":
+            if namespace == "opted":  # as the gate makes it: its name, its mark, the pod's uid
+                uid = made["metadata"]["uid"]
                 job = {
                     "apiVersion": "scheduling.koordinator.sh/v1alpha1",
                     "kind": "PodMigrationJob",
-                    "metadata": {"name": f"evacuation-{made['metadata']['uid']}"},
-                    "spec": {"podRef": {"namespace": namespace, "name": f"p{i}"}},
+                    "metadata": {
+                        "name": job_name(uid),
+                        "labels": {LABEL_EVACUATED_POD: pod_key(namespace, f"p{i}")},
+                    },
+                    "spec": {"podRef": {"kind": "Pod", "namespace": namespace, "name": f"p{i}", "uid": uid}},
                 }
                 admin.request("POST", "/apis/scheduling.koordinator.sh/v1alpha1/podmigrationjobs", body=job)
 
@@ -169,8 +175,9 @@ def run(rate: float, seconds: float, pods: int) -> dict[str, Any]:
     handle = start_in_thread(SimOptions(), scenario=None)
     admin = KubeClient.from_config(KubernetesConfig(kubeconfig=str(handle.kubeconfig)))
     try:
-        gate = start_gate(handle, workdir)
+        install(admin)  # the CRDs, then the jobs before the gate: only it may name a job `evacuation-…`
         cluster(admin, pods)
+        gate = start_gate(handle, workdir)
         authority = Authority.new("noop-ca")
         cert, key = authority.leaf("noop", ips=("127.0.0.1",))
         (workdir / "noop.crt").write_bytes(cert)
