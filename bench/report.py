@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import subprocess
 import sys
 import time
@@ -296,10 +297,11 @@ def main() -> None:
 
 def into_docs(page: str, results: dict[str, Any]) -> str:
     """`page` with the report's tables in place of the last ones: its headings a level down, dated."""
-    body = markdown(results).split("\n", 1)[1].replace("\n## ", "\n### ").replace("## ", "### ", 1)
+    body = re.sub(r"^## ", "### ", markdown(results).split("\n", 1)[1], flags=re.MULTILINE)
     body = body.replace("![admission latency against pending jobs](admission_latency.png)", "").rstrip()
     when = time.strftime("%Y-%m-%d")
-    block = f"{START}\n\nLast report (`python -m bench.report`), {when}. {body.strip()}\n\n{END}"
+    apart = "" if "side_by_side" in results else " (beside Koordinator's controller: its own section below)"
+    block = f"{START}\n\nLast report (`python -m bench.report`), {when}{apart}. {body.strip()}\n\n{END}"
     head, _, rest = page.partition(START)
     return head + block + rest.partition(END)[2]
 

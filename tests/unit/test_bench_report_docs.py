@@ -19,5 +19,6 @@ def test_the_reports_tables_replace_the_last_ones_and_nothing_else() -> None:
     once = into_docs(page, RESULTS)
     assert "old table" not in once
     assert once.startswith("# Benchmarks\n\nintro\n\n" + START) and once.endswith(f"{END}\n\nafter\n")
-    assert "### Watcher: 10 pods, 2 nodes" in once and "\n## " not in once.split(START)[1]
+    assert "\n### Watcher: 10 pods, 2 nodes" in once and "\n## " not in once.split(START)[1]
+    assert "\n#### " not in once
     assert into_docs(once, RESULTS) == once  # run again the same day: the same page
