@@ -10,7 +10,7 @@ from typing import Any
 
 import msgspec
 
-from bench.arbitrator_bench import new_prefix, run_depth
+from bench.admission_run import new_prefix, run_depth
 from kubesim.tls import Authority
 from podherd import nats_pki
 from podherd.demo.cluster import redis_users

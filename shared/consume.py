@@ -263,8 +263,9 @@ async def run_consumer(
                 except Exception as exc:  # not held by replicas: redelivered, handled again
                     log.warning("%s: a batch's effects are not durable, handed back: %s", name, exc)
                     outcomes = [exc if o is None else o for o in outcomes]
+            confirm = stop.is_set()  # the last acks before the loop ends: confirmed by the server
             for msg, outcome in zip(messages, outcomes, strict=True):
-                await _settle(js, subjects, name, msg=msg, outcome=outcome)
+                await _settle(js, subjects, name, msg=msg, outcome=outcome, confirm=confirm)
         finally:
             room.release()
             for msg in messages:
@@ -302,9 +303,22 @@ async def run_consumer(
 
 
 async def _settle(
-    js: JetStreamContext, subjects: Subjects, name: str, *, msg: Msg, outcome: BaseException | None
+    js: JetStreamContext,
+    subjects: Subjects,
+    name: str,
+    *,
+    msg: Msg,
+    outcome: BaseException | None,
+    confirm: bool = False,
 ) -> None:
-    if outcome is None:
+    """`confirm`: an ack the server confirms it took (stopping: the loop returns with every message it
+    handled acknowledged, not merely sent)."""
+    if outcome is None and confirm:
+        try:
+            await msg.ack_sync(timeout=5)
+        except Exception as exc:  # not confirmed (the connection going): the server redelivers it
+            log.debug("%s: an ack was not confirmed: %s", name, exc)
+    elif outcome is None:
         await msg.ack()
     elif isinstance(outcome, SchemaError):
         await dead_letter(js, subjects, name, msg=msg, error=outcome)
