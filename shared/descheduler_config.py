@@ -11,6 +11,7 @@ from typing import Any
 import yaml
 
 from shared.config import DESCHEDULER_KINDS, KOORDINATOR_KINDS, ConfigError
+from shared.planner_config import POLICY_NAMES, RESOURCES
 
 log = logging.getLogger("shared.config")
 MIGRATION_PLUGIN = "MigrationController"
@@ -129,10 +130,10 @@ def _say_what_is_ignored(document: dict[str, Any], unread: list[str]) -> None:
 
 # The descheduler's balance plugins the planner runs (`planner.policies`), the args of theirs it takes, and
 # the descheduler's own caps it takes as the planner's.
-PLANNER_PLUGINS = ("LowNodeUtilization", "HighNodeUtilization", "RemovePodsViolatingTopologySpreadConstraint")
+PLANNER_PLUGINS = POLICY_NAMES
 PLANNER_ARGS = ("thresholds", "targetThresholds", "numberOfNodes")
 PLANNER_CAPS = ("maxNoOfPodsToEvictPerNode", "maxNoOfPodsToEvictPerNamespace", "maxNoOfPodsToEvictTotal")
-PLANNER_RESOURCES = ("cpu", "memory", "pods")
+PLANNER_RESOURCES = RESOURCES
 
 
 def planner_from_descheduler(document: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:

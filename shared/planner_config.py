@@ -3,23 +3,36 @@ an interval, with the descheduler's option names; the per-run caps; how recent a
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from collections.abc import Mapping
+from typing import Annotated, Final, Literal
 
 import msgspec
 
 from shared.api.meta import Duration
 
-Percentages = dict[Literal["cpu", "memory", "pods"], Annotated[float, msgspec.Meta(ge=0, le=100)]]
+# The rebalancing policies, by the names the descheduler gives them, and their default thresholds: spelled
+# here once (shared.rebalance.names gives them to the planning).
+SPREAD_REPAIR: Final = "RemovePodsViolatingTopologySpreadConstraint"
+PolicyName = Literal[
+    "LowNodeUtilization", "HighNodeUtilization", "RemovePodsViolatingTopologySpreadConstraint"
+]
+POLICY_NAMES: tuple[PolicyName, ...] = ("LowNodeUtilization", "HighNodeUtilization", SPREAD_REPAIR)
+DEFAULT_THRESHOLDS: Mapping[str, float] = {"cpu": 20.0, "memory": 20.0, "pods": 20.0}
+DEFAULT_TARGETS: Mapping[str, float] = {"cpu": 50.0, "memory": 50.0, "pods": 50.0}
+Resource = Literal["cpu", "memory", "pods"]
+RESOURCES: tuple[Resource, ...] = ("cpu", "memory", "pods")
+Percentages = dict[Resource, Annotated[float, msgspec.Meta(ge=0, le=100)]]
+
+
+def _percentages(defaults: Mapping[str, float]) -> dict[Resource, float]:
+    """The policies' defaults (shared.rebalance.names), as this section's type."""
+    return {resource: defaults[resource] for resource in RESOURCES}
 
 
 class PlannerPolicy(msgspec.Struct, rename="camel", kw_only=True, forbid_unknown_fields=True):
-    name: Literal["LowNodeUtilization", "HighNodeUtilization", "RemovePodsViolatingTopologySpreadConstraint"]
-    thresholds: Percentages = msgspec.field(
-        default_factory=lambda: {"cpu": 20.0, "memory": 20.0, "pods": 20.0}
-    )
-    target_thresholds: Percentages = msgspec.field(
-        default_factory=lambda: {"cpu": 50.0, "memory": 50.0, "pods": 50.0}
-    )
+    name: PolicyName
+    thresholds: Percentages = msgspec.field(default_factory=lambda: _percentages(DEFAULT_THRESHOLDS))
+    target_thresholds: Percentages = msgspec.field(default_factory=lambda: _percentages(DEFAULT_TARGETS))
     number_of_nodes: Annotated[int, msgspec.Meta(ge=0)] = 0
 
 

@@ -1,15 +1,14 @@
 """The policies' names and default thresholds (the descheduler's), apart from the planning itself so that
-reading them costs nothing."""
+reading them costs nothing. They are spelled once, in the planner's configuration."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Final, Literal
+from shared.planner_config import (
+    DEFAULT_TARGETS,
+    DEFAULT_THRESHOLDS,
+    POLICY_NAMES,
+    SPREAD_REPAIR,
+    PolicyName,
+)
 
-SPREAD_REPAIR: Final = "RemovePodsViolatingTopologySpreadConstraint"
-PolicyName = Literal[
-    "LowNodeUtilization", "HighNodeUtilization", "RemovePodsViolatingTopologySpreadConstraint"
-]
-POLICY_NAMES: tuple[PolicyName, ...] = ("LowNodeUtilization", "HighNodeUtilization", SPREAD_REPAIR)
-DEFAULT_THRESHOLDS: Mapping[str, float] = {"cpu": 20.0, "memory": 20.0, "pods": 20.0}
-DEFAULT_TARGETS: Mapping[str, float] = {"cpu": 50.0, "memory": 50.0, "pods": 50.0}
+__all__ = ["DEFAULT_TARGETS", "DEFAULT_THRESHOLDS", "POLICY_NAMES", "SPREAD_REPAIR", "PolicyName"]

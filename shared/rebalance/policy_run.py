@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from shared.rebalance import policies
-from shared.rebalance.names import DEFAULT_TARGETS, DEFAULT_THRESHOLDS
+from shared.rebalance.names import (
+    DEFAULT_TARGETS,
+    DEFAULT_THRESHOLDS,
+    POLICY_NAMES,
+    SPREAD_REPAIR,
+)
 from shared.rebalance.planning import Caps, Planning
 
 
@@ -20,17 +25,41 @@ class PolicyOptions:
     recent: str = "30m"  # a pod moved within this long stays
 
 
-def run_policy(planning: Planning, options: PolicyOptions) -> policies.Measure:
-    if options.policy == "LowNodeUtilization":
-        return policies.low_node_utilization(
-            planning,
-            thresholds=options.thresholds,
-            target_thresholds=options.target_thresholds,
-            number_of_nodes=options.number_of_nodes,
-        )
-    if options.policy == "HighNodeUtilization":
-        return policies.high_node_utilization(planning, thresholds=options.thresholds)
+Runner = Callable[[Planning, PolicyOptions], policies.Measure]
+
+
+def _low(planning: Planning, options: PolicyOptions) -> policies.Measure:
+    return policies.low_node_utilization(
+        planning,
+        thresholds=options.thresholds,
+        target_thresholds=options.target_thresholds,
+        number_of_nodes=options.number_of_nodes,
+    )
+
+
+def _high(planning: Planning, options: PolicyOptions) -> policies.Measure:
+    return policies.high_node_utilization(planning, thresholds=options.thresholds)
+
+
+def _spread(planning: Planning, _: PolicyOptions) -> policies.Measure:
     return policies.spread_repair(planning)
+
+
+# Every policy, by the name the descheduler gives it, and how it runs: the one place a policy is added.
+RUNNERS: Mapping[str, Runner] = {
+    "LowNodeUtilization": _low,
+    "HighNodeUtilization": _high,
+    SPREAD_REPAIR: _spread,
+}
+assert tuple(RUNNERS) == POLICY_NAMES
+
+
+def run_policy(planning: Planning, options: PolicyOptions) -> policies.Measure:
+    """The policy `options` names, run on `planning`; a name no policy has is refused, never defaulted."""
+    runner = RUNNERS.get(options.policy)
+    if runner is None:
+        raise ValueError(f"no rebalancing policy {options.policy!r}: one of {', '.join(POLICY_NAMES)}")
+    return runner(planning, options)
 
 
 def lines_of(options: PolicyOptions) -> dict[str, Mapping[str, float]]:
