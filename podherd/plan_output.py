@@ -121,7 +121,7 @@ def picture(outcome: Outcome, path: str) -> None:
         ax.set_xlim(-0.7, len(nodes) - 0.3)
         ax.set_xticks(positions, nodes, rotation=90, fontsize=7)
         ax.legend(loc="upper right", fontsize=7, ncol=4, framealpha=0.9)
-    for label in axes[-1].get_xticklabels() + axes[0].get_xticklabels() + axes[1].get_xticklabels():
+    for label in (label for ax in axes for label in ax.get_xticklabels()):
         if label.get_text() in emptied:
             label.set_color("firebrick")
             label.set_fontweight("bold")

@@ -23,7 +23,6 @@ from shared import bus
 from shared.config import PodherdConfig
 from shared.rebalance import policies
 from shared.rebalance.intents import move_intents, plan_stamp
-from shared.rebalance.names import DEFAULT_TARGETS, DEFAULT_THRESHOLDS
 from shared.rebalance.planning import Caps, Planning, fill
 from shared.rebalance.policy_run import PolicyOptions, lines_of, run_policy
 from shared.rebalance.snapshot import reserving_schedulers, window_start
@@ -45,14 +44,9 @@ class Outcome:
 def options_of(args: Any) -> PolicyOptions:
     """The policy and its options, as the command line gives them."""
     caps = Caps(args.max_pods_per_node, args.max_pods_per_namespace, args.max_pods_total)
-    return PolicyOptions(
-        args.policy,
-        args.thresholds or DEFAULT_THRESHOLDS,
-        args.target_thresholds or DEFAULT_TARGETS,
-        args.number_of_nodes or 0,
-        caps,
-        args.recent or "30m",
-    )
+    given = ("thresholds", "target_thresholds", "number_of_nodes", "recent")  # else PolicyOptions' defaults
+    chosen = {key: getattr(args, key) for key in given if getattr(args, key) is not None}
+    return PolicyOptions(args.policy, caps=caps, **chosen)
 
 
 def make_plan(options: PolicyOptions, config: PodherdConfig) -> Outcome:

@@ -161,7 +161,7 @@ class Reconciler:
                     pipe.sadd(self.keys.atomic_plans, plan)
                 else:
                     pipe.sadd(self.keys.atomic_drains, todo.atomic_drain)
-            await self.parts.state.tracking(job, pipe, at=todo.look_again_at)
+            self.parts.state.tracking(job, pipe, at=todo.look_again_at)
         if todo.waits_no_more_in:
             pipe.srem(self.keys.waiting(todo.waits_no_more_in), name)
         if len(pipe):
