@@ -17,18 +17,19 @@ import redis.asyncio as aioredis
 from services.arbitrator.engine import Engine
 from services.arbitrator.fact_store import FactStore
 from services.arbitrator.keys import ArbitratorKeys
-from shared import bus, redis_client
 from shared.api.messages import PodInfo, WorkloadInfo, WorkloadRef
 from shared.api.meta import ObjectMeta, ObjectReference
 from shared.api.pmj import PodMigrationJob, PodMigrationJobSpec
-from shared.config import PodherdConfig, nats_servers
-from shared.config_loader import config_from_dict
-from shared.ledger import Ledger
-from shared.nats_access import Access
-from shared.publisher import Publisher
+from shared.config.loader import config_from_dict
+from shared.config.model import PodherdConfig, nats_servers
+from shared.core.waits import wait_event
+from shared.ledger.slots import Slot
+from shared.ledger.store import Ledger
+from shared.nats import bus
+from shared.nats.access import Access
+from shared.nats.publisher import Publisher
+from shared.redis import client as redis_client
 from shared.rules.facts import facts_of, queued_record
-from shared.slots import Slot
-from shared.waits import wait_event
 
 
 def pct(values: list[float], q: float) -> float:

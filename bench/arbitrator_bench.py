@@ -35,7 +35,7 @@ from podherd.harness.servers import find_redis_binary, nats_server, redis_server
 from services.arbitrator.rules import order
 from shared.api.messages import PodInfo
 from shared.api.meta import ObjectReference
-from shared.config_loader import config_from_dict
+from shared.config.loader import config_from_dict
 from shared.rules import filters
 from shared.rules.facts import JobFacts
 

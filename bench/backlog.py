@@ -19,8 +19,8 @@ from nats.js.api import ConsumerInfo
 
 from services.executor.service import CONSUMER as EXECUTOR_CONSUMER
 from services.tracker.service import EVENTS_CONSUMER, JOBS_CONSUMER
-from shared import bus
-from shared.config import nats_servers
+from shared.config.model import nats_servers
+from shared.nats import bus
 
 # (stream, consumer, handled): `handled`, every message up to the mark acknowledged; else handed out, for the
 # executor, whose consumer also holds evictions a budget blocks (retried until their job ends), while a

@@ -59,17 +59,17 @@ from podherd.harness.processes import ServiceProcesses
 from podherd.watchdog.history import room_checks
 from podherd.watchdog.invariants import Watchdog
 from podherd.watchdog.timeouts import UNKNOWN, timed_out, why_timed_out
-from services.tracker.intake.intent_jobs import job_name
 from services.tracker.intake.intents import CONSUMER as INTENTS_CONSUMER
-from shared import bus
 from shared.api import codec
 from shared.api.messages import IntentReply, MigrationIntent, PodKey
 from shared.api.names import LABEL_CONTROLLER, LABEL_JOB
 from shared.api.pmj import GROUP, PLURAL, TERMINAL_PHASES
 from shared.api.reservation import is_untaken_room
-from shared.config import nats_servers
-from shared.kube import KubeClient, KubeError
-from shared.waits import cancel_and_wait, wait_event
+from shared.config.model import nats_servers
+from shared.core.waits import cancel_and_wait, wait_event
+from shared.intake.intent_jobs import job_name
+from shared.kube.client import KubeClient, KubeError
+from shared.nats import bus
 
 JOBS = f"/apis/{GROUP}/v1alpha1/{PLURAL}"
 RESERVATIONS = f"/apis/{GROUP}/v1alpha1/reservations"

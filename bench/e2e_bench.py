@@ -43,7 +43,7 @@ from kubesim.scenarios import generate
 from kubesim.sim import Simulator
 from podherd.harness.processes import SERVICES, ServiceProcesses
 from shared.api.pmj import GROUP, PLURAL, TERMINAL_PHASES
-from shared.kube import KubeClient
+from shared.kube.client import KubeClient
 
 JOBS = f"/apis/{GROUP}/v1alpha1/{PLURAL}"
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")

@@ -38,14 +38,14 @@ import aiohttp
 from bench.results_io import emit
 from kubesim.options import SimOptions
 from kubesim.sim import start_in_thread
-from kubesim.tls import Authority
 from podherd.harness.gate import start_gate
 from podherd.harness.processes import webhook_port
 from podherd.install import install
 from services.gate.evacuation import job_name, pod_key
+from shared.access.authority import Authority
 from shared.api.names import LABEL_EVACUATE, LABEL_EVACUATED_POD
-from shared.config import KubernetesConfig
-from shared.kube import KubeClient
+from shared.config.model import KubernetesConfig
+from shared.kube.client import KubeClient
 
 NOOP = """
 import asyncio, ssl, sys

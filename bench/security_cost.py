@@ -11,11 +11,11 @@ from typing import Any
 import msgspec
 
 from bench.admission_run import new_prefix, run_depth
-from kubesim.tls import Authority
 from podherd import nats_pki
 from podherd.demo.cluster import redis_users
 from podherd.harness.servers import Server, find_nats_binary, start_nats_binary, start_redis_binary
 from podherd.harness.tls_redis import find_tls_redis_binary, start_tls_redis
+from shared.access.authority import Authority
 
 COMPARED = (
     "burst_admitted",

@@ -52,8 +52,8 @@ from podherd.realcluster import build
 from podherd.realcluster import engine as real_engine
 from podherd.realcluster.koordinator import KoordinatorController
 from shared.api.pmj import GROUP
-from shared.config import KubernetesConfig
-from shared.kube import KubeClient
+from shared.config.model import KubernetesConfig
+from shared.kube.client import KubeClient
 
 # Each job's ttl, written on it: Koordinator applies its defaultJobTTL only to the jobs its own plugins make,
 # and a job a user made without one waits for ever.

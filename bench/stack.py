@@ -16,9 +16,9 @@ from kubesim.sim import SimHandle, start_in_thread
 from podherd.harness.processes import SERVICES, ServiceProcesses
 from podherd.install import install, requester_file, service_kubeconfig
 from podherd.realcluster import engine as real_engine
-from shared.config import KubernetesConfig, PodherdConfig
-from shared.config_loader import config_from_dict
-from shared.kube import KubeClient
+from shared.config.loader import config_from_dict
+from shared.config.model import KubernetesConfig, PodherdConfig
+from shared.kube.client import KubeClient
 
 Parts = tuple[SimHandle, KubeClient, ServiceProcesses, PodherdConfig]
 

@@ -36,10 +36,11 @@ from podherd.harness.servers import (
     start_redis_binary,
 )
 from podherd.nats_pki import HARNESS, Pki
-from shared import bus, redis_client
-from shared.config import nats_servers
-from shared.config_loader import config_from_dict
-from shared.redis_acl import config_lines
+from shared.config.loader import config_from_dict
+from shared.config.model import nats_servers
+from shared.ledger.acl import config_lines
+from shared.nats import bus
+from shared.redis import client as redis_client
 
 SINGLE_FAULTS = ("nats_restart", "redis_restart", "redis_flush")
 HA_FAULTS = ("nats_leader_kills", "nats_node_kill", "redis_failover")

@@ -29,16 +29,16 @@ from podherd.harness.servers import nats_server, redis_server
 from services.arbitrator.engine import Engine
 from services.arbitrator.fact_store import FactStore
 from services.arbitrator.keys import ArbitratorKeys
-from shared import bus
 from shared.api.messages import PodInfo, WorkloadInfo, WorkloadRef
 from shared.api.meta import ObjectMeta, ObjectReference
 from shared.api.pmj import PodMigrationJob, PodMigrationJobSpec
-from shared.config import PodherdConfig
-from shared.config_loader import config_from_dict
-from shared.ledger import Candidate, Ledger, Verdict
-from shared.publisher import Publisher
+from shared.config.loader import config_from_dict
+from shared.config.model import PodherdConfig
+from shared.core.waits import wait_event
+from shared.ledger.store import Candidate, Ledger, Verdict
+from shared.nats import bus
+from shared.nats.publisher import Publisher
 from shared.rules.facts import facts_of, queued_record
-from shared.waits import wait_event
 
 
 class CountingPublisher:

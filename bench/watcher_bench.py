@@ -36,10 +36,10 @@ from podherd.harness.servers import nats_server
 from services.watcher.checkpoints import Checkpoints
 from services.watcher.kinds import KINDS, Decoded, KindSpec
 from services.watcher.loop import KindWatcher
-from shared import bus
 from shared.api.objects import RawMeta, RawPod, WorkloadResolver, pod_info
-from shared.config_loader import config_from_dict
-from shared.kube import KubeClient
+from shared.config.loader import config_from_dict
+from shared.kube.client import KubeClient
+from shared.nats import bus
 
 
 def _cpu() -> float:

@@ -14,11 +14,11 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from kubesim.apiserver.store import Store
 from kubesim.evacuation_webhook import NAME, PATH
 from kubesim.options import SimOptions
-from kubesim.store import Store
-from kubesim.tls import ServingCert
-from shared.private_files import write_private
+from shared.access.authority import ServingCert
+from shared.access.private_files import write_private
 
 NAMESPACE, SERVICE, PORT = "kubevirt", "virt-api", 443
 USER = "system:serviceaccount:kubevirt:kubevirt-apiserver"

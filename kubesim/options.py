@@ -61,7 +61,7 @@ class SimOptions:
     min_request_timeout: float = 1800.0
     history: int = 200_000
     # Pods whose every container has one of these images (repository without tag: its config) run as real
-    # processes (kubesim.runtime); all others are simulated. `podherd_image()` is Podherd's own.
+    # processes (kubesim.kubelet.runtime); all others are simulated. `podherd_image()` is Podherd's own.
     images: dict[str, ImageConfig] = field(default_factory=dict)
     # Services outside kubesim that such pods reach by name: "namespace/name:port" -> ["host:port", ...].
     services: dict[str, list[str]] = field(default_factory=dict)

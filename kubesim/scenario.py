@@ -36,13 +36,13 @@ from typing import Any
 
 import yaml
 
-from kubesim import builtin_defaults
-from kubesim.admission import qos_class
+from kubesim.apiserver import builtin_defaults
+from kubesim.apiserver.admission import qos_class
+from kubesim.apiserver.records import Obj, now_iso
 from kubesim.controllers.owned import owner_ref, template_hash
-from kubesim.records import Obj, now_iso
 from kubesim.scenario_nodes import NodePlacer
 from kubesim.scenarios import BUILTIN, builtin, generate
-from shared.quantity import pod_requests
+from shared.api.quantity import pod_requests
 
 
 def resolve(scenario: str | dict[str, Any]) -> dict[str, Any]:

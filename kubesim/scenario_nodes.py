@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from kubesim.admission import NODE_INFO
-from kubesim.records import now_iso
-from kubesim.resources import ResourceType
-from kubesim.store import Store
-from shared.quantity import milli
+from kubesim.apiserver.admission import NODE_INFO
+from kubesim.apiserver.records import now_iso
+from kubesim.apiserver.resources import ResourceType
+from kubesim.apiserver.store import Store
+from shared.api.quantity import milli
 
 
 class NodePlacer:

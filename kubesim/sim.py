@@ -31,29 +31,29 @@ from typing import Any, TypeVar
 import yaml
 from aiohttp import web
 
-from kubesim import tls
-from kubesim.admission import Admission
+from kubesim.apiserver.admission import Admission
+from kubesim.apiserver.errors import ApiError
+from kubesim.apiserver.server import ApiServer
+from kubesim.apiserver.store import Store
 from kubesim.controllers.base import Controller
 from kubesim.controllers.cronjobs import CronJobs
 from kubesim.controllers.daemonsets import DaemonSets
 from kubesim.controllers.evacuation import Evacuator
 from kubesim.controllers.jobs import Jobs
-from kubesim.controllers.kubelet import Kubelet
 from kubesim.controllers.namespaces import NamespaceController
 from kubesim.controllers.pdb import PdbController
 from kubesim.controllers.recorder import record_event
 from kubesim.controllers.scheduler import Scheduler
 from kubesim.controllers.volumes import Volumes
 from kubesim.controllers.workloads import Workloads
-from kubesim.errors import ApiError
 from kubesim.interceptor import Interceptor
+from kubesim.kubelet.pod_files import MountError
+from kubesim.kubelet.pods import Kubelet
+from kubesim.kubelet.runtime import ProcessRuntime
 from kubesim.options import SimOptions
-from kubesim.pod_files import MountError
-from kubesim.runtime import ProcessRuntime
 from kubesim.scenario import load_scenario
-from kubesim.server import ApiServer
-from kubesim.store import Store
-from shared.private_files import write_private
+from shared.access import authority as tls
+from shared.access.private_files import write_private
 
 log = logging.getLogger("kubesim")
 T = TypeVar("T")

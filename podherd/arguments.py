@@ -13,9 +13,9 @@ from pathlib import Path
 
 import msgspec
 
-from shared.config import PodherdConfig
-from shared.config_loader import load_config
-from shared.durations import DURATION_PATTERN, parse_duration
+from shared.config.loader import load_config
+from shared.config.model import PodherdConfig
+from shared.core.durations import DURATION_PATTERN, parse_duration
 
 _LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")

@@ -20,7 +20,6 @@ from typing import Any, Final
 
 import yaml
 
-from kubesim.tls import Authority
 from podherd import nats_pki
 from podherd.arguments import CERT_PARTS
 from podherd.credentials import (
@@ -39,8 +38,9 @@ from podherd.credentials import (
     valkey_common_conf,
     write_api_server_client,
 )
-from shared.private_files import write_private
-from shared.redis_acl import REDIS_SERVICES, setuser_lines
+from shared.access.authority import Authority
+from shared.access.private_files import write_private
+from shared.ledger.acl import REDIS_SERVICES, setuser_lines
 
 PARTS: Final = CERT_PARTS
 PASSWORDS_FILE: Final = "redis-passwords.yaml"

@@ -12,12 +12,12 @@ from podherd import __version__, arguments, local_commands, plan_commands
 from podherd.errors import EXIT_FAILED, CliError
 from podherd.harness.servers import ServerUnavailable
 from podherd.signals import stop_on_signals
-from shared.bus import StreamRefused
-from shared.config import ConfigError
-from shared.logs import quiet_tls_close
+from shared.config.model import ConfigError
+from shared.nats.bus import StreamRefused
+from shared.service.logs import quiet_tls_close
 
 if TYPE_CHECKING:
-    from shared.runtime import ServiceMain
+    from shared.service.runtime import ServiceMain
 
 EXIT_USAGE = 2
 
@@ -71,7 +71,7 @@ def _service_mains() -> dict[str, ServiceMain]:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from shared.runtime import run, run_together
+    from shared.service.runtime import run, run_together
 
     config = arguments.loaded(args)
     mains = _service_mains()
@@ -141,7 +141,7 @@ def _cmd_audit(args: argparse.Namespace) -> int:
     import asyncio
 
     from podherd import client
-    from shared.bus import Subjects
+    from shared.nats.bus import Subjects
 
     config = arguments.loaded(args)
     subjects = Subjects(config.nats.subject_prefix)

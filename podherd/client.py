@@ -20,16 +20,16 @@ import urllib3.exceptions
 from kubernetes.config import ConfigException
 
 from podherd.errors import CliError
-from shared import bus
 from shared.api import codec, paths
 from shared.api.messages import AuditRecord, IntentReply, MigrationIntent
 from shared.api.pmj import REASON_WAIT_FOR_WINDOW, TERMINAL_PHASES
-from shared.backoff import describe
-from shared.config import PodherdConfig, nats_servers
-from shared.intent_requests import bearer, intent_subject
-from shared.kube import KubeClient, KubeError
-from shared.nats_access import Access
-from shared.redact import without_credentials
+from shared.config.model import PodherdConfig, nats_servers
+from shared.core.backoff import describe
+from shared.core.redact import without_credentials
+from shared.intake.intent_requests import bearer, intent_subject
+from shared.kube.client import KubeClient, KubeError
+from shared.nats import bus
+from shared.nats.access import Access
 
 # ---------------------------------------------------------------------------------------------------------
 # Connections

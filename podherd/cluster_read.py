@@ -9,7 +9,7 @@ from typing import Any
 from podherd.client import kube_client, kube_get
 from podherd.errors import CliError
 from shared.api import paths
-from shared.config import PodherdConfig
+from shared.config.model import PodherdConfig
 from shared.fit.cluster import Cluster
 from shared.rebalance.candidates import Candidate
 from shared.rebalance.planning import RecentMove

@@ -10,11 +10,11 @@ import yaml
 
 from podherd import arguments, compatibility
 from podherd.reference import config_reference
-from shared.bus import Subjects
-from shared.nats_permissions import accounts_file
-from shared.redact import redacted
-from shared.redis_acl import setuser_lines
-from shared.workload_rbac import workload_rbac
+from shared.access.workload_rbac import workload_rbac
+from shared.core.redact import redacted
+from shared.ledger.acl import setuser_lines
+from shared.nats.bus import Subjects
+from shared.nats.permissions import accounts_file
 
 
 def run(args: argparse.Namespace) -> int:

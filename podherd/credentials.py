@@ -1,7 +1,7 @@
 """What deploy/ mounts, as cert-manager's Certificates would make it, and the files beside it: the Redis
 (Valkey) server's and the admission gate's certificates, kube-apiserver's client certificate for the gate,
 the patches that give the gate's webhooks their CA, a password for each service's Redis user
-(`shared.redis_acl`) with their `ACL SETUSER` lines and the Valkey chart's commonConfiguration (deploy/ha).
+(`shared.ledger.acl`) with their `ACL SETUSER` lines and the Valkey chart's commonConfiguration (deploy/ha).
 `podherd.certs` puts them together."""
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from typing import Any
 
 import yaml
 
-from kubesim.tls import Authority
 from podherd.install import DEPLOY
-from shared.private_files import write_private
-from shared.redis_acl import REDIS_SERVICES, config_lines
+from shared.access.authority import Authority
+from shared.access.private_files import write_private
+from shared.ledger.acl import REDIS_SERVICES, config_lines
 
 
 def redis_secrets(passwords: dict[str, str], namespace: str) -> list[dict[str, Any]]:

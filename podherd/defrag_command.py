@@ -14,7 +14,7 @@ import yaml
 
 from podherd import arguments, client, cluster_read
 from podherd.errors import CliError
-from shared.config import PodherdConfig
+from shared.config.model import PodherdConfig
 from shared.rebalance.defrag import Defrag, NoPlan, defragment, pending_pods
 from shared.rebalance.intents import move_intents
 from shared.rebalance.planning import Planning

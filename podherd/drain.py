@@ -25,15 +25,15 @@ from nats.js.api import ConsumerConfig, DeliverPolicy
 from podherd import via_kubernetes
 from podherd.client import Sender, ask_tracker, kube_client, kube_get, nats_client, now_utc, table
 from podherd.errors import CliError
-from shared import bus
 from shared.api import codec, paths
 from shared.api.drain import ROLLED_BACK, DrainOptions, DrainRecord, drain_record
 from shared.api.messages import AuditRecord, DrainIntent, DrainReply
 from shared.api.pmj import TERMINAL_PHASES
-from shared.config import PodherdConfig
-from shared.drain_plan import plan_drain
-from shared.durations import parse_duration
-from shared.kube import KubeClient
+from shared.config.model import PodherdConfig
+from shared.core.durations import parse_duration
+from shared.intake.drain_plan import plan_drain
+from shared.kube.client import KubeClient
+from shared.nats import bus
 
 FOLLOW_GRACE = 15.0
 

@@ -11,9 +11,9 @@ from typing import Any
 
 import yaml
 
-from shared.config import KubernetesConfig
-from shared.kube import KubeClient, KubeError
-from shared.private_files import write_private
+from shared.access.private_files import write_private
+from shared.config.model import KubernetesConfig
+from shared.kube.client import KubeClient, KubeError
 
 DEPLOY = Path(__file__).resolve().parents[1] / "deploy"
 NAMESPACE = "podherd"

@@ -18,7 +18,7 @@ from podherd.client import job_rows, kube_client, kube_get, now_utc, table
 from podherd.errors import CliError
 from shared.api import paths
 from shared.api.pmj import GROUP, PLURAL, VERSION
-from shared.config import PodherdConfig
+from shared.config.model import PodherdConfig
 
 COLUMNS = ("NAME", "PHASE", "REASON", "POD", "NODE", "AGE")
 WIDE = (*COLUMNS, "MODE", "MESSAGE")

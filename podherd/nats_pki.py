@@ -1,6 +1,6 @@
 """NATS as `deploy/` runs it, for the demo and the tests: TLS from a CA of Podherd's own, every client by
 certificate, each certificate mapped to its NATS user (`verify_and_map`) with the rights of
-`shared.nats_permissions`. The files are what a cert-manager Certificate's Secret holds (`ca.crt`,
+`shared.nats.permissions`. The files are what a cert-manager Certificate's Secret holds (`ca.crt`,
 `tls.crt`, `tls.key`), one directory per user.
 """
 
@@ -12,12 +12,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kubesim.tls import Authority
-from shared import bus
-from shared.config import NatsConfig, Tls
-from shared.nats_access import Access
-from shared.nats_permissions import AUDITOR, INTENT_SENDER, OPERATOR, SERVICES, accounts
-from shared.private_files import write_private
+from shared.access.authority import Authority
+from shared.access.private_files import write_private
+from shared.config.model import NatsConfig, Tls
+from shared.nats import bus
+from shared.nats.access import Access
+from shared.nats.permissions import AUDITOR, INTENT_SENDER, OPERATOR, SERVICES, accounts
 
 SERVER = "nats-server"
 HARNESS = "podherd-harness"

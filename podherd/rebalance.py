@@ -19,8 +19,8 @@ from typing import Any
 from podherd import cluster_read, drain
 from podherd.client import Sender, gather_replies, nats_client, now_utc
 from podherd.errors import CliError
-from shared import bus
-from shared.config import PodherdConfig
+from shared.config.model import PodherdConfig
+from shared.nats import bus
 from shared.rebalance import policies
 from shared.rebalance.intents import move_intents, plan_stamp
 from shared.rebalance.planning import Caps, Planning, fill

@@ -9,7 +9,7 @@ from typing import Any
 import msgspec
 
 from podherd import compatibility
-from shared.config import PodherdConfig
+from shared.config.model import PodherdConfig
 
 SKIP = frozenset(
     {"apiVersion", "kind", "replica", "migrationController.apiVersion", "migrationController.kind"}

@@ -5,7 +5,7 @@ ignored, and Python then installs no KeyboardInterrupt handler; SIGTERM's defaul
 without unwinding it. Either way the servers and services a command started would outlive it. So every
 `podherd` command takes both signals back: SIGINT raises KeyboardInterrupt, SIGTERM raises `Terminated` (a
 KeyboardInterrupt), and the command unwinds, stopping everything it started. Services replace both handlers
-with their event loop's own once it runs (`shared.runtime.serve`).
+with their event loop's own once it runs (`shared.service.runtime.serve`).
 """
 
 from __future__ import annotations

@@ -22,14 +22,14 @@ import msgspec
 
 from podherd.client import kube_client
 from podherd.errors import EXIT_FAILED, CliError
-from services.tracker.intake.drain_writes import DrainRefused, DrainWrites
-from services.tracker.intake.intent_jobs import conflict, job_for
 from shared.api import paths
 from shared.api.messages import DrainIntent, DrainReply, MigrationIntent
 from shared.api.pmj import TERMINAL_PHASES
 from shared.api.pmj_read import read_pmj
-from shared.config import MigrationControllerArgs, PodherdConfig
-from shared.kube import KubeClient, KubeError
+from shared.config.model import MigrationControllerArgs, PodherdConfig
+from shared.intake.drain_writes import DrainRefused, DrainWrites
+from shared.intake.intent_jobs import conflict, job_for
+from shared.kube.client import KubeClient, KubeError
 
 POLL_S = 0.5
 

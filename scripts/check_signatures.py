@@ -16,9 +16,9 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("services", "shared", "kubesim", "podherd")
 MOST_POSITIONAL = 3
 CALLER_FIXED = {
-    "kubesim/admission.py:Admission.__call__": "an admission hook of the store (store.Admission)",
-    "kubesim/schema.py:_nullable_type": "a jsonschema type validator",
-    "kubesim/containers.py:Host.event": "the runtime's event callable",
+    "kubesim/apiserver/admission.py:Admission.__call__": "an admission hook of the store (store.Admission)",
+    "kubesim/apiserver/schema.py:_nullable_type": "a jsonschema type validator",
+    "kubesim/kubelet/containers.py:Host.event": "the runtime's event callable",
     "kubesim/sim.py:Simulator._kubelet_event": "the runtime's event callable",
     "kubesim/sim.py:Simulator._pod_token": "the runtime's token callable",
 }

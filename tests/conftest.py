@@ -38,8 +38,8 @@ from podherd.harness.servers import (
     redis_server,
     start_nats_binary,
 )
-from shared.config import PodherdConfig
-from shared.config_loader import config_from_dict
+from shared.config.loader import config_from_dict
+from shared.config.model import PodherdConfig
 from tests.fuzz import sizes
 from tests.kube import Kube, client_for, with_crds
 

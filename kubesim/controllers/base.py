@@ -7,12 +7,12 @@ import logging
 from collections.abc import Hashable
 from typing import Generic, TypeVar
 
-from kubesim.errors import ApiError
+from kubesim.apiserver.errors import ApiError
+from kubesim.apiserver.records import Event, Obj
+from kubesim.apiserver.resources import ResourceType
+from kubesim.apiserver.store import Store
 from kubesim.options import SimOptions
-from kubesim.records import Event, Obj
-from kubesim.resources import ResourceType
-from kubesim.store import Store
-from shared.waits import cancel_and_wait, wait_event
+from shared.core.waits import cancel_and_wait, wait_event
 
 log = logging.getLogger("kubesim.controllers")
 K = TypeVar("K", bound=Hashable)

@@ -10,14 +10,14 @@ import time
 from collections import defaultdict
 from datetime import UTC, datetime
 
-from kubesim import cron
+from kubesim.apiserver import cron
+from kubesim.apiserver.errors import ApiError
+from kubesim.apiserver.records import Event, Obj, controller_ref, parse_iso
+from kubesim.apiserver.store import Store
 from kubesim.controllers.base import Controller
 from kubesim.controllers.owned import owner_ref
 from kubesim.controllers.recorder import record_event
-from kubesim.errors import ApiError
 from kubesim.options import SimOptions
-from kubesim.records import Event, Obj, controller_ref, parse_iso
-from kubesim.store import Store
 
 SCHEDULED = "batch.kubernetes.io/cronjob-scheduled-timestamp"
 BACKGROUND = {"propagationPolicy": "Background"}

@@ -12,12 +12,12 @@ from __future__ import annotations
 import copy
 from collections import defaultdict
 
+from kubesim.apiserver.records import Event, Obj, controller_ref
+from kubesim.apiserver.store import Store
 from kubesim.controllers import node_filters
 from kubesim.controllers.base import Controller
 from kubesim.controllers.owned import is_active, is_ready, owner_ref, template_hash
 from kubesim.options import SimOptions
-from kubesim.records import Event, Obj, controller_ref
-from kubesim.store import Store
 
 _ADDED_TOLERATIONS = (
     ("node.kubernetes.io/not-ready", "NoExecute"),

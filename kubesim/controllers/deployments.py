@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import copy
 
+from kubesim.apiserver.records import Obj
 from kubesim.controllers.owned import Workloads, desired, owner_ref, template_hash
-from kubesim.records import Obj
-from shared.intstr import scaled_value
+from shared.api.intstr import scaled_value
 
 REVISION = "deployment.kubernetes.io/revision"
 REVISION_HISTORY = "deployment.kubernetes.io/revision-history"

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import time
 
+from kubesim.apiserver.eviction import EVICTION_IN_PROGRESS, REQUEST_EVICT_ONLY
+from kubesim.apiserver.records import Event, parse_iso
+from kubesim.apiserver.store import Store
 from kubesim.controllers.base import Controller
-from kubesim.eviction import EVICTION_IN_PROGRESS, REQUEST_EVICT_ONLY
 from kubesim.options import SimOptions
-from kubesim.records import Event, parse_iso
-from kubesim.store import Store
 
 
 class Evacuator(Controller[tuple[str, str]]):

@@ -12,13 +12,13 @@ import time
 from collections import defaultdict
 from typing import Any
 
-from kubesim import batch
+from kubesim.apiserver import batch
+from kubesim.apiserver.errors import ApiError
+from kubesim.apiserver.records import Event, Obj, now_iso, parse_iso
+from kubesim.apiserver.store import Store
 from kubesim.controllers.base import Controller
 from kubesim.controllers.owned import is_ready, owner_ref
-from kubesim.errors import ApiError
 from kubesim.options import SimOptions
-from kubesim.records import Event, Obj, now_iso, parse_iso
-from kubesim.store import Store
 
 TRACKING = "batch.kubernetes.io/job-tracking"
 INDEX = "batch.kubernetes.io/job-completion-index"

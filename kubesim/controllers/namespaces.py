@@ -5,10 +5,10 @@ API server (what a pod's projected ServiceAccount volume mounts as ca.crt)."""
 
 from __future__ import annotations
 
+from kubesim.apiserver.records import Event, Obj
+from kubesim.apiserver.store import Store
 from kubesim.controllers.base import Controller
 from kubesim.options import SimOptions
-from kubesim.records import Event, Obj
-from kubesim.store import Store
 
 ROOT_CA = "kube-root-ca.crt"
 KEPT = {"ConfigMap": ROOT_CA, "ServiceAccount": "default"}  # kind -> the object kept in every namespace

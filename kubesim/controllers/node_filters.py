@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from shared.quantity import milli
+from shared.api.quantity import milli
 
 Obj = dict[str, Any]
 

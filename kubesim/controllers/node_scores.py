@@ -12,8 +12,8 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from kubesim.apiserver.records import Obj
 from kubesim.controllers import node_filters, pod_topology
-from kubesim.records import Obj
 
 PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
 WEIGHTS = {"NodeAffinity": 2, "TaintToleration": 3, "InterPodAffinity": 2, "PodTopologySpread": 2}

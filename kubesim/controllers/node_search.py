@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from kubesim.records import Obj
+from kubesim.apiserver.records import Obj
 
 # kube-scheduler's bounds on the feasible nodes a search finds.
 MIN_FEASIBLE_NODES_TO_FIND = 100

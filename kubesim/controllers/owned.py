@@ -8,10 +8,10 @@ import hashlib
 import json
 from typing import TYPE_CHECKING, Any, Protocol
 
-from kubesim.records import Obj
+from kubesim.apiserver.records import Obj
 
 if TYPE_CHECKING:
-    from kubesim.store import Store
+    from kubesim.apiserver.store import Store
 
 TERMINAL = ("Succeeded", "Failed")
 

@@ -12,13 +12,13 @@ from __future__ import annotations
 import copy
 import time
 
+from kubesim.apiserver.records import Event, Obj, controller_ref, now_iso, parse_iso
+from kubesim.apiserver.store import Store
 from kubesim.controllers.base import Controller
 from kubesim.controllers.owned import is_ready
 from kubesim.controllers.workloads import selects
 from kubesim.options import SimOptions
-from kubesim.records import Event, Obj, controller_ref, now_iso, parse_iso
-from kubesim.store import Store
-from shared.intstr import scaled_value
+from shared.api.intstr import scaled_value
 
 DISRUPTION_TIMEOUT = 120.0
 

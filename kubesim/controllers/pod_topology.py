@@ -11,9 +11,9 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from kubesim.apiserver.records import Obj
 from kubesim.controllers import node_filters
-from kubesim.records import Obj
-from shared.selectors import matches_selector_dict
+from shared.api.selectors import matches_selector_dict
 
 AFFINITY = "node(s) didn't match pod affinity rules"
 ANTI_AFFINITY = "node(s) didn't match pod anti-affinity rules"

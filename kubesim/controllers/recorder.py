@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from kubesim.records import Obj, now_iso
-from kubesim.store import Store
+from kubesim.apiserver.records import Obj, now_iso
+from kubesim.apiserver.store import Store
 
 
 def record_event(

@@ -10,11 +10,11 @@ import copy
 import functools
 import time
 
+from kubesim.apiserver.records import Obj, controller_ref, now_iso, parse_iso
+from kubesim.apiserver.selectors import match_label_selector
 from kubesim.controllers.node_filters import Usage, add_usage
-from kubesim.records import Obj, controller_ref, now_iso, parse_iso
-from kubesim.selectors import match_label_selector
-from shared.durations import parse_duration
-from shared.quantity import format_milli, milli, pod_requests
+from shared.api.quantity import format_milli, milli, pod_requests
+from shared.core.durations import parse_duration
 
 DEFAULT_RESERVATION_TTL = 24 * 3600.0
 HOLDING_PHASES = frozenset({"Available", "Waiting"})

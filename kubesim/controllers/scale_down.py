@@ -22,8 +22,8 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 
+from kubesim.apiserver.records import Obj, parse_iso
 from kubesim.controllers.owned import is_active, is_ready
-from kubesim.records import Obj, parse_iso
 from shared.api.annotations import POD_DELETION_COST
 
 _PHASE_ORDER = {"Pending": 0, "Unknown": 1, "Running": 2}  # any other phase counts as Pending

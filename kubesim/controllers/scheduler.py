@@ -21,7 +21,9 @@ from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
 
-from kubesim import managed_fields
+from kubesim.apiserver import managed_fields
+from kubesim.apiserver.records import Event, Obj, now_iso
+from kubesim.apiserver.store import Store
 from kubesim.controllers import node_filters, node_scores, pod_topology
 from kubesim.controllers import reservation_rules as reservations
 from kubesim.controllers.base import Controller
@@ -32,10 +34,8 @@ from kubesim.controllers.scheduler_cache import NodeUsage, SchedulerCache
 from kubesim.controllers.volume_rules import Claim, node_conflict
 from kubesim.controllers.volumes import VolumeBinder
 from kubesim.options import SimOptions
-from kubesim.records import Event, Obj, now_iso
-from kubesim.store import Store
 from shared.api import annotations as known
-from shared.quantity import pod_requests
+from shared.api.quantity import pod_requests
 
 RESERVATION_ALLOCATED = known.RESERVATION_ALLOCATED
 

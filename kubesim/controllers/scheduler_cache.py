@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from kubesim.apiserver.records import Event
 from kubesim.controllers import pod_topology
 from kubesim.controllers import reservation_rules as reservations
 from kubesim.controllers.node_filters import Usage, add_usage
 from kubesim.options import SimOptions
-from kubesim.records import Event
-from shared.quantity import pod_requests
+from shared.api.quantity import pod_requests
 
 TERMINAL = frozenset({"Succeeded", "Failed"})
 VOLUME_KINDS = frozenset({"persistentvolumeclaims", "persistentvolumes", "storageclasses"})

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import copy
 
+from kubesim.apiserver.records import Obj
 from kubesim.controllers.owned import Workloads, desired, is_active, is_ready, template_hash
-from kubesim.records import Obj
 
 
 def reconcile_statefulset(w: Workloads, namespace: str, name: str) -> None:

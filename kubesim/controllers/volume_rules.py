@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from kubesim.apiserver.records import Obj
+from kubesim.apiserver.selectors import match_label_selector
 from kubesim.controllers.node_filters import matches_terms
-from kubesim.records import Obj
-from kubesim.selectors import match_label_selector
-from shared.quantity import milli
+from shared.api.quantity import milli
 
 # kube-scheduler's words (volumebinding, volumezone).
 BIND_CONFLICT = "node(s) didn't find available persistent volumes to bind"

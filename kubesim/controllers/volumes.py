@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import copy
 
+from kubesim.apiserver.records import Event, Obj
+from kubesim.apiserver.storage import PV_PROTECTION, PVC_PROTECTION, STORAGE_GROUP
+from kubesim.apiserver.store import Store
 from kubesim.controllers import volume_rules as rules
 from kubesim.controllers.base import Controller
 from kubesim.controllers.recorder import record_event
 from kubesim.options import SimOptions
-from kubesim.records import Event, Obj
-from kubesim.storage import PV_PROTECTION, PVC_PROTECTION, STORAGE_GROUP
-from kubesim.store import Store
 
 TERMINAL = frozenset({"Succeeded", "Failed"})
 BOUND_BY_CONTROLLER, BIND_COMPLETED = (

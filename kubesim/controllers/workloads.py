@@ -12,15 +12,15 @@ import time
 from collections import defaultdict
 from typing import Any
 
+from kubesim.apiserver.records import Event, Obj, controller_ref
+from kubesim.apiserver.selectors import match_label_selector
+from kubesim.apiserver.store import Store
 from kubesim.controllers import scale_down
 from kubesim.controllers.base import Controller
 from kubesim.controllers.deployments import reconcile_deployment
 from kubesim.controllers.owned import is_active, is_ready, owner_ref
 from kubesim.controllers.statefulsets import reconcile_statefulset
 from kubesim.options import SimOptions
-from kubesim.records import Event, Obj, controller_ref
-from kubesim.selectors import match_label_selector
-from kubesim.store import Store
 
 
 class Workloads(Controller[tuple[str, str, str]]):

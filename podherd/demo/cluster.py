@@ -22,7 +22,6 @@ import yaml
 from kubesim.options import PODHERD_IMAGE, SimOptions, podherd_image
 from kubesim.scenarios import fragmented
 from kubesim.sim import SimHandle, start_in_thread
-from kubesim.tls import Authority
 from podherd import nats_pki
 from podherd.client import kube_get
 from podherd.credentials import (
@@ -39,11 +38,12 @@ from podherd.harness.servers import find_nats_binary
 from podherd.harness.tls_redis import find_tls_redis_binary, start_tls_redis
 from podherd.install import DEPLOY, NAMESPACE
 from podherd.nats_pki import Pki
-from shared.config import KubernetesConfig
-from shared.kube import KubeClient
-from shared.nats_permissions import OPERATOR
-from shared.private_files import write_private
-from shared.redis_acl import rule
+from shared.access.authority import Authority
+from shared.access.private_files import write_private
+from shared.config.model import KubernetesConfig
+from shared.kube.client import KubeClient
+from shared.ledger.acl import rule
+from shared.nats.permissions import OPERATOR
 
 NATS_REPLICAS = 3
 SYSTEM_NODE = "system-1"

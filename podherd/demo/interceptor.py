@@ -32,8 +32,8 @@ from podherd.demo.maintenance import NODE, _agent, _core, _measured, side_by_sid
 from podherd.demo.services_up import KeptUp, keep_up, stay_up
 from podherd.harness.gate import start_gate
 from shared.api.names import LABEL_EVACUATE
-from shared.config_loader import config_from_dict
-from shared.kube import KubeClient
+from shared.config.loader import config_from_dict
+from shared.kube.client import KubeClient
 
 SURGE = {"singleReplicaDeployments": True, "zeroDisruptionDeployments": True}
 KUBECTL_TIMEOUT = 4.0  # seconds kubectl drain retries, without the gate, what the budgets refuse

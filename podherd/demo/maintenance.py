@@ -32,7 +32,7 @@ from podherd.demo.plain_drain import plain_drain
 from podherd.demo.services_up import keep_up, started, stay_up
 from shared.api.drain import DrainOptions
 from shared.api.messages import DrainIntent
-from shared.config import PodherdConfig
+from shared.config.model import PodherdConfig
 
 NODE = "node-1"
 APPS = ["solo", "guarded", "web", "db"]

@@ -10,10 +10,10 @@ from typing import Any
 import msgspec
 
 from podherd.client import audit_records
-from shared import bus
 from shared.api import paths
 from shared.api.pmj import API_VERSION, KIND, TERMINAL_PHASES
-from shared.kube import KubeClient, KubeError
+from shared.kube.client import KubeClient, KubeError
+from shared.nats import bus
 
 NAME = "demo-mistyped"
 

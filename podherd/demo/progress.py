@@ -11,8 +11,8 @@ import msgspec
 from podherd.watchdog.invariants import Findings
 from shared.api import paths
 from shared.api.pmj import TERMINAL_PHASES
-from shared.kube import KubeClient
-from shared.quantity import milli
+from shared.api.quantity import milli
+from shared.kube.client import KubeClient
 from shared.rebalance.defrag import Defrag
 
 

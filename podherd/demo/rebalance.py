@@ -27,10 +27,10 @@ from podherd.demo.engines import start_cluster
 from podherd.demo.services_up import KeptUp, keep_up, started, stay_up
 from podherd.harness import descheduler_style
 from podherd.watchdog.invariants import deployment_watchdog
-from shared import redis_client
-from shared.config import PodherdConfig
-from shared.kube import KubeClient
+from shared.config.model import PodherdConfig
+from shared.kube.client import KubeClient
 from shared.rebalance.policy_run import PolicyOptions
+from shared.redis import client as redis_client
 
 THRESHOLDS = {"cpu": 20.0, "memory": 20.0, "pods": 20.0}
 TARGETS = {"cpu": 50.0, "memory": 50.0, "pods": 50.0}

@@ -43,15 +43,15 @@ from podherd.harness.processes import SERVICES, ServiceFailed, ServiceProcesses
 from podherd.harness.servers import nats_server, redis_server
 from podherd.install import install, requester_file, service_account, service_token
 from podherd.watchdog.invariants import Findings, Watchdog, deployment_watchdog
-from shared import redis_client
+from shared.access.private_files import write_private
 from shared.api import paths
-from shared.config import PodherdConfig
-from shared.config_loader import config_from_dict
-from shared.kube import KubeClient
-from shared.nats_permissions import OPERATOR
-from shared.private_files import write_private
+from shared.config.loader import config_from_dict
+from shared.config.model import PodherdConfig
+from shared.core.redact import without_credentials
+from shared.kube.client import KubeClient
+from shared.nats.permissions import OPERATOR
 from shared.rebalance.defrag import Defrag
-from shared.redact import without_credentials
+from shared.redis import client as redis_client
 
 IN_CLUSTER_STOP = 60.0  # seconds: deploy/ gives each pod 45 s to stop
 CLEANUP_WAIT = 15.0  # seconds an ended job's Reservation may take to be deleted before the summary counts it

@@ -11,10 +11,10 @@ from typing import Any, TextIO
 import yaml
 
 from podherd.install import requester_file
-from shared.config import PodherdConfig
-from shared.config_loader import config_from_dict
-from shared.kube import KubeClient
-from shared.redact import without_credentials
+from shared.config.loader import config_from_dict
+from shared.config.model import PodherdConfig
+from shared.core.redact import without_credentials
+from shared.kube.client import KubeClient
 
 
 def started(services: Any, stack: contextlib.ExitStack, workdir: Path) -> tuple[PodherdConfig, KubeClient]:

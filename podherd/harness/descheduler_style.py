@@ -23,7 +23,7 @@ from typing import Any
 
 import kubernetes
 
-from shared.quantity import milli, pod_requests
+from shared.api.quantity import milli, pod_requests
 
 Obj = dict[str, Any]
 RESOURCES = ("cpu", "memory", "pods")

@@ -12,12 +12,12 @@ from typing import Any
 import yaml
 
 from kubesim.sim import SimHandle
-from kubesim.tls import Authority
 from podherd.credentials import gate_webhook_configurations
 from podherd.harness.processes import ServiceProcess, ServiceProcesses, webhook_port
 from podherd.install import install, service_kubeconfig
-from shared.config import KubernetesConfig
-from shared.kube import KubeClient
+from shared.access.authority import Authority
+from shared.config.model import KubernetesConfig
+from shared.kube.client import KubeClient
 
 
 @dataclass

@@ -12,7 +12,7 @@ import nats.js.errors
 
 from podherd.harness.nats_cluster import NatsCluster
 from podherd.harness.servers import Server
-from shared import bus
+from shared.nats import bus
 
 NAME_PREFIX = "podherd-n"  # start_nats_cluster names its servers podherd-n1, podherd-n2, ...
 

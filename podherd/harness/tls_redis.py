@@ -12,9 +12,9 @@ import sys
 import time
 from pathlib import Path
 
-from kubesim.tls import Authority
 from podherd.harness.servers import Server, start_binary
-from shared.private_files import write_private
+from shared.access.authority import Authority
+from shared.access.private_files import write_private
 
 UNPACKED = Path(sys.prefix) / "tls-redis" / "bin" / "redis-server"
 

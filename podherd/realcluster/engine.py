@@ -11,8 +11,8 @@ from kubesim.scenario import resolve
 from kubesim.sim import SimHandle
 from podherd.realcluster import build, scenario
 from podherd.realcluster.cluster import ControlPlane
-from shared.config import KubernetesConfig
-from shared.kube import KubeClient
+from shared.config.model import KubernetesConfig
+from shared.kube.client import KubeClient
 
 
 def start(

@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from shared.kube import KubeClient, KubeError
+from shared.kube.client import KubeClient, KubeError
 
 Obj = dict[str, Any]
 UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"

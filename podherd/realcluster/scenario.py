@@ -11,7 +11,7 @@ from typing import Any
 from podherd.realcluster.placement import Placer
 from podherd.realcluster.scenario_objects import Obj, Objects, objects
 from shared.api import paths
-from shared.kube import KubeClient, KubeError
+from shared.kube.client import KubeClient, KubeError
 
 _PATHS = {
     "Namespace": paths.NAMESPACES,

@@ -26,12 +26,12 @@ from nats.aio.client import Client as NatsClient
 
 from podherd.client import AuditStalled, audit_records
 from podherd.errors import CliError
-from shared import bus
 from shared.api import annotations as known
 from shared.api.pmj import MODE_EVICT_DIRECTLY, PHASE_SUCCEEDED, TERMINAL_PHASES
-from shared.bus import TRANSIENT
-from shared.config import NatsConfig, Tls, nats_servers
-from shared.nats_access import Access
+from shared.config.model import NatsConfig, Tls, nats_servers
+from shared.nats import bus
+from shared.nats.access import Access
+from shared.nats.bus import TRANSIENT
 
 POD, RESERVATION, JOB = "Pod", "Reservation", "PodMigrationJob"
 

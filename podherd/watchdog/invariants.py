@@ -34,12 +34,12 @@ from podherd.watchdog.history import (
 )
 from podherd.watchdog.surge_floor import DEPLOYMENT, REPLICASET, surge_floor_breaches
 from shared.api import paths
-from shared.config import MigrationControllerArgs, PodherdConfig
-from shared.intstr import max_unavailable
-from shared.kube import KubeClient, KubeError
-from shared.ledger import Ledger
-from shared.slots import limit_of
-from shared.waits import cancel_and_wait, wait_event
+from shared.api.intstr import max_unavailable
+from shared.config.model import MigrationControllerArgs, PodherdConfig
+from shared.core.waits import cancel_and_wait, wait_event
+from shared.kube.client import KubeClient, KubeError
+from shared.ledger.slots import limit_of
+from shared.ledger.store import Ledger
 
 log = logging.getLogger(__name__)
 

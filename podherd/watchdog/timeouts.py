@@ -20,7 +20,7 @@ from shared.api.pmj import (
     REASON_TIMEOUT,
     STATUS_TRUE,
 )
-from shared.durations import parse_duration
+from shared.core.durations import parse_duration
 
 UNKNOWN = "unknown"
 

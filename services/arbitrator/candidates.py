@@ -11,13 +11,13 @@ from services.arbitrator.gather import Loaded
 from services.arbitrator.rules import limits
 from shared.api.messages import PodInfo, WindowOpening
 from shared.api.pmj import REASON_FORBIDDEN_MIGRATE_POD
-from shared.config import MigrationControllerArgs
-from shared.durations import parse_duration
-from shared.ledger import FORBIDDEN, Candidate
+from shared.api.workload_kinds import BUILTIN
+from shared.config.model import MigrationControllerArgs
+from shared.config.windows import Closed, Open
+from shared.core.durations import parse_duration
+from shared.ledger.store import FORBIDDEN, Candidate
 from shared.rules import filters
 from shared.rules.facts import PdbFacts, WorkloadFacts, workload_key
-from shared.windows import Closed, Open
-from shared.workload_kinds import BUILTIN
 
 # A job whose pod (or workload) the facts do not know yet is looked at again after this long (sooner when
 # the fact arrives). Facts lag (a watcher restarting, Redis restored): an absent fact never fails a job; the

@@ -22,12 +22,12 @@ from shared.api import codec
 from shared.api.audit import actor, audit_record
 from shared.api.messages import Decision, JobRef, WindowOpening
 from shared.api.surge import STRATEGY_SURGE
-from shared.durable import Durability
-from shared.ledger import ADMITTED, DEFERRED, FORBIDDEN, REJECTED, Candidate, Ledger, Verdict
-from shared.redis_scripts import as_text
+from shared.ledger.scripts import as_text
+from shared.ledger.slots import Slot
+from shared.ledger.store import ADMITTED, DEFERRED, FORBIDDEN, REJECTED, Candidate, Ledger, Verdict
+from shared.redis.durable import Durability
 from shared.rules import filters
 from shared.rules.facts import queued_facts
-from shared.slots import Slot
 
 log = logging.getLogger("services.arbitrator.engine")
 
@@ -40,7 +40,7 @@ ADMISSION_SECONDS = Histogram(
 
 
 class Publisher(Protocol):
-    """Pipelined publishing (shared.publisher): `publish` does not wait; `flush` waits for the acks."""
+    """Pipelined publishing (shared.nats.publisher): `publish` does not wait; `flush` waits for the acks."""
 
     async def publish(self, subject: str, data: bytes, msg_id: str) -> None: ...
 

@@ -23,19 +23,19 @@ from services.arbitrator.pod_events import PodEvents
 from services.arbitrator.round_reader import RoundReader
 from services.arbitrator.rounds import run_rounds
 from services.arbitrator.rules import order
-from shared import redis_client
 from shared.api.messages import EventHead
 from shared.api.names import ANNOTATION_ABORT
 from shared.api.pmj import PHASE_PENDING, REASON_INVALID_SPEC, PodMigrationJob
 from shared.api.validation import validate_pmj
-from shared.config import MigrationControllerArgs, PodherdConfig
-from shared.ledger import DEFERRED, Ledger, Verdict
+from shared.api.workload_kinds import BUILTIN
+from shared.config.model import MigrationControllerArgs, PodherdConfig
+from shared.config.windows import Windows
+from shared.ledger.slots import pdb_slot, workload_slot
+from shared.ledger.stats import MigrationStats
+from shared.ledger.store import DEFERRED, Ledger, Verdict
+from shared.redis import client as redis_client
 from shared.rules import filters
 from shared.rules.facts import JobFacts, PodInfo, facts_of, queued_facts, queued_record
-from shared.slots import pdb_slot, workload_slot
-from shared.stats import MigrationStats
-from shared.windows import Windows
-from shared.workload_kinds import BUILTIN
 
 log = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ import redis.asyncio as aioredis
 from redis.asyncio.client import Pipeline
 
 from shared.api import codec
-from shared.redis_scripts import lua_script
+from shared.ledger.scripts import lua_script
 
 T = TypeVar("T")
 

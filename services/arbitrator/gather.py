@@ -1,6 +1,6 @@
 """What the rules need about queued jobs (their facts as queued), gathered from Redis in three round trips
 however many jobs there are: each job's pod (a fact), its workload and budgets (facts), its pod's failed
-migrations and its workload's past ones (shared.stats), and, when ranking, how many of its workload's
+migrations and its workload's past ones (shared.ledger.stats), and, when ranking, how many of its workload's
 replicas hold a slot."""
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ import msgspec
 
 from services.arbitrator.fact_store import FactStore
 from shared.api.messages import PdbInfo, WorkloadInfo
-from shared.ledger import Ledger
-from shared.redis_scripts import as_text
+from shared.ledger.scripts import as_text
+from shared.ledger.slots import workload_slot
+from shared.ledger.stats import MigrationStats, counts
+from shared.ledger.store import Ledger
 from shared.rules.facts import JobFacts, PodInfo, WorkloadFacts, workload_key
-from shared.slots import workload_slot
-from shared.stats import MigrationStats, counts
 
 
 class Loaded(msgspec.Struct, frozen=True):

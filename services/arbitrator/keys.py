@@ -1,5 +1,5 @@
 """The arbitrator's own Redis keys (`<keyPrefix>:arbitrator:…`), spelled here only; the queue, gates and
-slots are the ledger's (shared.ledger), the facts the fact store's."""
+slots are the ledger's (shared.ledger.store), the facts the fact store's."""
 
 from __future__ import annotations
 

@@ -14,10 +14,10 @@ from services.arbitrator.keys import ArbitratorKeys
 from shared.api import annotations as known
 from shared.api.messages import EventHead, PodInfo
 from shared.api.names import GATE_EVACUATION
-from shared.ledger import EVICTING_SCRIPT, POD_READY_SCRIPT, evicting_args, ready_args
-from shared.redis_scripts import as_text, lua_script
+from shared.ledger.scripts import as_text, lua_script
+from shared.ledger.slots import GLOBAL, namespace_slot, node_slot, workload_slot
+from shared.ledger.store import EVICTING_SCRIPT, POD_READY_SCRIPT, evicting_args, ready_args
 from shared.rules.facts import available, workload_key
-from shared.slots import GLOBAL, namespace_slot, node_slot, workload_slot
 
 # A pod whose fact changed, and whether its event was a deletion.
 Changed = tuple[PodInfo, bool]

@@ -12,14 +12,15 @@ import aiohttp
 import msgspec
 
 from services.arbitrator.engine import Engine
-from shared import bus, redis_client
 from shared.api import paths
 from shared.api.pmj import PHASE_RUNNING
 from shared.api.pmj_read import read_pmj
-from shared.config import PodherdConfig
-from shared.kube import KubeClient, KubeError
-from shared.ledger import Ledger, recorded
-from shared.ledger_rebuild import HeldJob
+from shared.config.model import PodherdConfig
+from shared.kube.client import KubeClient, KubeError
+from shared.ledger.rebuild import HeldJob
+from shared.ledger.store import Ledger, recorded
+from shared.nats import bus
+from shared.redis import client as redis_client
 
 log = logging.getLogger(__name__)
 # What the API server's being away looks like: waited out, as Redis's is.

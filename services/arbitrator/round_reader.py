@@ -12,12 +12,12 @@ import redis.asyncio as aioredis
 from services.arbitrator.candidates import Prepared, candidate
 from services.arbitrator.gather import Gatherer, Loaded
 from services.arbitrator.keys import ArbitratorKeys
-from shared.config import MigrationControllerArgs
-from shared.ledger import Candidate
-from shared.redis_scripts import as_text
+from shared.api.workload_kinds import BUILTIN
+from shared.config.model import MigrationControllerArgs
+from shared.config.windows import Windows
+from shared.ledger.scripts import as_text
+from shared.ledger.store import Candidate
 from shared.rules.facts import queued_facts
-from shared.windows import Windows
-from shared.workload_kinds import BUILTIN
 
 
 class Round(NamedTuple):

@@ -17,8 +17,8 @@ from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 from services.arbitrator.candidates import Prepared
-from shared.ledger import Ledger, Verdict
-from shared.waits import cancel_and_wait
+from shared.core.waits import cancel_and_wait
+from shared.ledger.store import Ledger, Verdict
 
 Admit = Callable[[list[Prepared]], Coroutine[Any, Any, list[Verdict] | None]]
 Tell = Callable[[list[Prepared], list[Verdict]], Coroutine[Any, Any, int]]

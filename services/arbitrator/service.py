@@ -29,22 +29,24 @@ from prometheus_client import Gauge
 from services.arbitrator.engine import Engine
 from services.arbitrator.fact_store import FactStore
 from services.arbitrator.rebuild import API_OUTAGE, LedgerRebuild
-from shared import bus, nats_connect, redis_client
 from shared.api import codec
 from shared.api.messages import EventHead, ObjectEvent, PdbInfo, PodInfo, WorkloadInfo
 from shared.api.pmj import PodMigrationJob
-from shared.backoff import Backoff
-from shared.config import PodherdConfig
-from shared.consume import durable, run_consumer
-from shared.durations import parse_duration
-from shared.kube import KubeClient
-from shared.ledger import Ledger
-from shared.ops import OpsServer
-from shared.publisher import Publisher
-from shared.redis_client import redis_address
-from shared.runtime import close_nats, nats_check
-from shared.slots import limit_of
-from shared.waits import wait_event, when_set
+from shared.config.model import PodherdConfig
+from shared.core.backoff import Backoff
+from shared.core.durations import parse_duration
+from shared.core.waits import wait_event, when_set
+from shared.kube.client import KubeClient
+from shared.ledger.slots import limit_of
+from shared.ledger.store import Ledger
+from shared.nats import bus
+from shared.nats import connect as nats_connect
+from shared.nats.consume import durable, run_consumer
+from shared.nats.publisher import Publisher
+from shared.redis import client as redis_client
+from shared.redis.client import redis_address
+from shared.service.ops import OpsServer
+from shared.service.runtime import close_nats, nats_check
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

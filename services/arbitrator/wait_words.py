@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from shared.durations import format_duration
-from shared.ledger import Verdict
-from shared.slots import Bucket
+from shared.core.durations import format_duration
+from shared.ledger.slots import Bucket
+from shared.ledger.store import Verdict
 
 _DEFERRED = "deferred: "
 

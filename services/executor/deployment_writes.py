@@ -17,9 +17,9 @@ from shared.api.names import ANNOTATION_SURGE
 from shared.api.pmj import PodMigrationJob
 from shared.api.pod import Pod
 from shared.api.surge import SurgeRecord, record_of
-from shared.config import MigrationControllerArgs
-from shared.consume import Retry
-from shared.kube import KubeClient, KubeError
+from shared.config.model import MigrationControllerArgs
+from shared.kube.client import KubeClient, KubeError
+from shared.nats.consume import Retry
 
 log = logging.getLogger(__name__)
 MERGE = "application/merge-patch+json"

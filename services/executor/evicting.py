@@ -24,9 +24,9 @@ from shared.api.names import LABEL_CREATED_BY, LABEL_JOB
 from shared.api.pmj import MODE_EVICT_DIRECTLY, PodMigrationJob
 from shared.api.pod import Pod, pod_from
 from shared.api.reservation import attempt_of, made_for, reservation_name
-from shared.config import MigrationControllerArgs
-from shared.consume import Retry, read_or_retry
-from shared.kube import KubeClient, KubeError
+from shared.config.model import MigrationControllerArgs
+from shared.kube.client import KubeClient, KubeError
+from shared.nats.consume import Retry, read_or_retry
 
 log = logging.getLogger(__name__)
 BACKOFF_BASE, BACKOFF_MAX = 0.5, 10.0

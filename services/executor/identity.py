@@ -11,9 +11,9 @@ import logging
 import aiohttp
 
 from shared.api import paths
-from shared.config import ConfigError, PodherdConfig
-from shared.kube import KubeClient, KubeError
-from shared.waits import wait_event
+from shared.config.model import ConfigError, PodherdConfig
+from shared.core.waits import wait_event
+from shared.kube.client import KubeClient, KubeError
 
 log = logging.getLogger(__name__)
 ASK_WITHIN, ASK_AGAIN = 5.0, 2.0  # seconds

@@ -24,7 +24,7 @@ from shared.api.eviction_policy import trigger_and_reason
 from shared.api.pmj import PodMigrationJob
 from shared.api.pod import Pod
 from shared.api.soft_eviction import soft_eviction
-from shared.kube import KubeClient
+from shared.kube.client import KubeClient
 
 Ask = Callable[..., Awaitable[Any]]  # (kube, pod, *, delete_options, job: its PodMigrationJob)
 

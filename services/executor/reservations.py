@@ -31,7 +31,7 @@ from shared.api.names import (
 from shared.api.pmj import PodMigrationJob
 from shared.api.pod import Pod
 from shared.api.reservation import is_untaken_room, reservation_name
-from shared.durations import parse_duration
+from shared.core.durations import parse_duration
 
 API_VERSION = "scheduling.koordinator.sh/v1alpha1"
 

@@ -27,7 +27,6 @@ from services.executor.metrics import ACTIONS
 from services.executor.reporting import report_of
 from services.executor.reservations import reservation_for, to_delete
 from services.executor.surging import Surger
-from shared import bus, nats_connect
 from shared.api import codec, paths
 from shared.api.messages import AuditRecord, Command, Outcome, Step
 from shared.api.names import ANNOTATION_ABORT, LABEL_CREATED_BY, LABEL_JOB
@@ -35,13 +34,15 @@ from shared.api.pmj import TERMINAL_PHASES, PodMigrationJob
 from shared.api.pmj_read import runnable
 from shared.api.pod import Pod, pod_from
 from shared.api.reservation import made_for, reservation_name
-from shared.config import PodherdConfig
-from shared.consume import Retry, by_key, durable, read_or_retry, run_consumer
-from shared.kube import KubeClient, KubeError, api_check
-from shared.logs import about_job
-from shared.ops import OpsServer
-from shared.publisher import Publisher
-from shared.runtime import close_nats, nats_check
+from shared.config.model import PodherdConfig
+from shared.kube.client import KubeClient, KubeError, api_check
+from shared.nats import bus
+from shared.nats import connect as nats_connect
+from shared.nats.consume import Retry, by_key, durable, read_or_retry, run_consumer
+from shared.nats.publisher import Publisher
+from shared.service.logs import about_job
+from shared.service.ops import OpsServer
+from shared.service.runtime import close_nats, nats_check
 
 log = logging.getLogger(__name__)
 CONSUMER = "executor"

@@ -24,9 +24,9 @@ from shared.api.messages import Command, Outcome, Step
 from shared.api.pmj import PodMigrationJob
 from shared.api.pod import Pod, pod_from
 from shared.api.surge import LOWEST_DELETION_COST, SurgeRecord, record_of
-from shared.config import MigrationControllerArgs
-from shared.consume import Retry
-from shared.kube import KubeClient
+from shared.config.model import MigrationControllerArgs
+from shared.kube.client import KubeClient
+from shared.nats.consume import Retry
 
 log = logging.getLogger(__name__)
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import msgspec
 
-from shared.config import GateConfig
+from shared.config.model import GateConfig
 
 
 class Caller(msgspec.Struct, frozen=True):

@@ -24,6 +24,7 @@ from typing import Any, Final
 import msgspec
 
 from services.gate.reviews import Refusal
+from shared.access.permissions import PRIORITY, Need
 from shared.api.drain import LIFT_BARE_POD, lifts_of, node_hash
 from shared.api.names import (
     ANNOTATION_ABORT,
@@ -42,7 +43,6 @@ from shared.api.names import (
 )
 from shared.api.pmj import GROUP
 from shared.api.surge import is_surge
-from shared.permissions import PRIORITY, Need
 
 FORBIDDEN: Final = 403
 # Names the gate gives the jobs it makes for evictions: another's job under one would stand in for it.

@@ -14,8 +14,8 @@ import msgspec
 from shared.api.annotations import EVICTION_IN_PROGRESS
 from shared.api.names import ANNOTATION_REQUESTER, LABEL_EVACUATE, LABEL_EVACUATED_POD
 from shared.api.pmj import PHASE_ABORTED, PHASE_FAILED, PHASE_SUCCEEDED, PodMigrationJob
-from shared.config import InterceptorConfig
-from shared.durations import parse_duration
+from shared.config.model import InterceptorConfig
+from shared.core.durations import parse_duration
 
 OPT_IN: Final = LABEL_EVACUATE
 # The descheduler's EvictionInBackgroundErrorText: the words it recognizes a background eviction by.

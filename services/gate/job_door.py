@@ -15,13 +15,13 @@ import msgspec
 from services.gate.effects import Effect, effects, kept_for_podherd, refused_effect, write_of
 from services.gate.job_checks import job_refusal
 from services.gate.reviews import Refusal, Request, answer
+from shared.access.permissions import Identity
+from shared.access.reviews import review_access
 from shared.api import paths
 from shared.api.meta import ObjectMeta, OwnerReference, controller_of
 from shared.api.names import ANNOTATION_REQUESTER
 from shared.api.surge import is_surge
-from shared.kube import KubeClient
-from shared.permissions import Identity
-from shared.reviews import review_access
+from shared.kube.client import KubeClient
 
 FORBIDDEN = 403
 STATUS_IS_PODHERDS = (

@@ -17,8 +17,8 @@ from prometheus_client import Gauge
 from shared.api import paths
 from shared.api.meta import ObjectMeta
 from shared.api.names import LABEL_EVACUATE
-from shared.backoff import Backoff
-from shared.kube import KubeClient, KubeError
+from shared.core.backoff import Backoff
+from shared.kube.client import KubeClient, KubeError
 
 log = logging.getLogger(__name__)
 WATCH_SECONDS = 300

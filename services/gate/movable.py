@@ -10,7 +10,7 @@ import msgspec
 
 from shared.api.messages import PodInfo
 from shared.api.names import LABEL_EVACUATE
-from shared.config import MigrationControllerArgs
+from shared.config.model import MigrationControllerArgs
 from shared.rules.facts import JobFacts, WorkloadFacts
 from shared.rules.filters import Rejection, evaluate, surges
 

@@ -14,8 +14,8 @@ import msgspec
 from shared.api import paths
 from shared.api.messages import PodInfo
 from shared.api.objects import RawPdb, RawPod, RawWorkload, WorkloadResolver, pdb_info, pod_info
-from shared.config import MigrationControllerArgs
-from shared.kube import KubeClient
+from shared.config.model import MigrationControllerArgs
+from shared.kube.client import KubeClient
 from shared.rules.facts import WorkloadFacts, workload_key
 
 # The workload kinds whose expected replicas the gate reads (`spec.replicas`, 1 when unset as the API

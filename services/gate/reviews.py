@@ -7,7 +7,7 @@ from typing import Any
 
 import msgspec
 
-from shared.permissions import Identity
+from shared.access.permissions import Identity
 
 API_VERSION = "admission.k8s.io/v1"
 # The HTTP reason each code the gate answers with is known by (a Status's `reason`).

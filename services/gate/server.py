@@ -24,10 +24,10 @@ from services.gate.callers import Caller, Callers
 from services.gate.labelled import LabelledPods
 from services.gate.reviews import Request, read_review
 from services.gate.webhooks import Webhooks
-from shared.config import ConfigError, GateConfig, PodherdConfig
-from shared.kube import KubeClient, api_check
-from shared.ops import OpsServer
-from shared.waits import cancel_and_wait, wait_event
+from shared.config.model import ConfigError, GateConfig, PodherdConfig
+from shared.core.waits import cancel_and_wait, wait_event
+from shared.kube.client import KubeClient, api_check
+from shared.service.ops import OpsServer
 
 log = logging.getLogger(__name__)
 REVIEWS = Counter("podherd_gate_reviews_total", "Admission reviews answered", ["webhook", "answer"])

@@ -41,8 +41,8 @@ from shared.api.names import ANNOTATION_REASON, ANNOTATION_REQUESTER, GATE_EVACU
 from shared.api.pmj import TERMINAL_PHASES, PodMigrationJob, PodMigrationJobSpec
 from shared.api.pmj_make import new_job
 from shared.api.pmj_read import decode_pmj
-from shared.config import PodherdConfig
-from shared.kube import KubeClient, KubeError
+from shared.config.model import PodherdConfig
+from shared.kube.client import KubeClient, KubeError
 
 log = logging.getLogger(__name__)
 SERVICES = ("watcher", "arbitrator", "executor", "tracker", "gate")

@@ -15,15 +15,16 @@ from typing import Any
 from nats.aio.client import Client as NatsClient
 
 from services.planner import metrics
-from shared import bus
+from shared.access.reviews import token_subject
 from shared.api import codec, paths
 from shared.api.messages import IntentReply, MigrationIntent
 from shared.api.names import ANNOTATION_CLAIMED_REQUESTER, ANNOTATION_REQUESTER
 from shared.api.pmj import TERMINAL_PHASES
 from shared.api.pmj_read import pod_of
-from shared.config import PodherdConfig
-from shared.intent_requests import bearer, intent_subject
-from shared.kube import KubeClient, KubeError
+from shared.config.model import PodherdConfig
+from shared.intake.intent_requests import bearer, intent_subject
+from shared.kube.client import KubeClient, KubeError
+from shared.nats import bus
 from shared.rebalance.intents import move_intents, plan_stamp
 from shared.rebalance.planning import Caps, Planning
 from shared.rebalance.policy_run import PolicyOptions, run_policy
@@ -34,7 +35,6 @@ from shared.rebalance.snapshot import (
     snapshot_of,
     window_start,
 )
-from shared.reviews import token_subject
 
 log = logging.getLogger(__name__)
 ANSWER_WITHIN = 10.0  # seconds a tracker has to answer an intent

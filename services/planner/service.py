@@ -12,14 +12,15 @@ from nats.js.kv import KeyValue
 
 from services.planner import metrics
 from services.planner.cycle import Cycle
-from shared import bus, nats_connect
-from shared.config import PodherdConfig
-from shared.durations import parse_duration
-from shared.kube import KubeClient, KubeError, api_check
-from shared.lease import Lease
-from shared.ops import OpsServer
-from shared.runtime import close_nats, nats_check
-from shared.waits import cancel_and_wait, wait_event
+from shared.config.model import PodherdConfig
+from shared.core.durations import parse_duration
+from shared.core.waits import cancel_and_wait, wait_event
+from shared.kube.client import KubeClient, KubeError, api_check
+from shared.nats import bus
+from shared.nats import connect as nats_connect
+from shared.nats.lease import Lease
+from shared.service.ops import OpsServer
+from shared.service.runtime import close_nats, nats_check
 
 log = logging.getLogger(__name__)
 LEASE_KEY = "planner"

@@ -1,5 +1,5 @@
 """The tracker's Redis keys (`<keyPrefix>:tracker:…`), spelled here only. Every replica reads and writes
-them; nothing outside the tracker does (the statistics other services read are shared.stats')."""
+them; nothing outside the tracker does (the statistics other services read are shared.ledger.stats')."""
 
 from __future__ import annotations
 

@@ -41,17 +41,19 @@ from services.tracker.jobs.reconciler import LOCK_MS, JobParts, Reconciler
 from services.tracker.jobs.state import JobState
 from services.tracker.jobs.triggers import Triggers
 from services.tracker.keys import TrackerKeys
-from shared import bus, nats_connect, redis_client
-from shared.config import PodherdConfig
-from shared.consume import Durable, coalesced, durable, run_consumer
-from shared.durations import parse_duration
-from shared.keyed import Coalescing
-from shared.kube import KubeClient, api_check
-from shared.ledger import Ledger
-from shared.ops import OpsServer
-from shared.publisher import Publisher
-from shared.runtime import close_nats, nats_check
-from shared.stats import MigrationStats
+from shared.config.model import PodherdConfig
+from shared.core.durations import parse_duration
+from shared.kube.client import KubeClient, api_check
+from shared.ledger.stats import MigrationStats
+from shared.ledger.store import Ledger
+from shared.nats import bus
+from shared.nats import connect as nats_connect
+from shared.nats.consume import Durable, coalesced, durable, run_consumer
+from shared.nats.keyed import Coalescing
+from shared.nats.publisher import Publisher
+from shared.redis import client as redis_client
+from shared.service.ops import OpsServer
+from shared.service.runtime import close_nats, nats_check
 
 log = logging.getLogger(__name__)
 EVENTS_CONSUMER, JOBS_CONSUMER = "tracker", "tracker-jobs"  # durable names: the cluster's objects, the jobs'

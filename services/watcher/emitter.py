@@ -21,11 +21,11 @@ from services.watcher.kinds import Decoded, KindSpec
 from services.watcher.sources import Known
 from shared.api import codec
 from shared.api.messages import EventType, ObjectEvent
-from shared.bus import Subjects
-from shared.durations import parse_duration
-from shared.kube import KubeClient
-from shared.publisher import Publisher
-from shared.waits import wait_event
+from shared.core.durations import parse_duration
+from shared.core.waits import wait_event
+from shared.kube.client import KubeClient
+from shared.nats.bus import Subjects
+from shared.nats.publisher import Publisher
 
 log = logging.getLogger(__name__)
 EVENT_TYPES = ("ADDED", "MODIFIED", "DELETED")

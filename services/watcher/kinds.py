@@ -28,9 +28,9 @@ from shared.api.objects import (
 from shared.api.pmj import PodMigrationJob
 from shared.api.pmj_read import decode_pmj
 from shared.api.reservation import Reservation
-from shared.bus import WORKLOADS, token
-from shared.config import WatcherConfig
-from shared.workload_kinds import WorkloadKind
+from shared.api.workload_kinds import WorkloadKind
+from shared.config.model import WatcherConfig
+from shared.nats.bus import WORKLOADS, token
 
 
 @dataclass(frozen=True)
@@ -42,7 +42,7 @@ class Decoded:
 
 @dataclass(frozen=True)
 class KindSpec:
-    kind: WatchedKind | str  # a configured workload kind: as `shared.workload_kinds` names it
+    kind: WatchedKind | str  # a configured workload kind: as `shared.api.workload_kinds` names it
     plural: str  # the subject token (its checkpoint's, lease's and metrics' name too)
     group: str
     version: str

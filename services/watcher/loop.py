@@ -34,13 +34,13 @@ from services.watcher.emitter import Emitter, PublishFailed
 from services.watcher.kinds import KindSpec
 from services.watcher.sources import Known, decode_or_skip, follow_replicasets, known_from_stream
 from shared.api.objects import MetaOnly, RawList, WatchLine, WorkloadResolver
-from shared.backoff import SharedBackoff
-from shared.bus import StreamUnreadable, Subjects
-from shared.config import WatcherConfig
-from shared.durations import parse_duration
-from shared.kube import KubeClient, KubeError, error_from
-from shared.publisher import Publisher
-from shared.waits import cancel_and_wait, wait_event
+from shared.config.model import WatcherConfig
+from shared.core.backoff import SharedBackoff
+from shared.core.durations import parse_duration
+from shared.core.waits import cancel_and_wait, wait_event
+from shared.kube.client import KubeClient, KubeError, error_from
+from shared.nats.bus import StreamUnreadable, Subjects
+from shared.nats.publisher import Publisher
 
 log = logging.getLogger(__name__)
 

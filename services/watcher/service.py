@@ -24,14 +24,15 @@ from services.watcher import metrics
 from services.watcher.checkpoints import Checkpoints
 from services.watcher.kinds import KindSpec, watched
 from services.watcher.loop import KindWatcher, api_backoff
-from shared import bus, nats_connect
-from shared.config import PodherdConfig
-from shared.durations import parse_duration
-from shared.kube import KubeClient, api_check
-from shared.lease import Lease
-from shared.ops import OpsServer
-from shared.runtime import close_nats, nats_check
-from shared.waits import cancel_and_wait
+from shared.config.model import PodherdConfig
+from shared.core.durations import parse_duration
+from shared.core.waits import cancel_and_wait
+from shared.kube.client import KubeClient, api_check
+from shared.nats import bus
+from shared.nats import connect as nats_connect
+from shared.nats.lease import Lease
+from shared.service.ops import OpsServer
+from shared.service.runtime import close_nats, nats_check
 
 log = logging.getLogger(__name__)
 

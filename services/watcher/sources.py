@@ -16,10 +16,10 @@ from services.watcher import metrics
 from services.watcher.kinds import KINDS, Decoded, KindSpec
 from shared.api.messages import EventHead
 from shared.api.objects import RawList, RawWorkload, WatchLine, WorkloadResolver
-from shared.backoff import SharedBackoff
-from shared.bus import Subjects, last_per_subject
-from shared.kube import KubeClient
-from shared.waits import wait_event
+from shared.core.backoff import SharedBackoff
+from shared.core.waits import wait_event
+from shared.kube.client import KubeClient
+from shared.nats.bus import Subjects, last_per_subject
 
 log = logging.getLogger("services.watcher.loop")
 Known = dict[str, tuple[str, str, str]]  # uid -> (namespace, name, resourceVersion)

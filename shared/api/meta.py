@@ -11,8 +11,8 @@ from typing import Annotated, Literal
 
 import msgspec
 
-from shared.durations import DURATION_PATTERN
-from shared.intstr import PERCENT_PATTERN
+from shared.api.intstr import PERCENT_PATTERN
+from shared.core.durations import DURATION_PATTERN
 
 # A Go duration string ("5m", "500ms"): a pattern, so a bad value is reported at its own field.
 Duration = Annotated[str, msgspec.Meta(pattern=DURATION_PATTERN, examples=["5m", "30s", "500ms"])]

@@ -12,14 +12,13 @@ from typing import Any, Generic, Literal, TypeVar
 
 import msgspec
 
-from shared import workload_kinds
 from shared.api import annotations as known
-from shared.api import codec
+from shared.api import codec, workload_kinds
 from shared.api.messages import NodeInfo, PdbInfo, PodInfo, WorkloadInfo, WorkloadRef
 from shared.api.meta import ObjectReference
 from shared.api.pmj import PodMigrationJob
+from shared.api.quantity import format_milli, pod_requests
 from shared.api.reservation import Reservation
-from shared.quantity import format_milli, pod_requests
 
 T = TypeVar("T")
 
@@ -200,7 +199,7 @@ class WorkloadResolver:
 
     A pod's workload is its ReplicaSet's controller where there is one (a Deployment, an Argo Rollout);
     otherwise its own controller. Until a ReplicaSet has been seen, Kubernetes' naming rule
-    (`<deployment>-<pod-template-hash>`) stands in. Kinds are named as `shared.workload_kinds` names them.
+    (`<deployment>-<pod-template-hash>`) stands in. Kinds are named as `shared.api.workload_kinds` names them.
     """
 
     def __init__(self) -> None:

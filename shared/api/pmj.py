@@ -18,7 +18,7 @@ import msgspec
 
 from shared.api.meta import DeleteOptions, Duration, KubeStruct, ObjectMeta, ObjectReference
 from shared.api.names import ANNOTATION_OWN_ROOM
-from shared.durations import parse_duration
+from shared.core.durations import parse_duration
 
 GROUP: Final = "scheduling.koordinator.sh"
 VERSION: Final = "v1alpha1"

@@ -15,7 +15,7 @@ from shared.api.pmj import (
     REASON_INVALID_SPEC,
     PodMigrationJob,
 )
-from shared.durations import parse_duration
+from shared.core.durations import parse_duration
 
 # Kubernetes' DNS-1123 names: a pod's is a subdomain, a namespace's a label.
 _LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")

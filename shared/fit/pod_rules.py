@@ -21,10 +21,10 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from shared.api.selectors import matches_selector_dict
 from shared.fit import node_rules
 from shared.fit.cluster import Cluster
 from shared.fit.views import AffinityTerm, NodeView, PodView, SpreadConstraint
-from shared.selectors import matches_selector_dict
 
 SPREAD = "node(s) didn't match pod topology spread constraints"
 SPREAD_MISSING_LABEL = "node(s) didn't match pod topology spread constraints (missing required label)"

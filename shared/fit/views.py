@@ -1,7 +1,7 @@
 """The parts of nodes, pods and volumes that kube-scheduler's filters read, taken once from the API's JSON.
 
 A view is read once per snapshot, so a filter compares strings and integers, never walks JSON again.
-Resources are in milli-units (`shared.quantity`); `pods` is the pod count a node allows, in milli-pods.
+Resources are in milli-units (`shared.api.quantity`); `pods` is the pod count a node allows, in milli-pods.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from shared.quantity import milli, pod_requests
+from shared.api.quantity import milli, pod_requests
 
 Obj = Mapping[str, Any]
 REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"

@@ -3,7 +3,7 @@ reading them costs nothing. They are spelled once, in the planner's configuratio
 
 from __future__ import annotations
 
-from shared.planner_config import (
+from shared.config.planner import (
     DEFAULT_TARGETS,
     DEFAULT_THRESHOLDS,
     POLICY_NAMES,

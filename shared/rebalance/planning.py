@@ -11,12 +11,12 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from shared.api.selectors import matches_selector_dict
 from shared.fit.check import Fit
 from shared.fit.cluster import Cluster
 from shared.fit.pod_rules import term_selects
 from shared.fit.views import PodView
 from shared.rebalance.candidates import Candidate
-from shared.selectors import matches_selector_dict
 
 FILL_RESOURCES = ("cpu", "memory", "pods")
 

@@ -22,10 +22,10 @@ from collections import Counter
 from collections.abc import Generator, Mapping
 from dataclasses import dataclass
 
+from shared.api.selectors import matches_selector_dict
 from shared.fit.views import PodView
 from shared.rebalance.candidates import Candidate
 from shared.rebalance.planning import Planning, fill
-from shared.selectors import matches_selector_dict
 
 Thresholds = Mapping[str, float]
 

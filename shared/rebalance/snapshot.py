@@ -9,12 +9,12 @@ from typing import Any
 
 from shared.api import paths
 from shared.api.names import ANNOTATION_SOURCE_NODE, ANNOTATION_WORKLOAD
+from shared.api.quantity import milli
 from shared.api.soft_eviction import metav1_time
-from shared.config import MigrationControllerArgs
-from shared.durations import parse_duration
+from shared.config.model import MigrationControllerArgs
+from shared.core.durations import parse_duration
 from shared.fit.cluster import Cluster, Held
 from shared.fit.views import VolumeView, node_view, pod_view, volume_view
-from shared.quantity import milli
 from shared.rebalance.candidates import Candidate, candidate
 from shared.rebalance.planning import RecentMove
 

@@ -15,11 +15,11 @@ import msgspec
 
 from shared.api import annotations as known
 from shared.api.drain import LIFT_BARE_POD, LIFT_LOCAL_STORAGE
+from shared.api.intstr import max_migrating, max_unavailable
 from shared.api.pmj import REASON_FORBIDDEN_MIGRATE_POD
-from shared.config import MigrationControllerArgs
-from shared.intstr import max_migrating, max_unavailable
+from shared.api.selectors import matches_label_selector
+from shared.config.model import MigrationControllerArgs
 from shared.rules.facts import JobFacts, PodInfo, WorkloadFacts
-from shared.selectors import matches_label_selector
 
 MAX_INT32 = 2**31 - 1
 SYSTEM_CRITICAL_PRIORITY = 2_000_000_000

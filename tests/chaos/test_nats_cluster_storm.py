@@ -16,8 +16,8 @@ from kubesim.sim import SimHandle
 from podherd.harness.nats_cluster import NatsCluster
 from podherd.harness.nats_faults import kill_every_leader, leader_of, raft_groups, server_named
 from podherd.harness.servers import Server
-from shared import bus
-from shared.config import nats_servers
+from shared.config.model import nats_servers
+from shared.nats import bus
 from tests.e2e.pipeline import audit_order
 from tests.e2e.storms import assert_each_job_moved_once, storm, storm_cluster, storm_config
 

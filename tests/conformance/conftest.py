@@ -15,8 +15,8 @@ import pytest
 from kubesim.sim import SimHandle
 from podherd.harness.gate import Gate, remove_webhooks, start_gate
 from podherd.realcluster.audit import AuditTrail
-from shared.config import KubernetesConfig
-from shared.kube import KubeClient
+from shared.config.model import KubernetesConfig
+from shared.kube.client import KubeClient
 from tests.conformance.engines import SCOPE_LABEL, scoped
 from tests.e2e.pipeline import GROUP, VERSION
 from tests.kube import Kube, client_for, with_crds

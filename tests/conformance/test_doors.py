@@ -11,8 +11,8 @@ import nats
 import pytest
 
 from podherd.harness.servers import Server
-from shared import bus
 from shared.api.messages import MigrationIntent, PodKey
+from shared.nats import bus
 from tests.conformance.conftest import Scoped
 from tests.conformance.engines import cluster
 from tests.conformance.watched import watched

@@ -14,12 +14,12 @@ import redis.asyncio as aioredis
 
 from podherd.harness.servers import Server
 from services.executor.reservations import reservation_for
-from shared import bus
 from shared.api.annotations import RESERVATION_ALLOCATED
 from shared.api.names import ANNOTATION_STRATEGY, ANNOTATION_SURGE
 from shared.api.pmj import PodMigrationJob
 from shared.api.pod import pod_from
-from shared.config import PodherdConfig
+from shared.config.model import PodherdConfig
+from shared.nats import bus
 from tests.conformance.conftest import Scoped
 from tests.conformance.engines import add_node, cluster
 from tests.conformance.watched import watched

@@ -8,9 +8,9 @@ import contextlib
 from collections.abc import AsyncIterator
 
 from podherd.watchdog.invariants import Watchdog
-from shared import redis_client
-from shared.config import PodherdConfig
-from shared.kube import KubeClient
+from shared.config.model import PodherdConfig
+from shared.kube.client import KubeClient
+from shared.redis import client as redis_client
 from tests.e2e.pipeline import Pipeline, pipeline
 
 

@@ -25,14 +25,15 @@ from services.executor.service import CONSUMER as EXECUTOR_CONSUMER
 from services.executor.service import Executor
 from services.tracker.service import Tracker
 from services.watcher.service import Watcher
-from shared import bus, redis_client
 from shared.api import codec
 from shared.api.messages import AuditRecord
-from shared.config import KubernetesConfig, NatsConfig, PodherdConfig, RedisConfig, nats_servers
-from shared.config_loader import config_from_dict
-from shared.kube import KubeClient
-from shared.nats_access import DENIED, Access
-from shared.waits import cancel_and_wait
+from shared.config.loader import config_from_dict
+from shared.config.model import KubernetesConfig, NatsConfig, PodherdConfig, RedisConfig, nats_servers
+from shared.core.waits import cancel_and_wait
+from shared.kube.client import KubeClient
+from shared.nats import bus
+from shared.nats.access import DENIED, Access
+from shared.redis import client as redis_client
 from tests.kube import Kube, watch_until
 from tests.polling import until
 

@@ -11,9 +11,9 @@ from typing import Any
 from kubesim.sim import SimHandle
 from podherd.harness.servers import Server
 from podherd.watchdog.invariants import Findings, Watchdog
-from shared import redis_client
-from shared.config import PodherdConfig
-from shared.kube import KubeClient
+from shared.config.model import PodherdConfig
+from shared.kube.client import KubeClient
+from shared.redis import client as redis_client
 from tests.e2e.pipeline import GROUP, PLURAL, VERSION, create_job, ended, pipeline, pipeline_config
 from tests.e2e.test_lifecycle import cluster, start, until_no_reservations, web_pods
 from tests.e2e.test_pipeline import until_all_ended

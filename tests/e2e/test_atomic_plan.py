@@ -14,9 +14,9 @@ import pytest
 from kubesim.sim import SimHandle
 from podherd.client import Sender, gather_replies, nats_client
 from podherd.harness.servers import Server
-from shared import bus
 from shared.api.messages import AuditRecord, MigrationIntent
-from shared.config import PodherdConfig
+from shared.config.model import PodherdConfig
+from shared.nats import bus
 from shared.rebalance.intents import move_intents
 from shared.rebalance.planning import Move
 from tests.e2e.pipeline import (

@@ -15,8 +15,8 @@ import pytest
 
 from podherd.demo import cluster as demo_cluster
 from podherd.harness.processes import SERVICES
-from shared.config import KubernetesConfig
-from shared.kube import KubeClient
+from shared.config.model import KubernetesConfig
+from shared.kube.client import KubeClient
 from tests.kube import client_for
 from tests.kubesim.test_kubectl import KUBECTL
 

@@ -22,12 +22,12 @@ from kubesim.sim import SimHandle
 from podherd.client import signed
 from podherd.harness.servers import Server
 from podherd.watchdog.invariants import Watchdog
-from shared import bus
 from shared.api import codec
 from shared.api.drain import DrainOptions
 from shared.api.messages import DrainIntent, DrainReply
 from shared.api.names import ANNOTATION_NODE_DRAIN
-from shared.kube import KubeClient
+from shared.kube.client import KubeClient
+from shared.nats import bus
 from tests.e2e.pipeline import (
     GROUP,
     PLURAL,

@@ -16,16 +16,16 @@ import kubernetes
 import pytest
 import yaml
 
-from kubesim.auth import ADMIN
+from kubesim.apiserver.auth import ADMIN
 from kubesim.sim import SimHandle
-from kubesim.tls import Authority
 from podherd.harness.gate import Gate, remove_webhooks, start_gate, webhook_configuration
 from podherd.install import service_kubeconfig
 from services.gate.evacuation import IN_PROGRESS, OPT_IN, TRIGGERED, job_name
+from shared.access.authority import Authority
 from shared.api.annotations import EVICTION_IN_PROGRESS
 from shared.api.names import ANNOTATION_REQUESTER
-from shared.config import KubernetesConfig
-from shared.kube import KubeClient
+from shared.config.model import KubernetesConfig
+from shared.kube.client import KubeClient
 from tests.e2e.pipeline import podherd
 from tests.kube import Kube, client_for, refusal, watch_until
 from tests.kubesim.test_kubectl import KUBECTL

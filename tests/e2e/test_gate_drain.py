@@ -27,7 +27,7 @@ from podherd.watchdog.invariants import Findings, Watchdog
 from services.gate.evacuation import OPT_IN, job_name
 from services.gate.evacuation import TRIGGERED as EVICTION_IN_BACKGROUND
 from shared.api.names import ANNOTATION_REQUESTER
-from shared.kube import KubeClient
+from shared.kube.client import KubeClient
 from tests.e2e.pipeline import GROUP, PLURAL, VERSION, ended, pipeline, pipeline_config, until_job
 from tests.e2e.test_drain import agent, workload
 from tests.e2e.test_lifecycle import start, until_no_reservations

@@ -19,12 +19,12 @@ from prometheus_client import REGISTRY
 from kubesim.sim import SimHandle
 from podherd.client import audit_records
 from podherd.harness.servers import Server
-from shared import bus
 from shared.api import codec
 from shared.api.messages import SlotsReleased
 from shared.api.pod import pod_from
-from shared.config import PodherdConfig
-from shared.ledger import Ledger
+from shared.config.model import PodherdConfig
+from shared.ledger.store import Ledger
+from shared.nats import bus
 from tests.e2e.pipeline import (
     GROUP,
     PLURAL,

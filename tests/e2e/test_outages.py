@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kubesim.proxy import Forward
+from kubesim.kubelet.proxy import Forward
 from kubesim.sim import SimHandle
 from podherd.harness.nats_cluster import NatsCluster
 from podherd.harness.processes import ServiceProcess, ServiceProcesses

@@ -23,12 +23,12 @@ from services.tracker.jobs.reconciler import Reconciler
 from services.tracker.jobs.state import JobState
 from services.tracker.keys import TrackerKeys
 from services.tracker.service import Tracker
-from shared import bus
 from shared.api import codec, paths
 from shared.api.messages import Command, IntentReply, MigrationIntent, PodKey
-from shared.config import CollectorConfig
-from shared.ledger import Ledger
-from shared.redis_scripts import as_text
+from shared.config.model import CollectorConfig
+from shared.ledger.scripts import as_text
+from shared.ledger.store import Ledger
+from shared.nats import bus
 from tests.e2e.pipeline import (
     GROUP,
     PLURAL,

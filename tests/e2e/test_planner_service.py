@@ -21,9 +21,9 @@ from podherd.harness.servers import Server
 from services.planner import metrics
 from services.planner.service import Planner
 from shared.api.names import ANNOTATION_CLAIMED_REQUESTER, ANNOTATION_REQUESTER
-from shared.config import PodherdConfig
-from shared.kube import KubeClient
-from shared.waits import cancel_and_wait
+from shared.config.model import PodherdConfig
+from shared.core.waits import cancel_and_wait
+from shared.kube.client import KubeClient
 from tests.e2e.pipeline import GROUP, PLURAL, VERSION, pipeline, pipeline_config
 from tests.e2e.test_lifecycle import until_no_reservations
 from tests.kube import Kube, client_for

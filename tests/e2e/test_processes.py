@@ -27,10 +27,10 @@ from podherd.harness.servers import Server
 from podherd.install import install, manifests, service_token
 from podherd.watchdog.history import room_checks
 from podherd.watchdog.invariants import Watchdog
-from shared import bus
 from shared.api import codec
 from shared.api.messages import MigrationIntent, PodKey
-from shared.kube import KubeClient
+from shared.kube.client import KubeClient
+from shared.nats import bus
 from tests import polling
 from tests.e2e.pipeline import pipeline_config, podherd
 from tests.e2e.test_lifecycle import cluster, start, until_no_reservations, web_pods

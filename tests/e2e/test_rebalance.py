@@ -30,7 +30,7 @@ from kubesim.sim import SimHandle
 from podherd.harness import descheduler_style
 from podherd.harness.servers import Server
 from podherd.watchdog.invariants import Findings, deployment_watchdog
-from shared.kube import KubeClient
+from shared.kube.client import KubeClient
 from tests.e2e.pipeline import pipeline, pipeline_config, podherd
 from tests.e2e.test_lifecycle import until_no_reservations
 from tests.kube import Kube, client_for

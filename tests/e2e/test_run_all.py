@@ -19,8 +19,8 @@ from kubesim.sim import SimHandle
 from podherd.harness.processes import ops_port
 from podherd.harness.servers import Server, spawn_logged
 from podherd.install import install
-from shared.config import KubernetesConfig
-from shared.kube import KubeClient
+from shared.config.model import KubernetesConfig
+from shared.kube.client import KubeClient
 from tests.e2e.pipeline import GROUP, PLURAL, VERSION, ended, pipeline_config, podherd
 from tests.kube import Kube, client_for, watch_until
 from tests.polling import until_sync

@@ -17,12 +17,12 @@ import urllib3
 from kubesim.sim import SimHandle
 from podherd.client import signed
 from podherd.harness.servers import Server
-from shared import bus
 from shared.api import annotations as known
 from shared.api import codec
 from shared.api.messages import DrainIntent, DrainReply
 from shared.api.names import ANNOTATION_STRATEGY, ANNOTATION_SURGE
-from shared.config import PodherdConfig
+from shared.config.model import PodherdConfig
+from shared.nats import bus
 from tests.e2e.pipeline import (
     GROUP,
     PLURAL,

@@ -13,7 +13,7 @@ import pytest
 
 from kubesim.sim import SimHandle
 from podherd.harness.servers import Server
-from shared import bus
+from shared.nats import bus
 from tests.e2e.pipeline import create_job, pipeline, pipeline_config, until_job
 from tests.e2e.test_lifecycle import cluster, start, unavailable_deferral, waiting_for_replacement
 from tests.kube import pod_ready, watch_until

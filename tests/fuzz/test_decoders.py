@@ -27,8 +27,8 @@ from shared.api.messages import (
 )
 from shared.api.pmj import PodMigrationJob
 from shared.api.validation import validate_pmj
-from shared.config import ConfigError
-from shared.config_loader import config_from_dict
+from shared.config.loader import config_from_dict
+from shared.config.model import ConfigError
 from tests.fuzz import sizes
 
 FAST = settings(

@@ -24,14 +24,14 @@ from nats.aio.client import Client as NatsClient
 
 from kubesim.sim import SimHandle
 from podherd.harness.servers import Server
-from services.tracker.intake.intent_jobs import job_name
 from services.tracker.intake.intents import IntentIntake
-from shared import bus
 from shared.api import codec
 from shared.api.messages import IntentReply, MigrationIntent
-from shared.config import KubernetesConfig, NatsConfig
-from shared.kube import KubeClient
-from shared.publisher import Publisher
+from shared.config.model import KubernetesConfig, NatsConfig
+from shared.intake.intent_jobs import job_name
+from shared.kube.client import KubeClient
+from shared.nats import bus
+from shared.nats.publisher import Publisher
 from tests.fuzz import sizes
 from tests.fuzz.test_decoders import intents, json_values
 from tests.kube import client_for, with_crds

@@ -30,7 +30,6 @@ from services.arbitrator.candidates import Prepared
 from services.arbitrator.decisions import Decisions
 from services.arbitrator.keys import ArbitratorKeys
 from services.arbitrator.service import Arbitrator
-from shared import bus, redis_client
 from shared.api import codec
 from shared.api.messages import (
     EventType,
@@ -45,10 +44,12 @@ from shared.api.messages import (
 from shared.api.meta import ObjectMeta, ObjectReference
 from shared.api.names import ANNOTATION_DRAIN_NODE
 from shared.api.pmj import PodMigrationJob, PodMigrationJobSpec
-from shared.config import PodherdConfig
-from shared.config_loader import config_from_dict
-from shared.ledger import Candidate, Ledger, Verdict
-from shared.publisher import Publisher
+from shared.config.loader import config_from_dict
+from shared.config.model import PodherdConfig
+from shared.ledger.store import Candidate, Ledger, Verdict
+from shared.nats import bus
+from shared.nats.publisher import Publisher
+from shared.redis import client as redis_client
 from tests.polling import until
 
 pytestmark = pytest.mark.integration
@@ -310,7 +311,7 @@ async def setup_cluster(config: PodherdConfig) -> tuple[Any, bus.Subjects, Clust
 
 
 async def release(config: PodherdConfig, nc: Any, subjects: bus.Subjects, job_uid: str) -> bool:
-    from shared.ledger import Ledger
+    from shared.ledger.store import Ledger
 
     client = aioredis.from_url(config.redis.url)
     try:
@@ -633,8 +634,8 @@ async def test_four_replicas_admit_in_global_order_within_limits(
     import random
 
     random.Random(7).shuffle(priorities)
-    from shared.ledger import Ledger
-    from shared.slots import Slot
+    from shared.ledger.slots import Slot
+    from shared.ledger.store import Ledger
 
     client = aioredis.from_url(configs[0].redis.url)
     ledger = Ledger(client, test_id, 600)
@@ -681,8 +682,8 @@ async def test_four_replicas_admit_in_global_order_within_limits(
 async def test_flush_closes_admission_until_rebuilt_from_running_jobs(
     nats_srv: Server, redis_srv: Server, test_id: str, kubesim_factory: Callable[..., Any], tmp_path: Any
 ) -> None:
-    from shared.kube import KubeClient
-    from shared.ledger import Ledger
+    from shared.kube.client import KubeClient
+    from shared.ledger.store import Ledger
     from tests.kube import client_for, with_crds
 
     handle = kubesim_factory()

@@ -17,7 +17,7 @@ from services.arbitrator.fact_store import FactStore
 from services.arbitrator.keys import ArbitratorKeys
 from services.arbitrator.pod_events import PodEvents
 from shared.api.messages import EventHead, PodInfo, WorkloadRef
-from shared.ledger import Ledger
+from shared.ledger.store import Ledger
 
 pytestmark = pytest.mark.integration
 

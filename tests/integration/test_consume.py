@@ -10,9 +10,9 @@ import nats
 import pytest
 import redis.exceptions
 
-from shared.bus import Subjects
-from shared.config import NatsConfig
-from shared.consume import by_key, durable, one_by_one, run_consumer
+from shared.config.model import NatsConfig
+from shared.nats.bus import Subjects
+from shared.nats.consume import by_key, durable, one_by_one, run_consumer
 from tests.conftest import NatsScope
 
 pytestmark = [pytest.mark.integration]

@@ -203,7 +203,7 @@ def test_demo_in_cluster_runs_podherd_from_deploy_and_defragments(tmp_path: Path
     assert facts["mistyped"]["phase"] == "Refused" and "spec.mode" in facts["mistyped"]["message"]
     assert "[ok] an invalid job refused, or ended InvalidSpec once" in out
     assert "kubectl apply -k deploy/" in out and "[ok] every service within its ClusterRole" in out
-    assert not left_running(str(tmp_path)) and not left_running("kubesim.sandbox")
+    assert not left_running(str(tmp_path)) and not left_running("kubesim.kubelet.sandbox")
 
 
 def left_running(marker: str) -> list[str]:

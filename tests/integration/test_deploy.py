@@ -25,11 +25,11 @@ from podherd.credentials import GATE_PATCH_FILES
 from podherd.harness.servers import Server, find_nats_binary, start_nats_binary
 from podherd.install import DEPLOY, install, service_token
 from podherd.nats_pki import Pki
-from shared import bus
-from shared.config import KubernetesConfig, NatsConfig
-from shared.kube import KubeClient, KubeError
-from shared.nats_access import Access
-from shared.nats_permissions import accounts_file
+from shared.config.model import KubernetesConfig, NatsConfig
+from shared.kube.client import KubeClient, KubeError
+from shared.nats import bus
+from shared.nats.access import Access
+from shared.nats.permissions import accounts_file
 from tests.kubesim.test_kubectl import KUBECTL, kubectl
 
 pytestmark = pytest.mark.integration

@@ -18,12 +18,12 @@ import jsonschema
 import pytest
 import yaml
 
-from kubesim.patch import merge_patch
+from kubesim.apiserver.patch import merge_patch
 from kubesim.sim import SimHandle
 from podherd.harness.servers import find_nats_binary, free_port
 from podherd.install import DEPLOY
-from shared.config import nats_servers
-from shared.config_loader import load_config
+from shared.config.loader import load_config
+from shared.config.model import nats_servers
 from tests.kubesim.test_kubectl import KUBECTL, kubectl
 
 pytestmark = pytest.mark.integration

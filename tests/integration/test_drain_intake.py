@@ -16,14 +16,14 @@ from kubesim.sim import SimHandle
 from podherd.harness.servers import Server
 from services.tracker.intake.drains import Drains
 from services.tracker.intake.intents import IntentIntake
-from shared import bus
 from shared.api import codec
 from shared.api.drain import DrainOptions, node_hash
 from shared.api.messages import DrainIntent, DrainReply, IntentReply
 from shared.api.names import ANNOTATION_DRAIN_NODE, ANNOTATION_NODE_DRAIN, LABEL_DRAIN
-from shared.config_loader import config_from_dict
-from shared.kube import KubeClient
-from shared.publisher import Publisher
+from shared.config.loader import config_from_dict
+from shared.kube.client import KubeClient
+from shared.nats import bus
+from shared.nats.publisher import Publisher
 from tests.conftest import NatsScope
 from tests.kube import DRAIN, EVICT, Kube, bearer, client_for, requester, with_crds
 from tests.security.doors import checked

@@ -9,12 +9,12 @@ import pytest
 
 from services.arbitrator.engine import Engine
 from services.arbitrator.fact_store import FactStore
-from shared import bus
 from shared.api.meta import ObjectMeta, ObjectReference
 from shared.api.pmj import Phase, PodMigrationJob, PodMigrationJobSpec, PodMigrationJobStatus
-from shared.config_loader import config_from_dict
-from shared.ledger import Ledger
-from shared.publisher import Publisher
+from shared.config.loader import config_from_dict
+from shared.ledger.store import Ledger
+from shared.nats import bus
+from shared.nats.publisher import Publisher
 from tests.conftest import NatsScope, RedisScope
 
 pytestmark = [pytest.mark.integration]

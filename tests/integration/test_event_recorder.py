@@ -15,8 +15,8 @@ from prometheus_client import REGISTRY
 
 from kubesim.sim import SimHandle
 from services.tracker.jobs.recorder import EventRecorder
-from shared.config import KubernetesConfig
-from shared.kube import KubeClient
+from shared.config.model import KubernetesConfig
+from shared.kube.client import KubeClient
 
 pytestmark = pytest.mark.integration
 

@@ -18,7 +18,7 @@ from shared.api.names import LABEL_CREATED_BY, LABEL_JOB
 from shared.api.pmj import PodMigrationJob
 from shared.api.pod import pod_from
 from shared.api.reservation import reservation_name
-from shared.kube import KubeClient
+from shared.kube.client import KubeClient
 from tests.e2e.pipeline import GROUP, VERSION, pipeline_config
 from tests.e2e.test_lifecycle import cluster, reservations, start, web_pods
 

@@ -17,8 +17,8 @@ from podherd.harness.servers import (
     redis_server,
     start_nats_binary,
 )
-from shared.bus import StreamRefused, Subjects, ensure_events_stream
-from shared.config import NatsConfig
+from shared.config.model import NatsConfig
+from shared.nats.bus import StreamRefused, Subjects, ensure_events_stream
 from tests.conftest import NatsScope, RedisScope
 
 pytestmark = pytest.mark.integration

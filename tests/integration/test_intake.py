@@ -15,13 +15,13 @@ from kubesim.sim import SimHandle
 from podherd.harness.servers import Server
 from services.tracker.intake.intents import CONSUMER, IntentIntake
 from services.tracker.intake.node_fit import NodeFit
-from shared import bus
 from shared.api import codec
 from shared.api.messages import IntentReply, MigrationIntent, PodKey
-from shared.config import KubernetesConfig
-from shared.config_loader import config_from_dict
-from shared.kube import KubeClient
-from shared.publisher import Publisher
+from shared.config.loader import config_from_dict
+from shared.config.model import KubernetesConfig
+from shared.kube.client import KubeClient
+from shared.nats import bus
+from shared.nats.publisher import Publisher
 from tests.conftest import NatsScope
 from tests.kube import Kube, client_for, with_crds
 from tests.security.doors import unchecked

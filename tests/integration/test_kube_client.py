@@ -11,8 +11,8 @@ import pytest
 from kubernetes.client import ApiClient, Configuration, V1ConfigMap, V1ObjectMeta
 
 from kubesim.sim import SimHandle
-from shared.config import KubernetesConfig
-from shared.kube import KubeClient, KubeError
+from shared.config.model import KubernetesConfig
+from shared.kube.client import KubeClient, KubeError
 
 pytestmark = pytest.mark.integration
 CONFIGMAPS = "/api/v1/namespaces/default/configmaps"

@@ -15,10 +15,10 @@ from hypothesis import strategies as st
 
 from podherd.harness.servers import Server
 from services.arbitrator.rules import limits
-from shared.ledger import Candidate, Ledger
-from shared.ledger_rebuild import HeldJob
-from shared.redis_scripts import as_text
-from shared.slots import Bucket, Slot
+from shared.ledger.rebuild import HeldJob
+from shared.ledger.scripts import as_text
+from shared.ledger.slots import Bucket, Slot
+from shared.ledger.store import Candidate, Ledger
 from tests.conftest import RedisScope
 
 pytestmark = pytest.mark.integration

@@ -8,8 +8,8 @@ import asyncio
 import aiohttp
 import pytest
 
-from shared.config import HttpConfig
-from shared.ops import OpsServer
+from shared.config.model import HttpConfig
+from shared.service.ops import OpsServer
 
 pytestmark = [pytest.mark.integration]
 

@@ -1,6 +1,6 @@
-"""shared.publisher.Publisher against a real JetStream: pipelined publishes stored in call order and counted
-once acknowledged; a flush waits for what was published before it, not after; and every way an ack can go
-wrong (JetStream's refusal, no stream, no ack at all) a PublishError at the flush that names it."""
+"""shared.nats.publisher.Publisher against a real JetStream: pipelined publishes stored in call order and
+counted once acknowledged; a flush waits for what was published before it, not after; and every way an ack can
+go wrong (JetStream's refusal, no stream, no ack at all) a PublishError at the flush that names it."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import pytest
 from nats.aio.msg import Msg
 from nats.js.api import DiscardPolicy, StreamConfig
 
-from shared import publisher as publisher_module
-from shared.publisher import Publisher, PublishError
+from shared.nats import publisher as publisher_module
+from shared.nats.publisher import Publisher, PublishError
 from tests.conftest import NatsScope
 
 pytestmark = [pytest.mark.integration]

@@ -1,4 +1,4 @@
-"""Reading a durable consumer as messages arrive (`shared.pull`), on a real JetStream.
+"""Reading a durable consumer as messages arrive (`shared.nats.pull`), on a real JetStream.
 
 Two replicas share a consumer, as the services' replicas do. nats-py's `fetch` held a message that arrived
 while the other replica's request waited (the server refuses a second no-wait request with `408 Requests
@@ -19,7 +19,7 @@ from nats.aio.msg import Msg
 from nats.js.api import AckPolicy, ConsumerConfig
 
 from podherd.harness.servers import nats_server
-from shared.pull import PullConsumer, PullError
+from shared.nats.pull import PullConsumer, PullError
 from tests.conftest import NatsScope
 from tests.polling import until
 

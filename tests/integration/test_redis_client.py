@@ -12,8 +12,8 @@ import hiredis
 import pytest
 
 from podherd.harness.servers import Server
-from shared import redis_client
-from shared.config import RedisConfig
+from shared.config.model import RedisConfig
+from shared.redis import client as redis_client
 from tests.conftest import RedisScope
 
 pytestmark = [pytest.mark.integration]

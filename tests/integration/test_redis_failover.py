@@ -16,12 +16,12 @@ import redis.exceptions
 
 from podherd.harness.redis_topology import RedisSentinelTopology, start_redis_sentinel
 from podherd.harness.servers import find_redis_binary
-from shared import redis_client
-from shared.config import ConfigError, RedisConfig
-from shared.config_loader import config_from_dict
-from shared.durable import Durability, NotDurable
-from shared.ledger import Ledger
-from shared.slots import Slot
+from shared.config.loader import config_from_dict
+from shared.config.model import ConfigError, RedisConfig
+from shared.ledger.slots import Slot
+from shared.ledger.store import Ledger
+from shared.redis import client as redis_client
+from shared.redis.durable import Durability, NotDurable
 from tests.polling import until
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

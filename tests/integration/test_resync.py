@@ -17,11 +17,12 @@ from services.tracker.jobs.observer import Observer
 from services.tracker.jobs.periodic import Periodic
 from services.tracker.jobs.state import JobState
 from services.tracker.keys import TrackerKeys
-from shared import bus, redis_client
-from shared.config import KubernetesConfig, PodherdConfig
-from shared.kube import KubeClient
-from shared.publisher import Publisher
-from shared.redis_scripts import as_text
+from shared.config.model import KubernetesConfig, PodherdConfig
+from shared.kube.client import KubeClient
+from shared.ledger.scripts import as_text
+from shared.nats import bus
+from shared.nats.publisher import Publisher
+from shared.redis import client as redis_client
 from tests.e2e.pipeline import create_job
 from tests.e2e.test_lifecycle import cluster, start, web_pods
 

@@ -11,10 +11,10 @@ import pytest
 
 from podherd.harness.nats_cluster import NatsCluster
 from podherd.watchdog.history import RoomCheck, room_checks
-from shared import bus
 from shared.api.messages import AuditRecord
-from shared.config_loader import config_from_dict
-from shared.publisher import Publisher
+from shared.config.loader import config_from_dict
+from shared.nats import bus
+from shared.nats.publisher import Publisher
 
 pytestmark = pytest.mark.integration
 

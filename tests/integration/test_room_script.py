@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from shared.redis_scripts import as_text, lua_script
+from shared.ledger.scripts import as_text, lua_script
 from tests.conftest import RedisScope
 
 pytestmark = pytest.mark.integration

@@ -15,11 +15,11 @@ from kubesim.sim import SimHandle
 from podherd.harness.servers import Server
 from services.executor.reservations import reservation_for
 from services.tracker.service import Tracker
-from shared import bus
 from shared.api.names import LABEL_CONTROLLER, LABEL_CREATED_BY, LABEL_JOB
 from shared.api.pmj import PodMigrationJob
 from shared.api.pod import pod_from
-from shared.kube import KubeClient
+from shared.kube.client import KubeClient
+from shared.nats import bus
 from tests.e2e.pipeline import GROUP, PLURAL, VERSION, paused_job, pipeline_config
 from tests.e2e.test_lifecycle import cluster, start, web_pods
 from tests.kube import watch_until

@@ -10,7 +10,7 @@ import pytest
 
 from services.arbitrator.candidates import Prepared
 from services.arbitrator.rounds import run_rounds
-from shared.ledger import Candidate, Ledger, Verdict
+from shared.ledger.store import Candidate, Ledger, Verdict
 from tests.conftest import RedisScope
 
 pytestmark = [pytest.mark.integration]

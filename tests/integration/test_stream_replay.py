@@ -10,8 +10,8 @@ import pytest
 import redis.asyncio as aioredis
 
 from podherd.harness.servers import Server
-from shared import bus
-from shared.ledger import Ledger
+from shared.ledger.store import Ledger
+from shared.nats import bus
 from tests.integration.test_arbitrator import (
     admitted,
     arbitrator_config,

@@ -19,9 +19,9 @@ from shared.api.meta import ObjectMeta, ObjectReference
 from shared.api.names import ANNOTATION_SURGE
 from shared.api.pmj import PodMigrationJob, PodMigrationJobSpec
 from shared.api.pod import Pod, pod_from
-from shared.config_loader import config_from_dict
-from shared.consume import Retry
-from shared.kube import KubeClient
+from shared.config.loader import config_from_dict
+from shared.kube.client import KubeClient
+from shared.nats.consume import Retry
 from tests.kube import Kube, client_for, pod_ready, watch_until
 
 pytestmark = pytest.mark.integration

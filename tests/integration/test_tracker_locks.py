@@ -14,7 +14,7 @@ from services.tracker.jobs.locks import Held, JobLocks, announcer
 from services.tracker.keys import TrackerKeys
 from shared.api import codec
 from shared.api.messages import JobUnlocked
-from shared.bus import Subjects
+from shared.nats.bus import Subjects
 from tests.conftest import NatsScope, RedisScope
 from tests.polling import until
 

@@ -21,9 +21,9 @@ from shared.api.names import LABEL_ATTEMPT, LABEL_CREATED_BY, LABEL_JOB
 from shared.api.pmj import PodMigrationJob
 from shared.api.pod import pod_from
 from shared.api.reservation import reservation_name
-from shared.config import KubernetesConfig, MigrationControllerArgs
-from shared.durable import Durability
-from shared.kube import KubeClient
+from shared.config.model import KubernetesConfig, MigrationControllerArgs
+from shared.kube.client import KubeClient
+from shared.redis.durable import Durability
 from tests.e2e.pipeline import GROUP, VERSION, paused_job
 from tests.e2e.test_lifecycle import cluster, room_taken, start, web_pods
 from tests.kube import Kube, watch_until

@@ -8,7 +8,7 @@ import pytest
 
 from services.tracker.jobs.state import STALE, WRITES_REMEMBERED_S, JobState
 from services.tracker.keys import TrackerKeys
-from shared.redis_scripts import as_text
+from shared.ledger.scripts import as_text
 from tests.conftest import RedisScope
 
 pytestmark = [pytest.mark.integration]

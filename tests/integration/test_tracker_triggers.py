@@ -21,14 +21,14 @@ from nats.aio.subscription import Subscription
 from kubesim.sim import SimHandle
 from podherd.harness.servers import Server
 from services.tracker.service import Tracker
-from shared import bus
 from shared.api import annotations as known
 from shared.api import codec
 from shared.api.messages import EventType, JobRef, Kick, ObjectEvent, PodInfo
 from shared.api.meta import ObjectMeta, ObjectReference
 from shared.api.names import LABEL_CONTROLLER, LABEL_CREATED_BY, LABEL_JOB
 from shared.api.reservation import Reservation, ReservationPhase, ReservationStatus, reservation_name
-from shared.kube import KubeClient
+from shared.kube.client import KubeClient
+from shared.nats import bus
 from tests.e2e.pipeline import pipeline_config
 
 pytestmark = [pytest.mark.integration]

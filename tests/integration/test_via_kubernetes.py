@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
-from kubesim.auth import DEFAULT_AUDIENCE
+from kubesim.apiserver.auth import DEFAULT_AUDIENCE
 from kubesim.sim import SimHandle
 from podherd import cli
 from podherd.harness.gate import start_gate

@@ -26,11 +26,11 @@ from prometheus_client import REGISTRY
 from kubesim.sim import SimHandle
 from podherd.harness.servers import Server
 from services.watcher.service import Watcher
-from shared import bus
-from shared.bus import Subjects
-from shared.config import PodherdConfig
-from shared.config_loader import config_from_dict
-from shared.kube import KubeClient
+from shared.config.loader import config_from_dict
+from shared.config.model import PodherdConfig
+from shared.kube.client import KubeClient
+from shared.nats import bus
+from shared.nats.bus import Subjects
 from tests.kube import Kube, client_for, with_crds
 from tests.kubesim.test_scaling import CLONESETS
 from tests.polling import until

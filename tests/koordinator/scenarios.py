@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from shared.intstr import max_migrating
+from shared.api.intstr import max_migrating
 from tests.conformance.engines import cluster
 
 TTL = "20s"  # short, so that jobs which can only wait end within the run

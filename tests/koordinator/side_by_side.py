@@ -20,8 +20,8 @@ from kubesim.sim import SimHandle
 from podherd.harness.servers import Server
 from podherd.realcluster import engine
 from podherd.realcluster.koordinator import KoordinatorController
-from shared.config import KubernetesConfig
-from shared.kube import KubeClient
+from shared.config.model import KubernetesConfig
+from shared.kube.client import KubeClient
 from tests.conformance.conftest import Scoped, _clean
 from tests.conformance.engines import scoped
 from tests.e2e.pipeline import GROUP, VERSION, pipeline, pipeline_config

@@ -14,7 +14,7 @@ from typing import Any
 
 import msgspec
 
-from shared.kube import KubeClient
+from shared.kube.client import KubeClient
 from tests.e2e.pipeline import GROUP, TERMINAL, VERSION
 
 JOBS = f"/apis/{GROUP}/{VERSION}/podmigrationjobs"

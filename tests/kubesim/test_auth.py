@@ -16,8 +16,8 @@ import pytest
 
 from kubesim.sim import SimHandle
 from podherd.install import install, service_account, service_token
-from shared.config import KubernetesConfig
-from shared.kube import KubeClient
+from shared.config.model import KubernetesConfig
+from shared.kube.client import KubeClient
 from tests.kubesim.test_kubectl import KUBECTL, kubectl
 
 pytestmark = [pytest.mark.integration, pytest.mark.denials_expected]

@@ -15,7 +15,7 @@ import pytest
 import urllib3.exceptions
 
 from kubesim.sim import SimHandle, write_kubeconfig
-from kubesim.tls import Authority
+from shared.access.authority import Authority
 from tests.kube import client_for
 from tests.kubesim.test_kubectl import KUBECTL
 

@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
+from kubesim.apiserver.store import Store
 from kubesim.controllers.scheduler import Scheduler, verdicts
 from kubesim.options import SimOptions
-from kubesim.store import Store
 from shared.fit.check import Fit, unavailable
 from shared.fit.cluster import Cluster
 from shared.fit.views import node_view, pod_view, volume_view

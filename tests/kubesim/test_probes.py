@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from kubesim.pod_status import Container
-from kubesim.probes import Prober
+from kubesim.kubelet.pod_status import Container
+from kubesim.kubelet.probes import Prober
 
 pytestmark = pytest.mark.integration
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from kubesim import protobuf
-from kubesim.errors import ApiError
+from kubesim.apiserver import protobuf
+from kubesim.apiserver.errors import ApiError
 
 
 def field(number: int, value: bytes | int) -> bytes:

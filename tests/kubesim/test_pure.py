@@ -6,13 +6,13 @@ from typing import Any
 
 import pytest
 
-from kubesim import builtin_openapi
+from kubesim.apiserver import builtin_openapi
+from kubesim.apiserver.errors import ApiError
+from kubesim.apiserver.patch import json_patch, merge_patch, strategic_merge_patch
+from kubesim.apiserver.selectors import match_label_selector, parse_field_selector, parse_label_selector
+from kubesim.apiserver.tables import json_path
 from kubesim.controllers.node_search import feasible_nodes_to_find
-from kubesim.errors import ApiError
-from kubesim.patch import json_patch, merge_patch, strategic_merge_patch
-from kubesim.selectors import match_label_selector, parse_field_selector, parse_label_selector
-from kubesim.tables import json_path
-from shared.quantity import format_milli, milli, pod_requests
+from shared.api.quantity import format_milli, milli, pod_requests
 
 
 @pytest.mark.parametrize(

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from kubesim.apiserver.records import parse_iso
 from kubesim.controllers.reservation_rules import expired, preference
-from kubesim.records import parse_iso
 
 CREATED = "2026-11-24T10:00:00Z"
 T0 = parse_iso(CREATED)

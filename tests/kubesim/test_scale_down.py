@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
+from kubesim.apiserver.records import now_iso, parse_iso
 from kubesim.controllers.scale_down import deletion_cost, victims
-from kubesim.records import now_iso, parse_iso
 
 NOW = parse_iso("2026-11-25T12:00:00Z")
 

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from kubesim.errors import ApiError, FieldError, GoLiteral, go_value
-from kubesim.schema import CrdSchema
+from kubesim.apiserver.errors import ApiError, FieldError, GoLiteral, go_value
+from kubesim.apiserver.schema import CrdSchema
 
 SCHEMA: dict[str, Any] = {
     "type": "object",

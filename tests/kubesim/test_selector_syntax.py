@@ -8,8 +8,8 @@ from collections.abc import Callable
 import kubernetes
 import pytest
 
-from kubesim.errors import ApiError
-from kubesim.selectors import parse_field_selector, parse_label_selector
+from kubesim.apiserver.errors import ApiError
+from kubesim.apiserver.selectors import parse_field_selector, parse_label_selector
 from kubesim.sim import SimHandle
 from tests.kube import client_for, refusal
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from kubesim import subresources
+from kubesim.apiserver import subresources
 from tests.kube import Kube
 from tests.kubesim.test_kubectl import KUBECTL, kubectl
 from tests.kubesim.test_schema import request
@@ -90,6 +90,6 @@ def test_an_unexpected_error_is_an_internal_error_in_the_api_servers_words(
         assert (code, status["reason"]) == (500, "InternalError")
         assert status["message"] == "Internal error occurred: 'spec'"
         assert status["details"] == {"causes": [{"message": "'spec'"}]}
-    lines = [r for r in caplog.records if r.name == "kubesim.server"]
+    lines = [r for r in caplog.records if r.name == "kubesim.apiserver.server"]
     assert [r.getMessage() for r in lines] == ["internal error on POST /kubesim/touch: KeyError: 'spec'"] * 3
     assert [r.exc_info is not None for r in lines] == [True, False, False]  # the traceback once

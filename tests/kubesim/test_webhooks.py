@@ -21,9 +21,9 @@ import kubernetes
 import pytest
 from aiohttp import web
 
+from kubesim.apiserver.webhook_rules import Request, matches
 from kubesim.sim import SimHandle
-from kubesim.tls import Authority
-from kubesim.webhook_rules import Request, matches
+from shared.access.authority import Authority
 from tests.kube import Kube, client_for, pod_ready, watch_until
 
 pytestmark = pytest.mark.integration

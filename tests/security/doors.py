@@ -6,9 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 from services.tracker.intake.requesters import Requesters
-from shared import bus
-from shared.config import IntentsConfig
-from shared.kube import KubeClient
+from shared.config.model import IntentsConfig
+from shared.kube.client import KubeClient
+from shared.nats import bus
 
 
 def unchecked(kube: KubeClient, subjects: bus.Subjects) -> Requesters:

@@ -22,15 +22,21 @@ from services.tracker.intake.drains import Drains
 from services.tracker.intake.intents import IntentIntake
 from services.tracker.intake.requesters import Forbidden, Requesters
 from services.watcher.service import Watcher
-from shared import bus
 from shared.api import codec
 from shared.api.drain import DrainOptions
 from shared.api.messages import DrainIntent, DrainReply, IntentReply, MigrationIntent, PodKey
 from shared.api.names import ANNOTATION_NODE_DRAIN
-from shared.config import IntentsConfig, KubernetesConfig, MigrationControllerArgs, NatsConfig, RateLimit
-from shared.config_loader import config_from_dict
-from shared.kube import KubeClient
-from shared.publisher import Publisher
+from shared.config.loader import config_from_dict
+from shared.config.model import (
+    IntentsConfig,
+    KubernetesConfig,
+    MigrationControllerArgs,
+    NatsConfig,
+    RateLimit,
+)
+from shared.kube.client import KubeClient
+from shared.nats import bus
+from shared.nats.publisher import Publisher
 from tests.conftest import NatsScope
 from tests.integration.test_intake import next_message
 from tests.kube import DRAIN, EVICT, Kube, bearer, client_for, requester, token_for, with_crds

@@ -1,5 +1,5 @@
 """NATS as deploy/ runs it: TLS from Podherd's CA, every client by certificate, each mapped to a user that
-may use only the subjects and JetStream calls of its own service (`shared.nats_permissions`). A client
+may use only the subjects and JetStream calls of its own service (`shared.nats.permissions`). A client
 without a certificate, with one from another CA or of no user cannot connect; each service is refused what
 another does; the four services carry a job end to end as their own users; a service refused a permission
 stops with one line naming it.
@@ -22,21 +22,21 @@ import pytest
 import yaml
 
 from kubesim.sim import SimHandle
-from kubesim.tls import Authority
 from podherd import nats_pki
 from podherd.client import signed
 from podherd.harness.servers import Server, find_nats_binary, start_nats_binary
 from podherd.install import install, service_kubeconfig
 from podherd.nats_pki import Pki
-from services.tracker.intake.intent_jobs import job_name
 from services.tracker.intake.intents import INTENTS
-from shared import bus
+from shared.access.authority import Authority
 from shared.api import codec
 from shared.api.messages import IntentReply, MigrationIntent, PodKey
-from shared.config import KubernetesConfig, NatsConfig, Tls
-from shared.kube import KubeClient
-from shared.nats_access import DENIED, Access
-from shared.nats_permissions import AUDITOR, INTENT_SENDER
+from shared.config.model import KubernetesConfig, NatsConfig, Tls
+from shared.intake.intent_jobs import job_name
+from shared.kube.client import KubeClient
+from shared.nats import bus
+from shared.nats.access import DENIED, Access
+from shared.nats.permissions import AUDITOR, INTENT_SENDER
 from tests.e2e.pipeline import ended, pipeline, pipeline_config, until_job
 from tests.e2e.test_gate import get_job
 from tests.e2e.test_lifecycle import cluster, start, web_pods

@@ -1,4 +1,4 @@
-"""Redis as each service's own ACL user (`shared.redis_acl`), on a real server: a user may touch only its
+"""Redis as each service's own ACL user (`shared.ledger.acl`), on a real server: a user may touch only its
 own key families and the ledger, may never empty or reconfigure the server, and its password comes from a
 file read for each new connection; the services carry jobs end to end as those users."""
 
@@ -18,13 +18,14 @@ from bench.topology import Single, start_servers
 from kubesim.sim import SimHandle
 from podherd.client import signed
 from podherd.harness.servers import Server, find_redis_binary, start_redis_binary
-from services.tracker.intake.intent_jobs import job_name
-from shared import bus, redis_client
 from shared.api import codec
 from shared.api.messages import MigrationIntent, PodKey
-from shared.config import RedisConfig
-from shared.durable import Durability, NotDurable
-from shared.redis_acl import NEVER, REDIS_SERVICES, config_lines, rule
+from shared.config.model import RedisConfig
+from shared.intake.intent_jobs import job_name
+from shared.ledger.acl import NEVER, REDIS_SERVICES, config_lines, rule
+from shared.nats import bus
+from shared.redis import client as redis_client
+from shared.redis.durable import Durability, NotDurable
 from tests.e2e.pipeline import ended, pipeline, pipeline_config, until_job
 from tests.e2e.test_lifecycle import cluster, start, web_pods
 from tests.e2e.test_pipeline import when_served

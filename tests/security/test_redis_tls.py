@@ -16,11 +16,11 @@ import redis.asyncio as aioredis
 import redis.exceptions
 
 from kubesim.sim import SimHandle
-from kubesim.tls import Authority
 from podherd.harness.servers import Server
-from shared import redis_client
-from shared.config import ConfigError, RedisConfig
-from shared.config_loader import config_from_dict
+from shared.access.authority import Authority
+from shared.config.loader import config_from_dict
+from shared.config.model import ConfigError, RedisConfig
+from shared.redis import client as redis_client
 from tests.security.test_redis_access import carry_two_jobs, make_users
 from tests.security.tls_redis import TlsRedis, tls_redis_for_tests
 

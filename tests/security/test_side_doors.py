@@ -17,9 +17,9 @@ from typing import Any
 import kubernetes
 import pytest
 
-from kubesim.tls import Authority
 from podherd.harness.processes import webhook_port
 from services.gate.evacuation import job_name
+from shared.access.authority import Authority
 from shared.api.names import (
     ANNOTATION_ABORT,
     ANNOTATION_LEDGER,

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from kubesim.tls import Authority
 from podherd.harness.servers import Server
 from podherd.harness.tls_redis import UNPACKED, find_tls_redis_binary, start_tls_redis
-from shared.config import Tls
+from shared.access.authority import Authority
+from shared.config.model import Tls
 
 
 @dataclass(frozen=True)

@@ -15,8 +15,8 @@ from services.arbitrator.gather import Loaded
 from services.arbitrator.rules import limits, order
 from shared.api.messages import PodInfo, WorkloadRef
 from shared.api.meta import LabelSelector, LabelSelectorRequirement, ObjectReference
-from shared.config import MigrationControllerArgs
-from shared.config_loader import config_from_dict
+from shared.config.loader import config_from_dict
+from shared.config.model import MigrationControllerArgs
 from shared.rules import filters
 from shared.rules.facts import JobFacts, PdbFacts, WorkloadFacts
 

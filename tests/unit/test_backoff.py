@@ -1,4 +1,4 @@
-"""Waiting for a dependency (shared.backoff): waits that double from the first up to the cap, each drawn
+"""Waiting for a dependency (shared.core.backoff): waits that double from the first up to the cap, each drawn
 from the upper half of its step, one line per attempt; loops that try the same dependency at once share
 its steps and its lines."""
 
@@ -9,7 +9,7 @@ import random
 
 import pytest
 
-from shared.backoff import Backoff, SharedBackoff, delay
+from shared.core.backoff import Backoff, SharedBackoff, delay
 
 
 def test_waits_double_up_to_the_cap_within_the_upper_half_of_each_step() -> None:

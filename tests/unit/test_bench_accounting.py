@@ -39,7 +39,7 @@ def test_profile_samples_go_to_the_service_whose_process_took_them() -> None:
     lines = [
         f'process 1:"";{tracker};main (podherd/cli.py:1);reconcile (services/tracker/service.py:9) 30',
         f'process 1:"";{tracker};main (podherd/cli.py:1);read (ssl.py:1) 10',
-        'process 1:"";run (kubesim/sim.py:1);list_page (kubesim/listing.py:4) 60',
+        'process 1:"";run (kubesim/sim.py:1);list_page (kubesim/apiserver/listing.py:4) 60',
     ]
     summary = summarize(lines, top=5)
     assert summary["kubesim"]["share_of_all_samples_pct"] == 60.0

@@ -7,7 +7,7 @@ from typing import Any
 
 from nats.aio.msg import Msg
 
-from shared.consume import Retry, by_key, coalesced
+from shared.nats.consume import Retry, by_key, coalesced
 
 
 def message(data: bytes) -> Msg:

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from shared.api.eviction_gates import EVICTION_GATES
 from shared.api.pmj import PodMigrationJobSpec
-from shared.config import ConfigError, PodherdConfig
-from shared.config_loader import config_from_dict, load_config, parse_config_text
-from shared.eviction_gates import EVICTION_GATES
-from shared.runtime import loop_factory
+from shared.config.loader import config_from_dict, load_config, parse_config_text
+from shared.config.model import ConfigError, PodherdConfig
+from shared.service.runtime import loop_factory
 
 # Koordinator v1.8.0's module, as `make controlplane` brings it into the Go module cache.
 KOORDINATOR = Path.home() / "go/pkg/mod/github.com/koordinator-sh/koordinator@v1.8.0"

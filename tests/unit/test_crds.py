@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from kubesim.schema import CrdSchema
+from kubesim.apiserver.schema import CrdSchema
 from services.executor.reservations import reservation_for
 from shared.api import codec
 from shared.api.pmj import PodMigrationJob

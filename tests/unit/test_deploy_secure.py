@@ -15,9 +15,9 @@ import yaml
 
 from podherd.certs import make
 from podherd.install import DEPLOY
-from shared import bus
-from shared.config_loader import load_config
-from shared.nats_permissions import accounts
+from shared.config.loader import load_config
+from shared.nats import bus
+from shared.nats.permissions import accounts
 
 
 def docs(*parts: str) -> list[dict[str, Any]]:

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from services.tracker.intake.doors import door_of, door_refusal
-from shared import bus
-from shared.permissions import drain_node_needs, drain_pod_needs, migration_needs
-from shared.redact import masked, redacted, without_credentials
+from shared.access.permissions import drain_node_needs, drain_pod_needs, migration_needs
+from shared.core.redact import masked, redacted, without_credentials
+from shared.nats import bus
 
 S = bus.Subjects("podherd")
 

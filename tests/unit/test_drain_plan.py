@@ -14,7 +14,7 @@ from shared.api.drain import MOVING, RESERVING, ROLLED_BACK, DrainOptions, drain
 from shared.api.meta import ObjectMeta, ObjectReference
 from shared.api.names import ANNOTATION_ATOMIC, ANNOTATION_LIFTS
 from shared.api.pmj import PodMigrationJob, PodMigrationJobSpec
-from shared.drain_plan import Room, atomic_step, plan_drain
+from shared.intake.drain_plan import Room, atomic_step, plan_drain
 from shared.rules import filters
 from shared.rules.facts import facts_of, queued_facts, queued_record
 from tests.unit.test_arbitration_rules import JOB, POD, WORKLOAD, args

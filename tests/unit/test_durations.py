@@ -1,6 +1,6 @@
 import pytest
 
-from shared.durations import format_duration, parse_duration
+from shared.core.durations import format_duration, parse_duration
 
 
 @pytest.mark.parametrize(

@@ -25,7 +25,7 @@ from services.gate.job_checks import job_refusal, pod_changed
 from services.gate.reviews import Refusal, Request, UserInfo, answer, read_review
 from shared.api.names import LABEL_EVACUATED_POD
 from shared.api.pmj import PodMigrationJob
-from shared.config import InterceptorConfig
+from shared.config.model import InterceptorConfig
 
 NOW = datetime(2026, 11, 27, 12, 0, tzinfo=UTC)
 POD = PodView(namespace="shop", name="web", uid="u1", labels={OPT_IN: "true"})

@@ -9,7 +9,7 @@ from services.gate.movable import let_through, refused, why_not
 from shared.api.annotations import EVICTION_COST
 from shared.api.messages import PodInfo, WorkloadRef
 from shared.api.meta import ObjectReference
-from shared.config import MigrationControllerArgs, Namespaces, SurgeArgs
+from shared.config.model import MigrationControllerArgs, Namespaces, SurgeArgs
 from shared.rules.facts import WorkloadFacts
 
 ARGS = MigrationControllerArgs(scheduler_names=["koord-scheduler"])

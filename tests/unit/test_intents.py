@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from services.tracker.intake.intent_jobs import conflict, job_for, job_name
 from shared.api import codec
 from shared.api.messages import MigrationIntent, PodKey
+from shared.intake.intent_jobs import conflict, job_for, job_name
 
 DNS_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 

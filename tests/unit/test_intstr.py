@@ -3,7 +3,7 @@
 
 import pytest
 
-from shared.intstr import max_migrating, max_unavailable, scaled_value, validate_int_or_percent
+from shared.api.intstr import max_migrating, max_unavailable, scaled_value, validate_int_or_percent
 
 
 # replicas -> expected limit with nothing configured (>10 -> 10%, 4..10 -> 2, else 1; rounded down)

@@ -1,4 +1,4 @@
-"""Work keyed by what it is about (shared.keyed): one key's work in the order its turns were taken, and
+"""Work keyed by what it is about (shared.nats.keyed): one key's work in the order its turns were taken, and
 level-triggered work run at most once at a time per key, shared by whoever asks before it starts."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from contextlib import AbstractAsyncContextManager
 
 import pytest
 
-from shared.keyed import Coalescing, InOrder
+from shared.nats.keyed import Coalescing, InOrder
 
 
 def test_turns_run_in_the_order_they_were_taken_one_key_at_a_time() -> None:

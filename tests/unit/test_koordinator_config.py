@@ -11,8 +11,8 @@ import pytest
 
 from podherd import cli, compatibility
 from podherd.reference import KOORDINATOR, config_reference
-from shared.config import ConfigError
-from shared.config_loader import parse_config_text
+from shared.config.loader import parse_config_text
+from shared.config.model import ConfigError
 
 SHIPPED = Path(__file__).parents[1] / "data" / "koordinator" / "descheduler-config.yaml"
 # Koordinator v1.8.0's MigrationControllerArgs, field by field (types_pluginargs.go, v1alpha2).
@@ -50,7 +50,7 @@ KOORDINATOR_FIELDS = (
 
 
 def test_koordinators_shipped_configuration_is_read_as_it_is(caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.WARNING, "shared.config")
+    caplog.set_level(logging.WARNING, "shared.config.model")
     args = parse_config_text(SHIPPED.read_text()).migration_controller
     assert args.eviction_policy == "Eviction"
     assert args.namespaces is not None and args.namespaces.exclude == ["kube-system", "koordinator-system"]
@@ -139,7 +139,7 @@ profiles:
 def test_a_descheduler_configuration_gives_the_planner_its_balance_plugins_args(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    caplog.set_level(logging.WARNING, "shared.config")
+    caplog.set_level(logging.WARNING, "shared.config.model")
     config = parse_config_text(BALANCED)
     assert config.migration_controller.max_migrating_per_node == 1
     low, high = config.planner.policies  # configured first, then enabled without args

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from shared.config import ConfigError
-from shared.config_loader import parse_config_text
+from shared.config.loader import parse_config_text
+from shared.config.model import ConfigError
 
 ARGS = "kind: MigrationControllerArgs\n"
 

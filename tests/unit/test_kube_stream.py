@@ -9,7 +9,7 @@ import sys
 
 SCENE = """
 import asyncio, threading, urllib3
-from shared.kube_stream import watch_lines
+from shared.kube.stream import watch_lines
 
 entered, release = threading.Event(), threading.Event()
 

@@ -10,8 +10,7 @@ from typing import Any
 
 import pytest
 
-from kubesim.options import ImageConfig, SimOptions, podherd_image
-from kubesim.pod_env import (
+from kubesim.kubelet.pod_env import (
     ConfigError,
     command_line,
     container_env,
@@ -19,10 +18,11 @@ from kubesim.pod_env import (
     field_value,
     verify_run_as_non_root,
 )
-from kubesim.pod_files import MountError, atomic_write, hosts_file, service_names, volume_files
-from kubesim.pod_status import MESSAGE_LOG_BYTES, MESSAGE_LOG_LINES, restart_delay, terminated
-from kubesim.runtime import repository
-from shared.config import nats_servers
+from kubesim.kubelet.pod_files import MountError, atomic_write, hosts_file, service_names, volume_files
+from kubesim.kubelet.pod_status import MESSAGE_LOG_BYTES, MESSAGE_LOG_LINES, restart_delay, terminated
+from kubesim.kubelet.runtime import repository
+from kubesim.options import ImageConfig, SimOptions, podherd_image
+from shared.config.model import nats_servers
 
 POD: dict[str, Any] = {
     "metadata": {"name": "p", "namespace": "ns", "uid": "u-1", "labels": {"app": "a", "tier": "web"}},

@@ -1,4 +1,4 @@
-"""The ledger's key families have one owner (shared/ledger_keys.py): the scripts spell them through its
+"""The ledger's key families have one owner (shared/ledger/keys.py): the scripts spell them through its
 table `K`, the Python through `LedgerKeys`, and every family named there is one the ledger uses."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from shared.ledger_keys import FAMILIES, MEMBER_FAMILIES, LedgerKeys, lua_prelude
-from shared.redis_scripts import lua_script
+from shared.ledger.keys import FAMILIES, MEMBER_FAMILIES, LedgerKeys, lua_prelude
+from shared.ledger.scripts import lua_script
 
 ROOT = Path(__file__).resolve().parents[2]
 LEDGER_SCRIPTS = sorted((ROOT / "shared" / "lua").glob("*.lua"))

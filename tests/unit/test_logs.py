@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import logging
 
-from shared.logs import JsonFormatter, about_job
+from shared.service.logs import JsonFormatter, about_job
 
 
 def line(record: logging.LogRecord) -> dict[str, object]:

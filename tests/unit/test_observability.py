@@ -14,7 +14,7 @@ import services.executor.service
 import services.tracker.intake.intents
 import services.tracker.service
 import services.watcher.service
-import shared.consume
+import shared.nats.consume
 
 DASHBOARD = Path(__file__).resolve().parents[2] / "deploy" / "grafana" / "podherd.json"
 SERIES = re.compile(r"\bpodherd_[a-z_]+")
@@ -35,7 +35,7 @@ MODULES = (
     services.tracker.intake.intents,
     services.tracker.service,
 )
-_ = (MODULES, services.watcher.service, shared.consume)  # imported for their metrics
+_ = (MODULES, services.watcher.service, shared.nats.consume)  # imported for their metrics
 
 
 def exported() -> set[str]:

@@ -9,7 +9,7 @@ from typing import Any
 from services.tracker.intake.atomic_plans import one_requesters
 from services.tracker.intake.plan_rules import PlanJob, plan_step
 from shared.api.names import ANNOTATION_REQUESTER
-from shared.drain_plan import Room
+from shared.intake.drain_plan import Room
 
 
 def job(

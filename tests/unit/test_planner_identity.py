@@ -10,7 +10,7 @@ from typing import Any
 
 from services.planner.cycle import Cycle
 from shared.api.names import ANNOTATION_CLAIMED_REQUESTER, ANNOTATION_REQUESTER
-from shared.config_loader import config_from_dict
+from shared.config.loader import config_from_dict
 
 ME = "system:serviceaccount:podherd:podherd-planner"
 

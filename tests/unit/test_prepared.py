@@ -1,5 +1,6 @@
-"""A service's setup on NATS (shared.bus.prepared): tried again while JetStream cannot answer yet (a cluster
-electing its leaders), ended cleanly when the service stops meanwhile, and failed at once on anything else."""
+"""A service's setup on NATS (shared.nats.bus.prepared): tried again while JetStream cannot answer yet (a
+cluster electing its leaders), ended cleanly when the service stops meanwhile, and failed at once on anything
+else."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ import nats.errors
 import pytest
 from nats.js.errors import BadRequestError
 
-from shared import bus
-from shared.bus import StreamRefused
+from shared.nats import bus
+from shared.nats.bus import StreamRefused
 
 
 async def test_setup_is_tried_again_while_jetstream_cannot_answer() -> None:

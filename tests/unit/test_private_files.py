@@ -5,7 +5,7 @@ from __future__ import annotations
 import stat
 from pathlib import Path
 
-from shared.private_files import write_private
+from shared.access.private_files import write_private
 
 
 def test_a_secret_is_written_readable_by_its_owner_alone(tmp_path: Path) -> None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from shared.config.planner import POLICY_NAMES, PlannerPolicy
 from shared.fit.cluster import Cluster
-from shared.planner_config import POLICY_NAMES, PlannerPolicy
 from shared.rebalance.planning import Planning
 from shared.rebalance.policy_run import RUNNERS, PolicyOptions, run_policy
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from shared.request_budget import RequestBudget
+from shared.kube.request_budget import RequestBudget
 
 
 class Clock:

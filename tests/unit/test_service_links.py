@@ -1,6 +1,7 @@
 """Service links: the variables a kubelet gives every container for the Services of its namespace, and
-Podherd's configuration, which reads PODHERD_* variables, beside them (kubesim/service_links.py follows the
-kubelet's rules; deploy/ turns them off for Podherd's pods, and the config ignores exactly their names)."""
+Podherd's configuration, which reads PODHERD_* variables, beside them (kubesim/kubelet/service_links.py
+follows the kubelet's rules; deploy/ turns them off for Podherd's pods, and the config ignores exactly their
+names)."""
 
 from __future__ import annotations
 
@@ -11,9 +12,9 @@ import msgspec
 import pytest
 import yaml
 
-from kubesim.service_links import from_services, service_env
-from shared.config import ConfigError, PodherdConfig
-from shared.config_loader import is_service_link, load_config
+from kubesim.kubelet.service_links import from_services, service_env
+from shared.config.loader import is_service_link, load_config
+from shared.config.model import ConfigError, PodherdConfig
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any, cast
 
 from bench.side_by_side import compare, table
-from shared.kube import KubeClient
+from shared.kube.client import KubeClient
 from tests.koordinator.trace import Recorder, Seen, staged
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from shared.bus import Subjects
+from shared.nats.bus import Subjects
 
 
 def test_job_subjects_round_trip_their_step() -> None:

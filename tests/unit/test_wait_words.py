@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from services.arbitrator.wait_words import pace, wait_words
-from shared.ledger import Verdict
-from shared.slots import Bucket
+from shared.ledger.slots import Bucket
+from shared.ledger.store import Verdict
 
 LIMITER = Bucket("objectLimiters.workload", "workload:default/web", 2 / 600, 2, "workload default/web")
 QPS = Bucket("evictQPS", "global", 5.0, 10, "the global eviction rate")

@@ -6,10 +6,10 @@ import asyncio
 
 import pytest
 
+from kubesim.apiserver.store import Store
 from kubesim.controllers.base import Controller
 from kubesim.options import SimOptions
-from kubesim.store import Store
-from shared.waits import cancel_and_wait, wait_event, when_set
+from shared.core.waits import cancel_and_wait, wait_event, when_set
 
 
 async def _waits_forever(event: asyncio.Event) -> None:

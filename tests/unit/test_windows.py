@@ -25,9 +25,9 @@ from shared.api.pmj import (
     PodMigrationJob,
     PodMigrationJobStatus,
 )
-from shared.config import ConfigError, DisruptionWindow
-from shared.config_loader import config_from_dict
-from shared.windows import Closed, Open, Windows, next_opening, open_at
+from shared.config.loader import config_from_dict
+from shared.config.model import ConfigError, DisruptionWindow
+from shared.config.windows import Closed, Open, Windows, next_opening, open_at
 from tests.unit.test_arbitration_rules import JOB, POD, WORKLOAD, args, pod
 from tests.unit.test_job_progress import NOW, job, seen
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from shared.config import ConfigError
-from shared.config_loader import config_from_dict
-from shared.workload_kinds import WorkloadKind, of_reference
-from shared.workload_rbac import workload_rbac
+from shared.access.workload_rbac import workload_rbac
+from shared.api.workload_kinds import WorkloadKind, of_reference
+from shared.config.loader import config_from_dict
+from shared.config.model import ConfigError
 
 CLONESETS = {"kind": "CloneSet", "group": "apps.kruise.io", "version": "v1alpha1", "resource": "clonesets"}
 

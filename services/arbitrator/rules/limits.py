@@ -31,11 +31,11 @@ from dataclasses import dataclass, field
 import msgspec
 
 from shared.api import annotations as known
-from shared.config import MigrationControllerArgs, ObjectLimiter
-from shared.durations import parse_duration
-from shared.intstr import max_migrating, max_unavailable
+from shared.api.intstr import max_migrating, max_unavailable
+from shared.config.model import MigrationControllerArgs, ObjectLimiter
+from shared.core.durations import parse_duration
+from shared.ledger.slots import GLOBAL, Bucket, Slot, namespace_slot, node_slot, pdb_slot, workload_slot
 from shared.rules.facts import JobFacts, PdbFacts, PodInfo, WorkloadFacts
-from shared.slots import GLOBAL, Bucket, Slot, namespace_slot, node_slot, pdb_slot, workload_slot
 
 __all__ = ["AdmissionPlan", "Bucket", "LedgerView", "Outcome", "Slot", "evaluate", "plan"]
 

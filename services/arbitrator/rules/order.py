@@ -23,7 +23,7 @@ with ZRANGEBYLEX, so every arbitrator replica sees one queue in one order.
 from __future__ import annotations
 
 from shared.api import annotations as known
-from shared.config import MigrationControllerArgs
+from shared.config.model import MigrationControllerArgs
 from shared.rules.facts import JobFacts, PodInfo, WorkloadFacts
 from shared.rules.filters import autoscaler_protection
 

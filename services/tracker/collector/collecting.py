@@ -26,14 +26,14 @@ from prometheus_client import Counter
 
 from services.tracker.collector.collectable import collectable
 from services.tracker.keys import TrackerKeys
-from shared import bus
 from shared.api import paths
 from shared.api.audit import actor, audit_record
-from shared.config import PodherdConfig
-from shared.durations import parse_duration
-from shared.kube import KubeClient, KubeError
-from shared.publisher import Publisher
-from shared.waits import wait_event
+from shared.config.model import PodherdConfig
+from shared.core.durations import parse_duration
+from shared.core.waits import wait_event
+from shared.kube.client import KubeClient, KubeError
+from shared.nats import bus
+from shared.nats.publisher import Publisher
 
 log = logging.getLogger(__name__)
 COLLECTED = Counter("podherd_jobs_collected_total", "Finished PodMigrationJobs deleted after their retention")

@@ -22,14 +22,14 @@ import redis.asyncio as aioredis
 
 from services.tracker.intake.reserved_ahead import announce, patch_job, room_of
 from services.tracker.keys import TrackerKeys
-from shared import bus
 from shared.api import paths
 from shared.api.drain import MOVING, RESERVING, ROLLED_BACK, DrainRecord, drain_record
 from shared.api.names import ANNOTATION_ABORT, ANNOTATION_NODE_DRAIN
-from shared.drain_plan import Room, atomic_step
-from shared.durations import parse_duration
-from shared.kube import KubeClient, KubeError
-from shared.publisher import Publisher
+from shared.core.durations import parse_duration
+from shared.intake.drain_plan import Room, atomic_step
+from shared.kube.client import KubeClient, KubeError
+from shared.nats import bus
+from shared.nats.publisher import Publisher
 
 
 class AtomicDrains:

@@ -22,7 +22,6 @@ import redis.asyncio as aioredis
 from services.tracker.intake.plan_rules import PlanJob, plan_step
 from services.tracker.intake.reserved_ahead import announce, patch_job, room_of
 from services.tracker.keys import TrackerKeys
-from shared import bus
 from shared.api import paths
 from shared.api.drain import MOVING, RESERVING
 from shared.api.names import (
@@ -33,9 +32,10 @@ from shared.api.names import (
     LABEL_ATOMIC_PLAN,
 )
 from shared.api.pmj import TERMINAL_PHASES
-from shared.durations import parse_duration
-from shared.kube import KubeClient
-from shared.publisher import Publisher
+from shared.core.durations import parse_duration
+from shared.kube.client import KubeClient
+from shared.nats import bus
+from shared.nats.publisher import Publisher
 
 
 class AtomicPlans:

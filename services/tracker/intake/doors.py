@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from shared import bus
+from shared.nats import bus
 
 Door = Literal["request", "namespaced", "drain", "stream"]
 Mode = Literal["kubernetes", "subject", "none"]

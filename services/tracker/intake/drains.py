@@ -1,7 +1,7 @@
 """Drain intents: a node cordoned and each of its pods moved by a PodMigrationJob (kubectl drain's rules,
 `drain_writes`). Its sender is authorized before the node is looked up (`patch nodes`), and again once the
-plan says which namespaces it moves pods from (`shared.permissions`), before anything is written: a refused
-drain cordons nothing and creates nothing. Each drain started or refused is audited.
+plan says which namespaces it moves pods from (`shared.access.permissions`), before anything is
+written: a refused drain cordons nothing and creates nothing. Each drain started or refused is audited.
 """
 
 from __future__ import annotations
@@ -12,17 +12,17 @@ from typing import TYPE_CHECKING
 
 from prometheus_client import Counter
 
-from services.tracker.intake.drain_writes import DrainRefused, DrainWrites
 from services.tracker.intake.requesters import Forbidden, Requesters, Verdict, refusal_key
-from shared import bus
+from shared.access.permissions import Identity, drain_node_needs, drain_pod_needs
 from shared.api import codec
 from shared.api.audit import actor, audit_record
 from shared.api.drain import LIFT_BARE_POD, node_hash
 from shared.api.messages import DrainIntent, DrainReply, IntentError, IntentErrorCode
-from shared.config import MigrationControllerArgs
-from shared.kube import KubeClient, KubeError
-from shared.permissions import Identity, drain_node_needs, drain_pod_needs
-from shared.publisher import Publisher
+from shared.config.model import MigrationControllerArgs
+from shared.intake.drain_writes import DrainRefused, DrainWrites
+from shared.kube.client import KubeClient, KubeError
+from shared.nats import bus
+from shared.nats.publisher import Publisher
 
 if TYPE_CHECKING:
     from nats.aio.msg import Msg

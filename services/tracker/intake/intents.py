@@ -31,7 +31,7 @@ from services.tracker.intake.drains import Drains
 from services.tracker.intake.node_fit import NodeFit
 from services.tracker.intake.requesters import Forbidden, Requesters, Verdict, bearer, refusal_key
 from services.tracker.intake.submission import JobSubmitter, Refused
-from shared import bus
+from shared.access.permissions import Identity, migration_needs
 from shared.api import codec
 from shared.api.audit import actor, audit_record
 from shared.api.codec import SchemaError
@@ -43,11 +43,11 @@ from shared.api.messages import (
     IntentReply,
     MigrationIntent,
 )
-from shared.config import NatsConfig
-from shared.consume import Durable, durable, one_by_one, run_consumer
-from shared.kube import KubeClient
-from shared.permissions import Identity, migration_needs
-from shared.publisher import Publisher
+from shared.config.model import NatsConfig
+from shared.kube.client import KubeClient
+from shared.nats import bus
+from shared.nats.consume import Durable, durable, one_by_one, run_consumer
+from shared.nats.publisher import Publisher
 
 log = logging.getLogger(__name__)
 INTENTS = Counter("podherd_tracker_intents_total", "Migration intents received", ["path", "outcome"])

@@ -23,7 +23,7 @@ from shared.fit.check import Fit, unavailable
 from shared.fit.cluster import Cluster
 from shared.fit.node_rules import UNSCHEDULABLE
 from shared.fit.views import NOT_READY_TAINT, UNREACHABLE_TAINT, NodeView, PodView, node_view, pod_view
-from shared.kube import KubeClient
+from shared.kube.client import KubeClient
 
 Obj = dict[str, Any]
 LIFECYCLE = frozenset({NOT_READY_TAINT, UNREACHABLE_TAINT})

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from shared.api.drain import MOVING, RESERVING, ROLLED_BACK
-from shared.drain_plan import Room
+from shared.intake.drain_plan import Room
 
 
 @dataclass(frozen=True)

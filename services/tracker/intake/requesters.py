@@ -25,16 +25,16 @@ from dataclasses import dataclass, field
 from prometheus_client import Counter
 
 from services.tracker.intake.doors import door_refusal
-from shared import bus
+from shared.access.permissions import ANONYMOUS, Identity, Need
+from shared.access.reviews import TokenRefused, review_access, review_token, token_expiry
 from shared.api import codec
 from shared.api.codec import SchemaError
 from shared.api.messages import EventHead, IntentError, IntentErrorCode
-from shared.config import IntentsConfig
-from shared.durations import parse_duration
-from shared.kube import KubeClient
-from shared.permissions import ANONYMOUS, Identity, Need
-from shared.redact import without_credentials
-from shared.reviews import TokenRefused, review_access, review_token, token_expiry
+from shared.config.model import IntentsConfig
+from shared.core.durations import parse_duration
+from shared.core.redact import without_credentials
+from shared.kube.client import KubeClient
+from shared.nats import bus
 
 log = logging.getLogger(__name__)
 DECISIONS = Counter(

@@ -13,17 +13,17 @@ import nats.errors
 import redis.asyncio as aioredis
 
 from services.tracker.jobs.decode import reservation_view
-from shared import bus
 from shared.api import paths
 from shared.api.audit import actor, audit_record
 from shared.api.drain import MOVING, node_hash
 from shared.api.pmj import MODE_EVICT_DIRECTLY, TERMINAL_PHASES
 from shared.api.pmj_read import pod_of
 from shared.api.reservation import reservation_name
-from shared.drain_plan import Room
-from shared.kube import KubeClient, KubeError
-from shared.publisher import Publisher, PublishError
-from shared.waits import wait_event
+from shared.core.waits import wait_event
+from shared.intake.drain_plan import Room
+from shared.kube.client import KubeClient, KubeError
+from shared.nats import bus
+from shared.nats.publisher import Publisher, PublishError
 
 log = logging.getLogger(__name__)
 EVERY = 0.5  # seconds between looks at what is reserving room

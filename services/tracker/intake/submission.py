@@ -13,14 +13,14 @@ from nats.js import JetStreamContext
 from nats.js.errors import KeyNotFoundError, NotFoundError
 from nats.js.kv import KeyValue
 
-from services.tracker.intake.intent_jobs import conflict, job_for
 from services.tracker.intake.node_fit import NodeFit
-from shared import bus
+from shared.access.permissions import Identity
 from shared.api import paths
 from shared.api.messages import IntentError, IntentErrorCode, MigrationIntent
 from shared.api.pmj_read import read_pmj
-from shared.kube import KubeClient, KubeError
-from shared.permissions import Identity
+from shared.intake.intent_jobs import conflict, job_for
+from shared.kube.client import KubeClient, KubeError
+from shared.nats import bus
 
 T = TypeVar("T")
 

@@ -16,15 +16,15 @@ from prometheus_client import Counter
 from services.tracker.jobs import machine
 from services.tracker.jobs.machine import ReservationView
 from services.tracker.jobs.recorder import EventRecorder
-from shared import bus
 from shared.api import codec, paths
 from shared.api.audit import actor, audit_record
 from shared.api.messages import Command, JobRef, SlotsReleased, Step
 from shared.api.names import ANNOTATION_OWN_ROOM, ANNOTATION_REQUESTER
 from shared.api.pmj import API_VERSION, GROUP, PHASE_PENDING, Phase, PodMigrationJob
-from shared.config import PodherdConfig
-from shared.kube import KubeClient, KubeError
-from shared.publisher import Publisher
+from shared.config.model import PodherdConfig
+from shared.kube.client import KubeClient, KubeError
+from shared.nats import bus
+from shared.nats.publisher import Publisher
 
 log = logging.getLogger("services.tracker")
 CommandStep = Step

@@ -17,17 +17,17 @@ from services.tracker.jobs.invalid import end_invalid
 from services.tracker.jobs.machine import ReservationView
 from services.tracker.jobs.state import JobState
 from services.tracker.keys import TrackerKeys
-from shared import ledger
 from shared.api import paths
 from shared.api.names import ANNOTATION_LEDGER, ANNOTATION_STRATEGY
 from shared.api.pmj import PHASE_FAILED, PHASE_SUCCEEDED, PodMigrationJob
 from shared.api.surge import STRATEGY_SURGE
 from shared.api.validation import Invalid
-from shared.durable import Durability
-from shared.kube import KubeError
-from shared.ledger import Ledger
-from shared.redis_scripts import as_text, lua_script
-from shared.stats import MigrationStats
+from shared.kube.client import KubeError
+from shared.ledger import store as ledger
+from shared.ledger.scripts import as_text, lua_script
+from shared.ledger.stats import MigrationStats
+from shared.ledger.store import Ledger
+from shared.redis.durable import Durability
 
 log = logging.getLogger("services.tracker")
 

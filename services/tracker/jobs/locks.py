@@ -22,7 +22,7 @@ from services.tracker.keys import TrackerKeys
 from shared.api import codec
 from shared.api.codec import SchemaError
 from shared.api.messages import JobUnlocked
-from shared.redis_scripts import as_text
+from shared.ledger.scripts import as_text
 
 # Taken: {1, the job's field of the peeked hash (KEYS[3]), '' when it has none}; held by another: {0}.
 ACQUIRE = """

@@ -29,11 +29,11 @@ from shared.api.pmj import (
 )
 from shared.api.reservation import attempt_of, made_for, reservation_name
 from shared.api.surge import STRATEGY_SURGE, is_surge
-from shared.config import MigrationControllerArgs
-from shared.consume import read_or_retry
-from shared.durable import Durability
-from shared.kube import KubeClient
-from shared.redis_scripts import as_text
+from shared.config.model import MigrationControllerArgs
+from shared.kube.client import KubeClient
+from shared.ledger.scripts import as_text
+from shared.nats.consume import read_or_retry
+from shared.redis.durable import Durability
 
 
 class Observer:

@@ -19,18 +19,18 @@ from services.tracker.jobs.effects import Effects
 from services.tracker.jobs.observer import Observer
 from services.tracker.jobs.state import JobState
 from services.tracker.keys import TrackerKeys
-from shared import redis_client
 from shared.api import paths
 from shared.api.meta import ObjectMeta
 from shared.api.names import LABEL_CONTROLLER, LABEL_CREATED_BY, LABEL_JOB
 from shared.api.pmj import PHASE_PENDING, TERMINAL_PHASES, PodMigrationJob
 from shared.api.pmj_read import read_pmj
 from shared.api.reservation import is_untaken_room
-from shared.backoff import Backoff
-from shared.consume import Retry, read_or_retry
-from shared.kube import KubeClient, unanswered
-from shared.redis_scripts import as_text
-from shared.waits import wait_event
+from shared.core.backoff import Backoff
+from shared.core.waits import wait_event
+from shared.kube.client import KubeClient, unanswered
+from shared.ledger.scripts import as_text
+from shared.nats.consume import Retry, read_or_retry
+from shared.redis import client as redis_client
 
 log = logging.getLogger("services.tracker")
 JOBS_BY_PHASE = Gauge("podherd_jobs", "PodMigrationJobs by phase", ["phase"])

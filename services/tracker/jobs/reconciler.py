@@ -23,9 +23,9 @@ from services.tracker.keys import TrackerKeys
 from shared.api import codec, paths
 from shared.api.pmj import PHASE_PENDING, Phase, PodMigrationJob
 from shared.api.pmj_read import read_pmj
-from shared.consume import Retry
-from shared.kube import KubeClient, KubeError
-from shared.logs import about_job
+from shared.kube.client import KubeClient, KubeError
+from shared.nats.consume import Retry
+from shared.service.logs import about_job
 
 LOCK_MS = 15_000
 # How long a reconcile waits for another one of the same job to end before handing its message back.

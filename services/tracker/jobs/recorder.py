@@ -13,7 +13,7 @@ from typing import Any
 from prometheus_client import Counter
 
 from shared.api import paths
-from shared.kube import KubeClient
+from shared.kube.client import KubeClient
 
 log = logging.getLogger("services.tracker")
 DROPPED = Counter("podherd_tracker_events_dropped_total", "Kubernetes Events dropped: the queue was full")

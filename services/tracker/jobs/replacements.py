@@ -19,8 +19,8 @@ from shared.api import paths
 from shared.api.messages import PodInfo
 from shared.api.names import LABEL_CONTROLLER
 from shared.api.pmj import PodMigrationJob
-from shared.durable import Durability
-from shared.redis_scripts import as_text
+from shared.ledger.scripts import as_text
+from shared.redis.durable import Durability
 
 
 class Replacements:

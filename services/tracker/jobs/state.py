@@ -12,7 +12,7 @@ from redis.asyncio.client import Pipeline
 
 from services.tracker.keys import TrackerKeys
 from shared.api.pmj import TERMINAL_PHASES, PodMigrationJob
-from shared.redis_scripts import as_text
+from shared.ledger.scripts import as_text
 
 # How long the tracker's own writes of a job are known after its last one: longer than any event waits in
 # the stream before it is handled.

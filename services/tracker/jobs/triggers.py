@@ -15,14 +15,14 @@ from services.tracker.jobs.endings import Endings
 from services.tracker.jobs.observer import Observer
 from services.tracker.jobs.state import JobState, is_terminal
 from services.tracker.keys import TrackerKeys
-from shared import bus
 from shared.api import annotations as known
 from shared.api import codec
 from shared.api.codec import SchemaError
 from shared.api.messages import Decision, EventHead, JobRef, Kick, ObjectEvent, PodInfo, Report
 from shared.api.names import LABEL_CONTROLLER, LABEL_JOB
-from shared.publisher import Publisher
-from shared.redis_scripts import as_text
+from shared.ledger.scripts import as_text
+from shared.nats import bus
+from shared.nats.publisher import Publisher
 
 DELETION_MEMORY_S = 3600  # how long a pod's way of going is kept: past any job's reconcile of it
 # Reports that change nothing the job decides now: an eviction on its way ("checked", read when the room is

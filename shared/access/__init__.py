@@ -1,0 +1,2 @@
+"""Who asked and what they may do: access reviews, the RBAC a workload kind needs, and the private files
+(tokens, keys, certificates) a service reads or writes."""

@@ -1,0 +1,1 @@
+"""Redis access: the client, the ACL users, and the barrier that holds a write until replicas have it."""
