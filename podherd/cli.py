@@ -6,18 +6,16 @@ import argparse
 import os
 import sys
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import Any, NoReturn
 
 from podherd import __version__, arguments, local_commands, plan_commands
 from podherd.errors import EXIT_FAILED, CliError
 from podherd.harness.servers import ServerUnavailable
 from podherd.signals import stop_on_signals
+from services import entry
 from shared.config.model import ConfigError
 from shared.nats.bus import StreamRefused
 from shared.service.logs import quiet_tls_close
-
-if TYPE_CHECKING:
-    from shared.service.runtime import ServiceMain
 
 EXIT_USAGE = 2
 
@@ -47,37 +45,8 @@ def _cmd_config(args: argparse.Namespace) -> int:
     return config_command.run(args)
 
 
-SERVICES = ("watcher", "arbitrator", "executor", "tracker")  # the pipeline, which `run all` runs together
-GATE = "gate"  # the admission gate: a process of its own, behind the API server's webhooks
-PLANNER = "planner"  # the rebalancing policies on an interval: a process of its own, off by default
-
-
-def _service_mains() -> dict[str, ServiceMain]:
-    from services.arbitrator.service import main as arbitrator_main
-    from services.executor.service import main as executor_main
-    from services.gate.server import main as gate_main
-    from services.planner.service import main as planner_main
-    from services.tracker.service import main as tracker_main
-    from services.watcher.service import main as watcher_main
-
-    return {
-        "watcher": watcher_main,
-        "arbitrator": arbitrator_main,
-        "executor": executor_main,
-        "tracker": tracker_main,
-        GATE: gate_main,
-        PLANNER: planner_main,
-    }
-
-
 def _cmd_run(args: argparse.Namespace) -> int:
-    from shared.service.runtime import run, run_together
-
-    config = arguments.loaded(args)
-    mains = _service_mains()
-    if args.service == "all":
-        return run_together(config, {s: mains[s] for s in SERVICES})
-    return run(args.service, config, mains[args.service])
+    return entry.run(args.service, arguments.loaded(args))
 
 
 def _cmd_submit(args: argparse.Namespace) -> int:
@@ -225,7 +194,7 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", parents=[common], help="run a service (production entry point)")
     run.add_argument(
         "service",
-        choices=(*SERVICES, GATE, PLANNER, "all"),
+        choices=(*entry.PIPELINE, entry.GATE, entry.PLANNER, "all"),
         help="one service, or the pipeline's four in one process (the planner plans only when enabled)",
     )
     run.set_defaults(func=_cmd_run)

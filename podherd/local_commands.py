@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from kubesim.scenarios import BUILTIN
+from kubesim.entry import SCENARIOS
 from podherd import arguments
 
 
@@ -47,7 +47,7 @@ def add_sim_parser(sub: Any) -> None:
     )
     sim.add_argument(
         "--scenario",
-        help=f"one of {', '.join(sorted(BUILTIN))}; generate:NODES:PODS (a large cluster); or a YAML file",
+        help=f"one of {', '.join(sorted(SCENARIOS))}; generate:NODES:PODS (a large cluster); or a YAML file",
     )
     sim.add_argument("--port", type=arguments.port, default=6443, help="port to serve on (0: any free port)")
     sim.add_argument("--host", default="127.0.0.1", help="address to listen on")

@@ -10,9 +10,7 @@ from pathlib import Path
 
 import yaml
 
-from kubesim.options import PODHERD_IMAGE, SimOptions, podherd_image
-from kubesim.scenario import resolve
-from kubesim.sim import serve_forever
+from kubesim.entry import PODHERD_IMAGE, SimOptions, podherd_image, resolve, serve_forever
 from podherd.errors import CliError
 from podherd.install import SERVICE_ACCOUNTS, install_with_accounts
 from podherd.realcluster.serve import serve_real

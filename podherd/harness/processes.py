@@ -20,9 +20,9 @@ from pathlib import Path
 
 from podherd.harness.servers import spawn_logged
 from podherd.nats_pki import Pki
+from services.entry import GATE, PIPELINE
 
-SERVICES = ("watcher", "arbitrator", "executor", "tracker")
-GATE = "gate"  # started on its own (`start("gate")`): it needs its serving certificate
+SERVICES = PIPELINE  # GATE is started on its own (`start("gate")`): it needs its serving certificate
 
 
 class ServiceFailed(RuntimeError):

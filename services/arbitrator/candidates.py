@@ -9,6 +9,7 @@ import msgspec
 
 from services.arbitrator.gather import Loaded
 from services.arbitrator.rules import limits
+from shared.api.eviction_gates import MIN_POD_AGE
 from shared.api.messages import PodInfo, WindowOpening
 from shared.api.pmj import REASON_FORBIDDEN_MIGRATE_POD
 from shared.api.workload_kinds import BUILTIN
@@ -23,7 +24,7 @@ from shared.rules.facts import PdbFacts, WorkloadFacts, workload_key
 # the fact arrives). Facts lag (a watcher restarting, Redis restored): an absent fact never fails a job; the
 # tracker, which reads the pod itself, fails it MissingPod when the pod is gone.
 FACTS_WAIT = 1.0
-RULE_MIN_POD_AGE = "podherd.io/MinPodAge"
+RULE_MIN_POD_AGE = MIN_POD_AGE.name
 # A job waiting for its disruption window is looked at again this long after the window opens (the timer
 # never fires early, and the window is open by then).
 WINDOW_SLACK = 0.01

@@ -13,7 +13,6 @@ written when a job starts, names the pod and slots it holds).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import logging
 import time
@@ -40,13 +39,12 @@ from shared.kube.client import KubeClient
 from shared.ledger.slots import limit_of
 from shared.ledger.store import Ledger
 from shared.nats import bus
-from shared.nats import connect as nats_connect
 from shared.nats.consume import durable, run_consumer
 from shared.nats.publisher import Publisher
 from shared.redis import client as redis_client
 from shared.redis.client import redis_address
+from shared.service.links import Link, linked
 from shared.service.ops import OpsServer
-from shared.service.runtime import close_nats, nats_check
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -287,28 +285,18 @@ async def _apply_run(
 
 
 async def main(config: PodherdConfig, stop: asyncio.Event, ops: OpsServer) -> None:
-    nc = await nats_connect.connect(config.nats, name=f"podherd-arbitrator-{config.replica}", stop=stop)
-    client = redis_client.connect(config.redis, name=f"podherd-arbitrator-{config.replica}")
-    kube = None
-    with contextlib.suppress(Exception):
-        kube = KubeClient.from_config(config.kubernetes)
-    arbitrator = Arbitrator(config, nc, client, kube=kube)
+    async with linked(
+        "arbitrator", config, stop, ops=ops, redis=Link.UNCHECKED, kube=Link.UNCHECKED
+    ) as links:
+        arbitrator = Arbitrator(config, links.nats, links.redis, kube=links.kube_client)
 
-    async def ledger_ready() -> str | None:
-        try:
-            return (
-                None if await arbitrator.ledger.completeness.is_complete() else "the ledger is being rebuilt"
-            )
-        except Exception as exc:
-            return f"Redis unavailable: {exc}"
+        async def ledger_ready() -> str | None:
+            try:
+                complete = await arbitrator.ledger.completeness.is_complete()
+            except Exception as exc:
+                return f"Redis unavailable: {exc}"
+            return None if complete else "the ledger is being rebuilt"
 
-    ops.add_check("nats", nats_check(nc))
-    ops.add_check("jetstream", arbitrator.set_up.check)
-    ops.add_check("ledger", ledger_ready)
-    try:
+        ops.add_check("jetstream", arbitrator.set_up.check)
+        ops.add_check("ledger", ledger_ready)
         await arbitrator.run(stop)
-    finally:
-        await close_nats(nc)
-        await client.aclose()
-        if kube is not None:
-            await kube.aclose()

@@ -35,14 +35,13 @@ from shared.api.pmj_read import runnable
 from shared.api.pod import Pod, pod_from
 from shared.api.reservation import made_for, reservation_name
 from shared.config.model import PodherdConfig
-from shared.kube.client import KubeClient, KubeError, api_check
+from shared.kube.client import KubeClient, KubeError
 from shared.nats import bus
-from shared.nats import connect as nats_connect
 from shared.nats.consume import Retry, by_key, durable, read_or_retry, run_consumer
 from shared.nats.publisher import Publisher
+from shared.service.links import Link, linked
 from shared.service.logs import about_job
 from shared.service.ops import OpsServer
-from shared.service.runtime import close_nats, nats_check
 
 log = logging.getLogger(__name__)
 CONSUMER = "executor"
@@ -235,30 +234,21 @@ class Executor:
 
 
 async def main(config: PodherdConfig, stop: asyncio.Event, ops: OpsServer) -> None:
-    kube = KubeClient.from_config(config.kubernetes)
-    identity = asyncio.create_task(check_identity(kube, config, stop))
-    identity.add_done_callback(lambda done: _stop_if_refused(done, stop))
-    try:
-        await _serve(config, kube, stop, ops=ops)
-    finally:
-        identity.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await identity  # its refusal, if it refused: the one line the service ends with
-        await kube.aclose()
+    async with linked("executor", config, stop, ops=ops, nats=Link.NONE) as api:
+        # The identity is asked beside the start: an API server that is away does not hold NATS up.
+        identity = asyncio.create_task(check_identity(api.kube, config, stop))
+        identity.add_done_callback(lambda done: _stop_if_refused(done, stop))
+        try:
+            async with linked("executor", config, stop, ops=ops, kube=Link.NONE) as links:
+                executor = Executor(config, links.nats, api.kube)
+                ops.add_check("jetstream", executor.set_up.check)
+                await executor.run(stop)
+        finally:
+            identity.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await identity  # its refusal, if it refused: the one line the service ends with
 
 
 def _stop_if_refused(identity: asyncio.Task[None], stop: asyncio.Event) -> None:
     if not identity.cancelled() and identity.exception() is not None:
         stop.set()
-
-
-async def _serve(config: PodherdConfig, kube: KubeClient, stop: asyncio.Event, *, ops: OpsServer) -> None:
-    nc = await nats_connect.connect(config.nats, name=f"podherd-executor-{config.replica}", stop=stop)
-    executor = Executor(config, nc, kube)
-    ops.add_check("nats", nats_check(nc))
-    ops.add_check("jetstream", executor.set_up.check)
-    ops.add_check("kubernetes", api_check(kube))
-    try:
-        await executor.run(stop)
-    finally:
-        await close_nats(nc)

@@ -26,7 +26,8 @@ from services.gate.reviews import Request, read_review
 from services.gate.webhooks import Webhooks
 from shared.config.model import ConfigError, GateConfig, PodherdConfig
 from shared.core.waits import cancel_and_wait, wait_event
-from shared.kube.client import KubeClient, api_check
+from shared.kube.client import KubeClient
+from shared.service.links import Link, linked
 from shared.service.ops import OpsServer
 
 log = logging.getLogger(__name__)
@@ -125,7 +126,11 @@ def _serving(webhook: str, door: Door, callers: Callers) -> Callable[[web.Reques
 
 
 async def main(config: PodherdConfig, stop: asyncio.Event, ops: OpsServer) -> None:
-    kube = KubeClient.from_config(config.kubernetes)
+    async with linked("gate", config, stop, ops=ops, nats=Link.NONE) as links:
+        await _serve(config, links.kube, stop, ops=ops)
+
+
+async def _serve(config: PodherdConfig, kube: KubeClient, stop: asyncio.Event, *, ops: OpsServer) -> None:
     cert = ServingCert(config.gate)
     labelled = LabelledPods(kube)
     following = asyncio.create_task(labelled.run(stop), name="opted-in pods")
@@ -137,11 +142,9 @@ async def main(config: PodherdConfig, stop: asyncio.Event, ops: OpsServer) -> No
     sockets = getattr(site._server, "sockets", None) or []
     port = int(sockets[0].getsockname()[1]) if sockets else config.gate.port
     log.info("webhook endpoint on %s:%s", config.http.host, port)
-    ops.add_check("kubernetes", api_check(kube))
     ops.add_check("opted-in pods", labelled.ready)
     try:
         await cert.follow(stop)
     finally:
         await cancel_and_wait(following)
         await runner.cleanup()
-        await kube.aclose()

@@ -15,12 +15,11 @@ from services.planner.cycle import Cycle
 from shared.config.model import PodherdConfig
 from shared.core.durations import parse_duration
 from shared.core.waits import cancel_and_wait, wait_event
-from shared.kube.client import KubeClient, KubeError, api_check
+from shared.kube.client import KubeClient, KubeError
 from shared.nats import bus
-from shared.nats import connect as nats_connect
 from shared.nats.lease import Lease
+from shared.service.links import linked
 from shared.service.ops import OpsServer
-from shared.service.runtime import close_nats, nats_check
 
 log = logging.getLogger(__name__)
 LEASE_KEY = "planner"
@@ -75,14 +74,7 @@ class Planner:
 
 
 async def main(config: PodherdConfig, stop: asyncio.Event, ops: OpsServer) -> None:
-    nc = await nats_connect.connect(config.nats, name=f"podherd-planner-{config.replica}", stop=stop)
-    kube = KubeClient.from_config(config.kubernetes)
-    planner = Planner(config, nc, kube)
-    ops.add_check("nats", nats_check(nc))
-    ops.add_check("jetstream", planner.set_up.check)
-    ops.add_check("kubernetes", api_check(kube))
-    try:
+    async with linked("planner", config, stop, ops=ops) as links:
+        planner = Planner(config, links.nats, links.kube)
+        ops.add_check("jetstream", planner.set_up.check)
         await planner.run(stop)
-    finally:
-        await close_nats(nc)
-        await kube.aclose()

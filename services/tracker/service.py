@@ -43,17 +43,16 @@ from services.tracker.jobs.triggers import Triggers
 from services.tracker.keys import TrackerKeys
 from shared.config.model import PodherdConfig
 from shared.core.durations import parse_duration
-from shared.kube.client import KubeClient, api_check
+from shared.kube.client import KubeClient
 from shared.ledger.stats import MigrationStats
 from shared.ledger.store import Ledger
 from shared.nats import bus
-from shared.nats import connect as nats_connect
 from shared.nats.consume import Durable, coalesced, durable, run_consumer
 from shared.nats.keyed import Coalescing
 from shared.nats.publisher import Publisher
 from shared.redis import client as redis_client
+from shared.service.links import Link, linked
 from shared.service.ops import OpsServer
-from shared.service.runtime import close_nats, nats_check
 
 log = logging.getLogger(__name__)
 EVENTS_CONSUMER, JOBS_CONSUMER = "tracker", "tracker-jobs"  # durable names: the cluster's objects, the jobs'
@@ -220,22 +219,12 @@ class Tracker:
 
 
 async def main(config: PodherdConfig, stop: asyncio.Event, ops: OpsServer) -> None:
-    nc = await nats_connect.connect(config.nats, name=f"podherd-tracker-{config.replica}", stop=stop)
-    client = redis_client.connect(config.redis, name=f"podherd-tracker-{config.replica}")
-    kube = KubeClient.from_config(config.kubernetes)
-    ops.add_check("nats", nats_check(nc))
-    tracker = Tracker(config, nc, client, kube=kube)
+    async with linked("tracker", config, stop, ops=ops, redis=Link.CHECKED) as links:
+        tracker = Tracker(config, links.nats, links.redis, kube=links.kube)
 
-    async def answering() -> str | None:  # ready means a request for a migration finds this replica
-        return None if tracker.intake.answering.is_set() else "not answering intents yet"
+        async def answering() -> str | None:  # ready means a request for a migration finds this replica
+            return None if tracker.intake.answering.is_set() else "not answering intents yet"
 
-    ops.add_check("jetstream", tracker.set_up.check)
-    ops.add_check("kubernetes", api_check(kube))
-    ops.add_check("intents", answering)
-    ops.add_check("redis", redis_client.redis_check(client))
-    try:
+        ops.add_check("jetstream", tracker.set_up.check)
+        ops.add_check("intents", answering)
         await tracker.run(stop)
-    finally:
-        await close_nats(nc)
-        await client.aclose()
-        await kube.aclose()

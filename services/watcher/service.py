@@ -27,12 +27,11 @@ from services.watcher.loop import KindWatcher, api_backoff
 from shared.config.model import PodherdConfig
 from shared.core.durations import parse_duration
 from shared.core.waits import cancel_and_wait
-from shared.kube.client import KubeClient, api_check
+from shared.kube.client import KubeClient
 from shared.nats import bus
-from shared.nats import connect as nats_connect
 from shared.nats.lease import Lease
+from shared.service.links import linked
 from shared.service.ops import OpsServer
-from shared.service.runtime import close_nats, nats_check
 
 log = logging.getLogger(__name__)
 
@@ -121,20 +120,13 @@ def _term_of(lease: Lease) -> Callable[[], int | None]:
 
 
 async def main(config: PodherdConfig, stop: asyncio.Event, ops: OpsServer) -> None:
-    nc = await nats_connect.connect(config.nats, name=f"podherd-watcher-{config.replica}", stop=stop)
-    kube = KubeClient.from_config(config.kubernetes)
-    watcher = Watcher(config, nc, kube)
+    async with linked("watcher", config, stop, ops=ops) as links:
+        watcher = Watcher(config, links.nats, links.kube)
 
-    async def watches_ready() -> str | None:
-        waiting = [kind for kind in watcher.active if not watcher.synced[kind].is_set()]
-        return f"watches not established: {', '.join(waiting)}" if waiting else None
+        async def watches_ready() -> str | None:
+            waiting = [kind for kind in watcher.active if not watcher.synced[kind].is_set()]
+            return f"watches not established: {', '.join(waiting)}" if waiting else None
 
-    ops.add_check("nats", nats_check(nc))
-    ops.add_check("jetstream", watcher.set_up.check)
-    ops.add_check("kubernetes", api_check(kube))
-    ops.add_check("watches", watches_ready)
-    try:
+        ops.add_check("jetstream", watcher.set_up.check)
+        ops.add_check("watches", watches_ready)
         await watcher.run(stop)
-    finally:
-        await close_nats(nc)
-        await kube.aclose()

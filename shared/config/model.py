@@ -20,6 +20,7 @@ from typing import Annotated, Final, Literal
 
 import msgspec
 
+from shared.api.eviction_gates import NODE_FIT
 from shared.api.meta import DeleteOptions, Duration, IntOrPercent, LabelSelector
 from shared.api.workload_kinds import WorkloadKind, default_workload_kinds
 from shared.config.planner import PlannerConfig
@@ -181,7 +182,7 @@ class MigrationControllerArgs(Section):
     @property
     def fit_checked(self) -> bool:
         """Whether an intent's pod must fit another node (nodeFit, unless its gate is skipped)."""
-        return self.node_fit and "NodeFit" not in self.skipped_gates
+        return self.node_fit and NODE_FIT.name not in self.skipped_gates
 
     @property
     def evict_qps_value(self) -> float:

@@ -14,7 +14,9 @@ from dataclasses import dataclass
 import msgspec
 
 from shared.api import annotations as known
+from shared.api import eviction_gates as gates
 from shared.api.drain import LIFT_BARE_POD, LIFT_LOCAL_STORAGE
+from shared.api.eviction_gates import EvictionGate
 from shared.api.intstr import max_migrating, max_unavailable
 from shared.api.pmj import REASON_FORBIDDEN_MIGRATE_POD
 from shared.api.selectors import matches_label_selector
@@ -230,34 +232,28 @@ def _expected_replicas(s: Subject) -> str | None:
     return None
 
 
-_GATES = (
-    ("podherd.io/EvictionCost", _eviction_cost),
-    ("podherd.io/NoEviction", _no_eviction),
-    ("podherd.io/DoNotDisrupt", _do_not_disrupt),
-    ("podherd.io/Terminating", _terminating),
-    ("podherd.io/MirrorPod", _mirror),
-    ("podherd.io/StaticPod", _static),
-    ("podherd.io/DaemonSet", _daemonset),
-    ("BarePods", _bare_pod),
-    ("podherd.io/SchedulerName", _scheduler_name),
-    ("Namespaces", _namespace),
-    ("LabelSelector", _label_selector),
-    ("PriorityThreshold", _priority_threshold),
-    ("SystemCritical", _system_critical),
-    ("LocalStorage", _local_storage),
-    ("PVC", _pvc),
-    ("ExpectedReplicas", _expected_replicas),
-)
-
-
-# Koordinator's filters, which a pod annotated `descheduler.alpha.kubernetes.io/evict` passes (its arbitrator:
-# "any annotated as evictable pod pass non-retryable filter"). Podherd's own filters of pods that cannot be
-# moved at all (a mirror, static or DaemonSet pod, one going already, one its scheduler cannot place in room)
-# and of pods that ask to be left be still hold.
-LIFTED_BY_EVICT = frozenset(
-    {"podherd.io/EvictionCost", "BarePods", "Namespaces", "LabelSelector", "PriorityThreshold",
-     "SystemCritical", "LocalStorage", "PVC", "ExpectedReplicas"}
-)  # fmt: skip
+# Each filter's check, by its gate (judged in the registry's order); a gate without a check fails the import.
+_CHECKS: dict[EvictionGate, Callable[[Subject], str | None]] = {
+    gates.EVICTION_COST: _eviction_cost,
+    gates.NO_EVICTION: _no_eviction,
+    gates.DO_NOT_DISRUPT: _do_not_disrupt,
+    gates.TERMINATING: _terminating,
+    gates.MIRROR_POD: _mirror,
+    gates.STATIC_POD: _static,
+    gates.DAEMON_SET: _daemonset,
+    gates.BARE_PODS: _bare_pod,
+    gates.SCHEDULER_NAME: _scheduler_name,
+    gates.NAMESPACES: _namespace,
+    gates.LABEL_SELECTOR: _label_selector,
+    gates.PRIORITY_THRESHOLD: _priority_threshold,
+    gates.SYSTEM_CRITICAL: _system_critical,
+    gates.LOCAL_STORAGE: _local_storage,
+    gates.PVC: _pvc,
+    gates.EXPECTED_REPLICAS: _expected_replicas,
+}
+_GATES = tuple((gate.name, _CHECKS[gate]) for gate in gates.FILTERS)
+assert set(_CHECKS) == set(gates.FILTERS), "every filter in the registry has one check here"
+LIFTED_BY_EVICT = frozenset(gate.name for gate in gates.FILTERS if gate.lifted_by_evict)
 
 
 def surges(

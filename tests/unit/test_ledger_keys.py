@@ -10,8 +10,9 @@ from shared.ledger.keys import FAMILIES, MEMBER_FAMILIES, LedgerKeys, lua_prelud
 from shared.ledger.scripts import lua_script
 
 ROOT = Path(__file__).resolve().parents[2]
-LEDGER_SCRIPTS = sorted((ROOT / "shared" / "lua").glob("*.lua"))
-LEDGER_PYTHON = [ROOT / "shared" / f for f in ("ledger.py", "ledger_queue.py", "ledger_rebuild.py")]
+LEDGER_SCRIPTS = sorted((ROOT / "shared" / "ledger" / "lua").glob("*.lua"))
+assert LEDGER_SCRIPTS, "the ledger's scripts are where this test reads them"
+LEDGER_PYTHON = [ROOT / "shared" / "ledger" / f for f in ("store.py", "queue.py", "rebuild.py")]
 
 
 def test_keys_are_under_one_hash_tag() -> None:

@@ -25,12 +25,14 @@ admission counts nowhere (Koordinator #1150: counting waiting jobs deadlocked a 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import msgspec
 
 from shared.api import annotations as known
+from shared.api import eviction_gates as gates
+from shared.api.eviction_gates import EvictionGate, Kind
 from shared.api.intstr import max_migrating, max_unavailable
 from shared.config.model import MigrationControllerArgs, ObjectLimiter
 from shared.core.durations import parse_duration
@@ -91,49 +93,12 @@ def plan(
                     count=limiters.namespace.max_migrating,
                 )
             )
-    if EVICT_ANNOTATION in pod.annotations:
-        slots = []
-    else:
-        if args.max_migrating_globally > 0 and "MaxMigratingGlobally" not in skip:
-            slots.append(Slot("maxMigratingGlobally", GLOBAL, args.max_migrating_globally, "the cluster"))
-        if args.max_migrating_per_node > 0 and pod.node_name and "MaxMigratingPerNode" not in skip:
-            slots.append(
-                Slot(
-                    "maxMigratingPerNode",
-                    node_slot(pod.node_name),
-                    args.max_migrating_per_node,
-                    f"node {pod.node_name}",
-                )
-            )
-        if args.max_migrating_per_namespace > 0 and "MaxMigratingPerNamespace" not in skip:
-            slots.append(
-                Slot(
-                    "maxMigratingPerNamespace",
-                    namespace_slot(pod.namespace),
-                    args.max_migrating_per_namespace,
-                    f"namespace {pod.namespace}",
-                )
-            )
-        if workload is not None and "MaxMigratingPerWorkload" not in skip:
-            slots.append(
-                Slot(
-                    "maxMigratingPerWorkload",
-                    workload_slot(workload.key),
-                    max_migrating(workload.replicas + extra, args.max_migrating_per_workload),
-                    f"workload {workload.key}",
-                )
-            )
-        if workload is not None and "MaxUnavailablePerWorkload" not in skip:
-            # Same set, counted with the workload's pods that are not Ready: each job in flight once.
-            slots.append(
-                Slot(
-                    "maxUnavailablePerWorkload",
-                    workload_slot(workload.key),
-                    max_unavailable(workload.replicas + extra, args.max_unavailable_per_workload),
-                    f"workload {workload.key}",
-                    replicas=workload.replicas,
-                )
-            )
+    if EVICT_ANNOTATION not in pod.annotations:
+        scope = _Scope(pod, workload, args, extra)
+        for gate, slot_of in _LIMITS.items():
+            slot = slot_of(scope) if gate.name not in skip else None
+            if slot is not None:
+                slots.append(slot)
     for pdb in pdbs:
         slots.append(
             Slot(
@@ -146,9 +111,75 @@ def plan(
     return AdmissionPlan(job.uid, pod.uid, tuple(slots), tuple(buckets))
 
 
+@dataclass(frozen=True, slots=True)
+class _Scope:
+    """What a limit's slot is worked out from."""
+
+    pod: PodInfo
+    workload: WorkloadFacts | None
+    args: MigrationControllerArgs
+    extra: int  # the surge's one replica more
+
+
+def _globally(s: _Scope) -> Slot | None:
+    most = s.args.max_migrating_globally
+    return Slot(_rule(gates.MAX_MIGRATING_GLOBALLY), GLOBAL, most, "the cluster") if most > 0 else None
+
+
+def _per_node(s: _Scope) -> Slot | None:
+    most, node = s.args.max_migrating_per_node, s.pod.node_name
+    return (
+        Slot(_rule(gates.MAX_MIGRATING_PER_NODE), node_slot(node), most, f"node {node}")
+        if most > 0 and node
+        else None
+    )
+
+
+def _per_namespace(s: _Scope) -> Slot | None:
+    most, namespace = s.args.max_migrating_per_namespace, s.pod.namespace
+    if most <= 0:
+        return None
+    return Slot(
+        _rule(gates.MAX_MIGRATING_PER_NAMESPACE), namespace_slot(namespace), most, f"namespace {namespace}"
+    )
+
+
+def _migrating_per_workload(s: _Scope) -> Slot | None:
+    if s.workload is None:
+        return None
+    most = max_migrating(s.workload.replicas + s.extra, s.args.max_migrating_per_workload)
+    key = s.workload.key
+    return Slot(_rule(gates.MAX_MIGRATING_PER_WORKLOAD), workload_slot(key), most, f"workload {key}")
+
+
+def _unavailable_per_workload(s: _Scope) -> Slot | None:
+    """The same set as the migrating limit, counted with the workload's pods that are not Ready: each job in
+    flight once."""
+    if s.workload is None:
+        return None
+    most = max_unavailable(s.workload.replicas + s.extra, s.args.max_unavailable_per_workload)
+    key, replicas = s.workload.key, s.workload.replicas
+    rule = _rule(gates.MAX_UNAVAILABLE_PER_WORKLOAD)
+    return Slot(rule, workload_slot(key), most, f"workload {key}", replicas=replicas)
+
+
+def _rule(gate: EvictionGate) -> str:
+    """A limit's slots are named by its setting (`maxMigratingPerNode`), as its refusals say it."""
+    assert gate.setting is not None
+    return gate.setting
+
+
+# Each limit's slot, by its gate; the ledger's scripts count every slot alike (lua/admit.lua).
+_LIMITS: dict[EvictionGate, Callable[[_Scope], Slot | None]] = {
+    gates.MAX_MIGRATING_GLOBALLY: _globally,
+    gates.MAX_MIGRATING_PER_NODE: _per_node,
+    gates.MAX_MIGRATING_PER_NAMESPACE: _per_namespace,
+    gates.MAX_MIGRATING_PER_WORKLOAD: _migrating_per_workload,
+    gates.MAX_UNAVAILABLE_PER_WORKLOAD: _unavailable_per_workload,
+}
+assert set(_LIMITS) == {gate for gate in gates.GATES if gate.kind is Kind.LIMIT}, "every limit has its slot"
 WORKLOAD_GATES = {
-    "maxMigratingPerWorkload": "MaxMigratingPerWorkload",
-    "maxUnavailablePerWorkload": "MaxUnavailablePerWorkload",
+    _rule(gate): gate.name for gate in (gates.MAX_MIGRATING_PER_WORKLOAD, gates.MAX_UNAVAILABLE_PER_WORKLOAD)
 }
 
 

@@ -1,0 +1,35 @@
+"""The services by name: what `podherd run` starts. Each service's main is imported only when it runs, so
+one service's process loads no other's code."""
+
+from __future__ import annotations
+
+import importlib
+
+from shared.config.model import PodherdConfig
+from shared.service.runtime import ServiceMain, run_together
+from shared.service.runtime import run as run_one
+
+PIPELINE = ("watcher", "arbitrator", "executor", "tracker")  # what `run all` runs together
+GATE = "gate"  # the admission gate: a process of its own, behind the API server's webhooks
+PLANNER = "planner"  # the rebalancing policies on an interval: a process of its own, off by default
+# Each service's entry module; its `main(config, stop, ops)` runs under shared.service.runtime.
+MAINS = {
+    "watcher": "services.watcher.service",
+    "arbitrator": "services.arbitrator.service",
+    "executor": "services.executor.service",
+    "tracker": "services.tracker.service",
+    GATE: "services.gate.server",
+    PLANNER: "services.planner.service",
+}
+
+
+def main_of(name: str) -> ServiceMain:
+    main: ServiceMain = importlib.import_module(MAINS[name]).main
+    return main
+
+
+def run(name: str, config: PodherdConfig) -> int:
+    """One service, or with `all` the pipeline's four in one process, until SIGTERM; the exit code."""
+    if name == "all":
+        return run_together(config, {s: main_of(s) for s in PIPELINE})
+    return run_one(name, config, main_of(name))
