@@ -1,5 +1,5 @@
 """The ledger's pending jobs: the ready queue (one sorted set read in lexicographic order, see
-arbitrator.rules.order.lex_key) and the jobs parked on the gate that deferred them (lua/gates.lua)."""
+arbitrator.rules.order.lex_key) and the jobs parked on the gate that deferred them (lua/parking.lua)."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ class Announcement(msgspec.Struct, frozen=True):
 class PendingJobs:
     def __init__(self, client: aioredis.Redis, keys: LedgerKeys) -> None:
         self.client, self.keys = client, keys
-        self._queue = client.register_script(lua_script("queue.lua", "gates.lua"))
+        self._queue = client.register_script(lua_script("queue.lua", "parking.lua"))
 
     async def _op(self, *args: Any, client: Pipeline | None = None) -> Any:
         return await self._queue(keys=[self.keys.prefix], args=list(args), client=client)

@@ -36,7 +36,7 @@ class HeldJob(msgspec.Struct, frozen=True):
 class Completeness:
     def __init__(self, client: aioredis.Redis, keys: LedgerKeys, slot_ttl: float) -> None:
         self.client, self.keys, self.slot_ttl = client, keys, slot_ttl
-        self._track_gone = client.register_script(lua_script("track_gone.lua", "gates.lua"))
+        self._track_gone = client.register_script(lua_script("track_gone.lua", "parking.lua"))
 
     async def is_complete(self) -> bool:
         return bool(await self.client.exists(self.keys.key("marker")))

@@ -41,7 +41,7 @@ class Slot(msgspec.Struct, frozen=True):
 
     With `replicas`, the slot is a workload's maxUnavailablePerWorkload: what stays within `limit` is the
     workload's unavailability, each job in flight counted once with the replicas missing or not Ready beyond
-    them (`unavailable_used` in lua/gates.lua; `limits.evaluate` is the reference)."""
+    them (`unavailable_used` in lua/parking.lua; `limits.evaluate` is the reference)."""
 
     rule: str
     key: str

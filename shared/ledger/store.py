@@ -35,8 +35,8 @@ CLOSED = "closed"
 
 # What the ledger counts of pods (background evictions, each workload's Ready pods), kept by two scripts
 # that those applying many pod events at once run in their own pipelines, with these arguments.
-EVICTING_SCRIPT = ("evicting.lua", "gates.lua")
-POD_READY_SCRIPT = ("pod_ready.lua", "gates.lua", "versions.lua")
+EVICTING_SCRIPT = ("evicting.lua", "parking.lua")
+POD_READY_SCRIPT = ("pod_ready.lua", "parking.lua", "versions.lua")
 
 
 def evicting_args(pod_uid: str, in_progress: bool, slot_keys: Iterable[str]) -> list[str]:
@@ -98,8 +98,8 @@ class Ledger:
         self.slot_ttl = slot_ttl
         self.queue = PendingJobs(client, self.keys)
         self.completeness = Completeness(client, self.keys, slot_ttl)
-        self._admit = client.register_script(lua_script("admit.lua", "gates.lua"))
-        self._release = client.register_script(lua_script("release.lua", "gates.lua"))
+        self._admit = client.register_script(lua_script("admit.lua", "parking.lua"))
+        self._release = client.register_script(lua_script("release.lua", "parking.lua"))
         self._evicting = client.register_script(lua_script(*EVICTING_SCRIPT))
         self._pod_ready = client.register_script(lua_script(*POD_READY_SCRIPT))
 

@@ -53,5 +53,5 @@ def test_every_family_is_used() -> None:
 
 
 def test_every_ledger_script_starts_with_the_table() -> None:
-    assert lua_script("release.lua", "gates.lua").startswith(lua_prelude())
+    assert lua_script("release.lua", "parking.lua").startswith(lua_prelude())
     assert not lua_script("room.lua", home="services.tracker.jobs").startswith(lua_prelude())

@@ -1,7 +1,7 @@
 -- Admit jobs in order, each all or nothing: every limit of a job is checked before any of its writes
 -- (Redis does not roll back a script's earlier writes when it fails midway). Jobs earlier in the list take
 -- their slots before later ones are looked at, so the order given is the order of admission.
--- All keys share the hash tag in KEYS[1]. Prepended with gates.lua.
+-- All keys share the hash tag in KEYS[1]. Prepended with parking.lua.
 --
 -- KEYS[1]  the ledger prefix, e.g. "{podherd}:ledger"
 -- ARGV[1]  slot TTL in seconds (a slot nobody releases is reclaimed after it)
@@ -13,7 +13,7 @@
 -- ARGV[4]  {"slots": [[rule, key, limit, what(, replicas)], ...], "buckets": [[rule, key, rate, burst, what], ...],
 --           "jobs": [[job uid, pod uid, plan], ...]}: the jobs in order, each slot and bucket once
 --          plan: {"s": [slot numbers], "b": [bucket numbers]} (1-based places in the lists above; a slot with
---          `replicas` is maxUnavailablePerWorkload's: counted by unavailable_used, see gates.lua)
+--          `replicas` is maxUnavailablePerWorkload's: counted by unavailable_used, see parking.lua)
 --          or {"reject": [rule, reason, message]} (a filter forbids it), {"drop": 1} (its job is gone),
 --          {"wait": [seconds, rule, message]} (its facts are not known yet: look again after `seconds`)
 --

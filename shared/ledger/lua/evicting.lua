@@ -1,5 +1,5 @@
 -- Record whether a pod is being evicted in the background (KEP-1397) in the sets its limits count.
--- A pod a Podherd job already holds is counted through that job, never twice. Prepended with gates.lua.
+-- A pod a Podherd job already holds is counted through that job, never twice. Prepended with parking.lua.
 -- KEYS[1] the ledger prefix; ARGV[1] pod uid; ARGV[2] "1" (in progress) or "0"; ARGV[3] JSON list of slot keys
 local p, pod, on = KEYS[1], ARGV[1], ARGV[2] == '1'
 local keys = cjson.decode(ARGV[3])

@@ -2,7 +2,7 @@
 -- from, in step with the pod events: each pod's last applied state is "<resourceVersion> <uid> <slot key>"
 -- in <p>:pod:<namespace/name>, and an older event changes nothing, so replicas applying events in any order
 -- converge. The same version again is applied again (a replay after Redis lost the sets refills them).
--- When a set changes, the jobs waiting on that workload's slots are looked at. Prepended with gates.lua and
+-- When a set changes, the jobs waiting on that workload's slots are looked at. Prepended with parking.lua and
 -- versions.lua.
 -- KEYS[1] the ledger prefix; ARGV[1] namespace/name; ARGV[2] resourceVersion; ARGV[3] uid; ARGV[4] "1" Ready,
 -- "0" not (or deleted); ARGV[5] the workload's slot key ("" for a pod of none); ARGV[6] "1" deleted

@@ -1,4 +1,4 @@
--- Queue operations. Prepended with gates.lua.
+-- Queue operations. Prepended with parking.lua.
 -- KEYS[1] the ledger prefix; ARGV[1] the operation:
 --   "enqueue" job member: queue (or re-rank) a pending job; a parked job returns to the ready queue
 --                         (its facts changed: it is looked at again). Returns 1.

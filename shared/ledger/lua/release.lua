@@ -1,5 +1,5 @@
 -- Release everything a job holds, exactly once: returns 1 the first time, 0 after (or for a job never admitted).
--- Wakes the best job waiting on each freed slot. Prepended with gates.lua.
+-- Wakes the best job waiting on each freed slot. Prepended with parking.lua.
 -- KEYS[1] the ledger prefix; ARGV[1] job uid
 local p, job = KEYS[1], ARGV[1]
 local record = redis.call('HGET', p .. K.job .. job, 'slots')

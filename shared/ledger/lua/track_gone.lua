@@ -1,5 +1,5 @@
 -- After a rebuild: for each job restored, whether its pod is among its workload's Ready pods (the sets were
--- refilled from the pod events first). Prepended with gates.lua.
+-- refilled from the pod events first). Prepended with parking.lua.
 -- KEYS[1] the ledger prefix; ARGV[1] JSON list of [job uid, pod uid, workload slot key]
 local p = KEYS[1]
 for _, held in ipairs(cjson.decode(ARGV[1])) do

@@ -1,5 +1,8 @@
 -- Shared by the ledger scripts (prepended to each): where pending jobs wait, and how they are woken.
 --
+-- A parking place is what the ledger's keys call a "gate": a full slot set or an empty token bucket that a
+-- job waits on. It is neither an eviction gate (skipEvictionGates) nor the gate service.
+--
 -- A pending job is in exactly one place: the ready queue <p>:queue (a sorted set read in lexicographic
 -- order: member = "<sort key>|<job uid>"), or parked. A job the ledger defers is parked on the gate that
 -- stopped it: "slot:<key>" (a full slot set) or "bucket:<key>" (an empty token bucket) in the sorted set
