@@ -31,6 +31,7 @@ from typing import Any, TypeVar
 import yaml
 from aiohttp import web
 
+from kubesim.apiserver import kinds
 from kubesim.apiserver.admission import Admission
 from kubesim.apiserver.errors import ApiError
 from kubesim.apiserver.server import ApiServer
@@ -64,7 +65,7 @@ class Simulator:
     def __init__(self, options: SimOptions | None = None, tls_names: tuple[str, ...] = ()) -> None:
         self.options = options or SimOptions()
         self.tls = tls.issue(tls_names)
-        self.store = Store(history=self.options.history)
+        self.store = Store(kinds.registry(), history=self.options.history)
         self.store.verbs.admission.append(Admission(self.store))
         self.api = ApiServer(self.store, self.options)
         self.authorizer = self.api.authorizer

@@ -11,7 +11,7 @@ import secrets
 from kubesim.apiserver import batch, builtin_defaults, service_defaults, storage, webhook_configs
 from kubesim.apiserver.errors import FieldError, invalid, invalid_fields
 from kubesim.apiserver.records import Obj
-from kubesim.apiserver.resources import ResourceType
+from kubesim.apiserver.resources import Objects, ResourceType, Write
 from kubesim.apiserver.store import Store
 
 NODE_INFO = {
@@ -81,139 +81,173 @@ def _api_access_volume() -> Obj:
 
 
 class Admission:
+    """The built-in admission of every write, as each kind has it (`ResourceType.admit`, listed in
+    `kubesim.apiserver.kinds`)."""
+
     def __init__(self, store: Store) -> None:
         self.store = store
 
     def __call__(
         self, operation: str, rt: ResourceType, old: Obj | None, obj: Obj, subresource: str | None = None
     ) -> None:
-        if rt.group == "" and rt.plural == "pods":
-            self._pod(operation, obj)
-            if operation == "UPDATE" and old is not None and subresource is None:
-                _pod_spec_update(old, obj)
-        elif rt.group == "autoscaling" and rt.plural == "horizontalpodautoscalers" and subresource is None:
-            if errors := _autoscaler_errors(obj.get("spec") or {}):
-                raise invalid_fields(rt.kind, rt.group, obj["metadata"]["name"], errors=errors)
-        elif rt.group == "apps":
-            spec = obj.setdefault("spec", {})
-            if subresource is None:
-                builtin_defaults.workload(rt.kind, spec)
-            if rt.plural != "daemonsets":
-                spec.setdefault("replicas", 1)
-            if not (spec.get("selector") or {}).get("matchLabels") and not (spec.get("selector") or {}).get(
-                "matchExpressions"
-            ):
-                raise invalid(
-                    rt.kind, obj["metadata"]["name"], "spec.selector: Required value", field="spec.selector"
-                )
-            if rt.plural == "deployments":
-                strategy = spec.setdefault("strategy", {})
-                strategy.setdefault("type", "RollingUpdate")
-                if strategy["type"] == "RollingUpdate":
-                    rolling = strategy.setdefault("rollingUpdate", {})
-                    rolling.setdefault("maxSurge", "25%")
-                    rolling.setdefault("maxUnavailable", "25%")
-                spec.setdefault("revisionHistoryLimit", 10)
-            if rt.plural == "statefulsets":
-                spec.setdefault("podManagementPolicy", "OrderedReady")
-                spec.setdefault("updateStrategy", {"type": "RollingUpdate"})
-        elif rt.plural in ("persistentvolumeclaims", "persistentvolumes", "storageclasses"):
-            classes = self.store.registry.get(storage.STORAGE_GROUP, "v1", "storageclasses")
-            found = self.store.objects(classes) if classes is not None else []
-            storage.admitted(rt.plural, obj, old=old, subresource=subresource, classes=found)
-        elif rt.group == batch.GROUP:
-            batch.admitted(operation, rt.kind, obj, old=old, subresource=subresource)
-        elif rt.group == "admissionregistration.k8s.io" and subresource is None:
-            webhook_configs.defaulted(obj, mutating=rt.plural.startswith("mutating"))
-            if errors := webhook_configs.errors_of(obj):
-                raise invalid_fields(rt.kind, rt.group, obj["metadata"]["name"], errors=errors)
-        elif rt.group == "" and rt.plural == "services" and subresource is None:
-            others = service_defaults.services_but(self.store.objects(rt), obj)
-            service_defaults.defaulted(obj, old, others)
-        elif rt.group == "" and rt.plural == "secrets":
-            _secret(obj)
-        elif rt.group == "" and rt.plural == "nodes" and operation == "CREATE":
-            self._node(obj)
-        elif rt.group == "" and rt.plural == "namespaces" and operation == "CREATE":
-            obj.setdefault("spec", {}).setdefault("finalizers", ["kubernetes"])
-            obj["status"] = {"phase": "Active"}
+        if rt.admit is not None:
+            rt.admit(Write(self.store, operation, rt, old, obj, subresource))
 
-    def _pod(self, operation: str, pod: Obj) -> None:
-        spec = pod.setdefault("spec", {})
-        name = pod["metadata"]["name"]
-        if not spec.get("containers"):
-            raise invalid("Pod", name, "spec.containers: Required value", field="spec.containers")
-        for container in spec["containers"]:
-            if not container.get("name"):
-                raise invalid(
-                    "Pod", name, "spec.containers[].name: Required value", field="spec.containers[].name"
-                )
-        builtin_defaults.pod_spec(spec)  # defaulting: on every write, before validation
-        builtin_defaults.pod_only(spec)
-        if operation != "CREATE":
-            return
-        builtin_defaults.default_tolerations(spec)
-        spec.setdefault("preemptionPolicy", "PreemptLowerPriority")
-        if spec.get("nodeName") and spec.get("schedulingGates"):
-            detail = "cannot be set until all schedulingGates have been cleared"
-            raise invalid_fields(
-                "Pod", "", name, errors=[FieldError("FieldValueForbidden", "spec.nodeName", None, detail)]
-            )
-        if "priority" not in spec:
-            spec["priority"] = self._priority(spec.get("priorityClassName"))
-        self._service_account(spec, pod["metadata"].get("namespace") or "default")
-        pod["status"] = {"phase": "Pending", "qosClass": qos_class(spec)}
-        if spec.get("schedulingGates"):  # as the pod strategy's PrepareForCreate: the scheduler skips it
-            pod["status"]["conditions"] = [SCHEDULING_GATED]
 
-    def _service_account(self, spec: Obj, namespace: str) -> None:
-        """The ServiceAccount admission plugin: the pod's account (`default` unless named) and, unless
-        automounting is off for the pod or its account, the projected `kube-api-access-*` volume (token, the
-        cluster's CA, the namespace) mounted in every container where nothing else is mounted there."""
-        account = spec.setdefault("serviceAccountName", "default")
-        spec.setdefault("serviceAccount", account)
-        if spec.get("automountServiceAccountToken") is False:
-            return
-        rt = self.store.registry.get("", "v1", "serviceaccounts")
-        found = self.store.find(rt, namespace, account) if rt is not None else None
-        if found is not None and found.get("automountServiceAccountToken") is False:
-            return
-        name = "kube-api-access-" + "".join(secrets.choice(_RANDOM_ALPHABET) for _ in range(5))
-        mounted = False
-        for container in (spec.get("initContainers") or []) + spec["containers"]:
-            mounts = container.setdefault("volumeMounts", [])
-            if any(m.get("mountPath") == SERVICE_ACCOUNT_DIR for m in mounts):
-                continue
-            mounts.append({"name": name, "readOnly": True, "mountPath": SERVICE_ACCOUNT_DIR})
-            mounted = True
-        if mounted:
-            spec.setdefault("volumes", []).append({"name": name, "projected": _api_access_volume()})
+def pod(w: Write) -> None:
+    _pod(w.objects, w.operation, w.obj)
+    if w.operation == "UPDATE" and w.old is not None and w.subresource is None:
+        _pod_spec_update(w.old, w.obj)
 
-    def _priority(self, class_name: str | None) -> int:
-        if not class_name:
-            return 0
-        if class_name in SYSTEM_PRIORITIES:
-            return SYSTEM_PRIORITIES[class_name]
-        rt = self.store.registry.get("scheduling.k8s.io", "v1", "priorityclasses")
-        found = self.store.find(rt, "", class_name) if rt else None
-        if found is None:
+
+def autoscaler(w: Write) -> None:
+    if w.subresource is None and (errors := _autoscaler_errors(w.obj.get("spec") or {})):
+        raise invalid_fields(w.rt.kind, w.rt.group, w.obj["metadata"]["name"], errors=errors)
+
+
+def workload(w: Write) -> None:
+    """A workload of `apps`: defaulted as its kind is, its selector required."""
+    rt, obj = w.rt, w.obj
+    spec = obj.setdefault("spec", {})
+    if w.subresource is None:
+        builtin_defaults.workload(rt.kind, spec)
+    if rt.plural != "daemonsets":
+        spec.setdefault("replicas", 1)
+    selector = spec.get("selector") or {}
+    if not selector.get("matchLabels") and not selector.get("matchExpressions"):
+        raise invalid(
+            rt.kind, obj["metadata"]["name"], "spec.selector: Required value", field="spec.selector"
+        )
+    if rt.plural == "deployments":
+        strategy = spec.setdefault("strategy", {})
+        strategy.setdefault("type", "RollingUpdate")
+        if strategy["type"] == "RollingUpdate":
+            rolling = strategy.setdefault("rollingUpdate", {})
+            rolling.setdefault("maxSurge", "25%")
+            rolling.setdefault("maxUnavailable", "25%")
+        spec.setdefault("revisionHistoryLimit", 10)
+    if rt.plural == "statefulsets":
+        spec.setdefault("podManagementPolicy", "OrderedReady")
+        spec.setdefault("updateStrategy", {"type": "RollingUpdate"})
+
+
+def storage_kind(w: Write) -> None:
+    classes = w.objects.registry.get(storage.STORAGE_GROUP, "v1", "storageclasses")
+    found = list(w.objects.objects(classes)) if classes is not None else []
+    storage.admitted(w.rt.plural, w.obj, old=w.old, subresource=w.subresource, classes=found)
+
+
+def batch_kind(w: Write) -> None:
+    batch.admitted(w.operation, w.rt.kind, w.obj, old=w.old, subresource=w.subresource)
+
+
+def webhook_configuration(w: Write) -> None:
+    if w.subresource is not None:
+        return
+    webhook_configs.defaulted(w.obj, mutating=w.rt.plural.startswith("mutating"))
+    if errors := webhook_configs.errors_of(w.obj):
+        raise invalid_fields(w.rt.kind, w.rt.group, w.obj["metadata"]["name"], errors=errors)
+
+
+def service(w: Write) -> None:
+    if w.subresource is None:
+        others = service_defaults.services_but(w.objects.objects(w.rt), w.obj)
+        service_defaults.defaulted(w.obj, w.old, others)
+
+
+def secret(w: Write) -> None:
+    _secret(w.obj)
+
+
+def node(w: Write) -> None:
+    if w.operation == "CREATE":
+        _node(w.obj)
+
+
+def namespace(w: Write) -> None:
+    if w.operation == "CREATE":
+        w.obj.setdefault("spec", {}).setdefault("finalizers", ["kubernetes"])
+        w.obj["status"] = {"phase": "Active"}
+
+
+def _pod(objects: Objects, operation: str, pod: Obj) -> None:
+    spec = pod.setdefault("spec", {})
+    name = pod["metadata"]["name"]
+    if not spec.get("containers"):
+        raise invalid("Pod", name, "spec.containers: Required value", field="spec.containers")
+    for container in spec["containers"]:
+        if not container.get("name"):
             raise invalid(
-                "Pod",
-                "",
-                f"spec.priorityClassName: no PriorityClass with name {class_name} was found",
-                field="spec.priorityClassName",
+                "Pod", name, "spec.containers[].name: Required value", field="spec.containers[].name"
             )
-        return int(found.get("value", 0))
+    builtin_defaults.pod_spec(spec)  # defaulting: on every write, before validation
+    builtin_defaults.pod_only(spec)
+    if operation != "CREATE":
+        return
+    builtin_defaults.default_tolerations(spec)
+    spec.setdefault("preemptionPolicy", "PreemptLowerPriority")
+    if spec.get("nodeName") and spec.get("schedulingGates"):
+        detail = "cannot be set until all schedulingGates have been cleared"
+        raise invalid_fields(
+            "Pod", "", name, errors=[FieldError("FieldValueForbidden", "spec.nodeName", None, detail)]
+        )
+    if "priority" not in spec:
+        spec["priority"] = _priority(objects, spec.get("priorityClassName"))
+    _service_account(objects, spec, pod["metadata"].get("namespace") or "default")
+    pod["status"] = {"phase": "Pending", "qosClass": qos_class(spec)}
+    if spec.get("schedulingGates"):  # as the pod strategy's PrepareForCreate: the scheduler skips it
+        pod["status"]["conditions"] = [SCHEDULING_GATED]
 
-    @staticmethod
-    def _node(node: Obj) -> None:
-        meta = node["metadata"]
-        meta.setdefault("labels", {}).setdefault("kubernetes.io/hostname", meta["name"])
-        status = node.setdefault("status", {})
-        if "capacity" in status and "allocatable" not in status:
-            status["allocatable"] = dict(status["capacity"])
-        status.setdefault("conditions", [{"type": "Ready", "status": "True", "reason": "KubeletReady"}])
-        status.setdefault("nodeInfo", dict(NODE_INFO))
+
+def _service_account(objects: Objects, spec: Obj, namespace: str) -> None:
+    """The ServiceAccount admission plugin: the pod's account (`default` unless named) and, unless
+    automounting is off for the pod or its account, the projected `kube-api-access-*` volume (token, the
+    cluster's CA, the namespace) mounted in every container where nothing else is mounted there."""
+    account = spec.setdefault("serviceAccountName", "default")
+    spec.setdefault("serviceAccount", account)
+    if spec.get("automountServiceAccountToken") is False:
+        return
+    rt = objects.registry.get("", "v1", "serviceaccounts")
+    found = objects.find(rt, namespace, account) if rt is not None else None
+    if found is not None and found.get("automountServiceAccountToken") is False:
+        return
+    name = "kube-api-access-" + "".join(secrets.choice(_RANDOM_ALPHABET) for _ in range(5))
+    mounted = False
+    for container in (spec.get("initContainers") or []) + spec["containers"]:
+        mounts = container.setdefault("volumeMounts", [])
+        if any(m.get("mountPath") == SERVICE_ACCOUNT_DIR for m in mounts):
+            continue
+        mounts.append({"name": name, "readOnly": True, "mountPath": SERVICE_ACCOUNT_DIR})
+        mounted = True
+    if mounted:
+        spec.setdefault("volumes", []).append({"name": name, "projected": _api_access_volume()})
+
+
+def _priority(objects: Objects, class_name: str | None) -> int:
+    if not class_name:
+        return 0
+    if class_name in SYSTEM_PRIORITIES:
+        return SYSTEM_PRIORITIES[class_name]
+    rt = objects.registry.get("scheduling.k8s.io", "v1", "priorityclasses")
+    found = objects.find(rt, "", class_name) if rt else None
+    if found is None:
+        raise invalid(
+            "Pod",
+            "",
+            f"spec.priorityClassName: no PriorityClass with name {class_name} was found",
+            field="spec.priorityClassName",
+        )
+    return int(found.get("value", 0))
+
+
+def _node(node: Obj) -> None:
+    meta = node["metadata"]
+    meta.setdefault("labels", {}).setdefault("kubernetes.io/hostname", meta["name"])
+    status = node.setdefault("status", {})
+    if "capacity" in status and "allocatable" not in status:
+        status["allocatable"] = dict(status["capacity"])
+    status.setdefault("conditions", [{"type": "Ready", "status": "True", "reason": "KubeletReady"}])
+    status.setdefault("nodeInfo", dict(NODE_INFO))
 
 
 SCHEDULING_GATED = {

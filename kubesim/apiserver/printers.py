@@ -1,6 +1,6 @@
-"""The API server's printers (pkg/printers/internalversion) for Services, Deployments, StatefulSets,
-Jobs and storage (kubesim.apiserver.storage_printers): the columns `kubectl get` shows, and with `-o wide` the
-ones of priority 1."""
+"""The API server's printers (pkg/printers/internalversion) for Pods, Nodes, Events, Services, Deployments,
+StatefulSets and Jobs (storage's: kubesim.apiserver.storage_printers): the columns `kubectl get` shows, and
+with `-o wide` the ones of priority 1."""
 
 from __future__ import annotations
 
@@ -8,11 +8,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from kubesim.apiserver import storage_printers
 from kubesim.apiserver.records import Obj, parse_iso
-from kubesim.apiserver.resources import Column
-
-Cells = Callable[[Obj, Callable[[str | None], str]], list[Any]]
+from kubesim.apiserver.resources import Column, Printer
 
 
 def _selector(selector: dict[str, str] | None) -> str:
@@ -188,12 +185,115 @@ def human_duration(span: float) -> str:
     return f"{hours // 24}d"
 
 
-PRINTERS: dict[tuple[str, str], tuple[list[Column], Cells]] = {
-    ("batch", "jobs"): (JOB_COLUMNS, job_cells),
-    ("", "services"): (SERVICE_COLUMNS, service_cells),
-    ("apps", "deployments"): (DEPLOYMENT_COLUMNS, deployment_cells),
-    ("apps", "statefulsets"): (STATEFULSET_COLUMNS, statefulset_cells),
-    ("", "persistentvolumeclaims"): (storage_printers.CLAIM_COLUMNS, storage_printers.claim_cells),
-    ("", "persistentvolumes"): (storage_printers.VOLUME_COLUMNS, storage_printers.volume_cells),
-    ("storage.k8s.io", "storageclasses"): (storage_printers.CLASS_COLUMNS, storage_printers.class_cells),
-}
+def _pod_cells(pod: Obj, age: Callable[[str | None], str]) -> list[Any]:
+    status = pod.get("status") or {}
+    spec = pod.get("spec") or {}
+    containers = spec.get("containers") or []
+    ready = sum(1 for c in status.get("containerStatuses") or [] if c.get("ready"))
+    phase = status.get("phase") or "Pending"
+    if pod["metadata"].get("deletionTimestamp"):
+        phase = "Terminating"
+    elif any(
+        c.get("type") == "PodScheduled" and c.get("reason") == "SchedulingGated"
+        for c in status.get("conditions") or []
+    ):
+        phase = "SchedulingGated"
+    restarts = sum(int(c.get("restartCount", 0)) for c in status.get("containerStatuses") or [])
+    return [
+        pod["metadata"]["name"],
+        f"{ready}/{len(containers)}",
+        phase,
+        restarts,
+        age(pod["metadata"].get("creationTimestamp")),
+        status.get("podIP") or "<none>",
+        spec.get("nodeName") or "<none>",
+        status.get("nominatedNodeName") or "<none>",
+        _readiness_gates(spec, status),
+    ]
+
+
+def _readiness_gates(spec: Obj, status: Obj) -> str:
+    gates = [g.get("conditionType") for g in spec.get("readinessGates") or []]
+    if not gates:
+        return "<none>"
+    true = {c.get("type") for c in status.get("conditions") or [] if c.get("status") == "True"}
+    return f"{sum(1 for g in gates if g in true)}/{len(gates)}"
+
+
+def _node_cells(node: Obj, age: Callable[[str | None], str]) -> list[Any]:
+    conditions = (node.get("status") or {}).get("conditions") or []
+    ready = next((c for c in conditions if c.get("type") == "Ready"), None)
+    state = "Ready" if ready and ready.get("status") == "True" else "NotReady"
+    if (node.get("spec") or {}).get("unschedulable"):
+        state += ",SchedulingDisabled"
+    info = (node.get("status") or {}).get("nodeInfo") or {}
+    return [
+        node["metadata"]["name"],
+        state,
+        "<none>",
+        age(node["metadata"].get("creationTimestamp")),
+        info.get("kubeletVersion", "v1.32.0"),
+    ]
+
+
+_POD_COLUMNS = [
+    Column("Name", ".metadata.name"),
+    Column("Ready", ""),
+    Column("Status", ""),
+    Column("Restarts", "", "integer"),
+    Column("Age", ""),
+    Column("IP", "", priority=1),
+    Column("Node", "", priority=1),
+    Column("Nominated Node", "", priority=1),
+    Column("Readiness Gates", "", priority=1),
+]
+_NODE_COLUMNS = [
+    Column("Name", ""),
+    Column("Status", ""),
+    Column("Roles", ""),
+    Column("Age", ""),
+    Column("Version", ""),
+]
+
+
+# The API server's Event printer (pkg/printers/internalversion): what `kubectl get events` shows.
+_EVENT_COLUMNS = [
+    Column("Last Seen", ""),
+    Column("Type", ""),
+    Column("Reason", ""),
+    Column("Object", ""),
+    Column("Subobject", "", priority=1),
+    Column("Source", "", priority=1),
+    Column("Message", ""),
+    Column("First Seen", "", priority=1),
+    Column("Count", "", "integer", priority=1),
+    Column("Name", "", priority=1),
+]
+
+
+def _event_cells(event: Obj, age: Callable[[str | None], str]) -> list[Any]:
+    involved = event.get("involvedObject") or {}
+    source = event.get("source") or {}
+    last = event.get("lastTimestamp") or event.get("eventTime")
+    first = event.get("firstTimestamp") or event.get("eventTime")
+    return [
+        age(last),
+        event.get("type", ""),
+        event.get("reason", ""),
+        f"{str(involved.get('kind', '')).lower()}/{involved.get('name', '')}",
+        involved.get("fieldPath", ""),
+        ", ".join(v for v in (source.get("component"), source.get("host")) if v),
+        str(event.get("message", "")).strip(),
+        age(first),
+        int(event.get("count") or 1),
+        event["metadata"]["name"],
+    ]
+
+
+POD = Printer(_POD_COLUMNS, _pod_cells)
+NODE = Printer(_NODE_COLUMNS, _node_cells)
+EVENT = Printer(_EVENT_COLUMNS, _event_cells)
+SERVICE = Printer(SERVICE_COLUMNS, service_cells)
+DEPLOYMENT = Printer(DEPLOYMENT_COLUMNS, deployment_cells)
+STATEFULSET = Printer(STATEFULSET_COLUMNS, statefulset_cells)
+JOB = Printer(JOB_COLUMNS, job_cells)

@@ -13,10 +13,11 @@ from typing import Any
 
 import msgspec
 
-from kubesim.apiserver.resources import ResourceType
+from kubesim.apiserver.resources import Obj, ResourceType
 from shared.api.selectors import LabelMatcher
 
-Obj = dict[str, Any]
+__all__ = ["Obj"]  # handed on: what the store keeps is typed here for its readers
+
 Key = tuple[str, str]  # (namespace, name); namespace "" for cluster-scoped objects
 
 encode = msgspec.json.Encoder().encode

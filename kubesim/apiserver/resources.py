@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from kubesim.apiserver.schema import CrdSchema
 
@@ -44,6 +44,40 @@ def _path(text: str) -> tuple[str, ...]:
     return tuple(part for part in text.split(".") if part)
 
 
+Obj = dict[str, Any]
+
+
+class Objects(Protocol):
+    """What an admission hook may read of the store."""
+
+    @property
+    def registry(self) -> Registry: ...
+
+    def find(self, rt: ResourceType, namespace: str, name: str) -> Obj | None: ...
+
+    def objects(self, rt: ResourceType, namespace: str | None = None) -> Iterator[Obj]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Write:
+    """A write as the built-in admission of its kind sees it: defaulted and validated in place (`obj`)."""
+
+    objects: Objects
+    operation: str
+    rt: ResourceType
+    old: Obj | None
+    obj: Obj
+    subresource: str | None
+
+
+@dataclass(frozen=True)
+class Printer:
+    """A kind's server-side printer: its columns, and each object's cells (given how to print an age)."""
+
+    columns: list[Column]
+    cells: Callable[[Obj, Callable[[str | None], str]], list[Any]]
+
+
 @dataclass
 class ResourceType:
     group: str
@@ -65,6 +99,9 @@ class ResourceType:
     schema: CrdSchema | None = None
     # A custom resource's scale subresource: where its replicas, observed replicas and selector are.
     scale_paths: ScalePaths | None = None
+    # A built-in kind's own admission (defaulting and validation on write) and printer, if it has them.
+    admit: Callable[[Write], None] | None = None
+    printer: Printer | None = None
 
     @property
     def api_version(self) -> str:
@@ -119,286 +156,13 @@ class ResourceType:
 AGE = Column("Age", ".metadata.creationTimestamp", "date")
 
 
-def _builtin() -> list[ResourceType]:
-    pod_fields = COMMON_FIELDS | {
-        "spec.nodeName",
-        "spec.restartPolicy",
-        "spec.schedulerName",
-        "spec.serviceAccountName",
-        "status.phase",
-        "status.podIP",
-        "status.nominatedNodeName",
-    }
-    event_fields = (
-        COMMON_FIELDS
-        | {
-            f"involvedObject.{f}"
-            for f in ("kind", "namespace", "name", "uid", "apiVersion", "resourceVersion", "fieldPath")
-        }
-        | {"reason", "reportingComponent", "source", "type"}
-    )
-    return [
-        ResourceType(
-            "",
-            "v1",
-            "Namespace",
-            "namespaces",
-            False,
-            short_names=["ns"],
-            subresources=frozenset({"status", "finalize"}),
-            status_subresource=True,
-            fields=COMMON_FIELDS | {"status.phase"},
-            columns=[Column("Status", ".status.phase"), AGE],
-        ),
-        ResourceType(
-            "",
-            "v1",
-            "Node",
-            "nodes",
-            False,
-            short_names=["no"],
-            subresources=frozenset({"status"}),
-            status_subresource=True,
-            fields=COMMON_FIELDS | {"spec.unschedulable"},
-        ),
-        ResourceType(
-            "",
-            "v1",
-            "Pod",
-            "pods",
-            True,
-            short_names=["po"],
-            categories=["all"],
-            subresources=frozenset({"status", "eviction", "binding", "log"}),
-            status_subresource=True,
-            fields=pod_fields,
-        ),
-        ResourceType("", "v1", "Event", "events", True, short_names=["ev"], fields=event_fields),
-        # The same objects, converted (kubesim.apiserver.event_view); never stored under this type.
-        ResourceType("events.k8s.io", "v1", "Event", "events", True, short_names=["ev"], fields=event_fields),
-        ResourceType("", "v1", "ConfigMap", "configmaps", True, short_names=["cm"]),
-        ResourceType(
-            "",
-            "v1",
-            "ServiceAccount",
-            "serviceaccounts",
-            True,
-            short_names=["sa"],
-            subresources=frozenset({"token"}),
-        ),
-        ResourceType(
-            "authentication.k8s.io", "v1", "SelfSubjectReview", "selfsubjectreviews", False, verbs=("create",)
-        ),
-        ResourceType("authentication.k8s.io", "v1", "TokenReview", "tokenreviews", False, verbs=("create",)),
-        *(
-            ResourceType(
-                "authorization.k8s.io", "v1", kind, kind.lower() + "s", namespaced, verbs=("create",)
-            )
-            for kind, namespaced in (
-                ("SelfSubjectAccessReview", False),
-                ("SelfSubjectRulesReview", False),
-                ("SubjectAccessReview", False),
-                ("LocalSubjectAccessReview", True),
-            )
-        ),
-        ResourceType(
-            "",
-            "v1",
-            "Service",
-            "services",
-            True,
-            short_names=["svc"],
-            categories=["all"],
-            subresources=frozenset({"status"}),
-            status_subresource=True,
-        ),
-        ResourceType("", "v1", "Secret", "secrets", True),
-        # Stored and listed, as the API server does; nothing enforces them (kubesim has no pod network).
-        ResourceType(
-            "networking.k8s.io", "v1", "NetworkPolicy", "networkpolicies", True, short_names=["netpol"]
-        ),
-        ResourceType(
-            "apps",
-            "v1",
-            "Deployment",
-            "deployments",
-            True,
-            short_names=["deploy"],
-            categories=["all"],
-            subresources=frozenset({"status", "scale"}),
-            status_subresource=True,
-            columns=[
-                Column("Ready", ".status.readyReplicas", "integer"),
-                Column("Up-to-date", ".status.updatedReplicas", "integer"),
-                Column("Available", ".status.availableReplicas", "integer"),
-                AGE,
-            ],
-        ),
-        _replicated("", "ReplicationController", "replicationcontrollers", short="rc"),
-        _replicated("apps", "ReplicaSet", "replicasets", short="rs"),
-        ResourceType(
-            "apps",
-            "v1",
-            "StatefulSet",
-            "statefulsets",
-            True,
-            short_names=["sts"],
-            categories=["all"],
-            subresources=frozenset({"status", "scale"}),
-            status_subresource=True,
-            columns=[Column("Ready", ".status.readyReplicas", "integer"), AGE],
-        ),
-        ResourceType(
-            "apps",
-            "v1",
-            "DaemonSet",
-            "daemonsets",
-            True,
-            short_names=["ds"],
-            categories=["all"],
-            subresources=frozenset({"status"}),
-            status_subresource=True,
-        ),
-        ResourceType(
-            "autoscaling",
-            "v2",
-            "HorizontalPodAutoscaler",
-            "horizontalpodautoscalers",
-            True,
-            short_names=["hpa"],
-            categories=["all"],
-            subresources=frozenset({"status"}),
-            status_subresource=True,
-            columns=[
-                Column("Reference", ".spec.scaleTargetRef.name"),
-                Column("MinPods", ".spec.minReplicas", "integer"),
-                Column("MaxPods", ".spec.maxReplicas", "integer"),
-                Column("Replicas", ".status.currentReplicas", "integer"),
-                AGE,
-            ],
-        ),
-        ResourceType(
-            "policy",
-            "v1",
-            "PodDisruptionBudget",
-            "poddisruptionbudgets",
-            True,
-            short_names=["pdb"],
-            subresources=frozenset({"status"}),
-            status_subresource=True,
-            columns=[
-                Column("Min Available", ".spec.minAvailable"),
-                Column("Max Unavailable", ".spec.maxUnavailable"),
-                Column("Allowed Disruptions", ".status.disruptionsAllowed", "integer"),
-                AGE,
-            ],
-        ),
-        *(
-            ResourceType("admissionregistration.k8s.io", "v1", kind, kind.lower() + "s", False)
-            for kind in ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration")
-        ),
-        ResourceType(
-            "coordination.k8s.io",
-            "v1",
-            "Lease",
-            "leases",
-            True,
-            columns=[Column("Holder", ".spec.holderIdentity"), AGE],
-        ),
-        ResourceType(
-            "scheduling.k8s.io",
-            "v1",
-            "PriorityClass",
-            "priorityclasses",
-            False,
-            short_names=["pc"],
-            columns=[Column("Value", ".value", "integer"), AGE],
-        ),
-        ResourceType("rbac.authorization.k8s.io", "v1", "ClusterRole", "clusterroles", False),
-        ResourceType("rbac.authorization.k8s.io", "v1", "ClusterRoleBinding", "clusterrolebindings", False),
-        ResourceType("rbac.authorization.k8s.io", "v1", "Role", "roles", True),
-        ResourceType("rbac.authorization.k8s.io", "v1", "RoleBinding", "rolebindings", True),
-        ResourceType(
-            "batch",
-            "v1",
-            "Job",
-            "jobs",
-            True,
-            categories=["all"],
-            subresources=frozenset({"status"}),
-            status_subresource=True,
-        ),
-        ResourceType(
-            "batch",
-            "v1",
-            "CronJob",
-            "cronjobs",
-            True,
-            short_names=["cj"],
-            categories=["all"],
-            subresources=frozenset({"status"}),
-            status_subresource=True,
-        ),
-        ResourceType(
-            "",
-            "v1",
-            "PersistentVolumeClaim",
-            "persistentvolumeclaims",
-            True,
-            short_names=["pvc"],
-            subresources=frozenset({"status"}),
-            status_subresource=True,
-        ),
-        ResourceType(
-            "",
-            "v1",
-            "PersistentVolume",
-            "persistentvolumes",
-            False,
-            short_names=["pv"],
-            subresources=frozenset({"status"}),
-            status_subresource=True,
-        ),
-        ResourceType("storage.k8s.io", "v1", "StorageClass", "storageclasses", False, short_names=["sc"]),
-        ResourceType(
-            "apiextensions.k8s.io",
-            "v1",
-            "CustomResourceDefinition",
-            "customresourcedefinitions",
-            False,
-            short_names=["crd", "crds"],
-            subresources=frozenset({"status"}),
-            status_subresource=True,
-            columns=[Column("Created At", ".metadata.creationTimestamp", "date")],
-        ),
-    ]
-
-
-def _replicated(group: str, kind: str, plural: str, *, short: str) -> ResourceType:
-    """A kind that keeps a number of copies of a pod template (a ReplicaSet, a ReplicationController)."""
-    return ResourceType(
-        group,
-        "v1",
-        kind,
-        plural,
-        True,
-        short_names=[short],
-        categories=["all"],
-        subresources=frozenset({"status", "scale"}),
-        status_subresource=True,
-        columns=[
-            Column("Desired", ".spec.replicas", "integer"),
-            Column("Current", ".status.replicas", "integer"),
-            Column("Ready", ".status.readyReplicas", "integer"),
-            AGE,
-        ],
-    )
-
-
 class Registry:
-    def __init__(self) -> None:
+    """The resources served: the built-in kinds it is made with (`kubesim.apiserver.kinds`), and each custom
+    resource added when its CRD is applied."""
+
+    def __init__(self, builtin: Iterable[ResourceType] = ()) -> None:
         self._by_path: dict[tuple[str, str, str], ResourceType] = {}
-        for rt in _builtin():
+        for rt in builtin:
             self.add(rt)
 
     def add(self, rt: ResourceType) -> None:

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from kubesim.apiserver.records import Obj
-from kubesim.apiserver.resources import Column
+from kubesim.apiserver.resources import Column, Printer
 from kubesim.apiserver.storage import DEFAULT_CLASS
 
 MODES = {"ReadWriteOnce": "RWO", "ReadOnlyMany": "ROX", "ReadWriteMany": "RWX", "ReadWriteOncePod": "RWOP"}
@@ -99,3 +99,8 @@ def class_cells(storage_class: Obj, age: Callable[[str | None], str]) -> list[An
         "true" if storage_class.get("allowVolumeExpansion") else "false",
         age(meta.get("creationTimestamp")),
     ]
+
+
+CLAIM = Printer(CLAIM_COLUMNS, claim_cells)
+VOLUME = Printer(VOLUME_COLUMNS, volume_cells)
+CLASS = Printer(CLASS_COLUMNS, class_cells)

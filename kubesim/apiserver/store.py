@@ -32,8 +32,8 @@ from kubesim.apiserver.verbs import Verbs
 
 
 class Store:
-    def __init__(self, registry: Registry | None = None, history: int = 100_000) -> None:
-        self.registry = registry or Registry()
+    def __init__(self, registry: Registry, history: int = 100_000) -> None:
+        self.registry = registry
         self.rv = 1
         # Pod uid -> evictions that went through (201) and began the pod's end: a test's witness that no pod
         # is evicted twice. An eviction of a pod already being deleted (by another hand) ends nothing new and

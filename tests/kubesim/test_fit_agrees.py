@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from kubesim.apiserver import kinds
 from kubesim.apiserver.store import Store
 from kubesim.controllers.scheduler import Scheduler, verdicts
 from kubesim.options import SimOptions
@@ -202,7 +203,7 @@ def case(seed: int) -> tuple[list[Obj], list[Obj], Obj, list[tuple[str, Obj]]]:
 def kubesim_says(
     nodes: list[Obj], placed: list[Obj], incoming: Obj, volumes: list[tuple[str, Obj]]
 ) -> dict[str, tuple[str, ...]]:
-    store = Store()
+    store = Store(kinds.registry())
     scheduler = Scheduler(store, SimOptions(record_events=False))
     registry = store.registry
     for plural, obj in [("nodes", n) for n in nodes] + [("pods", p) for p in placed] + volumes:

@@ -6,6 +6,7 @@ import asyncio
 
 import pytest
 
+from kubesim.apiserver import kinds
 from kubesim.apiserver.store import Store
 from kubesim.controllers.base import Controller
 from kubesim.options import SimOptions
@@ -62,7 +63,7 @@ class Ticking(Controller[str]):
 async def test_a_controller_stops_even_when_woken_as_it_is_stopped(settle: int | None) -> None:
     """`settle`: loop iterations between a wake-up and the stop (None: not woken), so one of them lands
     the cancellation between the wait completing and the loop resuming."""
-    controller = Ticking(Store(), SimOptions())
+    controller = Ticking(Store(kinds.registry()), SimOptions())
     controller.start()
     for _ in range(3):
         await asyncio.sleep(0)  # the loop is waiting for a wake-up
