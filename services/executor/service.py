@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
@@ -39,7 +40,7 @@ from shared.kube.client import KubeClient, KubeError
 from shared.nats import bus
 from shared.nats.consume import Retry, by_key, durable, read_or_retry, run_consumer
 from shared.nats.publisher import Publisher
-from shared.service.links import Link, linked
+from shared.service.links import linked
 from shared.service.logs import about_job
 from shared.service.ops import OpsServer
 
@@ -234,21 +235,9 @@ class Executor:
 
 
 async def main(config: PodherdConfig, stop: asyncio.Event, ops: OpsServer) -> None:
-    async with linked("executor", config, stop, ops=ops, nats=Link.NONE) as api:
-        # The identity is asked beside the start: an API server that is away does not hold NATS up.
-        identity = asyncio.create_task(check_identity(api.kube, config, stop))
-        identity.add_done_callback(lambda done: _stop_if_refused(done, stop))
-        try:
-            async with linked("executor", config, stop, ops=ops, kube=Link.NONE) as links:
-                executor = Executor(config, links.nats, api.kube)
-                ops.add_check("jetstream", executor.set_up.check)
-                await executor.run(stop)
-        finally:
-            identity.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await identity  # its refusal, if it refused: the one line the service ends with
-
-
-def _stop_if_refused(identity: asyncio.Task[None], stop: asyncio.Event) -> None:
-    if not identity.cancelled() and identity.exception() is not None:
-        stop.set()
+    # The identity is asked beside the start: an API server that is away does not hold NATS up.
+    identity = functools.partial(check_identity, config=config, stop=stop)
+    async with linked("executor", config, stop, ops=ops, beside=identity) as links:
+        executor = Executor(config, links.nats, links.kube)
+        ops.add_check("jetstream", executor.set_up.check)
+        await executor.run(stop)

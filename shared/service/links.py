@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import enum
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 
 import redis.asyncio as aioredis
@@ -61,31 +61,51 @@ async def linked(
     nats: Link = Link.CHECKED,
     redis: Link = Link.NONE,
     kube: Link = Link.CHECKED,
+    beside: Callable[[KubeClient], Awaitable[None]] | None = None,
 ) -> AsyncIterator[Links]:
-    """The links `role` needs: NATS first (connecting waits out a server that is away, until `stop`), then
-    Redis and the Kubernetes client (both connect on first use)."""
+    """The links `role` needs. The Kubernetes client and Redis connect on first use; NATS is connected here,
+    waiting out a server that is away until `stop`. The readiness checks are registered once all are open,
+    so a service is not ready before it could work.
+
+    `beside`: work on the Kubernetes API that must not wait for NATS (a check of the service's identity),
+    started first and ended with the service; its failure stops the service and is what it ends with."""
     name = f"podherd-{role}-{config.replica}"
     async with contextlib.AsyncExitStack() as opened:
-        nc = None
-        if nats is not Link.NONE:
-            nc = await nats_connect.connect(config.nats, name=name, stop=stop)
-            opened.push_async_callback(close_nats, nc)
-            if nats is Link.CHECKED:
-                ops.add_check("nats", nats_check(nc))
-        client = None
-        if redis is not Link.NONE:
-            client = redis_client.connect(config.redis, name=name)
-            opened.push_async_callback(client.aclose)
-            if redis is Link.CHECKED:
-                ops.add_check("redis", redis_client.redis_check(client))
         kube_client = None
         if kube is not Link.NONE:
             kube_client = _kube(config, required=kube is Link.CHECKED)
             if kube_client is not None:
                 opened.push_async_callback(kube_client.aclose)
-                if kube is Link.CHECKED:
-                    ops.add_check("kubernetes", api_check(kube_client))
+        if beside is not None:
+            assert kube_client is not None, "work beside the start needs the Kubernetes API"
+            opened.push_async_callback(_ended, _started(beside(kube_client), stop))
+        nc = None
+        if nats is not Link.NONE:
+            nc = await nats_connect.connect(config.nats, name=name, stop=stop)
+            opened.push_async_callback(close_nats, nc)
+        client = None
+        if redis is not Link.NONE:
+            client = redis_client.connect(config.redis, name=name)
+            opened.push_async_callback(client.aclose)
+        if nc is not None and nats is Link.CHECKED:
+            ops.add_check("nats", nats_check(nc))
+        if client is not None and redis is Link.CHECKED:
+            ops.add_check("redis", redis_client.redis_check(client))
+        if kube_client is not None and kube is Link.CHECKED:
+            ops.add_check("kubernetes", api_check(kube_client))
         yield Links(nc, client, kube_client)
+
+
+def _started(work: Awaitable[None], stop: asyncio.Event) -> asyncio.Task[None]:
+    task = asyncio.ensure_future(work)
+    task.add_done_callback(lambda done: stop.set() if not done.cancelled() and done.exception() else None)
+    return task
+
+
+async def _ended(task: asyncio.Task[None]) -> None:
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task  # its failure, if it failed: raised here, what the service ends with
 
 
 def _kube(config: PodherdConfig, *, required: bool) -> KubeClient | None:

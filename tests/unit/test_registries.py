@@ -1,11 +1,14 @@
 """Each extension point is one table: the eviction gates (their names, kinds and halves), the services
-`podherd run` starts, and what `podherd sim` takes from kubesim."""
+`podherd run` starts, what `podherd sim` takes from kubesim, and kubesim's built-in kinds."""
 
 from __future__ import annotations
 
 import inspect
 
 from kubesim import entry as kubesim_entry
+from kubesim.apiserver import kinds, tables
+from kubesim.apiserver.admission import Admission
+from kubesim.apiserver.store import Store
 from services import entry
 from services.arbitrator.rules import limits
 from shared.api import eviction_gates as gates
@@ -50,3 +53,28 @@ def test_podherd_sim_finds_what_it_starts_in_kubesims_entry() -> None:
     assert set(kubesim_entry.__all__) <= set(dir(kubesim_entry))
     for name in kubesim_entry.SCENARIOS:
         assert kubesim_entry.resolve(name) is not None, name
+
+
+def test_each_kubesim_kind_is_one_entry_and_its_printer_prints_a_cell_per_column() -> None:
+    served = [(kind.api_version, kind.plural) for kind in kinds.BUILTIN]
+    assert len(served) == len(set(served))
+    registry = kinds.registry()
+    for kind in kinds.BUILTIN:
+        group, _, version = kind.api_version.rpartition("/")
+        rt = registry.get(group, version, kind.plural)
+        assert rt is not None and rt.admit is kind.admit and rt.printer is kind.printer, kind
+        if kind.printer is not None:
+            spec = {"containers": [{"name": "app"}]} if kind.kind == "Pod" else {}
+            obj = {"metadata": {"name": "x", "creationTimestamp": "2026-01-01T00:00:00Z"}, "spec": spec}
+            assert len(kind.printer.cells(obj, tables.age)) == len(kind.printer.columns), kind.kind
+
+
+def test_a_kinds_admission_is_what_a_write_of_it_gets_and_a_kind_without_one_is_kept_as_written() -> None:
+    store = Store(kinds.registry())
+    admit = Admission(store)
+    namespace = {"metadata": {"name": "team"}}
+    admit("CREATE", store.registry.core("namespaces"), None, namespace)
+    assert namespace["status"] == {"phase": "Active"}
+    config_map = {"metadata": {"name": "c", "namespace": "team"}, "data": {"k": "v"}}
+    admit("CREATE", store.registry.core("configmaps"), None, config_map)
+    assert config_map == {"metadata": {"name": "c", "namespace": "team"}, "data": {"k": "v"}}
