@@ -285,9 +285,7 @@ async def _apply_run(
 
 
 async def main(config: PodherdConfig, stop: asyncio.Event, ops: OpsServer) -> None:
-    async with linked(
-        "arbitrator", config, stop, ops=ops, redis=Link.UNCHECKED, kube=Link.UNCHECKED
-    ) as links:
+    async with linked("arbitrator", config, stop, ops=ops, redis=Link.UNCHECKED, kube=Link.OPTIONAL) as links:
         arbitrator = Arbitrator(config, links.nats, links.redis, kube=links.kube_client)
 
         async def ledger_ready() -> str | None:

@@ -26,7 +26,7 @@ from services.gate.reviews import Request, read_review
 from services.gate.webhooks import Webhooks
 from shared.config.model import ConfigError, GateConfig, PodherdConfig
 from shared.core.waits import cancel_and_wait, wait_event
-from shared.kube.client import KubeClient
+from shared.kube.client import KubeClient, api_check
 from shared.service.links import Link, linked
 from shared.service.ops import OpsServer
 
@@ -126,7 +126,7 @@ def _serving(webhook: str, door: Door, callers: Callers) -> Callable[[web.Reques
 
 
 async def main(config: PodherdConfig, stop: asyncio.Event, ops: OpsServer) -> None:
-    async with linked("gate", config, stop, ops=ops, nats=Link.NONE) as links:
+    async with linked("gate", config, stop, ops=ops, nats=Link.NONE, kube=Link.UNCHECKED) as links:
         await _serve(config, links.kube, stop, ops=ops)
 
 
@@ -142,6 +142,7 @@ async def _serve(config: PodherdConfig, kube: KubeClient, stop: asyncio.Event, *
     sockets = getattr(site._server, "sockets", None) or []
     port = int(sockets[0].getsockname()[1]) if sockets else config.gate.port
     log.info("webhook endpoint on %s:%s", config.http.host, port)
+    ops.add_check("kubernetes", api_check(kube))  # ready once the webhook endpoint listens
     ops.add_check("opted-in pods", labelled.ready)
     try:
         await cert.follow(stop)

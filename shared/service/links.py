@@ -24,9 +24,10 @@ from shared.service.runtime import close_nats, nats_check
 class Link(enum.Enum):
     NONE = "not opened"
     CHECKED = "opened, and the service is ready only while it answers"
-    # Opened without a readiness check of its own: the service's own check covers it (the arbitrator's
-    # ledger check reads Redis), or, for the Kubernetes API, it is used only where it is configured.
+    # Opened without a readiness check here: the service's own check covers it (the arbitrator's ledger
+    # check reads Redis), or the service registers it once it serves (the gate, after its HTTPS site).
     UNCHECKED = "opened, readiness judged by the service"
+    OPTIONAL = "opened where it is configured, used where it is"
 
 
 @dataclass(frozen=True)
@@ -73,7 +74,7 @@ async def linked(
     async with contextlib.AsyncExitStack() as opened:
         kube_client = None
         if kube is not Link.NONE:
-            kube_client = _kube(config, required=kube is Link.CHECKED)
+            kube_client = _kube(config, required=kube is not Link.OPTIONAL)
             if kube_client is not None:
                 opened.push_async_callback(kube_client.aclose)
         if beside is not None:
