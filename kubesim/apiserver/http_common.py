@@ -14,9 +14,11 @@ from aiohttp import web
 from kubesim.apiserver import protobuf
 from kubesim.apiserver.auth import User
 from kubesim.apiserver.errors import ApiError, bad_request
-from kubesim.apiserver.resources import ResourceType
+from kubesim.apiserver.resources import Registry, ResourceType
 
 encode = msgspec.json.Encoder().encode
+# The resources the app serves: a protobuf body is read as the message its kind is served with.
+REGISTRY = web.AppKey("registry", Registry)
 
 
 @dataclass
@@ -79,7 +81,7 @@ async def read_body(request: web.Request, *, required: bool = True, allow_list: 
             raise bad_request("the request body is empty")
         return {}
     if request.content_type == protobuf.CONTENT_TYPE:
-        return protobuf.decode(raw)
+        return protobuf.decode(raw, request.app[REGISTRY])
     body = msgspec.json.decode(raw)
     if isinstance(body, list) and allow_list:
         return body

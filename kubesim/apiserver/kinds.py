@@ -1,15 +1,15 @@
 """The kinds kubesim serves built in, one entry each: its resource (names, scope, subresources, field
-selectors, columns), its admission (`kubesim.apiserver.admission`: defaulting and validation on write) and
-its printer (`kubesim.apiserver.printers`). A new kind is an entry here, plus its own hooks. Its OpenAPI
-document is data (`openapi_v3/`), and a protobuf body's wire schema is keyed by its kind
-(`kubesim.apiserver.protobuf`): a body is decoded before the resource it is for is known."""
+selectors, columns), its admission (`kubesim.apiserver.admission`: defaulting and validation on write), its
+printer (`kubesim.apiserver.printers`) and the message a protobuf body of it holds
+(`kubesim.apiserver.protobuf`). A new kind is an entry here, plus its own hooks; its OpenAPI document is
+data (`openapi_v3/`, kube-apiserver's own)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from kubesim.apiserver import admission, printers, storage_printers
+from kubesim.apiserver import admission, printers, protobuf, storage_printers
 from kubesim.apiserver.resources import (
     AGE,
     COMMON_FIELDS,
@@ -18,6 +18,7 @@ from kubesim.apiserver.resources import (
     Printer,
     Registry,
     ResourceType,
+    Schema,
     Write,
 )
 
@@ -65,6 +66,7 @@ class Kind:
     verbs: tuple[str, ...] = tuple(VERBS)
     admit: Callable[[Write], None] | None = None
     printer: Printer | None = None
+    protobuf: Schema | None = None
 
     def resource(self) -> ResourceType:
         group, _, version = self.api_version.rpartition("/")
@@ -83,6 +85,7 @@ class Kind:
             verbs=self.verbs,
             admit=self.admit,
             printer=self.printer,
+            protobuf=self.protobuf,
         )
 
 
@@ -90,7 +93,8 @@ SCALE = frozenset({"scale"})
 BUILTIN = (
     Kind("v1", "Namespace", "namespaces", namespaced=False, short_names=("ns",), status=True,
          subresources=frozenset({"finalize"}), fields=COMMON_FIELDS | {"status.phase"},
-         columns=(Column("Status", ".status.phase"), AGE), admit=admission.namespace),
+         columns=(Column("Status", ".status.phase"), AGE), admit=admission.namespace,
+         protobuf=protobuf.NAMESPACE),
     Kind("v1", "Node", "nodes", namespaced=False, short_names=("no",), status=True,
          fields=COMMON_FIELDS | {"spec.unschedulable"}, admit=admission.node, printer=printers.NODE),
     Kind("v1", "Pod", "pods", short_names=("po",), in_all=True, status=True,
@@ -99,28 +103,30 @@ BUILTIN = (
     Kind("v1", "Event", "events", short_names=("ev",), fields=EVENT_FIELDS, printer=printers.EVENT),
     # The same objects, converted (kubesim.apiserver.event_view); never stored under this type.
     Kind("events.k8s.io/v1", "Event", "events", short_names=("ev",), fields=EVENT_FIELDS),
-    Kind("v1", "ConfigMap", "configmaps", short_names=("cm",)),
-    Kind("v1", "ServiceAccount", "serviceaccounts", short_names=("sa",), subresources=frozenset({"token"})),
+    Kind("v1", "ConfigMap", "configmaps", short_names=("cm",), protobuf=protobuf.CONFIG_MAP),
+    Kind("v1", "ServiceAccount", "serviceaccounts", short_names=("sa",), subresources=frozenset({"token"}),
+         protobuf=protobuf.SERVICE_ACCOUNT),
     Kind("authentication.k8s.io/v1", "SelfSubjectReview", "selfsubjectreviews", namespaced=False,
-         verbs=REVIEW),
+         verbs=REVIEW, protobuf=protobuf.SELF_SUBJECT_REVIEW),
     Kind("authentication.k8s.io/v1", "TokenReview", "tokenreviews", namespaced=False, verbs=REVIEW),
     Kind("authorization.k8s.io/v1", "SelfSubjectAccessReview", "selfsubjectaccessreviews", namespaced=False,
-         verbs=REVIEW),
+         verbs=REVIEW, protobuf=protobuf.SELF_SUBJECT_ACCESS_REVIEW),
     Kind("authorization.k8s.io/v1", "SelfSubjectRulesReview", "selfsubjectrulesreviews", namespaced=False,
-         verbs=REVIEW),
+         verbs=REVIEW, protobuf=protobuf.SELF_SUBJECT_RULES_REVIEW),
     Kind("authorization.k8s.io/v1", "SubjectAccessReview", "subjectaccessreviews", namespaced=False,
          verbs=REVIEW),
     Kind("authorization.k8s.io/v1", "LocalSubjectAccessReview", "localsubjectaccessreviews", verbs=REVIEW),
     Kind("v1", "Service", "services", short_names=("svc",), in_all=True, status=True, admit=admission.service,
-         printer=printers.SERVICE),
-    Kind("v1", "Secret", "secrets", admit=admission.secret),
+         printer=printers.SERVICE, protobuf=protobuf.SERVICE),
+    Kind("v1", "Secret", "secrets", admit=admission.secret, protobuf=protobuf.SECRET),
     # Stored and listed, as the API server does; nothing enforces them (kubesim has no pod network).
     Kind("networking.k8s.io/v1", "NetworkPolicy", "networkpolicies", short_names=("netpol",)),
     Kind("apps/v1", "Deployment", "deployments", short_names=("deploy",), in_all=True, status=True,
          subresources=SCALE, admit=admission.workload, printer=printers.DEPLOYMENT,
          columns=(Column("Ready", ".status.readyReplicas", "integer"),
                   Column("Up-to-date", ".status.updatedReplicas", "integer"),
-                  Column("Available", ".status.availableReplicas", "integer"), AGE)),
+                  Column("Available", ".status.availableReplicas", "integer"), AGE),
+         protobuf=protobuf.DEPLOYMENT),
     Kind("v1", "ReplicationController", "replicationcontrollers", short_names=("rc",), in_all=True,
          status=True, subresources=SCALE, columns=tuple(REPLICAS_COLUMNS)),
     Kind("apps/v1", "ReplicaSet", "replicasets", short_names=("rs",), in_all=True, status=True,
@@ -139,7 +145,8 @@ BUILTIN = (
     Kind("policy/v1", "PodDisruptionBudget", "poddisruptionbudgets", short_names=("pdb",), status=True,
          columns=(Column("Min Available", ".spec.minAvailable"),
                   Column("Max Unavailable", ".spec.maxUnavailable"),
-                  Column("Allowed Disruptions", ".status.disruptionsAllowed", "integer"), AGE)),
+                  Column("Allowed Disruptions", ".status.disruptionsAllowed", "integer"), AGE),
+         protobuf=protobuf.POD_DISRUPTION_BUDGET),
     Kind("admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration",
          "validatingwebhookconfigurations", namespaced=False, admit=admission.webhook_configuration),
     Kind("admissionregistration.k8s.io/v1", "MutatingWebhookConfiguration", "mutatingwebhookconfigurations",
@@ -147,15 +154,17 @@ BUILTIN = (
     Kind("coordination.k8s.io/v1", "Lease", "leases",
          columns=(Column("Holder", ".spec.holderIdentity"), AGE)),
     Kind("scheduling.k8s.io/v1", "PriorityClass", "priorityclasses", namespaced=False, short_names=("pc",),
-         columns=(Column("Value", ".value", "integer"), AGE)),
-    Kind("rbac.authorization.k8s.io/v1", "ClusterRole", "clusterroles", namespaced=False),
-    Kind("rbac.authorization.k8s.io/v1", "ClusterRoleBinding", "clusterrolebindings", namespaced=False),
-    Kind("rbac.authorization.k8s.io/v1", "Role", "roles"),
-    Kind("rbac.authorization.k8s.io/v1", "RoleBinding", "rolebindings"),
+         columns=(Column("Value", ".value", "integer"), AGE), protobuf=protobuf.PRIORITY_CLASS),
+    Kind("rbac.authorization.k8s.io/v1", "ClusterRole", "clusterroles", namespaced=False,
+         protobuf=protobuf.ROLE),
+    Kind("rbac.authorization.k8s.io/v1", "ClusterRoleBinding", "clusterrolebindings", namespaced=False,
+         protobuf=protobuf.BINDING),
+    Kind("rbac.authorization.k8s.io/v1", "Role", "roles", protobuf=protobuf.ROLE),
+    Kind("rbac.authorization.k8s.io/v1", "RoleBinding", "rolebindings", protobuf=protobuf.BINDING),
     Kind("batch/v1", "Job", "jobs", in_all=True, status=True, admit=admission.batch_kind,
-         printer=printers.JOB),
+         printer=printers.JOB, protobuf=protobuf.JOB),
     Kind("batch/v1", "CronJob", "cronjobs", short_names=("cj",), in_all=True, status=True,
-         admit=admission.batch_kind),
+         admit=admission.batch_kind, protobuf=protobuf.CRON_JOB),
     Kind("v1", "PersistentVolumeClaim", "persistentvolumeclaims", short_names=("pvc",), status=True,
          admit=admission.storage_kind, printer=storage_printers.CLAIM),
     Kind("v1", "PersistentVolume", "persistentvolumes", namespaced=False, short_names=("pv",), status=True,

@@ -2,8 +2,9 @@
 
 The envelope (k8s.io/apimachinery runtime/serializer/protobuf) is the magic `k8s\\0` and a
 `runtime.Unknown`: TypeMeta (1: apiVersion, 2: kind) and the object's own message in field 2. Messages are
-decoded by field number with the schemas below, taken from k8s.io/api's `generated.proto`; a type without
-a schema is refused 415, as for any body kubesim cannot read.
+decoded by field number with the schemas below, taken from k8s.io/api's `generated.proto`, each the
+`protobuf` of its kind (`kubesim.apiserver.kinds`); a type without a schema is refused 415, as for any
+body kubesim cannot read.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import base64
 from typing import Any
 
 from kubesim.apiserver.errors import bad_request, unsupported_media_type
+from kubesim.apiserver.resources import Registry, Schema
 
 MAGIC = b"k8s\x00"
 CONTENT_TYPE = "application/vnd.kubernetes.protobuf"
@@ -20,7 +22,6 @@ CONTENT_TYPE = "application/vnd.kubernetes.protobuf"
 # "message", "messages" (repeated), "map" (map<string,string>), "bytesmap" (map<string,bytes>, base64 in
 # JSON), "quantities" (map<string,Quantity>), "strings" (repeated string), "intorstr" (IntOrString). Fields
 # a schema does not name are left out.
-Schema = dict[int, tuple[str, str, "Schema | None"]]
 
 OBJECT_META: Schema = {
     1: ("name", "string", None),
@@ -139,146 +140,144 @@ SERVICE_SPEC: Schema = {
     19: ("ipFamilies", "strings", None),
     22: ("internalTrafficPolicy", "string", None),
 }
-KINDS: dict[tuple[str, str], Schema] = {
-    ("authorization.k8s.io/v1", "SelfSubjectAccessReview"): {
-        1: ("metadata", "message", OBJECT_META),
-        2: (
-            "spec",
-            "message",
-            {
-                1: ("resourceAttributes", "message", RESOURCE_ATTRIBUTES),
-                2: ("nonResourceAttributes", "message", NON_RESOURCE_ATTRIBUTES),
-            },
-        ),
-    },
-    ("v1", "Namespace"): {
-        1: ("metadata", "message", OBJECT_META),
-        2: ("spec", "message", {1: ("finalizers", "strings", None)}),
-    },
-    ("v1", "ConfigMap"): {
-        1: ("metadata", "message", OBJECT_META),
-        2: ("data", "map", None),
-        4: ("immutable", "bool", None),
-    },
-    ("apps/v1", "Deployment"): {
-        1: ("metadata", "message", OBJECT_META),
-        2: (
-            "spec",
-            "message",
-            {
-                1: ("replicas", "int", None),
-                2: ("selector", "message", LABEL_SELECTOR),
-                3: ("template", "message", POD_TEMPLATE),
-                4: (
-                    "strategy",
-                    "message",
-                    {
-                        1: ("type", "string", None),
-                        2: (
-                            "rollingUpdate",
-                            "message",
-                            {1: ("maxUnavailable", "intorstr", None), 2: ("maxSurge", "intorstr", None)},
-                        ),
-                    },
-                ),
-                5: ("minReadySeconds", "int", None),
-                6: ("revisionHistoryLimit", "int", None),
-                7: ("paused", "bool", None),
-                9: ("progressDeadlineSeconds", "int", None),
-            },
-        ),
-    },
-    ("policy/v1", "PodDisruptionBudget"): {
-        1: ("metadata", "message", OBJECT_META),
-        2: (
-            "spec",
-            "message",
-            {
-                1: ("minAvailable", "intorstr", None),
-                2: ("selector", "message", LABEL_SELECTOR),
-                3: ("maxUnavailable", "intorstr", None),
-                4: ("unhealthyPodEvictionPolicy", "string", None),
-            },
-        ),
-    },
-    ("authentication.k8s.io/v1", "TokenRequest"): {
-        1: ("metadata", "message", OBJECT_META),
-        2: (
-            "spec",
-            "message",
-            {1: ("audiences", "strings", None), 4: ("expirationSeconds", "int", None)},
-        ),
-    },
-    ("authentication.k8s.io/v1", "SelfSubjectReview"): {1: ("metadata", "message", OBJECT_META)},
-    ("v1", "Secret"): {
-        1: ("metadata", "message", OBJECT_META),
-        2: ("data", "bytesmap", None),
-        3: ("type", "string", None),
-        4: ("stringData", "map", None),
-        5: ("immutable", "bool", None),
-    },
-    ("v1", "ServiceAccount"): {
-        1: ("metadata", "message", OBJECT_META),
-        2: ("secrets", "messages", {2: ("namespace", "string", None), 3: ("name", "string", None)}),
-        3: ("imagePullSecrets", "messages", {1: ("name", "string", None)}),
-        4: ("automountServiceAccountToken", "bool", None),
-    },
-    ("v1", "Service"): {1: ("metadata", "message", OBJECT_META), 2: ("spec", "message", SERVICE_SPEC)},
-    ("batch/v1", "Job"): {1: ("metadata", "message", OBJECT_META), 2: ("spec", "message", JOB_SPEC)},
-    ("batch/v1", "CronJob"): {
-        1: ("metadata", "message", OBJECT_META),
-        2: (
-            "spec",
-            "message",
-            {
-                1: ("schedule", "string", None),
-                2: ("startingDeadlineSeconds", "int", None),
-                3: ("concurrencyPolicy", "string", None),
-                4: ("suspend", "bool", None),
-                5: (
-                    "jobTemplate",
-                    "message",
-                    {1: ("metadata", "message", OBJECT_META), 2: ("spec", "message", JOB_SPEC)},
-                ),
-                6: ("successfulJobsHistoryLimit", "int", None),
-                7: ("failedJobsHistoryLimit", "int", None),
-                8: ("timeZone", "string", None),
-            },
-        ),
-    },
-    ("rbac.authorization.k8s.io/v1", "Role"): {
-        1: ("metadata", "message", OBJECT_META),
-        2: ("rules", "messages", POLICY_RULES),
-    },
-    ("rbac.authorization.k8s.io/v1", "ClusterRole"): {
-        1: ("metadata", "message", OBJECT_META),
-        2: ("rules", "messages", POLICY_RULES),
-    },
-    ("rbac.authorization.k8s.io/v1", "RoleBinding"): BINDING,
-    ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"): BINDING,
-    ("scheduling.k8s.io/v1", "PriorityClass"): {
-        1: ("metadata", "message", OBJECT_META),
-        2: ("value", "int", None),
-        3: ("globalDefault", "bool", None),
-        4: ("description", "string", None),
-        5: ("preemptionPolicy", "string", None),
-    },
-    ("authorization.k8s.io/v1", "SelfSubjectRulesReview"): {
-        1: ("metadata", "message", OBJECT_META),
-        2: ("spec", "message", {1: ("namespace", "string", None)}),
-    },
+SELF_SUBJECT_ACCESS_REVIEW: Schema = {
+    1: ("metadata", "message", OBJECT_META),
+    2: (
+        "spec",
+        "message",
+        {
+            1: ("resourceAttributes", "message", RESOURCE_ATTRIBUTES),
+            2: ("nonResourceAttributes", "message", NON_RESOURCE_ATTRIBUTES),
+        },
+    ),
+}
+NAMESPACE: Schema = {
+    1: ("metadata", "message", OBJECT_META),
+    2: ("spec", "message", {1: ("finalizers", "strings", None)}),
+}
+CONFIG_MAP: Schema = {
+    1: ("metadata", "message", OBJECT_META),
+    2: ("data", "map", None),
+    4: ("immutable", "bool", None),
+}
+DEPLOYMENT: Schema = {
+    1: ("metadata", "message", OBJECT_META),
+    2: (
+        "spec",
+        "message",
+        {
+            1: ("replicas", "int", None),
+            2: ("selector", "message", LABEL_SELECTOR),
+            3: ("template", "message", POD_TEMPLATE),
+            4: (
+                "strategy",
+                "message",
+                {
+                    1: ("type", "string", None),
+                    2: (
+                        "rollingUpdate",
+                        "message",
+                        {1: ("maxUnavailable", "intorstr", None), 2: ("maxSurge", "intorstr", None)},
+                    ),
+                },
+            ),
+            5: ("minReadySeconds", "int", None),
+            6: ("revisionHistoryLimit", "int", None),
+            7: ("paused", "bool", None),
+            9: ("progressDeadlineSeconds", "int", None),
+        },
+    ),
+}
+POD_DISRUPTION_BUDGET: Schema = {
+    1: ("metadata", "message", OBJECT_META),
+    2: (
+        "spec",
+        "message",
+        {
+            1: ("minAvailable", "intorstr", None),
+            2: ("selector", "message", LABEL_SELECTOR),
+            3: ("maxUnavailable", "intorstr", None),
+            4: ("unhealthyPodEvictionPolicy", "string", None),
+        },
+    ),
+}
+TOKEN_REQUEST: Schema = {
+    1: ("metadata", "message", OBJECT_META),
+    2: (
+        "spec",
+        "message",
+        {1: ("audiences", "strings", None), 4: ("expirationSeconds", "int", None)},
+    ),
+}
+SELF_SUBJECT_REVIEW: Schema = {1: ("metadata", "message", OBJECT_META)}
+SECRET: Schema = {
+    1: ("metadata", "message", OBJECT_META),
+    2: ("data", "bytesmap", None),
+    3: ("type", "string", None),
+    4: ("stringData", "map", None),
+    5: ("immutable", "bool", None),
+}
+SERVICE_ACCOUNT: Schema = {
+    1: ("metadata", "message", OBJECT_META),
+    2: ("secrets", "messages", {2: ("namespace", "string", None), 3: ("name", "string", None)}),
+    3: ("imagePullSecrets", "messages", {1: ("name", "string", None)}),
+    4: ("automountServiceAccountToken", "bool", None),
+}
+SERVICE: Schema = {1: ("metadata", "message", OBJECT_META), 2: ("spec", "message", SERVICE_SPEC)}
+JOB: Schema = {1: ("metadata", "message", OBJECT_META), 2: ("spec", "message", JOB_SPEC)}
+CRON_JOB: Schema = {
+    1: ("metadata", "message", OBJECT_META),
+    2: (
+        "spec",
+        "message",
+        {
+            1: ("schedule", "string", None),
+            2: ("startingDeadlineSeconds", "int", None),
+            3: ("concurrencyPolicy", "string", None),
+            4: ("suspend", "bool", None),
+            5: (
+                "jobTemplate",
+                "message",
+                {1: ("metadata", "message", OBJECT_META), 2: ("spec", "message", JOB_SPEC)},
+            ),
+            6: ("successfulJobsHistoryLimit", "int", None),
+            7: ("failedJobsHistoryLimit", "int", None),
+            8: ("timeZone", "string", None),
+        },
+    ),
+}
+ROLE: Schema = {
+    1: ("metadata", "message", OBJECT_META),
+    2: ("rules", "messages", POLICY_RULES),
+}
+PRIORITY_CLASS: Schema = {
+    1: ("metadata", "message", OBJECT_META),
+    2: ("value", "int", None),
+    3: ("globalDefault", "bool", None),
+    4: ("description", "string", None),
+    5: ("preemptionPolicy", "string", None),
+}
+SELF_SUBJECT_RULES_REVIEW: Schema = {
+    1: ("metadata", "message", OBJECT_META),
+    2: ("spec", "message", {1: ("namespace", "string", None)}),
+}
+# A message sent to a subresource, not a resource's own kind.
+SUBRESOURCE_KINDS: dict[tuple[str, str], Schema] = {
+    ("authentication.k8s.io/v1", "TokenRequest"): TOKEN_REQUEST
 }
 
 
-def decode(body: bytes) -> dict[str, Any]:
-    """A protobuf request body as the JSON object it stands for."""
+def decode(body: bytes, registry: Registry) -> dict[str, Any]:
+    """A protobuf request body as the JSON object it stands for: the message of its kind, as the kind is
+    served (`ResourceType.protobuf`)."""
     if not body.startswith(MAGIC):
         raise bad_request("the protobuf body does not start with the Kubernetes magic number")
     envelope = _fields(body[len(MAGIC) :])
     type_meta = _fields(envelope.get(1, [b""])[0])
     api_version = type_meta.get(1, [b""])[0].decode()
     kind = type_meta.get(2, [b""])[0].decode()
-    schema = KINDS.get((api_version, kind))
+    rt = registry.by_kind(api_version, kind)
+    schema = rt.protobuf if rt is not None else SUBRESOURCE_KINDS.get((api_version, kind))
     if schema is None:
         raise unsupported_media_type(f"{CONTENT_TYPE} for {kind or 'an unknown kind'}")
     return {

@@ -45,6 +45,8 @@ def _path(text: str) -> tuple[str, ...]:
 
 
 Obj = dict[str, Any]
+# A protobuf message's schema: field number -> (JSON name, kind, nested schema) (kubesim.apiserver.protobuf).
+Schema = dict[int, tuple[str, str, "Schema | None"]]
 
 
 class Objects(Protocol):
@@ -102,6 +104,7 @@ class ResourceType:
     # A built-in kind's own admission (defaulting and validation on write) and printer, if it has them.
     admit: Callable[[Write], None] | None = None
     printer: Printer | None = None
+    protobuf: Schema | None = None  # the message a protobuf body of this kind holds
 
     @property
     def api_version(self) -> str:

@@ -23,6 +23,7 @@ from kubesim.apiserver.auth import Authenticator
 from kubesim.apiserver.discovery import Discovery
 from kubesim.apiserver.errors import ApiError, bad_request, internal_error, not_found
 from kubesim.apiserver.http_common import (
+    REGISTRY,
     USER,
     Target,
     error_response,
@@ -61,6 +62,7 @@ class ApiServer:
 
     def app(self) -> web.Application:
         app = web.Application(client_max_size=64 * 1024 * 1024)
+        app[REGISTRY] = self.store.registry
         app.router.add_route("*", "/{tail:.*}", self.dispatch)
         return app
 
