@@ -29,7 +29,7 @@ import kubernetes
 from bench.results_io import emit
 from kubesim.options import SimOptions
 from kubesim.scenarios import generate
-from kubesim.sim import start_in_thread
+from kubesim.sim import Simulator, start_in_thread
 
 
 def rss_mb() -> float:
@@ -141,8 +141,8 @@ def bench(nodes: int, pods: int, watchers: int, events: int) -> dict[str, Any]:
         )
         written: dict[str, float] = {}
 
-        async def burst(sim: Any) -> None:
-            pods_rt = sim.store.registry.get("", "v1", "pods")
+        async def burst(sim: Simulator) -> None:
+            pods_rt = sim.store.registry.core("pods")
             for seq, (namespace, name) in enumerate(names):
                 if seq % 50 == 0:
                     await asyncio.sleep(0)  # let the server write to the watchers between writes
@@ -151,7 +151,7 @@ def bench(nodes: int, pods: int, watchers: int, events: int) -> dict[str, Any]:
                     obj["metadata"].setdefault("labels", {})["bench-seq"] = str(seq)
                     return obj
 
-                sim.store.verbs.patch(pods_rt, namespace, name, label)
+                sim.store.verbs.patch(pods_rt, namespace, name, apply=label)
                 if seq % 100 == 99 or seq == len(names) - 1:
                     written[str(seq)] = time.time()
 
