@@ -8,7 +8,7 @@ from typing import Any
 
 from podherd import arguments
 from podherd.errors import CliError
-from shared.rebalance.names import POLICY_NAMES
+from shared.rebalance.names import POLICY_NAMES, READS
 
 RESOURCES = ("cpu", "memory", "pods")
 
@@ -121,9 +121,10 @@ def _policy_options(parser: argparse.ArgumentParser) -> None:
 # The policies that read each option (the defragmentation plan, `defrag`, reads --pod alone): one given
 # to a policy that does not read it is refused, never silently ignored.
 READ_BY: dict[str, tuple[str, ...]] = {
-    "thresholds": ("LowNodeUtilization", "HighNodeUtilization"),
-    "target_thresholds": ("LowNodeUtilization",),
-    "number_of_nodes": ("LowNodeUtilization",),
+    **{
+        option: tuple(name for name in POLICY_NAMES if option in READS[name])
+        for option in ("thresholds", "target_thresholds", "number_of_nodes")
+    },
     "max_pods_per_node": POLICY_NAMES,
     "max_pods_per_namespace": POLICY_NAMES,
     "max_pods_total": POLICY_NAMES,

@@ -27,8 +27,6 @@ from shared.rebalance.planning import Caps, Planning, fill
 from shared.rebalance.policy_run import PolicyOptions, lines_of, run_policy
 from shared.rebalance.snapshot import reserving_schedulers, window_start
 
-POLICIES = ("LowNodeUtilization", "HighNodeUtilization", "RemovePodsViolatingTopologySpreadConstraint")
-
 
 @dataclass
 class Outcome:

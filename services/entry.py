@@ -14,14 +14,7 @@ PIPELINE = ("watcher", "arbitrator", "executor", "tracker")  # what `run all` ru
 GATE = "gate"  # the admission gate: a process of its own, behind the API server's webhooks
 PLANNER = "planner"  # the rebalancing policies on an interval: a process of its own, off by default
 # Each service's entry module; its `main(config, stop, ops)` runs under shared.service.runtime.
-MAINS = {
-    "watcher": "services.watcher.service",
-    "arbitrator": "services.arbitrator.service",
-    "executor": "services.executor.service",
-    "tracker": "services.tracker.service",
-    GATE: "services.gate.server",
-    PLANNER: "services.planner.service",
-}
+MAINS = {name: f"services.{name}.service" for name in (*PIPELINE, PLANNER)} | {GATE: "services.gate.server"}
 
 
 def main_of(name: str) -> ServiceMain:

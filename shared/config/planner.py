@@ -10,13 +10,21 @@ import msgspec
 
 from shared.api.meta import Duration
 
-# The rebalancing policies, by the names the descheduler gives them, and their default thresholds: spelled
-# here once (shared.rebalance.names gives them to the planning).
+# The rebalancing policies, by the names the descheduler gives them, the options each reads beside the caps,
+# and their default thresholds: kept here (shared.rebalance.names gives them to the planning, whose
+# policy_run finds each one's runner by name).
+LOW_NODE_UTILIZATION: Final = "LowNodeUtilization"
+HIGH_NODE_UTILIZATION: Final = "HighNodeUtilization"
 SPREAD_REPAIR: Final = "RemovePodsViolatingTopologySpreadConstraint"
 PolicyName = Literal[
     "LowNodeUtilization", "HighNodeUtilization", "RemovePodsViolatingTopologySpreadConstraint"
-]
-POLICY_NAMES: tuple[PolicyName, ...] = ("LowNodeUtilization", "HighNodeUtilization", SPREAD_REPAIR)
+]  # the type the configuration is read with: the three above, checked by mypy below
+POLICY_NAMES: tuple[PolicyName, ...] = (LOW_NODE_UTILIZATION, HIGH_NODE_UTILIZATION, SPREAD_REPAIR)
+READS: Mapping[str, frozenset[str]] = {
+    LOW_NODE_UTILIZATION: frozenset({"thresholds", "target_thresholds", "number_of_nodes"}),
+    HIGH_NODE_UTILIZATION: frozenset({"thresholds"}),
+    SPREAD_REPAIR: frozenset(),
+}
 DEFAULT_THRESHOLDS: Mapping[str, float] = {"cpu": 20.0, "memory": 20.0, "pods": 20.0}
 DEFAULT_TARGETS: Mapping[str, float] = {"cpu": 50.0, "memory": 50.0, "pods": 50.0}
 Resource = Literal["cpu", "memory", "pods"]

@@ -6,9 +6,21 @@ from __future__ import annotations
 from shared.config.planner import (
     DEFAULT_TARGETS,
     DEFAULT_THRESHOLDS,
+    HIGH_NODE_UTILIZATION,
+    LOW_NODE_UTILIZATION,
     POLICY_NAMES,
+    READS,
     SPREAD_REPAIR,
     PolicyName,
 )
 
-__all__ = ["DEFAULT_TARGETS", "DEFAULT_THRESHOLDS", "POLICY_NAMES", "SPREAD_REPAIR", "PolicyName"]
+__all__ = [
+    "DEFAULT_TARGETS",
+    "DEFAULT_THRESHOLDS",
+    "HIGH_NODE_UTILIZATION",
+    "LOW_NODE_UTILIZATION",
+    "POLICY_NAMES",
+    "READS",
+    "SPREAD_REPAIR",
+    "PolicyName",
+]

@@ -9,7 +9,10 @@ from shared.rebalance import policies
 from shared.rebalance.names import (
     DEFAULT_TARGETS,
     DEFAULT_THRESHOLDS,
+    HIGH_NODE_UTILIZATION,
+    LOW_NODE_UTILIZATION,
     POLICY_NAMES,
+    READS,
     SPREAD_REPAIR,
 )
 from shared.rebalance.planning import Caps, Planning
@@ -47,8 +50,8 @@ def _spread(planning: Planning, _: PolicyOptions) -> policies.Measure:
 
 # Every policy, by the name the descheduler gives it, and how it runs: the one place a policy is added.
 RUNNERS: Mapping[str, Runner] = {
-    "LowNodeUtilization": _low,
-    "HighNodeUtilization": _high,
+    LOW_NODE_UTILIZATION: _low,
+    HIGH_NODE_UTILIZATION: _high,
     SPREAD_REPAIR: _spread,
 }
 assert tuple(RUNNERS) == POLICY_NAMES
@@ -64,9 +67,10 @@ def run_policy(planning: Planning, options: PolicyOptions) -> policies.Measure:
 
 def lines_of(options: PolicyOptions) -> dict[str, Mapping[str, float]]:
     """The thresholds the policy reads, by their names (for a picture)."""
+    reads = READS.get(options.policy, frozenset())
     lines: dict[str, Mapping[str, float]] = {}
-    if options.policy in ("LowNodeUtilization", "HighNodeUtilization"):
+    if "thresholds" in reads:
         lines["thresholds"] = options.thresholds
-    if options.policy == "LowNodeUtilization":
+    if "target_thresholds" in reads:
         lines["targetThresholds"] = options.target_thresholds
     return lines

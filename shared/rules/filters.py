@@ -16,7 +16,7 @@ import msgspec
 from shared.api import annotations as known
 from shared.api import eviction_gates as gates
 from shared.api.drain import LIFT_BARE_POD, LIFT_LOCAL_STORAGE
-from shared.api.eviction_gates import EvictionGate
+from shared.api.eviction_gates import EvictionGate, Kind
 from shared.api.intstr import max_migrating, max_unavailable
 from shared.api.pmj import REASON_FORBIDDEN_MIGRATE_POD
 from shared.api.selectors import matches_label_selector
@@ -55,6 +55,21 @@ class Subject:
     threshold: int | None
 
 
+Check = Callable[[Subject], str | None]
+_CHECKS: dict[EvictionGate, Check] = {}
+
+
+def _judges(gate: EvictionGate) -> Callable[[Check], Check]:
+    """Registers the check of a filter of the registry (shared.api.eviction_gates): one per gate."""
+
+    def registered(check: Check) -> Check:
+        assert gate.kind is Kind.FILTER and gate not in _CHECKS, gate
+        _CHECKS[gate] = check
+        return check
+
+    return registered
+
+
 def evaluate(
     job: JobFacts,
     pod: PodInfo,
@@ -78,10 +93,10 @@ def evaluate(
     return None
 
 
-_active: list[tuple[MigrationControllerArgs, tuple[tuple[str, Callable[[Subject], str | None]], ...]]] = []
+_active: list[tuple[MigrationControllerArgs, tuple[tuple[str, Check], ...]]] = []
 
 
-def _active_gates(args: MigrationControllerArgs) -> tuple[tuple[str, Callable[[Subject], str | None]], ...]:
+def _active_gates(args: MigrationControllerArgs) -> tuple[tuple[str, Check], ...]:
     """The gates `skipEvictionGates` leaves on, worked out once per configuration."""
     if not _active or _active[0][0] is not args:
         skip = set(args.skip_eviction_gates)
@@ -89,6 +104,7 @@ def _active_gates(args: MigrationControllerArgs) -> tuple[tuple[str, Callable[[S
     return _active[0][1]
 
 
+@_judges(gates.EVICTION_COST)
 def _eviction_cost(s: Subject) -> str | None:
     cost = s.pod.annotations.get(EVICTION_COST)
     if cost is not None and cost.strip() == str(MAX_INT32):
@@ -96,6 +112,7 @@ def _eviction_cost(s: Subject) -> str | None:
     return None
 
 
+@_judges(gates.SCHEDULER_NAME)
 def _scheduler_name(s: Subject) -> str | None:
     pod, schedulers = s.pod, s.args.scheduler_names
     if s.job.mode == "ReservationFirst" and (pod.scheduler_name or "default-scheduler") not in schedulers:
@@ -106,6 +123,7 @@ def _scheduler_name(s: Subject) -> str | None:
     return None
 
 
+@_judges(gates.NAMESPACES)
 def _namespace(s: Subject) -> str | None:
     namespaces, namespace = s.args.namespaces, s.pod.namespace
     if namespaces and namespaces.include and namespace not in namespaces.include:
@@ -115,6 +133,7 @@ def _namespace(s: Subject) -> str | None:
     return None
 
 
+@_judges(gates.LABEL_SELECTOR)
 def _label_selector(s: Subject) -> str | None:
     selector = s.args.label_selector
     if selector is not None and not matches_label_selector(selector, s.pod.labels):
@@ -122,6 +141,7 @@ def _label_selector(s: Subject) -> str | None:
     return None
 
 
+@_judges(gates.PRIORITY_THRESHOLD)
 def _priority_threshold(s: Subject) -> str | None:
     """As Koordinator's evictor filter: only where system-critical pods are not evicted anyway, and a pod
     without a priority is below any threshold."""
@@ -133,6 +153,7 @@ def _priority_threshold(s: Subject) -> str | None:
     return None
 
 
+@_judges(gates.SYSTEM_CRITICAL)
 def _system_critical(s: Subject) -> str | None:
     if s.args.evict_system_critical_pods:
         return None
@@ -142,6 +163,7 @@ def _system_critical(s: Subject) -> str | None:
     return None
 
 
+@_judges(gates.LOCAL_STORAGE)
 def _local_storage(s: Subject) -> str | None:
     kinds = LOCAL_STORAGE_VOLUMES.intersection(s.pod.volume_kinds)
     if LIFT_LOCAL_STORAGE in s.job.lifts and kinds <= {"emptyDir"}:  # --delete-emptydir-data: emptyDir only
@@ -151,12 +173,14 @@ def _local_storage(s: Subject) -> str | None:
     return None
 
 
+@_judges(gates.PVC)
 def _pvc(s: Subject) -> str | None:
     if s.args.ignore_pvc_pods and "persistentVolumeClaim" in s.pod.volume_kinds:
         return "the pod has a PersistentVolumeClaim (ignorePvcPods is on)"
     return None
 
 
+@_judges(gates.BARE_PODS)
 def _bare_pod(s: Subject) -> str | None:
     pod, args = s.pod, s.args
     if pod.owner is not None or args.evict_all_bare_pods or LIFT_BARE_POD in s.job.lifts:
@@ -166,16 +190,19 @@ def _bare_pod(s: Subject) -> str | None:
     return "the pod has no controller, nothing would replace it (evictAllBarePods is off)"
 
 
+@_judges(gates.DAEMON_SET)
 def _daemonset(s: Subject) -> str | None:
     if s.pod.owner is not None and s.pod.owner.kind == "DaemonSet":
         return "the pod belongs to a DaemonSet"
     return None
 
 
+@_judges(gates.MIRROR_POD)
 def _mirror(s: Subject) -> str | None:
     return "the pod is a mirror pod" if s.pod.mirror or MIRROR in s.pod.annotations else None
 
 
+@_judges(gates.STATIC_POD)
 def _static(s: Subject) -> str | None:
     source = s.pod.annotations.get(CONFIG_SOURCE)
     if source is not None and source != "api":
@@ -183,12 +210,14 @@ def _static(s: Subject) -> str | None:
     return None
 
 
+@_judges(gates.NO_EVICTION)
 def _no_eviction(s: Subject) -> str | None:
     if s.args.no_eviction_policy == "Mandatory" and PREFER_NO_EVICTION in s.pod.annotations:
         return f"the pod is annotated {PREFER_NO_EVICTION} (noEvictionPolicy is Mandatory)"
     return None
 
 
+@_judges(gates.DO_NOT_DISRUPT)
 def _do_not_disrupt(s: Subject) -> str | None:
     if s.args.autoscaler_protections == "Mandatory" and (asked := autoscaler_protection(s.pod)):
         return f"the pod is annotated {asked} (autoscalerProtections is Mandatory)"
@@ -204,10 +233,12 @@ def autoscaler_protection(pod: PodInfo) -> str | None:
     return None
 
 
+@_judges(gates.TERMINATING)
 def _terminating(s: Subject) -> str | None:
     return "the pod is already terminating" if s.pod.deletion_timestamp is not None else None
 
 
+@_judges(gates.EXPECTED_REPLICAS)
 def _expected_replicas(s: Subject) -> str | None:
     workload, args = s.workload, s.args
     if args.skip_check_expected_replicas or workload is None or s.job.surge:  # a surge keeps every replica
@@ -232,27 +263,8 @@ def _expected_replicas(s: Subject) -> str | None:
     return None
 
 
-# Each filter's check, by its gate (judged in the registry's order); a gate without a check fails the import.
-_CHECKS: dict[EvictionGate, Callable[[Subject], str | None]] = {
-    gates.EVICTION_COST: _eviction_cost,
-    gates.NO_EVICTION: _no_eviction,
-    gates.DO_NOT_DISRUPT: _do_not_disrupt,
-    gates.TERMINATING: _terminating,
-    gates.MIRROR_POD: _mirror,
-    gates.STATIC_POD: _static,
-    gates.DAEMON_SET: _daemonset,
-    gates.BARE_PODS: _bare_pod,
-    gates.SCHEDULER_NAME: _scheduler_name,
-    gates.NAMESPACES: _namespace,
-    gates.LABEL_SELECTOR: _label_selector,
-    gates.PRIORITY_THRESHOLD: _priority_threshold,
-    gates.SYSTEM_CRITICAL: _system_critical,
-    gates.LOCAL_STORAGE: _local_storage,
-    gates.PVC: _pvc,
-    gates.EXPECTED_REPLICAS: _expected_replicas,
-}
+# Judged in the registry's order; a filter of the registry without its check here fails the import.
 _GATES = tuple((gate.name, _CHECKS[gate]) for gate in gates.FILTERS)
-assert set(_CHECKS) == set(gates.FILTERS), "every filter in the registry has one check here"
 LIFTED_BY_EVICT = frozenset(gate.name for gate in gates.FILTERS if gate.lifted_by_evict)
 
 

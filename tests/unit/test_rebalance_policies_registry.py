@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import pytest
 
-from shared.config.planner import POLICY_NAMES, PlannerPolicy
+from podherd.plan_commands import READ_BY
+from shared.config.planner import POLICY_NAMES, READS, PlannerPolicy
 from shared.fit.cluster import Cluster
 from shared.rebalance.planning import Planning
 from shared.rebalance.policy_run import RUNNERS, PolicyOptions, run_policy
 
 
-def test_every_policy_the_configuration_takes_has_its_runner() -> None:
-    assert set(RUNNERS) == set(POLICY_NAMES)
+def test_every_policy_the_configuration_takes_has_its_runner_and_says_what_it_reads() -> None:
+    assert set(RUNNERS) == set(POLICY_NAMES) == set(READS)
+    assert READ_BY["target_thresholds"] == ("LowNodeUtilization",)
+    assert READ_BY["thresholds"] == ("LowNodeUtilization", "HighNodeUtilization")
     for name in POLICY_NAMES:
         PlannerPolicy(name=name)  # the configuration takes it, with the same defaults
 

@@ -121,11 +121,29 @@ class _Scope:
     extra: int  # the surge's one replica more
 
 
+SlotOf = Callable[[_Scope], Slot | None]
+# Each limit's slot, by its gate; the ledger's scripts count every slot alike (lua/admit.lua).
+_LIMITS: dict[EvictionGate, SlotOf] = {}
+
+
+def _counts(gate: EvictionGate) -> Callable[[SlotOf], SlotOf]:
+    """Registers the slot of a limit of the registry (shared.api.eviction_gates): one per gate."""
+
+    def registered(slot_of: SlotOf) -> SlotOf:
+        assert gate.kind is Kind.LIMIT and gate not in _LIMITS, gate
+        _LIMITS[gate] = slot_of
+        return slot_of
+
+    return registered
+
+
+@_counts(gates.MAX_MIGRATING_GLOBALLY)
 def _globally(s: _Scope) -> Slot | None:
     most = s.args.max_migrating_globally
     return Slot(_rule(gates.MAX_MIGRATING_GLOBALLY), GLOBAL, most, "the cluster") if most > 0 else None
 
 
+@_counts(gates.MAX_MIGRATING_PER_NODE)
 def _per_node(s: _Scope) -> Slot | None:
     most, node = s.args.max_migrating_per_node, s.pod.node_name
     return (
@@ -135,6 +153,7 @@ def _per_node(s: _Scope) -> Slot | None:
     )
 
 
+@_counts(gates.MAX_MIGRATING_PER_NAMESPACE)
 def _per_namespace(s: _Scope) -> Slot | None:
     most, namespace = s.args.max_migrating_per_namespace, s.pod.namespace
     if most <= 0:
@@ -144,6 +163,7 @@ def _per_namespace(s: _Scope) -> Slot | None:
     )
 
 
+@_counts(gates.MAX_MIGRATING_PER_WORKLOAD)
 def _migrating_per_workload(s: _Scope) -> Slot | None:
     if s.workload is None:
         return None
@@ -152,6 +172,7 @@ def _migrating_per_workload(s: _Scope) -> Slot | None:
     return Slot(_rule(gates.MAX_MIGRATING_PER_WORKLOAD), workload_slot(key), most, f"workload {key}")
 
 
+@_counts(gates.MAX_UNAVAILABLE_PER_WORKLOAD)
 def _unavailable_per_workload(s: _Scope) -> Slot | None:
     """The same set as the migrating limit, counted with the workload's pods that are not Ready: each job in
     flight once."""
@@ -169,14 +190,6 @@ def _rule(gate: EvictionGate) -> str:
     return gate.setting
 
 
-# Each limit's slot, by its gate; the ledger's scripts count every slot alike (lua/admit.lua).
-_LIMITS: dict[EvictionGate, Callable[[_Scope], Slot | None]] = {
-    gates.MAX_MIGRATING_GLOBALLY: _globally,
-    gates.MAX_MIGRATING_PER_NODE: _per_node,
-    gates.MAX_MIGRATING_PER_NAMESPACE: _per_namespace,
-    gates.MAX_MIGRATING_PER_WORKLOAD: _migrating_per_workload,
-    gates.MAX_UNAVAILABLE_PER_WORKLOAD: _unavailable_per_workload,
-}
 assert set(_LIMITS) == {gate for gate in gates.GATES if gate.kind is Kind.LIMIT}, "every limit has its slot"
 WORKLOAD_GATES = {
     _rule(gate): gate.name for gate in (gates.MAX_MIGRATING_PER_WORKLOAD, gates.MAX_UNAVAILABLE_PER_WORKLOAD)
