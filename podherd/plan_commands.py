@@ -8,7 +8,7 @@ from typing import Any
 
 from podherd import arguments
 from podherd.errors import CliError
-from shared.rebalance.names import POLICY_NAMES, READS
+from shared.config.planner import POLICY_NAMES, READS
 
 RESOURCES = ("cpu", "memory", "pods")
 

@@ -10,8 +10,9 @@ skipped.
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, TypeVar
 
 
 class Kind(enum.Enum):
@@ -85,3 +86,22 @@ BY_NAME: Final = {gate.name: gate for gate in GATES}
 EVICTION_GATES: Final = frozenset(BY_NAME)
 KOORDINATOR_GATES: Final = tuple(gate.name for gate in GATES if gate.koordinator)
 PODHERD_GATES: Final = tuple(gate.name for gate in GATES if not gate.koordinator)
+
+Half = TypeVar("Half")
+
+
+def registrar(
+    kind: Kind, table: dict[EvictionGate, Half]
+) -> Callable[[EvictionGate], Callable[[Half], Half]]:
+    """A decorator that registers the half of each gate of `kind` (a filter's check, a limit's slot) in
+    `table`, one per gate, on the function that is that half."""
+
+    def for_gate(gate: EvictionGate) -> Callable[[Half], Half]:
+        def registered(half: Half) -> Half:
+            assert gate.kind is kind and gate not in table, gate
+            table[gate] = half
+            return half
+
+        return registered
+
+    return for_gate

@@ -11,8 +11,8 @@ import msgspec
 from shared.api.meta import Duration
 
 # The rebalancing policies, by the names the descheduler gives them, the options each reads beside the caps,
-# and their default thresholds: kept here (shared.rebalance.names gives them to the planning, whose
-# policy_run finds each one's runner by name).
+# and their default thresholds: kept here, where the configuration checks them (the planning's
+# shared.rebalance.policy_run finds each one's runner by its name).
 LOW_NODE_UTILIZATION: Final = "LowNodeUtilization"
 HIGH_NODE_UTILIZATION: Final = "HighNodeUtilization"
 SPREAD_REPAIR: Final = "RemovePodsViolatingTopologySpreadConstraint"
@@ -33,7 +33,7 @@ Percentages = dict[Resource, Annotated[float, msgspec.Meta(ge=0, le=100)]]
 
 
 def _percentages(defaults: Mapping[str, float]) -> dict[Resource, float]:
-    """The policies' defaults (shared.rebalance.names), as this section's type."""
+    """The policies' defaults, as this section's type."""
     return {resource: defaults[resource] for resource in RESOURCES}
 
 

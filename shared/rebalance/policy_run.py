@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from shared.rebalance import policies
-from shared.rebalance.names import (
+from shared.config.planner import (
     DEFAULT_TARGETS,
     DEFAULT_THRESHOLDS,
     HIGH_NODE_UTILIZATION,
@@ -15,6 +14,7 @@ from shared.rebalance.names import (
     READS,
     SPREAD_REPAIR,
 )
+from shared.rebalance import policies
 from shared.rebalance.planning import Caps, Planning
 
 

@@ -57,17 +57,7 @@ class Subject:
 
 Check = Callable[[Subject], str | None]
 _CHECKS: dict[EvictionGate, Check] = {}
-
-
-def _judges(gate: EvictionGate) -> Callable[[Check], Check]:
-    """Registers the check of a filter of the registry (shared.api.eviction_gates): one per gate."""
-
-    def registered(check: Check) -> Check:
-        assert gate.kind is Kind.FILTER and gate not in _CHECKS, gate
-        _CHECKS[gate] = check
-        return check
-
-    return registered
+_judges = gates.registrar(Kind.FILTER, _CHECKS)  # a filter's check, on its function
 
 
 def evaluate(

@@ -124,17 +124,7 @@ class _Scope:
 SlotOf = Callable[[_Scope], Slot | None]
 # Each limit's slot, by its gate; the ledger's scripts count every slot alike (lua/admit.lua).
 _LIMITS: dict[EvictionGate, SlotOf] = {}
-
-
-def _counts(gate: EvictionGate) -> Callable[[SlotOf], SlotOf]:
-    """Registers the slot of a limit of the registry (shared.api.eviction_gates): one per gate."""
-
-    def registered(slot_of: SlotOf) -> SlotOf:
-        assert gate.kind is Kind.LIMIT and gate not in _LIMITS, gate
-        _LIMITS[gate] = slot_of
-        return slot_of
-
-    return registered
+_counts = gates.registrar(Kind.LIMIT, _LIMITS)  # a limit's slot, on its function
 
 
 @_counts(gates.MAX_MIGRATING_GLOBALLY)
