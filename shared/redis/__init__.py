@@ -1,1 +1,1 @@
-"""Redis access: the client, the ACL users, and the barrier that holds a write until replicas have it."""
+"""Redis access: the client, and the barrier that holds a write until replicas have it."""
