@@ -14,10 +14,10 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from kubesim.apiserver.serving import ServingCert
 from kubesim.apiserver.store import Store
 from kubesim.evacuation_webhook import NAME, PATH
 from kubesim.options import SimOptions
-from shared.access.authority import ServingCert
 from shared.access.private_files import write_private
 
 NAMESPACE, SERVICE, PORT = "kubevirt", "virt-api", 443

@@ -32,6 +32,7 @@ import yaml
 from aiohttp import web
 
 from kubesim.apiserver import kinds
+from kubesim.apiserver import serving as tls
 from kubesim.apiserver.admission import Admission
 from kubesim.apiserver.errors import ApiError
 from kubesim.apiserver.server import ApiServer
@@ -53,7 +54,6 @@ from kubesim.kubelet.pods import Kubelet
 from kubesim.kubelet.runtime import ProcessRuntime
 from kubesim.options import SimOptions
 from kubesim.scenario import load_scenario
-from shared.access import authority as tls
 from shared.access.private_files import write_private
 
 log = logging.getLogger("kubesim")

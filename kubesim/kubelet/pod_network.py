@@ -11,11 +11,11 @@ import os
 import sys
 
 from kubesim.apiserver.records import Obj
+from kubesim.apiserver.serving import KUBERNETES_SERVICE_IP
 from kubesim.kubelet import pod_files
 from kubesim.kubelet.containers import PodRun, helper_env
 from kubesim.kubelet.proxy import Address, Forward
 from kubesim.options import SimOptions
-from shared.access.authority import KUBERNETES_SERVICE_IP
 
 SERVICE_NET = "127.96"
 _SANDBOX_TIMEOUT = 10.0

@@ -12,8 +12,9 @@ from pathlib import Path
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
+from kubesim.apiserver.serving import DEFAULT_IPS, DEFAULT_NAMES
 from podherd.credentials import API_SERVER_CLIENT
-from shared.access.authority import DEFAULT_IPS, DEFAULT_NAMES, Authority
+from shared.access.authority import Authority
 from shared.access.private_files import write_private
 
 # Who each token is: the administrator (the kubeconfig a user gets) and the components, all in

@@ -7,7 +7,7 @@ from __future__ import annotations
 import kubernetes
 import pytest
 
-from shared.access.authority import KUBERNETES_SERVICE_IP
+from kubesim.apiserver.serving import KUBERNETES_SERVICE_IP
 from tests.kube import Kube, refusal
 
 pytestmark = pytest.mark.integration
