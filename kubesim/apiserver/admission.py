@@ -156,12 +156,29 @@ def service(w: Write) -> None:
 
 
 def secret(w: Write) -> None:
-    _secret(w.obj)
+    """As the Secret's conversion does: `stringData` written into `data` (its keys win), never stored; `type`
+    Opaque unless said."""
+    secret = w.obj
+    written = secret.pop("stringData", None) or {}
+    if written:
+        data = secret.setdefault("data", {}) or {}
+        data.update({k: base64.b64encode(str(v).encode()).decode() for k, v in written.items()})
+        secret["data"] = data
+    if not secret.get("type"):
+        secret["type"] = "Opaque"
 
 
 def node(w: Write) -> None:
-    if w.operation == "CREATE":
-        _node(w.obj)
+    if w.operation != "CREATE":
+        return
+    node = w.obj
+    meta = node["metadata"]
+    meta.setdefault("labels", {}).setdefault("kubernetes.io/hostname", meta["name"])
+    status = node.setdefault("status", {})
+    if "capacity" in status and "allocatable" not in status:
+        status["allocatable"] = dict(status["capacity"])
+    status.setdefault("conditions", [{"type": "Ready", "status": "True", "reason": "KubeletReady"}])
+    status.setdefault("nodeInfo", dict(NODE_INFO))
 
 
 def namespace(w: Write) -> None:
@@ -240,34 +257,12 @@ def _priority(objects: Objects, class_name: str | None) -> int:
     return int(found.get("value", 0))
 
 
-def _node(node: Obj) -> None:
-    meta = node["metadata"]
-    meta.setdefault("labels", {}).setdefault("kubernetes.io/hostname", meta["name"])
-    status = node.setdefault("status", {})
-    if "capacity" in status and "allocatable" not in status:
-        status["allocatable"] = dict(status["capacity"])
-    status.setdefault("conditions", [{"type": "Ready", "status": "True", "reason": "KubeletReady"}])
-    status.setdefault("nodeInfo", dict(NODE_INFO))
-
-
 SCHEDULING_GATED = {
     "type": "PodScheduled",
     "status": "False",
     "reason": "SchedulingGated",
     "message": "Scheduling is blocked due to non-empty scheduling gates",
 }
-
-
-def _secret(secret: Obj) -> None:
-    """As the Secret's conversion does: `stringData` written into `data` (its keys win), never stored; `type`
-    Opaque unless said."""
-    written = secret.pop("stringData", None) or {}
-    if written:
-        data = secret.setdefault("data", {}) or {}
-        data.update({k: base64.b64encode(str(v).encode()).decode() for k, v in written.items()})
-        secret["data"] = data
-    if not secret.get("type"):
-        secret["type"] = "Opaque"
 
 
 def _autoscaler_errors(spec: Obj) -> list[FieldError]:
